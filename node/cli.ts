@@ -1,0 +1,82 @@
+#!/usr/bin/env node
+import '../protocol/polyfills.js'
+import { Command, InvalidArgumentError as CommanderArgError, Option } from 'commander'
+import { EngineError } from '../shards/index.js'
+import { runLocalGenerate } from './commands/generate.js'
+import { defaultModelPath } from './paths.js'
+
+function int(name: string, min: number) {
+  return (v: string): number => {
+    const n = Number(v)
+    if (!Number.isInteger(n) || n < min) throw new CommanderArgError(`${name} must be an integer ≥ ${min}`)
+    return n
+  }
+}
+
+function float(name: string, min: number, max = Number.POSITIVE_INFINITY) {
+  return (v: string): number => {
+    const n = Number(v)
+    if (!Number.isFinite(n) || n < min || n > max) throw new CommanderArgError(`${name} must be a number in [${min}, ${max}]`)
+    return n
+  }
+}
+
+const program = new Command()
+program
+  .name('layerswarm')
+  .description('Peer-to-peer LLM inference: run blocks of a model across libp2p peers, verified by canaries.')
+  .version('0.1.0')
+  .showHelpAfterError()
+
+program
+  .command('generate')
+  .description('Generate text from a prompt (locally, with the whole model in this process).')
+  .option('--model <path>', 'model file: GGUF, or llama2.c .bin (default: the bundled stories260K.gguf)')
+  .option('--tokenizer <path>', 'tokenizer for llama2.c .bin models (default: tok<vocab>.bin or tokenizer.bin beside the model)')
+  .requiredOption('--prompt <text>', 'the prompt text')
+  .addOption(new Option('--max-tokens <n>', 'new tokens to generate at most (stops earlier at EOS)').argParser(int('--max-tokens', 0)).default(256))
+  .addOption(new Option('--temperature <t>', 'sampling temperature; 0 = greedy').argParser(float('--temperature', 0)).default(1))
+  .addOption(new Option('--top-k <k>', 'keep the k most likely tokens; 0 = off').argParser(int('--top-k', 0)).default(0))
+  .addOption(new Option('--top-p <p>', 'nucleus sampling threshold; 1 = off').argParser(float('--top-p', 0, 1)).default(0.9))
+  .addOption(new Option('--seed <s>', 'random seed (default: random, printed with --json)').argParser(int('--seed', 0)))
+  .addOption(new Option('--repetition-penalty <r>', 'penalty ≥ 1 on log-probabilities of recent tokens; 1 = off').argParser(float('--repetition-penalty', 1)).default(1))
+  .option('--json', 'print one JSON object instead of streaming text', false)
+  .action(async (opts) => {
+    const seed = opts.seed ?? Math.floor(Math.random() * 2 ** 31)
+    const ac = new AbortController()
+    process.once('SIGINT', () => ac.abort())
+    const result = await runLocalGenerate(
+      {
+        model: opts.model ?? defaultModelPath(),
+        tokenizer: opts.tokenizer,
+        prompt: opts.prompt,
+        maxTokens: opts.maxTokens,
+        temperature: opts.temperature,
+        topK: opts.topK,
+        topP: opts.topP === 0 ? 1 : opts.topP,
+        seed,
+        repetitionPenalty: opts.repetitionPenalty,
+        json: opts.json
+      },
+      (piece) => process.stdout.write(piece),
+      ac.signal
+    )
+    if (opts.json) process.stdout.write(`${JSON.stringify(result)}\n`)
+    else process.stdout.write('\n')
+  })
+
+try {
+  await program.parseAsync(process.argv)
+} catch (err) {
+  if (err instanceof EngineError) {
+    process.stderr.write(`layerswarm: ${err.message} (${err.code})\n`)
+    process.exitCode = 1
+  } else if (err instanceof Error && err.name === 'AbortError') {
+    process.exitCode = 130
+  } else if (err instanceof Error && 'code' in err && (err as { code: string }).code === 'ENOENT') {
+    process.stderr.write(`layerswarm: ${err.message}\n`)
+    process.exitCode = 1
+  } else {
+    throw err
+  }
+}

@@ -1,0 +1,112 @@
+import {
+  createEdge,
+  createLocalPipeline,
+  createShard,
+  createTokenizer,
+  generateTokens,
+  type Kernels,
+  openModelFile,
+  TokenizerMismatchError
+} from '../../shards/index.js'
+
+export interface GenerateCommandOptions {
+  model: string
+  tokenizer?: string
+  prompt: string
+  maxTokens: number
+  temperature: number
+  topK: number
+  topP: number
+  seed: number
+  repetitionPenalty: number
+  json: boolean
+  kernels?: Kernels
+}
+
+export interface GenerateResult {
+  model: string
+  promptTokens: number[]
+  tokens: number[]
+  /** The prompt and the completion, as llama2.c prints them. */
+  text: string
+  completion: string
+  seed: number
+  stats: { loadMs: number; prefillMs: number; decodeMs: number; decodeTokensPerSecond: number }
+}
+
+/** `layerswarm generate` without a swarm: the whole model in this process. */
+export async function runLocalGenerate(
+  o: GenerateCommandOptions,
+  write: (text: string) => void,
+  signal?: AbortSignal
+): Promise<GenerateResult> {
+  const t0 = performance.now()
+  const model = openModelFile(o.model, o.tokenizer !== undefined ? { tokenizerPath: o.tokenizer } : {})
+  try {
+    if (!model.vocabulary) {
+      throw new TokenizerMismatchError(`${o.model} holds no tokenizer; pass --tokenizer PATH (a llama2.c tokenizer.bin)`)
+    }
+    const tokenizer = createTokenizer(model.vocabulary)
+    const edge = createEdge({ model, kernels: o.kernels })
+    const shard = createShard({ model, start: 0, end: model.config.nLayers, kernels: o.kernels })
+    const promptTokens = tokenizer.encode(o.prompt)
+    const room = model.config.seqLen - promptTokens.length
+    const maxTokens = Math.max(0, Math.min(o.maxTokens, room))
+    const pipeline = createLocalPipeline([shard], 'local', Math.min(model.config.seqLen, promptTokens.length + maxTokens))
+    const decoder = tokenizer.createDecoder()
+    let text = ''
+    const emit = (piece: string): void => {
+      text += piece
+      if (!o.json) write(piece)
+    }
+    promptTokens.forEach((id, i) => emit(decoder.push(id, i > 0 ? promptTokens[i - 1] : -1)))
+    const loadMs = performance.now() - t0
+    const tokens: number[] = []
+    let prev = promptTokens[promptTokens.length - 1]
+    let tFirst = 0
+    const tStart = performance.now()
+    for await (const id of generateTokens({
+      edge,
+      pipeline,
+      promptTokens,
+      maxTokens,
+      stopIds: tokenizer.stopIds,
+      temperature: o.temperature,
+      topK: o.topK,
+      topP: o.topP,
+      seed: o.seed,
+      repetitionPenalty: o.repetitionPenalty,
+      signal
+    })) {
+      if (tokens.length === 0) tFirst = performance.now()
+      tokens.push(id)
+      emit(decoder.push(id, prev))
+      prev = id
+    }
+    emit(decoder.flush())
+    const tEnd = performance.now()
+    await pipeline.close()
+    const decodeMs = tokens.length > 1 ? tEnd - tFirst : 0
+    const completion = tokenizer.decode(tokens)
+    return {
+      model: o.model,
+      promptTokens,
+      tokens,
+      text,
+      completion,
+      seed: o.seed,
+      stats: {
+        loadMs: round(loadMs),
+        prefillMs: round((tFirst || tEnd) - tStart),
+        decodeMs: round(decodeMs),
+        decodeTokensPerSecond: decodeMs > 0 ? round(((tokens.length - 1) * 1000) / decodeMs) : 0
+      }
+    }
+  } finally {
+    model.close()
+  }
+}
+
+function round(x: number): number {
+  return Math.round(x * 100) / 100
+}

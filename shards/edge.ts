@@ -1,0 +1,68 @@
+import { InvalidArgumentError } from './errors.js'
+import type { Kernels } from './kernels.js'
+import { createReferenceKernels } from './kernels-ref.js'
+import type { ModelFile } from './model-file.js'
+import { dequantizeRow } from './quant.js'
+import type { ModelConfig, WeightMatrix } from './types.js'
+
+export interface EdgeInit {
+  readonly model: ModelFile
+  readonly kernels?: Kernels
+}
+
+/**
+ * The parts of the model that see tokens: the embedding lookup before the first block and the
+ * final RMSNorm + LM head after the last. They stay on the client so no peer sees token ids.
+ */
+export class Edge {
+  readonly config: ModelConfig
+  readonly kernels: Kernels
+  private readonly embedding: WeightMatrix // [vocab, dim]
+  private readonly outputNorm: Float32Array // [dim]
+  private readonly head: WeightMatrix // [vocab, dim]
+  private normed = new Float32Array(0)
+
+  constructor(init: EdgeInit) {
+    const { model } = init
+    this.config = model.config
+    this.kernels = init.kernels ?? createReferenceKernels()
+    this.embedding = model.readMatrix('token_embd')
+    this.outputNorm = model.readVector('output_norm')
+    // A tied head is the embedding matrix itself: read it once, prepare it for the kernels.
+    this.head = this.kernels.prepare(this.config.tiedEmbeddings ? this.embedding : model.readMatrix('output'))
+  }
+
+  /** Hidden states [T, dim] for tokens. */
+  embed(tokens: readonly number[]): Float32Array {
+    const { dim, vocabSize } = this.config
+    const out = new Float32Array(tokens.length * dim)
+    tokens.forEach((tok, t) => {
+      if (!Number.isInteger(tok) || tok < 0 || tok >= vocabSize) {
+        throw new InvalidArgumentError(`token id ${tok} is outside the vocabulary of ${vocabSize}`)
+      }
+      dequantizeRow(this.embedding, tok, out.subarray(t * dim, (t + 1) * dim))
+    })
+    return out
+  }
+
+  /** Logits [T, vocab] for hidden states [T, dim]: final RMSNorm, then the LM head. */
+  logits(hidden: Float32Array, T: number): Float32Array {
+    const { dim, vocabSize, rmsEps } = this.config
+    if (hidden.length < T * dim) throw new InvalidArgumentError(`hidden holds ${hidden.length} floats, need ${T * dim}`)
+    if (this.normed.length < T * dim) this.normed = new Float32Array(T * dim)
+    this.kernels.rmsnorm(this.normed, hidden, this.outputNorm, T, rmsEps)
+    const out = new Float32Array(T * vocabSize)
+    this.kernels.matmul(out, this.normed, this.head, T)
+    return out
+  }
+
+  /** Logits [vocab] of the last of T rows only (what decoding samples from). */
+  lastLogits(hidden: Float32Array, T: number): Float32Array {
+    const { dim } = this.config
+    return this.logits(hidden.subarray((T - 1) * dim, T * dim), 1)
+  }
+}
+
+export function createEdge(init: EdgeInit): Edge {
+  return new Edge(init)
+}

@@ -1,0 +1,72 @@
+import type { Edge } from './edge.js'
+import { InvalidArgumentError } from './errors.js'
+import { createSampler, type SamplerOptions } from './sampler.js'
+import type { Shard } from './shard.js'
+
+/**
+ * Everything between the edge's embedding and its head: local shards, or (in client/) a chain
+ * of remote hops. It owns one session's KV state.
+ */
+export interface BlockPipeline {
+  /** Hidden states [T, dim] at positions startPos .. startPos+T-1 → outputs [T, dim]. */
+  forward(hidden: Float32Array, startPos: number, signal?: AbortSignal): Promise<Float32Array>
+  close(): Promise<void>
+}
+
+/** Runs local shards one after another for one session. */
+export function createLocalPipeline(shards: readonly Shard[], sessionId: string, maxLength: number): BlockPipeline {
+  for (const s of shards) s.openSession(sessionId, { maxLength })
+  return {
+    async forward(hidden, startPos, signal) {
+      let h = hidden
+      for (const s of shards) {
+        signal?.throwIfAborted()
+        h = s.forward(sessionId, h, startPos)
+      }
+      return h
+    },
+    async close() {
+      for (const s of shards) s.closeSession(sessionId)
+    }
+  }
+}
+
+export interface GenerateInit extends SamplerOptions {
+  readonly edge: Edge
+  readonly pipeline: BlockPipeline
+  /** The prompt as token ids (with BOS when the model wants it). */
+  readonly promptTokens: readonly number[]
+  readonly maxTokens: number
+  /** Generation ends when one of these is sampled (it is not yielded). */
+  readonly stopIds?: readonly number[]
+  readonly signal?: AbortSignal
+  /** Sees the logits of every step: the prompt's last position, then each generated token's. */
+  readonly onLogits?: (logits: Float32Array, position: number) => void
+}
+
+/**
+ * The decode loop: one batched step for the whole prompt (prefill), then one step per token.
+ * Yields generated token ids as they are sampled.
+ */
+export async function* generateTokens(init: GenerateInit): AsyncGenerator<number> {
+  const { edge, pipeline, promptTokens, maxTokens, signal } = init
+  if (promptTokens.length === 0) throw new InvalidArgumentError('the prompt must hold at least one token (BOS)')
+  if (!Number.isInteger(maxTokens) || maxTokens < 0) throw new InvalidArgumentError(`maxTokens must be an integer ≥ 0, got ${maxTokens}`)
+  const sampler = createSampler(init)
+  const stop = new Set(init.stopIds ?? [])
+  const history = [...promptTokens]
+  let input: readonly number[] = promptTokens
+  let pos = 0
+  for (let i = 0; i < maxTokens; i++) {
+    signal?.throwIfAborted()
+    const out = await pipeline.forward(edge.embed(input), pos, signal)
+    pos += input.length
+    const logits = edge.lastLogits(out, input.length)
+    init.onLogits?.(logits, pos - 1)
+    const next = sampler.sample(logits, history)
+    if (stop.has(next)) return
+    history.push(next)
+    yield next
+    input = [next]
+  }
+}

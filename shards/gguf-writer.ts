@@ -1,0 +1,267 @@
+import { closeSync, openSync, unlinkSync, writeSync } from 'node:fs'
+import { InvalidArgumentError } from './errors.js'
+import type { GgufValue } from './model-file.js'
+import { rowBytes } from './quant.js'
+import type { WeightMatrix } from './types.js'
+
+/**
+ * GGUF v3 writer, per ggml's docs/gguf.md: magic "GGUF", u32 version, u64 tensor count,
+ * u64 metadata count, metadata key/values, tensor infos (name, u32 n_dims, u64 ne[n_dims],
+ * u32 ggml type, u64 offset relative to the data section), padding to `general.alignment`,
+ * then the tensor data, each tensor starting at a multiple of the alignment. Tensor data is
+ * streamed to the file one tensor at a time, so a multi-GB model never sits in one buffer.
+ */
+
+/** Scalar GGUF metadata types, named after gguf.md's GGUF_METADATA_VALUE_TYPE_*. */
+export type GgufScalarType = 'u8' | 'i8' | 'u16' | 'i16' | 'u32' | 'i32' | 'f32' | 'bool' | 'string' | 'u64' | 'i64' | 'f64'
+
+type ScalarOf<T extends GgufScalarType> = T extends 'bool' ? boolean : T extends 'string' ? string : T extends 'u64' | 'i64' ? number | bigint : number
+
+/** A metadata value with its explicit GGUF type (a JS number alone does not say u32 or f32). */
+export type GgufTypedValue =
+  | { [T in GgufScalarType]: { type: T; value: ScalarOf<T> } }[GgufScalarType]
+  | { [T in GgufScalarType]: { type: 'array'; itemType: T; value: ReadonlyArray<ScalarOf<T>> } }[GgufScalarType]
+
+export interface GgufTensorInit {
+  readonly name: string
+  readonly dtype: WeightMatrix['dtype']
+  /** GGUF ne order: ne[0] is the innermost (column) dimension. A [rows, cols] matrix is [cols, rows]. */
+  readonly shape: readonly number[]
+  /** The raw bytes, or a function called once, when the tensor is written (lazy generation). */
+  readonly data: Uint8Array | (() => Uint8Array)
+}
+
+export interface GgufInit {
+  readonly metadata: ReadonlyArray<readonly [key: string, value: GgufTypedValue]>
+  readonly tensors: readonly GgufTensorInit[]
+  /** general.alignment; 32 (the GGUF default) unless given. Written as metadata when not 32. */
+  readonly alignment?: number
+}
+
+const GGUF_MAGIC = 0x46554747 // "GGUF" read as a little-endian u32
+const GGUF_VERSION = 3
+const DEFAULT_ALIGNMENT = 32
+/** gguf.md: "name: ... at most 64 bytes" (GGML_MAX_NAME). */
+const MAX_TENSOR_NAME_BYTES = 64
+const MAX_KEY_BYTES = 65535
+const VALUE_TYPE: Record<GgufScalarType | 'array', number> = {
+  u8: 0, i8: 1, u16: 2, i16: 3, u32: 4, i32: 5, f32: 6, bool: 7, string: 8, array: 9, u64: 10, i64: 11, f64: 12
+}
+const GGML_TYPE: Record<WeightMatrix['dtype'], number> = { f32: 0, f16: 1, q8_0: 8 }
+const INT_RANGE: Partial<Record<GgufScalarType, readonly [number, number]>> = {
+  u8: [0, 0xff], i8: [-0x80, 0x7f], u16: [0, 0xffff], i16: [-0x8000, 0x7fff], u32: [0, 0xffffffff], i32: [-0x80000000, 0x7fffffff]
+}
+const encoder = new TextEncoder()
+
+/** Little-endian byte sink for the header, grown by doubling. */
+class ByteWriter {
+  private buf = new Uint8Array(1 << 16)
+  private view = new DataView(this.buf.buffer)
+  length = 0
+
+  private reserve(n: number): number {
+    if (this.length + n > this.buf.length) {
+      const next = new Uint8Array(Math.max(this.buf.length * 2, this.length + n))
+      next.set(this.buf.subarray(0, this.length))
+      this.buf = next
+      this.view = new DataView(next.buffer)
+    }
+    const at = this.length
+    this.length += n
+    return at
+  }
+
+  u8(v: number): void { this.view.setUint8(this.reserve(1), v) }
+  i8(v: number): void { this.view.setInt8(this.reserve(1), v) }
+  u16(v: number): void { this.view.setUint16(this.reserve(2), v, true) }
+  i16(v: number): void { this.view.setInt16(this.reserve(2), v, true) }
+  u32(v: number): void { this.view.setUint32(this.reserve(4), v, true) }
+  i32(v: number): void { this.view.setInt32(this.reserve(4), v, true) }
+  f32(v: number): void { this.view.setFloat32(this.reserve(4), v, true) }
+  f64(v: number): void { this.view.setFloat64(this.reserve(8), v, true) }
+  u64(v: bigint): void { this.view.setBigUint64(this.reserve(8), v, true) }
+  i64(v: bigint): void { this.view.setBigInt64(this.reserve(8), v, true) }
+  /** gguf_string_t: u64 byte length, then UTF-8 without a terminator. */
+  string(s: string): void {
+    const bytes = encoder.encode(s)
+    this.u64(BigInt(bytes.length))
+    this.buf.set(bytes, this.reserve(bytes.length))
+  }
+  padTo(alignment: number): void {
+    this.reserve((alignment - (this.length % alignment)) % alignment) // new bytes are zero
+  }
+  bytes(): Uint8Array {
+    return this.buf.subarray(0, this.length)
+  }
+}
+
+function checkScalar(type: GgufScalarType, value: unknown, key: string): void {
+  let ok: boolean
+  if (type === 'bool') ok = typeof value === 'boolean'
+  else if (type === 'string') ok = typeof value === 'string'
+  else if (type === 'f32' || type === 'f64') ok = typeof value === 'number'
+  else if (type === 'u64' || type === 'i64') {
+    ok = typeof value === 'bigint' || (typeof value === 'number' && Number.isSafeInteger(value))
+    if (ok) {
+      const v = BigInt(value as number | bigint)
+      ok = type === 'u64' ? v >= 0n && v < 1n << 64n : v >= -(1n << 63n) && v < 1n << 63n
+    }
+  } else {
+    const range = INT_RANGE[type]
+    if (range === undefined) throw new InvalidArgumentError(`metadata ${key}: unknown GGUF type ${String(type)}`)
+    ok = typeof value === 'number' && Number.isInteger(value) && value >= range[0] && value <= range[1]
+  }
+  if (!ok) throw new InvalidArgumentError(`metadata ${key}: ${String(value)} is not a valid GGUF ${type}`)
+}
+
+function writeScalar(w: ByteWriter, type: GgufScalarType, value: unknown): void {
+  switch (type) {
+    case 'u8': return w.u8(value as number)
+    case 'i8': return w.i8(value as number)
+    case 'u16': return w.u16(value as number)
+    case 'i16': return w.i16(value as number)
+    case 'u32': return w.u32(value as number)
+    case 'i32': return w.i32(value as number)
+    case 'f32': return w.f32(value as number)
+    case 'f64': return w.f64(value as number)
+    case 'bool': return w.u8(value ? 1 : 0) // gguf.md: bool is one byte, 0 or 1
+    case 'string': return w.string(value as string)
+    case 'u64': return w.u64(BigInt(value as number | bigint))
+    case 'i64': return w.i64(BigInt(value as number | bigint))
+  }
+}
+
+/** The value a GGUF reader returns for a typed value: f32 rounded to f32, 64-bit ints as bigint. */
+export function ggufPlainValue(v: GgufTypedValue): GgufValue {
+  const plain = (type: GgufScalarType, x: number | bigint | boolean | string): GgufValue => {
+    if (type === 'f32') return Math.fround(x as number)
+    if (type === 'u64' || type === 'i64') return BigInt(x as number | bigint)
+    return x
+  }
+  if (v.type === 'array') return v.value.map((x) => plain(v.itemType, x))
+  return plain(v.type, v.value)
+}
+
+/** Bytes of a tensor's data: rows of ne[0] elements, times the other dimensions. */
+export function ggufTensorBytes(dtype: WeightMatrix['dtype'], shape: readonly number[]): number {
+  if (shape.length < 1 || shape.length > 4) throw new InvalidArgumentError(`a GGUF tensor has 1 to 4 dimensions, got ${shape.length}`)
+  for (const n of shape) if (!Number.isSafeInteger(n) || n < 1) throw new InvalidArgumentError(`bad tensor dimension ${n}`)
+  return rowBytes(dtype, shape[0]) * shape.slice(1).reduce((a, b) => a * b, 1)
+}
+
+function buildHeader(init: GgufInit, alignment: number): { header: Uint8Array; sizes: number[]; offsets: number[] } {
+  const metadata: Array<readonly [string, GgufTypedValue]> = [...init.metadata]
+  const keys = new Set<string>()
+  for (const [key] of metadata) {
+    const n = encoder.encode(key).length
+    if (n === 0 || n > MAX_KEY_BYTES) throw new InvalidArgumentError(`metadata key "${key}" must be 1..${MAX_KEY_BYTES} bytes`)
+    if (keys.has(key)) throw new InvalidArgumentError(`metadata key ${key} appears twice`)
+    keys.add(key)
+  }
+  const given = metadata.find(([key]) => key === 'general.alignment')
+  if (given !== undefined) {
+    if (given[1].type !== 'u32' || given[1].value !== alignment) {
+      throw new InvalidArgumentError(`general.alignment in metadata must be the u32 ${alignment} (the alignment option)`)
+    }
+  } else if (alignment !== DEFAULT_ALIGNMENT) {
+    metadata.push(['general.alignment', { type: 'u32', value: alignment }]) // gguf.md: a u32
+  }
+  const w = new ByteWriter()
+  w.u32(GGUF_MAGIC)
+  w.u32(GGUF_VERSION)
+  w.u64(BigInt(init.tensors.length))
+  w.u64(BigInt(metadata.length))
+  for (const [key, v] of metadata) {
+    if (v === null || typeof v !== 'object' || !Object.hasOwn(VALUE_TYPE, v.type)) {
+      throw new InvalidArgumentError(`metadata ${key}: not a typed GGUF value`)
+    }
+    w.string(key)
+    w.u32(VALUE_TYPE[v.type])
+    if (v.type === 'array') {
+      // Arrays of arrays are legal GGUF but nothing the engine writes needs them.
+      if (!Object.hasOwn(VALUE_TYPE, v.itemType) || v.itemType === ('array' as string) || !Array.isArray(v.value)) {
+        throw new InvalidArgumentError(`metadata ${key}: arrays hold scalars of one GGUF type`)
+      }
+      w.u32(VALUE_TYPE[v.itemType])
+      w.u64(BigInt(v.value.length))
+      for (const x of v.value) {
+        checkScalar(v.itemType, x, key)
+        writeScalar(w, v.itemType, x)
+      }
+    } else {
+      checkScalar(v.type, v.value, key)
+      writeScalar(w, v.type, v.value)
+    }
+  }
+  const names = new Set<string>()
+  const sizes: number[] = []
+  const offsets: number[] = []
+  let offset = 0
+  for (const t of init.tensors) {
+    const n = encoder.encode(t.name).length
+    if (n === 0 || n > MAX_TENSOR_NAME_BYTES) throw new InvalidArgumentError(`tensor name "${t.name}" must be 1..64 bytes`)
+    if (names.has(t.name)) throw new InvalidArgumentError(`tensor ${t.name} appears twice`)
+    if (!(t.dtype in GGML_TYPE)) throw new InvalidArgumentError(`tensor ${t.name}: unsupported dtype ${String(t.dtype)}`)
+    names.add(t.name)
+    const size = ggufTensorBytes(t.dtype, t.shape)
+    w.string(t.name)
+    w.u32(t.shape.length)
+    for (const d of t.shape) w.u64(BigInt(d))
+    w.u32(GGML_TYPE[t.dtype])
+    w.u64(BigInt(offset))
+    sizes.push(size)
+    offsets.push(offset)
+    offset += Math.ceil(size / alignment) * alignment
+  }
+  w.padTo(alignment)
+  return { header: w.bytes(), sizes, offsets }
+}
+
+/** writeSync may write less than asked; large buffers also go in bounded pieces. */
+function writeAll(fd: number, bytes: Uint8Array): void {
+  const MAX_CHUNK = 1 << 30
+  let done = 0
+  while (done < bytes.length) {
+    done += writeSync(fd, bytes, done, Math.min(bytes.length - done, MAX_CHUNK))
+  }
+}
+
+/**
+ * Write a GGUF v3 file. Validates everything before creating the file; if writing fails
+ * part-way (a lazy tensor throws or has the wrong size), the partial file is removed.
+ */
+export function writeGguf(path: string, init: GgufInit): void {
+  if (typeof path !== 'string' || path.length === 0) throw new InvalidArgumentError('writeGguf needs a file path')
+  if (init === null || typeof init !== 'object' || !Array.isArray(init.metadata) || !Array.isArray(init.tensors)) {
+    throw new InvalidArgumentError('writeGguf needs { metadata: [...], tensors: [...] }')
+  }
+  const alignment = init.alignment ?? DEFAULT_ALIGNMENT
+  // gguf.md requires a multiple of 8; ggml additionally requires a power of two.
+  if (!Number.isSafeInteger(alignment) || alignment < 8 || alignment > 0xffffffff || (alignment & (alignment - 1)) !== 0) {
+    throw new InvalidArgumentError(`alignment must be a power of two >= 8, got ${alignment}`)
+  }
+  const { header, sizes } = buildHeader(init, alignment)
+  const padding = new Uint8Array(alignment)
+  const fd = openSync(path, 'w')
+  try {
+    writeAll(fd, header)
+    init.tensors.forEach((t, i) => {
+      const data = typeof t.data === 'function' ? t.data() : t.data
+      if (!(data instanceof Uint8Array) || data.length !== sizes[i]) {
+        throw new InvalidArgumentError(`tensor ${t.name}: expected ${sizes[i]} bytes of ${t.dtype} data, got ${data?.length}`)
+      }
+      writeAll(fd, data)
+      // llama.cpp's gguf writer pads after every tensor, the last one included.
+      writeAll(fd, padding.subarray(0, (alignment - (sizes[i] % alignment)) % alignment))
+    })
+  } catch (err) {
+    closeSync(fd)
+    try {
+      unlinkSync(path)
+    } catch {
+      // the original error is what matters
+    }
+    throw err
+  }
+  closeSync(fd)
+}

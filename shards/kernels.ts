@@ -1,0 +1,48 @@
+import type { WeightMatrix } from './types.js'
+
+/**
+ * One layer of a session's KV cache: `maxLength` rows of kvDim values each, keys and values.
+ * f32 by default; f16 halves its memory (stored as IEEE half bit patterns).
+ */
+export interface KvLayer {
+  readonly dtype: 'f32' | 'f16'
+  /** [maxLength, kvDim] */
+  readonly keys: Float32Array | Uint16Array
+  /** [maxLength, kvDim] */
+  readonly values: Float32Array | Uint16Array
+}
+
+/** Shape of one attention call. Rows of the batch sit at positions startPos .. startPos+T-1. */
+export interface AttentionShape {
+  /** Tokens in the batch. */
+  readonly T: number
+  readonly startPos: number
+  readonly nHeads: number
+  readonly nKvHeads: number
+  readonly headDim: number
+}
+
+/**
+ * The kernel set the forward pass runs on. The plain TypeScript reference implements it in
+ * `kernels-ref.ts`; faster sets (WebAssembly SIMD, native) replace it behind this interface and
+ * are checked against the reference. All tensors are row-major; T is the batch (token) count.
+ * Each output element must be computed by one summation in a fixed order, so results do not
+ * depend on the thread count.
+ */
+export interface Kernels {
+  readonly name: string
+  /** Turn file weights into whatever the kernels multiply fastest (may copy or keep as is). */
+  prepare(w: WeightMatrix): WeightMatrix
+  /** out[T, w.rows] = x[T, w.cols] · wᵀ */
+  matmul(out: Float32Array, x: Float32Array, w: WeightMatrix, T: number): void
+  /** out[T, n] = x[T, n] / rms(x) * weight[n], n = weight.length */
+  rmsnorm(out: Float32Array, x: Float32Array, weight: Float32Array, T: number, eps: number): void
+  /** In place RoPE on x[T, nHeads*headDim], adjacent pairs (2i, 2i+1) as llama2.c and GGUF. */
+  rope(x: Float32Array, T: number, nHeads: number, headDim: number, startPos: number, theta: number): void
+  /** out[T, nHeads*headDim] = causal softmax(q kᵀ / √headDim) v over cache rows 0 .. startPos+t. */
+  attention(out: Float32Array, q: Float32Array, kv: KvLayer, shape: AttentionShape): void
+  /** gate[i] = silu(gate[i]) * up[i] for i < n */
+  swiglu(gate: Float32Array, up: Float32Array, n: number): void
+  /** Release threads or memory the kernel set holds. */
+  close?(): void
+}

@@ -1,0 +1,28 @@
+import type { ModelConfig, TensorName, Vocabulary, WeightMatrix } from './types.js'
+
+/** A GGUF metadata value: numbers (uint64/int64 as bigint), booleans, strings, or arrays of them. */
+export type GgufValue = number | bigint | boolean | string | GgufValue[]
+
+/**
+ * An opened model file. Tensors are read on demand with ranged reads, so a shard that asks
+ * only for its blocks never reads the rest of the file. `bytesRead` counts tensor bytes read.
+ */
+export interface ModelFile {
+  readonly format: 'gguf' | 'llama2c' | 'memory'
+  readonly path: string
+  readonly config: ModelConfig
+  /** The tokenizer vocabulary stored in the file (GGUF); llama2.c files need a tokenizer.bin. */
+  readonly vocabulary?: Vocabulary
+  /** GGUF key/value metadata (empty for other formats). */
+  readonly metadata: ReadonlyMap<string, GgufValue>
+  /** Storage dtype of the block matrices (the first one's), for display. */
+  readonly weightDType: WeightMatrix['dtype']
+  hasTensor(name: TensorName): boolean
+  /** A 2-D tensor as stored ([rows, cols], row-major). */
+  readMatrix(name: TensorName): WeightMatrix
+  /** A 1-D tensor (norm weights), decoded to f32. */
+  readVector(name: TensorName): Float32Array
+  /** Bytes read from the file so far (header and tensors). */
+  bytesRead(): number
+  close(): void
+}

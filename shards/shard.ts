@@ -1,0 +1,129 @@
+import { type BlockWeights, blockForward, loadBlock, Scratch } from './block.js'
+import { InvalidArgumentError, PositionError, UnknownSessionError } from './errors.js'
+import type { Kernels } from './kernels.js'
+import { createReferenceKernels } from './kernels-ref.js'
+import { KvCache, type KvDType } from './kv-cache.js'
+import type { ModelFile } from './model-file.js'
+import type { ModelConfig } from './types.js'
+
+export interface ShardInit {
+  readonly model: ModelFile
+  /** First block, inclusive. */
+  readonly start: number
+  /** Last block, exclusive. */
+  readonly end: number
+  /** Kernel set; the plain TypeScript reference when omitted. */
+  readonly kernels?: Kernels
+  /** KV cache storage, f32 by default. */
+  readonly kvDType?: KvDType
+  /** Called after each block's weights are read: (blocks loaded, blocks in span). */
+  readonly onProgress?: (loaded: number, total: number) => void
+}
+
+export interface SessionOptions {
+  /** KV positions to preallocate; defaults to the model's context length. */
+  readonly maxLength?: number
+}
+
+/**
+ * Blocks [start, end) of a model: their weights (read from the file, and nothing else) and a KV
+ * cache per session. `forward` runs a batch of T hidden states at positions
+ * startPos .. startPos+T-1; a startPos below the session's length rewinds it first.
+ */
+export class Shard {
+  readonly start: number
+  readonly end: number
+  readonly config: ModelConfig
+  readonly kernels: Kernels
+  readonly kvDType: KvDType
+  private readonly blocks: BlockWeights[] = []
+  private readonly sessions = new Map<string, KvCache>()
+  private readonly scratch: Scratch
+
+  constructor(init: ShardInit) {
+    const { model, start, end } = init
+    const n = model.config.nLayers
+    if (!Number.isInteger(start) || !Number.isInteger(end) || start < 0 || end > n || start >= end) {
+      throw new InvalidArgumentError(`span [${start}, ${end}) is not a non-empty range of the model's ${n} blocks`)
+    }
+    this.start = start
+    this.end = end
+    this.config = model.config
+    this.kernels = init.kernels ?? createReferenceKernels()
+    this.kvDType = init.kvDType ?? 'f32'
+    for (let l = start; l < end; l++) {
+      this.blocks.push(loadBlock(model, l, this.kernels))
+      init.onProgress?.(l - start + 1, end - start)
+    }
+    this.scratch = new Scratch(this.config)
+  }
+
+  /** Open (or reopen, dropping the old cache) a session with a preallocated KV cache. */
+  openSession(id: string, options: SessionOptions = {}): void {
+    const maxLength = options.maxLength ?? this.config.seqLen
+    if (maxLength > this.config.seqLen) {
+      throw new InvalidArgumentError(`maxLength ${maxLength} exceeds the model's context of ${this.config.seqLen}`)
+    }
+    this.sessions.set(id, new KvCache(this.end - this.start, this.config.kvDim, maxLength, this.kvDType))
+  }
+
+  hasSession(id: string): boolean {
+    return this.sessions.has(id)
+  }
+
+  /** Tokens whose keys and values the session holds. */
+  sessionLength(id: string): number {
+    return this.cache(id).length
+  }
+
+  /** Forget positions from `length` on (rejected speculative tokens, a retried step). */
+  rewind(id: string, length: number): void {
+    const cache = this.cache(id)
+    if (!Number.isInteger(length) || length < 0 || length > cache.length) {
+      throw new PositionError(`cannot rewind session ${id} of length ${cache.length} to ${length}`)
+    }
+    cache.length = length
+  }
+
+  closeSession(id: string): boolean {
+    return this.sessions.delete(id)
+  }
+
+  get sessionCount(): number {
+    return this.sessions.size
+  }
+
+  /**
+   * Run the span on hidden states [T, dim] at positions startPos .. startPos+T-1 and return the
+   * output hidden states [T, dim] (a new array; the input is not modified).
+   */
+  forward(id: string, hidden: Float32Array, startPos: number): Float32Array {
+    const cache = this.cache(id)
+    const { dim } = this.config
+    if (hidden.length === 0 || hidden.length % dim !== 0) {
+      throw new InvalidArgumentError(`hidden states of ${hidden.length} floats are not a whole number of ${dim}-wide rows`)
+    }
+    const T = hidden.length / dim
+    if (!Number.isInteger(startPos) || startPos < 0 || startPos > cache.length) {
+      throw new PositionError(`step at position ${startPos} does not continue session ${id} of length ${cache.length}`)
+    }
+    cache.reserve(startPos, T)
+    const x = Float32Array.from(hidden)
+    this.scratch.ensure(T)
+    for (let i = 0; i < this.blocks.length; i++) {
+      blockForward(this.kernels, this.config, this.blocks[i], x, T, startPos, cache, i, this.scratch)
+    }
+    cache.length = startPos + T
+    return x
+  }
+
+  private cache(id: string): KvCache {
+    const c = this.sessions.get(id)
+    if (!c) throw new UnknownSessionError(`no session ${id} on blocks [${this.start}, ${this.end})`)
+    return c
+  }
+}
+
+export function createShard(init: ShardInit): Shard {
+  return new Shard(init)
+}
