@@ -1,8 +1,8 @@
-import { closeSync, openSync, unlinkSync, writeSync } from 'node:fs'
+import { closeSync, openSync, rmSync, writeSync } from 'node:fs'
 import { InvalidArgumentError } from './errors.js'
 import type { GgufValue } from './model-file.js'
 import { rowBytes } from './quant.js'
-import type { WeightMatrix } from './types.js'
+import type { ModelConfig, Vocabulary, WeightMatrix } from './types.js'
 
 /**
  * GGUF v3 writer, per ggml's docs/gguf.md: magic "GGUF", u32 version, u64 tensor count,
@@ -53,7 +53,7 @@ const INT_RANGE: Partial<Record<GgufScalarType, readonly [number, number]>> = {
 }
 const encoder = new TextEncoder()
 
-/** Little-endian byte sink for the header, grown by doubling. */
+/** Little-endian byte sink for the header, grown by doubling (reserve first: it may swap the buffer). */
 class ByteWriter {
   private buf = new Uint8Array(1 << 16)
   private view = new DataView(this.buf.buffer)
@@ -71,21 +71,22 @@ class ByteWriter {
     return at
   }
 
-  u8(v: number): void { this.view.setUint8(this.reserve(1), v) }
-  i8(v: number): void { this.view.setInt8(this.reserve(1), v) }
-  u16(v: number): void { this.view.setUint16(this.reserve(2), v, true) }
-  i16(v: number): void { this.view.setInt16(this.reserve(2), v, true) }
-  u32(v: number): void { this.view.setUint32(this.reserve(4), v, true) }
-  i32(v: number): void { this.view.setInt32(this.reserve(4), v, true) }
-  f32(v: number): void { this.view.setFloat32(this.reserve(4), v, true) }
-  f64(v: number): void { this.view.setFloat64(this.reserve(8), v, true) }
-  u64(v: bigint): void { this.view.setBigUint64(this.reserve(8), v, true) }
-  i64(v: bigint): void { this.view.setBigInt64(this.reserve(8), v, true) }
+  u8(v: number): void { const o = this.reserve(1); this.view.setUint8(o, v) }
+  i8(v: number): void { const o = this.reserve(1); this.view.setInt8(o, v) }
+  u16(v: number): void { const o = this.reserve(2); this.view.setUint16(o, v, true) }
+  i16(v: number): void { const o = this.reserve(2); this.view.setInt16(o, v, true) }
+  u32(v: number): void { const o = this.reserve(4); this.view.setUint32(o, v, true) }
+  i32(v: number): void { const o = this.reserve(4); this.view.setInt32(o, v, true) }
+  f32(v: number): void { const o = this.reserve(4); this.view.setFloat32(o, v, true) }
+  f64(v: number): void { const o = this.reserve(8); this.view.setFloat64(o, v, true) }
+  u64(v: bigint): void { const o = this.reserve(8); this.view.setBigUint64(o, v, true) }
+  i64(v: bigint): void { const o = this.reserve(8); this.view.setBigInt64(o, v, true) }
   /** gguf_string_t: u64 byte length, then UTF-8 without a terminator. */
   string(s: string): void {
     const bytes = encoder.encode(s)
     this.u64(BigInt(bytes.length))
-    this.buf.set(bytes, this.reserve(bytes.length))
+    const at = this.reserve(bytes.length)
+    this.buf.set(bytes, at)
   }
   padTo(alignment: number): void {
     this.reserve((alignment - (this.length % alignment)) % alignment) // new bytes are zero
@@ -114,21 +115,15 @@ function checkScalar(type: GgufScalarType, value: unknown, key: string): void {
   if (!ok) throw new InvalidArgumentError(`metadata ${key}: ${String(value)} is not a valid GGUF ${type}`)
 }
 
+const SCALAR_WRITERS: { [T in GgufScalarType]: (w: ByteWriter, v: ScalarOf<T>) => void } = {
+  u8: (w, v) => w.u8(v), i8: (w, v) => w.i8(v), u16: (w, v) => w.u16(v), i16: (w, v) => w.i16(v),
+  u32: (w, v) => w.u32(v), i32: (w, v) => w.i32(v), f32: (w, v) => w.f32(v), f64: (w, v) => w.f64(v),
+  bool: (w, v) => w.u8(v ? 1 : 0), // gguf.md: a bool is one byte, 0 or 1
+  string: (w, v) => w.string(v), u64: (w, v) => w.u64(BigInt(v)), i64: (w, v) => w.i64(BigInt(v))
+}
+
 function writeScalar(w: ByteWriter, type: GgufScalarType, value: unknown): void {
-  switch (type) {
-    case 'u8': return w.u8(value as number)
-    case 'i8': return w.i8(value as number)
-    case 'u16': return w.u16(value as number)
-    case 'i16': return w.i16(value as number)
-    case 'u32': return w.u32(value as number)
-    case 'i32': return w.i32(value as number)
-    case 'f32': return w.f32(value as number)
-    case 'f64': return w.f64(value as number)
-    case 'bool': return w.u8(value ? 1 : 0) // gguf.md: bool is one byte, 0 or 1
-    case 'string': return w.string(value as string)
-    case 'u64': return w.u64(BigInt(value as number | bigint))
-    case 'i64': return w.i64(BigInt(value as number | bigint))
-  }
+  ;(SCALAR_WRITERS[type] as (w: ByteWriter, v: unknown) => void)(w, value)
 }
 
 /** The value a GGUF reader returns for a typed value: f32 rounded to f32, 64-bit ints as bigint. */
@@ -149,7 +144,7 @@ export function ggufTensorBytes(dtype: WeightMatrix['dtype'], shape: readonly nu
   return rowBytes(dtype, shape[0]) * shape.slice(1).reduce((a, b) => a * b, 1)
 }
 
-function buildHeader(init: GgufInit, alignment: number): { header: Uint8Array; sizes: number[]; offsets: number[] } {
+function buildHeader(init: GgufInit, alignment: number): { header: Uint8Array; sizes: number[] } {
   const metadata: Array<readonly [string, GgufTypedValue]> = [...init.metadata]
   const keys = new Set<string>()
   for (const [key] of metadata) {
@@ -195,13 +190,12 @@ function buildHeader(init: GgufInit, alignment: number): { header: Uint8Array; s
   }
   const names = new Set<string>()
   const sizes: number[] = []
-  const offsets: number[] = []
   let offset = 0
   for (const t of init.tensors) {
     const n = encoder.encode(t.name).length
     if (n === 0 || n > MAX_TENSOR_NAME_BYTES) throw new InvalidArgumentError(`tensor name "${t.name}" must be 1..64 bytes`)
     if (names.has(t.name)) throw new InvalidArgumentError(`tensor ${t.name} appears twice`)
-    if (!(t.dtype in GGML_TYPE)) throw new InvalidArgumentError(`tensor ${t.name}: unsupported dtype ${String(t.dtype)}`)
+    if (!Object.hasOwn(GGML_TYPE, t.dtype)) throw new InvalidArgumentError(`tensor ${t.name}: unsupported dtype ${String(t.dtype)}`)
     names.add(t.name)
     const size = ggufTensorBytes(t.dtype, t.shape)
     w.string(t.name)
@@ -210,11 +204,10 @@ function buildHeader(init: GgufInit, alignment: number): { header: Uint8Array; s
     w.u32(GGML_TYPE[t.dtype])
     w.u64(BigInt(offset))
     sizes.push(size)
-    offsets.push(offset)
     offset += Math.ceil(size / alignment) * alignment
   }
   w.padTo(alignment)
-  return { header: w.bytes(), sizes, offsets }
+  return { header: w.bytes(), sizes }
 }
 
 /** writeSync may write less than asked; large buffers also go in bounded pieces. */
@@ -237,7 +230,7 @@ export function writeGguf(path: string, init: GgufInit): void {
   }
   const alignment = init.alignment ?? DEFAULT_ALIGNMENT
   // gguf.md requires a multiple of 8; ggml additionally requires a power of two.
-  if (!Number.isSafeInteger(alignment) || alignment < 8 || alignment > 0xffffffff || (alignment & (alignment - 1)) !== 0) {
+  if (!Number.isSafeInteger(alignment) || alignment < 8 || alignment > 1 << 30 || (alignment & (alignment - 1)) !== 0) {
     throw new InvalidArgumentError(`alignment must be a power of two >= 8, got ${alignment}`)
   }
   const { header, sizes } = buildHeader(init, alignment)
@@ -256,12 +249,45 @@ export function writeGguf(path: string, init: GgufInit): void {
     })
   } catch (err) {
     closeSync(fd)
-    try {
-      unlinkSync(path)
-    } catch {
-      // the original error is what matters
-    }
+    rmSync(path, { force: true }) // a partial file would look like a GGUF with missing tensors
     throw err
   }
   closeSync(fd)
+}
+
+/** llama_ftype of a file whose matrices are all of one dtype: ALL_F32, MOSTLY_F16, MOSTLY_Q8_0. */
+const FILE_TYPE: Record<WeightMatrix['dtype'], number> = { f32: 0, f16: 1, q8_0: 7 }
+
+/**
+ * The metadata llama.cpp reads for `general.architecture = llama` and its SentencePiece
+ * tokenizer (gguf.md "LLaMA" and "Tokenizer" sections), in the order its converter writes them.
+ */
+export function llamaGgufMetadata(name: string, c: ModelConfig, v: Vocabulary, dtype: WeightMatrix['dtype']): Array<[string, GgufTypedValue]> {
+  if (v?.pieces?.length !== c?.vocabSize) throw new InvalidArgumentError(`vocabulary has ${v?.pieces?.length} pieces, model ${c?.vocabSize}`)
+  if (!Object.hasOwn(FILE_TYPE, dtype)) throw new InvalidArgumentError(`unknown dtype ${dtype}`)
+  const u32 = (value: number): GgufTypedValue => ({ type: 'u32', value })
+  const f32 = (value: number): GgufTypedValue => ({ type: 'f32', value })
+  return [
+    ['general.architecture', { type: 'string', value: 'llama' }],
+    ['general.name', { type: 'string', value: name }],
+    ['general.file_type', u32(FILE_TYPE[dtype])],
+    ['general.quantization_version', u32(2)], // GGML_QNT_VERSION, written by llama.cpp's converter
+    ...([
+      ['vocab_size', c.vocabSize], ['context_length', c.seqLen], ['embedding_length', c.dim],
+      ['feed_forward_length', c.hiddenDim], ['block_count', c.nLayers], ['attention.head_count', c.nHeads],
+      ['attention.head_count_kv', c.nKvHeads], ['rope.dimension_count', c.headDim]
+    ] as const).map(([k, n]): [string, GgufTypedValue] => [`llama.${k}`, u32(n)]),
+    ['llama.rope.freq_base', f32(c.ropeTheta)],
+    ['llama.attention.layer_norm_rms_epsilon', f32(c.rmsEps)],
+    ['tokenizer.ggml.model', { type: 'string', value: 'llama' }],
+    // SentencePiece stores spaces as U+2581 (LOWER ONE EIGHTH BLOCK).
+    ['tokenizer.ggml.tokens', { type: 'array', itemType: 'string', value: v.pieces.map((p) => p.replaceAll(' ', '\u2581')) }],
+    ['tokenizer.ggml.scores', { type: 'array', itemType: 'f32', value: Array.from(v.scores) }],
+    ...(v.types ? [['tokenizer.ggml.token_type', { type: 'array', itemType: 'i32', value: Array.from(v.types) }] as [string, GgufTypedValue]] : []),
+    ['tokenizer.ggml.bos_token_id', u32(v.bosId)],
+    ['tokenizer.ggml.eos_token_id', u32(v.eosId)],
+    ['tokenizer.ggml.unknown_token_id', u32(v.unkId)],
+    ['tokenizer.ggml.add_bos_token', { type: 'bool', value: true }],
+    ['tokenizer.ggml.add_eos_token', { type: 'bool', value: false }]
+  ]
 }

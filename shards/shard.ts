@@ -23,6 +23,17 @@ export interface ShardInit {
 export interface SessionOptions {
   /** KV positions to preallocate; defaults to the model's context length. */
   readonly maxLength?: number
+  /** The sub-span [start, end) of the shard's blocks this session runs; the whole shard by default. */
+  readonly start?: number
+  readonly end?: number
+}
+
+interface Session {
+  readonly cache: KvCache
+  /** Index of the session's first block within this shard's blocks. */
+  readonly first: number
+  readonly start: number
+  readonly end: number
 }
 
 /**
@@ -37,7 +48,7 @@ export class Shard {
   readonly kernels: Kernels
   readonly kvDType: KvDType
   private readonly blocks: BlockWeights[] = []
-  private readonly sessions = new Map<string, KvCache>()
+  private readonly sessions = new Map<string, Session>()
   private readonly scratch: Scratch
 
   constructor(init: ShardInit) {
@@ -64,7 +75,19 @@ export class Shard {
     if (maxLength > this.config.seqLen) {
       throw new InvalidArgumentError(`maxLength ${maxLength} exceeds the model's context of ${this.config.seqLen}`)
     }
-    this.sessions.set(id, new KvCache(this.end - this.start, this.config.kvDim, maxLength, this.kvDType))
+    const start = options.start ?? this.start
+    const end = options.end ?? this.end
+    if (!Number.isInteger(start) || !Number.isInteger(end) || start < this.start || end > this.end || start >= end) {
+      throw new InvalidArgumentError(`span [${start}, ${end}) is not inside this shard's blocks [${this.start}, ${this.end})`)
+    }
+    const cache = new KvCache(end - start, this.config.kvDim, maxLength, this.kvDType)
+    this.sessions.set(id, { cache, first: start - this.start, start, end })
+  }
+
+  /** The blocks [start, end) a session runs. */
+  sessionSpan(id: string): [number, number] {
+    const s = this.session(id)
+    return [s.start, s.end]
   }
 
   hasSession(id: string): boolean {
@@ -98,7 +121,8 @@ export class Shard {
    * output hidden states [T, dim] (a new array; the input is not modified).
    */
   forward(id: string, hidden: Float32Array, startPos: number): Float32Array {
-    const cache = this.cache(id)
+    const session = this.session(id)
+    const cache = session.cache
     const { dim } = this.config
     if (hidden.length === 0 || hidden.length % dim !== 0) {
       throw new InvalidArgumentError(`hidden states of ${hidden.length} floats are not a whole number of ${dim}-wide rows`)
@@ -110,17 +134,21 @@ export class Shard {
     cache.reserve(startPos, T)
     const x = Float32Array.from(hidden)
     this.scratch.ensure(T)
-    for (let i = 0; i < this.blocks.length; i++) {
-      blockForward(this.kernels, this.config, this.blocks[i], x, T, startPos, cache, i, this.scratch)
+    for (let i = 0; i < session.end - session.start; i++) {
+      blockForward(this.kernels, this.config, this.blocks[session.first + i], x, T, startPos, cache, i, this.scratch)
     }
     cache.length = startPos + T
     return x
   }
 
+  private session(id: string): Session {
+    const s = this.sessions.get(id)
+    if (!s) throw new UnknownSessionError(`no session ${id} on blocks [${this.start}, ${this.end})`)
+    return s
+  }
+
   private cache(id: string): KvCache {
-    const c = this.sessions.get(id)
-    if (!c) throw new UnknownSessionError(`no session ${id} on blocks [${this.start}, ${this.end})`)
-    return c
+    return this.session(id).cache
   }
 }
 

@@ -110,3 +110,18 @@ describe('a shard reads only its span', () => {
     span.close()
   })
 })
+
+describe('sub-span sessions', () => {
+  it('a shard serves any sub-span of its blocks with the same bits', () => {
+    const model = openModelFile(GGUF_PATH)
+    const edge = createEdge({ model })
+    const big = createShard({ model, start: 0, end: 5 })
+    const small = createShard({ model, start: 1, end: 3 })
+    big.openSession('sub', { start: 1, end: 3 })
+    small.openSession('sub')
+    const x = edge.embed(TOKENS)
+    expect(big.sessionSpan('sub')).toEqual([1, 3])
+    expect(bitsEqual(big.forward('sub', x, 0), small.forward('sub', x, 0))).toBe(true)
+    expect(() => small.openSession('bad', { start: 0, end: 2 })).toThrow(InvalidArgumentError)
+  })
+})

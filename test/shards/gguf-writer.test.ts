@@ -24,23 +24,23 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }))
 function parseGguf(file: Uint8Array) {
   const dv = new DataView(file.buffer, file.byteOffset, file.byteLength)
   let p = 0
-  const u32 = () => ((p += 4), dv.getUint32(p - 4, true))
-  const u64 = () => ((p += 8), dv.getBigUint64(p - 8, true))
+  const at = (n: number) => (p += n) - n
+  const u32 = () => dv.getUint32(at(4), true)
+  const u64 = () => dv.getBigUint64(at(8), true)
   const str = () => {
     const n = Number(u64())
-    p += n
-    return new TextDecoder().decode(file.subarray(p - n, p))
+    return new TextDecoder().decode(file.subarray(at(n), p))
   }
   const scalar = (t: number): unknown => {
     switch (t) {
-      case 0: return ((p += 1), dv.getUint8(p - 1))
-      case 1: return ((p += 1), dv.getInt8(p - 1))
-      case 2: return ((p += 2), dv.getUint16(p - 2, true))
-      case 3: return ((p += 2), dv.getInt16(p - 2, true))
+      case 0: return dv.getUint8(at(1))
+      case 1: return dv.getInt8(at(1))
+      case 2: return dv.getUint16(at(2), true)
+      case 3: return dv.getInt16(at(2), true)
       case 4: return u32()
-      case 5: return ((p += 4), dv.getInt32(p - 4, true))
-      case 6: return ((p += 4), dv.getFloat32(p - 4, true))
-      case 7: return ((p += 1), dv.getUint8(p - 1))
+      case 5: return dv.getInt32(at(4), true)
+      case 6: return dv.getFloat32(at(4), true)
+      case 7: return dv.getUint8(at(1))
       case 8: return str()
       case 9: {
         const itemType = u32()
@@ -48,8 +48,8 @@ function parseGguf(file: Uint8Array) {
         return { itemType, items: Array.from({ length: n }, () => scalar(itemType)) }
       }
       case 10: return u64()
-      case 11: return ((p += 8), dv.getBigInt64(p - 8, true))
-      case 12: return ((p += 8), dv.getFloat64(p - 8, true))
+      case 11: return dv.getBigInt64(at(8), true)
+      case 12: return dv.getFloat64(at(8), true)
     }
     throw new Error(`bad type ${t}`)
   }
@@ -128,7 +128,10 @@ describe('writeGguf', () => {
       metadata,
       tensors: [
         { name: 'x.f32', dtype: 'f32', shape: [3], data: f32 },
-        { name: 'x.f16', dtype: 'f16', shape: [4, 2], data: () => (calls++, f16) },
+        { name: 'x.f16', dtype: 'f16', shape: [4, 2], data: () => {
+          calls++
+          return f16
+        } },
         { name: 'x.q8', dtype: 'q8_0', shape: [32, 2], data: q8 }
       ]
     })
@@ -193,7 +196,8 @@ describe('syntheticVocabulary', () => {
       expect(v.types?.[3 + b]).toBe(6)
     }
     expect([v.types?.[0], v.types?.[1], v.types?.[2], v.types?.[259], v.types?.[n - 1]]).toEqual([2, 3, 3, 1, 1])
-    for (let i = 260; i < n; i++) expect(v.scores[i]).toBeLessThan(v.scores[i - 1])
+    expect(v.scores.subarray(0, 259).every((s) => s === 0)).toBe(true)
+    expect(v.scores.subarray(260).every((s, i) => s < v.scores[259 + i])).toBe(true)
     expect(v.pieces).toContain(' ')
     expect(v.pieces).toContain(' a')
     expect(syntheticVocabulary(n)).toEqual(v)
@@ -219,6 +223,7 @@ describe('parseShape', () => {
 
   it.each([
     ['huge', /unknown shape/],
+    ['constructor', /unknown shape/],
     ['64,3,4,2,96', /unknown shape/],
     ['64,3,5,1,96,300', /not a multiple of heads/],
     ['64,3,4,3,96,300', /not a multiple of kvHeads/],
@@ -280,7 +285,10 @@ describe('createRandomModel', () => {
     let max = 0
     for (let r = 0; r < w.rows; r++) {
       dequantizeRow(w, r, row)
-      for (const x of row) (sum += x), (max = Math.max(max, Math.abs(x)))
+      for (const x of row) {
+        sum += x
+        max = Math.max(max, Math.abs(x))
+      }
     }
     expect(max).toBeLessThanOrEqual(1 / Math.sqrt(96))
     expect(max).toBeGreaterThan(0.9 / Math.sqrt(96))
@@ -322,10 +330,10 @@ describe('createRandomModel', () => {
 })
 
 describe('writeRandomModel', () => {
-  const cases: Array<[ModelShape, 'f32' | 'f16' | 'q8_0']> = []
-  for (const dtype of ['f32', 'f16', 'q8_0'] as const) cases.push([tiny, dtype], [tinyTied, dtype])
+  const cases: Array<[string, 'f32' | 'f16' | 'q8_0', ModelShape]> = []
+  for (const dtype of ['f32', 'f16', 'q8_0'] as const) cases.push(['tiny (untied)', dtype, tiny], ['tied', dtype, tinyTied])
 
-  it.each(cases)('writes %s as %s exactly as createRandomModel holds it', (shape, dtype) => {
+  it.each(cases)('writes a %s %s model exactly as createRandomModel holds it', (_, dtype, shape) => {
     const path = join(dir, `${shape.name}-${dtype}.gguf`)
     const { bytes } = writeRandomModel(path, shape, { dtype, seed: 42 })
     const file = readFileSync(path)
