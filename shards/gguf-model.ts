@@ -2,7 +2,7 @@ import { InvalidModelError, UnsupportedModelError } from './errors.js'
 import { f16Table } from './f16.js'
 import { RangedFile } from './file-reader.js'
 import { type GgufTensorInfo, readGgufHeader } from './gguf-reader.js'
-import type { GgufValue, ModelFile } from './model-file.js'
+import { type GgufValue, type ModelFile, sampleRange } from './model-file.js'
 import { vocabularyFromGguf } from './tokenizer-files.js'
 import type { ModelConfig, TensorName, Vocabulary, WeightMatrix } from './types.js'
 
@@ -121,6 +121,10 @@ export function openGgufModel(path: string): ModelFile {
           return Float32Array.from(h, (x) => table[x])
         }
         throw new InvalidModelError(`${path}: 1-D tensor ${name} is ${t.dtype}; expected f32 or f16`)
+      },
+      sampleTensor(name, maxBytes) {
+        const t = name === 'output' && config.tiedEmbeddings ? info('token_embd') : info(name)
+        return sampleRange(t.sizeBytes, maxBytes, (at, n) => file.read(t.offset + at, n, name))
       },
       bytesRead: () => file.bytesRead(),
       close: () => file.close()

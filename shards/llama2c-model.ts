@@ -2,7 +2,7 @@ import { existsSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { BadMagicError, InvalidModelError, TokenizerMismatchError, TruncatedFileError, UnsupportedModelError } from './errors.js'
 import { RangedFile } from './file-reader.js'
-import type { ModelFile } from './model-file.js'
+import { type ModelFile, sampleRange } from './model-file.js'
 import { readLlama2cTokenizer } from './tokenizer-files.js'
 import type { ModelConfig, TensorName, Vocabulary } from './types.js'
 
@@ -118,6 +118,10 @@ export function openLlama2cModel(path: string, options: { tokenizerPath?: string
       readVector(name) {
         const r = region(name)
         return new Float32Array(file.read(r.offset, r.rows * r.cols * 4, name).buffer)
+      },
+      sampleTensor(name, maxBytes) {
+        const r = region(name)
+        return sampleRange(r.rows * r.cols * 4, maxBytes, (at, n) => file.read(r.offset + at, n, name))
       },
       bytesRead: () => file.bytesRead(),
       close: () => file.close()

@@ -22,7 +22,22 @@ export interface ModelFile {
   readMatrix(name: TensorName): WeightMatrix
   /** A 1-D tensor (norm weights), decoded to f32. */
   readVector(name: TensorName): Float32Array
+  /**
+   * Up to `maxBytes` of a tensor's stored bytes: its first and last halves (all of it when
+   * smaller). The model id hashes these, so it needs no full read of the file.
+   */
+  sampleTensor(name: TensorName, maxBytes: number): Uint8Array
   /** Bytes read from the file so far (header and tensors). */
   bytesRead(): number
   close(): void
+}
+
+/** The first and last halves of a range of `size` bytes, at most `maxBytes` in all. */
+export function sampleRange(size: number, maxBytes: number, read: (offset: number, length: number) => Uint8Array): Uint8Array {
+  if (size <= maxBytes) return read(0, size)
+  const half = Math.floor(maxBytes / 2)
+  const out = new Uint8Array(2 * half)
+  out.set(read(0, half), 0)
+  out.set(read(size - half, half), half)
+  return out
 }

@@ -1,7 +1,7 @@
 import { statSync } from 'node:fs'
 import { EngineError, InvalidArgumentError, InvalidModelError } from './errors.js'
 import { ggufPlainValue, llamaGgufMetadata, writeGguf } from './gguf-writer.js'
-import type { GgufValue, ModelFile } from './model-file.js'
+import { type GgufValue, type ModelFile, sampleRange } from './model-file.js'
 import { quantizeMatrix, rowBytes } from './quant.js'
 import { BLOCK_TENSORS, type BlockTensor, type ModelConfig, type TensorName, type Vocabulary, type WeightMatrix } from './types.js'
 
@@ -271,6 +271,11 @@ export function createRandomModel(s: ModelShape, opts: RandomModelOptions): Mode
       return { dtype: opts.dtype, rows: spec.rows, cols: spec.cols, data }
     },
     readVector: (name) => new Float32Array(get(name, true).data.slice().buffer),
+    sampleTensor(name, maxBytes) {
+      const spec = specs.get(name === 'output' && config.tiedEmbeddings ? 'token_embd' : name)
+      const { data } = get(name, spec?.vector ?? false)
+      return sampleRange(data.length, maxBytes, (at, n) => data.slice(at, at + n))
+    },
     bytesRead: () => bytesRead,
     close() {
       closed = true

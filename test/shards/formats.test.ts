@@ -4,6 +4,7 @@ import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import {
   BadMagicError,
+  computeModelId,
   openModelFile,
   TokenizerMismatchError,
   TruncatedFileError,
@@ -99,5 +100,21 @@ describe('model files: typed errors for bad input', () => {
     mkdirSync(join(dir, 'lone'), { recursive: true })
     copyFileSync(BIN_PATH, lone)
     expect(openModelFile(lone).vocabulary).toBeUndefined()
+  })
+})
+
+describe('model id', () => {
+  it('names the weights: stable for a file, different for other weights, cheap to compute', () => {
+    const a = openModelFile(GGUF_PATH)
+    const before = a.bytesRead()
+    const id = computeModelId(a)
+    expect(id).toMatch(/^lsm1-[0-9a-f]{40}$/)
+    expect(a.bytesRead() - before).toBeLessThan(48 * 8192 + 1)
+    expect(computeModelId(openModelFile(GGUF_PATH))).toBe(id)
+    expect(computeModelId(openModelFile(BIN_PATH))).not.toBe(id)
+    const changed = Buffer.from(gguf)
+    changed[changed.length - 1] ^= 1 // the last byte of the last tensor (blk.4.ffn_norm)
+    expect(computeModelId(openModelFile(write('changed.gguf', changed)))).not.toBe(id)
+    a.close()
   })
 })
