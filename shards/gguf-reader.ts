@@ -49,7 +49,7 @@ class Cursor {
     if (this.pos + n > this.file.sizeBytes) {
       throw new TruncatedFileError(`${this.file.path}: file ends inside the GGUF header (${what} at byte ${this.pos})`)
     }
-    const length = Math.min(Math.max(n, 1 << 20), this.file.sizeBytes - this.pos)
+    const length = Math.min(Math.max(n, 1 << 16), this.file.sizeBytes - this.pos)
     this.buf = this.file.read(this.pos, length, 'GGUF header')
     this.view = new DataView(this.buf.buffer)
     this.start = this.pos

@@ -1,0 +1,29 @@
+/**
+ * Fixed layout shared by the host and the WebAssembly kernels (shards/asm/index.ts): the
+ * argument block the host fills before each parallel call, and the op codes.
+ */
+
+/** Byte offset of the i32 argument slots (shards/asm/common.ts ARGS). */
+export const ARGS_OFFSET = 256
+export const ARGS_SLOTS = 16
+/** Allocations start here; below it are the argument slots. */
+export const HEAP_BASE = 64 * 1024
+export const PAGE = 65536
+/** wasm32 limit: 4 GiB of linear memory. */
+export const MAX_PAGES = 65536
+
+export const OP_MATMUL_F32 = 1
+export const OP_MATMUL_F16 = 2
+export const OP_MATMUL_Q8 = 3
+export const OP_ATTENTION_F32 = 4
+export const OP_ATTENTION_F16 = 5
+export const OP_STREAM = 6
+
+/** Control block (its own SharedArrayBuffer) slots used by the thread pool. */
+export const CTRL_GENERATION = 0
+export const CTRL_PENDING = 1
+export const CTRL_STOP = 2
+export const CTRL_ERROR = 3
+/** 0: run the op in WebAssembly; 1: in the native addon. */
+export const CTRL_ENGINE = 4
+export const CTRL_SLOTS = 8

@@ -1,0 +1,143 @@
+import { Worker } from 'node:worker_threads'
+import { EngineError } from '../errors.js'
+import { CTRL_ENGINE, CTRL_ERROR, CTRL_GENERATION, CTRL_PENDING, CTRL_SLOTS, CTRL_STOP } from './layout.js'
+import type { WasmMemory, WasmModule } from './wasm-module.js'
+
+/** A kernel thread failed (trap in WebAssembly or an exception in the native addon). */
+export class KernelThreadError extends EngineError {
+  override readonly code = 'ERR_KERNEL_THREAD'
+}
+
+/** Which engine runs the op the host wrote into the argument block. */
+export type TaskEngine = 'wasm' | 'native'
+
+/**
+ * Persistent worker threads that run one parallel kernel call at a time. Workers start once;
+ * each call bumps a generation counter in a control block and wakes them (spin briefly, then
+ * Atomics.wait), the calling thread does share 0 itself and waits for the others on a pending
+ * counter. No thread start-up or message passing on the hot path.
+ */
+export interface ThreadPool {
+  readonly threads: number
+  run(engine: TaskEngine): void
+  close(): void
+}
+
+export interface ThreadPoolOptions {
+  readonly module: WasmModule
+  readonly memory: WasmMemory
+  readonly threads: number
+  /** Runs share `tid` of `n` of the current op on the calling thread. */
+  readonly mainTask: (engine: TaskEngine, tid: number, n: number) => void
+  /** Absolute path of the native addon, loaded in every worker too (null: WebAssembly only). */
+  readonly nativePath: string | null
+  /** Busy-wait iterations before sleeping (keeps per-call wake-up in the microseconds). */
+  readonly spin?: number
+}
+
+// CommonJS source evaluated in each worker (eval: true), so it needs no file next to the
+// compiled module and works the same from TypeScript sources and from dist/.
+const WORKER_SOURCE = `
+const { workerData } = require('node:worker_threads')
+const { module, memory, control, tid, n, spin, nativePath } = workerData
+const ctrl = new Int32Array(control)
+const wasmTask = new WebAssembly.Instance(module, { env: { memory } }).exports.task
+const base = new Uint8Array(memory.buffer, 0, 1)
+let nativeTask = null
+if (nativePath) {
+  try { nativeTask = require(nativePath).task } catch {}
+}
+let gen = 0
+for (;;) {
+  let g = Atomics.load(ctrl, ${CTRL_GENERATION})
+  let spins = 0
+  while (g === gen) {
+    if (++spins > spin) { Atomics.wait(ctrl, ${CTRL_GENERATION}, gen); spins = 0 }
+    g = Atomics.load(ctrl, ${CTRL_GENERATION})
+  }
+  gen = g
+  if (Atomics.load(ctrl, ${CTRL_STOP}) !== 0) break
+  try {
+    if (Atomics.load(ctrl, ${CTRL_ENGINE}) === 1) nativeTask(base, tid, n)
+    else wasmTask(tid, n)
+  } catch (e) {
+    Atomics.store(ctrl, ${CTRL_ERROR}, 1)
+  }
+  if (Atomics.sub(ctrl, ${CTRL_PENDING}, 1) === 1) Atomics.notify(ctrl, ${CTRL_PENDING})
+}
+`
+
+const CALL_TIMEOUT_MS = 120_000
+
+export function createThreadPool(options: ThreadPoolOptions): ThreadPool {
+  const { threads, mainTask } = options
+  const spin = options.spin ?? 20_000
+  const control = new SharedArrayBuffer(CTRL_SLOTS * 4)
+  const ctrl = new Int32Array(control)
+  const workers: Worker[] = []
+  for (let tid = 1; tid < threads; tid++) {
+    const worker = new Worker(WORKER_SOURCE, {
+      eval: true,
+      workerData: {
+        module: options.module,
+        memory: options.memory,
+        control,
+        tid,
+        n: threads,
+        spin,
+        nativePath: options.nativePath
+      }
+    })
+    // Errors surface through the control block; an idle pool must not keep the process alive.
+    worker.on('error', () => Atomics.store(ctrl, CTRL_ERROR, 1))
+    worker.unref()
+    workers.push(worker)
+  }
+  let closed = false
+
+  return {
+    threads,
+    run(engine) {
+      if (closed) throw new KernelThreadError('kernel thread pool is closed')
+      if (threads === 1) {
+        mainTask(engine, 0, 1)
+        return
+      }
+      Atomics.store(ctrl, CTRL_ENGINE, engine === 'native' ? 1 : 0)
+      Atomics.store(ctrl, CTRL_PENDING, threads - 1)
+      Atomics.add(ctrl, CTRL_GENERATION, 1)
+      Atomics.notify(ctrl, CTRL_GENERATION)
+      let failure: unknown = null
+      try {
+        mainTask(engine, 0, threads)
+      } catch (e) {
+        failure = e
+      }
+      // A worker that died (its 'error' event cannot run while this thread blocks) would leave
+      // the call pending forever: give up after a deadline far beyond any single kernel call.
+      let spins = 0
+      let deadline = 0
+      for (;;) {
+        const pending = Atomics.load(ctrl, CTRL_PENDING)
+        if (pending === 0) break
+        if (++spins <= spin) continue
+        if (deadline === 0) deadline = Date.now() + CALL_TIMEOUT_MS
+        else if (Date.now() > deadline) {
+          closed = true
+          throw new KernelThreadError(`kernel threads did not finish within ${CALL_TIMEOUT_MS} ms`)
+        }
+        Atomics.wait(ctrl, CTRL_PENDING, pending, 50)
+      }
+      if (failure !== null) throw new KernelThreadError('kernel call failed on the main thread', { cause: failure })
+      if (Atomics.exchange(ctrl, CTRL_ERROR, 0) !== 0) throw new KernelThreadError('kernel call failed on a worker thread')
+    },
+    close() {
+      if (closed) return
+      closed = true
+      Atomics.store(ctrl, CTRL_STOP, 1)
+      Atomics.add(ctrl, CTRL_GENERATION, 1)
+      Atomics.notify(ctrl, CTRL_GENERATION)
+      for (const w of workers) void w.terminate()
+    }
+  }
+}

@@ -1,0 +1,236 @@
+import { InvalidArgumentError } from '../errors.js'
+import type { AttentionShape, Kernels, KvLayer } from '../kernels.js'
+import { createReferenceKernels } from '../kernels-ref.js'
+import type { NativeAddon } from '../native/load.js'
+import { rowBytes } from '../quant.js'
+import type { WeightMatrix } from '../types.js'
+import { createWasmHeap, KernelMemoryError } from './heap.js'
+import * as L from './layout.js'
+import { createThreadPool, type TaskEngine } from './pool.js'
+import { createRopeTables } from './rope.js'
+import { createScratch } from './scratch.js'
+import { wasmApi, wasmKernelsModule } from './wasm-module.js'
+
+export interface WasmKernelOptions {
+  readonly threads: number
+  /** Native addon (absolute path) that takes batched matmuls; null for WebAssembly only. */
+  readonly native: NativeAddon | null
+  /** Smallest batch T the native addon takes (default 8; decode stays in WebAssembly). */
+  readonly nativeMinBatch?: number
+}
+
+/** Kernels that also hand out KV layers living in the kernels' own memory (no copy per call). */
+export interface FastKernels extends Kernels {
+  readonly threads: number
+  /** A KV layer in WebAssembly memory, zeroed; attention reads it in place. */
+  allocKv(maxLength: number, kvDim: number, dtype: 'f32' | 'f16'): KvLayer
+  freeKv(kv: KvLayer): void
+  /** Bytes held in WebAssembly memory (weights, KV layers, scratch). */
+  memoryBytes(): number
+  /**
+   * Streaming read bandwidth in GB/s of this kernel set's threads over a `bytes` buffer, best
+   * of `repeats` passes: the memory roofline a decode step is measured against.
+   */
+  readBandwidth(bytes: number, repeats: number): number
+}
+
+/**
+ * WebAssembly SIMD kernels on a shared memory with persistent worker threads. Weights are
+ * copied into the shared memory once by prepare(); matmul and attention run on all threads,
+ * each output element summed by one thread in a fixed order (bit-identical for any thread
+ * count, and row t of a batch equals a T = 1 call). rmsnorm, swiglu are the reference code
+ * (negligible in a profile); rope is the reference formula with per-call cos/sin tables.
+ */
+export function createWasmKernels(options: WasmKernelOptions): FastKernels {
+  const threads = Math.max(1, Math.floor(options.threads))
+  const module = wasmKernelsModule()
+  const heap = createWasmHeap()
+  const exports = new wasmApi!.Instance(module, { env: { memory: heap.memory } }).exports as unknown as {
+    task(tid: number, n: number): void
+    quantizeQ8(x: number, xq: number, xd: number, cols: number, T: number): void
+  }
+  const native = options.native
+  const memoryBase = new Uint8Array(heap.memory.buffer, 0, 1)
+  // Measured (bench/kernels.ts, this machine): native wins from T = 8 (1.3-1.9× f32, 1.9-3.8× q8_0);
+  // below that its 16-token groups waste lanes and WebAssembly is as fast or faster.
+  const nativeMinBatch = options.nativeMinBatch ?? 8
+  const pool = createThreadPool({
+    module,
+    memory: heap.memory,
+    threads,
+    nativePath: native?.path ?? null,
+    mainTask: (engine: TaskEngine, tid, n) =>
+      engine === 'native' && native ? native.task(memoryBase, tid, n) : exports.task(tid, n)
+  })
+  const ref = createReferenceKernels()
+  const scratch = createScratch(heap)
+  const rope = createRopeTables()
+  const weights = new WeakMap<WeightMatrix, number | null>()
+  const kvOffsets = new WeakMap<object, number>()
+  const reclaim = new FinalizationRegistry<number>((offset) => heap.free(offset))
+
+  function setArgs(values: number[]): void {
+    const i32 = heap.i32()
+    const base = L.ARGS_OFFSET >> 2
+    for (let i = 0; i < values.length; i++) i32[base + i] = values[i] | 0
+  }
+
+  /** Copy a weight matrix into the shared memory; null when it does not fit (reference fallback). */
+  function place(w: WeightMatrix): { offset: number; view: Uint8Array } | null {
+    const bytes = rowBytes(w.dtype, w.cols) * w.rows
+    if (w.data.byteLength < bytes) throw new InvalidArgumentError(`weight data has ${w.data.byteLength} bytes, needs ${bytes}`)
+    let offset: number
+    try {
+      offset = heap.alloc(bytes)
+    } catch (e) {
+      if (e instanceof KernelMemoryError) return null
+      throw e
+    }
+    const view = new Uint8Array(heap.memory.buffer, offset, bytes)
+    view.set(w.data.subarray(0, bytes))
+    return { offset, view }
+  }
+
+  function weightOffset(w: WeightMatrix): number | null {
+    const known = weights.get(w)
+    if (known !== undefined) return known
+    const placed = place(w)
+    weights.set(w, placed?.offset ?? null)
+    if (placed) reclaim.register(w, placed.offset)
+    return placed?.offset ?? null
+  }
+
+  const kernels: FastKernels = {
+    name: native ? 'wasm-simd+native' : 'wasm-simd',
+    threads,
+
+    prepare(w) {
+      if (weights.has(w)) return w
+      const placed = place(w)
+      if (!placed) {
+        weights.set(w, null)
+        return w
+      }
+      const prepared: WeightMatrix = { dtype: w.dtype, rows: w.rows, cols: w.cols, data: placed.view }
+      weights.set(prepared, placed.offset)
+      reclaim.register(prepared, placed.offset)
+      return prepared
+    },
+
+    matmul(out, x, w, T) {
+      const wp = weightOffset(w)
+      if (wp === null) return ref.matmul(out, x, w, T)
+      const { rows, cols } = w
+      const xp = scratch.get('x', T * cols * 4)
+      heap.f32().set(x.subarray(0, T * cols), xp >> 2)
+      const op = scratch.get('out', T * rows * 4)
+      let args: number[]
+      if (w.dtype === 'q8_0') {
+        const xq = scratch.get('xq', T * cols * 2)
+        const xd = scratch.get('xd', T * (cols / 32) * 4)
+        exports.quantizeQ8(xp, xq, xd, cols, T)
+        args = [L.OP_MATMUL_Q8, wp, xq, xd, op, rows, cols, T]
+      } else {
+        args = [w.dtype === 'f32' ? L.OP_MATMUL_F32 : L.OP_MATMUL_F16, wp, xp, 0, op, rows, cols, T]
+      }
+      setArgs(args)
+      pool.run(native && T >= nativeMinBatch ? 'native' : 'wasm')
+      out.set(heap.f32().subarray(op >> 2, (op >> 2) + T * rows))
+    },
+
+    rmsnorm: ref.rmsnorm,
+    swiglu: ref.swiglu,
+
+    rope(x, T, nHeads, headDim, startPos, theta) {
+      rope.apply(x, T, nHeads, headDim, startPos, theta)
+    },
+
+    attention(out, q, kv, shape) {
+      attention(out, q, kv, shape)
+    },
+
+    allocKv(maxLength, kvDim, dtype) {
+      const bytes = maxLength * kvDim * (dtype === 'f16' ? 2 : 4)
+      const kp = heap.alloc(bytes)
+      const vp = heap.alloc(bytes)
+      const view = (p: number) =>
+        dtype === 'f16'
+          ? new Uint16Array(heap.memory.buffer, p, maxLength * kvDim)
+          : new Float32Array(heap.memory.buffer, p, maxLength * kvDim)
+      const keys = view(kp).fill(0)
+      const values = view(vp).fill(0)
+      kvOffsets.set(keys, kp)
+      kvOffsets.set(values, vp)
+      reclaim.register(keys, kp, keys)
+      reclaim.register(values, vp, values)
+      return { dtype, keys, values }
+    },
+
+    freeKv(kv) {
+      for (const a of [kv.keys, kv.values]) {
+        const p = kvOffsets.get(a)
+        if (p === undefined) continue
+        kvOffsets.delete(a)
+        reclaim.unregister(a)
+        heap.free(p)
+      }
+    },
+
+    memoryBytes: () => heap.used(),
+
+    readBandwidth(bytes, repeats) {
+      const size = Math.ceil(bytes / (64 * threads)) * 64 * threads
+      const src = heap.alloc(size)
+      const res = heap.alloc(16 * threads)
+      try {
+        heap.u8().fill(1, src, src + size)
+        let best = Number.POSITIVE_INFINITY
+        for (let i = 0; i < repeats; i++) {
+          setArgs([L.OP_STREAM, src, size, res])
+          const t0 = process.hrtime.bigint()
+          pool.run('wasm')
+          best = Math.min(best, Number(process.hrtime.bigint() - t0))
+        }
+        return size / best
+      } finally {
+        heap.free(src)
+        heap.free(res)
+      }
+    },
+
+    close() {
+      pool.close()
+    }
+  }
+
+  function attention(out: Float32Array, q: Float32Array, kv: KvLayer, shape: AttentionShape): void {
+    const { T, startPos, nHeads, nKvHeads, headDim } = shape
+    if (nKvHeads <= 0 || nHeads % nKvHeads !== 0)
+      throw new InvalidArgumentError(`nHeads ${nHeads} is not a multiple of nKvHeads ${nKvHeads}`)
+    const len = startPos + T
+    const kvDim = nKvHeads * headDim
+    const width = nHeads * headDim
+    const f16 = kv.dtype === 'f16'
+    const inCache = (a: Float32Array | Uint16Array, slot: string): number => {
+      const p = kvOffsets.get(a)
+      if (p !== undefined) return p
+      // A KV layer from outside: copy the rows this call reads (allocKv avoids this).
+      const n = len * kvDim
+      const s = scratch.get(slot, n * (f16 ? 2 : 4))
+      if (f16) heap.u16().set((a as Uint16Array).subarray(0, n), s >> 1)
+      else heap.f32().set((a as Float32Array).subarray(0, n), s >> 2)
+      return s
+    }
+    const kp = inCache(kv.keys, 'k')
+    const vp = inCache(kv.values, 'v')
+    const qp = scratch.get('q', T * width * 4)
+    heap.f32().set(q.subarray(0, T * width), qp >> 2)
+    const op = scratch.get('ao', T * width * 4)
+    const att = scratch.get('att', threads * ((len + 3) & ~3) * 4)
+    setArgs([f16 ? L.OP_ATTENTION_F16 : L.OP_ATTENTION_F32, qp, kp, vp, op, T, startPos, nHeads, nKvHeads, headDim, att])
+    pool.run('wasm')
+    out.set(heap.f32().subarray(op >> 2, (op >> 2) + T * width))
+  }
+
+  return kernels
+}

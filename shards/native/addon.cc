@@ -1,0 +1,75 @@
+// Node-API entry points of the native kernels. The host (shards/kernels-wasm/) writes the op
+// and its arguments into the argument block of the shared WebAssembly memory, exactly as for
+// the WebAssembly task(); task(base, tid, n) runs share tid of n on the calling thread.
+#include <napi.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "matmul.h"
+
+namespace {
+
+constexpr size_t kArgs = 256;  // shards/kernels-wasm/layout.ts ARGS_OFFSET
+constexpr int kMatmulF32 = 1, kMatmulF16 = 2, kMatmulQ8 = 3;
+
+int chunk(int rows, int tid, int n) {
+  const int per = ((rows + n - 1) / n + 3) & ~3;
+  const int v = tid * per;
+  return v < rows ? v : rows;
+}
+
+Napi::Value Task(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (info.Length() < 3 || !info[0].IsTypedArray() || info[0].As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array) {
+    Napi::TypeError::New(env, "task(base: Uint8Array, tid, n)").ThrowAsJavaScriptException();
+    return env.Undefined();
+  }
+  // The view's own data pointer: its buffer is a SharedArrayBuffer, which napi_get_arraybuffer_info
+  // rejects, while napi_get_typedarray_info (used by Uint8Array::Data) accepts it.
+  uint8_t* base = info[0].As<Napi::Uint8Array>().Data();
+  const int tid = info[1].As<Napi::Number>().Int32Value();
+  const int n = info[2].As<Napi::Number>().Int32Value();
+  uint32_t a[16];
+  std::memcpy(a, base + kArgs, sizeof a);
+  const int op = int(a[0]);
+  const int rows = int(a[5]), cols = int(a[6]), T = int(a[7]);
+  const int r0 = chunk(rows, tid, n), r1 = chunk(rows, tid + 1, n);
+  if (r0 >= r1) return env.Undefined();
+  float* out = reinterpret_cast<float*>(base + a[4]);
+  if (op == kMatmulF32 || op == kMatmulF16) {
+    ls::matmulF(base + a[1], op == kMatmulF16, reinterpret_cast<const float*>(base + a[2]), out, rows, cols, T, r0, r1);
+  } else if (op == kMatmulQ8) {
+    ls::matmulQ8(base + a[1], reinterpret_cast<const int16_t*>(base + a[2]), reinterpret_cast<const float*>(base + a[3]), out, rows, cols, T, r0, r1);
+  } else {
+    Napi::Error::New(env, "native kernels: unsupported op").ThrowAsJavaScriptException();
+  }
+  return env.Undefined();
+}
+
+// The addon is built with -march=native; refuse to run on a CPU without those features
+// (a copied node_modules), so the loader falls back to WebAssembly.
+Napi::Value SelfTest(const Napi::CallbackInfo& info) {
+  bool ok = true;
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+#if defined(__AVX512VNNI__)
+  ok = ok && __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw");
+#endif
+#if defined(__AVX2__)
+  ok = ok && __builtin_cpu_supports("avx2");
+#endif
+#endif
+  return Napi::Boolean::New(info.Env(), ok);
+}
+
+Napi::Object Init(Napi::Env env, Napi::Object exports) {
+  exports.Set("task", Napi::Function::New(env, Task));
+  exports.Set("selfTest", Napi::Function::New(env, SelfTest));
+  exports.Set("isa", Napi::String::New(env, ls::isa()));
+  return exports;
+}
+
+}  // namespace
+
+NODE_API_MODULE(layerswarm_kernels, Init)

@@ -1,0 +1,50 @@
+import { existsSync, readFileSync } from 'node:fs'
+import { createRequire } from 'node:module'
+import { dirname, join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+
+/** The loaded native kernel addon (shards/native/kernels.cc). */
+export interface NativeAddon {
+  readonly path: string
+  /**
+   * Run share `tid` of `n` of the op in the argument block (same protocol as the wasm task).
+   * `base` is a view at offset 0 of the shared WebAssembly memory: passed per call, since the
+   * addon's statics are shared by every thread and kernel set of the process.
+   */
+  task(base: Uint8Array, tid: number, n: number): void
+  /** Instruction set the addon was compiled for, e.g. "avx512vnni". */
+  readonly isa: string
+}
+
+/** Where `npm run build:native` leaves the addon, found from this file in src or dist. */
+export function nativeAddonPath(): string | null {
+  let dir = dirname(fileURLToPath(import.meta.url))
+  for (let i = 0; i < 6; i++) {
+    const pkg = join(dir, 'package.json')
+    if (existsSync(pkg)) {
+      try {
+        if (JSON.parse(readFileSync(pkg, 'utf8')).name === 'layerswarm')
+          return join(dir, 'shards', 'native', 'build', 'layerswarm_kernels.node')
+      } catch {
+        // not our package.json; keep walking up
+      }
+    }
+    dir = dirname(dir)
+  }
+  return null
+}
+
+/**
+ * Load the addon, or null when it is missing, built for another CPU or Node ABI, or disabled
+ * with LAYERSWARM_NATIVE=0. Never throws: the WebAssembly kernels are the fallback.
+ */
+export function loadNativeAddon(path: string | null = nativeAddonPath()): NativeAddon | null {
+  if (process.env.LAYERSWARM_NATIVE === '0' || !path || !existsSync(path)) return null
+  try {
+    const addon = createRequire(import.meta.url)(path) as Omit<NativeAddon, 'path'> & { selfTest(): boolean }
+    if (typeof addon.task !== 'function' || !addon.selfTest()) return null
+    return { path, task: addon.task, isa: addon.isa }
+  } catch {
+    return null
+  }
+}
