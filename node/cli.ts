@@ -3,6 +3,7 @@ import '../protocol/polyfills.js'
 import { Command, InvalidArgumentError as CommanderArgError, Option } from 'commander'
 import { EngineError } from '../shards/index.js'
 import { runLocalGenerate } from './commands/generate.js'
+import { registerMakeModel } from './commands/make-model.js'
 import { defaultModelPath } from './paths.js'
 
 function int(name: string, min: number) {
@@ -64,6 +65,8 @@ program
     if (opts.json) process.stdout.write(`${JSON.stringify(result)}\n`)
     else process.stdout.write('\n')
   })
+
+registerMakeModel(program)
 
 try {
   await program.parseAsync(process.argv)
