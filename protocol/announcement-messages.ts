@@ -1,0 +1,91 @@
+/**
+ * Codecs for swarm announcements (DESIGN.md §7): `{model, span, throughput, free KV
+ * tokens, wire dtypes, version}` plus addresses and an expiry, wrapped in a
+ * SignedAnnouncement that carries the signer's public key.
+ */
+import { MalformedMessageError } from './errors.js'
+import {
+  MAX_ADDR_LENGTH,
+  MAX_ADDRS,
+  MAX_LAYERS,
+  MAX_MODEL_ID_LENGTH,
+  MAX_PEER_ID_LENGTH,
+  MAX_VERSION_LENGTH,
+  MAX_WIRE_DTYPES
+} from './limits.js'
+import { type DecodeOptions, decodeWire, encodeWire, type Wire } from './messages.js'
+import { schema } from './schema.js'
+import type { Announcement, SignedAnnouncement } from './types.js'
+import {
+  arrayField,
+  bytesField,
+  checkUint64,
+  dtypeListFromWire,
+  dtypeToWire,
+  finiteField,
+  safeUint64,
+  spanFields,
+  stringField,
+  uint32Field
+} from './wire.js'
+
+/** Announcements travel over gossipsub, whose default message cap is 1 MiB; ours are tiny. */
+export const MAX_ANNOUNCEMENT_BYTES = 16 * 1024
+
+function announcementFromWire(w: Wire): Announcement {
+  const span = spanFields(w.start, w.end, 'announcement', MAX_LAYERS)
+  const addrs = arrayField(w.addrs, 'announcement.addrs', MAX_ADDRS)
+  const issuedAtMs = safeUint64(w.issuedAtMs, 'announcement.issued_at_ms')
+  const expiresAtMs = safeUint64(w.expiresAtMs, 'announcement.expires_at_ms')
+  if (expiresAtMs <= issuedAtMs) throw new MalformedMessageError('announcement: expires before it was issued')
+  return {
+    peerId: stringField(w.peerId, 'announcement.peer_id', { max: MAX_PEER_ID_LENGTH, token: true }),
+    modelId: stringField(w.modelId, 'announcement.model_id', { max: MAX_MODEL_ID_LENGTH, token: true }),
+    start: span.start,
+    end: span.end,
+    throughput: finiteField(w.throughput, 'announcement.throughput'),
+    freeCacheTokens: uint32Field(w.freeCacheTokens, 'announcement.free_cache_tokens'),
+    wireDtypes: dtypeListFromWire(w.wireDtypes, 'announcement.wire_dtypes', MAX_WIRE_DTYPES),
+    version: stringField(w.version, 'announcement.version', { max: MAX_VERSION_LENGTH, allowEmpty: true }),
+    addrs: addrs.map((a, i) => stringField(a, `announcement.addrs[${i}]`, { max: MAX_ADDR_LENGTH, token: true })),
+    issuedAtMs,
+    expiresAtMs
+  }
+}
+
+export function encodeAnnouncement(a: Announcement): Uint8Array {
+  const wire = {
+    ...a,
+    wireDtypes: a.wireDtypes.map((d) => dtypeToWire(d, 'announcement.wire_dtypes')),
+    issuedAtMs: checkUint64(a.issuedAtMs, 'announcement.issued_at_ms'),
+    expiresAtMs: checkUint64(a.expiresAtMs, 'announcement.expires_at_ms')
+  }
+  announcementFromWire(wire)
+  return encodeWire(schema.Announcement, wire)
+}
+
+export function decodeAnnouncement(bytes: Uint8Array, options: DecodeOptions = {}): Announcement {
+  const max = options.maxMessageBytes ?? MAX_ANNOUNCEMENT_BYTES
+  return announcementFromWire(decodeWire(schema.Announcement, bytes, { maxMessageBytes: max }))
+}
+
+function signedFromWire(w: Wire): SignedAnnouncement {
+  const announcement = bytesField(w.announcement, 'signed.announcement')
+  const publicKey = bytesField(w.publicKey, 'signed.public_key')
+  const signature = bytesField(w.signature, 'signed.signature')
+  if (announcement.byteLength === 0) throw new MalformedMessageError('signed.announcement: empty')
+  // Ed25519 protobuf keys are 36 bytes; RSA ones reach ~550 (4096-bit). Anything bigger is junk.
+  if (publicKey.byteLength === 0 || publicKey.byteLength > 1024) throw new MalformedMessageError('signed.public_key: bad length')
+  if (signature.byteLength === 0 || signature.byteLength > 1024) throw new MalformedMessageError('signed.signature: bad length')
+  return { announcement, publicKey, signature }
+}
+
+export function encodeSignedAnnouncement(s: SignedAnnouncement): Uint8Array {
+  signedFromWire(s)
+  return encodeWire(schema.SignedAnnouncement, s)
+}
+
+export function decodeSignedAnnouncement(bytes: Uint8Array, options: DecodeOptions = {}): SignedAnnouncement {
+  const max = options.maxMessageBytes ?? MAX_ANNOUNCEMENT_BYTES
+  return signedFromWire(decodeWire(schema.SignedAnnouncement, bytes, { maxMessageBytes: max }))
+}

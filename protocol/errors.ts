@@ -1,0 +1,187 @@
+/**
+ * Typed protocol errors. Every condition has its own class whose `code` is an ErrorCode
+ * name from layerswarm.proto, so a handler can turn any failure into an ErrorReply
+ * (`errorCodeOf`) and a caller can turn an ErrorReply back into an error (`errorFromReply`).
+ */
+
+/** Wire values of `enum ErrorCode` in layerswarm.proto (keep in sync). */
+export const ErrorCode = {
+  UNKNOWN: 0,
+  MALFORMED: 1,
+  TOO_LARGE: 2,
+  UNKNOWN_SESSION: 3,
+  BAD_POSITION: 4,
+  BAD_SHAPE: 5,
+  BAD_SPAN: 6,
+  WRONG_MODEL: 7,
+  BUSY: 8,
+  OUT_OF_CACHE: 9,
+  INTERNAL: 10,
+  NEXT_HOP_FAILED: 11,
+  UNAUTHORIZED: 12,
+  TIMEOUT: 13,
+  DUPLICATE_SESSION: 14
+} as const
+
+export type ErrorCodeName = keyof typeof ErrorCode
+
+const CODE_NAMES = new Map<number, ErrorCodeName>(
+  (Object.entries(ErrorCode) as Array<[ErrorCodeName, number]>).map(([name, value]) => [value, name])
+)
+
+export function isErrorCodeName(value: unknown): value is ErrorCodeName {
+  return typeof value === 'string' && Object.hasOwn(ErrorCode, value)
+}
+
+/**
+ * Wire number -> name. Codes added by newer peers are read as UNKNOWN rather than
+ * rejected, so an old client still surfaces the failure.
+ */
+export function errorCodeName(value: number): ErrorCodeName {
+  return CODE_NAMES.get(value) ?? 'UNKNOWN'
+}
+
+/** Base class. `requestId` is set when the failing request's id was already known. */
+export class ProtocolError extends Error {
+  readonly code: ErrorCodeName = 'UNKNOWN'
+  requestId?: number
+  stepId?: number
+
+  constructor(message: string, options?: ErrorOptions) {
+    super(message, options)
+    this.name = new.target.name
+  }
+}
+
+export class MalformedMessageError extends ProtocolError {
+  override readonly code = 'MALFORMED'
+}
+
+/** A frame or tensor larger than the configured cap; raised before the frame is buffered. */
+export class MessageTooLargeError extends ProtocolError {
+  override readonly code = 'TOO_LARGE'
+}
+
+/** NaN or ±Inf in an activation, or a value outside the range of the wire dtype. */
+export class NonFiniteTensorError extends ProtocolError {
+  override readonly code = 'MALFORMED'
+}
+
+export class UnknownSessionError extends ProtocolError {
+  override readonly code = 'UNKNOWN_SESSION'
+}
+
+export class BadPositionError extends ProtocolError {
+  override readonly code = 'BAD_POSITION'
+}
+
+export class BadShapeError extends ProtocolError {
+  override readonly code = 'BAD_SHAPE'
+}
+
+export class BadSpanError extends ProtocolError {
+  override readonly code = 'BAD_SPAN'
+}
+
+export class WrongModelError extends ProtocolError {
+  override readonly code = 'WRONG_MODEL'
+}
+
+/** Over the peer's session, KV or queue caps: route elsewhere (DESIGN.md §7). */
+export class BusyError extends ProtocolError {
+  override readonly code = 'BUSY'
+}
+
+export class OutOfCacheError extends ProtocolError {
+  override readonly code = 'OUT_OF_CACHE'
+}
+
+export class InternalError extends ProtocolError {
+  override readonly code = 'INTERNAL'
+}
+
+/** Chained mode: a later hop failed or could not be reached. Also raised when a stream dies. */
+export class NextHopFailedError extends ProtocolError {
+  override readonly code = 'NEXT_HOP_FAILED'
+}
+
+export class UnauthorizedError extends ProtocolError {
+  override readonly code = 'UNAUTHORIZED'
+}
+
+export class RequestTimeoutError extends ProtocolError {
+  override readonly code = 'TIMEOUT'
+}
+
+export class DuplicateSessionError extends ProtocolError {
+  override readonly code = 'DUPLICATE_SESSION'
+}
+
+/** An announcement whose signature does not verify under its embedded key. */
+export class InvalidSignatureError extends ProtocolError {
+  override readonly code = 'UNAUTHORIZED'
+}
+
+/** An announcement whose embedded key does not derive the peer id it claims. */
+export class PeerIdMismatchError extends ProtocolError {
+  override readonly code = 'UNAUTHORIZED'
+}
+
+/** An announcement past its expiry, issued in the future, or with too long a lifetime. */
+export class AnnouncementExpiredError extends ProtocolError {
+  override readonly code = 'UNAUTHORIZED'
+}
+
+/** A failure reported by a remote peer in an ErrorReply. */
+export class RemoteError extends ProtocolError {
+  override readonly code: ErrorCodeName
+  /** The hop that failed (in chained mode possibly a later hop than the one we called). */
+  readonly peerId: string
+
+  constructor(code: ErrorCodeName, message: string, peerId: string, stepId?: number, requestId?: number) {
+    super(`${code} from ${peerId === '' ? 'remote peer' : peerId}: ${message}`)
+    this.code = code
+    this.peerId = peerId
+    if (stepId !== undefined && stepId !== 0) this.stepId = stepId
+    if (requestId !== undefined) this.requestId = requestId
+  }
+}
+
+/** Errors that other layers throw with a string code, by name (shards/errors.ts, libp2p). */
+const FOREIGN_CODES: Record<string, ErrorCodeName> = {
+  ERR_INVALID_ARGUMENT: 'MALFORMED',
+  ERR_MSG_DATA_TOO_LONG: 'TOO_LARGE', // @libp2p/utils lpStream InvalidDataLengthError
+  ERR_MSG_LENGTH_TOO_LONG: 'TOO_LARGE', // @libp2p/utils lpStream InvalidDataLengthLengthError
+  ERR_INVALID_MSG_LENGTH: 'MALFORMED'
+}
+
+const FOREIGN_NAMES: Record<string, ErrorCodeName> = {
+  AbortError: 'TIMEOUT',
+  TimeoutError: 'TIMEOUT',
+  StreamBufferError: 'TOO_LARGE',
+  InvalidDataLengthError: 'TOO_LARGE',
+  InvalidDataLengthLengthError: 'TOO_LARGE'
+}
+
+/**
+ * Maps any thrown value to the ErrorCode to put in a reply. Protocol errors keep their
+ * code; errors with a string `code` match by name with or without the `ERR_` prefix
+ * (shards' ERR_UNKNOWN_SESSION, ERR_BAD_POSITION, ERR_OUT_OF_CACHE...); anything else is
+ * INTERNAL, since it is a failure of ours and not of the request.
+ */
+export function errorCodeOf(err: unknown): ErrorCodeName {
+  if (err instanceof ProtocolError) return err.code
+  if (err == null || typeof err !== 'object') return 'INTERNAL'
+  const { code, name } = err as { code?: unknown; name?: unknown }
+  if (typeof code === 'string') {
+    const mapped = FOREIGN_CODES[code]
+    if (mapped !== undefined) return mapped
+    const bare = code.startsWith('ERR_') ? code.slice(4) : code
+    if (isErrorCodeName(bare)) return bare
+  }
+  if (typeof name === 'string') {
+    const mapped = FOREIGN_NAMES[name]
+    if (mapped !== undefined) return mapped
+  }
+  return 'INTERNAL'
+}

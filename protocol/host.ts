@@ -1,0 +1,123 @@
+/**
+ * The libp2p host shared by the node daemon and the client (DESIGN.md §1: the host
+ * factory lives in protocol/, not in node/): TCP + Noise + yamux + identify, gossipsub for
+ * announcements, with limits sized for long-lived session streams.
+ *
+ * No kad-dht: @libp2p/kad-dht needs the ping service (@libp2p/ping), which is not a declared
+ * dependency; discovery runs on bootstrap peers + gossipsub announcements (§7 allows either).
+ */
+import './polyfills.js'
+import { noise } from '@chainsafe/libp2p-noise'
+import { yamux } from '@chainsafe/libp2p-yamux'
+import { type GossipSub, gossipsub } from '@libp2p/gossipsub'
+import { type Identify, identify } from '@libp2p/identify'
+import { KEEP_ALIVE, type PeerId, type PrivateKey } from '@libp2p/interface'
+import { tcp } from '@libp2p/tcp'
+import { multiaddr } from '@multiformats/multiaddr'
+import { createLibp2p, type Libp2p, type ServiceFactoryMap } from 'libp2p'
+import { PROTOCOL_VERSION } from './ids.js'
+import { DEFAULT_MAX_MESSAGE_BYTES } from './limits.js'
+
+export interface HostServices extends Record<string, unknown> {
+  identify: Identify
+  pubsub?: GossipSub
+}
+
+export type Host = Libp2p<HostServices>
+
+export interface HostInit {
+  /** Listen multiaddrs (default ['/ip4/127.0.0.1/tcp/0']; use [] for a dial-only client). */
+  listen?: string[]
+  /** Multiaddrs (with /p2p/<id>) dialled right after start and kept connected. */
+  bootstrap?: string[]
+  /** The peer's identity (Ed25519); a fresh one is generated when omitted. */
+  privateKey?: PrivateKey
+  /** gossipsub for announcements (default true). */
+  pubsub?: boolean
+  /** Connection cap (default 256). */
+  maxConnections?: number
+  /** Largest frame our streams accept; sizes the muxer's read buffers (default 64 MiB). */
+  maxMessageBytes?: number
+  signal?: AbortSignal
+}
+
+export async function createHost(init: HostInit = {}): Promise<Host> {
+  init.signal?.throwIfAborted()
+  const maxMessageBytes = init.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES
+  const services: ServiceFactoryMap<HostServices> = { identify: identify() }
+  if (init.pubsub !== false) {
+    services.pubsub = gossipsub({
+      // a lone first peer still announces; it simply reaches nobody yet
+      allowPublishToZeroTopicPeers: true,
+      emitSelf: false
+    })
+  }
+
+  const node = await createLibp2p<HostServices>({
+    privateKey: init.privateKey,
+    nodeInfo: { name: 'layerswarm', version: PROTOCOL_VERSION },
+    addresses: { listen: init.listen ?? ['/ip4/127.0.0.1/tcp/0'] },
+    transports: [tcp()],
+    connectionEncrypters: [noise()],
+    streamMuxers: [
+      yamux({
+        maxInboundStreams: 4096,
+        maxOutboundStreams: 4096,
+        // Data that arrives before a stream's reader attaches (during protocol negotiation)
+        // is held by the stream; the 4 MiB default would reset streams with larger frames.
+        streamOptions: { maxReadBufferLength: 2 * maxMessageBytes + 1024 * 1024 }
+      })
+    ],
+    connectionManager: {
+      maxConnections: init.maxConnections ?? 256,
+      // local swarms open many connections from one address at once (tests, demo)
+      inboundConnectionThreshold: 100,
+      maxIncomingPendingConnections: 64,
+      dialTimeout: 10_000
+    },
+    connectionMonitor: {
+      // Forward passes may block the event loop for seconds; a missed ping must not cut
+      // the connection a session lives on. Dead peers still surface as closed sockets and
+      // as step timeouts, which drive failover (DESIGN.md §2).
+      abortConnectionOnPingFailure: false
+    },
+    services
+  })
+
+  try {
+    init.signal?.throwIfAborted()
+    await dialBootstrap(node, init.bootstrap ?? [], init.signal)
+    init.signal?.throwIfAborted()
+  } catch (err) {
+    await node.stop()
+    throw err
+  }
+  return node
+}
+
+export interface BootstrapResult {
+  connected: PeerId[]
+  failed: Array<{ addr: string; error: Error }>
+}
+
+/**
+ * Dials each bootstrap multiaddr directly (the @libp2p/bootstrap module is not needed for
+ * a fixed list) and tags reachable peers KEEP_ALIVE, so libp2p's reconnect queue redials
+ * them if the connection drops. Failures are returned, not thrown: a node may start
+ * before its bootstrap peers do.
+ */
+export async function dialBootstrap(node: Libp2p, addrs: string[], signal?: AbortSignal): Promise<BootstrapResult> {
+  const result: BootstrapResult = { connected: [], failed: [] }
+  await Promise.all(
+    addrs.map(async (addr) => {
+      try {
+        const conn = await node.dial(multiaddr(addr), { signal })
+        await node.peerStore.merge(conn.remotePeer, { tags: { [`${KEEP_ALIVE}-layerswarm-bootstrap`]: { value: 50 } } })
+        result.connected.push(conn.remotePeer)
+      } catch (err) {
+        result.failed.push({ addr, error: err as Error })
+      }
+    })
+  )
+  return result
+}

@@ -1,0 +1,31 @@
+/**
+ * protocol/: the wire layer of layerswarm (DESIGN.md §3) — schema, codecs, framing,
+ * protocol ids, the shared libp2p host and signed announcements. Imports nothing of ours.
+ */
+import './polyfills.js'
+
+export * from './announce.js'
+export * from './announcement-messages.js'
+export * from './errors.js'
+export * from './framing.js'
+export * from './host.js'
+export * from './ids.js'
+export * from './limits.js'
+export {
+  type DecodeOptions,
+  decodeInfoRequest,
+  decodeInfoResponse,
+  decodeTensorMessage,
+  encodeInfoRequest,
+  encodeInfoResponse,
+  encodeTensorMessage,
+  type ErrorReplyContext,
+  errorFromReply,
+  errorReplyFor
+} from './messages.js'
+export { protoPath } from './schema.js'
+export * from './session-messages.js'
+export * from './session-stream.js'
+export * from './tensor-codec.js'
+export type * from './types.js'
+export { DTYPE_VALUES } from './wire.js'

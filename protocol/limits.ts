@@ -1,0 +1,40 @@
+/**
+ * Hard limits applied to everything a peer sends (DESIGN.md §3: "a hard size cap checked
+ * before decoding"; §9.4: no hostile message may crash a peer). Decoders reject anything
+ * outside these bounds with a typed error instead of allocating for it.
+ */
+
+/** Largest frame accepted on any stream unless configured otherwise (64 MiB). */
+export const DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+
+/** Largest number of elements in one tensor (16 Mi: a 64 MiB f32 tensor). */
+export const MAX_TENSOR_ELEMENTS = 1 << 24
+
+/** Tensors on the wire are [tokens, dim] activations; 4 dimensions leave room for batches. */
+export const MAX_TENSOR_RANK = 4
+
+/** Session ids are client-chosen opaque strings: printable ASCII, no spaces. */
+export const MAX_SESSION_ID_LENGTH = 128
+
+/** Model ids are hashes (hex or multibase) of config + weights. */
+export const MAX_MODEL_ID_LENGTH = 256
+
+/** A libp2p peer id string (base58btc Ed25519 ids are 52 chars, RSA ones longer). */
+export const MAX_PEER_ID_LENGTH = 128
+
+export const MAX_ADDR_LENGTH = 512
+export const MAX_ADDRS = 32
+export const MAX_VERSION_LENGTH = 64
+
+/** Chained routes longer than this are not useful and only amplify work. */
+export const MAX_NEXT_HOPS = 64
+
+/** Upper bound for block indices (spans are [start, end) with end <= this). */
+export const MAX_LAYERS = 1 << 16
+
+/** Upper bound for a session's max length and for positions (16 Mi tokens). */
+export const MAX_SESSION_LENGTH = 1 << 24
+
+export const MAX_ERROR_MESSAGE_LENGTH = 4096
+export const MAX_TIMINGS = 64
+export const MAX_WIRE_DTYPES = 16

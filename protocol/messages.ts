@@ -1,0 +1,201 @@
+/**
+ * Codecs for the info protocol, tensors and error replies. Each decodeX validates every
+ * field (DESIGN.md §3: "every decode validates shapes and ranges") and each encodeX runs
+ * the same checks on what we send, so we never emit what we would refuse.
+ *
+ * Pattern: TS object -> wire object (enum numbers) -> xFromWire (the validator, shared
+ * with decoding) -> protobufjs encode. Decoded byte fields view the received frame.
+ */
+import type protobuf from 'protobufjs'
+import {
+  type ErrorCodeName,
+  ErrorCode,
+  errorCodeName,
+  errorCodeOf,
+  MalformedMessageError,
+  MessageTooLargeError,
+  ProtocolError,
+  RemoteError
+} from './errors.js'
+import {
+  DEFAULT_MAX_MESSAGE_BYTES,
+  MAX_ERROR_MESSAGE_LENGTH,
+  MAX_LAYERS,
+  MAX_MODEL_ID_LENGTH,
+  MAX_PEER_ID_LENGTH,
+  MAX_TENSOR_ELEMENTS,
+  MAX_TENSOR_RANK,
+  MAX_VERSION_LENGTH,
+  MAX_WIRE_DTYPES
+} from './limits.js'
+import { schema } from './schema.js'
+import { validateTensor } from './tensor-codec.js'
+import type { ErrorReply, InfoRequest, InfoResponse, Tensor } from './types.js'
+import {
+  arrayField,
+  bytesField,
+  checkUint64,
+  dtypeFromWire,
+  dtypeListFromWire,
+  dtypeToWire,
+  finiteField,
+  safeUint64,
+  spanFields,
+  stringField,
+  uint32Field
+} from './wire.js'
+
+// biome-ignore lint/suspicious/noExplicitAny: protobufjs messages are untyped until validated
+export type Wire = any
+
+export interface DecodeOptions {
+  /** Refuse inputs longer than this before parsing them (default 64 MiB). */
+  maxMessageBytes?: number
+  /** Largest tensor accepted (default MAX_TENSOR_ELEMENTS). */
+  maxTensorElements?: number
+}
+
+/** protobufjs decode with size cap; any parse failure becomes MALFORMED. */
+export function decodeWire(type: protobuf.Type, bytes: Uint8Array, options: DecodeOptions = {}): Wire {
+  const max = options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES
+  if (!(bytes instanceof Uint8Array)) throw new MalformedMessageError(`${type.name}: not bytes`)
+  if (bytes.byteLength > max) {
+    throw new MessageTooLargeError(`${type.name}: ${bytes.byteLength} bytes > ${max}`)
+  }
+  try {
+    return type.decode(bytes)
+  } catch (err) {
+    throw new MalformedMessageError(`${type.name}: ${(err as Error).message}`, { cause: err })
+  }
+}
+
+export function encodeWire(type: protobuf.Type, wire: Wire): Uint8Array {
+  return type.encode(wire).finish()
+}
+
+/** Which member of a oneof is set; refuses messages that set several. */
+export function oneofBody(wire: Wire, members: readonly string[], what: string): string | undefined {
+  let found: string | undefined
+  for (const m of members) {
+    if (wire[m] == null) continue
+    if (found !== undefined) throw new MalformedMessageError(`${what}: both ${found} and ${m} are set`)
+    found = m
+  }
+  return found
+}
+
+// ---- tensors ----
+
+export function tensorToWire(t: Tensor): Wire {
+  return { shape: t.shape, dtype: dtypeToWire(t.dtype, 'tensor.dtype'), data: t.data }
+}
+
+export function tensorFromWire(w: Wire, field: string, maxElements = MAX_TENSOR_ELEMENTS): Tensor {
+  if (w == null) throw new MalformedMessageError(`${field}: missing tensor`)
+  const shape = arrayField(w.shape, `${field}.shape`, MAX_TENSOR_RANK) as number[]
+  const t: Tensor = {
+    shape: shape.map((d, i) => uint32Field(d, `${field}.shape[${i}]`)),
+    dtype: dtypeFromWire(w.dtype, `${field}.dtype`),
+    data: bytesField(w.data, `${field}.data`)
+  }
+  validateTensor(t, maxElements)
+  return t
+}
+
+export function encodeTensorMessage(t: Tensor): Uint8Array {
+  const wire = tensorToWire(t)
+  tensorFromWire(wire, 'tensor')
+  return encodeWire(schema.Tensor, wire)
+}
+
+export function decodeTensorMessage(bytes: Uint8Array, options: DecodeOptions = {}): Tensor {
+  return tensorFromWire(decodeWire(schema.Tensor, bytes, options), 'tensor', options.maxTensorElements)
+}
+
+// ---- info ----
+
+export function encodeInfoRequest(_req: InfoRequest = {}): Uint8Array {
+  return encodeWire(schema.InfoRequest, {})
+}
+
+export function decodeInfoRequest(bytes: Uint8Array, options: DecodeOptions = {}): InfoRequest {
+  decodeWire(schema.InfoRequest, bytes, { maxMessageBytes: options.maxMessageBytes ?? 1024 })
+  return {}
+}
+
+function infoFromWire(w: Wire): InfoResponse {
+  const nLayers = uint32Field(w.nLayers, 'n_layers', 1, MAX_LAYERS)
+  const span = spanFields(w.start, w.end, 'info', nLayers)
+  return {
+    modelId: stringField(w.modelId, 'model_id', { max: MAX_MODEL_ID_LENGTH, token: true }),
+    version: stringField(w.version, 'version', { max: MAX_VERSION_LENGTH, allowEmpty: true }),
+    nLayers,
+    dim: uint32Field(w.dim, 'dim', 1),
+    start: span.start,
+    end: span.end,
+    throughput: finiteField(w.throughput, 'throughput'),
+    freeCacheTokens: uint32Field(w.freeCacheTokens, 'free_cache_tokens'),
+    maxSessions: uint32Field(w.maxSessions, 'max_sessions'),
+    activeSessions: uint32Field(w.activeSessions, 'active_sessions'),
+    wireDtypes: dtypeListFromWire(w.wireDtypes, 'wire_dtypes', MAX_WIRE_DTYPES),
+    x25519PublicKey: bytesField(w.x25519PublicKey, 'x25519_public_key', [0, 32])
+  }
+}
+
+export function encodeInfoResponse(info: InfoResponse): Uint8Array {
+  const wire = { ...info, wireDtypes: info.wireDtypes.map((d) => dtypeToWire(d, 'wire_dtypes')) }
+  infoFromWire(wire)
+  return encodeWire(schema.InfoResponse, wire)
+}
+
+export function decodeInfoResponse(bytes: Uint8Array, options: DecodeOptions = {}): InfoResponse {
+  return infoFromWire(decodeWire(schema.InfoResponse, bytes, options))
+}
+
+// ---- error replies ----
+
+export function errorReplyToWire(e: ErrorReply): Wire {
+  const code = ErrorCode[e.code]
+  if (code === undefined) throw new MalformedMessageError(`error.code: unknown code ${String(e.code)}`)
+  return { code, message: e.message, stepId: checkUint64(e.stepId, 'error.step_id'), peerId: e.peerId }
+}
+
+export function errorReplyFromWire(w: Wire): ErrorReply {
+  return {
+    code: errorCodeName(uint32Field(w.code, 'error.code')),
+    message: stringField(w.message, 'error.message', { max: MAX_ERROR_MESSAGE_LENGTH, allowEmpty: true }),
+    stepId: safeUint64(w.stepId, 'error.step_id'),
+    peerId: stringField(w.peerId, 'error.peer_id', { max: MAX_PEER_ID_LENGTH, allowEmpty: true, token: true })
+  }
+}
+
+export interface ErrorReplyContext {
+  /** Our own peer id, reported as the failing hop unless the error names another one. */
+  peerId?: string
+  stepId?: number
+}
+
+/**
+ * Builds the ErrorReply for any thrown value: code via errorCodeOf, message truncated to
+ * the wire limit. A RemoteError from a later hop keeps that hop's code and peer id, so
+ * chained failures reach the client naming the hop that actually failed.
+ */
+export function errorReplyFor(err: unknown, context: ErrorReplyContext = {}): ErrorReply {
+  const code: ErrorCodeName = errorCodeOf(err)
+  // Our own bugs are reported by class name only: their messages may carry paths or
+  // another session's state, which must not leak to a peer (DESIGN.md §9.4).
+  const internal = code === 'INTERNAL' && !(err instanceof ProtocolError)
+  const text = internal
+    ? `internal error (${(err as Error)?.name ?? typeof err})`
+    : err instanceof Error
+      ? err.message
+      : String(err)
+  const stepId = context.stepId ?? (err as { stepId?: number } | undefined)?.stepId ?? 0
+  const peerId = err instanceof RemoteError && err.peerId !== '' ? err.peerId : (context.peerId ?? '')
+  return { code, message: text.slice(0, MAX_ERROR_MESSAGE_LENGTH), stepId, peerId }
+}
+
+/** Turns a received ErrorReply into a typed RemoteError (code, peerId, stepId). */
+export function errorFromReply(reply: ErrorReply, requestId?: number): RemoteError {
+  return new RemoteError(reply.code, reply.message, reply.peerId, reply.stepId, requestId)
+}

@@ -1,0 +1,241 @@
+/**
+ * Codecs for /layerswarm/session/1.0.0 (DESIGN.md §2-3). Decoding validates each field
+ * and, once request_id is known, attaches it to the thrown error so the handler can answer
+ * that request with a typed ErrorReply instead of dropping the stream.
+ *
+ * These checks are context-free (sizes, ranges, enums); checks against the session
+ * (span served, dim, positions, max length) belong to the handler, which can use
+ * decodeTensor(t, { shape: [undefined, dim] }) and the typed errors in errors.ts.
+ */
+import { MalformedMessageError } from './errors.js'
+import {
+  MAX_ADDR_LENGTH,
+  MAX_ADDRS,
+  MAX_LAYERS,
+  MAX_MODEL_ID_LENGTH,
+  MAX_NEXT_HOPS,
+  MAX_PEER_ID_LENGTH,
+  MAX_SESSION_ID_LENGTH,
+  MAX_SESSION_LENGTH,
+  MAX_TIMINGS
+} from './limits.js'
+import {
+  type DecodeOptions,
+  decodeWire,
+  encodeWire,
+  errorReplyFromWire,
+  errorReplyToWire,
+  oneofBody,
+  tensorFromWire,
+  tensorToWire,
+  type Wire
+} from './messages.js'
+import { schema } from './schema.js'
+import type { HopTiming, NextHop, OpenSession, SessionRequest, SessionResponse, Step, StepResult } from './types.js'
+import {
+  arrayField,
+  checkUint64,
+  dtypeFromWire,
+  dtypeToWire,
+  finiteField,
+  safeUint64,
+  spanFields,
+  stringField,
+  uint32Field,
+  withRequestId
+} from './wire.js'
+
+const REQUEST_BODIES = ['open', 'step', 'rewind', 'close'] as const
+const RESPONSE_BODIES = ['opened', 'result', 'rewound', 'closed', 'error'] as const
+
+function sessionId(value: unknown, field: string): string {
+  return stringField(value, field, { max: MAX_SESSION_ID_LENGTH, token: true })
+}
+
+function peerId(value: unknown, field: string): string {
+  return stringField(value, field, { max: MAX_PEER_ID_LENGTH, token: true })
+}
+
+function nextHopFromWire(w: Wire, field: string): NextHop {
+  const span = spanFields(w.start, w.end, field, MAX_LAYERS)
+  const addrs = arrayField(w.addrs, `${field}.addrs`, MAX_ADDRS)
+  return {
+    peerId: peerId(w.peerId, `${field}.peer_id`),
+    addrs: addrs.map((a, i) => stringField(a, `${field}.addrs[${i}]`, { max: MAX_ADDR_LENGTH, token: true })),
+    start: span.start,
+    end: span.end
+  }
+}
+
+function openFromWire(w: Wire): OpenSession {
+  const span = spanFields(w.start, w.end, 'open', MAX_LAYERS)
+  const hops = arrayField(w.nextHops, 'open.next_hops', MAX_NEXT_HOPS)
+  return {
+    sessionId: sessionId(w.sessionId, 'open.session_id'),
+    modelId: stringField(w.modelId, 'open.model_id', { max: MAX_MODEL_ID_LENGTH, token: true }),
+    start: span.start,
+    end: span.end,
+    maxLength: uint32Field(w.maxLength, 'open.max_length', 1, MAX_SESSION_LENGTH),
+    wireDtype: dtypeFromWire(w.wireDtype, 'open.wire_dtype'),
+    nextHops: hops.map((h, i) => nextHopFromWire(h, `open.next_hops[${i}]`))
+  }
+}
+
+function stepFromWire(w: Wire, maxElements?: number): Step {
+  return {
+    sessionId: sessionId(w.sessionId, 'step.session_id'),
+    stepId: safeUint64(w.stepId, 'step.step_id'),
+    startPosition: uint32Field(w.startPosition, 'step.start_position', 0, MAX_SESSION_LENGTH),
+    hidden: tensorFromWire(w.hidden, 'step.hidden', maxElements),
+    chain: w.chain === true
+  }
+}
+
+function timingFromWire(w: Wire, field: string): HopTiming {
+  return { peerId: peerId(w.peerId, `${field}.peer_id`), computeMs: finiteField(w.computeMs, `${field}.compute_ms`) }
+}
+
+function resultFromWire(w: Wire, maxElements?: number): StepResult {
+  const timings = arrayField(w.timings, 'result.timings', MAX_TIMINGS)
+  return {
+    sessionId: sessionId(w.sessionId, 'result.session_id'),
+    stepId: safeUint64(w.stepId, 'result.step_id'),
+    hidden: tensorFromWire(w.hidden, 'result.hidden', maxElements),
+    timings: timings.map((t, i) => timingFromWire(t, `result.timings[${i}]`))
+  }
+}
+
+function requestFromWire(w: Wire, maxElements?: number): SessionRequest {
+  const requestId = safeUint64(w.requestId, 'request_id')
+  return withRequestId(requestId, (): SessionRequest => {
+    if (requestId === 0) throw new MalformedMessageError('request_id must be >= 1')
+    const body = oneofBody(w, REQUEST_BODIES, 'SessionRequest')
+    switch (body) {
+      case 'open':
+        return { requestId, type: 'open', open: openFromWire(w.open) }
+      case 'step': {
+        const step = withStepId(w.step, () => stepFromWire(w.step, maxElements))
+        return { requestId, type: 'step', step }
+      }
+      case 'rewind':
+        return {
+          requestId,
+          type: 'rewind',
+          rewind: {
+            sessionId: sessionId(w.rewind.sessionId, 'rewind.session_id'),
+            length: uint32Field(w.rewind.length, 'rewind.length', 0, MAX_SESSION_LENGTH)
+          }
+        }
+      case 'close':
+        return { requestId, type: 'close', close: { sessionId: sessionId(w.close.sessionId, 'close.session_id') } }
+      default:
+        throw new MalformedMessageError('SessionRequest: missing or unsupported body')
+    }
+  })
+}
+
+/** Attaches the step id (when it parses) to errors from a step's other fields. */
+function withStepId<T>(w: Wire, fn: () => T): T {
+  try {
+    return fn()
+  } catch (err) {
+    try {
+      const id = safeUint64(w.stepId, 'step_id')
+      if (err != null && typeof err === 'object' && 'code' in err) (err as { stepId?: number }).stepId = id
+    } catch {}
+    throw err
+  }
+}
+
+function responseFromWire(w: Wire, maxElements?: number): SessionResponse {
+  const requestId = safeUint64(w.requestId, 'request_id')
+  return withRequestId(requestId, (): SessionResponse => {
+    const body = oneofBody(w, RESPONSE_BODIES, 'SessionResponse')
+    switch (body) {
+      case 'opened':
+        return { requestId, type: 'opened', opened: { sessionId: sessionId(w.opened.sessionId, 'opened.session_id') } }
+      case 'result':
+        return { requestId, type: 'result', result: resultFromWire(w.result, maxElements) }
+      case 'rewound':
+        return {
+          requestId,
+          type: 'rewound',
+          rewound: {
+            sessionId: sessionId(w.rewound.sessionId, 'rewound.session_id'),
+            length: uint32Field(w.rewound.length, 'rewound.length', 0, MAX_SESSION_LENGTH)
+          }
+        }
+      case 'closed':
+        return { requestId, type: 'closed', closed: { sessionId: sessionId(w.closed.sessionId, 'closed.session_id') } }
+      case 'error':
+        return { requestId, type: 'error', error: errorReplyFromWire(w.error) }
+      default:
+        throw new MalformedMessageError('SessionResponse: missing or unsupported body')
+    }
+  })
+}
+
+function stepToWire(s: Step): Wire {
+  return { ...s, stepId: checkUint64(s.stepId, 'step.step_id'), hidden: tensorToWire(s.hidden) }
+}
+
+function requestToWire(req: SessionRequest): Wire {
+  const requestId = checkUint64(req.requestId, 'request_id')
+  switch (req.type) {
+    case 'open':
+      return { requestId, open: { ...req.open, wireDtype: dtypeToWire(req.open.wireDtype, 'open.wire_dtype') } }
+    case 'step':
+      return { requestId, step: stepToWire(req.step) }
+    case 'rewind':
+      return { requestId, rewind: req.rewind }
+    case 'close':
+      return { requestId, close: req.close }
+    default:
+      throw new MalformedMessageError(`unknown request type ${(req as { type: string }).type}`)
+  }
+}
+
+function responseToWire(res: SessionResponse): Wire {
+  const requestId = checkUint64(res.requestId, 'request_id')
+  switch (res.type) {
+    case 'opened':
+      return { requestId, opened: res.opened }
+    case 'result':
+      return {
+        requestId,
+        result: {
+          ...res.result,
+          stepId: checkUint64(res.result.stepId, 'result.step_id'),
+          hidden: tensorToWire(res.result.hidden)
+        }
+      }
+    case 'rewound':
+      return { requestId, rewound: res.rewound }
+    case 'closed':
+      return { requestId, closed: res.closed }
+    case 'error':
+      return { requestId, error: errorReplyToWire(res.error) }
+    default:
+      throw new MalformedMessageError(`unknown response type ${(res as { type: string }).type}`)
+  }
+}
+
+export function encodeSessionRequest(req: SessionRequest): Uint8Array {
+  const wire = requestToWire(req)
+  requestFromWire(wire)
+  return encodeWire(schema.SessionRequest, wire)
+}
+
+export function decodeSessionRequest(bytes: Uint8Array, options: DecodeOptions = {}): SessionRequest {
+  return requestFromWire(decodeWire(schema.SessionRequest, bytes, options), options.maxTensorElements)
+}
+
+export function encodeSessionResponse(res: SessionResponse): Uint8Array {
+  const wire = responseToWire(res)
+  responseFromWire(wire)
+  return encodeWire(schema.SessionResponse, wire)
+}
+
+export function decodeSessionResponse(bytes: Uint8Array, options: DecodeOptions = {}): SessionResponse {
+  return responseFromWire(decodeWire(schema.SessionResponse, bytes, options), options.maxTensorElements)
+}

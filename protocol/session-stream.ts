@@ -1,0 +1,200 @@
+/**
+ * Both ends of a /layerswarm/session/1.0.0 stream (DESIGN.md §2-3): one long-lived stream
+ * per hop per session, one MessageChannel on it.
+ *
+ * - Caller (client, or a hop forwarding in chained mode): numbers requests from 1 and
+ *   matches each SessionResponse to its request by request_id; calls may be pipelined.
+ * - Server (node): reads requests in order and answers each exactly once, in order; any
+ *   failure becomes a typed ErrorReply, so a bad request never kills the peer (§9.4).
+ * - A response with request_id 0 is a stream-level error (an unparseable or oversized
+ *   frame): the caller fails every pending call with it and the stream is finished.
+ */
+import type { Stream } from '@libp2p/interface'
+import { MalformedMessageError, NextHopFailedError, ProtocolError } from './errors.js'
+import { createMessageChannel, type MessageChannel, type MessageChannelInit } from './framing.js'
+import { errorFromReply, errorReplyFor } from './messages.js'
+import { decodeSessionRequest, decodeSessionResponse, encodeSessionRequest, encodeSessionResponse } from './session-messages.js'
+import type { SessionRequest, SessionRequestBody, SessionResponse, SessionResponseBody } from './types.js'
+
+export interface SessionStreamInit extends MessageChannelInit {
+  maxTensorElements?: number
+}
+
+export interface SessionCaller {
+  readonly channel: MessageChannel
+  /** Requests sent but not yet answered. */
+  readonly pending: number
+  /**
+   * Sends one request and resolves with its response. An ErrorReply rejects with a
+   * RemoteError (code, peerId, stepId); a dead stream rejects with NextHopFailedError.
+   */
+  call(body: SessionRequestBody, signal?: AbortSignal): Promise<Exclude<SessionResponse, { type: 'error' }>>
+  /** Closes our writable side; responses to pending calls are still delivered. */
+  close(signal?: AbortSignal): Promise<void>
+  /** Resets the stream and fails pending calls. */
+  abort(err: Error): void
+}
+
+interface Pending {
+  resolve(res: SessionResponse): void
+  reject(err: Error): void
+}
+
+export function createSessionCaller(stream: Stream, init: SessionStreamInit = {}): SessionCaller {
+  const channel = createMessageChannel(stream, init)
+  const pending = new Map<number, Pending>()
+  let nextId = 1
+  let failure: Error | undefined
+  let reading = false
+
+  const failAll = (err: Error): void => {
+    failure ??= err
+    for (const p of pending.values()) p.reject(failure)
+    pending.clear()
+  }
+
+  const readLoop = async (): Promise<void> => {
+    try {
+      while (pending.size > 0) {
+        const bytes = await channel.read()
+        if (bytes === undefined) throw new NextHopFailedError('session stream closed by the remote peer')
+        const res = decodeSessionResponse(bytes, {
+          maxMessageBytes: channel.maxMessageBytes,
+          maxTensorElements: init.maxTensorElements
+        })
+        if (res.requestId === 0) {
+          throw res.type === 'error' ? errorFromReply(res.error, 0) : new MalformedMessageError('response with request_id 0')
+        }
+        const p = pending.get(res.requestId)
+        if (p === undefined) continue // its call was aborted locally; drop the late answer
+        pending.delete(res.requestId)
+        p.resolve(res)
+      }
+    } catch (err) {
+      const e =
+        err instanceof ProtocolError
+          ? err
+          : new NextHopFailedError(`session stream failed: ${(err as Error).message}`, { cause: err })
+      failAll(e)
+      channel.abort(e)
+    } finally {
+      reading = false
+    }
+  }
+
+  return {
+    channel,
+    get pending() {
+      return pending.size
+    },
+
+    async call(body, signal) {
+      if (failure !== undefined) throw failure
+      signal?.throwIfAborted()
+      const requestId = nextId++
+      const bytes = encodeSessionRequest({ requestId, ...body } as SessionRequest)
+      let resolve!: (res: SessionResponse) => void
+      let reject!: (err: Error) => void
+      const promise = new Promise<SessionResponse>((res, rej) => {
+        resolve = res
+        reject = rej
+      })
+      pending.set(requestId, { resolve, reject })
+      const onAbort = (): void => {
+        pending.delete(requestId)
+        reject(signal?.reason as Error)
+      }
+      signal?.addEventListener('abort', onAbort, { once: true })
+      try {
+        if (!reading) {
+          reading = true
+          void readLoop()
+        }
+        try {
+          await channel.write(bytes, signal)
+        } catch (err) {
+          // a local refusal (too large) or our own abort leaves the stream intact
+          if (err instanceof ProtocolError || signal?.aborted === true) throw err
+          const e = new NextHopFailedError(`session stream failed: ${(err as Error).message}`, { cause: err })
+          failAll(e)
+          channel.abort(e)
+          throw e
+        }
+        const res = await promise
+        if (res.type === 'error') throw errorFromReply(res.error, requestId)
+        return res
+      } catch (err) {
+        pending.delete(requestId)
+        throw err
+      } finally {
+        signal?.removeEventListener('abort', onAbort)
+      }
+    },
+
+    async close(signal) {
+      await channel.close(signal)
+    },
+
+    abort(err) {
+      failAll(err)
+      channel.abort(err)
+    }
+  }
+}
+
+export interface SessionServerInit extends SessionStreamInit {
+  /** Our peer id, reported in ErrorReply.peer_id. */
+  peerId?: string
+  signal?: AbortSignal
+  /** Called for every request that failed (after its ErrorReply was sent). */
+  onError?(err: Error, request?: SessionRequest): void
+}
+
+export type SessionRequestHandler = (request: SessionRequest, signal?: AbortSignal) => Promise<SessionResponseBody>
+
+/**
+ * Serves one session stream until the caller closes it. Requests are handled one at a
+ * time in arrival order (a session's steps are sequential by nature). Resolves when the
+ * stream is done; never throws.
+ */
+export async function serveSessionStream(
+  stream: Stream,
+  handler: SessionRequestHandler,
+  init: SessionServerInit = {}
+): Promise<void> {
+  const { signal } = init
+  const channel = createMessageChannel(stream, init)
+  const reply = async (res: SessionResponse): Promise<void> => {
+    await channel.write(encodeSessionResponse(res), signal)
+  }
+  try {
+    while (true) {
+      let bytes: Uint8Array | undefined
+      try {
+        bytes = await channel.read(signal)
+      } catch (err) {
+        // oversized or truncated frame: framing is lost, answer at stream level and stop
+        if (!(err instanceof ProtocolError)) throw err
+        await reply({ requestId: 0, type: 'error', error: errorReplyFor(err, { peerId: init.peerId }) })
+        init.onError?.(err)
+        break
+      }
+      if (bytes === undefined) break
+      let req: SessionRequest | undefined
+      try {
+        req = decodeSessionRequest(bytes, { maxMessageBytes: channel.maxMessageBytes, maxTensorElements: init.maxTensorElements })
+        await reply({ requestId: req.requestId, ...(await handler(req, signal)) } as SessionResponse)
+      } catch (err) {
+        const requestId = req?.requestId ?? (err as ProtocolError).requestId ?? 0
+        const stepId = req?.type === 'step' ? req.step.stepId : undefined
+        await reply({ requestId, type: 'error', error: errorReplyFor(err, { peerId: init.peerId, stepId }) })
+        init.onError?.(err as Error, req)
+        if (requestId === 0) break
+      }
+    }
+    await channel.close(signal)
+  } catch (err) {
+    channel.abort(err as Error)
+    init.onError?.(err as Error)
+  }
+}

@@ -1,0 +1,146 @@
+/**
+ * TypeScript views of the messages in layerswarm.proto: camelCase fields, uint64 as
+ * number (decoders reject values above Number.MAX_SAFE_INTEGER), enums as string names.
+ */
+import type { ErrorCodeName } from './errors.js'
+
+/** `enum DType`: f32, f16, or GGUF-style Q8_0 blocks (see layerswarm.proto). */
+export type DType = 'f32' | 'f16' | 'q8_0'
+
+export interface Tensor {
+  /** Row-major dimensions, each >= 1; activations are [tokens, dim]. */
+  shape: number[]
+  dtype: DType
+  /** Exactly tensorByteLength(shape, dtype) bytes. Decoded tensors view the received frame. */
+  data: Uint8Array
+}
+
+export type InfoRequest = Record<string, never>
+
+export interface InfoResponse {
+  modelId: string
+  version: string
+  nLayers: number
+  dim: number
+  /** Served span [start, end). */
+  start: number
+  end: number
+  /** Tokens per second for the whole span. */
+  throughput: number
+  freeCacheTokens: number
+  maxSessions: number
+  activeSessions: number
+  wireDtypes: DType[]
+  /** 32 bytes, or empty when the peer offers no key agreement. */
+  x25519PublicKey: Uint8Array
+}
+
+export interface NextHop {
+  peerId: string
+  addrs: string[]
+  start: number
+  end: number
+}
+
+export interface OpenSession {
+  sessionId: string
+  modelId: string
+  start: number
+  end: number
+  maxLength: number
+  wireDtype: DType
+  /** Chained mode: forward output to nextHops[0], which gets nextHops.slice(1). */
+  nextHops: NextHop[]
+}
+
+export interface Step {
+  sessionId: string
+  stepId: number
+  startPosition: number
+  hidden: Tensor
+  chain: boolean
+}
+
+export interface Rewind {
+  sessionId: string
+  length: number
+}
+
+export interface CloseSession {
+  sessionId: string
+}
+
+export type SessionRequestBody =
+  | { type: 'open'; open: OpenSession }
+  | { type: 'step'; step: Step }
+  | { type: 'rewind'; rewind: Rewind }
+  | { type: 'close'; close: CloseSession }
+
+/** request_id is chosen by the opener of the stream, starts at 1 and is echoed in the response. */
+export type SessionRequest = { requestId: number } & SessionRequestBody
+
+export interface Opened {
+  sessionId: string
+}
+
+export interface HopTiming {
+  peerId: string
+  computeMs: number
+}
+
+export interface StepResult {
+  sessionId: string
+  stepId: number
+  hidden: Tensor
+  timings: HopTiming[]
+}
+
+export interface Rewound {
+  sessionId: string
+  length: number
+}
+
+export interface Closed {
+  sessionId: string
+}
+
+export interface ErrorReply {
+  code: ErrorCodeName
+  message: string
+  /** The failing step, 0 when the request was not a step. */
+  stepId: number
+  /** The hop that failed; empty when unknown. */
+  peerId: string
+}
+
+export type SessionResponseBody =
+  | { type: 'opened'; opened: Opened }
+  | { type: 'result'; result: StepResult }
+  | { type: 'rewound'; rewound: Rewound }
+  | { type: 'closed'; closed: Closed }
+  | { type: 'error'; error: ErrorReply }
+
+/** requestId 0 means "not tied to a request" (e.g. an unparseable frame): fatal for the stream. */
+export type SessionResponse = { requestId: number } & SessionResponseBody
+
+export interface Announcement {
+  peerId: string
+  modelId: string
+  start: number
+  end: number
+  throughput: number
+  freeCacheTokens: number
+  wireDtypes: DType[]
+  version: string
+  addrs: string[]
+  issuedAtMs: number
+  expiresAtMs: number
+}
+
+export interface SignedAnnouncement {
+  /** The encoded Announcement exactly as signed. */
+  announcement: Uint8Array
+  /** libp2p protobuf-encoded public key. */
+  publicKey: Uint8Array
+  signature: Uint8Array
+}

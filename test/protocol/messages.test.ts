@@ -1,0 +1,246 @@
+import type protobuf from 'protobufjs'
+import { describe, expect, it } from 'vitest'
+import {
+  BadSpanError,
+  BusyError,
+  DTYPE_VALUES,
+  decodeInfoRequest,
+  decodeInfoResponse,
+  decodeSessionRequest,
+  decodeSessionResponse,
+  decodeTensorMessage,
+  ErrorCode,
+  encodeInfoRequest,
+  encodeInfoResponse,
+  encodeSessionRequest,
+  encodeSessionResponse,
+  encodeTensor,
+  encodeTensorMessage,
+  errorCodeOf,
+  errorFromReply,
+  errorReplyFor,
+  type InfoResponse,
+  MalformedMessageError,
+  MessageTooLargeError,
+  RemoteError,
+  type SessionRequest,
+  type SessionResponse
+} from '../../protocol/index.js'
+import { protoEnumValues, schema } from '../../protocol/schema.js'
+
+const hidden = encodeTensor(
+  Float32Array.from({ length: 128 }, (_, i) => i / 7),
+  [2, 64],
+  'f16'
+)
+
+const info: InfoResponse = {
+  modelId: 'sha256-abc123',
+  version: '1.0.0',
+  nLayers: 22,
+  dim: 2048,
+  start: 4,
+  end: 12,
+  throughput: 123.5,
+  freeCacheTokens: 8192,
+  maxSessions: 16,
+  activeSessions: 3,
+  wireDtypes: ['f32', 'f16', 'q8_0'],
+  x25519PublicKey: new Uint8Array(32).fill(7)
+}
+
+const requests: SessionRequest[] = [
+  {
+    requestId: 1,
+    type: 'open',
+    open: {
+      sessionId: 's-1',
+      modelId: 'sha256-abc123',
+      start: 4,
+      end: 12,
+      maxLength: 2048,
+      wireDtype: 'q8_0',
+      nextHops: [{ peerId: '12D3KooWabc', addrs: ['/ip4/127.0.0.1/tcp/4001'], start: 12, end: 20 }]
+    }
+  },
+  { requestId: 2, type: 'step', step: { sessionId: 's-1', stepId: 2 ** 53 - 1, startPosition: 5, hidden, chain: true } },
+  { requestId: 3, type: 'rewind', rewind: { sessionId: 's-1', length: 0 } },
+  { requestId: 4, type: 'close', close: { sessionId: 's-1' } }
+]
+
+const responses: SessionResponse[] = [
+  { requestId: 1, type: 'opened', opened: { sessionId: 's-1' } },
+  {
+    requestId: 2,
+    type: 'result',
+    result: { sessionId: 's-1', stepId: 9, hidden, timings: [{ peerId: '12D3KooWabc', computeMs: 1.25 }] }
+  },
+  { requestId: 3, type: 'rewound', rewound: { sessionId: 's-1', length: 7 } },
+  { requestId: 4, type: 'closed', closed: { sessionId: 's-1' } },
+  { requestId: 0, type: 'error', error: { code: 'BUSY', message: 'full', stepId: 0, peerId: '12D3KooWabc' } }
+]
+
+/** Encodes a raw wire object, skipping our validation, to play a hostile peer. */
+function raw(type: protobuf.Type, wire: object): Uint8Array {
+  return type.encode(wire).finish()
+}
+
+const stepWire = (over: object = {}, tensor: object = {}) => ({
+  requestId: 5,
+  step: {
+    sessionId: 's',
+    stepId: 1,
+    startPosition: 0,
+    hidden: { shape: [1, 4], dtype: 0, data: new Uint8Array(16), ...tensor },
+    ...over
+  }
+})
+
+function stepOf(req: SessionRequest) {
+  if (req.type !== 'step') throw new Error('not a step')
+  return req.step
+}
+
+describe('schema', () => {
+  it('keeps the TS enum tables in sync with layerswarm.proto', () => {
+    expect(protoEnumValues('ErrorCode')).toEqual(ErrorCode)
+    expect(protoEnumValues('DType')).toEqual({ F32: DTYPE_VALUES.f32, F16: DTYPE_VALUES.f16, Q8_0: DTYPE_VALUES.q8_0 })
+  })
+})
+
+describe('round trips', () => {
+  it('info', () => {
+    expect(decodeInfoRequest(encodeInfoRequest())).toEqual({})
+    expect(encodeInfoRequest().byteLength).toBe(0)
+    expect(decodeInfoResponse(encodeInfoResponse(info))).toEqual(info)
+  })
+
+  it('session requests and responses', () => {
+    for (const req of requests) expect(decodeSessionRequest(encodeSessionRequest(req))).toEqual(req)
+    for (const res of responses) expect(decodeSessionResponse(encodeSessionResponse(res))).toEqual(res)
+  })
+
+  it('tensor', () => {
+    const t = encodeTensor(Float32Array.of(1, 2, 3), [3], 'f32')
+    expect(decodeTensorMessage(encodeTensorMessage(t))).toEqual(t)
+    expect(decodeTensorMessage(raw(schema.Tensor, { shape: [3], dtype: 0, data: t.data }))).toEqual(t)
+  })
+})
+
+describe('validation', () => {
+  const decodeReq = (wire: object) => () => decodeSessionRequest(raw(schema.SessionRequest, wire))
+
+  it('rejects malformed bytes', () => {
+    expect(() => decodeSessionRequest(Uint8Array.of(0x0a, 0xff, 0xff))).toThrow(MalformedMessageError)
+    expect(() => decodeSessionResponse(Uint8Array.of(0xff))).toThrow(MalformedMessageError)
+    expect(() => decodeInfoResponse(Uint8Array.of(0x12, 0x05, 0x61))).toThrow(MalformedMessageError)
+  })
+
+  it('rejects a missing body and request id 0', () => {
+    expect(decodeReq({ requestId: 1 })).toThrow(/missing or unsupported body/)
+    // protobuf semantics: when several oneof members are on the wire, the last one wins
+    const both = raw(schema.SessionRequest, { requestId: 1, close: { sessionId: 'a' }, rewind: { sessionId: 'a', length: 1 } })
+    expect(decodeSessionRequest(both).type).toBe('close')
+    expect(decodeReq({ requestId: 0, close: { sessionId: 'a' } })).toThrow(/request_id/)
+  })
+
+  it('rejects unknown enum values', () => {
+    expect(decodeReq(stepWire({}, { dtype: 7 }))).toThrow(/unknown dtype 7/)
+    const open = { sessionId: 's', modelId: 'm', start: 0, end: 1, maxLength: 1, wireDtype: 9 }
+    expect(decodeReq({ requestId: 1, open })).toThrow(MalformedMessageError)
+    // unknown error codes from newer peers are read as UNKNOWN; unknown capability dtypes are dropped
+    const err = raw(schema.SessionResponse, { requestId: 1, error: { code: 99, message: 'new' } })
+    expect(decodeSessionResponse(err)).toMatchObject({ error: { code: 'UNKNOWN' } })
+    const inf = raw(schema.InfoResponse, { ...info, wireDtypes: [0, 5, 1] })
+    expect(decodeInfoResponse(inf).wireDtypes).toEqual(['f32', 'f16'])
+  })
+
+  it('rejects wrong tensor data lengths and oversized shapes', () => {
+    expect(decodeReq(stepWire({}, { data: new Uint8Array(15) }))).toThrow(/needs 16 bytes/)
+    expect(decodeReq(stepWire({}, { shape: [1 << 20, 1 << 20] }))).toThrow(MessageTooLargeError)
+    expect(decodeReq(stepWire({}, { shape: [1, 0] }))).toThrow(/positive/)
+    expect(decodeReq(stepWire({}, { shape: [1, 1, 1, 1, 4] }))).toThrow(MalformedMessageError)
+    expect(decodeReq(stepWire({ hidden: null }))).toThrow(/missing tensor/)
+  })
+
+  it('rejects uint64 values above 2^53', () => {
+    // uint64 as (low, high) words, the form protobufjs reads and writes: 2^53 + 1
+    const big = { low: 1, high: 0x200000, unsigned: true }
+    expect(decodeReq(stepWire({ stepId: big }))).toThrow(/2\^53/)
+    expect(decodeReq({ ...stepWire(), requestId: big })).toThrow(MalformedMessageError)
+    const ok = { low: 0xffffffff, high: 0x1fffff, unsigned: true } // 2^53 - 1
+    const decoded = decodeSessionRequest(raw(schema.SessionRequest, stepWire({ stepId: ok })))
+    expect(decoded.type === 'step' && decoded.step.stepId).toBe(2 ** 53 - 1)
+    expect(() => encodeSessionRequest({ ...requests[3], requestId: 2 ** 53 })).toThrow(MalformedMessageError)
+  })
+
+  it('bounds strings and lists', () => {
+    expect(decodeReq({ requestId: 1, close: { sessionId: 'x'.repeat(129) } })).toThrow(/longer than 128/)
+    expect(decodeReq({ requestId: 1, close: { sessionId: '' } })).toThrow(/empty/)
+    expect(decodeReq({ requestId: 1, close: { sessionId: 'a b' } })).toThrow(/printable ASCII/)
+    const hops = Array.from({ length: 65 }, () => ({ peerId: 'p', start: 0, end: 1 }))
+    const open = { sessionId: 's', modelId: 'm', start: 0, end: 1, maxLength: 1, nextHops: hops }
+    expect(decodeReq({ requestId: 1, open })).toThrow(/more than 64/)
+  })
+
+  it('rejects empty or inverted spans with BAD_SPAN', () => {
+    const open = { sessionId: 's', modelId: 'm', start: 3, end: 3, maxLength: 1 }
+    expect(decodeReq({ requestId: 1, open })).toThrow(BadSpanError)
+    expect(() => encodeInfoResponse({ ...info, end: 23 })).toThrow(BadSpanError)
+  })
+
+  it('attaches the request id (and step id) to validation errors', () => {
+    try {
+      decodeSessionRequest(raw(schema.SessionRequest, stepWire({ stepId: 77 }, { dtype: 9 })))
+      expect.unreachable()
+    } catch (err) {
+      expect(err).toBeInstanceOf(MalformedMessageError)
+      expect((err as MalformedMessageError).requestId).toBe(5)
+      expect((err as MalformedMessageError).stepId).toBe(77)
+    }
+  })
+
+  it('caps input size before parsing', () => {
+    const bytes = encodeSessionRequest(requests[1])
+    expect(() => decodeSessionRequest(bytes, { maxMessageBytes: 10 })).toThrow(MessageTooLargeError)
+    expect(() => decodeSessionRequest(bytes, { maxTensorElements: 64 })).toThrow(MessageTooLargeError)
+  })
+
+  it('validates what we send, too', () => {
+    expect(() => encodeSessionRequest({ requestId: 2, type: 'step', step: { ...stepOf(requests[1]), sessionId: '' } })).toThrow()
+    const badTensor = { ...hidden, data: hidden.data.subarray(1) }
+    expect(() =>
+      encodeSessionResponse({
+        requestId: 1,
+        type: 'result',
+        result: { sessionId: 's', stepId: 1, hidden: badTensor, timings: [] }
+      })
+    ).toThrow(MalformedMessageError)
+  })
+})
+
+describe('error mapping', () => {
+  it('maps errors to codes', () => {
+    const shardsLike = (code: string) => Object.assign(new Error('x'), { code })
+    expect(errorCodeOf(new BusyError('full'))).toBe('BUSY')
+    expect(errorCodeOf(shardsLike('ERR_UNKNOWN_SESSION'))).toBe('UNKNOWN_SESSION')
+    expect(errorCodeOf(shardsLike('ERR_BAD_POSITION'))).toBe('BAD_POSITION')
+    expect(errorCodeOf(shardsLike('ERR_OUT_OF_CACHE'))).toBe('OUT_OF_CACHE')
+    expect(errorCodeOf(shardsLike('ERR_INVALID_ARGUMENT'))).toBe('MALFORMED')
+    expect(errorCodeOf(shardsLike('ERR_MSG_DATA_TOO_LONG'))).toBe('TOO_LARGE')
+    expect(errorCodeOf(Object.assign(new Error('t'), { name: 'AbortError' }))).toBe('TIMEOUT')
+    expect(errorCodeOf(new TypeError('bug'))).toBe('INTERNAL')
+    expect(errorCodeOf('string')).toBe('INTERNAL')
+  })
+
+  it('turns replies into RemoteErrors and keeps a later hop as the culprit', () => {
+    const reply = errorReplyFor(new BusyError('too many sessions'), { peerId: 'me', stepId: 4 })
+    expect(reply).toEqual({ code: 'BUSY', message: 'too many sessions', stepId: 4, peerId: 'me' })
+    const err = errorFromReply(reply, 9)
+    expect(err).toBeInstanceOf(RemoteError)
+    expect([err.code, err.peerId, err.stepId, err.requestId]).toEqual(['BUSY', 'me', 4, 9])
+    expect(errorReplyFor(err, { peerId: 'hop-1' }).peerId).toBe('me')
+    expect(errorReplyFor(new BusyError('x'.repeat(10_000))).message.length).toBe(4096)
+    expect(errorReplyFor(new TypeError('/home/secret/path')).message).toBe('internal error (TypeError)')
+  })
+})
