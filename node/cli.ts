@@ -4,6 +4,10 @@ import { Command, InvalidArgumentError as CommanderArgError, Option } from 'comm
 import { EngineError } from '../shards/index.js'
 import { runLocalGenerate } from './commands/generate.js'
 import { registerMakeModel } from './commands/make-model.js'
+import { runRemoteGenerate } from './commands/generate-remote.js'
+import { registerNodeStart } from './commands/node-start.js'
+import { registerSwarm } from './commands/swarm.js'
+import { registerDemo } from './commands/demo.js'
 import { defaultModelPath } from './paths.js'
 
 function int(name: string, min: number) {
@@ -31,7 +35,7 @@ program
 
 program
   .command('generate')
-  .description('Generate text from a prompt (locally, with the whole model in this process).')
+  .description('Generate text from a prompt: locally (the whole model in this process), or through a swarm with --bootstrap.')
   .option('--model <path>', 'model file: GGUF, or llama2.c .bin (default: the bundled stories260K.gguf)')
   .option('--tokenizer <path>', 'tokenizer for llama2.c .bin models (default: tok<vocab>.bin or tokenizer.bin beside the model)')
   .requiredOption('--prompt <text>', 'the prompt text')
@@ -42,10 +46,46 @@ program
   .addOption(new Option('--seed <s>', 'random seed (default: random, printed with --json)').argParser(int('--seed', 0)))
   .addOption(new Option('--repetition-penalty <r>', 'penalty ≥ 1 on log-probabilities of recent tokens; 1 = off').argParser(float('--repetition-penalty', 1)).default(1))
   .option('--json', 'print one JSON object instead of streaming text', false)
+  .addOption(new Option('--threads <n>', 'kernel threads (default: all cores)').argParser(int('--threads', 1)))
+  .addOption(new Option('--kernels <kind>', 'kernel set').choices(['auto', 'reference', 'wasm', 'native']).default('auto'))
+  .addOption(new Option('--kv-dtype <dtype>', 'KV cache storage').choices(['f32', 'f16']).default('f32'))
+  .option('--bootstrap <addrs>', 'comma-separated multiaddrs of swarm peers: run the remote blocks on the swarm')
+  .addOption(new Option('--edge-first <k>', 'with --bootstrap: blocks run locally before the swarm').argParser(int('--edge-first', 0)).default(1))
+  .addOption(new Option('--edge-last <j>', 'with --bootstrap: blocks run locally after the swarm').argParser(int('--edge-last', 0)).default(1))
+  .addOption(new Option('--forwarding <mode>', 'with --bootstrap: relay (client sends to each hop) or chain (hops forward)').choices(['relay', 'chain']).default('relay'))
+  .addOption(new Option('--wire <dtype>', 'with --bootstrap: activation dtype on the wire').choices(['f32', 'f16', 'q8_0']).default('f32'))
+  .option('--verbose', 'with --bootstrap: log routing and failover events to stderr', false)
   .action(async (opts) => {
     const seed = opts.seed ?? Math.floor(Math.random() * 2 ** 31)
     const ac = new AbortController()
     process.once('SIGINT', () => ac.abort())
+    if (opts.bootstrap) {
+      const result = await runRemoteGenerate(
+        {
+          model: opts.model ?? defaultModelPath(),
+          tokenizer: opts.tokenizer,
+          bootstrap: String(opts.bootstrap).split(',').filter(Boolean),
+          prompt: opts.prompt,
+          maxTokens: opts.maxTokens,
+          temperature: opts.temperature,
+          topK: opts.topK,
+          topP: opts.topP === 0 ? 1 : opts.topP,
+          seed,
+          repetitionPenalty: opts.repetitionPenalty,
+          edgeFirst: opts.edgeFirst,
+          edgeLast: opts.edgeLast,
+          forwarding: opts.forwarding,
+          wire: opts.wire,
+          json: opts.json,
+          log: opts.verbose ? (e) => process.stderr.write(`${JSON.stringify(e)}\n`) : undefined
+        },
+        (piece) => process.stdout.write(piece),
+        ac.signal
+      )
+      if (opts.json) process.stdout.write(`${JSON.stringify(result)}\n`)
+      else process.stdout.write(`\n`)
+      return
+    }
     const result = await runLocalGenerate(
       {
         model: opts.model ?? defaultModelPath(),
@@ -57,7 +97,10 @@ program
         topP: opts.topP === 0 ? 1 : opts.topP,
         seed,
         repetitionPenalty: opts.repetitionPenalty,
-        json: opts.json
+        json: opts.json,
+        threads: opts.threads,
+        kernelKind: opts.kernels,
+        kvDType: opts.kvDtype
       },
       (piece) => process.stdout.write(piece),
       ac.signal
@@ -67,6 +110,9 @@ program
   })
 
 registerMakeModel(program)
+registerNodeStart(program)
+registerSwarm(program)
+registerDemo(program)
 
 try {
   await program.parseAsync(process.argv)
@@ -78,6 +124,10 @@ try {
     process.exitCode = 130
   } else if (err instanceof Error && 'code' in err && (err as { code: string }).code === 'ENOENT') {
     process.stderr.write(`layerswarm: ${err.message}\n`)
+    process.exitCode = 1
+  } else if (err instanceof Error && typeof (err as { code?: unknown }).code === 'string' && (err as unknown as { code: string }).code !== 'ENOENT') {
+    // typed errors from the protocol, client and node (BUSY, NO_ROUTE, commander's own, ...)
+    process.stderr.write(`layerswarm: ${err.message} (${(err as unknown as { code: string }).code})\n`)
     process.exitCode = 1
   } else {
     throw err

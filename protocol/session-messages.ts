@@ -45,7 +45,7 @@ import {
   withRequestId
 } from './wire.js'
 
-const REQUEST_BODIES = ['open', 'step', 'rewind', 'close'] as const
+const REQUEST_BODIES = ['open', 'step', 'rewind', 'close', 'awaitResult'] as const
 const RESPONSE_BODIES = ['opened', 'result', 'rewound', 'closed', 'error'] as const
 
 function sessionId(value: unknown, field: string): string {
@@ -77,7 +77,8 @@ function openFromWire(w: Wire): OpenSession {
     end: span.end,
     maxLength: uint32Field(w.maxLength, 'open.max_length', 1, MAX_SESSION_LENGTH),
     wireDtype: dtypeFromWire(w.wireDtype, 'open.wire_dtype'),
-    nextHops: hops.map((h, i) => nextHopFromWire(h, `open.next_hops[${i}]`))
+    nextHops: hops.map((h, i) => nextHopFromWire(h, `open.next_hops[${i}]`)),
+    ...(w.upstreamPeerId ? { upstreamPeerId: peerId(w.upstreamPeerId, 'open.upstream_peer_id') } : {})
   }
 }
 
@@ -100,7 +101,7 @@ function resultFromWire(w: Wire, maxElements?: number): StepResult {
   return {
     sessionId: sessionId(w.sessionId, 'result.session_id'),
     stepId: safeUint64(w.stepId, 'result.step_id'),
-    hidden: tensorFromWire(w.hidden, 'result.hidden', maxElements),
+    ...(w.hidden != null ? { hidden: tensorFromWire(w.hidden, 'result.hidden', maxElements) } : {}),
     timings: timings.map((t, i) => timingFromWire(t, `result.timings[${i}]`))
   }
 }
@@ -128,6 +129,15 @@ function requestFromWire(w: Wire, maxElements?: number): SessionRequest {
         }
       case 'close':
         return { requestId, type: 'close', close: { sessionId: sessionId(w.close.sessionId, 'close.session_id') } }
+      case 'awaitResult':
+        return {
+          requestId,
+          type: 'await',
+          await: {
+            sessionId: sessionId(w.awaitResult.sessionId, 'await_result.session_id'),
+            stepId: safeUint64(w.awaitResult.stepId, 'await_result.step_id')
+          }
+        }
       default:
         throw new MalformedMessageError('SessionRequest: missing or unsupported body')
     }
@@ -190,6 +200,8 @@ function requestToWire(req: SessionRequest): Wire {
       return { requestId, rewind: req.rewind }
     case 'close':
       return { requestId, close: req.close }
+    case 'await':
+      return { requestId, awaitResult: { ...req.await, stepId: checkUint64(req.await.stepId, 'await_result.step_id') } }
     default:
       throw new MalformedMessageError(`unknown request type ${(req as { type: string }).type}`)
   }
@@ -206,7 +218,7 @@ function responseToWire(res: SessionResponse): Wire {
         result: {
           ...res.result,
           stepId: checkUint64(res.result.stepId, 'result.step_id'),
-          hidden: tensorToWire(res.result.hidden)
+          hidden: res.result.hidden ? tensorToWire(res.result.hidden) : undefined
         }
       }
     case 'rewound':

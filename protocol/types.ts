@@ -51,6 +51,14 @@ export interface OpenSession {
   wireDtype: DType
   /** Chained mode: forward output to nextHops[0], which gets nextHops.slice(1). */
   nextHops: NextHop[]
+  /** Chained mode: the previous hop, which may send this session's steps. */
+  upstreamPeerId?: string
+}
+
+/** Chained mode: ask the last hop for step `stepId`'s output. */
+export interface AwaitResult {
+  sessionId: string
+  stepId: number
 }
 
 export interface Step {
@@ -75,6 +83,7 @@ export type SessionRequestBody =
   | { type: 'step'; step: Step }
   | { type: 'rewind'; rewind: Rewind }
   | { type: 'close'; close: CloseSession }
+  | { type: 'await'; await: AwaitResult }
 
 /** request_id is chosen by the opener of the stream, starts at 1 and is echoed in the response. */
 export type SessionRequest = { requestId: number } & SessionRequestBody
@@ -91,7 +100,8 @@ export interface HopTiming {
 export interface StepResult {
   sessionId: string
   stepId: number
-  hidden: Tensor
+  /** Absent in chained-mode acknowledgements. */
+  hidden?: Tensor
   timings: HopTiming[]
 }
 

@@ -4,8 +4,11 @@ import {
   createShard,
   createTokenizer,
   generateTokens,
+  type KernelKind,
   type Kernels,
+  type KvDType,
   openModelFile,
+  selectKernels,
   TokenizerMismatchError
 } from '../../shards/index.js'
 
@@ -20,7 +23,13 @@ export interface GenerateCommandOptions {
   seed: number
   repetitionPenalty: number
   json: boolean
+  /** A kernel set to use (the caller closes it); otherwise one is made from kernelKind/threads. */
   kernels?: Kernels
+  /** Kernel set to select when `kernels` is not given (default auto: native+WebAssembly when available). */
+  kernelKind?: KernelKind
+  /** Kernel threads (default: all cores). */
+  threads?: number
+  kvDType?: KvDType
 }
 
 export interface GenerateResult {
@@ -31,6 +40,7 @@ export interface GenerateResult {
   text: string
   completion: string
   seed: number
+  kernels: string
   stats: { loadMs: number; prefillMs: number; decodeMs: number; decodeTokensPerSecond: number }
 }
 
@@ -42,13 +52,16 @@ export async function runLocalGenerate(
 ): Promise<GenerateResult> {
   const t0 = performance.now()
   const model = openModelFile(o.model, o.tokenizer !== undefined ? { tokenizerPath: o.tokenizer } : {})
+  // Kernels made here are closed here, so their worker threads never outlive the command.
+  const own = o.kernels ? null : selectKernels({ kind: o.kernelKind ?? 'auto', threads: o.threads })
+  const kernels = o.kernels ?? own ?? undefined
   try {
     if (!model.vocabulary) {
       throw new TokenizerMismatchError(`${o.model} holds no tokenizer; pass --tokenizer PATH (a llama2.c tokenizer.bin)`)
     }
     const tokenizer = createTokenizer(model.vocabulary)
-    const edge = createEdge({ model, kernels: o.kernels })
-    const shard = createShard({ model, start: 0, end: model.config.nLayers, kernels: o.kernels })
+    const edge = createEdge({ model, kernels })
+    const shard = createShard({ model, start: 0, end: model.config.nLayers, kernels, kvDType: o.kvDType })
     const promptTokens = tokenizer.encode(o.prompt)
     const room = model.config.seqLen - promptTokens.length
     const maxTokens = Math.max(0, Math.min(o.maxTokens, room))
@@ -59,7 +72,9 @@ export async function runLocalGenerate(
       text += piece
       if (!o.json) write(piece)
     }
-    promptTokens.forEach((id, i) => emit(decoder.push(id, i > 0 ? promptTokens[i - 1] : -1)))
+    promptTokens.forEach((id, i) => {
+      emit(decoder.push(id, i > 0 ? promptTokens[i - 1] : -1))
+    })
     const loadMs = performance.now() - t0
     const tokens: number[] = []
     let prev = promptTokens[promptTokens.length - 1]
@@ -95,6 +110,7 @@ export async function runLocalGenerate(
       text,
       completion,
       seed: o.seed,
+      kernels: edge.kernels.name,
       stats: {
         loadMs: round(loadMs),
         prefillMs: round((tFirst || tEnd) - tStart),
@@ -104,6 +120,7 @@ export async function runLocalGenerate(
     }
   } finally {
     model.close()
+    own?.close?.()
   }
 }
 

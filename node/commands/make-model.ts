@@ -1,4 +1,84 @@
-import type { Command } from 'commander'
+import { mkdirSync } from 'node:fs'
+import { dirname, resolve } from 'node:path'
+import { InvalidArgumentError as CommanderArgError, type Command, Option } from 'commander'
+import { openModelFile, parseShape, writeRandomModel } from '../../shards/index.js'
+import type { WeightDType } from '../../shards/types.js'
 
-/** `layerswarm make-model`: filled in by the benchmark-models work (issue 3). */
-export function registerMakeModel(_program: Command): void {}
+export interface MakeModelOptions {
+  readonly shape: string
+  readonly dtype: WeightDType
+  readonly seed: number
+  readonly out: string
+  readonly context?: number
+}
+
+export interface MakeModelResult {
+  readonly out: string
+  readonly shape: string
+  readonly dtype: WeightDType
+  readonly seed: number
+  readonly bytes: number
+  readonly params: number
+  readonly config: Record<string, unknown>
+  readonly ms: number
+}
+
+/**
+ * Write a random-weight Llama GGUF (shards/random-model.ts) and read its header back, so a
+ * file this prints a summary for is one the engine opens. `onProgress` sees tensors written.
+ */
+export function runMakeModel(o: MakeModelOptions, onProgress?: (done: number, total: number) => void): MakeModelResult {
+  const t0 = performance.now()
+  const shape = parseShape(o.shape)
+  const out = resolve(o.out)
+  mkdirSync(dirname(out), { recursive: true })
+  const { bytes } = writeRandomModel(out, shape, { dtype: o.dtype, seed: o.seed, seqLen: o.context, onProgress })
+  const model = openModelFile(out)
+  try {
+    const c = model.config
+    const params =
+      c.vocabSize * c.dim * (c.tiedEmbeddings ? 1 : 2) +
+      c.dim +
+      c.nLayers * (2 * c.dim + 2 * c.dim * c.dim + 2 * c.kvDim * c.dim + 3 * c.hiddenDim * c.dim)
+    return {
+      out,
+      shape: shape.name,
+      dtype: o.dtype,
+      seed: o.seed,
+      bytes,
+      params,
+      config: { ...c },
+      ms: Math.round(performance.now() - t0)
+    }
+  } finally {
+    model.close()
+  }
+}
+
+function int(name: string, min: number) {
+  return (v: string): number => {
+    const n = Number(v)
+    if (!Number.isSafeInteger(n) || n < min) throw new CommanderArgError(`${name} must be an integer ≥ ${min}`)
+    return n
+  }
+}
+
+/** `layerswarm make-model`: benchmark models (issue 3), loadable by this engine and llama.cpp. */
+export function registerMakeModel(program: Command): void {
+  program
+    .command('make-model')
+    .description('Write a random-weight Llama GGUF with a synthetic SentencePiece vocabulary (for benchmarks and tests).')
+    .requiredOption('--shape <shape>', 'tiny, 15m, 42m, 110m, 1.1b, or dim,layers,heads,kvHeads,ffn,vocab[,tied|untied]')
+    .addOption(new Option('--dtype <dtype>', 'weight storage type').choices(['f32', 'f16', 'q8_0']).default('f32'))
+    .addOption(new Option('--seed <s>', 'random seed').argParser(int('--seed', 0)).default(1))
+    .requiredOption('--out <file>', 'output .gguf file')
+    .addOption(new Option('--context <n>', 'context length written to llama.context_length').argParser(int('--context', 1)))
+    .action((opts) => {
+      const tty = process.stderr.isTTY === true
+      const result = runMakeModel(
+        { shape: opts.shape, dtype: opts.dtype, seed: opts.seed, out: opts.out, context: opts.context },
+        tty ? (done, total) => process.stderr.write(`\rmake-model: ${done}/${total} tensors${done === total ? '\n' : ''}`) : undefined
+      )
+      process.stdout.write(`${JSON.stringify(result)}\n`)
+    })
+}

@@ -1,0 +1,213 @@
+import { randomUUID } from 'node:crypto'
+import { createHost, type DType, type Host } from '../protocol/index.js'
+import {
+  type BlockPipeline,
+  computeModelId,
+  createEdge,
+  createShard,
+  createTokenizer,
+  type Edge,
+  generateTokens,
+  InvalidArgumentError,
+  type Kernels,
+  type ModelFile,
+  openModelFile,
+  type SamplerOptions,
+  type Shard,
+  selectKernels,
+  type Tokenizer
+} from '../shards/index.js'
+import { type Forwarding, RemotePipeline } from './remote-pipeline.js'
+import type { HopTarget } from './hop.js'
+import { type PeerRecord, SwarmView } from './swarm-view.js'
+
+export interface ClientInit {
+  /** Multiaddrs (with /p2p/<id>) of swarm peers to join through. */
+  readonly bootstrap: readonly string[]
+  /** The model file: the client runs its edge parts and checks peers serve the same model id. */
+  readonly model: string
+  readonly tokenizer?: string
+  /** Blocks the client runs itself before / after the remote span (default 1 and 1). */
+  readonly edgeFirst?: number
+  readonly edgeLast?: number
+  readonly forwarding?: Forwarding
+  readonly wireDtype?: DType
+  readonly stepTimeoutMs?: number
+  readonly banMs?: number
+  readonly maxFailovers?: number
+  /** How long to wait for announcements until the remote blocks are covered. */
+  readonly routeTimeoutMs?: number
+  readonly kernels?: Kernels
+  readonly log?: (e: Record<string, unknown>) => void
+}
+
+export interface GenerateOptions extends SamplerOptions {
+  readonly maxTokens?: number
+  readonly signal?: AbortSignal
+  readonly forwarding?: Forwarding
+  /** Sees the logits of every step (for tests and tools). */
+  readonly onLogits?: (logits: Float32Array, position: number) => void
+}
+
+export interface VerificationReport {
+  /** Every route the session used, in order (more than one after a failover). */
+  readonly routes: Array<Array<{ peerId: string; start: number; end: number }>>
+  readonly failovers: number
+  readonly excludedPeers: string[]
+  readonly edge: { first: [number, number]; last: [number, number] }
+  readonly forwarding: Forwarding
+}
+
+export interface GenerateResult {
+  readonly promptTokens: number[]
+  readonly tokens: number[]
+  readonly text: string
+  readonly report: VerificationReport
+}
+
+/** Local blocks, then the remote span, then local blocks: one session's whole model. */
+function composePipeline(first: Shard | undefined, remote: RemotePipeline, last: Shard | undefined, sessionId: string, maxLength: number): BlockPipeline {
+  for (const s of [first, last]) s?.openSession(sessionId, { maxLength })
+  return {
+    async forward(hidden, startPos, signal) {
+      let h = first ? first.forward(sessionId, hidden, startPos) : hidden
+      h = await remote.forward(h, startPos, signal)
+      return last ? last.forward(sessionId, h, startPos) : h
+    },
+    async close() {
+      for (const s of [first, last]) s?.closeSession(sessionId)
+      await remote.close()
+    }
+  }
+}
+
+/**
+ * The layerswarm SDK. The client keeps the tokenizer, embeddings, the first `edgeFirst` and
+ * last `edgeLast` blocks and the head, so peers only ever see hidden states.
+ */
+export class LayerswarmClient {
+  readonly view: SwarmView
+  readonly modelId: string
+  readonly tokenizer: Tokenizer
+  private readonly edge: Edge
+  private readonly first?: Shard
+  private readonly last?: Shard
+  private readonly ownKernels?: Kernels
+  readonly span: { first: [number, number]; remote: [number, number]; last: [number, number] }
+
+  private constructor(
+    readonly host: Host,
+    private readonly model: ModelFile,
+    private readonly init: ClientInit
+  ) {
+    const n = model.config.nLayers
+    const k = init.edgeFirst ?? 1
+    const j = init.edgeLast ?? 1
+    if (!Number.isInteger(k) || !Number.isInteger(j) || k < 0 || j < 0 || k + j >= n) {
+      throw new InvalidArgumentError(`edgeFirst ${k} + edgeLast ${j} must leave at least one of the model's ${n} blocks to the swarm`)
+    }
+    if (!model.vocabulary) throw new InvalidArgumentError(`${model.path} holds no tokenizer; pass tokenizer`)
+    this.tokenizer = createTokenizer(model.vocabulary)
+    if (!init.kernels) this.ownKernels = selectKernels({ kind: 'auto' })
+    const kernels = init.kernels ?? this.ownKernels
+    this.edge = createEdge({ model, kernels })
+    if (k > 0) this.first = createShard({ model, start: 0, end: k, kernels })
+    if (j > 0) this.last = createShard({ model, start: n - j, end: n, kernels })
+    this.span = { first: [0, k], remote: [k, n - j], last: [n - j, n] }
+    this.modelId = computeModelId(model)
+    this.view = new SwarmView(host, this.modelId, init.bootstrap)
+  }
+
+  static async create(init: ClientInit): Promise<LayerswarmClient> {
+    const model = openModelFile(init.model, init.tokenizer !== undefined ? { tokenizerPath: init.tokenizer } : {})
+    const host = await createHost({ listen: [], bootstrap: [...init.bootstrap] })
+    try {
+      return new LayerswarmClient(host, model, init)
+    } catch (err) {
+      await host.stop()
+      model.close()
+      throw err
+    }
+  }
+
+  /** Who serves what (refreshed now). */
+  async swarm(signal?: AbortSignal): Promise<PeerRecord[]> {
+    await this.view.refresh(signal)
+    return this.view.list()
+  }
+
+  /** Generate a completion; resolves with the tokens, text and the verification report. */
+  async generate(prompt: string, options: GenerateOptions = {}): Promise<GenerateResult> {
+    const tokens: number[] = []
+    const it = this.stream(prompt, options)
+    let r = await it.next()
+    while (!r.done) {
+      tokens.push(r.value.token)
+      r = await it.next()
+    }
+    return r.value
+  }
+
+  /** Yields each token with its text as it is generated; returns the full result. */
+  async *stream(prompt: string, options: GenerateOptions = {}): AsyncGenerator<{ token: number; text: string }, GenerateResult> {
+    const promptTokens = this.tokenizer.encode(prompt)
+    const seqLen = this.model.config.seqLen
+    const maxTokens = Math.max(0, Math.min(options.maxTokens ?? 256, seqLen - promptTokens.length))
+    const maxLength = Math.min(seqLen, promptTokens.length + maxTokens)
+    const sessionId = randomUUID()
+    const forwarding = options.forwarding ?? this.init.forwarding ?? 'relay'
+    const remote = new RemotePipeline({
+      host: this.host,
+      view: this.view,
+      modelId: this.modelId,
+      dim: this.model.config.dim,
+      from: this.span.remote[0],
+      to: this.span.remote[1],
+      sessionId,
+      maxLength,
+      forwarding,
+      wireDtype: this.init.wireDtype ?? 'f32',
+      stepTimeoutMs: this.init.stepTimeoutMs ?? 10_000,
+      banMs: this.init.banMs ?? 60_000,
+      maxFailovers: this.init.maxFailovers ?? 3,
+      routeTimeoutMs: this.init.routeTimeoutMs ?? 10_000,
+      log: this.init.log
+    })
+    const pipeline = composePipeline(this.first, remote, this.last, sessionId, maxLength)
+    const decoder = this.tokenizer.createDecoder()
+    const generated: number[] = []
+    let prev = promptTokens[promptTokens.length - 1]
+    try {
+      for await (const token of generateTokens({ ...options, edge: this.edge, pipeline, promptTokens, maxTokens, stopIds: this.tokenizer.stopIds })) {
+        generated.push(token)
+        yield { token, text: decoder.push(token, prev) }
+        prev = token
+      }
+    } finally {
+      await pipeline.close()
+    }
+    const routes = remote.routes.map((r: HopTarget[]) => r.map(({ peerId, start, end }) => ({ peerId, start, end })))
+    return {
+      promptTokens,
+      tokens: generated,
+      text: this.tokenizer.decode(generated),
+      report: {
+        routes,
+        failovers: remote.failovers,
+        excludedPeers: this.view.list().map((p) => p.peerId).filter((id) => this.view.isBanned(id)),
+        edge: { first: this.span.first, last: this.span.last },
+        forwarding
+      }
+    }
+  }
+
+  async close(): Promise<void> {
+    await this.host.stop()
+    this.ownKernels?.close?.()
+    this.model.close()
+  }
+}
+
+export async function createClient(init: ClientInit): Promise<LayerswarmClient> {
+  return await LayerswarmClient.create(init)
+}

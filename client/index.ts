@@ -1,0 +1,8 @@
+// The layerswarm SDK: swarm view, routing, multi-hop sessions with failover, generate()/stream().
+import '../protocol/polyfills.js'
+
+export { createClient, LayerswarmClient, type ClientInit, type GenerateOptions, type GenerateResult, type VerificationReport } from './client.js'
+export { planRoute, NoRouteError, type RouteCandidate, type RouteHop } from './route.js'
+export { SwarmView, type PeerRecord } from './swarm-view.js'
+export { RemotePipeline, type Forwarding } from './remote-pipeline.js'
+export { HopSession, type HopTarget } from './hop.js'

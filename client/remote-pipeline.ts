@@ -1,0 +1,166 @@
+import { type DType, type Host, RemoteError } from '../protocol/index.js'
+import type { BlockPipeline } from '../shards/index.js'
+import { HopSession, type HopTarget } from './hop.js'
+import type { SwarmView } from './swarm-view.js'
+
+export type Forwarding = 'relay' | 'chain'
+
+export interface RemotePipelineInit {
+  readonly host: Host
+  readonly view: SwarmView
+  readonly modelId: string
+  readonly dim: number
+  /** Remote blocks [from, to). */
+  readonly from: number
+  readonly to: number
+  readonly sessionId: string
+  readonly maxLength: number
+  readonly forwarding: Forwarding
+  readonly wireDtype: DType
+  /** A hop that does not answer a step within this is treated as dead. */
+  readonly stepTimeoutMs: number
+  readonly banMs: number
+  readonly maxFailovers: number
+  readonly routeTimeoutMs: number
+  readonly log?: (e: Record<string, unknown>) => void
+}
+
+/** Rows replayed per step when a new route rebuilds its KV caches. */
+const REPLAY_CHUNK_ROWS = 128
+
+/**
+ * The remote blocks of one session, over a route of hops, in relay or chained forwarding.
+ * It keeps every input row it sent, so when a hop dies, stalls or errs it bans the peer,
+ * plans a new route and replays the inputs to rebuild the KV caches, then retries the step:
+ * outputs are deterministic, so the generated tokens do not change.
+ */
+export class RemotePipeline implements BlockPipeline {
+  private hops: HopSession[] | undefined
+  private history = new Float32Array(0)
+  private length = 0
+  private nextStepId = 1
+  failovers = 0
+  readonly routes: HopTarget[][] = []
+
+  constructor(private readonly init: RemotePipelineInit) {}
+
+  get route(): HopTarget[] {
+    return this.routes[this.routes.length - 1] ?? []
+  }
+
+  async forward(hidden: Float32Array, startPos: number, signal?: AbortSignal): Promise<Float32Array> {
+    let lastErr: unknown
+    for (let attempt = 0; attempt <= this.init.maxFailovers; attempt++) {
+      signal?.throwIfAborted()
+      try {
+        if (!this.hops) await this.connect(startPos, signal)
+        const out = await this.run(hidden, startPos, signal)
+        this.remember(hidden, startPos)
+        return out
+      } catch (err) {
+        if (signal?.aborted) throw err
+        lastErr = err
+        this.fail(err)
+      }
+    }
+    throw lastErr
+  }
+
+  async close(): Promise<void> {
+    const hops = this.hops ?? []
+    this.hops = undefined
+    await Promise.all(hops.map((h) => h.close(this.init.sessionId)))
+  }
+
+  private remember(hidden: Float32Array, startPos: number): void {
+    const { dim } = this.init
+    const end = startPos + hidden.length / dim
+    if (this.history.length < end * dim) {
+      const grown = new Float32Array(Math.max(end * dim, this.history.length * 2))
+      grown.set(this.history.subarray(0, this.length * dim))
+      this.history = grown
+    }
+    this.history.set(hidden, startPos * dim)
+    this.length = end
+  }
+
+  /** Ban the peer the error names (or the one that timed out) and drop the route. */
+  private fail(err: unknown): void {
+    const peerId = (err as { peerId?: string }).peerId || (err as { hopPeerId?: string }).hopPeerId
+    if (peerId) this.init.view.ban(peerId, this.init.banMs)
+    this.init.log?.({ event: 'failover', peerId, code: (err as { code?: string }).code, message: (err as Error).message })
+    for (const h of this.hops ?? []) h.abort()
+    this.hops = undefined
+    this.failovers++
+  }
+
+  private async connect(upTo: number, signal?: AbortSignal): Promise<void> {
+    const { view, from, to, dim } = this.init
+    const route = await view.waitForRoute(from, to, this.init.routeTimeoutMs, signal)
+    const chain = this.init.forwarding === 'chain'
+    const hops: HopSession[] = []
+    try {
+      // Open from the last hop back, so each hop's downstream already knows the session.
+      for (let i = route.length - 1; i >= 0; i--) {
+        const t = route[i]
+        const hop = await this.tagged(t.peerId, HopSession.open(this.init.host, t, dim, {
+          sessionId: this.init.sessionId,
+          modelId: this.init.modelId,
+          maxLength: this.init.maxLength,
+          wireDtype: this.init.wireDtype,
+          next: chain ? route[i + 1] : undefined,
+          upstream: chain && i > 0 ? route[i - 1].peerId : undefined,
+          signal
+        }))
+        hops.unshift(hop)
+      }
+    } catch (err) {
+      for (const h of hops) h.abort()
+      throw err
+    }
+    this.hops = hops
+    this.routes.push(route)
+    this.init.log?.({ event: 'route', sessionId: this.init.sessionId, forwarding: this.init.forwarding, route: route.map((h) => ({ peerId: h.peerId, start: h.start, end: h.end })) })
+    const replay = Math.min(upTo, this.length)
+    if (replay > 0) this.init.log?.({ event: 'replay', positions: replay, route: route.map((h) => [h.peerId, h.start, h.end]) })
+    for (let p = 0; p < replay; p += REPLAY_CHUNK_ROWS) {
+      const rows = Math.min(REPLAY_CHUNK_ROWS, replay - p)
+      await this.run(this.history.subarray(p * dim, (p + rows) * dim), p, signal)
+    }
+  }
+
+  private async run(hidden: Float32Array, startPos: number, signal?: AbortSignal): Promise<Float32Array> {
+    const hops = this.hops!
+    const id = this.init.sessionId
+    const stepId = this.nextStepId++
+    if (this.init.forwarding === 'relay' || hops.length === 1) {
+      let h = hidden
+      for (const hop of hops) h = (await this.tagged(hop.target.peerId, hop.step(id, stepId, startPos, h, this.timeout(signal)))).hidden
+      return h
+    }
+    const first = hops[0]
+    const last = hops[hops.length - 1]
+    const rows = hidden.length / this.init.dim
+    const result = this.tagged(last.target.peerId, last.awaitResult(id, stepId, rows, this.timeout(signal)))
+    const sent = this.tagged(first.target.peerId, first.stepChained(id, stepId, startPos, hidden, this.timeout(signal)))
+    sent.catch(() => {}) // reported through the race below when it matters
+    result.catch(() => {})
+    return (await Promise.race([result, sent.then(() => result)])).hidden
+  }
+
+  private timeout(signal?: AbortSignal): AbortSignal {
+    const t = AbortSignal.timeout(this.init.stepTimeoutMs)
+    return signal ? AbortSignal.any([signal, t]) : t
+  }
+
+  /** Errors without a peer id of their own (timeouts, dead streams) name the hop we called. */
+  private async tagged<T>(peerId: string, p: Promise<T>): Promise<T> {
+    try {
+      return await p
+    } catch (err) {
+      const e = err instanceof Error ? err : new Error(String(err))
+      if (!(e instanceof RemoteError && e.peerId !== '')) (e as { hopPeerId?: string }).hopPeerId = peerId
+      throw e
+    }
+  }
+}

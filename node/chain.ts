@@ -1,0 +1,105 @@
+import { multiaddr } from '@multiformats/multiaddr'
+import {
+  createSessionCaller,
+  type Host,
+  type HopTiming,
+  type NextHop,
+  NextHopFailedError,
+  RemoteError,
+  RequestTimeoutError,
+  SESSION_PROTOCOL,
+  SESSION_STREAM_LIMITS,
+  type SessionCaller,
+  type Step
+} from '../protocol/index.js'
+
+/**
+ * Chained forwarding state of one session on one hop (DESIGN.md §2): the stream to the next
+ * hop, and — on the last hop — outputs waiting for the client's AwaitResult.
+ */
+export class ChainLink {
+  private caller?: SessionCaller
+  private readonly ready = new Map<number, { hidden: Step['hidden']; timings: HopTiming[] }>()
+  private readonly waiting = new Map<number, { resolve(v: { hidden: Step['hidden']; timings: HopTiming[] }): void; reject(e: Error): void }>()
+
+  constructor(
+    private readonly host: Host,
+    readonly next: NextHop | undefined
+  ) {}
+
+  /** Send a step on to the next hop; resolves with the timings of the hops after us. */
+  async forward(step: Step, signal?: AbortSignal): Promise<HopTiming[]> {
+    const next = this.next
+    if (!next) throw new Error('no next hop')
+    try {
+      this.caller ??= createSessionCaller(
+        await this.host.dialProtocol(next.addrs.length > 0 ? next.addrs.map((a) => multiaddr(a)) : peerIdOf(this.host, next.peerId), SESSION_PROTOCOL, {
+          ...SESSION_STREAM_LIMITS,
+          signal
+        })
+      )
+      const res = await this.caller.call({ type: 'step', step }, signal)
+      return res.type === 'result' ? res.result.timings : []
+    } catch (err) {
+      this.caller?.abort(err as Error)
+      this.caller = undefined
+      // A later hop's own error keeps naming that hop; a dead stream names our next hop.
+      if (err instanceof RemoteError) throw err
+      throw new RemoteError('NEXT_HOP_FAILED', `next hop failed: ${(err as Error).message}`, next.peerId, step.stepId)
+    }
+  }
+
+  /** Last hop: hand a step's output to the client's AwaitResult (now or when it comes). */
+  deliver(stepId: number, hidden: Step['hidden'], timings: HopTiming[]): void {
+    const w = this.waiting.get(stepId)
+    if (w) {
+      this.waiting.delete(stepId)
+      w.resolve({ hidden, timings })
+      return
+    }
+    this.ready.set(stepId, { hidden, timings })
+    // keep only recent outputs: a client awaits the step it just sent
+    for (const id of this.ready.keys()) if (this.ready.size > 8) this.ready.delete(id)
+  }
+
+  async await(stepId: number, timeoutMs: number, signal?: AbortSignal): Promise<{ hidden: Step['hidden']; timings: HopTiming[] }> {
+    const got = this.ready.get(stepId)
+    if (got) {
+      this.ready.delete(stepId)
+      return got
+    }
+    return await new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.waiting.delete(stepId)
+        reject(new RequestTimeoutError(`step ${stepId} did not arrive from upstream within ${timeoutMs} ms`))
+      }, timeoutMs)
+      const done = (): void => clearTimeout(timer)
+      this.waiting.get(stepId)?.reject(new RequestTimeoutError(`superseded wait for step ${stepId}`))
+      this.waiting.set(stepId, {
+        resolve: (v) => {
+          done()
+          resolve(v)
+        },
+        reject: (e) => {
+          done()
+          reject(e)
+        }
+      })
+      signal?.addEventListener('abort', () => this.waiting.get(stepId)?.reject(new RequestTimeoutError('aborted')), { once: true })
+    })
+  }
+
+  close(): void {
+    for (const w of this.waiting.values()) w.reject(new NextHopFailedError('session closed'))
+    this.waiting.clear()
+    this.ready.clear()
+    this.caller?.close().catch(() => {})
+    this.caller = undefined
+  }
+}
+
+function peerIdOf(host: Host, id: string) {
+  const peer = host.getPeers().find((p) => p.toString() === id)
+  if (!peer) throw new NextHopFailedError(`no address for next hop ${id}`)
+  return peer
+}

@@ -1,0 +1,61 @@
+import { createClient, type GenerateResult } from '../../client/index.js'
+import type { Forwarding } from '../../client/index.js'
+import type { DType } from '../../protocol/index.js'
+
+export interface RemoteGenerateOptions {
+  model: string
+  tokenizer?: string
+  bootstrap: string[]
+  prompt: string
+  maxTokens: number
+  temperature: number
+  topK: number
+  topP: number
+  seed: number
+  repetitionPenalty: number
+  edgeFirst: number
+  edgeLast: number
+  forwarding: Forwarding
+  wire: DType
+  json: boolean
+  log?: (e: Record<string, unknown>) => void
+}
+
+/** `layerswarm generate --bootstrap ...`: the edge here, the remote blocks on the swarm. */
+export async function runRemoteGenerate(
+  o: RemoteGenerateOptions,
+  write: (text: string) => void,
+  signal?: AbortSignal
+): Promise<GenerateResult & { model: string; seed: number; completion: string; text: string }> {
+  const client = await createClient({
+    bootstrap: o.bootstrap,
+    model: o.model,
+    tokenizer: o.tokenizer,
+    edgeFirst: o.edgeFirst,
+    edgeLast: o.edgeLast,
+    forwarding: o.forwarding,
+    wireDtype: o.wire,
+    log: o.log
+  })
+  try {
+    const promptText = client.tokenizer.decode(client.tokenizer.encode(o.prompt))
+    if (!o.json) write(promptText)
+    const it = client.stream(o.prompt, {
+      maxTokens: o.maxTokens,
+      temperature: o.temperature,
+      topK: o.topK,
+      topP: o.topP,
+      seed: o.seed,
+      repetitionPenalty: o.repetitionPenalty,
+      signal
+    })
+    let r = await it.next()
+    while (!r.done) {
+      if (!o.json) write(r.value.text)
+      r = await it.next()
+    }
+    return { ...r.value, model: o.model, seed: o.seed, completion: r.value.text, text: promptText + r.value.text }
+  } finally {
+    await client.close()
+  }
+}

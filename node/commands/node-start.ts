@@ -1,0 +1,93 @@
+import { generateKeyPair } from '@libp2p/crypto/keys'
+import { multiaddr } from '@multiformats/multiaddr'
+import { type Command, Option } from 'commander'
+import { computeModelId, createShard, openModelFile, selectKernels, type Shard } from '../../shards/index.js'
+import { createHost, dialBootstrap, fetchInfo } from '../../protocol/index.js'
+import { defaultModelPath } from '../paths.js'
+import { SwarmNode } from '../server.js'
+import { chooseSpan } from '../span-selection.js'
+import { int, parseSpan } from './options.js'
+
+/** Decode tokens/s of a loaded span, measured on a scratch session (announced for routing). */
+export function measureThroughput(shard: Shard, dim: number, steps = 8): number {
+  const id = '__throughput__'
+  shard.openSession(id, { maxLength: steps + 1 })
+  const x = new Float32Array(dim).fill(0.01)
+  shard.forward(id, x, 0)
+  const t0 = performance.now()
+  for (let i = 1; i <= steps; i++) shard.forward(id, x, i)
+  const ms = performance.now() - t0
+  shard.closeSession(id)
+  return Math.round((steps * 1000) / Math.max(ms, 1e-3))
+}
+
+/** Without --layers: look at what the bootstrap peers serve and pick the span Petals would. */
+async function pickSpan(nLayers: number, numBlocks: number, modelId: string, bootstrap: string[]): Promise<[number, number]> {
+  if (bootstrap.length === 0) return chooseSpan(nLayers, numBlocks, [])
+  const host = await createHost({ listen: [], pubsub: false })
+  try {
+    await dialBootstrap(host, bootstrap)
+    const spans = []
+    for (const addr of bootstrap) {
+      try {
+        const { info } = await fetchInfo(host, multiaddr(addr), AbortSignal.timeout(5_000))
+        if (info.modelId === modelId) spans.push({ start: info.start, end: info.end, throughput: info.throughput })
+      } catch {}
+    }
+    return chooseSpan(nLayers, numBlocks, spans)
+  } finally {
+    await host.stop()
+  }
+}
+
+export function registerNodeStart(program: Command): void {
+  const node = program.commands.find((c) => c.name() === 'node') ?? program.command('node').description('Run a swarm peer.')
+  node
+    .command('start')
+    .description('Serve a span of blocks of a model to the swarm. Prints one JSON line {peerId, addrs, layers, modelId} once serving.')
+    .option('--model <path>', 'model file (GGUF or llama2.c .bin); default: the bundled stories260K.gguf')
+    .option('--layers <a:b>', 'serve blocks [a, b); default: the span that most raises the swarm bottleneck (Petals)')
+    .addOption(new Option('--num-blocks <n>', 'blocks to serve when --layers is not given (default: half the model)').argParser(int('--num-blocks', 1)))
+    .option('--listen <multiaddr...>', 'listen addresses', ['/ip4/127.0.0.1/tcp/0'])
+    .option('--bootstrap <addrs>', 'comma-separated multiaddrs (with /p2p/<peer id>) of peers to join')
+    .addOption(new Option('--max-sessions <n>', 'sessions served at once; more get BUSY').argParser(int('--max-sessions', 1)).default(16))
+    .addOption(new Option('--idle-timeout <ms>', 'free a session after this long without requests').argParser(int('--idle-timeout', 1)).default(300_000))
+    .addOption(new Option('--threads <n>', 'kernel threads (default: all cores)').argParser(int('--threads', 1)))
+    .addOption(new Option('--kernels <kind>', 'kernel set').choices(['auto', 'reference', 'wasm', 'native']).default('auto'))
+    .addOption(new Option('--announce-interval <ms>', 'how often to announce the span over gossipsub').argParser(int('--announce-interval', 100)).default(5_000))
+    .action(async (opts) => {
+      const log = (e: Record<string, unknown>): void => {
+        process.stderr.write(`${JSON.stringify({ time: new Date().toISOString(), ...e })}\n`)
+      }
+      const model = openModelFile(opts.model ?? defaultModelPath())
+      const modelId = computeModelId(model)
+      const bootstrap: string[] = opts.bootstrap ? String(opts.bootstrap).split(',').filter(Boolean) : []
+      const n = model.config.nLayers
+      const [start, end] = opts.layers
+        ? parseSpan(opts.layers, n)
+        : await pickSpan(n, opts.numBlocks ?? Math.ceil(n / 2), modelId, bootstrap)
+      const kernels = selectKernels({ kind: opts.kernels, threads: opts.threads })
+      log({ event: 'loading', model: model.path, modelId, layers: [start, end], kernels: kernels.name })
+      const shard = createShard({ model, start, end, kernels })
+      const throughput = measureThroughput(shard, model.config.dim)
+      const privateKey = await generateKeyPair('Ed25519')
+      const swarmNode = await SwarmNode.create({
+        model, modelId, shard, throughput, privateKey, bootstrap,
+        listen: opts.listen, maxSessions: opts.maxSessions, idleTimeoutMs: opts.idleTimeout, announceIntervalMs: opts.announceInterval, log
+      })
+      process.stdout.write(`${JSON.stringify({ peerId: swarmNode.peerId, addrs: swarmNode.addrs, layers: [start, end], modelId })}\n`)
+      log({ event: 'serving', peerId: swarmNode.peerId, throughput })
+      await new Promise<void>((resolve) => {
+        const stop = (sig: string): void => {
+          log({ event: 'stopping', signal: sig, sessions: swarmNode.sessions.active })
+          resolve()
+        }
+        process.once('SIGINT', () => stop('SIGINT'))
+        process.once('SIGTERM', () => stop('SIGTERM'))
+      })
+      await swarmNode.stop()
+      kernels.close?.()
+      model.close()
+      log({ event: 'stopped' })
+    })
+}

@@ -1,0 +1,28 @@
+import { InvalidArgumentError } from 'commander'
+
+/** Commander parser for an integer option ≥ min. */
+export function int(name: string, min: number) {
+  return (v: string): number => {
+    const n = Number(v)
+    if (!Number.isInteger(n) || n < min) throw new InvalidArgumentError(`${name} must be an integer ≥ ${min}`)
+    return n
+  }
+}
+
+/** Commander parser for a number option in [min, max]. */
+export function float(name: string, min: number, max = Number.POSITIVE_INFINITY) {
+  return (v: string): number => {
+    const n = Number(v)
+    if (!Number.isFinite(n) || n < min || n > max) throw new InvalidArgumentError(`${name} must be a number in [${min}, ${max}]`)
+    return n
+  }
+}
+
+/** "a:b" → [a, b) inside [0, nLayers). */
+export function parseSpan(text: string, nLayers: number): [number, number] {
+  const m = /^(\d+):(\d+)$/.exec(text)
+  const a = m ? Number(m[1]) : Number.NaN
+  const b = m ? Number(m[2]) : Number.NaN
+  if (!m || a >= b || b > nLayers) throw new InvalidArgumentError(`--layers ${text}: expected a:b with 0 ≤ a < b ≤ ${nLayers}`)
+  return [a, b]
+}

@@ -1,0 +1,71 @@
+import { type ChildProcess, spawn } from 'node:child_process'
+import { once } from 'node:events'
+import { createInterface } from 'node:readline'
+import { fileURLToPath } from 'node:url'
+
+/** A `layerswarm node start` child process on this machine. */
+export interface LocalNode {
+  readonly peerId: string
+  readonly addrs: string[]
+  readonly layers: [number, number]
+  readonly modelId: string
+  readonly process: ChildProcess
+  /** Lines the node logged on stderr. */
+  readonly logs: string[]
+  /** SIGTERM, then SIGKILL after `graceMs`. */
+  stop(graceMs?: number): Promise<void>
+  /** SIGKILL: a crash, for failover tests. */
+  kill(): void
+}
+
+export interface StartNodeOptions {
+  readonly model?: string
+  readonly layers?: string
+  readonly bootstrap?: string[]
+  readonly args?: string[]
+  readonly startTimeoutMs?: number
+  readonly env?: NodeJS.ProcessEnv
+}
+
+const CLI = fileURLToPath(new URL('./cli.js', import.meta.url))
+
+/** Start a node process and wait for its "serving" JSON line. */
+export async function startLocalNode(o: StartNodeOptions = {}): Promise<LocalNode> {
+  const args = [CLI, 'node', 'start']
+  if (o.model) args.push('--model', o.model)
+  if (o.layers) args.push('--layers', o.layers)
+  if (o.bootstrap?.length) args.push('--bootstrap', o.bootstrap.join(','))
+  args.push(...(o.args ?? []))
+  const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'], env: o.env ?? process.env })
+  const logs: string[] = []
+  createInterface({ input: child.stderr! }).on('line', (l) => logs.push(l))
+  const lines = createInterface({ input: child.stdout! })
+  const first = await new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`node did not start within ${o.startTimeoutMs ?? 30_000} ms:\n${logs.join('\n')}`)), o.startTimeoutMs ?? 30_000)
+    lines.once('line', (l) => {
+      clearTimeout(timer)
+      resolve(l)
+    })
+    child.once('exit', (code) => {
+      clearTimeout(timer)
+      reject(new Error(`node exited with ${code} before serving:\n${logs.join('\n')}`))
+    })
+  })
+  const info = JSON.parse(first) as { peerId: string; addrs: string[]; layers: [number, number]; modelId: string }
+  const exited = once(child, 'exit')
+  return {
+    ...info,
+    process: child,
+    logs,
+    async stop(graceMs = 5_000) {
+      if (child.exitCode !== null || child.signalCode !== null) return
+      child.kill('SIGTERM')
+      const t = setTimeout(() => child.kill('SIGKILL'), graceMs)
+      await exited
+      clearTimeout(t)
+    },
+    kill() {
+      child.kill('SIGKILL')
+    }
+  }
+}

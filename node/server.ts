@@ -1,0 +1,211 @@
+import type { PrivateKey } from '@libp2p/interface'
+import {
+  createAnnouncer,
+  createHost,
+  decodeTensor,
+  type DType,
+  dialBootstrap,
+  encodeInfoResponse,
+  encodeTensor,
+  type Host,
+  INFO_PROTOCOL,
+  type InfoResponse,
+  PROTOCOL_VERSION,
+  REQUEST_STREAM_LIMITS,
+  SESSION_PROTOCOL,
+  SESSION_STREAM_LIMITS,
+  type SessionRequest,
+  type SessionResponseBody,
+  serveRequest,
+  serveSessionStream,
+  subscribeAnnouncements,
+  MalformedMessageError,
+  UnknownSessionError,
+  WrongModelError
+} from '../protocol/index.js'
+import type { ModelFile, Shard } from '../shards/index.js'
+import { ChainLink } from './chain.js'
+import { SessionManager } from './session-manager.js'
+
+export interface SwarmNodeInit {
+  readonly model: ModelFile
+  readonly modelId: string
+  readonly shard: Shard
+  readonly listen?: string[]
+  readonly bootstrap?: string[]
+  readonly privateKey?: PrivateKey
+  readonly maxSessions?: number
+  /** KV positions over all sessions (default: maxSessions × context length). */
+  readonly maxCacheTokens?: number
+  readonly idleTimeoutMs?: number
+  /** How long the last hop waits for a chained step the client awaits. */
+  readonly chainTimeoutMs?: number
+  readonly announceIntervalMs?: number
+  /** Measured decode tokens/s of the span, announced to clients for routing. */
+  readonly throughput: number
+  readonly wireDtypes?: DType[]
+  readonly log?: (event: Record<string, unknown>) => void
+}
+
+/**
+ * A swarm peer: a libp2p host serving `info` and `session` for one span of one model, and
+ * announcing itself over gossipsub. Bad requests get typed error replies; nothing a peer
+ * sends can stop it serving other sessions.
+ */
+export class SwarmNode {
+  readonly sessions: SessionManager
+  private readonly chains = new Map<string, ChainLink>()
+  private readonly wire = new Map<string, DType>()
+  private readonly abort = new AbortController()
+  private sweeper?: NodeJS.Timeout
+
+  private constructor(
+    readonly host: Host,
+    private readonly init: SwarmNodeInit
+  ) {
+    const maxSessions = init.maxSessions ?? 16
+    this.sessions = new SessionManager({
+      shard: init.shard,
+      maxSessions,
+      maxCacheTokens: init.maxCacheTokens ?? maxSessions * init.model.config.seqLen,
+      idleTimeoutMs: init.idleTimeoutMs ?? 5 * 60_000
+    })
+  }
+
+  static async create(init: SwarmNodeInit): Promise<SwarmNode> {
+    const host = await createHost({ listen: init.listen, privateKey: init.privateKey })
+    const node = new SwarmNode(host, init)
+    await node.start()
+    return node
+  }
+
+  get peerId(): string {
+    return this.host.peerId.toString()
+  }
+
+  get addrs(): string[] {
+    return this.host.getMultiaddrs().map((m) => m.toString())
+  }
+
+  info(): InfoResponse {
+    const { shard, model } = this.init
+    return {
+      modelId: this.init.modelId,
+      version: PROTOCOL_VERSION,
+      nLayers: model.config.nLayers,
+      dim: model.config.dim,
+      start: shard.start,
+      end: shard.end,
+      throughput: this.init.throughput,
+      freeCacheTokens: this.sessions.freeCacheTokens,
+      maxSessions: this.init.maxSessions ?? 16,
+      activeSessions: this.sessions.active,
+      wireDtypes: this.init.wireDtypes ?? ['f32', 'f16', 'q8_0'],
+      x25519PublicKey: new Uint8Array(0)
+    }
+  }
+
+  private async start(): Promise<void> {
+    const { host } = this
+    const signal = this.abort.signal
+    await host.handle(INFO_PROTOCOL, (stream) => serveRequest(stream, () => encodeInfoResponse(this.info()), { signal }), REQUEST_STREAM_LIMITS)
+    await host.handle(
+      SESSION_PROTOCOL,
+      (stream, connection) => {
+        const from = connection.remotePeer.toString()
+        return serveSessionStream(stream, (req, sig) => this.handle(req, from, sig), {
+          peerId: this.peerId,
+          signal,
+          onError: (err, req) => this.init.log?.({ event: 'request-error', code: (err as { code?: string }).code, type: req?.type, message: err.message })
+        })
+      },
+      SESSION_STREAM_LIMITS
+    )
+    this.sweeper = setInterval(() => {
+      for (const id of this.chains.keys()) if (!this.sessions.has(id)) this.dropChain(id)
+      const n = this.sessions.sweep()
+      if (n > 0) this.init.log?.({ event: 'sessions-expired', count: n })
+    }, 5_000)
+    this.sweeper.unref()
+    if (this.init.bootstrap?.length) await dialBootstrap(host, this.init.bootstrap, signal)
+    // Subscribing makes this peer relay others' announcements (gossipsub forwards only
+    // topics it is subscribed to), so a client bootstrapped to one peer learns them all.
+    if (host.services.pubsub) subscribeAnnouncements(host, () => {}, signal)
+    if (host.services.pubsub && this.init.privateKey) {
+      createAnnouncer(host, {
+        privateKey: this.init.privateKey,
+        intervalMs: this.init.announceIntervalMs ?? 5_000,
+        signal,
+        content: () => ({
+          modelId: this.init.modelId,
+          start: this.init.shard.start,
+          end: this.init.shard.end,
+          throughput: this.init.throughput,
+          freeCacheTokens: this.sessions.freeCacheTokens,
+          wireDtypes: this.init.wireDtypes ?? ['f32', 'f16', 'q8_0'],
+          version: PROTOCOL_VERSION
+        }),
+        onError: () => {}
+      })
+    }
+  }
+
+  private async handle(req: SessionRequest, from: string, signal?: AbortSignal): Promise<SessionResponseBody> {
+    const dim = this.init.model.config.dim
+    switch (req.type) {
+      case 'open': {
+        const o = req.open
+        if (o.modelId !== this.init.modelId) throw new WrongModelError(`this peer serves model ${this.init.modelId}, not ${o.modelId}`)
+        this.sessions.open({ sessionId: o.sessionId, start: o.start, end: o.end, maxLength: o.maxLength, owner: from, upstream: o.upstreamPeerId })
+        this.wire.set(o.sessionId, o.wireDtype)
+        if (o.nextHops.length > 0 || o.upstreamPeerId) this.chains.set(o.sessionId, new ChainLink(this.host, o.nextHops[0]))
+        this.init.log?.({ event: 'session-open', sessionId: o.sessionId, span: [o.start, o.end], chained: this.chains.has(o.sessionId) })
+        return { type: 'opened', opened: { sessionId: o.sessionId } }
+      }
+      case 'step': {
+        const s = req.step
+        const hidden = decodeTensor(s.hidden, { shape: [undefined, dim] })
+        const out = this.sessions.step(s.sessionId, from, s.stepId, s.startPosition, hidden)
+        const rows = hidden.length / dim
+        const tensor = encodeTensor(out.output, [rows, dim], this.wire.get(s.sessionId) ?? 'f32')
+        const timing = { peerId: this.peerId, computeMs: out.computeMs }
+        const link = this.chains.get(s.sessionId)
+        if (!s.chain || !link) return { type: 'result', result: { sessionId: s.sessionId, stepId: s.stepId, hidden: tensor, timings: [timing] } }
+        if (link.next) {
+          const after = await link.forward({ ...s, hidden: tensor, chain: true }, signal)
+          return { type: 'result', result: { sessionId: s.sessionId, stepId: s.stepId, timings: [timing, ...after] } }
+        }
+        link.deliver(s.stepId, tensor, [timing])
+        return { type: 'result', result: { sessionId: s.sessionId, stepId: s.stepId, timings: [timing] } }
+      }
+      case 'await': {
+        const link = this.chains.get(req.await.sessionId)
+        if (!this.sessions.has(req.await.sessionId)) throw new UnknownSessionError(`no session ${req.await.sessionId} here`)
+        if (!link) throw new MalformedMessageError(`session ${req.await.sessionId} was not opened for chained forwarding`)
+        const got = await link.await(req.await.stepId, this.init.chainTimeoutMs ?? 30_000, signal)
+        return { type: 'result', result: { sessionId: req.await.sessionId, stepId: req.await.stepId, hidden: got.hidden, timings: got.timings } }
+      }
+      case 'rewind':
+        this.sessions.rewind(req.rewind.sessionId, from, req.rewind.length)
+        return { type: 'rewound', rewound: { sessionId: req.rewind.sessionId, length: req.rewind.length } }
+      case 'close':
+        this.sessions.close(req.close.sessionId, from)
+        this.dropChain(req.close.sessionId)
+        return { type: 'closed', closed: { sessionId: req.close.sessionId } }
+    }
+  }
+
+  private dropChain(sessionId: string): void {
+    this.chains.get(sessionId)?.close()
+    this.chains.delete(sessionId)
+    this.wire.delete(sessionId)
+  }
+
+  async stop(): Promise<void> {
+    this.abort.abort()
+    if (this.sweeper) clearInterval(this.sweeper)
+    for (const id of [...this.chains.keys()]) this.dropChain(id)
+    this.sessions.closeAll()
+    await this.host.stop()
+  }
+}

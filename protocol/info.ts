@@ -1,0 +1,19 @@
+import type { PeerId } from '@libp2p/interface'
+import type { Multiaddr } from '@multiformats/multiaddr'
+import { request } from './framing.js'
+import { INFO_PROTOCOL } from './ids.js'
+import { decodeInfoResponse, encodeInfoRequest } from './messages.js'
+import type { Host } from './host.js'
+import type { InfoResponse } from './types.js'
+
+/** Ask a peer what it serves; also returns the round trip in ms (stream open included). */
+export async function fetchInfo(
+  host: Host,
+  target: PeerId | Multiaddr | Multiaddr[],
+  signal?: AbortSignal
+): Promise<{ info: InfoResponse; rttMs: number }> {
+  const t0 = performance.now()
+  const bytes = await request(host, target, INFO_PROTOCOL, encodeInfoRequest(), { signal })
+  const rttMs = performance.now() - t0
+  return { info: decodeInfoResponse(bytes), rttMs }
+}
