@@ -194,7 +194,7 @@ export class LayerswarmClient {
       report: {
         routes,
         failovers: remote.failovers,
-        excludedPeers: this.view.list().map((p) => p.peerId).filter((id) => this.view.isBanned(id)),
+        excludedPeers: this.view.bannedPeers(),
         edge: { first: this.span.first, last: this.span.last },
         forwarding
       }

@@ -39,6 +39,7 @@ export class RemotePipeline implements BlockPipeline {
   private history = new Float32Array(0)
   private length = 0
   private nextStepId = 1
+  private connects = 0
   failovers = 0
   readonly routes: HopTarget[][] = []
 
@@ -69,7 +70,15 @@ export class RemotePipeline implements BlockPipeline {
   async close(): Promise<void> {
     const hops = this.hops ?? []
     this.hops = undefined
-    await Promise.all(hops.map((h) => h.close(this.init.sessionId)))
+    await Promise.all(hops.map((h) => h.close(this.hopSessionId)))
+  }
+
+  /**
+   * Each route gets its own session id on the hops: a hop that survived a failover may still
+   * hold the old session (its close is best effort), and the new one must not collide with it.
+   */
+  private get hopSessionId(): string {
+    return `${this.init.sessionId}.${this.connects}`
   }
 
   private remember(hidden: Float32Array, startPos: number): void {
@@ -89,7 +98,12 @@ export class RemotePipeline implements BlockPipeline {
     const peerId = (err as { peerId?: string }).peerId || (err as { hopPeerId?: string }).hopPeerId
     if (peerId) this.init.view.ban(peerId, this.init.banMs)
     this.init.log?.({ event: 'failover', peerId, code: (err as { code?: string }).code, message: (err as Error).message })
-    for (const h of this.hops ?? []) h.abort()
+    // Free the session on the hops that are still alive (best effort, in the background).
+    const id = this.hopSessionId
+    for (const h of this.hops ?? []) {
+      if (h.target.peerId === peerId) h.abort()
+      else h.close(id, AbortSignal.timeout(2_000)).catch(() => {})
+    }
     this.hops = undefined
     this.failovers++
   }
@@ -97,6 +111,8 @@ export class RemotePipeline implements BlockPipeline {
   private async connect(upTo: number, signal?: AbortSignal): Promise<void> {
     const { view, from, to, dim } = this.init
     const route = await view.waitForRoute(from, to, this.init.routeTimeoutMs, signal)
+    this.connects++
+    const sessionId = this.hopSessionId
     const chain = this.init.forwarding === 'chain'
     const hops: HopSession[] = []
     try {
@@ -104,7 +120,7 @@ export class RemotePipeline implements BlockPipeline {
       for (let i = route.length - 1; i >= 0; i--) {
         const t = route[i]
         const hop = await this.tagged(t.peerId, HopSession.open(this.init.host, t, dim, {
-          sessionId: this.init.sessionId,
+          sessionId,
           modelId: this.init.modelId,
           maxLength: this.init.maxLength,
           wireDtype: this.init.wireDtype,
@@ -115,7 +131,7 @@ export class RemotePipeline implements BlockPipeline {
         hops.unshift(hop)
       }
     } catch (err) {
-      for (const h of hops) h.abort()
+      for (const h of hops) h.close(sessionId, AbortSignal.timeout(2_000)).catch(() => {})
       throw err
     }
     this.hops = hops
@@ -131,7 +147,7 @@ export class RemotePipeline implements BlockPipeline {
 
   private async run(hidden: Float32Array, startPos: number, signal?: AbortSignal): Promise<Float32Array> {
     const hops = this.hops!
-    const id = this.init.sessionId
+    const id = this.hopSessionId
     const stepId = this.nextStepId++
     if (this.init.forwarding === 'relay' || hops.length === 1) {
       let h = hidden

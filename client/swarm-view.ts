@@ -46,6 +46,7 @@ export class SwarmView {
       if (a.expiresAtMs < Date.now()) continue
       if (!targets.has(a.peerId)) targets.set(a.peerId, { addrs: a.addrs.map((x) => (x.includes('/p2p/') ? x : `${x}/p2p/${a.peerId}`)) })
     }
+    for (const id of targets.keys()) if (this.isBanned(id)) targets.delete(id) // a stalled peer would hold up the refresh
     await Promise.all(
       [...targets].map(async ([id, t]) => {
         try {
@@ -78,6 +79,11 @@ export class SwarmView {
 
   ban(peerId: string, ms: number): void {
     this.banned.set(peerId, Date.now() + ms)
+  }
+
+  /** Peers banned now. */
+  bannedPeers(): string[] {
+    return [...this.banned.keys()].filter((id) => this.isBanned(id))
   }
 
   isBanned(peerId: string): boolean {

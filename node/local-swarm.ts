@@ -1,7 +1,9 @@
 import { type ChildProcess, spawn } from 'node:child_process'
 import { once } from 'node:events'
 import { createInterface } from 'node:readline'
+import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { packageRoot } from './paths.js'
 
 /** A `layerswarm node start` child process on this machine. */
 export interface LocalNode {
@@ -27,7 +29,8 @@ export interface StartNodeOptions {
   readonly env?: NodeJS.ProcessEnv
 }
 
-const CLI = fileURLToPath(new URL('./cli.js', import.meta.url))
+/** The compiled CLI, also when this module runs from source (tests): node processes run dist/. */
+const CLI = import.meta.url.endsWith('.ts') ? join(packageRoot(), 'dist', 'node', 'cli.js') : fileURLToPath(new URL('./cli.js', import.meta.url))
 
 /** Start a node process and wait for its "serving" JSON line. */
 export async function startLocalNode(o: StartNodeOptions = {}): Promise<LocalNode> {

@@ -1,0 +1,152 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { createClient } from '../../client/index.js'
+import { type LocalNode, startLocalNode } from '../../node/local-swarm.js'
+import { createReferenceKernels } from '../../shards/index.js'
+import { GGUF_PATH, loadReference } from '../helpers/reference.js'
+
+const ref = loadReference('stories260K_greedy_once_upon_a_time')
+const FAST = ['--kernels', 'reference', '--announce-interval', '300']
+
+describe('failover: a node killed mid-generation changes no token', () => {
+  const nodes: LocalNode[] = []
+
+  beforeAll(async () => {
+    // Four peers serve the same span [1, 4): each run takes out the one it is using.
+    nodes.push(await startLocalNode({ model: GGUF_PATH, layers: '1:4', args: FAST }))
+    const bootstrap = [nodes[0].addrs[0]]
+    nodes.push(...(await Promise.all([0, 1, 2].map(() => startLocalNode({ model: GGUF_PATH, layers: '1:4', bootstrap, args: FAST })))))
+  })
+
+  afterAll(async () => {
+    for (const n of nodes) n.process.kill('SIGCONT')
+    await Promise.all(nodes.map((n) => n.stop()))
+  })
+
+  for (const forwarding of ['relay', 'chain'] as const) {
+    it(`${forwarding}, one hop: kill the serving peer at token 20 of 64`, async () => {
+      const alive = nodes.filter((n) => n.process.exitCode === null && n.process.signalCode === null)
+      const events: Array<Record<string, unknown>> = []
+      const client = await createClient({
+        bootstrap: alive.map((n) => n.addrs[0]),
+        model: GGUF_PATH,
+        kernels: createReferenceKernels(),
+        forwarding,
+        stepTimeoutMs: 5_000,
+        routeTimeoutMs: 20_000,
+        log: (e) => events.push(e)
+      })
+      try {
+        await client.view.waitForRoute(1, 4, 20_000)
+        const it = client.stream(ref.prompt, { maxTokens: 64, temperature: 0 })
+        const tokens: number[] = []
+        let killed: LocalNode | undefined
+        let r = await it.next()
+        while (!r.done) {
+          tokens.push(r.value.token)
+          if (tokens.length === 20) {
+            const route = events.filter((e) => e.event === 'route').at(-1)?.route as Array<{ peerId: string }>
+            killed = alive.find((n) => n.peerId === route[0].peerId)!
+            killed.kill()
+          }
+          r = await it.next()
+        }
+        expect(tokens).toEqual(ref.generated_tokens)
+        expect(r.value.tokens).toEqual(ref.generated_tokens)
+        const { report } = r.value
+        expect(report.failovers).toBeGreaterThanOrEqual(1)
+        expect(report.routes.length).toBeGreaterThanOrEqual(2)
+        expect(report.routes[0][0].peerId).toBe(killed!.peerId)
+        expect(report.routes.at(-1)![0].peerId).not.toBe(killed!.peerId)
+        expect(report.excludedPeers).toContain(killed!.peerId)
+        // the new peer's KV was rebuilt by replaying the session's inputs
+        expect(events.some((e) => e.event === 'replay' && (e.positions as number) >= 20)).toBe(true)
+      } finally {
+        await client.close()
+      }
+    })
+  }
+
+  it('relay: a peer that stalls past the step timeout is routed around', async () => {
+    const alive = nodes.filter((n) => n.process.exitCode === null && n.process.signalCode === null)
+    const events: Array<Record<string, unknown>> = []
+    const client = await createClient({
+      bootstrap: alive.map((n) => n.addrs[0]),
+      model: GGUF_PATH,
+      kernels: createReferenceKernels(),
+      stepTimeoutMs: 1_500,
+      log: (e) => events.push(e)
+    })
+    try {
+      await client.view.waitForRoute(1, 4, 20_000)
+      const it = client.stream(ref.prompt, { maxTokens: 64, temperature: 0 })
+      const tokens: number[] = []
+      let stalled: LocalNode | undefined
+      let r = await it.next()
+      while (!r.done) {
+        tokens.push(r.value.token)
+        if (tokens.length === 30) {
+          const route = events.filter((e) => e.event === 'route').at(-1)?.route as Array<{ peerId: string }>
+          stalled = alive.find((n) => n.peerId === route[0].peerId)!
+          stalled.process.kill('SIGSTOP') // alive but silent: only the timeout can tell
+        }
+        r = await it.next()
+      }
+      expect(tokens).toEqual(ref.generated_tokens)
+      expect(r.value.report.excludedPeers).toContain(stalled!.peerId)
+      expect(events.some((e) => e.event === 'failover' && e.peerId === stalled!.peerId)).toBe(true)
+    } finally {
+      await client.close()
+    }
+  })
+})
+
+describe('failover in a chain of hops', () => {
+  const nodes: LocalNode[] = []
+
+  beforeAll(async () => {
+    // A [1,2) then B or C [2,4): the route is two hops; the test kills the second.
+    nodes.push(await startLocalNode({ model: GGUF_PATH, layers: '1:2', args: FAST }))
+    const bootstrap = [nodes[0].addrs[0]]
+    nodes.push(...(await Promise.all([0, 1].map(() => startLocalNode({ model: GGUF_PATH, layers: '2:4', bootstrap, args: FAST })))))
+  })
+
+  afterAll(async () => {
+    await Promise.all(nodes.map((n) => n.stop()))
+  })
+
+  it('chain: kill the last hop at token 20 of 64; the first hop reports it, the client reroutes', async () => {
+    const events: Array<Record<string, unknown>> = []
+    const client = await createClient({
+      bootstrap: nodes.map((n) => n.addrs[0]),
+      model: GGUF_PATH,
+      kernels: createReferenceKernels(),
+      forwarding: 'chain',
+      stepTimeoutMs: 5_000,
+      log: (e) => events.push(e)
+    })
+    try {
+      await client.view.waitForRoute(1, 4, 20_000)
+      const it = client.stream(ref.prompt, { maxTokens: 64, temperature: 0 })
+      const tokens: number[] = []
+      let killed: LocalNode | undefined
+      let r = await it.next()
+      while (!r.done) {
+        tokens.push(r.value.token)
+        if (tokens.length === 20) {
+          const route = events.filter((e) => e.event === 'route').at(-1)?.route as Array<{ peerId: string }>
+          expect(route.length).toBe(2)
+          killed = nodes.find((n) => n.peerId === route[1].peerId)!
+          killed.kill()
+        }
+        r = await it.next()
+      }
+      expect(tokens).toEqual(ref.generated_tokens)
+      const { report } = r.value
+      expect(report.forwarding).toBe('chain')
+      expect(report.routes.at(-1)!.map((h) => h.peerId)).not.toContain(killed!.peerId)
+      expect(report.excludedPeers).toEqual([killed!.peerId])
+    } finally {
+      await client.close()
+    }
+  })
+})
