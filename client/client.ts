@@ -14,7 +14,7 @@ import {
   openModelFile,
   type SamplerOptions,
   type Shard,
-  selectKernels,
+  selectKernelsFor,
   type Tokenizer
 } from '../shards/index.js'
 import { type Forwarding, RemotePipeline } from './remote-pipeline.js'
@@ -108,7 +108,7 @@ export class LayerswarmClient {
     }
     if (!model.vocabulary) throw new InvalidArgumentError(`${model.path} holds no tokenizer; pass tokenizer`)
     this.tokenizer = createTokenizer(model.vocabulary)
-    if (!init.kernels) this.ownKernels = selectKernels({ kind: 'auto' })
+    if (!init.kernels) this.ownKernels = selectKernelsFor(model.config, { kind: 'auto' })
     const kernels = init.kernels ?? this.ownKernels
     this.edge = createEdge({ model, kernels })
     if (k > 0) this.first = createShard({ model, start: 0, end: k, kernels })

@@ -1,6 +1,7 @@
 import { type DType, type Host, RemoteError } from '../protocol/index.js'
 import type { BlockPipeline } from '../shards/index.js'
 import { HopSession, type HopTarget } from './hop.js'
+import { NoRouteError } from './route.js'
 import type { SwarmView } from './swarm-view.js'
 
 export type Forwarding = 'relay' | 'chain'
@@ -59,7 +60,8 @@ export class RemotePipeline implements BlockPipeline {
         this.remember(hidden, startPos)
         return out
       } catch (err) {
-        if (signal?.aborted) throw err
+        // No route means no peer to fail over to: waiting for one already took routeTimeoutMs.
+        if (signal?.aborted || err instanceof NoRouteError) throw err
         lastErr = err
         this.fail(err)
       }

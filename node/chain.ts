@@ -73,7 +73,12 @@ export class ChainLink {
         this.waiting.delete(stepId)
         reject(new RequestTimeoutError(`step ${stepId} did not arrive from upstream within ${timeoutMs} ms`))
       }, timeoutMs)
-      const done = (): void => clearTimeout(timer)
+      const onAbort = (): void => this.waiting.get(stepId)?.reject(new RequestTimeoutError('aborted'))
+      // `signal` is the node-wide one: a listener left on it per await would pile up forever
+      const done = (): void => {
+        clearTimeout(timer)
+        signal?.removeEventListener('abort', onAbort)
+      }
       this.waiting.get(stepId)?.reject(new RequestTimeoutError(`superseded wait for step ${stepId}`))
       this.waiting.set(stepId, {
         resolve: (v) => {
@@ -85,7 +90,7 @@ export class ChainLink {
           reject(e)
         }
       })
-      signal?.addEventListener('abort', () => this.waiting.get(stepId)?.reject(new RequestTimeoutError('aborted')), { once: true })
+      signal?.addEventListener('abort', onAbort, { once: true })
     })
   }
 

@@ -133,3 +133,5 @@ try {
     throw err
   }
 }
+// Kernel threads, gossipsub timers and sockets must not keep a finished command alive.
+process.exit(process.exitCode ?? 0)

@@ -20,7 +20,6 @@ import {
   serveSessionStream,
   subscribeAnnouncements,
   MalformedMessageError,
-  UnknownSessionError,
   WrongModelError
 } from '../protocol/index.js'
 import type { ModelFile, Shard } from '../shards/index.js'
@@ -108,7 +107,9 @@ export class SwarmNode {
   private async start(): Promise<void> {
     const { host } = this
     const signal = this.abort.signal
-    await host.handle(INFO_PROTOCOL, (stream) => serveRequest(stream, () => encodeInfoResponse(this.info()), { signal }), REQUEST_STREAM_LIMITS)
+    // An InfoRequest is empty: cap it as decodeInfoRequest does, so no peer can make us buffer 64 MiB per info stream
+    const infoLimits = { signal, maxMessageBytes: 1024 }
+    await host.handle(INFO_PROTOCOL, (stream) => serveRequest(stream, () => encodeInfoResponse(this.info()), infoLimits), REQUEST_STREAM_LIMITS)
     await host.handle(
       SESSION_PROTOCOL,
       (stream, connection) => {
@@ -122,7 +123,8 @@ export class SwarmNode {
       SESSION_STREAM_LIMITS
     )
     this.sweeper = setInterval(() => {
-      for (const id of this.chains.keys()) if (!this.sessions.has(id)) this.dropChain(id)
+      // every session has a wire entry (chained ones a link too): drop both once it expired
+      for (const id of this.wire.keys()) if (!this.sessions.has(id)) this.dropChain(id)
       const n = this.sessions.sweep()
       if (n > 0) this.init.log?.({ event: 'sessions-expired', count: n })
     }, 5_000)
@@ -180,7 +182,8 @@ export class SwarmNode {
       }
       case 'await': {
         const link = this.chains.get(req.await.sessionId)
-        if (!this.sessions.has(req.await.sessionId)) throw new UnknownSessionError(`no session ${req.await.sessionId} here`)
+        // owner only: an await consumes the output, so anyone else could read it and starve the client
+        this.sessions.checkOwner(req.await.sessionId, from)
         if (!link) throw new MalformedMessageError(`session ${req.await.sessionId} was not opened for chained forwarding`)
         const got = await link.await(req.await.stepId, this.init.chainTimeoutMs ?? 30_000, signal)
         return { type: 'result', result: { sessionId: req.await.sessionId, stepId: req.await.stepId, hidden: got.hidden, timings: got.timings } }

@@ -128,6 +128,11 @@ export class SessionManager {
     return n
   }
 
+  /** Throws unless the session exists and `from` opened it (results go to the owner only). */
+  checkOwner(sessionId: string, from: string): void {
+    this.authorize(sessionId, from, false)
+  }
+
   has(sessionId: string): boolean {
     return this.sessions.has(sessionId)
   }

@@ -8,7 +8,7 @@ import {
   type Kernels,
   type KvDType,
   openModelFile,
-  selectKernels,
+  selectKernelsFor,
   TokenizerMismatchError
 } from '../../shards/index.js'
 
@@ -53,7 +53,7 @@ export async function runLocalGenerate(
   const t0 = performance.now()
   const model = openModelFile(o.model, o.tokenizer !== undefined ? { tokenizerPath: o.tokenizer } : {})
   // Kernels made here are closed here, so their worker threads never outlive the command.
-  const own = o.kernels ? null : selectKernels({ kind: o.kernelKind ?? 'auto', threads: o.threads })
+  const own = o.kernels ? null : selectKernelsFor(model.config, { kind: o.kernelKind ?? 'auto', threads: o.threads })
   const kernels = o.kernels ?? own ?? undefined
   try {
     if (!model.vocabulary) {

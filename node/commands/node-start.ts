@@ -1,7 +1,7 @@
 import { generateKeyPair } from '@libp2p/crypto/keys'
 import { multiaddr } from '@multiformats/multiaddr'
 import { type Command, Option } from 'commander'
-import { computeModelId, createShard, openModelFile, selectKernels, type Shard } from '../../shards/index.js'
+import { computeModelId, createShard, openModelFile, selectKernelsFor, type Shard } from '../../shards/index.js'
 import { createHost, dialBootstrap, fetchInfo } from '../../protocol/index.js'
 import { defaultModelPath } from '../paths.js'
 import { SwarmNode } from '../server.js'
@@ -66,7 +66,7 @@ export function registerNodeStart(program: Command): void {
       const [start, end] = opts.layers
         ? parseSpan(opts.layers, n)
         : await pickSpan(n, opts.numBlocks ?? Math.ceil(n / 2), modelId, bootstrap)
-      const kernels = selectKernels({ kind: opts.kernels, threads: opts.threads })
+      const kernels = selectKernelsFor(model.config, { kind: opts.kernels, threads: opts.threads })
       log({ event: 'loading', model: model.path, modelId, layers: [start, end], kernels: kernels.name })
       const shard = createShard({ model, start, end, kernels })
       const throughput = measureThroughput(shard, model.config.dim)

@@ -1,0 +1,81 @@
+import { spawn } from 'node:child_process'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { type LocalNode, startLocalNode } from '../../node/local-swarm.js'
+import { CLI } from '../helpers/cli.js'
+import { GGUF_PATH, loadReference, ROOT } from '../helpers/reference.js'
+
+const ref = loadReference('stories260K_greedy_once_upon_a_time')
+
+/** Run the CLI asynchronously (node processes of the swarm keep running meanwhile). */
+function cli(args: string[], timeoutMs = 60_000): Promise<{ status: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [CLI, ...args], { cwd: ROOT })
+    let stdout = ''
+    let stderr = ''
+    child.stdout.on('data', (d) => (stdout += d))
+    child.stderr.on('data', (d) => (stderr += d))
+    const t = setTimeout(() => child.kill('SIGKILL'), timeoutMs)
+    child.on('exit', (status) => {
+      clearTimeout(t)
+      resolve({ status, stdout, stderr })
+    })
+  })
+}
+
+describe('CLI against a real local swarm', () => {
+  const nodes: LocalNode[] = []
+
+  beforeAll(async () => {
+    nodes.push(await startLocalNode({ model: GGUF_PATH, layers: '1:3', args: ['--announce-interval', '300'] }))
+    nodes.push(await startLocalNode({ model: GGUF_PATH, layers: '3:4', bootstrap: [nodes[0].addrs[0]], args: ['--announce-interval', '300'] }))
+  })
+
+  afterAll(async () => {
+    await Promise.all(nodes.map((n) => n.stop()))
+  })
+
+  it('generate --bootstrap prints the reference story, in both forwarding modes', { timeout: 180_000 }, async () => {
+    for (const forwarding of ['relay', 'chain']) {
+      const r = await cli(['generate', '--bootstrap', nodes[0].addrs[0], '--prompt', ref.prompt, '--max-tokens', '64', '--temperature', '0', '--forwarding', forwarding])
+      expect(r.stderr).toBe('')
+      expect(r.status).toBe(0)
+      expect(r.stdout).toBe(`${ref.text}\n`)
+    }
+    const j = await cli(['generate', '--bootstrap', nodes[0].addrs[0], '--prompt', ref.prompt, '--max-tokens', '16', '--temperature', '0', '--json', '--edge-first', '2', '--edge-last', '1'])
+    const out = JSON.parse(j.stdout)
+    expect(out.tokens).toEqual(ref.generated_tokens.slice(0, 16))
+    expect(out.report.routes[0][0]).toEqual({ peerId: nodes[0].peerId, start: 2, end: 3 }) // a sub-span of [1, 3)
+  })
+
+  it('generate --bootstrap fails clearly when the swarm does not cover the model', { timeout: 90_000 }, async () => {
+    const r = await cli(['generate', '--bootstrap', nodes[0].addrs[0], '--prompt', 'x', '--edge-last', '0'], 60_000)
+    expect(r.status).toBe(1)
+    expect(r.stderr).toMatch(/nobody serves block\(s\) 4/)
+  })
+
+  it('swarm prints who serves which blocks', async () => {
+    const r = await cli(['swarm', '--bootstrap', nodes[0].addrs[0], '--wait', '1000'])
+    expect(r.status).toBe(0)
+    expect(r.stdout).toContain(nodes[0].modelId)
+    expect(r.stdout).toContain(`[1, 3)  ${nodes[0].peerId}`)
+    expect(r.stdout).toContain(`[3, 4)  ${nodes[1].peerId}`)
+    expect(r.stdout).toMatch(/gaps: blocks 0/)
+  })
+
+  it('a node stops cleanly on SIGTERM', async () => {
+    const n = await startLocalNode({ model: GGUF_PATH, layers: '0:1' })
+    await n.stop()
+    expect(n.process.exitCode).toBe(0)
+    expect(n.logs.some((l) => l.includes('"stopped"'))).toBe(true)
+  })
+})
+
+describe('layerswarm demo', () => {
+  it('runs a real local swarm, tells the story and stops everything', { timeout: 150_000 }, async () => {
+    const r = await cli(['demo', '--max-tokens', '64'], 120_000)
+    expect(r.status).toBe(0)
+    expect(r.stdout).toBe(`${ref.text}\n`)
+    expect(r.stderr).toMatch(/route:/)
+    expect(r.stderr).toMatch(/all peers stopped/)
+  })
+})
