@@ -62,6 +62,18 @@ describe('CLI against a real local swarm', () => {
     expect(r.stdout).toMatch(/gaps: blocks 0/)
   })
 
+  it('a node started without --layers picks the blocks nobody serves (Petals block selection)', async () => {
+    // the swarm serves [1, 3) and [3, 4): blocks 0 and 4 are the bottleneck
+    const one = await startLocalNode({ model: GGUF_PATH, bootstrap: [nodes[0].addrs[0]], args: ['--num-blocks', '1'] })
+    const two = await startLocalNode({ model: GGUF_PATH, bootstrap: [nodes[0].addrs[0], nodes[1].addrs[0], one.addrs[0]], args: ['--num-blocks', '2'] })
+    try {
+      expect(one.layers).toEqual([0, 1]) // the earliest of the unserved windows
+      expect(two.layers).toEqual([3, 5]) // the only window that still holds an unserved block (4)
+    } finally {
+      await Promise.all([one.stop(), two.stop()])
+    }
+  })
+
   it('a node stops cleanly on SIGTERM', async () => {
     const n = await startLocalNode({ model: GGUF_PATH, layers: '0:1' })
     await n.stop()
