@@ -1,35 +1,80 @@
+import { InvalidModelError } from './errors.js'
 import type { Kernels } from './kernels.js'
 import type { KvCache } from './kv-cache.js'
 import type { ModelFile } from './model-file.js'
-import type { ModelConfig, WeightMatrix } from './types.js'
+import { rowBytes } from './quant.js'
+import type { BlockTensor, ModelConfig, TensorName, WeightMatrix } from './types.js'
 
-/** The weights of one transformer block (llama2.c TransformerWeights, one layer). */
+/**
+ * The weights of one transformer block (llama2.c TransformerWeights, one layer). Matrices that
+ * multiply the same input are stacked row-wise into one (wqkv = [wq; wk; wv], w13 = [w1; w3]):
+ * every output row is still its own dot product, so the bits do not change, and a decode step
+ * makes 4 kernel calls per block instead of 7 (each call wakes the kernel threads).
+ */
 export interface BlockWeights {
   readonly attnNorm: Float32Array // [dim]
-  readonly wq: WeightMatrix // [dim, dim]
-  readonly wk: WeightMatrix // [kvDim, dim]
-  readonly wv: WeightMatrix // [kvDim, dim]
+  readonly wqkv: WeightMatrix // [dim + 2 kvDim, dim]
   readonly wo: WeightMatrix // [dim, dim]
   readonly ffnNorm: Float32Array // [dim]
-  readonly w1: WeightMatrix // gate [hidden, dim]
+  readonly w13: WeightMatrix // gate then up [2 hidden, dim]
   readonly w2: WeightMatrix // down [dim, hidden]
-  readonly w3: WeightMatrix // up [hidden, dim]
+}
+
+/** Matrices with the same dtype and columns stacked row-wise (stored rows are self-contained). */
+function stackRows(ms: readonly WeightMatrix[]): WeightMatrix {
+  const { dtype, cols } = ms[0]
+  if (ms.some((m) => m.dtype !== dtype || m.cols !== cols)) throw new InvalidModelError('cannot stack matrices of different dtype or width')
+  const data = new Uint8Array(ms.reduce((n, m) => n + m.data.byteLength, 0))
+  let at = 0
+  for (const m of ms) {
+    data.set(m.data, at)
+    at += m.data.byteLength
+  }
+  return { dtype, cols, rows: ms.reduce((n, m) => n + m.rows, 0), data }
+}
+
+/**
+ * Tensors stacked row-wise and prepared for the kernels. Where both sides can (GGUF files,
+ * FastKernels), the file is read straight into kernel memory, so the only resident copy of a
+ * weight is the kernels' one; otherwise read, stack, prepare, and the file copies become garbage.
+ */
+export function loadMatrices(model: ModelFile, names: readonly TensorName[], kernels: Kernels): WeightMatrix {
+  const { matrixInfo, readMatrixInto } = model
+  if (matrixInfo && readMatrixInto && kernels.prepareInto) {
+    const infos = names.map((n) => matrixInfo.call(model, n))
+    const { dtype, cols } = infos[0]
+    if (infos.every((i) => i.dtype === dtype && i.cols === cols)) {
+      const rows = infos.reduce((n, i) => n + i.rows, 0)
+      return kernels.prepareInto({ dtype, rows, cols }, (data) => {
+        let at = 0
+        names.forEach((n, i) => {
+          const bytes = rowBytes(dtype, cols) * infos[i].rows
+          readMatrixInto.call(model, n, data.subarray(at, at + bytes))
+          at += bytes
+        })
+      })
+    }
+  }
+  const ms = names.map((n) => model.readMatrix(n))
+  return kernels.prepare(ms.length === 1 ? ms[0] : stackRows(ms))
 }
 
 export function loadBlock(model: ModelFile, layer: number, kernels: Kernels): BlockWeights {
-  const m = (t: 'attn_q' | 'attn_k' | 'attn_v' | 'attn_output' | 'ffn_gate' | 'ffn_down' | 'ffn_up'): WeightMatrix =>
-    kernels.prepare(model.readMatrix(`blk.${layer}.${t}`))
+  const m = (...t: BlockTensor[]): WeightMatrix => loadMatrices(model, t.map((n) => `blk.${layer}.${n}` as const), kernels)
   return {
     attnNorm: model.readVector(`blk.${layer}.attn_norm`),
-    wq: m('attn_q'),
-    wk: m('attn_k'),
-    wv: m('attn_v'),
+    wqkv: m('attn_q', 'attn_k', 'attn_v'),
     wo: m('attn_output'),
     ffnNorm: model.readVector(`blk.${layer}.ffn_norm`),
-    w1: m('ffn_gate'),
-    w2: m('ffn_down'),
-    w3: m('ffn_up')
+    w13: m('ffn_gate', 'ffn_up'),
+    w2: m('ffn_down')
   }
+}
+
+/** Bytes of a block's weights (matrices as stored, norms as f32). */
+export function blockWeightBytes(b: BlockWeights): number {
+  const m = [b.wqkv, b.wo, b.w13, b.w2].reduce((n, w) => n + w.data.byteLength, 0)
+  return m + (b.attnNorm.length + b.ffnNorm.length) * 4
 }
 
 /** Activation buffers for a batch of up to `capacity` tokens, reused across steps. */
@@ -42,6 +87,8 @@ export class Scratch {
   att = new Float32Array(0) // [T, dim]
   hb = new Float32Array(0) // [T, hidden]
   hb2 = new Float32Array(0) // [T, hidden]
+  qkv = new Float32Array(0) // [T, dim + 2 kvDim]
+  h13 = new Float32Array(0) // [T, 2 hidden]
 
   constructor(private readonly config: ModelConfig) {}
 
@@ -56,6 +103,8 @@ export class Scratch {
     this.att = new Float32Array(T * dim)
     this.hb = new Float32Array(T * hiddenDim)
     this.hb2 = new Float32Array(T * hiddenDim)
+    this.qkv = new Float32Array(T * (dim + 2 * kvDim))
+    this.h13 = new Float32Array(T * 2 * hiddenDim)
   }
 }
 
@@ -74,24 +123,36 @@ export function blockForward(
   cacheLayer: number,
   s: Scratch
 ): void {
-  const { dim, hiddenDim, nHeads, nKvHeads, headDim, rmsEps, ropeTheta } = config
-  // attention: xb = rmsnorm(x); q, k, v = xb Wqᵀ, xb Wkᵀ, xb Wvᵀ; RoPE on q and k
+  const { dim, kvDim, hiddenDim, nHeads, nKvHeads, headDim, rmsEps, ropeTheta } = config
+  // attention: xb = rmsnorm(x); [q k v] = xb [Wq; Wk; Wv]ᵀ; RoPE on q and k
   kernels.rmsnorm(s.xb, x, w.attnNorm, T, rmsEps)
-  kernels.matmul(s.q, s.xb, w.wq, T)
-  kernels.matmul(s.k, s.xb, w.wk, T)
-  kernels.matmul(s.v, s.xb, w.wv, T)
-  kernels.rope(s.q, T, nHeads, headDim, startPos, ropeTheta)
-  kernels.rope(s.k, T, nKvHeads, headDim, startPos, ropeTheta)
-  cache.write(cacheLayer, startPos, T, s.k, s.v)
-  kernels.attention(s.att, s.q, cache.layers[cacheLayer], { T, startPos, nHeads, nKvHeads, headDim })
+  kernels.matmul(s.qkv, s.xb, w.wqkv, T)
+  const [q, k, v] = T === 1 ? [s.qkv.subarray(0, dim), s.qkv.subarray(dim, dim + kvDim), s.qkv.subarray(dim + kvDim)] : split(s.qkv, T, [s.q, s.k, s.v], [dim, kvDim, kvDim])
+  kernels.rope(q, T, nHeads, headDim, startPos, ropeTheta)
+  kernels.rope(k, T, nKvHeads, headDim, startPos, ropeTheta)
+  cache.write(cacheLayer, startPos, T, k, v)
+  kernels.attention(s.att, q, cache.layers[cacheLayer], { T, startPos, nHeads, nKvHeads, headDim })
   kernels.matmul(s.xb, s.att, w.wo, T)
   const n = T * dim
   for (let i = 0; i < n; i++) x[i] += s.xb[i]
   // feed-forward: x += W2 (silu(W1 xb) * W3 xb), xb = rmsnorm(x)
   kernels.rmsnorm(s.xb, x, w.ffnNorm, T, rmsEps)
-  kernels.matmul(s.hb, s.xb, w.w1, T)
-  kernels.matmul(s.hb2, s.xb, w.w3, T)
-  kernels.swiglu(s.hb, s.hb2, T * hiddenDim)
-  kernels.matmul(s.xb, s.hb, w.w2, T)
+  kernels.matmul(s.h13, s.xb, w.w13, T)
+  const [gate, up] = T === 1 ? [s.h13.subarray(0, hiddenDim), s.h13.subarray(hiddenDim)] : split(s.h13, T, [s.hb, s.hb2], [hiddenDim, hiddenDim])
+  kernels.swiglu(gate, up, T * hiddenDim)
+  kernels.matmul(s.xb, gate, w.w2, T)
   for (let i = 0; i < n; i++) x[i] += s.xb[i]
+}
+
+/** Rows [T, Σ widths] of a stacked matmul's output, copied apart into outs[i] [T, widths[i]]. */
+function split(src: Float32Array, T: number, outs: Float32Array[], widths: number[]): Float32Array[] {
+  const stride = widths.reduce((a, b) => a + b, 0)
+  for (let t = 0; t < T; t++) {
+    let at = t * stride
+    for (let i = 0; i < outs.length; i++) {
+      outs[i].set(src.subarray(at, at + widths[i]), t * widths[i])
+      at += widths[i]
+    }
+  }
+  return outs
 }

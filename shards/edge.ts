@@ -1,3 +1,4 @@
+import { loadMatrices } from './block.js'
 import { InvalidArgumentError } from './errors.js'
 import type { Kernels } from './kernels.js'
 import { createReferenceKernels } from './kernels-ref.js'
@@ -26,10 +27,27 @@ export class Edge {
     const { model } = init
     this.config = model.config
     this.kernels = init.kernels ?? createReferenceKernels()
-    this.embedding = model.readMatrix('token_embd')
     this.outputNorm = model.readVector('output_norm')
-    // A tied head is the embedding matrix itself: read it once, prepare it for the kernels.
-    this.head = this.kernels.prepare(this.config.tiedEmbeddings ? this.embedding : model.readMatrix('output'))
+    if (this.config.tiedEmbeddings) {
+      // A tied head is the embedding matrix itself: read it once, prepare it for the kernels and
+      // look embeddings up in the prepared copy, so the file copy can be dropped (one copy resident).
+      this.head = loadMatrices(model, ['token_embd'], this.kernels)
+      this.embedding = this.head
+    } else {
+      this.embedding = model.readMatrix('token_embd')
+      this.head = loadMatrices(model, ['output'], this.kernels)
+    }
+  }
+
+  /** Bytes of the LM head matrix (read in full for every logits row). */
+  get headBytes(): number {
+    return this.head.data.byteLength
+  }
+
+  /** Bytes of weights the edge holds (embedding, head unless tied, final norm). */
+  get weightBytes(): number {
+    const head = this.head === this.embedding ? 0 : this.head.data.byteLength
+    return this.embedding.data.byteLength + head + this.outputNorm.length * 4
   }
 
   /** Hidden states [T, dim] for tokens. */

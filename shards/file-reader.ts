@@ -17,14 +17,18 @@ export class RangedFile {
     this.sizeBytes = fstatSync(this.fd).size
   }
 
-  /** Read exactly `length` bytes at `offset`, or throw TruncatedFileError. */
-  read(offset: number, length: number, what: string): Uint8Array {
+  /**
+   * Read exactly `length` bytes at `offset`, or throw TruncatedFileError: into `into` when given
+   * (its first `length` bytes; e.g. kernel memory, so no intermediate copy), else a new buffer.
+   */
+  read(offset: number, length: number, what: string, into?: Uint8Array): Uint8Array {
     if (offset + length > this.sizeBytes) {
       throw new TruncatedFileError(
         `${this.path}: ${what} needs bytes ${offset}..${offset + length} but the file has ${this.sizeBytes}`
       )
     }
-    const out = new Uint8Array(length)
+    const out = into ? into.subarray(0, length) : new Uint8Array(length)
+    if (out.length < length) throw new RangeError(`${what}: destination holds ${out.length} bytes, needs ${length}`)
     let done = 0
     while (done < length) {
       const n = readSync(this.handle(), out, done, length - done, offset + done)

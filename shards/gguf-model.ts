@@ -111,6 +111,15 @@ export function openGgufModel(path: string): ModelFile {
         if (t.ne.length !== 2) throw new InvalidModelError(`${path}: tensor ${name} is not a matrix`)
         return { dtype: t.dtype, rows: t.ne[1], cols: t.ne[0], data: file.read(t.offset, t.sizeBytes, name) }
       },
+      matrixInfo(name) {
+        const t = name === 'output' && config.tiedEmbeddings ? info('token_embd') : info(name)
+        if (t.ne.length !== 2) throw new InvalidModelError(`${path}: tensor ${name} is not a matrix`)
+        return { dtype: t.dtype, rows: t.ne[1], cols: t.ne[0] }
+      },
+      readMatrixInto(name, into) {
+        const t = name === 'output' && config.tiedEmbeddings ? info('token_embd') : info(name)
+        file.read(t.offset, t.sizeBytes, name, into)
+      },
       readVector(name) {
         const t = info(name)
         const bytes = file.read(t.offset, t.sizeBytes, name)

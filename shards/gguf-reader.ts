@@ -1,5 +1,5 @@
 import { BadMagicError, InvalidModelError, TruncatedFileError, UnsupportedModelError, UnsupportedTensorTypeError } from './errors.js'
-import { RangedFile } from './file-reader.js'
+import type { RangedFile } from './file-reader.js'
 import type { GgufValue } from './model-file.js'
 import type { WeightMatrix } from './types.js'
 

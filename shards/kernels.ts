@@ -33,6 +33,11 @@ export interface Kernels {
   readonly name: string
   /** Turn file weights into whatever the kernels multiply fastest (may copy or keep as is). */
   prepare(w: WeightMatrix): WeightMatrix
+  /**
+   * Optional: allocate a prepared matrix in the kernels' memory and let `fill` write its stored
+   * bytes there directly (a model file reads into it), so no file copy is ever resident.
+   */
+  prepareInto?(shape: Omit<WeightMatrix, 'data'>, fill: (data: Uint8Array) => void): WeightMatrix
   /** out[T, w.rows] = x[T, w.cols] · wᵀ */
   matmul(out: Float32Array, x: Float32Array, w: WeightMatrix, T: number): void
   /** out[T, n] = x[T, n] / rms(x) * weight[n], n = weight.length */

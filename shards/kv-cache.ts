@@ -4,6 +4,18 @@ import type { KvLayer } from './kernels.js'
 
 export type KvDType = 'f32' | 'f16'
 
+/** Where KV layers live: a kernel set that keeps them in its own memory (FastKernels.allocKv). */
+export interface KvAllocator {
+  allocKv(maxLength: number, kvDim: number, dtype: KvDType): KvLayer
+  freeKv(kv: KvLayer): void
+}
+
+/** The kernel set's KV allocator when it has one (attention then reads the cache in place). */
+export function kvAllocatorOf(kernels: object): KvAllocator | undefined {
+  const k = kernels as Partial<KvAllocator>
+  return typeof k.allocKv === 'function' && typeof k.freeKv === 'function' ? (k as KvAllocator) : undefined
+}
+
 /**
  * A session's KV cache for the blocks of one span, preallocated to `maxLength` positions so a
  * session never grows memory while it runs; going past it is an OutOfCacheError.
@@ -16,15 +28,41 @@ export class KvCache {
   /** Positions 0 .. length-1 hold valid keys and values. */
   length = 0
 
-  constructor(nLayers: number, kvDim: number, maxLength: number, dtype: KvDType = 'f32') {
+  private readonly allocator: KvAllocator | undefined
+  private freed = false
+
+  /**
+   * With an allocator the layers live in the kernels' memory (FastKernels.allocKv) and must be
+   * released with free(); without one they are ordinary typed arrays.
+   */
+  constructor(nLayers: number, kvDim: number, maxLength: number, dtype: KvDType = 'f32', allocator?: KvAllocator) {
     if (!Number.isInteger(maxLength) || maxLength < 1) throw new InvalidArgumentError(`maxLength must be a positive integer, got ${maxLength}`)
     if (dtype !== 'f32' && dtype !== 'f16') throw new InvalidArgumentError(`KV cache dtype must be f32 or f16, got ${dtype}`)
     this.maxLength = maxLength
     this.kvDim = kvDim
     this.dtype = dtype
+    this.allocator = allocator
+    if (allocator) {
+      this.layers = []
+      try {
+        for (let l = 0; l < nLayers; l++) this.layers.push(allocator.allocKv(maxLength, kvDim, dtype))
+      } catch (e) {
+        this.free()
+        throw e
+      }
+      return
+    }
     const alloc = (): Float32Array | Uint16Array =>
       dtype === 'f32' ? new Float32Array(maxLength * kvDim) : new Uint16Array(maxLength * kvDim)
     this.layers = Array.from({ length: nLayers }, () => ({ dtype, keys: alloc(), values: alloc() }))
+  }
+
+  /** Give the layers back to the allocator (idempotent); the cache is unusable afterwards. */
+  free(): void {
+    if (this.freed) return
+    this.freed = true
+    this.length = 0
+    if (this.allocator) for (const kv of this.layers) this.allocator.freeKv(kv)
   }
 
   /** Bytes this cache holds. */
@@ -34,6 +72,7 @@ export class KvCache {
 
   /** Throw OutOfCacheError unless rows startPos .. startPos+T-1 fit. */
   reserve(startPos: number, T: number): void {
+    if (this.freed) throw new InvalidArgumentError('the KV cache was freed (session closed)')
     if (startPos + T > this.maxLength) {
       throw new OutOfCacheError(`positions ${startPos}..${startPos + T - 1} do not fit the KV cache of ${this.maxLength} positions`)
     }

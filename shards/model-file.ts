@@ -20,6 +20,10 @@ export interface ModelFile {
   hasTensor(name: TensorName): boolean
   /** A 2-D tensor as stored ([rows, cols], row-major). */
   readMatrix(name: TensorName): WeightMatrix
+  /** Shape and dtype of a 2-D tensor without reading it (optional; with readMatrixInto). */
+  matrixInfo?(name: TensorName): Omit<WeightMatrix, 'data'>
+  /** Read a 2-D tensor's stored bytes straight into `into` (e.g. kernel memory), no other copy. */
+  readMatrixInto?(name: TensorName, into: Uint8Array): void
   /** A 1-D tensor (norm weights), decoded to f32. */
   readVector(name: TensorName): Float32Array
   /**

@@ -288,8 +288,13 @@ export function createRandomModel(s: ModelShape, opts: RandomModelOptions): Mode
  * Write the model createRandomModel(shape, opts) describes as a GGUF file, generating one
  * tensor at a time (a 1.1b f32 model, 4.4 GB, never sits in memory). Returns the file size.
  */
-export function writeRandomModel(path: string, s: ModelShape, opts: RandomModelOptions): { bytes: number } {
+export function writeRandomModel(
+  path: string,
+  s: ModelShape,
+  opts: RandomModelOptions & { readonly onProgress?: (tensorsWritten: number, tensors: number) => void }
+): { bytes: number } {
   const { metadata, tensors } = prepare(s, opts)
+  let written = 0
   writeGguf(path, {
     metadata,
     tensors: tensors.map((t) => ({
@@ -297,7 +302,11 @@ export function writeRandomModel(path: string, s: ModelShape, opts: RandomModelO
       // 1-D norm weights stay F32, as llama.cpp keeps them in every file type.
       dtype: t.vector ? 'f32' : opts.dtype,
       shape: t.vector ? [t.cols] : [t.cols, t.rows],
-      data: () => generateTensor(opts.seed, t, t.vector ? 'f32' : opts.dtype)
+      data: () => {
+        const data = generateTensor(opts.seed, t, t.vector ? 'f32' : opts.dtype)
+        opts.onProgress?.(++written, tensors.length)
+        return data
+      }
     }))
   })
   return { bytes: statSync(path).size }

@@ -1,8 +1,8 @@
-import { type BlockWeights, blockForward, loadBlock, Scratch } from './block.js'
+import { type BlockWeights, blockForward, blockWeightBytes, loadBlock, Scratch } from './block.js'
 import { InvalidArgumentError, PositionError, UnknownSessionError } from './errors.js'
 import type { Kernels } from './kernels.js'
 import { createReferenceKernels } from './kernels-ref.js'
-import { KvCache, type KvDType } from './kv-cache.js'
+import { KvCache, type KvDType, kvAllocatorOf } from './kv-cache.js'
 import type { ModelFile } from './model-file.js'
 import type { ModelConfig } from './types.js'
 
@@ -80,7 +80,9 @@ export class Shard {
     if (!Number.isInteger(start) || !Number.isInteger(end) || start < this.start || end > this.end || start >= end) {
       throw new InvalidArgumentError(`span [${start}, ${end}) is not inside this shard's blocks [${this.start}, ${this.end})`)
     }
-    const cache = new KvCache(end - start, this.config.kvDim, maxLength, this.kvDType)
+    // Reopening drops the old cache first, so its memory is free for the new one.
+    this.closeSession(id)
+    const cache = new KvCache(end - start, this.config.kvDim, maxLength, this.kvDType, kvAllocatorOf(this.kernels))
     this.sessions.set(id, { cache, first: start - this.start, start, end })
   }
 
@@ -108,8 +110,23 @@ export class Shard {
     cache.length = length
   }
 
+  /** Drop a session and free its KV cache (in the kernels' memory when they allocated it). */
   closeSession(id: string): boolean {
-    return this.sessions.delete(id)
+    const s = this.sessions.get(id)
+    if (!s) return false
+    this.sessions.delete(id)
+    s.cache.free()
+    return true
+  }
+
+  /** Close every session (the kernel set itself belongs to the caller, who closes it). */
+  close(): void {
+    for (const id of [...this.sessions.keys()]) this.closeSession(id)
+  }
+
+  /** Bytes of weights this shard holds (as stored: the bytes a decode step reads). */
+  get weightBytes(): number {
+    return this.blocks.reduce((n, b) => n + blockWeightBytes(b), 0)
   }
 
   get sessionCount(): number {

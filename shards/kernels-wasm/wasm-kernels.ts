@@ -17,6 +17,8 @@ export interface WasmKernelOptions {
   readonly native: NativeAddon | null
   /** Smallest batch T the native addon takes (default 8; decode stays in WebAssembly). */
   readonly nativeMinBatch?: number
+  /** Use the addon's decode kernels for T < nativeMinBatch when it has them (default true). */
+  readonly nativeDecode?: boolean
 }
 
 /** Kernels that also hand out KV layers living in the kernels' own memory (no copy per call). */
@@ -54,6 +56,13 @@ export function createWasmKernels(options: WasmKernelOptions): FastKernels {
   // Measured (bench/kernels.ts, this machine): native wins from T = 8 (1.3-1.9× f32, 1.9-3.8× q8_0);
   // below that its 16-token groups waste lanes and WebAssembly is as fast or faster.
   const nativeMinBatch = options.nativeMinBatch ?? 8
+  // Below that, the addon's decode kernels (shards/native/decode.cc, same bits) where it has
+  // them: V8's WebAssembly code spills registers in the Q8_0 matvec and stays far from DRAM speed.
+  const nativeDecode = options.nativeDecode ?? true
+  const useNative = (dtype: WeightMatrix['dtype'], T: number): boolean =>
+    native !== null &&
+    (T >= nativeMinBatch ||
+      (nativeDecode && ((dtype === 'q8_0' && native.decodeQ8) || (dtype === 'f32' && native.decodeF32))))
   const pool = createThreadPool({
     module,
     memory: heap.memory,
@@ -117,12 +126,39 @@ export function createWasmKernels(options: WasmKernelOptions): FastKernels {
       return prepared
     },
 
+    prepareInto(shape, fill) {
+      const bytes = rowBytes(shape.dtype, shape.cols) * shape.rows
+      let offset: number
+      try {
+        offset = heap.alloc(bytes)
+      } catch (e) {
+        if (!(e instanceof KernelMemoryError)) throw e
+        // Does not fit the 4 GiB wasm32 heap: an ordinary buffer, run by the reference kernels.
+        const data = new Uint8Array(bytes)
+        fill(data)
+        const w: WeightMatrix = { ...shape, data }
+        weights.set(w, null)
+        return w
+      }
+      const data = new Uint8Array(heap.memory.buffer, offset, bytes)
+      try {
+        fill(data)
+      } catch (e) {
+        heap.free(offset)
+        throw e
+      }
+      const prepared: WeightMatrix = { dtype: shape.dtype, rows: shape.rows, cols: shape.cols, data }
+      weights.set(prepared, offset)
+      reclaim.register(prepared, offset)
+      return prepared
+    },
+
     matmul(out, x, w, T) {
       const wp = weightOffset(w)
       if (wp === null) return ref.matmul(out, x, w, T)
       const { rows, cols } = w
       const xp = scratch.get('x', T * cols * 4)
-      heap.f32().set(x.subarray(0, T * cols), xp >> 2)
+      heap.f32().set(x.subarray(0, T * cols), xp >>> 2)
       const op = scratch.get('out', T * rows * 4)
       let args: number[]
       if (w.dtype === 'q8_0') {
@@ -134,8 +170,8 @@ export function createWasmKernels(options: WasmKernelOptions): FastKernels {
         args = [w.dtype === 'f32' ? L.OP_MATMUL_F32 : L.OP_MATMUL_F16, wp, xp, 0, op, rows, cols, T]
       }
       setArgs(args)
-      pool.run(native && T >= nativeMinBatch ? 'native' : 'wasm')
-      out.set(heap.f32().subarray(op >> 2, (op >> 2) + T * rows))
+      pool.run(useNative(w.dtype, T) ? 'native' : 'wasm')
+      out.set(heap.f32().subarray(op >>> 2, (op >>> 2) + T * rows))
     },
 
     rmsnorm: ref.rmsnorm,
@@ -217,19 +253,19 @@ export function createWasmKernels(options: WasmKernelOptions): FastKernels {
       // A KV layer from outside: copy the rows this call reads (allocKv avoids this).
       const n = len * kvDim
       const s = scratch.get(slot, n * (f16 ? 2 : 4))
-      if (f16) heap.u16().set((a as Uint16Array).subarray(0, n), s >> 1)
-      else heap.f32().set((a as Float32Array).subarray(0, n), s >> 2)
+      if (f16) heap.u16().set((a as Uint16Array).subarray(0, n), s >>> 1)
+      else heap.f32().set((a as Float32Array).subarray(0, n), s >>> 2)
       return s
     }
     const kp = inCache(kv.keys, 'k')
     const vp = inCache(kv.values, 'v')
     const qp = scratch.get('q', T * width * 4)
-    heap.f32().set(q.subarray(0, T * width), qp >> 2)
+    heap.f32().set(q.subarray(0, T * width), qp >>> 2)
     const op = scratch.get('ao', T * width * 4)
     const att = scratch.get('att', threads * ((len + 3) & ~3) * 4)
     setArgs([f16 ? L.OP_ATTENTION_F16 : L.OP_ATTENTION_F32, qp, kp, vp, op, T, startPos, nHeads, nKvHeads, headDim, att])
     pool.run('wasm')
-    out.set(heap.f32().subarray(op >> 2, (op >> 2) + T * width))
+    out.set(heap.f32().subarray(op >>> 2, (op >>> 2) + T * width))
   }
 
   return kernels

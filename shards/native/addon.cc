@@ -37,7 +37,12 @@ Napi::Value Task(const Napi::CallbackInfo& info) {
   const int r0 = chunk(rows, tid, n), r1 = chunk(rows, tid + 1, n);
   if (r0 >= r1) return env.Undefined();
   float* out = reinterpret_cast<float*>(base + a[4]);
-  if (op == kMatmulF32 || op == kMatmulF16) {
+  // T < 8: the decode kernels (decode.cc); the host only sends these ops when decodeF32/decodeQ8.
+  if (T < 8 && op == kMatmulQ8 && ls::decodeAvailable(true)) {
+    ls::decodeQ8(base + a[1], reinterpret_cast<const int16_t*>(base + a[2]), reinterpret_cast<const float*>(base + a[3]), out, rows, cols, T, r0, r1);
+  } else if (T < 8 && op == kMatmulF32 && ls::decodeAvailable(false)) {
+    ls::decodeF32(reinterpret_cast<const float*>(base + a[1]), reinterpret_cast<const float*>(base + a[2]), out, rows, cols, T, r0, r1);
+  } else if (op == kMatmulF32 || op == kMatmulF16) {
     ls::matmulF(base + a[1], op == kMatmulF16, reinterpret_cast<const float*>(base + a[2]), out, rows, cols, T, r0, r1);
   } else if (op == kMatmulQ8) {
     ls::matmulQ8(base + a[1], reinterpret_cast<const int16_t*>(base + a[2]), reinterpret_cast<const float*>(base + a[3]), out, rows, cols, T, r0, r1);
@@ -59,6 +64,15 @@ Napi::Value SelfTest(const Napi::CallbackInfo& info) {
 #if defined(__AVX2__)
   ok = ok && __builtin_cpu_supports("avx2");
 #endif
+#if defined(__AVX512F__)
+  ok = ok && __builtin_cpu_supports("avx512f");
+#endif
+#if defined(__AVX512VL__)
+  ok = ok && __builtin_cpu_supports("avx512vl");
+#endif
+#if defined(__AVXVNNI__)
+  ok = ok && __builtin_cpu_supports("avxvnni");
+#endif
 #endif
   return Napi::Boolean::New(info.Env(), ok);
 }
@@ -67,6 +81,8 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("task", Napi::Function::New(env, Task));
   exports.Set("selfTest", Napi::Function::New(env, SelfTest));
   exports.Set("isa", Napi::String::New(env, ls::isa()));
+  exports.Set("decodeQ8", Napi::Boolean::New(env, ls::decodeAvailable(true)));
+  exports.Set("decodeF32", Napi::Boolean::New(env, ls::decodeAvailable(false)));
   return exports;
 }
 

@@ -24,7 +24,7 @@ try {
     '-O3', `-march=${march}`, '-ffp-contract=off', '-fno-fast-math', '-std=c++17', '-shared', '-fPIC', '-fvisibility=hidden',
     '-DNAPI_VERSION=8', '-DNAPI_DISABLE_CPP_EXCEPTIONS', '-DNODE_ADDON_API_DISABLE_CPP_EXCEPTIONS',
     '-I', headers, '-I', addonApi,
-    join(here, 'addon.cc'), join(here, 'matmul.cc'), '-o', out
+    join(here, 'addon.cc'), join(here, 'matmul.cc'), join(here, 'decode.cc'), '-o', out
   ]
   if (process.platform === 'darwin') args.push('-undefined', 'dynamic_lookup')
   execFileSync(cxx, args, { stdio: ['ignore', 'ignore', 'pipe'] })

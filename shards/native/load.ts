@@ -14,6 +14,9 @@ export interface NativeAddon {
   task(base: Uint8Array, tid: number, n: number): void
   /** Instruction set the addon was compiled for, e.g. "avx512vnni". */
   readonly isa: string
+  /** Whether it has T < 8 (decode) kernels for Q8_0 and for f32 weights (decode.cc). */
+  readonly decodeQ8: boolean
+  readonly decodeF32: boolean
 }
 
 /** Where `npm run build:native` leaves the addon, found from this file in src or dist. */
@@ -43,7 +46,7 @@ export function loadNativeAddon(path: string | null = nativeAddonPath()): Native
   try {
     const addon = createRequire(import.meta.url)(path) as Omit<NativeAddon, 'path'> & { selfTest(): boolean }
     if (typeof addon.task !== 'function' || !addon.selfTest()) return null
-    return { path, task: addon.task, isa: addon.isa }
+    return { path, task: addon.task, isa: addon.isa, decodeQ8: addon.decodeQ8 === true, decodeF32: addon.decodeF32 === true }
   } catch {
     return null
   }

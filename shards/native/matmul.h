@@ -13,6 +13,12 @@ void matmulF(const uint8_t* w, bool half, const float* x, float* out, int rows, 
 /** Rows [r0, r1) for Q8_0 weights; xq/xd are the wasm quantizeQ8 output (i16 quants, f32 scales). */
 void matmulQ8(const uint8_t* w, const int16_t* xq, const float* xd, float* out, int rows, int cols, int T, int r0, int r1);
 
+/** Rows [r0, r1) of a T < 8 matmul (decode.cc); only where decodeAvailable(q8). */
+void decodeQ8(const uint8_t* w, const int16_t* xq, const float* xd, float* out, int rows, int cols, int T, int r0, int r1);
+void decodeF32(const float* w, const float* x, float* out, int rows, int cols, int T, int r0, int r1);
+/** Whether this build has a decode kernel for Q8_0 (q8) or f32 weights. */
+bool decodeAvailable(bool q8);
+
 /** Instruction set the integer path was compiled for. */
 const char* isa();
 

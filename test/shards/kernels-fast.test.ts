@@ -45,7 +45,7 @@ afterAll(() => {
 
 const one = fast(1)
 const two = fast(2)
-// Native addon for T >= 4 when built (npm run build:native); same bits as WebAssembly.
+// Native addon when built (npm run build:native): decode kernels for T < 8, batched for T >= 8; same bits.
 const withNative = createFastKernels({ threads: 2 })
 kernels.push(withNative)
 const ref = createReferenceKernels()
@@ -76,7 +76,7 @@ describe('fast matmul', () => {
     ['q8_0', 66, 64]
   ]
   for (const [dtype, rows, cols] of shapes) {
-    for (const T of [1, 3, 17, 128]) {
+    for (const T of [1, 2, 3, 7, 17, 128]) {
       it(`${dtype} ${rows}x${cols} T=${T}: exact vs TS definition, 1 = 2 threads, within tolerance of the reference`, () => {
         const w = weight(dtype, rows, cols, rows * 1000 + cols + T)
         const x = randn(T * cols, rng(T + cols), 2)

@@ -1,0 +1,30 @@
+/**
+ * `npm run bench -- <name> [options]`: one module per benchmark, each printing one JSON object.
+ * Add a benchmark by adding its module to BENCHES (a module exports main(argv)).
+ */
+import { availableParallelism } from 'node:os'
+
+type BenchMain = (argv: string[]) => Promise<void>
+
+const BENCHES: Record<string, () => Promise<BenchMain>> = {
+  engine: async () => (await import('./engine.js')).main,
+  kernels: async () => async (argv) => {
+    const { runKernelBench } = await import('./kernels.js')
+    console.log(JSON.stringify(runKernelBench({ quick: argv.includes('--quick') }), null, 2))
+  },
+  swarm: async () => (await import('./swarm.js')).main
+}
+
+const [name, ...rest] = process.argv.slice(2)
+const load = name === undefined ? undefined : BENCHES[name]
+if (!load) {
+  process.stderr.write(`usage: npm run bench -- <${Object.keys(BENCHES).join('|')}> [options]  (${availableParallelism()} cores here)\n`)
+  process.exitCode = 2
+} else {
+  try {
+    await (await load())(rest)
+  } catch (e) {
+    process.stderr.write(`bench ${name}: ${e instanceof Error ? e.message : String(e)}\n`)
+    process.exitCode = 1
+  }
+}

@@ -1,0 +1,196 @@
+/**
+ * Whole-model benchmark: `npm run bench -- engine --model FILE [--threads N] [--prompt-tokens 128]
+ * [--gen-tokens 64] [--runs 3] [--kernels auto|reference|wasm|native] [--kv-dtype f32|f16]
+ * [--compare llama-cpp]`. Prints one JSON object: prefill and decode tokens/s (medians), weight
+ * bytes read per decoded token, the streaming read bandwidth of the same kernel threads measured
+ * in the same run, decode as a fraction of that roofline, and peak resident memory against
+ * weights + KV. Timings are medians of `runs` runs after one warm-up step.
+ */
+import { availableParallelism } from 'node:os'
+import { parseArgs } from 'node:util'
+import {
+  createEdge,
+  createLocalPipeline,
+  createShard,
+  type FastKernels,
+  type KernelKind,
+  KernelMemoryError,
+  type Kernels,
+  openModelFile,
+  selectKernels
+} from '../shards/index.js'
+import { runLlamaCpp } from './llama-cpp.js'
+
+export interface EngineBenchOptions {
+  readonly model: string
+  readonly threads: number
+  readonly promptTokens: number
+  readonly genTokens: number
+  readonly runs: number
+  readonly kernels: KernelKind
+  readonly kvDType: 'f32' | 'f16'
+  readonly compare?: 'llama-cpp'
+}
+
+const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]
+const round = (x: number, d = 2): number => Math.round(x * 10 ** d) / 10 ** d
+const rssBytes = (): number => process.resourceUsage().maxRSS * 1024
+
+function argmax(a: Float32Array): number {
+  let best = 0
+  for (let i = 1; i < a.length; i++) if (a[i] > a[best]) best = i
+  return best
+}
+
+function isFast(k: Kernels): k is FastKernels {
+  return typeof (k as FastKernels).readBandwidth === 'function'
+}
+
+/** Node-side streaming read (one thread) where the kernel set cannot measure it. */
+function nodeBandwidth(bytes: number): number {
+  const a = new Float64Array(bytes / 8).fill(1)
+  let best = Number.POSITIVE_INFINITY
+  let sink = 0
+  for (let r = 0; r < 3; r++) {
+    const t0 = process.hrtime.bigint()
+    for (let i = 0; i < a.length; i += 8) sink += a[i] + a[i + 1] + a[i + 2] + a[i + 3] + a[i + 4] + a[i + 5] + a[i + 6] + a[i + 7]
+    best = Math.min(best, Number(process.hrtime.bigint() - t0))
+  }
+  return sink > 0 ? bytes / best : 0
+}
+
+/** The kernels' own streaming read over the largest of 512/256/128 MiB that still fits their heap. */
+function fastBandwidth(k: FastKernels): number {
+  for (const mib of [512, 256, 128]) {
+    try {
+      return k.readBandwidth(mib * 2 ** 20, 5)
+    } catch (e) {
+      if (!(e instanceof KernelMemoryError)) throw e
+    }
+  }
+  return nodeBandwidth(128 * 2 ** 20)
+}
+
+export async function runEngineBench(o: EngineBenchOptions): Promise<Record<string, unknown>> {
+  const rssStart = process.memoryUsage().rss
+  const kernels = selectKernels({ kind: o.kernels, threads: o.threads })
+  // One tiny call waits for every kernel thread, so the runtime baseline below includes them.
+  kernels.matmul(new Float32Array(4), new Float32Array(4), kernels.prepare({ dtype: 'f32', rows: 4, cols: 1, data: new Uint8Array(16) }), 1)
+  const rssRuntime = process.memoryUsage().rss
+  const model = openModelFile(o.model)
+  try {
+    const c = model.config
+    const maxLength = o.promptTokens + o.genTokens
+    if (maxLength > c.seqLen) throw new Error(`prompt + gen tokens (${maxLength}) exceed the model's context of ${c.seqLen}`)
+    const tLoad = performance.now()
+    const edge = createEdge({ model, kernels })
+    const shard = createShard({ model, start: 0, end: c.nLayers, kernels, kvDType: o.kvDType })
+    const loadMs = performance.now() - tLoad
+    const prompt = Array.from({ length: o.promptTokens }, (_, i) => 3 + ((i * 7919) % (c.vocabSize - 3)))
+    const prefill: number[] = []
+    const decode: number[] = []
+    for (let r = 0; r <= o.runs; r++) {
+      const pipeline = createLocalPipeline([shard], `run${r}`, maxLength)
+      const t0 = performance.now()
+      const h = await pipeline.forward(edge.embed(prompt), 0)
+      let next = argmax(edge.lastLogits(h, o.promptTokens))
+      const t1 = performance.now()
+      for (let i = 0; i < o.genTokens; i++) {
+        const out = await pipeline.forward(edge.embed([next]), o.promptTokens + i)
+        next = argmax(edge.lastLogits(out, 1))
+      }
+      const t2 = performance.now()
+      await pipeline.close()
+      if (r === 0) continue // warm-up: JIT, scratch buffers
+      prefill.push((o.promptTokens * 1000) / (t1 - t0))
+      decode.push((o.genTokens * 1000) / (t2 - t1))
+    }
+    const peakRss = rssBytes()
+    // Per decoded token: every block matrix and norm, the LM head, one embedding row.
+    const weightBytesPerToken = shard.weightBytes + edge.headBytes + c.dim * 4
+    const weightBytesHeld = shard.weightBytes + edge.weightBytes
+    const kvBytes = c.nLayers * 2 * maxLength * c.kvDim * (o.kvDType === 'f32' ? 4 : 2)
+    const bandwidthGBs = isFast(kernels) ? fastBandwidth(kernels) : nodeBandwidth(512 * 2 ** 20)
+    const decodeTps = median(decode)
+    const result: Record<string, unknown> = {
+      bench: 'engine',
+      model: o.model,
+      config: { dim: c.dim, layers: c.nLayers, heads: c.nHeads, kvHeads: c.nKvHeads, ffn: c.hiddenDim, vocab: c.vocabSize, dtype: model.weightDType },
+      kernels: kernels.name,
+      threads: isFast(kernels) ? kernels.threads : 1,
+      kvDType: o.kvDType,
+      promptTokens: o.promptTokens,
+      genTokens: o.genTokens,
+      runs: o.runs,
+      loadMs: round(loadMs, 0),
+      prefillTokensPerSecond: round(median(prefill)),
+      decodeTokensPerSecond: round(decodeTps),
+      prefillRuns: prefill.map((x) => round(x)),
+      decodeRuns: decode.map((x) => round(x)),
+      weightBytesPerToken,
+      streamBandwidthGBs: round(bandwidthGBs),
+      decodeGBs: round((decodeTps * weightBytesPerToken) / 1e9),
+      decodeRooflineFraction: round((decodeTps * weightBytesPerToken) / 1e9 / bandwidthGBs, 3),
+      memory: {
+        peakRssBytes: peakRss,
+        rssAtStartBytes: rssStart,
+        rssWithKernelThreadsBytes: rssRuntime,
+        weightBytes: weightBytesHeld,
+        kvBytes,
+        peakRssOverWeightsPlusKv: round(peakRss / (weightBytesHeld + kvBytes), 3),
+        // The span's own memory: peak minus the runtime (node, kernel threads) before loading.
+        spanPeakOverWeightsPlusKv: round((peakRss - rssRuntime) / (weightBytesHeld + kvBytes), 3)
+      }
+    }
+    if (o.compare === 'llama-cpp') {
+      const ll = runLlamaCpp(o.model, o.threads, o.promptTokens, o.genTokens, o.runs, c.vocabSize)
+      result.llamaCpp = ll.ok
+        ? {
+            ...ll,
+            decodeRatio: round(decodeTps / (ll.decodeTokensPerSecond ?? Number.NaN), 3),
+            prefillRatio: round(median(prefill) / (ll.prefillTokensPerSecond ?? Number.NaN), 3)
+          }
+        : ll
+    }
+    return result
+  } finally {
+    model.close()
+    kernels.close?.()
+  }
+}
+
+export async function main(argv: string[]): Promise<void> {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      model: { type: 'string' },
+      threads: { type: 'string' },
+      'prompt-tokens': { type: 'string', default: '128' },
+      'gen-tokens': { type: 'string', default: '64' },
+      runs: { type: 'string', default: '3' },
+      kernels: { type: 'string', default: 'auto' },
+      'kv-dtype': { type: 'string', default: 'f32' },
+      compare: { type: 'string' }
+    }
+  })
+  if (!values.model) throw new Error('bench engine: --model FILE is required (make one with `layerswarm make-model`)')
+  const int = (name: string, v: string | undefined, min: number): number => {
+    const n = Number(v)
+    if (!Number.isInteger(n) || n < min) throw new Error(`bench engine: --${name} must be an integer ≥ ${min}`)
+    return n
+  }
+  if (!['auto', 'reference', 'wasm', 'native'].includes(values.kernels)) throw new Error('bench engine: --kernels auto|reference|wasm|native')
+  if (values['kv-dtype'] !== 'f32' && values['kv-dtype'] !== 'f16') throw new Error('bench engine: --kv-dtype f32|f16')
+  if (values.compare !== undefined && values.compare !== 'llama-cpp') throw new Error('bench engine: --compare llama-cpp')
+  const result = await runEngineBench({
+    model: values.model,
+    threads: values.threads === undefined ? availableParallelism() : int('threads', values.threads, 1),
+    promptTokens: int('prompt-tokens', values['prompt-tokens'], 1),
+    genTokens: int('gen-tokens', values['gen-tokens'], 1),
+    runs: int('runs', values.runs, 1),
+    kernels: values.kernels as KernelKind,
+    kvDType: values['kv-dtype'],
+    compare: values.compare as 'llama-cpp' | undefined
+  })
+  console.log(JSON.stringify(result, null, 2))
+}
