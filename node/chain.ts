@@ -4,6 +4,7 @@ import {
   type Host,
   type HopTiming,
   type NextHop,
+  type Receipt,
   NextHopFailedError,
   RemoteError,
   RequestTimeoutError,
@@ -13,22 +14,29 @@ import {
   type Step
 } from '../protocol/index.js'
 
+/** A last hop's output waiting for the client's AwaitResult. */
+interface Delivered {
+  hidden: Step['hidden']
+  timings: HopTiming[]
+  receipts: Receipt[]
+}
+
 /**
  * Chained forwarding state of one session on one hop (DESIGN.md §2): the stream to the next
  * hop, and — on the last hop — outputs waiting for the client's AwaitResult.
  */
 export class ChainLink {
   private caller?: SessionCaller
-  private readonly ready = new Map<number, { hidden: Step['hidden']; timings: HopTiming[] }>()
-  private readonly waiting = new Map<number, { resolve(v: { hidden: Step['hidden']; timings: HopTiming[] }): void; reject(e: Error): void }>()
+  private readonly ready = new Map<number, Delivered>()
+  private readonly waiting = new Map<number, { resolve(v: Delivered): void; reject(e: Error): void }>()
 
   constructor(
     private readonly host: Host,
     readonly next: NextHop | undefined
   ) {}
 
-  /** Send a step on to the next hop; resolves with the timings of the hops after us. */
-  async forward(step: Step, signal?: AbortSignal): Promise<HopTiming[]> {
+  /** Send a step on to the next hop; resolves with the timings and receipts of the hops after us. */
+  async forward(step: Step, signal?: AbortSignal): Promise<{ timings: HopTiming[]; receipts: Receipt[] }> {
     const next = this.next
     if (!next) throw new Error('no next hop')
     try {
@@ -39,7 +47,7 @@ export class ChainLink {
         })
       )
       const res = await this.caller.call({ type: 'step', step }, signal)
-      return res.type === 'result' ? res.result.timings : []
+      return res.type === 'result' ? { timings: res.result.timings, receipts: res.result.receipts ?? [] } : { timings: [], receipts: [] }
     } catch (err) {
       this.caller?.abort(err as Error)
       this.caller = undefined
@@ -50,19 +58,19 @@ export class ChainLink {
   }
 
   /** Last hop: hand a step's output to the client's AwaitResult (now or when it comes). */
-  deliver(stepId: number, hidden: Step['hidden'], timings: HopTiming[]): void {
+  deliver(stepId: number, hidden: Step['hidden'], timings: HopTiming[], receipts: Receipt[]): void {
     const w = this.waiting.get(stepId)
     if (w) {
       this.waiting.delete(stepId)
-      w.resolve({ hidden, timings })
+      w.resolve({ hidden, timings, receipts })
       return
     }
-    this.ready.set(stepId, { hidden, timings })
+    this.ready.set(stepId, { hidden, timings, receipts })
     // keep only recent outputs: a client awaits the step it just sent
     for (const id of this.ready.keys()) if (this.ready.size > 8) this.ready.delete(id)
   }
 
-  async await(stepId: number, timeoutMs: number, signal?: AbortSignal): Promise<{ hidden: Step['hidden']; timings: HopTiming[] }> {
+  async await(stepId: number, timeoutMs: number, signal?: AbortSignal): Promise<Delivered> {
     const got = this.ready.get(stepId)
     if (got) {
       this.ready.delete(stepId)

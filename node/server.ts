@@ -14,7 +14,11 @@ import {
   REQUEST_STREAM_LIMITS,
   SESSION_PROTOCOL,
   SESSION_STREAM_LIMITS,
+  type HopTiming,
+  type Receipt,
   type SessionRequest,
+  sha256,
+  signReceipt,
   type SessionResponseBody,
   serveRequest,
   serveSessionStream,
@@ -171,14 +175,19 @@ export class SwarmNode {
         const rows = hidden.length / dim
         const tensor = encodeTensor(out.output, [rows, dim], this.wire.get(s.sessionId) ?? 'f32')
         const timing = { peerId: this.peerId, computeMs: out.computeMs }
+        const receipt = await this.receipt(s.sessionId, s.stepId, s.hidden.data, tensor.data)
         const link = this.chains.get(s.sessionId)
-        if (!s.chain || !link) return { type: 'result', result: { sessionId: s.sessionId, stepId: s.stepId, hidden: tensor, timings: [timing] } }
+        const result = (extra: { hidden?: typeof tensor; timings: HopTiming[]; receipts: Receipt[] }): SessionResponseBody => ({
+          type: 'result',
+          result: { sessionId: s.sessionId, stepId: s.stepId, ...extra }
+        })
+        if (!s.chain || !link) return result({ hidden: tensor, timings: [timing], receipts: [receipt] })
         if (link.next) {
           const after = await link.forward({ ...s, hidden: tensor, chain: true }, signal)
-          return { type: 'result', result: { sessionId: s.sessionId, stepId: s.stepId, timings: [timing, ...after] } }
+          return result({ timings: [timing, ...after.timings], receipts: [receipt, ...after.receipts] })
         }
-        link.deliver(s.stepId, tensor, [timing])
-        return { type: 'result', result: { sessionId: s.sessionId, stepId: s.stepId, timings: [timing] } }
+        link.deliver(s.stepId, tensor, [timing], [receipt])
+        return result({ timings: [timing], receipts: [receipt] })
       }
       case 'await': {
         const link = this.chains.get(req.await.sessionId)
@@ -186,7 +195,10 @@ export class SwarmNode {
         this.sessions.checkOwner(req.await.sessionId, from)
         if (!link) throw new MalformedMessageError(`session ${req.await.sessionId} was not opened for chained forwarding`)
         const got = await link.await(req.await.stepId, this.init.chainTimeoutMs ?? 30_000, signal)
-        return { type: 'result', result: { sessionId: req.await.sessionId, stepId: req.await.stepId, hidden: got.hidden, timings: got.timings } }
+        return {
+          type: 'result',
+          result: { sessionId: req.await.sessionId, stepId: req.await.stepId, hidden: got.hidden, timings: got.timings, receipts: got.receipts }
+        }
       }
       case 'rewind':
         this.sessions.rewind(req.rewind.sessionId, from, req.rewind.length)
@@ -196,6 +208,14 @@ export class SwarmNode {
         this.dropChain(req.close.sessionId)
         return { type: 'closed', closed: { sessionId: req.close.sessionId } }
     }
+  }
+
+  /** Our signed receipt for a step: the span this session runs and the hashes of what we got and sent. */
+  private async receipt(sessionId: string, stepId: number, input: Uint8Array, output: Uint8Array): Promise<Receipt> {
+    const [start, end] = this.init.shard.sessionSpan(sessionId)
+    const fields = { sessionId, stepId, start, end, inputHash: sha256(input), outputHash: sha256(output) }
+    if (!this.init.privateKey) return { peerId: this.peerId, start, end, inputHash: fields.inputHash, outputHash: fields.outputHash, signature: new Uint8Array(64) }
+    return await signReceipt(fields, this.peerId, this.init.privateKey)
   }
 
   private dropChain(sessionId: string): void {

@@ -31,9 +31,10 @@ import {
   type Wire
 } from './messages.js'
 import { schema } from './schema.js'
-import type { HopTiming, NextHop, OpenSession, SessionRequest, SessionResponse, Step, StepResult } from './types.js'
+import type { HopTiming, NextHop, OpenSession, Receipt, SessionRequest, SessionResponse, Step, StepResult } from './types.js'
 import {
   arrayField,
+  bytesField,
   checkUint64,
   dtypeFromWire,
   dtypeToWire,
@@ -96,13 +97,27 @@ function timingFromWire(w: Wire, field: string): HopTiming {
   return { peerId: peerId(w.peerId, `${field}.peer_id`), computeMs: finiteField(w.computeMs, `${field}.compute_ms`) }
 }
 
+function receiptFromWire(w: Wire, field: string): Receipt {
+  const span = spanFields(w.start, w.end, field, MAX_LAYERS)
+  return {
+    peerId: peerId(w.peerId, `${field}.peer_id`),
+    start: span.start,
+    end: span.end,
+    inputHash: bytesField(w.inputHash, `${field}.input_hash`, [32]),
+    outputHash: bytesField(w.outputHash, `${field}.output_hash`, [32]),
+    signature: bytesField(w.signature, `${field}.signature`, [64])
+  }
+}
+
 function resultFromWire(w: Wire, maxElements?: number): StepResult {
   const timings = arrayField(w.timings, 'result.timings', MAX_TIMINGS)
+  const receipts = arrayField(w.receipts, 'result.receipts', MAX_TIMINGS)
   return {
     sessionId: sessionId(w.sessionId, 'result.session_id'),
     stepId: safeUint64(w.stepId, 'result.step_id'),
     ...(w.hidden != null ? { hidden: tensorFromWire(w.hidden, 'result.hidden', maxElements) } : {}),
-    timings: timings.map((t, i) => timingFromWire(t, `result.timings[${i}]`))
+    timings: timings.map((t, i) => timingFromWire(t, `result.timings[${i}]`)),
+    receipts: receipts.map((r, i) => receiptFromWire(r, `result.receipts[${i}]`))
   }
 }
 

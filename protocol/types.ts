@@ -97,12 +97,24 @@ export interface HopTiming {
   computeMs: number
 }
 
+/** A hop's signed statement of its step (see protocol/receipt.ts). */
+export interface Receipt {
+  peerId: string
+  start: number
+  end: number
+  inputHash: Uint8Array
+  outputHash: Uint8Array
+  signature: Uint8Array
+}
+
 export interface StepResult {
   sessionId: string
   stepId: number
   /** Absent in chained-mode acknowledgements. */
   hidden?: Tensor
   timings: HopTiming[]
+  /** One per hop that ran the step (chained mode: this hop and those after it). */
+  receipts?: Receipt[]
 }
 
 export interface Rewound {
