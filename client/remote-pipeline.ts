@@ -26,6 +26,13 @@ export interface RemotePipelineInit {
   readonly log?: (e: Record<string, unknown>) => void
 }
 
+/** One hop's part in a step, as the `step` log event reports it (rttMs: relayed mode only). */
+export interface StepHopTiming {
+  readonly peerId: string
+  readonly computeMs: number
+  readonly rttMs?: number
+}
+
 /** Rows replayed per step when a new route rebuilds its KV caches. */
 const REPLAY_CHUNK_ROWS = 128
 
@@ -151,19 +158,37 @@ export class RemotePipeline implements BlockPipeline {
     const hops = this.hops!
     const id = this.hopSessionId
     const stepId = this.nextStepId++
+    const rows = hidden.length / this.init.dim
+    const t0 = performance.now()
     if (this.init.forwarding === 'relay' || hops.length === 1) {
       let h = hidden
-      for (const hop of hops) h = (await this.tagged(hop.target.peerId, hop.step(id, stepId, startPos, h, this.timeout(signal)))).hidden
+      const timings: StepHopTiming[] = []
+      for (const hop of hops) {
+        const t = performance.now()
+        const out = await this.tagged(hop.target.peerId, hop.step(id, stepId, startPos, h, this.timeout(signal)))
+        h = out.hidden
+        timings.push({ peerId: hop.target.peerId, computeMs: out.timings[0]?.computeMs ?? 0, rttMs: performance.now() - t })
+      }
+      this.logStep(stepId, startPos, rows, performance.now() - t0, timings)
       return h
     }
     const first = hops[0]
     const last = hops[hops.length - 1]
-    const rows = hidden.length / this.init.dim
     const result = this.tagged(last.target.peerId, last.awaitResult(id, stepId, rows, this.timeout(signal)))
     const sent = this.tagged(first.target.peerId, first.stepChained(id, stepId, startPos, hidden, this.timeout(signal)))
     sent.catch(() => {}) // reported through the race below when it matters
     result.catch(() => {})
-    return (await Promise.race([result, sent.then(() => result)])).hidden
+    const out = (await Promise.race([result, sent.then(() => result)])).hidden
+    const ms = performance.now() - t0
+    // the first hop's acknowledgement carries every hop's compute time; it may land just after the result
+    if (this.init.log) sent.then((t) => this.logStep(stepId, startPos, rows, ms, t)).catch(() => {})
+    return out
+  }
+
+  /** A `step` log event: wall time of the remote span, and per hop its compute (and, relayed, its round trip). */
+  private logStep(stepId: number, startPos: number, rows: number, ms: number, hops: StepHopTiming[]): void {
+    const { sessionId, forwarding } = this.init
+    this.init.log?.({ event: 'step', sessionId, forwarding, stepId, startPos, rows, ms, hops })
   }
 
   private timeout(signal?: AbortSignal): AbortSignal {
