@@ -19,6 +19,7 @@ import {
 } from '../shards/index.js'
 import { type Forwarding, RemotePipeline } from './remote-pipeline.js'
 import type { HopTarget } from './hop.js'
+import type { ReceiptSummary } from './receipts.js'
 import { type PeerRecord, SwarmView } from './swarm-view.js'
 
 export interface ClientInit {
@@ -56,6 +57,8 @@ export interface VerificationReport {
   readonly excludedPeers: string[]
   readonly edge: { first: [number, number]; last: [number, number] }
   readonly forwarding: Forwarding
+  /** Signed receipts checked per peer (signature, span, hash chain from input to output). */
+  readonly receipts: ReceiptSummary
 }
 
 export interface GenerateResult {
@@ -196,7 +199,8 @@ export class LayerswarmClient {
         failovers: remote.failovers,
         excludedPeers: this.view.bannedPeers(),
         edge: { first: this.span.first, last: this.span.last },
-        forwarding
+        forwarding,
+        receipts: remote.receipts.summary()
       }
     }
   }

@@ -6,6 +6,7 @@ import {
   encodeTensor,
   type Host,
   type HopTiming,
+  type Receipt,
   SESSION_PROTOCOL,
   SESSION_STREAM_LIMITS,
   type SessionCaller
@@ -14,6 +15,15 @@ import type { RouteHop } from './route.js'
 
 export interface HopTarget extends RouteHop {
   readonly addrs: readonly string[]
+}
+
+export interface HopStepOutcome {
+  readonly hidden: Float32Array
+  readonly timings: HopTiming[]
+  readonly receipts: Receipt[]
+  /** Tensor data bytes sent and received, as the hop's receipt hashes them. */
+  readonly sent: Uint8Array
+  readonly received: Uint8Array
 }
 
 export interface HopOpenOptions {
@@ -64,24 +74,41 @@ export class HopSession {
     return hop
   }
 
-  /** Run [T, dim] hidden states at startPos through this hop and return its output. */
-  async step(sessionId: string, stepId: number, startPosition: number, hidden: Float32Array, signal?: AbortSignal) {
-    const res = await this.caller.call({ type: 'step', step: this.stepMessage(sessionId, stepId, startPosition, hidden, false) }, signal)
+  /**
+   * Run [T, dim] hidden states at startPos through this hop and return its output, with the
+   * tensor bytes that went out and came back (what its receipt must hash).
+   */
+  async step(sessionId: string, stepId: number, startPosition: number, hidden: Float32Array, signal?: AbortSignal): Promise<HopStepOutcome> {
+    const step = this.stepMessage(sessionId, stepId, startPosition, hidden, false)
+    const res = await this.caller.call({ type: 'step', step }, signal)
     if (res.type !== 'result' || !res.result.hidden) throw new Error(`hop ${this.target.peerId} answered a step without output`)
-    return { hidden: decodeTensor(res.result.hidden, { shape: [hidden.length / this.dim, this.dim] }), timings: res.result.timings }
+    return {
+      hidden: decodeTensor(res.result.hidden, { shape: [hidden.length / this.dim, this.dim] }),
+      timings: res.result.timings,
+      receipts: res.result.receipts ?? [],
+      sent: step.hidden.data,
+      received: res.result.hidden.data
+    }
   }
 
-  /** Chained mode, first hop: send; resolves with the hops' timings once the chain accepted it. */
-  async stepChained(sessionId: string, stepId: number, startPosition: number, hidden: Float32Array, signal?: AbortSignal): Promise<HopTiming[]> {
-    const res = await this.caller.call({ type: 'step', step: this.stepMessage(sessionId, stepId, startPosition, hidden, true) }, signal)
-    return res.type === 'result' ? res.result.timings : []
+  /** Chained mode, first hop: send; resolves with every hop's timings and receipts once the chain accepted it. */
+  async stepChained(sessionId: string, stepId: number, startPosition: number, hidden: Float32Array, signal?: AbortSignal) {
+    const step = this.stepMessage(sessionId, stepId, startPosition, hidden, true)
+    const res = await this.caller.call({ type: 'step', step }, signal)
+    const ok = res.type === 'result'
+    return { timings: ok ? res.result.timings : [], receipts: ok ? (res.result.receipts ?? []) : [], sent: step.hidden.data }
   }
 
   /** Chained mode, last hop: the output of step stepId. */
   async awaitResult(sessionId: string, stepId: number, rows: number, signal?: AbortSignal) {
     const res = await this.caller.call({ type: 'await', await: { sessionId, stepId } }, signal)
     if (res.type !== 'result' || !res.result.hidden) throw new Error(`hop ${this.target.peerId} answered an await without output`)
-    return { hidden: decodeTensor(res.result.hidden, { shape: [rows, this.dim] }), timings: res.result.timings }
+    return {
+      hidden: decodeTensor(res.result.hidden, { shape: [rows, this.dim] }),
+      timings: res.result.timings,
+      receipts: res.result.receipts ?? [],
+      received: res.result.hidden.data
+    }
   }
 
   async close(sessionId: string, signal?: AbortSignal): Promise<void> {

@@ -6,3 +6,4 @@ export { planRoute, NoRouteError, type RouteCandidate, type RouteHop } from './r
 export { SwarmView, type PeerRecord } from './swarm-view.js'
 export { RemotePipeline, type Forwarding } from './remote-pipeline.js'
 export { HopSession, type HopTarget } from './hop.js'
+export { BadReceiptError, ReceiptLedger, type ReceiptSummary } from './receipts.js'

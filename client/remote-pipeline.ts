@@ -1,6 +1,7 @@
 import { type DType, type Host, RemoteError } from '../protocol/index.js'
 import type { BlockPipeline } from '../shards/index.js'
 import { HopSession, type HopTarget } from './hop.js'
+import { BadReceiptError, ReceiptLedger } from './receipts.js'
 import { NoRouteError } from './route.js'
 import type { SwarmView } from './swarm-view.js'
 
@@ -49,6 +50,10 @@ export class RemotePipeline implements BlockPipeline {
   private nextStepId = 1
   private connects = 0
   failovers = 0
+  /** Every hop's signed receipt is checked here. */
+  readonly receipts = new ReceiptLedger()
+  /** A chained step whose receipts failed after its output was used: fail over before the next. */
+  private poisoned: BadReceiptError | undefined
   readonly routes: HopTarget[][] = []
 
   constructor(private readonly init: RemotePipelineInit) {}
@@ -62,6 +67,11 @@ export class RemotePipeline implements BlockPipeline {
     for (let attempt = 0; attempt <= this.init.maxFailovers; attempt++) {
       signal?.throwIfAborted()
       try {
+        if (this.poisoned) {
+          const err = this.poisoned
+          this.poisoned = undefined
+          throw err
+        }
         if (!this.hops) await this.connect(startPos, signal)
         const out = await this.run(hidden, startPos, signal)
         this.remember(hidden, startPos)
@@ -166,6 +176,7 @@ export class RemotePipeline implements BlockPipeline {
       for (const hop of hops) {
         const t = performance.now()
         const out = await this.tagged(hop.target.peerId, hop.step(id, stepId, startPos, h, this.timeout(signal)))
+        await this.receipts.check([hop.target], id, stepId, out.receipts, out.sent, out.received)
         h = out.hidden
         timings.push({ peerId: hop.target.peerId, computeMs: out.timings[0]?.computeMs ?? 0, rttMs: performance.now() - t })
       }
@@ -178,11 +189,21 @@ export class RemotePipeline implements BlockPipeline {
     const sent = this.tagged(first.target.peerId, first.stepChained(id, stepId, startPos, hidden, this.timeout(signal)))
     sent.catch(() => {}) // reported through the race below when it matters
     result.catch(() => {})
-    const out = (await Promise.race([result, sent.then(() => result)])).hidden
+    const got = await Promise.race([result, sent.then(() => result)])
     const ms = performance.now() - t0
-    // the first hop's acknowledgement carries every hop's compute time; it may land just after the result
-    if (this.init.log) sent.then((t) => this.logStep(stepId, startPos, rows, ms, t)).catch(() => {})
-    return out
+    // The first hop's acknowledgement carries every hop's receipt and compute time; it may land
+    // just after the result, so it is checked off the critical path: a bad receipt poisons the
+    // route and the next step fails over.
+    const route = this.route
+    sent
+      .then(async (ack) => {
+        this.logStep(stepId, startPos, rows, ms, ack.timings)
+        await this.receipts.check(route, id, stepId, ack.receipts, ack.sent, got.received)
+      })
+      .catch((err) => {
+        if (err instanceof BadReceiptError) this.poisoned ??= err
+      })
+    return got.hidden
   }
 
   /** A `step` log event: wall time of the remote span, and per hop its compute (and, relayed, its round trip). */

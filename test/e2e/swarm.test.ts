@@ -78,6 +78,9 @@ describe('generation through 3 node processes on 127.0.0.1', () => {
         expect(route[0].start).toBe(edgeFirst)
         expect(route[route.length - 1].end).toBe(5 - edgeLast)
         expect(result.report.failovers).toBe(0)
+        // every hop signed every step, and the hashes chain from what we sent to what we got
+        expect(result.report.receipts.invalid).toBe(0)
+        expect(result.report.receipts.checked).toBeGreaterThanOrEqual(N_TOKENS * route.length)
         expect(new Set(route.map((h) => h.peerId)).size).toBe(route.length)
       })
     }
