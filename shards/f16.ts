@@ -3,17 +3,15 @@
  * (as numpy and ggml's FP32_TO_FP16), so f32 -> f16 -> f32 is reproducible everywhere.
  */
 const F16_TO_F32 = new Float32Array(65536)
-{
-  for (let h = 0; h < 65536; h++) {
-    const sign = h & 0x8000 ? -1 : 1
-    const exp = (h >> 10) & 0x1f
-    const frac = h & 0x3ff
-    let v: number
-    if (exp === 0) v = frac * 2 ** -24
-    else if (exp === 31) v = frac === 0 ? Number.POSITIVE_INFINITY : Number.NaN
-    else v = (1 + frac / 1024) * 2 ** (exp - 15)
-    F16_TO_F32[h] = sign * v
-  }
+for (let h = 0; h < 65536; h++) {
+  const sign = h & 0x8000 ? -1 : 1
+  const exp = (h >> 10) & 0x1f
+  const frac = h & 0x3ff
+  let v: number
+  if (exp === 0) v = frac * 2 ** -24
+  else if (exp === 31) v = frac === 0 ? Number.POSITIVE_INFINITY : Number.NaN
+  else v = (1 + frac / 1024) * 2 ** (exp - 15)
+  F16_TO_F32[h] = sign * v
 }
 
 export function f16ToF32(h: number): number {

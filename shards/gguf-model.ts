@@ -4,7 +4,7 @@ import { RangedFile } from './file-reader.js'
 import { type GgufTensorInfo, readGgufHeader } from './gguf-reader.js'
 import { type GgufValue, type ModelFile, sampleRange } from './model-file.js'
 import { vocabularyFromGguf } from './tokenizer-files.js'
-import type { ModelConfig, TensorName, Vocabulary, WeightMatrix } from './types.js'
+import type { ModelConfig, TensorName, Vocabulary, } from './types.js'
 
 function num(meta: ReadonlyMap<string, GgufValue>, key: string, path: string, fallback?: number): number {
   const v = meta.get(key)

@@ -1,7 +1,6 @@
 import { f16Table } from './f16.js'
 import type { AttentionShape, Kernels, KvLayer } from './kernels.js'
 import { dequantizeRow } from './quant.js'
-import type { WeightMatrix } from './types.js'
 
 /**
  * Plain TypeScript reference kernels: the slow, readable definition every fast kernel is

@@ -73,7 +73,9 @@ describe('generation through 3 node processes on 127.0.0.1', () => {
         expect(result.tokens).toEqual(ref.generated_tokens.slice(0, N_TOKENS))
         expect(result.tokens).toEqual(local.tokens)
         expect(logits.length).toBe(local.logits.length)
-        logits.forEach((l, i) => expect(Buffer.from(l.buffer).equals(Buffer.from(local.logits[i].buffer)), `step ${i}`).toBe(true))
+        logits.forEach((l, i) => {
+          expect(Buffer.from(l.buffer).equals(Buffer.from(local.logits[i].buffer)), `step ${i}`).toBe(true)
+        })
         const route = result.report.routes[0]
         expect(route[0].start).toBe(edgeFirst)
         expect(route[route.length - 1].end).toBe(5 - edgeLast)

@@ -31,7 +31,9 @@ describe('shards and sessions', () => {
     whole.openSession('single')
     const batched = whole.forward('batch', edge.embed(TOKENS), 0)
     const single = new Float32Array(TOKENS.length * dim)
-    TOKENS.forEach((tok, t) => single.set(whole.forward('single', edge.embed([tok]), t), t * dim))
+    TOKENS.forEach((tok, t) => {
+      single.set(whole.forward('single', edge.embed([tok]), t), t * dim)
+    })
     expect(bitsEqual(batched, single)).toBe(true)
     // and in chunks of uneven size (a prompt, then several tokens to verify at once)
     whole.openSession('chunks')

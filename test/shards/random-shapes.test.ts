@@ -18,7 +18,9 @@ function engineLogits(model: ModelFile, tokens: number[], extra: number[], split
   const out: Float32Array[] = []
   const prefill = edge.logits(run(tokens, 0), tokens.length)
   for (let t = 0; t < tokens.length; t++) out.push(prefill.slice(t * V, (t + 1) * V))
-  extra.forEach((id, i) => out.push(edge.logits(run([id], tokens.length + i), 1)))
+  extra.forEach((id, i) => {
+    out.push(edge.logits(run([id], tokens.length + i), 1))
+  })
   return out
 }
 
@@ -49,7 +51,9 @@ describe('random-weight models of other shapes', () => {
         const ours = engineLogits(model, tokens, extra, split)
         const naive = createNaiveModel(model)
         const theirs = [...tokens, ...extra].map((id, pos) => naive.step(id, pos))
-        ours.forEach((l, i) => expect(relErr(l, theirs[i]), `position ${i}`).toBeLessThan(1e-5))
+        ours.forEach((l, i) => {
+          expect(relErr(l, theirs[i]), `position ${i}`).toBeLessThan(1e-5)
+        })
       })
     }
   }
@@ -64,7 +68,9 @@ describe('random-weight models of other shapes', () => {
       expect(file.config).toEqual(mem.config)
       const a = engineLogits(file, [1, 5, 6, 7], [8, 9], [0, 4])
       const b = engineLogits(mem, [1, 5, 6, 7], [8, 9], [0, 2, 4])
-      a.forEach((l, i) => expect(Buffer.from(l.buffer).equals(Buffer.from(b[i].buffer))).toBe(true))
+      a.forEach((l, i) => {
+        expect(Buffer.from(l.buffer).equals(Buffer.from(b[i].buffer))).toBe(true)
+      })
       file.close()
     }
   })

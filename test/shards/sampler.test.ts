@@ -34,7 +34,9 @@ describe('sampler', () => {
     const n = 20000
     for (let i = 0; i < n; i++) counts[s.sample(logits)]++
     const p = Array.from(logSoftmax(logits), Math.exp)
-    counts.forEach((c, i) => expect(Math.abs(c / n - p[i])).toBeLessThan(0.015))
+    counts.forEach((c, i) => {
+      expect(Math.abs(c / n - p[i])).toBeLessThan(0.015)
+    })
   })
 
   it('top-k keeps only the k best; top-p only the nucleus', () => {
