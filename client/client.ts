@@ -20,6 +20,7 @@ import {
 import { type Forwarding, RemotePipeline } from './remote-pipeline.js'
 import type { HopTarget } from './hop.js'
 import type { ReceiptSummary } from './receipts.js'
+import { type CanaryEvidence, CanaryMonitor, type CanaryOptions, type CanaryPeerReport } from './canary-monitor.js'
 import { type PeerRecord, SwarmView } from './swarm-view.js'
 
 export interface ClientInit {
@@ -40,6 +41,8 @@ export interface ClientInit {
   readonly routeTimeoutMs?: number
   readonly kernels?: Kernels
   readonly log?: (e: Record<string, unknown>) => void
+  /** Canary verification (DESIGN.md §5); on by default at 3 % of steps; false turns it off. */
+  readonly canaries?: CanaryOptions | false
 }
 
 export interface GenerateOptions extends SamplerOptions {
@@ -59,6 +62,12 @@ export interface VerificationReport {
   readonly forwarding: Forwarding
   /** Signed receipts checked per peer (signature, span, hash chain from input to output). */
   readonly receipts: ReceiptSummary
+  /** Canary verdicts per peer: canaries sent, last drift, posterior P(tampering), exclusion. */
+  readonly canaries: CanaryPeerReport[]
+  /** Canaries that convicted a peer, with the receipt it signed for its wrong answer. */
+  readonly evidence: CanaryEvidence[]
+  /** Times the generation was re-run because a peer of its route was convicted meanwhile. */
+  readonly reruns: number
 }
 
 export interface GenerateResult {
@@ -66,6 +75,18 @@ export interface GenerateResult {
   readonly tokens: number[]
   readonly text: string
   readonly report: VerificationReport
+  /** Peers convicted by canaries while this generation ran. */
+  readonly convicted: string[]
+}
+
+function mergeReceipts(a: ReceiptSummary, b?: ReceiptSummary): ReceiptSummary {
+  if (!b) return a
+  const byPeer: Record<string, { checked: number; invalid: number }> = { ...a.byPeer }
+  for (const [id, s] of Object.entries(b.byPeer)) {
+    const t = byPeer[id] ?? { checked: 0, invalid: 0 }
+    byPeer[id] = { checked: t.checked + s.checked, invalid: t.invalid + s.invalid }
+  }
+  return { checked: a.checked + b.checked, invalid: a.invalid + b.invalid, byPeer }
 }
 
 /** Local blocks, then the remote span, then local blocks: one session's whole model. */
@@ -96,6 +117,7 @@ export class LayerswarmClient {
   private readonly first?: Shard
   private readonly last?: Shard
   private readonly ownKernels?: Kernels
+  private canaries?: CanaryMonitor
   readonly span: { first: [number, number]; remote: [number, number]; last: [number, number] }
 
   private constructor(
@@ -141,14 +163,17 @@ export class LayerswarmClient {
 
   /** Generate a completion; resolves with the tokens, text and the verification report. */
   async generate(prompt: string, options: GenerateOptions = {}): Promise<GenerateResult> {
-    const tokens: number[] = []
-    const it = this.stream(prompt, options)
-    let r = await it.next()
-    while (!r.done) {
-      tokens.push(r.value.token)
-      r = await it.next()
+    // A peer convicted mid-generation may have shaped the tokens so far: re-run the whole
+    // session on a route without it (convicted peers stay excluded), a bounded number of times.
+    let reruns = 0
+    for (;;) {
+      const it = this.stream(prompt, options)
+      let r = await it.next()
+      while (!r.done) r = await it.next()
+      if (r.value.convicted.length === 0 || reruns >= 2) return { ...r.value, report: { ...r.value.report, reruns } }
+      reruns++
+      this.init.log?.({ event: 'rerun', why: `peers convicted by canaries: ${r.value.convicted.join(', ')}` })
     }
-    return r.value
   }
 
   /** Yields each token with its text as it is generated; returns the full result. */
@@ -174,9 +199,15 @@ export class LayerswarmClient {
       banMs: this.init.banMs ?? 60_000,
       maxFailovers: this.init.maxFailovers ?? 3,
       routeTimeoutMs: this.init.routeTimeoutMs ?? 10_000,
-      log: this.init.log
+      log: this.init.log,
+      canaries: this.canaries
     })
     const pipeline = composePipeline(this.first, remote, this.last, sessionId, maxLength)
+    this.canaries ??= this.init.canaries === false ? undefined : new CanaryMonitor(this.host, this.model, this.modelId, {
+      ...this.init.canaries,
+      wireDtype: this.init.wireDtype ?? 'f32',
+      maxLength
+    })
     const decoder = this.tokenizer.createDecoder()
     const generated: number[] = []
     let prev = promptTokens[promptTokens.length - 1]
@@ -200,12 +231,17 @@ export class LayerswarmClient {
         excludedPeers: this.view.bannedPeers(),
         edge: { first: this.span.first, last: this.span.last },
         forwarding,
-        receipts: remote.receipts.summary()
-      }
+        receipts: mergeReceipts(remote.receipts.summary(), this.canaries?.receipts.summary()),
+        canaries: this.canaries?.report() ?? [],
+        evidence: [...(this.canaries?.evidence ?? [])],
+        reruns: 0
+      },
+      convicted: [...remote.convicted]
     }
   }
 
   async close(): Promise<void> {
+    await this.canaries?.close()
     await this.host.stop()
     this.ownKernels?.close?.()
     this.model.close()

@@ -1,6 +1,7 @@
 import { type DType, type Host, RemoteError } from '../protocol/index.js'
 import type { BlockPipeline } from '../shards/index.js'
 import { HopSession, type HopTarget } from './hop.js'
+import type { CanaryMonitor } from './canary-monitor.js'
 import { BadReceiptError, ReceiptLedger } from './receipts.js'
 import { NoRouteError } from './route.js'
 import type { SwarmView } from './swarm-view.js'
@@ -25,6 +26,10 @@ export interface RemotePipelineInit {
   readonly maxFailovers: number
   readonly routeTimeoutMs: number
   readonly log?: (e: Record<string, unknown>) => void
+  /** Canary mixing: probes the route's hops after real steps and excludes tampering peers. */
+  readonly canaries?: CanaryMonitor
+  /** How long a peer convicted by canaries stays out of routes. */
+  readonly excludeMs?: number
 }
 
 /** One hop's part in a step, as the `step` log event reports it (rttMs: relayed mode only). */
@@ -75,6 +80,7 @@ export class RemotePipeline implements BlockPipeline {
         if (!this.hops) await this.connect(startPos, signal)
         const out = await this.run(hidden, startPos, signal)
         this.remember(hidden, startPos)
+        await this.checkCanaries(signal)
         return out
       } catch (err) {
         // No route means no peer to fail over to: waiting for one already took routeTimeoutMs.
@@ -84,6 +90,22 @@ export class RemotePipeline implements BlockPipeline {
       }
     }
     throw lastErr
+  }
+
+  /** Peers the canaries convicted while this session ran (its outputs so far are suspect). */
+  readonly convicted: string[] = []
+
+  private async checkCanaries(signal?: AbortSignal): Promise<void> {
+    const excluded = (await this.init.canaries?.afterStep(this.route, signal)) ?? []
+    if (excluded.length === 0) return
+    for (const peerId of excluded) {
+      this.init.view.ban(peerId, this.init.excludeMs ?? 24 * 3600_000)
+      this.convicted.push(peerId)
+      this.init.log?.({ event: 'excluded', peerId, why: 'canary drift', posterior: this.init.canaries?.detector.posterior(peerId) })
+    }
+    // Leave the route now: the next step plans a new one without the convicted peers.
+    this.fail(Object.assign(new Error('peer excluded by canaries'), { peerId: excluded[0], code: 'EXCLUDED' }))
+    this.failovers--
   }
 
   async close(): Promise<void> {

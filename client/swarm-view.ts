@@ -77,8 +77,9 @@ export class SwarmView {
     return [...this.peers.values()].sort((a, b) => a.start - b.start || a.end - b.end || a.peerId.localeCompare(b.peerId))
   }
 
+  /** Keep a peer out of routes for `ms` (a longer ban already in place stays). */
   ban(peerId: string, ms: number): void {
-    this.banned.set(peerId, Date.now() + ms)
+    this.banned.set(peerId, Math.max(this.banned.get(peerId) ?? 0, Date.now() + ms))
   }
 
   /** Peers banned now. */

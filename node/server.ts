@@ -29,6 +29,7 @@ import {
 import type { ModelFile, Shard } from '../shards/index.js'
 import { ChainLink } from './chain.js'
 import { SessionManager } from './session-manager.js'
+import type { Tamper } from './tamper.js'
 
 export interface SwarmNodeInit {
   readonly model: ModelFile
@@ -48,6 +49,8 @@ export interface SwarmNodeInit {
   readonly throughput: number
   readonly wireDtypes?: DType[]
   readonly log?: (event: Record<string, unknown>) => void
+  /** For measuring the canary detector: return wrong outputs on some steps (DESIGN.md §5). */
+  readonly tamper?: Tamper
 }
 
 /**
@@ -173,7 +176,9 @@ export class SwarmNode {
         const hidden = decodeTensor(s.hidden, { shape: [undefined, dim] })
         const out = this.sessions.step(s.sessionId, from, s.stepId, s.startPosition, hidden)
         const rows = hidden.length / dim
-        const tensor = encodeTensor(out.output, [rows, dim], this.wire.get(s.sessionId) ?? 'f32')
+        // A tampering peer still signs what it sends: its receipt becomes the evidence.
+        const output = this.init.tamper ? this.init.tamper.apply({ sessionId: s.sessionId, stepId: s.stepId, input: hidden, output: out.output }) : out.output
+        const tensor = encodeTensor(output, [rows, dim], this.wire.get(s.sessionId) ?? 'f32')
         const timing = { peerId: this.peerId, computeMs: out.computeMs }
         const receipt = await this.receipt(s.sessionId, s.stepId, s.hidden.data, tensor.data)
         const link = this.chains.get(s.sessionId)

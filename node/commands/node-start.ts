@@ -6,7 +6,8 @@ import { createHost, dialBootstrap, fetchInfo } from '../../protocol/index.js'
 import { defaultModelPath } from '../paths.js'
 import { SwarmNode } from '../server.js'
 import { chooseSpan } from '../span-selection.js'
-import { int, parseSpan } from './options.js'
+import { createTamper, TAMPER_MODES } from '../tamper.js'
+import { float, int, parseSpan } from './options.js'
 
 /** Decode tokens/s of a loaded span, measured on a scratch session (announced for routing). */
 export function measureThroughput(shard: Shard, dim: number, steps = 8): number {
@@ -55,6 +56,10 @@ export function registerNodeStart(program: Command): void {
     .addOption(new Option('--threads <n>', 'kernel threads (default: all cores)').argParser(int('--threads', 1)))
     .addOption(new Option('--kernels <kind>', 'kernel set').choices(['auto', 'reference', 'wasm', 'native']).default('auto'))
     .addOption(new Option('--announce-interval <ms>', 'how often to announce the span over gossipsub').argParser(int('--announce-interval', 100)).default(5_000))
+    .addOption(new Option('--tamper <mode>', 'for measuring the detector: return wrong outputs').choices([...TAMPER_MODES]))
+    .addOption(new Option('--tamper-size <s>', 'tamper strength (noise/bias: × output RMS; scale: factor − 1; zero: fraction; lowprec: mantissa bits)').argParser(float('--tamper-size', -1)).default(0.1))
+    .addOption(new Option('--tamper-rate <r>', 'fraction of steps tampered').argParser(float('--tamper-rate', 0, 1)).default(1))
+    .addOption(new Option('--tamper-seed <n>', 'seed of the tampered-step choice').argParser(int('--tamper-seed', 0)).default(1))
     .action(async (opts) => {
       const log = (e: Record<string, unknown>): void => {
         process.stderr.write(`${JSON.stringify({ time: new Date().toISOString(), ...e })}\n`)
@@ -70,10 +75,12 @@ export function registerNodeStart(program: Command): void {
       log({ event: 'loading', model: model.path, modelId, layers: [start, end], kernels: kernels.name })
       const shard = createShard({ model, start, end, kernels })
       const throughput = measureThroughput(shard, model.config.dim)
+      const tamper = opts.tamper ? createTamper({ mode: opts.tamper, size: opts.tamperSize, rate: opts.tamperRate, seed: opts.tamperSeed }) : undefined
+      if (tamper) log({ event: 'tampering', mode: tamper.mode, size: tamper.size, rate: tamper.rate })
       const privateKey = await generateKeyPair('Ed25519')
       const swarmNode = await SwarmNode.create({
         model, modelId, shard, throughput, privateKey, bootstrap,
-        listen: opts.listen, maxSessions: opts.maxSessions, idleTimeoutMs: opts.idleTimeout, announceIntervalMs: opts.announceInterval, log
+        listen: opts.listen, tamper, maxSessions: opts.maxSessions, idleTimeoutMs: opts.idleTimeout, announceIntervalMs: opts.announceInterval, log
       })
       process.stdout.write(`${JSON.stringify({ peerId: swarmNode.peerId, addrs: swarmNode.addrs, layers: [start, end], modelId })}\n`)
       log({ event: 'serving', peerId: swarmNode.peerId, throughput })

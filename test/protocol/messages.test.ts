@@ -73,7 +73,7 @@ const responses: SessionResponse[] = [
   {
     requestId: 2,
     type: 'result',
-    result: { sessionId: 's-1', stepId: 9, hidden, timings: [{ peerId: '12D3KooWabc', computeMs: 1.25 }] }
+    result: { sessionId: 's-1', stepId: 9, hidden, timings: [{ peerId: '12D3KooWabc', computeMs: 1.25 }], receipts: [] }
   },
   { requestId: 3, type: 'rewound', rewound: { sessionId: 's-1', length: 7 } },
   { requestId: 4, type: 'closed', closed: { sessionId: 's-1' } },
