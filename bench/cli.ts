@@ -7,6 +7,7 @@ import { availableParallelism } from 'node:os'
 type BenchMain = (argv: string[]) => Promise<void>
 
 const BENCHES: Record<string, () => Promise<BenchMain>> = {
+  canary: async () => (await import('./canary.js')).main,
   engine: async () => (await import('./engine.js')).main,
   kernels: async () => async (argv) => {
     const { runKernelBench } = await import('./kernels.js')

@@ -40,6 +40,8 @@ export interface SwarmBenchOptions {
   readonly promptTokens: number
   readonly kernels: KernelKind
   readonly threads: number
+  /** Kernel threads of each node process (default: the cores split among the peers, at least 1). */
+  readonly nodeThreads?: number
   readonly edgeFirst: number
   readonly edgeLast: number
   readonly wireDtype: DType
@@ -188,7 +190,8 @@ export async function runSwarmBench(o: SwarmBenchOptions): Promise<Record<string
   const spans = evenSpans(o.edgeFirst, c.nLayers - o.edgeLast, o.peers)
   const maxTokens = Math.min(o.genTokens, c.seqLen - o.promptTokens - 1)
   const single = await singleProcess(path, { ...o, genTokens: maxTokens }, prompt, maxTokens)
-  const args = ['--kernels', o.kernels, '--threads', String(o.threads), '--announce-interval', '1000']
+  const nodeThreads = o.nodeThreads ?? Math.max(1, Math.floor(o.threads / o.peers))
+  const args = ['--kernels', o.kernels, '--threads', String(nodeThreads), '--announce-interval', '1000']
   const nodes: LocalNode[] = []
   const result: Record<string, unknown> = {
     bench: 'swarm',
@@ -197,6 +200,7 @@ export async function runSwarmBench(o: SwarmBenchOptions): Promise<Record<string
     config: { dim: c.dim, layers: c.nLayers, vocab: c.vocabSize, weights: weightDType },
     kernels: single.kernels,
     threads: o.threads,
+    nodeThreads,
     peers: o.peers,
     spans,
     edge: { first: o.edgeFirst, last: o.edgeLast },
@@ -245,6 +249,7 @@ export async function main(argv: string[]): Promise<void> {
       'prompt-tokens': { type: 'string', default: '16' },
       kernels: { type: 'string', default: 'auto' },
       threads: { type: 'string' },
+      'node-threads': { type: 'string' },
       'edge-first': { type: 'string', default: '1' },
       'edge-last': { type: 'string', default: '1' },
       'wire-dtype': { type: 'string', default: 'f32' },
@@ -271,6 +276,7 @@ export async function main(argv: string[]): Promise<void> {
     promptTokens: int('prompt-tokens', values['prompt-tokens'], 1),
     kernels: oneOf('kernels', values.kernels, ['auto', 'reference', 'wasm', 'native'] as const),
     threads: values.threads === undefined ? availableParallelism() : int('threads', values.threads, 1),
+    nodeThreads: values['node-threads'] === undefined ? undefined : int('node-threads', values['node-threads'], 1),
     edgeFirst: int('edge-first', values['edge-first'], 0),
     edgeLast: int('edge-last', values['edge-last'], 0),
     wireDtype: oneOf('wire-dtype', values['wire-dtype'], ['f32', 'f16', 'q8_0'] as const),

@@ -79,7 +79,7 @@ export class CanaryMonitor {
     private readonly host: Host,
     private readonly model: ModelFile,
     private readonly modelId: string,
-    private readonly options: CanaryOptions & { wireDtype: DType; maxLength: number }
+    private readonly options: CanaryOptions & { wireDtype: DType; maxLength: number; log?: (e: Record<string, unknown>) => void }
   ) {
     this.detector = createDetector({ benign: options.benign ?? defaultBenignModel(), prior: options.prior, bound: options.bound })
     this.random = createRandom(options.seed ?? Date.now())
@@ -94,7 +94,11 @@ export class CanaryMonitor {
     const excluded: string[] = []
     for (const hop of route) {
       if (this.random.next() >= this.rate) continue
-      const verdict = await this.probe(hop, signal).catch(() => undefined) // a failing hop is the real path's to report
+      // A hop that fails a canary step is the real path's to report; note it and go on.
+      const verdict = await this.probe(hop, signal).catch((err: Error) => {
+        this.options.log?.({ event: 'canary-error', peerId: hop.peerId, code: (err as { code?: string }).code, message: err.message })
+        return undefined
+      })
       if (verdict?.excluded) excluded.push(hop.peerId)
     }
     return excluded

@@ -184,6 +184,12 @@ export class LayerswarmClient {
     const maxLength = Math.min(seqLen, promptTokens.length + maxTokens)
     const sessionId = randomUUID()
     const forwarding = options.forwarding ?? this.init.forwarding ?? 'relay'
+    this.canaries ??= this.init.canaries === false ? undefined : new CanaryMonitor(this.host, this.model, this.modelId, {
+      ...this.init.canaries,
+      wireDtype: this.init.wireDtype ?? 'f32',
+      maxLength,
+      log: this.init.log
+    })
     const remote = new RemotePipeline({
       host: this.host,
       view: this.view,
@@ -203,11 +209,6 @@ export class LayerswarmClient {
       canaries: this.canaries
     })
     const pipeline = composePipeline(this.first, remote, this.last, sessionId, maxLength)
-    this.canaries ??= this.init.canaries === false ? undefined : new CanaryMonitor(this.host, this.model, this.modelId, {
-      ...this.init.canaries,
-      wireDtype: this.init.wireDtype ?? 'f32',
-      maxLength
-    })
     const decoder = this.tokenizer.createDecoder()
     const generated: number[] = []
     let prev = promptTokens[promptTokens.length - 1]

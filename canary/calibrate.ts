@@ -1,0 +1,148 @@
+import { KernelsUnavailableError, type Kernels, type KvDType, type ModelFile, selectKernels } from '../shards/index.js'
+import { type CanarySet, buildCanarySet } from './canary-set.js'
+import { driftMetrics } from './drift.js'
+import { type DriftModel, type DriftSample, fitDriftModel } from './drift-model.js'
+import { CanaryArgumentError } from './errors.js'
+import { createSpanRunner, type SpanRunner } from './span-runner.js'
+import { WIRE_DTYPES, type WireDType, wireRoundtrip } from './wire.js'
+
+/**
+ * Benign variation the project itself produces, measured rather than assumed: a peer on other
+ * kernels (the WebAssembly path vs the TypeScript reference), other thread counts, an f16 KV
+ * cache, and an f16 or Q8_0 (int8) wire, against references from the trusted reference kernels.
+ */
+export type BenignProfile = 'reference' | 'wasm-1t' | 'wasm-2t' | 'reference-kvf16'
+export const BENIGN_PROFILES: readonly BenignProfile[] = ['reference', 'wasm-1t', 'wasm-2t', 'reference-kvf16']
+
+export interface ProfileKernels {
+  readonly profile: BenignProfile
+  readonly kernels: Kernels
+  readonly kvDType: KvDType
+  /** True when the fast kernels are unavailable here and the reference stands in. */
+  readonly fallback: boolean
+  close(): void
+}
+
+/** The kernel set a benign peer of `profile` runs (the caller closes it). */
+export function profileKernels(profile: BenignProfile): ProfileKernels {
+  if (!BENIGN_PROFILES.includes(profile)) throw new CanaryArgumentError(`unknown benign profile ${profile}`)
+  let kernels: Kernels
+  let fallback = false
+  if (profile === 'wasm-1t' || profile === 'wasm-2t') {
+    try {
+      kernels = selectKernels({ kind: 'wasm', threads: profile === 'wasm-1t' ? 1 : 2 })
+    } catch (e) {
+      if (!(e instanceof KernelsUnavailableError)) throw e
+      kernels = selectKernels({ kind: 'reference' })
+      fallback = true
+    }
+  } else kernels = selectKernels({ kind: 'reference' })
+  return { profile, kernels, kvDType: profile === 'reference-kvf16' ? 'f16' : 'f32', fallback, close: () => kernels.close?.() }
+}
+
+/** Step row counts of an ordinary session over a canary: prefill of the prompt, then 1-row steps. */
+export function sessionSteps(promptLength: number, length: number): number[] {
+  if (!Number.isInteger(promptLength) || !Number.isInteger(length) || promptLength < 1 || promptLength > length) {
+    throw new CanaryArgumentError(`prompt length ${promptLength} must be in [1, ${length}]`)
+  }
+  return [promptLength, ...new Array<number>(length - promptLength).fill(1)]
+}
+
+export interface PeerSession {
+  readonly steps: readonly number[]
+  /** The inputs as the peer received them (after the wire) [L, dim]. */
+  readonly input: Float32Array
+  /** The peer's outputs per span end, before the return trip over the wire [L, dim]. */
+  readonly outputs: readonly Float32Array[]
+}
+
+/** What an honest peer running `runner` computes for canary `index` of `set`, sent in `wire`. */
+export function runPeerSession(runner: SpanRunner, set: CanarySet, index: number, wire: WireDType, ends = set.ends): PeerSession {
+  const c = set.canaries[index]
+  if (!c) throw new CanaryArgumentError(`canary index ${index} is outside [0, ${set.canaries.length})`)
+  const steps = sessionSteps(c.promptLength, c.tokens.length)
+  const input = wireRoundtrip(c.inputs, set.dim, wire)
+  return { steps, input, outputs: runner.run(input, steps, ends) }
+}
+
+export interface CalibrationTarget {
+  readonly model: ModelFile
+  readonly boundaries: readonly number[]
+}
+
+export interface CalibrateOptions {
+  readonly targets: readonly CalibrationTarget[]
+  readonly profiles?: readonly BenignProfile[]
+  readonly wires?: readonly WireDType[]
+  readonly prompts?: readonly string[]
+  readonly tokensPerPrompt?: number
+  readonly seed?: number
+}
+
+export interface Calibration {
+  readonly samples: DriftSample[]
+  readonly model: DriftModel
+  /** Profiles that fell back to the reference kernels. */
+  readonly fallbacks: BenignProfile[]
+}
+
+/** Every span end after a boundary (b, n]. */
+export const endsAfter = (model: ModelFile, boundary: number): number[] =>
+  Array.from({ length: model.config.nLayers - boundary }, (_, i) => boundary + 1 + i)
+
+/** Drift of every step of every canary of every (boundary, end, profile, wire): benign samples. */
+export function collectBenignSamples(options: CalibrateOptions): { samples: DriftSample[]; fallbacks: BenignProfile[] } {
+  if (!options || !Array.isArray(options.targets) || options.targets.length === 0) {
+    throw new CanaryArgumentError('calibration needs at least one target model')
+  }
+  const profiles = options.profiles ?? BENIGN_PROFILES
+  const wires = options.wires ?? WIRE_DTYPES
+  const samples: DriftSample[] = []
+  const fallbacks = new Set<BenignProfile>()
+  for (const { model, boundaries } of options.targets) {
+    for (const boundary of boundaries) {
+      const ends = endsAfter(model, boundary)
+      const set = buildCanarySet({ model, boundary, ends, prompts: options.prompts, tokensPerPrompt: options.tokensPerPrompt, seed: options.seed })
+      for (const profile of profiles) {
+        const pk = profileKernels(profile)
+        if (pk.fallback) fallbacks.add(profile)
+        const runner = createSpanRunner({ model, kernels: pk.kernels, kvDType: pk.kvDType, start: boundary, maxEnd: ends[ends.length - 1] })
+        try {
+          for (const wire of wires) {
+            if (wire === 'int8' && set.dim % 32 !== 0) continue
+            for (let i = 0; i < set.canaries.length; i++) {
+              samples.push(...sessionDrifts(set, i, runPeerSession(runner, set, i, wire), wire))
+            }
+          }
+        } finally {
+          runner.close()
+          pk.close()
+        }
+      }
+    }
+  }
+  return { samples, fallbacks: [...fallbacks] }
+}
+
+/** One drift sample per step and span end of a peer session (outputs sent back in `wire`). */
+export function sessionDrifts(set: CanarySet, index: number, session: PeerSession, wire: WireDType): DriftSample[] {
+  const out: DriftSample[] = []
+  set.ends.forEach((_, k) => {
+    const back = wireRoundtrip(session.outputs[k], set.dim, wire)
+    const ref = set.canaries[index].outputs[k]
+    let pos = 0
+    for (const rows of session.steps) {
+      const a = back.subarray(pos * set.dim, (pos + rows) * set.dim)
+      out.push({ drift: driftMetrics(a, ref.subarray(pos * set.dim, (pos + rows) * set.dim)), wire })
+      pos += rows
+    }
+  })
+  return out
+}
+
+/** Collect benign samples and fit the benign drift model to them. */
+export function calibrate(options: CalibrateOptions): Calibration {
+  const { samples, fallbacks } = collectBenignSamples(options)
+  const note = `benign drift: profiles ${(options.profiles ?? BENIGN_PROFILES).join(',')}; wires ${(options.wires ?? WIRE_DTYPES).join(',')}; ${samples.length} samples`
+  return { samples, model: fitDriftModel(samples, { note, seed: options.seed }), fallbacks }
+}

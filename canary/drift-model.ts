@@ -1,0 +1,218 @@
+import { type Drift, validateDrift } from './drift.js'
+import { CanaryArgumentError, InvalidDriftModelError } from './errors.js'
+import { createRandom } from './rng.js'
+
+/*
+ * Benign and tampering drift distributions in log-drift space. A drift becomes two features,
+ * x = (log10 relL2, log10 chord) with chord = √(2·cosine) = ‖â − b̂‖ (the same scale as relL2),
+ * each floored at 1e-10 (exact zeros from identical kernels land on the floor) and capped at 1e2.
+ *  - Benign: a Gaussian kernel density estimate (Rosenblatt–Parzen) over calibration samples, one
+ *    per wire dtype plus a pooled one, bandwidth chosen by leave-one-out likelihood
+ *    cross-validation (Duin 1976; exact ties left out too, so point masses do not force h → 0).
+ *  - Tampering: uniform over the feature box minus the corner where both features lie below the
+ *    benign bulk (a peer cannot be closer to the reference than benign variation by tampering).
+ * The benign density is contaminated with a fraction ε of the tampering one (Huber's ε-contamination),
+ * so one observation's density ratio f_T/f_B is at most 1/ε: a single outlier never convicts.
+ */
+export const LOG_FLOOR = -10
+export const LOG_CEIL = 2
+const MIN_BANDWIDTH = 0.05
+
+export interface DriftSample {
+  readonly drift: Drift
+  /** Wire dtype (or any context key) the sample was measured under; the pooled class only when absent. */
+  readonly wire?: string
+}
+
+export interface DriftClass {
+  /** Distinct feature points of non-zero drifts, flattened pairs [x1, y1, x2, y2, ...]. */
+  readonly points: number[]
+  /** Weight of each point (its share of the non-zero samples). */
+  readonly weights: number[]
+  /** Share of samples with drift exactly 0 (identical outputs). */
+  readonly atom: number
+  readonly bandwidth: number
+  /** Lower edge of the benign bulk per feature (1st percentile of non-zero drifts minus one bandwidth). */
+  readonly lower: [number, number]
+  /** Samples the class was fitted on (points may be a thinned subset). */
+  readonly count: number
+}
+
+export interface DriftModel {
+  readonly version: 1
+  readonly kind: 'log-drift-kde'
+  /** ε of the contamination: the benign density holds ε of the tampering one. */
+  readonly contamination: number
+  /** Per wire dtype, and '*' pooled over all samples (used for unknown keys). */
+  readonly classes: Readonly<Record<string, DriftClass>>
+  readonly note?: string
+}
+
+export interface FitOptions {
+  /** Default e^-8 ≈ 3.4e-4: one canary moves the log-likelihood ratio by at most 8. */
+  readonly contamination?: number
+  /** Points kept per class (seeded thinning); default 400. */
+  readonly maxPoints?: number
+  readonly seed?: number
+  readonly note?: string
+}
+
+const clampLog = (v: number): number => Math.min(LOG_CEIL, Math.max(LOG_FLOOR, Math.log10(Math.max(v, 10 ** LOG_FLOOR))))
+
+/** The two log-drift features of a drift record. */
+export function driftFeatures(d: Drift): [number, number] {
+  return [clampLog(d.relL2), clampLog(Math.sqrt(2 * d.cosine))]
+}
+
+function kdeSum(points: readonly number[], weights: readonly number[], x: number, y: number, h: number, skip = -1): number {
+  const inv = -0.5 / (h * h)
+  let s = 0
+  for (let j = 0, k = 0; j < points.length; j += 2, k++) {
+    if (k === skip) continue
+    const dx = x - points[j]
+    const dy = y - points[j + 1]
+    s += weights[k] * Math.exp((dx * dx + dy * dy) * inv)
+  }
+  return s
+}
+
+function quantile(sorted: number[], q: number): number {
+  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.floor(q * (sorted.length - 1))))]
+}
+
+const isAtom = (x: number, y: number): boolean => x === LOG_FLOOR && y === LOG_FLOOR
+
+function fitClass(features: [number, number][], maxPoints: number, seed: number): DriftClass {
+  // Exact reproductions (drift 0, both features on the floor) are an atom, not a density.
+  const rest = features.filter(([x, y]) => !isAtom(x, y))
+  const atom = (features.length - rest.length) / features.length
+  // Identical points (e.g. two thread counts giving the same bits) merge into one weighted point.
+  const counts = new Map<string, { f: [number, number]; w: number }>()
+  for (const f of rest) {
+    const key = `${f[0]},${f[1]}`
+    const e = counts.get(key)
+    if (e) e.w++
+    else counts.set(key, { f, w: 1 })
+  }
+  let kept = [...counts.values()]
+  if (kept.length > maxPoints) {
+    const rnd = createRandom(seed)
+    for (let i = kept.length - 1; i > 0; i--) {
+      const j = rnd.int(i + 1)
+      ;[kept[i], kept[j]] = [kept[j], kept[i]]
+    }
+    kept = kept.slice(0, maxPoints)
+  }
+  const total = kept.reduce((n, e) => n + e.w, 0)
+  const points = kept.flatMap((e) => e.f)
+  const weights = kept.map((e) => e.w / total)
+  let best = MIN_BANDWIDTH
+  let bestScore = Number.NEGATIVE_INFINITY
+  if (kept.length > 2) {
+    // Leave-one-out likelihood cross-validation over the distinct points.
+    for (let h = MIN_BANDWIDTH; h <= 2; h *= 1.25) {
+      let score = 0
+      kept.forEach((e, i) => {
+        const f = kdeSum(points, weights, e.f[0], e.f[1], h, i) / ((1 - weights[i]) * 2 * Math.PI * h * h)
+        score += weights[i] * Math.log(f + 1e-300)
+      })
+      if (score > bestScore) {
+        bestScore = score
+        best = h
+      }
+    }
+  }
+  const lower = [0, 1].map((d) =>
+    rest.length === 0 ? LOG_CEIL : quantile(rest.map((f) => f[d]).sort((a, b) => a - b), 0.01) - best
+  ) as [number, number]
+  return { points, weights: weights.map((w) => Math.round(w * 1e6) / 1e6), bandwidth: best, lower, atom, count: features.length }
+}
+
+/** Fit the benign drift model to calibration samples (at least 8), per wire key and pooled. */
+export function fitDriftModel(samples: readonly DriftSample[], options: FitOptions = {}): DriftModel {
+  if (!Array.isArray(samples) || samples.length < 8) throw new CanaryArgumentError('fitDriftModel needs at least 8 samples')
+  const contamination = options.contamination ?? Math.exp(-8)
+  if (!(contamination > 0 && contamination < 0.5)) throw new CanaryArgumentError('contamination must be in (0, 0.5)')
+  const maxPoints = options.maxPoints ?? 400
+  if (!Number.isInteger(maxPoints) || maxPoints < 8) throw new CanaryArgumentError('maxPoints must be an integer ≥ 8')
+  const seed = options.seed ?? 1
+  const groups = new Map<string, [number, number][]>([['*', []]])
+  for (const s of samples) {
+    validateDrift(s?.drift)
+    const f = driftFeatures(s.drift)
+    groups.get('*')!.push(f)
+    if (s.wire !== undefined) {
+      if (typeof s.wire !== 'string' || s.wire === '*') throw new CanaryArgumentError('sample wire must be a string other than "*"')
+      if (!groups.has(s.wire)) groups.set(s.wire, [])
+      groups.get(s.wire)!.push(f)
+    }
+  }
+  const classes: Record<string, DriftClass> = {}
+  for (const [key, fs] of groups) if (fs.length >= 8) classes[key] = fitClass(fs, maxPoints, seed)
+  return { version: 1, kind: 'log-drift-kde', contamination, classes, ...(options.note ? { note: options.note } : {}) }
+}
+
+function classOf(model: DriftModel, wire: string | undefined): DriftClass {
+  return (wire !== undefined && model.classes[wire]) || model.classes['*']
+}
+
+/**
+ * The density ratio f_T(x)/f_B(x) of one drift under the model, in [0, 1/ε]: above 1 the
+ * drift looks more like tampering than like benign variation.
+ */
+export function densityRatio(model: DriftModel, drift: Drift, wire?: string): number {
+  validateDrift(drift)
+  const c = classOf(model, wire)
+  const [x, y] = driftFeatures(drift)
+  // An exact reproduction of the reference is no evidence of tampering.
+  if (isAtom(x, y)) return 0
+  const span = LOG_CEIL - LOG_FLOOR
+  const corner = (Math.max(0, c.lower[0] - LOG_FLOOR) * Math.max(0, c.lower[1] - LOG_FLOOR)) / (span * span)
+  const inTamperRegion = x >= c.lower[0] || y >= c.lower[1]
+  const fT = inTamperRegion ? 1 / (span * span * (1 - corner)) : 0
+  const h = c.bandwidth
+  const kde = c.points.length > 0 ? kdeSum(c.points, c.weights, x, y, h) / (2 * Math.PI * h * h) : 0
+  const eps = model.contamination
+  const fB = (1 - c.atom) * (1 - eps) * kde + eps * fT
+  return fB > 0 ? fT / fB : 0
+}
+
+/** Parse and check a drift model from JSON text or a parsed object (a shipped calibration). */
+export function parseDriftModel(json: string | unknown): DriftModel {
+  let m: DriftModel
+  try {
+    m = (typeof json === 'string' ? JSON.parse(json) : json) as DriftModel
+  } catch (e) {
+    throw new InvalidDriftModelError('drift model is not valid JSON', { cause: e })
+  }
+  if (m?.version !== 1 || m.kind !== 'log-drift-kde') throw new InvalidDriftModelError('not a version 1 log-drift-kde model')
+  if (!(m.contamination > 0 && m.contamination < 0.5)) throw new InvalidDriftModelError('contamination must be in (0, 0.5)')
+  if (!m.classes || typeof m.classes !== 'object' || !m.classes['*']) throw new InvalidDriftModelError('the pooled class "*" is missing')
+  for (const [k, c] of Object.entries(m.classes)) {
+    const ok =
+      c &&
+      Array.isArray(c.points) &&
+      c.points.length % 2 === 0 &&
+      Array.isArray(c.weights) &&
+      c.weights.length * 2 === c.points.length &&
+      c.weights.every((w) => typeof w === 'number' && w >= 0) &&
+      c.atom >= 0 &&
+      c.atom <= 1 &&
+      c.points.every((v) => typeof v === 'number' && Number.isFinite(v)) &&
+      c.bandwidth > 0 &&
+      Array.isArray(c.lower) &&
+      c.lower.length === 2 &&
+      c.lower.every(Number.isFinite) &&
+      Number.isInteger(c.count)
+    if (!ok) throw new InvalidDriftModelError(`class ${k} is malformed`)
+  }
+  return m
+}
+
+/** JSON text of a drift model, points rounded to 4 decimals (what a client ships). */
+export function serializeDriftModel(model: DriftModel): string {
+  const classes = Object.fromEntries(
+    Object.entries(model.classes).map(([k, c]) => [k, { ...c, points: c.points.map((v) => Math.round(v * 1e4) / 1e4) }])
+  )
+  return JSON.stringify({ ...model, classes })
+}

@@ -1,0 +1,174 @@
+import type { CanarySet } from './canary-set.js'
+import { CanaryArgumentError } from './errors.js'
+import { createRandom } from './rng.js'
+import { WIRE_DTYPES, type WireDType } from './wire.js'
+
+/*
+ * Mixing canaries into ordinary traffic (client side, no networking). A canary session is a
+ * decoy: it opens like a real session (same max_length, wire dtype), prefills a prompt-length
+ * block of rows then sends 1-row steps, and it advances in lockstep with a real session (one
+ * canary step per real step while it lasts), so its timing pattern is that of a real session.
+ */
+
+export interface CanaryTick {
+  /** Send the next step of the decoy session alongside this real step. */
+  readonly send: boolean
+  /** This step opens a new decoy session (the first of its steps). */
+  readonly start: boolean
+  /** Index of the step within the decoy session (0 = prefill); -1 when nothing is sent. */
+  readonly index: number
+}
+
+export interface CanaryScheduler {
+  readonly rate: number
+  /** Call once per real step. */
+  onRealStep(): CanaryTick
+  /** Steps seen so far: real, canary, and the canary fraction canary / (real + canary). */
+  stats(): { real: number; canary: number; fraction: number }
+}
+
+export interface CanarySchedulerOptions {
+  /** Fraction of all steps that are canaries, in (0, 0.5]; default 0.03. */
+  readonly rate?: number
+  readonly seed?: number
+  /** Mean steps of a decoy session (prefill + decode steps); default 16. */
+  readonly meanSessionSteps?: number
+  /** Steps of the next decoy session when it starts (e.g. from the planner); default the mean. */
+  readonly sessionSteps?: () => number
+}
+
+/**
+ * Per real step: while a decoy session is active it sends its next step; when idle it starts a
+ * new one with probability p, chosen so that canary steps are `rate` of all steps. A renewal
+ * cycle has an idle run of mean (1 − p)/p real steps, then N real steps with N canary steps,
+ * so rate = N / (2N + (1 − p)/p), i.e. p = 1 / (1 + N(1 − 2·rate)/rate).
+ */
+export function createCanaryScheduler(options: CanarySchedulerOptions = {}): CanaryScheduler {
+  const rate = options.rate ?? 0.03
+  if (typeof rate !== 'number' || !(rate > 0 && rate <= 0.5)) throw new CanaryArgumentError(`rate must be in (0, 0.5], got ${rate}`)
+  const mean = options.meanSessionSteps ?? 16
+  if (!(Number.isFinite(mean) && mean >= 1)) throw new CanaryArgumentError('meanSessionSteps must be ≥ 1')
+  const seed = options.seed ?? 1
+  if (!Number.isSafeInteger(seed)) throw new CanaryArgumentError('seed must be a safe integer')
+  const rnd = createRandom(seed)
+  const p = 1 / (1 + (mean * (1 - 2 * rate)) / rate)
+  let remaining = 0
+  let index = -1
+  let real = 0
+  let canary = 0
+  return {
+    rate,
+    onRealStep() {
+      real++
+      if (remaining > 0) {
+        remaining--
+        canary++
+        return { send: true, start: false, index: ++index }
+      }
+      if (rnd.next() < p) {
+        const n = options.sessionSteps ? options.sessionSteps() : Math.round(mean)
+        if (!Number.isInteger(n) || n < 1) throw new CanaryArgumentError(`sessionSteps() must return an integer ≥ 1, got ${n}`)
+        remaining = n - 1
+        index = 0
+        canary++
+        return { send: true, start: true, index: 0 }
+      }
+      return { send: false, start: false, index: -1 }
+    },
+    stats: () => ({ real, canary, fraction: canary / Math.max(1, real + canary) })
+  }
+}
+
+/** What a peer sees of a session's shape. */
+export interface SessionShape {
+  /** Rows of the first (prefill) step. */
+  readonly promptLength: number
+  /** Steps in all: the prefill, then 1-row steps. */
+  readonly steps: number
+  readonly maxLength: number
+  readonly wire: WireDType
+}
+
+export interface DecoyStep {
+  readonly startPosition: number
+  readonly rows: number
+}
+
+export interface DecoyPlan {
+  /** The canary whose rows [0, positions) the session sends. */
+  readonly canaryIndex: number
+  readonly maxLength: number
+  readonly wire: WireDType
+  readonly steps: readonly DecoyStep[]
+}
+
+export interface DecoyPlanner {
+  /** Record a real session's shape; decoys copy shapes drawn from the recent ones. */
+  observeReal(shape: SessionShape): void
+  plan(): DecoyPlan
+}
+
+export interface DecoyPlannerOptions {
+  readonly set: CanarySet
+  readonly seed?: number
+  /** max_length and wire dtype used before any real session has been observed. */
+  readonly maxLength?: number
+  readonly wire?: WireDType
+  /** Real shapes remembered (default 256). */
+  readonly history?: number
+}
+
+/**
+ * Plans decoy sessions over a canary set whose shapes follow the client's real sessions: a
+ * recent real shape is drawn at random, and a canary long enough for its prefill plus decode
+ * steps is picked (the longest one, shortened, if none is).
+ */
+export function createDecoyPlanner(options: DecoyPlannerOptions): DecoyPlanner {
+  const { set } = options
+  if (!set || !Array.isArray(set.canaries) || set.canaries.length === 0) throw new CanaryArgumentError('the planner needs a non-empty canary set')
+  const rnd = createRandom(options.seed ?? 1)
+  const keep = options.history ?? 256
+  const shapes: SessionShape[] = []
+  const defaultMax = options.maxLength ?? 256
+  const defaultWire = options.wire ?? 'f32'
+  if (!WIRE_DTYPES.includes(defaultWire)) throw new CanaryArgumentError(`unknown wire dtype ${defaultWire}`)
+  return {
+    observeReal(shape) {
+      const ok =
+        shape &&
+        Number.isInteger(shape.promptLength) &&
+        shape.promptLength >= 1 &&
+        Number.isInteger(shape.steps) &&
+        shape.steps >= 1 &&
+        Number.isInteger(shape.maxLength) &&
+        shape.maxLength >= shape.promptLength + shape.steps - 1 &&
+        WIRE_DTYPES.includes(shape.wire)
+      if (!ok) throw new CanaryArgumentError('a session shape needs integer promptLength, steps, maxLength ≥ positions, and a wire dtype')
+      shapes.push(shape)
+      if (shapes.length > keep) shapes.shift()
+    },
+    plan() {
+      let shape: SessionShape
+      if (shapes.length > 0) shape = shapes[rnd.int(shapes.length)]
+      else {
+        const c = set.canaries[rnd.int(set.canaries.length)]
+        shape = { promptLength: c.promptLength, steps: c.tokens.length - c.promptLength + 1, maxLength: defaultMax, wire: defaultWire }
+      }
+      const need = shape.promptLength + shape.steps - 1
+      const fits = set.canaries.map((c, i) => ({ i, n: c.tokens.length })).filter((c) => c.n >= need)
+      let canaryIndex: number
+      let prompt = shape.promptLength
+      let decode = shape.steps - 1
+      if (fits.length > 0) canaryIndex = fits[rnd.int(fits.length)].i
+      else {
+        canaryIndex = set.canaries.reduce((b, c, i) => (c.tokens.length > set.canaries[b].tokens.length ? i : b), 0)
+        const n = set.canaries[canaryIndex].tokens.length
+        prompt = Math.min(prompt, n)
+        decode = Math.min(decode, n - prompt)
+      }
+      const steps: DecoyStep[] = [{ startPosition: 0, rows: prompt }]
+      for (let k = 0; k < decode; k++) steps.push({ startPosition: prompt + k, rows: 1 })
+      return { canaryIndex, maxLength: shape.maxLength, wire: shape.wire, steps }
+    }
+  }
+}

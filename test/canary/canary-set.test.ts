@@ -1,0 +1,74 @@
+import { mkdtempSync, readFileSync, statSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { describe, expect, it } from 'vitest'
+import {
+  buildCanarySet,
+  CanaryArgumentError,
+  CanarySetMismatchError,
+  CorruptCanarySetError,
+  createDetector,
+  createSpanRunner,
+  defaultBenignModel,
+  driftMetrics,
+  inputFor,
+  loadCanarySet,
+  referenceFor,
+  runPeerSession,
+  saveCanarySet,
+  sessionDrifts
+} from '../../canary/index.js'
+import { createShard, openModelFile } from '../../shards/index.js'
+
+const model = openModelFile('models/stories260K.gguf')
+const set = buildCanarySet({ model, boundary: 1, ends: [2, 4], prompts: ['Once upon a time, there was a little cat.', 'Tom went to the park.'], tokensPerPrompt: 24, maxPromptTokens: 10 })
+
+describe('canary sets', () => {
+  it('holds inputs at the boundary and references that a plain shard reproduces', () => {
+    expect(set.canaries).toHaveLength(2)
+    const c = set.canaries[0]
+    expect(c.tokens[0]).toBe(1) // BOS
+    expect(c.promptLength).toBeLessThanOrEqual(10)
+    const L = c.tokens.length
+    // Decode-style steps on an independent shard [1, 4) give the [1, 4) references bit for bit.
+    const shard = createShard({ model, start: 1, end: 4 })
+    shard.openSession('x', { maxLength: L })
+    for (let p = 0; p < L; p++) {
+      expect(driftMetrics(shard.forward('x', inputFor(set, 0, p), p), referenceFor(set, 0, 4, p)).relL2).toBe(0)
+    }
+    expect(() => referenceFor(set, 0, 3, 0)).toThrow(CanaryArgumentError)
+    expect(() => referenceFor(set, 5, 2, 0)).toThrow(CanaryArgumentError)
+    expect(() => buildCanarySet({ model, boundary: 5, ends: [5] })).toThrow(CanaryArgumentError)
+  })
+  it('saves 0600, loads back identically, and refuses other models and damaged files', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'canary-'))
+    const path = join(dir, 'set.bin')
+    saveCanarySet(path, set)
+    expect(statSync(path).mode & 0o777).toBe(0o600)
+    const back = loadCanarySet(path, { modelId: set.modelId, boundary: 1 })
+    expect(back.ends).toEqual([2, 4])
+    expect(back.canaries[1].tokens).toEqual(set.canaries[1].tokens)
+    expect(back.canaries[1].outputs[1]).toEqual(set.canaries[1].outputs[1])
+    expect(() => loadCanarySet(path, { modelId: 'lsm1-other' })).toThrow(CanarySetMismatchError)
+    expect(() => loadCanarySet(path, { boundary: 2 })).toThrow(CanarySetMismatchError)
+    const bytes = readFileSync(path)
+    bytes[bytes.length - 100] ^= 1
+    writeFileSync(path, bytes)
+    expect(() => loadCanarySet(path)).toThrow(CorruptCanarySetError)
+    writeFileSync(path, 'not a canary set')
+    expect(() => loadCanarySet(path)).toThrow(CorruptCanarySetError)
+  })
+  it('an honest peer on the reference kernels reproduces every canary exactly, and is not excluded', () => {
+    const runner = createSpanRunner({ model, start: 1, maxEnd: 4 })
+    const det = createDetector({ benign: defaultBenignModel() })
+    for (const wire of ['f32', 'f16', 'int8'] as const) {
+      for (let i = 0; i < set.canaries.length; i++) {
+        for (const s of sessionDrifts(set, i, runPeerSession(runner, set, i, wire), wire)) {
+          if (wire === 'f32') expect(s.drift.relL2).toBe(0)
+          det.observe(`peer-${wire}`, s.drift, wire)
+        }
+      }
+    }
+    expect(det.excluded()).toEqual([])
+  })
+})
