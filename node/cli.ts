@@ -54,6 +54,7 @@ program
   .addOption(new Option('--edge-last <j>', 'with --bootstrap: blocks run locally after the swarm').argParser(int('--edge-last', 0)).default(1))
   .addOption(new Option('--forwarding <mode>', 'with --bootstrap: relay (client sends to each hop) or chain (hops forward)').choices(['relay', 'chain']).default('relay'))
   .addOption(new Option('--wire <dtype>', 'with --bootstrap: activation dtype on the wire').choices(['f32', 'f16', 'q8_0']).default('f32'))
+  .addOption(new Option('--canary-rate <r>', 'with --bootstrap: fraction of steps followed by a canary check of each hop; 0 = off').argParser(float('--canary-rate', 0, 1)).default(0.03))
   .option('--verbose', 'with --bootstrap: log routing and failover events to stderr', false)
   .action(async (opts) => {
     const seed = opts.seed ?? Math.floor(Math.random() * 2 ** 31)
@@ -76,6 +77,7 @@ program
           edgeLast: opts.edgeLast,
           forwarding: opts.forwarding,
           wire: opts.wire,
+          canaryRate: opts.canaryRate,
           json: opts.json,
           log: opts.verbose ? (e) => process.stderr.write(`${JSON.stringify(e)}\n`) : undefined
         },

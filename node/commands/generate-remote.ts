@@ -17,6 +17,8 @@ export interface RemoteGenerateOptions {
   edgeLast: number
   forwarding: Forwarding
   wire: DType
+  /** Canary checks per real step and hop; 0 turns them off. */
+  canaryRate: number
   json: boolean
   log?: (e: Record<string, unknown>) => void
 }
@@ -35,6 +37,7 @@ export async function runRemoteGenerate(
     edgeLast: o.edgeLast,
     forwarding: o.forwarding,
     wireDtype: o.wire,
+    canaries: o.canaryRate > 0 ? { rate: o.canaryRate } : false,
     log: o.log
   })
   try {
