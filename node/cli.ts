@@ -57,58 +57,41 @@ program
   .addOption(new Option('--canary-rate <r>', 'with --bootstrap: fraction of steps followed by a canary check of each hop; 0 = off').argParser(float('--canary-rate', 0, 1)).default(0.03))
   .option('--verbose', 'with --bootstrap: log routing and failover events to stderr', false)
   .action(async (opts) => {
-    const seed = opts.seed ?? Math.floor(Math.random() * 2 ** 31)
     const ac = new AbortController()
     process.once('SIGINT', () => ac.abort())
-    if (opts.bootstrap) {
-      const result = await runRemoteGenerate(
-        {
-          model: opts.model ?? defaultModelPath(),
-          tokenizer: opts.tokenizer,
-          bootstrap: String(opts.bootstrap).split(',').filter(Boolean),
-          prompt: opts.prompt,
-          maxTokens: opts.maxTokens,
-          temperature: opts.temperature,
-          topK: opts.topK,
-          topP: opts.topP === 0 ? 1 : opts.topP,
-          seed,
-          repetitionPenalty: opts.repetitionPenalty,
-          edgeFirst: opts.edgeFirst,
-          edgeLast: opts.edgeLast,
-          forwarding: opts.forwarding,
-          wire: opts.wire,
-          canaryRate: opts.canaryRate,
-          json: opts.json,
-          log: opts.verbose ? (e) => process.stderr.write(`${JSON.stringify(e)}\n`) : undefined
-        },
-        (piece) => process.stdout.write(piece),
-        ac.signal
-      )
-      if (opts.json) process.stdout.write(`${JSON.stringify(result)}\n`)
-      else process.stdout.write(`\n`)
-      return
+    // What both paths share: the model, the prompt and the sampling.
+    const common = {
+      model: opts.model ?? defaultModelPath(),
+      tokenizer: opts.tokenizer,
+      prompt: opts.prompt,
+      maxTokens: opts.maxTokens,
+      temperature: opts.temperature,
+      topK: opts.topK,
+      topP: opts.topP === 0 ? 1 : opts.topP,
+      seed: opts.seed ?? Math.floor(Math.random() * 2 ** 31),
+      repetitionPenalty: opts.repetitionPenalty,
+      json: opts.json
     }
-    const result = await runLocalGenerate(
-      {
-        model: opts.model ?? defaultModelPath(),
-        tokenizer: opts.tokenizer,
-        prompt: opts.prompt,
-        maxTokens: opts.maxTokens,
-        temperature: opts.temperature,
-        topK: opts.topK,
-        topP: opts.topP === 0 ? 1 : opts.topP,
-        seed,
-        repetitionPenalty: opts.repetitionPenalty,
-        json: opts.json,
-        threads: opts.threads,
-        kernelKind: opts.kernels,
-        kvDType: opts.kvDtype
-      },
-      (piece) => process.stdout.write(piece),
-      ac.signal
-    )
-    if (opts.json) process.stdout.write(`${JSON.stringify(result)}\n`)
-    else process.stdout.write('\n')
+    const write = (piece: string): void => {
+      process.stdout.write(piece)
+    }
+    const result = opts.bootstrap
+      ? await runRemoteGenerate(
+          {
+            ...common,
+            bootstrap: String(opts.bootstrap).split(',').filter(Boolean),
+            edgeFirst: opts.edgeFirst,
+            edgeLast: opts.edgeLast,
+            forwarding: opts.forwarding,
+            wire: opts.wire,
+            canaryRate: opts.canaryRate,
+            log: opts.verbose ? (e) => process.stderr.write(`${JSON.stringify(e)}\n`) : undefined
+          },
+          write,
+          ac.signal
+        )
+      : await runLocalGenerate({ ...common, threads: opts.threads, kernelKind: opts.kernels, kvDType: opts.kvDtype }, write, ac.signal)
+    process.stdout.write(opts.json ? `${JSON.stringify(result)}\n` : '\n')
   })
 
 registerMakeModel(program)
