@@ -1,4 +1,4 @@
-import { InvalidArgumentError, OutOfCacheError } from './errors.js'
+import { InvalidArgumentError, OutOfCacheError, PositionError } from './errors.js'
 import { f32ToF16 } from './f16.js'
 import type { KvLayer } from './kernels.js'
 
@@ -36,7 +36,8 @@ export class KvCache {
    * released with free(); without one they are ordinary typed arrays.
    */
   constructor(nLayers: number, kvDim: number, maxLength: number, dtype: KvDType = 'f32', allocator?: KvAllocator) {
-    if (!Number.isInteger(maxLength) || maxLength < 1) throw new InvalidArgumentError(`maxLength must be a positive integer, got ${maxLength}`)
+    if (!Number.isInteger(maxLength) || maxLength < 1)
+      throw new InvalidArgumentError(`maxLength must be a positive integer, got ${maxLength}`)
     if (dtype !== 'f32' && dtype !== 'f16') throw new InvalidArgumentError(`KV cache dtype must be f32 or f16, got ${dtype}`)
     this.maxLength = maxLength
     this.kvDim = kvDim
@@ -74,7 +75,9 @@ export class KvCache {
   reserve(startPos: number, T: number): void {
     if (this.freed) throw new InvalidArgumentError('the KV cache was freed (session closed)')
     if (startPos + T > this.maxLength) {
-      throw new OutOfCacheError(`positions ${startPos}..${startPos + T - 1} do not fit the KV cache of ${this.maxLength} positions`)
+      throw new OutOfCacheError(
+        `positions ${startPos}..${startPos + T - 1} do not fit the KV cache of ${this.maxLength} positions`
+      )
     }
   }
 
@@ -93,4 +96,71 @@ export class KvCache {
       }
     }
   }
+
+  /** Bytes of one position across all layers, keys and values (the export layout's row unit). */
+  get bytesPerPosition(): number {
+    return this.layers.length * 2 * this.kvDim * (this.dtype === 'f32' ? 4 : 2)
+  }
+
+  /**
+   * Copy positions [from, to) out in the export layout: for each layer in order, its keys rows
+   * [from, to) then its values rows [from, to), each row kvDim values of the cache dtype in the
+   * platform's (little-endian) byte order. Into `out` (a view of it is returned) when given.
+   */
+  exportRows(from: number, to: number, out?: Uint8Array): Uint8Array {
+    if (this.freed) throw new InvalidArgumentError('the KV cache was freed (session closed)')
+    if (!Number.isInteger(from) || !Number.isInteger(to) || from < 0 || from > to || to > this.length) {
+      throw new PositionError(`cannot export positions [${from}, ${to}) of a KV cache of length ${this.length}`)
+    }
+    const total = (to - from) * this.bytesPerPosition
+    if (out !== undefined && (!(out instanceof Uint8Array) || out.length < total)) {
+      throw new InvalidArgumentError(`export buffer must be a Uint8Array of at least ${total} bytes`)
+    }
+    const dst = out === undefined ? new Uint8Array(total) : out.subarray(0, total)
+    let o = 0
+    for (const kv of this.layers) {
+      for (const a of [kv.keys, kv.values]) {
+        const bytes = rowBytes(a, from, to, this.kvDim)
+        dst.set(bytes, o)
+        o += bytes.length
+      }
+    }
+    return dst
+  }
+
+  /**
+   * Write `data` (exportRows layout, this cache's dtype) at positions from, from+1, ... and set
+   * the length to from + rows. A `from` past the current length would leave a gap: PositionError.
+   */
+  importRows(from: number, data: Uint8Array): number {
+    if (this.freed) throw new InvalidArgumentError('the KV cache was freed (session closed)')
+    if (!(data instanceof Uint8Array)) throw new InvalidArgumentError('KV data must be a Uint8Array')
+    if (!Number.isInteger(from) || from < 0 || from > this.length) {
+      throw new PositionError(`cannot import KV at position ${from} into a cache of length ${this.length} (gap)`)
+    }
+    const per = this.bytesPerPosition
+    if (data.length % per !== 0) {
+      throw new InvalidArgumentError(
+        `KV data of ${data.length} bytes is not a whole number of ${per}-byte positions (${this.dtype})`
+      )
+    }
+    const rows = data.length / per
+    this.reserve(from, rows)
+    const block = rows * this.kvDim * (this.dtype === 'f32' ? 4 : 2)
+    let o = 0
+    for (const kv of this.layers) {
+      for (const a of [kv.keys, kv.values]) {
+        rowBytes(a, from, from + rows, this.kvDim).set(data.subarray(o, o + block))
+        o += block
+      }
+    }
+    this.length = from + rows
+    return rows
+  }
+}
+
+/** The bytes of rows [from, to) of one layer's keys or values (a view, no copy). */
+function rowBytes(a: Float32Array | Uint16Array, from: number, to: number, kvDim: number): Uint8Array {
+  const bpe = a.BYTES_PER_ELEMENT
+  return new Uint8Array(a.buffer, a.byteOffset + from * kvDim * bpe, (to - from) * kvDim * bpe)
 }

@@ -110,6 +110,33 @@ export class Shard {
     cache.length = length
   }
 
+  /** Bytes exportKv produces per position for a session (all its layers, keys and values). */
+  kvBytesPerPosition(id: string): number {
+    return this.cache(id).bytesPerPosition
+  }
+
+  /**
+   * The keys and values of every block of the session's span for positions [from, to), in the
+   * cache's dtype (this.kvDType): for each block in order, keys rows [from, to) then values rows
+   * [from, to), kvDim values per row, little-endian. Written into `out` when given (reuse it:
+   * fresh large buffers are slow). PositionError unless 0 <= from <= to <= length.
+   */
+  exportKv(id: string, from: number, to: number, out?: Uint8Array): Uint8Array {
+    return this.cache(id).exportRows(from, to, out)
+  }
+
+  /**
+   * Write exportKv bytes of the same span and dtype at positions from .. from+rows-1 and set the
+   * session's length to from + rows (positions after that are forgotten). PositionError when
+   * from > length (a gap); InvalidArgumentError for a size that is not whole positions or
+   * another dtype; OutOfCacheError past maxLength. Returns the number of positions written.
+   */
+  importKv(id: string, from: number, data: Uint8Array, dtype: KvDType = this.kvDType): number {
+    const cache = this.cache(id)
+    if (dtype !== cache.dtype) throw new InvalidArgumentError(`KV data of dtype ${dtype} cannot go into a ${cache.dtype} cache`)
+    return cache.importRows(from, data)
+  }
+
   /** Drop a session and free its KV cache (in the kernels' memory when they allocated it). */
   closeSession(id: string): boolean {
     const s = this.sessions.get(id)
