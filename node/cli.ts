@@ -8,6 +8,7 @@ import { runRemoteGenerate } from './commands/generate-remote.js'
 import { registerNodeStart } from './commands/node-start.js'
 import { registerSwarm } from './commands/swarm.js'
 import { registerDemo } from './commands/demo.js'
+import { registerApi } from './commands/api.js'
 import { defaultModelPath } from './paths.js'
 
 function int(name: string, min: number) {
@@ -98,6 +99,7 @@ registerMakeModel(program)
 registerNodeStart(program)
 registerSwarm(program)
 registerDemo(program)
+registerApi(program)
 
 try {
   await program.parseAsync(process.argv)

@@ -29,6 +29,7 @@ import {
 import type { ModelFile, Shard } from '../shards/index.js'
 import { ChainLink } from './chain.js'
 import { SessionManager } from './session-manager.js'
+import type { Metrics } from './metrics.js'
 import type { Tamper } from './tamper.js'
 
 export interface SwarmNodeInit {
@@ -51,6 +52,8 @@ export interface SwarmNodeInit {
   readonly log?: (event: Record<string, unknown>) => void
   /** For measuring the canary detector: return wrong outputs on some steps (DESIGN.md §5). */
   readonly tamper?: Tamper
+  /** Prometheus metrics (`--metrics`). */
+  readonly metrics?: Metrics
 }
 
 /**
@@ -124,7 +127,11 @@ export class SwarmNode {
         return serveSessionStream(stream, (req, sig) => this.handle(req, from, sig), {
           peerId: this.peerId,
           signal,
-          onError: (err, req) => this.init.log?.({ event: 'request-error', code: (err as { code?: string }).code, type: req?.type, message: err.message })
+          onError: (err, req) => {
+            const code = (err as { code?: string }).code ?? 'INTERNAL'
+            this.init.metrics?.error(code)
+            this.init.log?.({ event: 'request-error', code, type: req?.type, message: err.message })
+          }
         })
       },
       SESSION_STREAM_LIMITS
@@ -133,7 +140,10 @@ export class SwarmNode {
       // every session has a wire entry (chained ones a link too): drop both once it expired
       for (const id of this.wire.keys()) if (!this.sessions.has(id)) this.dropChain(id)
       const n = this.sessions.sweep()
-      if (n > 0) this.init.log?.({ event: 'sessions-expired', count: n })
+      if (n > 0) {
+        this.reportSessions()
+        this.init.log?.({ event: 'sessions-expired', count: n })
+      }
     }, 5_000)
     this.sweeper.unref()
     if (this.init.bootstrap?.length) await dialBootstrap(host, this.init.bootstrap, signal)
@@ -167,6 +177,8 @@ export class SwarmNode {
         if (o.modelId !== this.init.modelId) throw new WrongModelError(`this peer serves model ${this.init.modelId}, not ${o.modelId}`)
         this.sessions.open({ sessionId: o.sessionId, start: o.start, end: o.end, maxLength: o.maxLength, owner: from, upstream: o.upstreamPeerId })
         this.wire.set(o.sessionId, o.wireDtype)
+        this.init.metrics?.sessionsTotal.inc()
+        this.reportSessions()
         if (o.nextHops.length > 0 || o.upstreamPeerId) this.chains.set(o.sessionId, new ChainLink(this.host, o.nextHops[0]))
         this.init.log?.({ event: 'session-open', sessionId: o.sessionId, span: [o.start, o.end], chained: this.chains.has(o.sessionId) })
         return { type: 'opened', opened: { sessionId: o.sessionId } }
@@ -180,17 +192,25 @@ export class SwarmNode {
         const output = this.init.tamper ? this.init.tamper.apply({ sessionId: s.sessionId, stepId: s.stepId, input: hidden, output: out.output }) : out.output
         const tensor = encodeTensor(output, [rows, dim], this.wire.get(s.sessionId) ?? 'f32')
         const timing = { peerId: this.peerId, computeMs: out.computeMs }
-        const receipt = await this.receipt(s.sessionId, s.stepId, s.hidden.data, tensor.data)
+        this.init.metrics?.step(rows > 1 ? 'prefill' : 'decode', rows, out.computeMs / 1000)
+        this.init.metrics?.bytes('in', s.hidden.data.byteLength)
+        this.init.metrics?.bytes('out', tensor.data.byteLength)
         const link = this.chains.get(s.sessionId)
         const result = (extra: { hidden?: typeof tensor; timings: HopTiming[]; receipts: Receipt[] }): SessionResponseBody => ({
           type: 'result',
           result: { sessionId: s.sessionId, stepId: s.stepId, ...extra }
         })
-        if (!s.chain || !link) return result({ hidden: tensor, timings: [timing], receipts: [receipt] })
-        if (link.next) {
-          const after = await link.forward({ ...s, hidden: tensor, chain: true }, signal)
+        if (s.chain && link?.next) {
+          // Forward first (the step is on the socket when forward() first yields) and sign our
+          // receipt while the next hops compute.
+          const forwarded = link.forward({ ...s, hidden: tensor, chain: true }, signal)
+          forwarded.catch(() => {}) // awaited below
+          const receipt = await this.receipt(s.sessionId, s.stepId, s.hidden.data, tensor.data)
+          const after = await forwarded
           return result({ timings: [timing, ...after.timings], receipts: [receipt, ...after.receipts] })
         }
+        const receipt = await this.receipt(s.sessionId, s.stepId, s.hidden.data, tensor.data)
+        if (!s.chain || !link) return result({ hidden: tensor, timings: [timing], receipts: [receipt] })
         link.deliver(s.stepId, tensor, [timing], [receipt])
         return result({ timings: [timing], receipts: [receipt] })
       }
@@ -211,6 +231,7 @@ export class SwarmNode {
       case 'close':
         this.sessions.close(req.close.sessionId, from)
         this.dropChain(req.close.sessionId)
+        this.reportSessions()
         return { type: 'closed', closed: { sessionId: req.close.sessionId } }
     }
   }
@@ -221,6 +242,11 @@ export class SwarmNode {
     const fields = { sessionId, stepId, start, end, inputHash: sha256(input), outputHash: sha256(output) }
     if (!this.init.privateKey) return { peerId: this.peerId, start, end, inputHash: fields.inputHash, outputHash: fields.outputHash, signature: new Uint8Array(64) }
     return await signReceipt(fields, this.peerId, this.init.privateKey)
+  }
+
+  private reportSessions(): void {
+    const free = this.sessions.freeCacheTokens
+    this.init.metrics?.sessionState(this.sessions.active, this.sessions.reservedTokens, free)
   }
 
   private dropChain(sessionId: string): void {

@@ -99,6 +99,9 @@ export function createSessionCaller(stream: Stream, init: SessionStreamInit = {}
         resolve = res
         reject = rej
       })
+      // Rejected by an abort or a dead stream while the write below is still pending, the
+      // promise is never awaited: mark it handled, or the rejection kills the whole process.
+      promise.catch(() => {})
       pending.set(requestId, { resolve, reject })
       const onAbort = (): void => {
         pending.delete(requestId)

@@ -4,6 +4,7 @@ import { type Command, Option } from 'commander'
 import { computeModelId, createShard, openModelFile, selectKernelsFor, type Shard } from '../../shards/index.js'
 import { createHost, dialBootstrap, fetchInfo } from '../../protocol/index.js'
 import { defaultModelPath } from '../paths.js'
+import { Metrics, serveMetrics } from '../metrics.js'
 import { SwarmNode } from '../server.js'
 import { chooseSpan } from '../span-selection.js'
 import { createTamper, TAMPER_MODES } from '../tamper.js'
@@ -60,6 +61,7 @@ export function registerNodeStart(program: Command): void {
     .addOption(new Option('--tamper-size <s>', 'tamper strength (noise/bias: × output RMS; scale: factor − 1; zero: fraction; lowprec: mantissa bits)').argParser(float('--tamper-size', -1)).default(0.1))
     .addOption(new Option('--tamper-rate <r>', 'fraction of steps tampered').argParser(float('--tamper-rate', 0, 1)).default(1))
     .addOption(new Option('--tamper-seed <n>', 'seed of the tampered-step choice').argParser(int('--tamper-seed', 0)).default(1))
+    .option('--metrics <host:port>', 'serve Prometheus metrics at http://HOST:PORT/metrics')
     .action(async (opts) => {
       const log = (e: Record<string, unknown>): void => {
         process.stderr.write(`${JSON.stringify({ time: new Date().toISOString(), ...e })}\n`)
@@ -77,22 +79,25 @@ export function registerNodeStart(program: Command): void {
       const throughput = measureThroughput(shard, model.config.dim)
       const tamper = opts.tamper ? createTamper({ mode: opts.tamper, size: opts.tamperSize, rate: opts.tamperRate, seed: opts.tamperSeed }) : undefined
       if (tamper) log({ event: 'tampering', mode: tamper.mode, size: tamper.size, rate: tamper.rate })
+      const metrics = opts.metrics ? new Metrics({ role: 'node', labels: { span: `${start}:${end}` } }) : undefined
+      const metricsServer = metrics ? await serveMetrics(opts.metrics, metrics.registry) : undefined
+      if (metricsServer) log({ event: 'metrics', url: metricsServer.url })
       const privateKey = await generateKeyPair('Ed25519')
       const swarmNode = await SwarmNode.create({
         model, modelId, shard, throughput, privateKey, bootstrap,
-        listen: opts.listen, tamper, maxSessions: opts.maxSessions, idleTimeoutMs: opts.idleTimeout, announceIntervalMs: opts.announceInterval, log
+        listen: opts.listen, tamper, metrics, maxSessions: opts.maxSessions, idleTimeoutMs: opts.idleTimeout, announceIntervalMs: opts.announceInterval, log
+      })
+      // Listen for signals before announcing we serve: a SIGTERM right after the line must stop us cleanly.
+      const stopped = new Promise<string>((resolve) => {
+        process.once('SIGINT', () => resolve('SIGINT'))
+        process.once('SIGTERM', () => resolve('SIGTERM'))
       })
       process.stdout.write(`${JSON.stringify({ peerId: swarmNode.peerId, addrs: swarmNode.addrs, layers: [start, end], modelId })}\n`)
       log({ event: 'serving', peerId: swarmNode.peerId, throughput })
-      await new Promise<void>((resolve) => {
-        const stop = (sig: string): void => {
-          log({ event: 'stopping', signal: sig, sessions: swarmNode.sessions.active })
-          resolve()
-        }
-        process.once('SIGINT', () => stop('SIGINT'))
-        process.once('SIGTERM', () => stop('SIGTERM'))
-      })
+      const sig = await stopped
+      log({ event: 'stopping', signal: sig, sessions: swarmNode.sessions.active })
       await swarmNode.stop()
+      await metricsServer?.close()
       kernels.close?.()
       model.close()
       log({ event: 'stopped' })

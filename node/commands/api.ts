@@ -1,0 +1,164 @@
+import { basename, extname } from 'node:path'
+import { type Command, Option } from 'commander'
+import { createClient } from '../../client/index.js'
+import { openModelFile } from '../../shards/index.js'
+import { parseHostPort, withConfig } from '../config.js'
+import { createChatFormatter } from '../gateway/chat-template.js'
+import { checkListen, type Gateway, startGateway } from '../gateway/server.js'
+import { addLogLevelOption, createLogger, eventLog, type Logger, type LogLevel } from '../log.js'
+import { Metrics, type MetricsServer, serveMetrics } from '../metrics.js'
+import { defaultModelPath } from '../paths.js'
+import { float, int } from './options.js'
+
+export interface ApiOptions {
+  readonly bootstrap: string
+  readonly model?: string
+  readonly tokenizer?: string
+  readonly modelName?: string
+  readonly listen: string
+  readonly apiKey?: string
+  readonly maxConcurrent: number
+  readonly edgeFirst: number
+  readonly edgeLast: number
+  readonly forwarding: 'relay' | 'chain'
+  readonly wire: 'f32' | 'f16' | 'q8_0'
+  readonly canaryRate: number
+  readonly routeTimeout: number
+  readonly metrics?: string
+  readonly logLevel: LogLevel
+}
+
+export interface RunningApi {
+  readonly gateway: Gateway
+  readonly metrics?: MetricsServer
+  close(): Promise<void>
+}
+
+/** Start the gateway: an SDK client on the swarm, the HTTP server, and optionally the metrics endpoint. */
+export async function runApi(
+  o: ApiOptions,
+  log: Logger = createLogger({ level: o.logLevel, name: 'layerswarm-api' })
+): Promise<RunningApi> {
+  // Fail on a bad address before joining the swarm, not after.
+  checkListen(o.listen, o.apiKey)
+  if (o.metrics) parseHostPort(o.metrics, '--metrics')
+  const modelPath = o.model ?? defaultModelPath()
+  const file = openModelFile(modelPath, o.tokenizer !== undefined ? { tokenizerPath: o.tokenizer } : {})
+  const template = file.metadata.get('tokenizer.chat_template')
+  const contextLength = file.config.seqLen
+  file.close()
+  const client = await createClient({
+    bootstrap: o.bootstrap.split(',').filter(Boolean),
+    model: modelPath,
+    tokenizer: o.tokenizer,
+    edgeFirst: o.edgeFirst,
+    edgeLast: o.edgeLast,
+    forwarding: o.forwarding,
+    wireDtype: o.wire,
+    routeTimeoutMs: o.routeTimeout,
+    canaries: o.canaryRate > 0 ? { rate: o.canaryRate } : false,
+    log: eventLog(log.child({ component: 'client' }))
+  })
+  const tk = client.tokenizer
+  const chat = createChatFormatter({
+    template: typeof template === 'string' ? template : undefined,
+    bosToken: tk.pieceOf(tk.bosId),
+    eosToken: tk.pieceOf(tk.eosId)
+  })
+  const metrics = o.metrics ? new Metrics({ role: 'gateway' }) : undefined
+  let gateway: Gateway
+  let metricsServer: MetricsServer | undefined
+  try {
+    gateway = await startGateway({
+      client,
+      listen: o.listen,
+      apiKey: o.apiKey,
+      modelName: o.modelName ?? basename(modelPath, extname(modelPath)),
+      chat,
+      contextLength,
+      log,
+      metrics,
+      maxConcurrent: o.maxConcurrent
+    })
+    if (metrics && o.metrics) metricsServer = await serveMetrics(o.metrics, metrics.registry)
+  } catch (err) {
+    await client.close()
+    throw err
+  }
+  log.info({ url: gateway.url, chat: chat.kind, auth: o.apiKey !== undefined, metrics: metricsServer?.url }, 'gateway listening')
+  return {
+    gateway,
+    metrics: metricsServer,
+    async close() {
+      // Generations still running would abort their libp2p streams on a host being stopped.
+      for (const t0 = Date.now(); gateway.stats.active > 0 && Date.now() - t0 < 5_000; )
+        await new Promise((r) => setTimeout(r, 50))
+      await gateway.close()
+      await metricsServer?.close()
+      await client.close()
+    }
+  }
+}
+
+export function registerApi(program: Command): void {
+  const cmd = program
+    .command('api')
+    .description(
+      'OpenAI-compatible HTTP gateway to the swarm (/v1/models, /v1/completions, /v1/chat/completions) with a live status page at /. ' +
+        'Prints one JSON line {url, model, metrics} once listening.'
+    )
+    .option('--bootstrap <addrs>', 'comma-separated multiaddrs (with /p2p/<peer id>) of swarm peers (required)')
+    .option('--model <path>', 'model file the swarm serves (GGUF or llama2.c .bin); default: the bundled stories260K.gguf')
+    .option('--tokenizer <path>', 'tokenizer for llama2.c .bin models')
+    .option('--model-name <name>', "the id clients pass as 'model' (default: the model file's name without extension)")
+    .option('--listen <host:port>', 'HTTP address; anything but loopback needs --api-key', '127.0.0.1:8080')
+    .option('--api-key <key>', 'require "Authorization: Bearer KEY" on every API request (at least 8 characters)')
+    .addOption(
+      new Option('--max-concurrent <n>', 'generations at once; more get HTTP 429')
+        .argParser(int('--max-concurrent', 1))
+        .default(4)
+    )
+    .addOption(
+      new Option('--edge-first <k>', 'blocks the gateway runs itself before the swarm')
+        .argParser(int('--edge-first', 0))
+        .default(1)
+    )
+    .addOption(
+      new Option('--edge-last <j>', 'blocks the gateway runs itself after the swarm').argParser(int('--edge-last', 0)).default(1)
+    )
+    .addOption(
+      new Option('--forwarding <mode>', 'relay (gateway sends to each hop) or chain (hops forward)')
+        .choices(['relay', 'chain'])
+        .default('relay')
+    )
+    .addOption(new Option('--wire <dtype>', 'activation dtype on the wire').choices(['f32', 'f16', 'q8_0']).default('f32'))
+    .addOption(
+      new Option('--canary-rate <r>', 'fraction of steps followed by a canary check of each hop; 0 = off')
+        .argParser(float('--canary-rate', 0, 1))
+        .default(0.03)
+    )
+    .addOption(
+      new Option('--route-timeout <ms>', 'how long a request waits for the swarm to cover the model')
+        .argParser(int('--route-timeout', 0))
+        .default(10_000)
+    )
+    .option('--metrics <host:port>', 'serve Prometheus metrics at http://HOST:PORT/metrics')
+  addLogLevelOption(cmd)
+  withConfig(cmd, { required: ['bootstrap'] })
+  cmd.action(async (opts: ApiOptions) => {
+    const log = createLogger({ level: opts.logLevel, name: 'layerswarm-api' })
+    // A libp2p stream torn down at a bad moment can reject where nobody listens; a gateway
+    // serving many clients should log that, not exit.
+    process.on('unhandledRejection', (err) => log.error({ err }, 'unhandled rejection'))
+    const api = await runApi(opts, log)
+    process.stdout.write(
+      `${JSON.stringify({ url: api.gateway.url, model: api.gateway.modelName, metrics: api.metrics?.url ?? null })}\n`
+    )
+    await new Promise<void>((resolve) => {
+      process.once('SIGINT', () => resolve())
+      process.once('SIGTERM', () => resolve())
+    })
+    log.info('stopping')
+    await api.close()
+  })
+}

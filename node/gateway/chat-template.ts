@@ -1,0 +1,86 @@
+import { Template } from '@huggingface/jinja'
+import { invalidRequest } from './errors.js'
+
+export interface ChatMessage {
+  readonly role: 'system' | 'user' | 'assistant' | 'developer' | 'tool'
+  readonly content: string
+}
+
+/**
+ * The plain chat format, for models whose GGUF has no `tokenizer.chat_template` (the bundled
+ * stories260K among them):
+ *
+ *     System: {system text}
+ *
+ *     User: {user text}
+ *
+ *     Assistant: {assistant text}
+ *
+ *     User: {user text}
+ *
+ *     Assistant:
+ *
+ * Turns are separated by a blank line; `developer` messages count as `System`, `tool` messages
+ * as `Tool`. The completion stops at `PLAIN_STOP` (the start of the next user turn) as well as
+ * at the request's own stop sequences.
+ */
+export const PLAIN_STOP = '\n\nUser:'
+
+const PLAIN_ROLE: Record<ChatMessage['role'], string> = {
+  system: 'System',
+  developer: 'System',
+  user: 'User',
+  assistant: 'Assistant',
+  tool: 'Tool'
+}
+
+export interface ChatFormatter {
+  /** `template` when the model brings its own Jinja template, `plain` otherwise. */
+  readonly kind: 'template' | 'plain'
+  /** The prompt text for these messages, ending where the assistant's reply starts. */
+  render(messages: readonly ChatMessage[]): string
+  /** Stop sequences the format itself needs. */
+  readonly stops: readonly string[]
+}
+
+export interface ChatFormatterInit {
+  /** GGUF `tokenizer.chat_template`, if any. */
+  readonly template?: string
+  readonly bosToken: string
+  readonly eosToken: string
+}
+
+export function createChatFormatter(init: ChatFormatterInit): ChatFormatter {
+  if (!init.template) {
+    return {
+      kind: 'plain',
+      stops: [PLAIN_STOP],
+      render(messages) {
+        const turns = messages.map((m) => `${PLAIN_ROLE[m.role]}: ${m.content.trim()}`)
+        return `${turns.join('\n\n')}\n\nAssistant:`
+      }
+    }
+  }
+  const template = new Template(init.template)
+  return {
+    kind: 'template',
+    // The model's end-of-turn token already ends generation (it is among the tokenizer's stop ids).
+    stops: [],
+    render(messages) {
+      let text: string
+      try {
+        text = template.render({
+          messages: messages.map((m) => ({ role: m.role, content: m.content })),
+          bos_token: init.bosToken,
+          eos_token: init.eosToken,
+          add_generation_prompt: true
+        })
+      } catch (err) {
+        // Templates raise on conversations they do not allow (e.g. roles not alternating).
+        throw invalidRequest(`The model's chat template rejected these messages: ${(err as Error).message}`, 'messages')
+      }
+      // The tokenizer adds BOS itself; a template that writes it too would double it.
+      return init.bosToken && text.startsWith(init.bosToken) ? text.slice(init.bosToken.length) : text
+    }
+  }
+}

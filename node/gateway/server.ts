@@ -1,0 +1,156 @@
+import { timingSafeEqual } from 'node:crypto'
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from 'fastify'
+import type { LayerswarmClient } from '../../client/index.js'
+import { isLoopbackHost, parseHostPort } from '../config.js'
+import type { Logger } from '../log.js'
+import type { Metrics } from '../metrics.js'
+import type { ChatFormatter } from './chat-template.js'
+import { ApiError, GatewayConfigError, toApiError } from './errors.js'
+import type { GatewayContext } from './generation.js'
+import { LiveStats } from './live-stats.js'
+import { registerOpenAiRoutes } from './openai-routes.js'
+import { registerStatus, STATIC_FILES } from './status.js'
+
+export interface GatewayOptions {
+  readonly client: LayerswarmClient
+  /** HOST:PORT; loopback unless an api key is set. Port 0 picks a free one. */
+  readonly listen?: string
+  readonly apiKey?: string
+  readonly modelName: string
+  readonly chat: ChatFormatter
+  readonly contextLength: number
+  readonly log: Logger
+  readonly metrics?: Metrics
+  readonly maxConcurrent?: number
+  /** Largest request body (default 1 MiB). */
+  readonly bodyLimit?: number
+}
+
+export interface Gateway {
+  readonly url: string
+  /** The id clients pass as `model`. */
+  readonly modelName: string
+  readonly app: FastifyInstance
+  readonly stats: LiveStats
+  close(): Promise<void>
+}
+
+/** Paths each route serves, for telling 405 (wrong method) from 404 (no such path). */
+const ROUTES: Record<string, string[]> = {
+  '/v1/models': ['GET'],
+  '/v1/completions': ['POST'],
+  '/v1/chat/completions': ['POST'],
+  '/status.json': ['GET'],
+  ...Object.fromEntries(Object.keys(STATIC_FILES).map((p) => [p, ['GET']]))
+}
+
+function keyMatches(header: string | undefined, key: Buffer): boolean {
+  const m = /^Bearer\s+(.+)$/i.exec(header ?? '')
+  if (!m) return false
+  const given = Buffer.from(m[1].trim())
+  // Constant time: the key must not leak through response timing.
+  return given.length === key.length && timingSafeEqual(given, key)
+}
+
+/** Where the gateway may listen: anything but loopback only with an API key. Throws GatewayConfigError. */
+export function checkListen(listen: string, apiKey?: string): { host: string; port: number } {
+  const { host, port } = parseHostPort(listen, '--listen')
+  if (!isLoopbackHost(host) && !apiKey) {
+    throw new GatewayConfigError(
+      `refusing to listen on ${host}, which other machines can reach, without --api-key: anyone could spend this swarm's compute. ` +
+        'Pass --api-key KEY (clients then send "Authorization: Bearer KEY"), or listen on 127.0.0.1.',
+      'ERR_INSECURE_LISTEN'
+    )
+  }
+  if (apiKey !== undefined && apiKey.length < 8)
+    throw new GatewayConfigError('--api-key must be at least 8 characters', 'ERR_WEAK_API_KEY')
+  return { host, port }
+}
+
+/** The OpenAI-compatible gateway and the status page, on a fastify server. */
+export async function startGateway(o: GatewayOptions): Promise<Gateway> {
+  const { host, port } = checkListen(o.listen ?? '127.0.0.1:8080', o.apiKey)
+  const key = o.apiKey ? Buffer.from(o.apiKey) : undefined
+  const stats = new LiveStats()
+  const ctx: GatewayContext = {
+    client: o.client,
+    stats,
+    metrics: o.metrics,
+    log: o.log,
+    maxConcurrent: o.maxConcurrent ?? 4,
+    contextLength: o.contextLength
+  }
+  const app = Fastify({
+    loggerInstance: o.log.child({ component: 'http' }) as FastifyBaseLogger,
+    bodyLimit: o.bodyLimit ?? 1 << 20,
+    // One line per generation (generation.ts) says more than fastify's two per request.
+    logController: new LogController({ disableRequestLogging: true })
+  })
+
+  app.addHook('onRequest', async (req) => {
+    stats.requestsTotal++
+    const len = Number(req.headers['content-length'] ?? 0)
+    if (len > 0) o.metrics?.bytes('in', len)
+    // The page's own files hold no data and a browser cannot send a bearer header when it
+    // navigates; the page asks for the key and sends it with each /status.json poll.
+    const path = req.url.split('?')[0]
+    if (!key || (req.method === 'GET' && path in STATIC_FILES)) return
+    if (!keyMatches(req.headers.authorization, key)) {
+      throw new ApiError(
+        401,
+        req.headers.authorization
+          ? 'Incorrect API key provided. Send the key the gateway was started with as "Authorization: Bearer KEY".'
+          : 'You didn\'t provide an API key. Send it as "Authorization: Bearer KEY".',
+        'invalid_request_error',
+        'invalid_api_key'
+      )
+    }
+  })
+  app.addHook('onSend', async (_req, reply, payload) => {
+    if (typeof payload === 'string') o.metrics?.bytes('out', Buffer.byteLength(payload))
+    reply.header('x-content-type-options', 'nosniff')
+    return payload
+  })
+
+  app.setErrorHandler(async (err, req, reply) => {
+    const api = toApiError(err)
+    if (api.status >= 500) req.log.error({ err }, 'request failed')
+    else req.log.debug({ err: api.message, status: api.status }, 'bad request')
+    if (api.status === 401) reply.header('www-authenticate', 'Bearer realm="layerswarm"')
+    return reply.code(api.status).send(api.toJSON())
+  })
+  app.setNotFoundHandler(async (req, reply) => {
+    const path = req.url.split('?')[0]
+    const allowed = ROUTES[path] ?? (path.startsWith('/v1/models/') ? ['GET'] : undefined)
+    if (allowed) {
+      reply.header('allow', allowed.join(', '))
+      const e = new ApiError(
+        405,
+        `Method ${req.method} is not allowed for ${path}; use ${allowed.join(' or ')}.`,
+        'invalid_request_error',
+        'method_not_allowed'
+      )
+      return reply.code(405).send(e.toJSON())
+    }
+    const e = new ApiError(404, `Invalid URL (${req.method} ${path})`, 'invalid_request_error', 'unknown_url')
+    return reply.code(404).send(e.toJSON())
+  })
+
+  let url = ''
+  registerOpenAiRoutes(app, { ctx, modelName: o.modelName, chat: o.chat })
+  registerStatus(app, { ctx, modelName: o.modelName, listen: () => url, auth: key !== undefined })
+
+  await app.listen({ host, port })
+  const addr = app.server.address()
+  const bound = typeof addr === 'object' && addr ? addr.port : port
+  url = `http://${host.includes(':') ? `[${host}]` : host}:${bound}`
+  return {
+    url,
+    modelName: o.modelName,
+    app,
+    stats,
+    close: async () => {
+      await app.close()
+    }
+  }
+}

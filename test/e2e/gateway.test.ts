@@ -1,0 +1,293 @@
+import OpenAI from 'openai'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { type RunningApi, runApi } from '../../node/commands/api.js'
+import { type LocalNode, startLocalNode } from '../../node/local-swarm.js'
+import { createLogger } from '../../node/log.js'
+import { createTokenizer, openModelFile } from '../../shards/index.js'
+import { GGUF_PATH, loadReference } from '../helpers/reference.js'
+
+const FAST = ['--kernels', 'reference', '--announce-interval', '300']
+const KEY = 'test-key-0123456789'
+const MODEL = 'stories260K'
+const ref = loadReference('stories260K_greedy_once_upon_a_time')
+
+function apiOptions(extra: Partial<Parameters<typeof runApi>[0]> & { bootstrap: string }): Parameters<typeof runApi>[0] {
+  return {
+    listen: '127.0.0.1:0',
+    maxConcurrent: 4,
+    edgeFirst: 1,
+    edgeLast: 1,
+    forwarding: 'relay',
+    wire: 'f32',
+    canaryRate: 0.2,
+    routeTimeout: 20_000,
+    logLevel: 'silent',
+    model: GGUF_PATH,
+    ...extra
+  }
+}
+
+describe('OpenAI-compatible gateway on a 2-process swarm, driven by the openai client', () => {
+  const nodes: LocalNode[] = []
+  let open: RunningApi
+  let locked: RunningApi
+  let client: OpenAI
+  let greedyText: string
+
+  beforeAll(async () => {
+    nodes.push(await startLocalNode({ model: GGUF_PATH, layers: '0:3', args: FAST }))
+    nodes.push(await startLocalNode({ model: GGUF_PATH, layers: '2:5', bootstrap: [nodes[0].addrs[0]], args: FAST }))
+    const bootstrap = nodes[0].addrs[0]
+    // GW_LOG=debug shows the gateways' logs when a test fails.
+    const log = createLogger({ level: (process.env.GW_LOG as 'silent') ?? 'silent' })
+    open = await runApi(apiOptions({ bootstrap, metrics: '127.0.0.1:0' }), log)
+    locked = await runApi(apiOptions({ bootstrap, apiKey: KEY }), log)
+    // maxRetries 0: a 429 or 5xx must surface here, not be retried away.
+    client = new OpenAI({ baseURL: `${open.gateway.url}/v1`, apiKey: 'unused', maxRetries: 0 })
+    const m = openModelFile(GGUF_PATH)
+    greedyText = createTokenizer(m.vocabulary!).decode(ref.generated_tokens.slice(0, 24))
+    m.close()
+  }, 120_000)
+
+  afterAll(async () => {
+    await open?.close()
+    await locked?.close()
+    await Promise.all(nodes.map((n) => n.stop()))
+  })
+
+  it('lists the model', async () => {
+    const list = await client.models.list()
+    expect(list.data.map((m) => m.id)).toEqual([MODEL])
+  })
+
+  it("completes greedily with llama2.c's tokens, usage and the verification report", async () => {
+    const { data, response } = await client.completions
+      .create({ model: MODEL, prompt: ref.prompt, max_tokens: 24, temperature: 0 })
+      .withResponse()
+    expect(data.object).toBe('text_completion')
+    expect(data.choices[0].text).toBe(greedyText)
+    expect(data.choices[0].finish_reason).toBe('length')
+    expect(data.usage).toEqual({
+      prompt_tokens: ref.prompt_tokens.length,
+      completion_tokens: 24,
+      total_tokens: ref.prompt_tokens.length + 24
+    })
+    const report = (
+      data as unknown as {
+        layerswarm: {
+          route: Array<{ peer_id: string; start: number; end: number }>
+          report: { receipts: { checked: number; invalid: number } }
+        }
+      }
+    ).layerswarm
+    expect(report.route[0].start).toBe(1)
+    expect(report.route[report.route.length - 1].end).toBe(4)
+    expect(nodes.map((n) => n.peerId)).toEqual(expect.arrayContaining(report.route.map((h) => h.peer_id)))
+    expect(report.report.receipts.checked).toBeGreaterThan(0)
+    expect(report.report.receipts.invalid).toBe(0)
+    expect(response.headers.get('x-layerswarm-verification')).toMatch(
+      /^route=.+; receipts=\d+\/\d+; canaries=.+; failovers=0; excluded=0$/
+    )
+  })
+
+  it('streams the same completion as server-sent events, with the report in the last chunk', async () => {
+    const stream = await client.completions.create({
+      model: MODEL,
+      prompt: ref.prompt,
+      max_tokens: 24,
+      temperature: 0,
+      stream: true
+    })
+    const chunks = []
+    for await (const c of stream) chunks.push(c)
+    expect(chunks.length).toBeGreaterThan(2)
+    expect(chunks.map((c) => c.choices[0]?.text ?? '').join('')).toBe(greedyText)
+    const last = chunks[chunks.length - 1] as unknown as {
+      choices: Array<{ finish_reason: string }>
+      usage: { completion_tokens: number }
+      layerswarm: { route: unknown[] }
+    }
+    expect(last.choices[0].finish_reason).toBe('length')
+    expect(last.usage.completion_tokens).toBe(24)
+    expect(last.layerswarm.route.length).toBeGreaterThan(0)
+  })
+
+  it('cuts the text at a stop sequence (string or array), streaming or not', async () => {
+    const word = greedyText.trim().split(/\s+/)[3]
+    const cut = greedyText.slice(0, greedyText.indexOf(word))
+    const whole = await client.completions.create({
+      model: MODEL,
+      prompt: ref.prompt,
+      max_tokens: 24,
+      temperature: 0,
+      stop: word
+    })
+    expect(whole.choices[0].text).toBe(cut)
+    expect(whole.choices[0].finish_reason).toBe('stop')
+    const stream = await client.completions.create({
+      model: MODEL,
+      prompt: ref.prompt,
+      max_tokens: 24,
+      temperature: 0,
+      stop: ['zzz', word],
+      stream: true
+    })
+    let text = ''
+    for await (const c of stream) text += c.choices[0]?.text ?? ''
+    expect(text).toBe(cut)
+  })
+
+  it('samples reproducibly with a seed, temperature and top_p', async () => {
+    const ask = () =>
+      client.completions.create({ model: MODEL, prompt: 'Lily saw a', max_tokens: 16, temperature: 0.9, top_p: 0.9, seed: 7 })
+    const [a, b] = [await ask(), await ask()]
+    expect(a.choices[0].text).toBe(b.choices[0].text)
+    expect(a.choices[0].text.length).toBeGreaterThan(0)
+  })
+
+  it('chats through the plain format, streaming and not', async () => {
+    const messages = [
+      { role: 'system' as const, content: 'You tell short stories.' },
+      { role: 'user' as const, content: 'Tell me about a cat.' }
+    ]
+    const whole = await client.chat.completions.create({ model: MODEL, messages, max_tokens: 20, temperature: 0 })
+    expect(whole.object).toBe('chat.completion')
+    expect(whole.choices[0].message.role).toBe('assistant')
+    expect(whole.usage!.completion_tokens).toBeGreaterThan(0)
+    expect(whole.usage!.completion_tokens).toBeLessThanOrEqual(20)
+    const stream = await client.chat.completions.create({
+      model: MODEL,
+      messages,
+      max_tokens: 20,
+      temperature: 0,
+      stream: true,
+      stream_options: { include_usage: true }
+    })
+    let text = ''
+    let usage: OpenAI.CompletionUsage | undefined | null
+    for await (const c of stream) {
+      text += c.choices[0]?.delta?.content ?? ''
+      usage = c.usage ?? usage
+    }
+    expect(text).toBe(whole.choices[0].message.content)
+    expect(usage?.total_tokens).toBe(whole.usage!.total_tokens)
+  })
+
+  it('answers bad requests with OpenAI-style errors and status codes', async () => {
+    const bad = async (p: Promise<unknown>) => {
+      const err = await p.then(
+        () => undefined,
+        (e: unknown) => e
+      )
+      expect(err).toBeInstanceOf(OpenAI.APIError)
+      return err as InstanceType<typeof OpenAI.APIError>
+    }
+    const n2 = await bad(client.completions.create({ model: MODEL, prompt: 'x', n: 2 }))
+    expect([n2.status, n2.param, n2.type]).toEqual([400, 'n', 'invalid_request_error'])
+    const temp = await bad(client.completions.create({ model: MODEL, prompt: 'x', temperature: 5 }))
+    expect([temp.status, temp.param]).toEqual([400, 'temperature'])
+    const noModel = await bad(client.chat.completions.create({ model: 'gpt-4o', messages: [{ role: 'user', content: 'hi' }] }))
+    expect([noModel.status, noModel.code]).toEqual([404, 'model_not_found'])
+    const noMessages = await bad(client.chat.completions.create({ model: MODEL, messages: [] }))
+    expect([noMessages.status, noMessages.param]).toEqual([400, 'messages'])
+    const long = await bad(client.completions.create({ model: MODEL, prompt: 'Once upon a time '.repeat(200) }))
+    expect([long.status, long.code]).toEqual([400, 'context_length_exceeded'])
+
+    const raw = (path: string, init?: RequestInit) => fetch(`${open.gateway.url}${path}`, init)
+    const unknown = await raw('/v1/embeddings', { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' })
+    expect(unknown.status).toBe(404)
+    expect(((await unknown.json()) as { error: unknown }).error).toMatchObject({
+      type: 'invalid_request_error',
+      code: 'unknown_url'
+    })
+    const wrongMethod = await raw('/v1/completions')
+    expect(wrongMethod.status).toBe(405)
+    expect(wrongMethod.headers.get('allow')).toBe('POST')
+    const badJson = await raw('/v1/completions', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: '{"model":'
+    })
+    expect(badJson.status).toBe(400)
+    expect(((await badJson.json()) as { error: { type: string } }).error.type).toBe('invalid_request_error')
+    const huge = await raw('/v1/completions', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: MODEL, prompt: 'x'.repeat(2 << 20) })
+    })
+    expect(huge.status).toBe(413)
+  })
+
+  it('answers 429 busy beyond --max-concurrent', async () => {
+    const busy = await runApi(apiOptions({ bootstrap: nodes[0].addrs[0], maxConcurrent: 1 }), createLogger({ level: 'silent' }))
+    try {
+      const c = new OpenAI({ baseURL: `${busy.gateway.url}/v1`, apiKey: 'unused', maxRetries: 0 })
+      const first = await c.completions.create({
+        model: MODEL,
+        prompt: ref.prompt,
+        max_tokens: 400,
+        temperature: 0,
+        stream: true
+      })
+      const it = first[Symbol.asyncIterator]()
+      await it.next() // the first generation is running now
+      const err = await c.completions.create({ model: MODEL, prompt: 'x', max_tokens: 2 }).then(
+        () => undefined,
+        (e: unknown) => e
+      )
+      expect(err).toBeInstanceOf(OpenAI.RateLimitError)
+      expect((err as InstanceType<typeof OpenAI.APIError>).code).toBe('busy')
+      first.controller.abort()
+      // The hang-up frees the swarm session (and the slot) promptly.
+      await expect.poll(() => busy.gateway.stats.active, { timeout: 15_000 }).toBe(0)
+    } finally {
+      await busy.close()
+    }
+  })
+
+  it('requires the bearer key when started with --api-key', async () => {
+    const url = `${locked.gateway.url}/v1`
+    const none = new OpenAI({ baseURL: url, apiKey: 'unused', maxRetries: 0, defaultHeaders: { authorization: null } })
+    const missing = await none.models.list().then(
+      () => undefined,
+      (e: unknown) => e
+    )
+    expect(missing).toBeInstanceOf(OpenAI.AuthenticationError)
+    expect((missing as InstanceType<typeof OpenAI.APIError>).code).toBe('invalid_api_key')
+    const wrong = await new OpenAI({ baseURL: url, apiKey: 'wrong-key-000000', maxRetries: 0 }).completions
+      .create({ model: MODEL, prompt: 'x' })
+      .then(
+        () => undefined,
+        (e: unknown) => e
+      )
+    expect(wrong).toBeInstanceOf(OpenAI.AuthenticationError)
+    const right = new OpenAI({ baseURL: url, apiKey: KEY, maxRetries: 0 })
+    expect((await right.models.list()).data[0].id).toBe(MODEL)
+    const done = await right.chat.completions.create({
+      model: MODEL,
+      messages: [{ role: 'user', content: 'Hi' }],
+      max_tokens: 4,
+      temperature: 0
+    })
+    expect(done.usage!.completion_tokens).toBeGreaterThan(0)
+    expect((await fetch(`${locked.gateway.url}/status.json`)).status).toBe(401)
+    expect((await fetch(`${locked.gateway.url}/status.json`, { headers: { authorization: `Bearer ${KEY}` } })).status).toBe(200)
+    // The page itself holds no data; it asks for the key in the browser.
+    expect((await fetch(`${locked.gateway.url}/`)).status).toBe(200)
+  })
+
+  it('refuses a non-loopback address without a key', async () => {
+    const err = await runApi(apiOptions({ bootstrap: nodes[0].addrs[0], listen: '0.0.0.0:0' })).then(
+      () => undefined,
+      (e: unknown) => e
+    )
+    expect((err as { code?: string }).code).toBe('ERR_INSECURE_LISTEN')
+  })
+
+  it('exposes Prometheus metrics with --metrics', async () => {
+    const text = await (await fetch(open.metrics!.url)).text()
+    expect(text).toMatch(/layerswarm_tokens_total\{phase="decode",role="gateway"\} [1-9]/)
+    expect(text).toContain('layerswarm_step_duration_seconds_bucket')
+    expect(text).toMatch(/layerswarm_sessions_total\{role="gateway"\} [1-9]/)
+  })
+})
