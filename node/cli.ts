@@ -9,6 +9,7 @@ import { registerNodeStart } from './commands/node-start.js'
 import { registerSwarm } from './commands/swarm.js'
 import { registerDemo } from './commands/demo.js'
 import { registerApi } from './commands/api.js'
+import { withConfigEverywhere } from './config.js'
 import { defaultModelPath } from './paths.js'
 
 function int(name: string, min: number) {
@@ -100,6 +101,7 @@ registerNodeStart(program)
 registerSwarm(program)
 registerDemo(program)
 registerApi(program)
+withConfigEverywhere(program)
 
 try {
   await program.parseAsync(process.argv)

@@ -148,3 +148,27 @@ export function isLoopbackHost(host: string): boolean {
   const h = host.toLowerCase()
   return h === 'localhost' || h === '::1' || /^127\.\d+\.\d+\.\d+$/.test(h) || h === '::ffff:127.0.0.1'
 }
+
+/**
+ * Give every command of a program (leaves of the command tree) `--config` and environment
+ * support. Commander checks required options before any hook runs, so required options become
+ * optional here and are checked after the config file and environment were applied.
+ */
+export function withConfigEverywhere(program: Command, skip: readonly string[] = []): void {
+  const visit = (cmd: Command): void => {
+    if (cmd.commands.length > 0) {
+      for (const c of cmd.commands) visit(c)
+      return
+    }
+    if (skip.includes(cmd.name()) || cmd.options.some((o) => o.attributeName() === 'config')) return
+    const required: string[] = []
+    for (const o of cmd.options) {
+      if (o.mandatory) {
+        o.mandatory = false
+        required.push(o.attributeName())
+      }
+    }
+    withConfig(cmd, { required })
+  }
+  visit(program)
+}

@@ -4,6 +4,7 @@ import { type Command, Option } from 'commander'
 import { computeModelId, createShard, openModelFile, selectKernelsFor, type Shard } from '../../shards/index.js'
 import { createHost, dialBootstrap, fetchInfo } from '../../protocol/index.js'
 import { defaultModelPath } from '../paths.js'
+import { addLogLevelOption, createLogger, eventLog, progress } from '../log.js'
 import { Metrics, serveMetrics } from '../metrics.js'
 import { SwarmNode } from '../server.js'
 import { chooseSpan } from '../span-selection.js'
@@ -44,8 +45,9 @@ async function pickSpan(nLayers: number, numBlocks: number, modelId: string, boo
 
 export function registerNodeStart(program: Command): void {
   const node = program.commands.find((c) => c.name() === 'node') ?? program.command('node').description('Run a swarm peer.')
-  node
-    .command('start')
+  const start = node.command('start')
+  addLogLevelOption(start)
+  start
     .description('Serve a span of blocks of a model to the swarm. Prints one JSON line {peerId, addrs, layers, modelId} once serving.')
     .option('--model <path>', 'model file (GGUF or llama2.c .bin); default: the bundled stories260K.gguf')
     .option('--layers <a:b>', 'serve blocks [a, b); default: the span that most raises the swarm bottleneck (Petals)')
@@ -63,9 +65,8 @@ export function registerNodeStart(program: Command): void {
     .addOption(new Option('--tamper-seed <n>', 'seed of the tampered-step choice').argParser(int('--tamper-seed', 0)).default(1))
     .option('--metrics <host:port>', 'serve Prometheus metrics at http://HOST:PORT/metrics')
     .action(async (opts) => {
-      const log = (e: Record<string, unknown>): void => {
-        process.stderr.write(`${JSON.stringify({ time: new Date().toISOString(), ...e })}\n`)
-      }
+      // pino: pretty on a terminal, JSON lines in a pipe (tests and log collectors read those)
+      const log = eventLog(createLogger({ level: opts.logLevel, name: 'layerswarm-node' }), 'info')
       const model = openModelFile(opts.model ?? defaultModelPath())
       const modelId = computeModelId(model)
       const bootstrap: string[] = opts.bootstrap ? String(opts.bootstrap).split(',').filter(Boolean) : []
@@ -75,7 +76,9 @@ export function registerNodeStart(program: Command): void {
         : await pickSpan(n, opts.numBlocks ?? Math.ceil(n / 2), modelId, bootstrap)
       const kernels = selectKernelsFor(model.config, { kind: opts.kernels, threads: opts.threads })
       log({ event: 'loading', model: model.path, modelId, layers: [start, end], kernels: kernels.name })
-      const shard = createShard({ model, start, end, kernels })
+      const bar = progress('loading blocks', end - start, { unit: 'blocks' })
+      const shard = createShard({ model, start, end, kernels, onProgress: (done) => bar.update(done) })
+      bar.done()
       const throughput = measureThroughput(shard, model.config.dim)
       const tamper = opts.tamper ? createTamper({ mode: opts.tamper, size: opts.tamperSize, rate: opts.tamperRate, seed: opts.tamperSeed }) : undefined
       if (tamper) log({ event: 'tampering', mode: tamper.mode, size: tamper.size, rate: tamper.rate })

@@ -262,9 +262,9 @@ describe('one node process under hostile input', () => {
     // every stderr line is one of the node's JSON log events: no stack trace, no runtime warning
     const events = node.logs.map((line) => {
       expect(() => JSON.parse(line), line).not.toThrow()
-      return JSON.parse(line) as { event?: string; code?: string }
+      return JSON.parse(line) as { msg?: string; code?: string }
     })
-    expect(events.filter((e) => e.event === 'request-error').length).toBeGreaterThan(50)
+    expect(events.filter((e) => e.msg === 'request-error').length).toBeGreaterThan(50)
     expect(events.filter((e) => e.code === 'INTERNAL')).toEqual([])
   })
 })

@@ -21,7 +21,7 @@ describe('node --metrics', () => {
     } finally {
       await client.close()
     }
-    const line = node.logs.find((l) => l.includes('"event":"metrics"'))
+    const line = node.logs.find((l) => l.includes('"msg":"metrics"'))
     expect(line).toBeDefined()
     const { url } = JSON.parse(line!) as { url: string }
     const text = await (await fetch(url)).text()

@@ -47,3 +47,29 @@ describe('layerswarm generate (local)', () => {
     expect(help.stdout).toMatch(/--max-tokens/)
   })
 })
+
+describe('options from the environment and config files', () => {
+  it('command line > environment > config file > defaults, for every command', async () => {
+    const { mkdtempSync, writeFileSync } = await import('node:fs')
+    const { join } = await import('node:path')
+    const { tmpdir } = await import('node:os')
+    const { spawnSync } = await import('node:child_process')
+    const { CLI } = await import('../helpers/cli.js')
+    const dir = mkdtempSync(join(tmpdir(), 'layerswarm-config-'))
+    const file = join(dir, 'config.json')
+    writeFileSync(file, JSON.stringify({ prompt: 'Once upon a time', 'max-tokens': 5, temperature: 0, json: true }))
+    const run = (args: string[], env: Record<string, string> = {}) => {
+      const r = spawnSync(process.execPath, [CLI, 'generate', ...args], { encoding: 'utf8', env: { ...process.env, ...env } })
+      return { status: r.status, out: r.stdout ? JSON.parse(r.stdout) : undefined, stderr: r.stderr }
+    }
+    expect(run(['--config', file]).out.tokens).toHaveLength(5) // the file alone, --prompt included
+    expect(run(['--config', file], { LAYERSWARM_MAX_TOKENS: '3' }).out.tokens).toHaveLength(3) // env beats the file
+    expect(run(['--config', file, '--max-tokens', '2'], { LAYERSWARM_MAX_TOKENS: '3' }).out.tokens).toHaveLength(2) // CLI beats env
+    expect(run([], { LAYERSWARM_CONFIG: file }).out.tokens).toHaveLength(5)
+    const missing = run(['--max-tokens', '2'])
+    expect(missing.status).not.toBe(0)
+    expect(missing.stderr).toMatch(/--prompt/)
+    writeFileSync(file, JSON.stringify({ prompt: 'x', 'max-tokns': 5 }))
+    expect(run(['--config', file]).stderr).toMatch(/unknown option max-tokns/)
+  })
+})
