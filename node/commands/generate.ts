@@ -11,6 +11,7 @@ import {
   selectKernelsFor,
   TokenizerMismatchError
 } from '../../shards/index.js'
+import { progress } from '../log.js'
 
 export interface GenerateCommandOptions {
   model: string
@@ -61,7 +62,9 @@ export async function runLocalGenerate(
     }
     const tokenizer = createTokenizer(model.vocabulary)
     const edge = createEdge({ model, kernels })
-    const shard = createShard({ model, start: 0, end: model.config.nLayers, kernels, kvDType: o.kvDType })
+    const bar = progress('loading blocks', model.config.nLayers, { unit: 'blocks' }) // draws only on a terminal
+    const shard = createShard({ model, start: 0, end: model.config.nLayers, kernels, kvDType: o.kvDType, onProgress: (n) => bar.update(n) })
+    bar.done()
     const promptTokens = tokenizer.encode(o.prompt)
     const room = model.config.seqLen - promptTokens.length
     const maxTokens = Math.max(0, Math.min(o.maxTokens, room))
