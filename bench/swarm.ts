@@ -40,7 +40,7 @@ export interface SwarmBenchOptions {
   readonly promptTokens: number
   readonly kernels: KernelKind
   readonly threads: number
-  /** Kernel threads of each node process (default: the cores split among the peers, at least 1). */
+  /** Kernel threads of each node process (default: `threads`, as a peer on its own machine runs). */
   readonly nodeThreads?: number
   readonly edgeFirst: number
   readonly edgeLast: number
@@ -145,6 +145,8 @@ async function throughSwarm(
     kernels,
     routeTimeoutMs: 60_000,
     stepTimeoutMs: 120_000,
+    // decode speed of the swarm path itself; the canary benchmark (bench/canary.ts) measures canaries
+    canaries: false,
     log: (e) => {
       if (recording && e.event === 'step') steps.push(e as unknown as StepEvent)
       if (e.event === 'failover') process.stderr.write(`bench swarm: ${JSON.stringify(e)}\n`)
@@ -190,7 +192,7 @@ export async function runSwarmBench(o: SwarmBenchOptions): Promise<Record<string
   const spans = evenSpans(o.edgeFirst, c.nLayers - o.edgeLast, o.peers)
   const maxTokens = Math.min(o.genTokens, c.seqLen - o.promptTokens - 1)
   const single = await singleProcess(path, { ...o, genTokens: maxTokens }, prompt, maxTokens)
-  const nodeThreads = o.nodeThreads ?? Math.max(1, Math.floor(o.threads / o.peers))
+  const nodeThreads = o.nodeThreads ?? o.threads
   const args = ['--kernels', o.kernels, '--threads', String(nodeThreads), '--announce-interval', '1000']
   const nodes: LocalNode[] = []
   const result: Record<string, unknown> = {

@@ -11,8 +11,10 @@ import { noise } from '@chainsafe/libp2p-noise'
 import { yamux } from '@chainsafe/libp2p-yamux'
 import { type GossipSub, gossipsub } from '@libp2p/gossipsub'
 import { type Identify, identify } from '@libp2p/identify'
-import { KEEP_ALIVE, type PeerId, type PrivateKey } from '@libp2p/interface'
+import type { ComponentLogger, Metrics, MultiaddrConnection, PeerId, PrivateKey, Transport, Upgrader } from '@libp2p/interface'
+import { KEEP_ALIVE } from '@libp2p/interface'
 import { tcp } from '@libp2p/tcp'
+import type { Socket } from 'node:net'
 import { multiaddr } from '@multiformats/multiaddr'
 import { createLibp2p, type Libp2p, type ServiceFactoryMap } from 'libp2p'
 import { PROTOCOL_VERSION } from './ids.js'
@@ -57,7 +59,7 @@ export async function createHost(init: HostInit = {}): Promise<Host> {
     privateKey: init.privateKey,
     nodeInfo: { name: 'layerswarm', version: PROTOCOL_VERSION },
     addresses: { listen: init.listen ?? ['/ip4/127.0.0.1/tcp/0'] },
-    transports: [tcp()],
+    transports: [coalescingTcp()],
     connectionEncrypters: [noise()],
     streamMuxers: [
       yamux({
@@ -93,6 +95,55 @@ export async function createHost(init: HostInit = {}): Promise<Host> {
     throw err
   }
   return node
+}
+
+type TcpComponents = { logger: ComponentLogger; metrics?: Metrics }
+
+/** What we touch of @libp2p/tcp's MultiaddrConnection: its socket and its per-chunk sendData. */
+interface TcpConnection {
+  socket?: Socket
+  sendData(data: Iterable<Uint8Array> & { byteLength: number; subarray(): Uint8Array }): { sentBytes: number; canSendMore: boolean }
+}
+
+/**
+ * @libp2p/tcp writes every chunk of an outgoing list with its own socket.write: a Noise frame
+ * (length, one ciphertext piece per chunk of the yamux frame, tag) costs five syscalls and,
+ * with TCP_NODELAY, up to five segments. This writes each list as one buffer (one copy of a
+ * frame, one syscall), still synchronously: corking until the end of the tick saved a little
+ * more but delays writes, which makes a libp2p shutdown race (a stream reset sent on a closing
+ * connection throws) likely. Bytes and their order on the wire are unchanged.
+ */
+function coalesceWrites(maConn: MultiaddrConnection): MultiaddrConnection {
+  const conn = maConn as unknown as TcpConnection
+  const socket = conn.socket
+  if (socket === undefined || typeof socket.write !== 'function') return maConn
+  conn.sendData = (data) => ({ sentBytes: data.byteLength, canSendMore: socket.write(data.subarray()) })
+  // libp2p resets a stream the remote opens while our connection is closing (stop()), and that
+  // reset frame reaches a TCP connection that throws on 'closing' from inside an event handler:
+  // an uncaught exception that kills the process on exit. Such a frame has nowhere to go; drop it.
+  const ma = maConn as MultiaddrConnection & { writeStatus?: string }
+  const send = maConn.send.bind(maConn)
+  maConn.send = (data) => (ma.writeStatus === 'closing' || ma.writeStatus === 'closed' ? true : send(data))
+  return maConn
+}
+
+/** tcp() whose connections (dialled and accepted) coalesce their writes. */
+function coalescingTcp(): (components: TcpComponents) => Transport {
+  const factory = tcp() as unknown as (components: TcpComponents) => Transport
+  return (components) => {
+    const transport = factory(components)
+    const wrap = (upgrader: Upgrader): Upgrader => {
+      const wrapped = Object.create(upgrader) as Upgrader
+      wrapped.upgradeInbound = (maConn, opts) => upgrader.upgradeInbound(coalesceWrites(maConn), opts)
+      wrapped.upgradeOutbound = (maConn, opts) => upgrader.upgradeOutbound(coalesceWrites(maConn), opts)
+      return wrapped
+    }
+    const dial = transport.dial.bind(transport)
+    const createListener = transport.createListener.bind(transport)
+    transport.dial = (ma, options) => dial(ma, { ...options, upgrader: wrap(options.upgrader) })
+    transport.createListener = (options) => createListener({ ...options, upgrader: wrap(options.upgrader) })
+    return transport
+  }
 }
 
 export interface BootstrapResult {

@@ -26,4 +26,6 @@ export const CTRL_STOP = 2
 export const CTRL_ERROR = 3
 /** 0: run the op in WebAssembly; 1: in the native addon. */
 export const CTRL_ENGINE = 4
+/** Next share of the current op to claim (shares go to whichever thread claims them first). */
+export const CTRL_NEXT = 5
 export const CTRL_SLOTS = 8

@@ -1,6 +1,6 @@
 import { Worker } from 'node:worker_threads'
 import { EngineError } from '../errors.js'
-import { CTRL_ENGINE, CTRL_ERROR, CTRL_GENERATION, CTRL_PENDING, CTRL_SLOTS, CTRL_STOP } from './layout.js'
+import { CTRL_ENGINE, CTRL_ERROR, CTRL_GENERATION, CTRL_NEXT, CTRL_PENDING, CTRL_SLOTS, CTRL_STOP } from './layout.js'
 import type { WasmMemory, WasmModule } from './wasm-module.js'
 
 /** A kernel thread failed (trap in WebAssembly or an exception in the native addon). */
@@ -14,8 +14,12 @@ export type TaskEngine = 'wasm' | 'native'
 /**
  * Persistent worker threads that run one parallel kernel call at a time. Workers start once;
  * each call bumps a generation counter in a control block and wakes them (spin briefly, then
- * Atomics.wait), the calling thread does share 0 itself and waits for the others on a pending
- * counter. No thread start-up or message passing on the hot path.
+ * Atomics.wait). The calling thread does share 0, then claims any share no worker has claimed
+ * yet (a shared counter hands out shares 1..n-1), and waits on a pending counter only for
+ * shares a worker is running. A worker that sleeps (an idle node between steps) or is
+ * descheduled (more threads than cores) therefore never stalls a call: it runs at one thread's
+ * speed until the workers are awake. Shares are fixed row ranges, so which thread runs one
+ * changes no bit of the result. No thread start-up or message passing on the hot path.
  */
 export interface ThreadPool {
   readonly threads: number
@@ -39,7 +43,7 @@ export interface ThreadPoolOptions {
 // compiled module and works the same from TypeScript sources and from dist/.
 const WORKER_SOURCE = `
 const { workerData } = require('node:worker_threads')
-const { module, memory, control, tid, n, spin, nativePath } = workerData
+const { module, memory, control, n, spin, nativePath } = workerData
 const ctrl = new Int32Array(control)
 const wasmTask = new WebAssembly.Instance(module, { env: { memory } }).exports.task
 const base = new Uint8Array(memory.buffer, 0, 1)
@@ -57,13 +61,18 @@ for (;;) {
   }
   gen = g
   if (Atomics.load(ctrl, ${CTRL_STOP}) !== 0) break
-  try {
-    if (Atomics.load(ctrl, ${CTRL_ENGINE}) === 1) nativeTask(base, tid, n)
-    else wasmTask(tid, n)
-  } catch (e) {
-    Atomics.store(ctrl, ${CTRL_ERROR}, 1)
+  // claim shares of the current op until none is left (the caller may have taken them all)
+  for (;;) {
+    const share = Atomics.add(ctrl, ${CTRL_NEXT}, 1)
+    if (share >= n) break
+    try {
+      if (Atomics.load(ctrl, ${CTRL_ENGINE}) === 1) nativeTask(base, share, n)
+      else wasmTask(share, n)
+    } catch (e) {
+      Atomics.store(ctrl, ${CTRL_ERROR}, 1)
+    }
+    if (Atomics.sub(ctrl, ${CTRL_PENDING}, 1) === 1) Atomics.notify(ctrl, ${CTRL_PENDING})
   }
-  if (Atomics.sub(ctrl, ${CTRL_PENDING}, 1) === 1) Atomics.notify(ctrl, ${CTRL_PENDING})
 }
 `
 
@@ -74,6 +83,7 @@ export function createThreadPool(options: ThreadPoolOptions): ThreadPool {
   const spin = options.spin ?? 20_000
   const control = new SharedArrayBuffer(CTRL_SLOTS * 4)
   const ctrl = new Int32Array(control)
+  Atomics.store(ctrl, CTRL_NEXT, threads) // no shares to claim before the first call
   const workers: Worker[] = []
   for (let tid = 1; tid < threads; tid++) {
     const worker = new Worker(WORKER_SOURCE, {
@@ -82,7 +92,6 @@ export function createThreadPool(options: ThreadPoolOptions): ThreadPool {
         module: options.module,
         memory: options.memory,
         control,
-        tid,
         n: threads,
         spin,
         nativePath: options.nativePath
@@ -103,8 +112,11 @@ export function createThreadPool(options: ThreadPoolOptions): ThreadPool {
         mainTask(engine, 0, 1)
         return
       }
+      // ENGINE and PENDING before NEXT: a worker still claiming from the previous call may take
+      // a share of this one as soon as NEXT is reset (the argument block is already written).
       Atomics.store(ctrl, CTRL_ENGINE, engine === 'native' ? 1 : 0)
       Atomics.store(ctrl, CTRL_PENDING, threads - 1)
+      Atomics.store(ctrl, CTRL_NEXT, 1)
       Atomics.add(ctrl, CTRL_GENERATION, 1)
       Atomics.notify(ctrl, CTRL_GENERATION)
       let failure: unknown = null
@@ -112,6 +124,17 @@ export function createThreadPool(options: ThreadPoolOptions): ThreadPool {
         mainTask(engine, 0, threads)
       } catch (e) {
         failure = e
+      }
+      // shares no worker has claimed yet: a sleeping or descheduled worker would only delay them
+      for (;;) {
+        const share = Atomics.add(ctrl, CTRL_NEXT, 1)
+        if (share >= threads) break
+        try {
+          mainTask(engine, share, threads)
+        } catch (e) {
+          failure ??= e
+        }
+        Atomics.sub(ctrl, CTRL_PENDING, 1)
       }
       // A worker that died (its 'error' event cannot run while this thread blocks) would leave
       // the call pending forever: give up after a deadline far beyond any single kernel call.
