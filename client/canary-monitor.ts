@@ -4,6 +4,7 @@ import {
   type CanarySet,
   createDetector,
   createRandom,
+  DEFAULT_CANARY_PROMPTS,
   defaultBenignModel,
   type Detector,
   type Drift,
@@ -15,7 +16,7 @@ import {
   referenceFor
 } from '../canary/index.js'
 import type { DType, Host, Receipt } from '../protocol/index.js'
-import { createReferenceKernels, type ModelFile } from '../shards/index.js'
+import { createReferenceKernels, type Kernels, type ModelFile } from '../shards/index.js'
 import { HopSession, type HopTarget } from './hop.js'
 import { ReceiptLedger } from './receipts.js'
 
@@ -29,6 +30,8 @@ export interface CanaryOptions {
   readonly seed?: number
   /** Benign drift model; the project's calibration by default. */
   readonly benign?: DriftModel
+  /** Real prompts the canaries are made of (default: 4 of the built-in TinyStories-like ones). */
+  readonly prompts?: readonly string[]
 }
 
 /** Why a peer was excluded: the canary that convicted it and the receipt it signed for it. */
@@ -79,7 +82,7 @@ export class CanaryMonitor {
     private readonly host: Host,
     private readonly model: ModelFile,
     private readonly modelId: string,
-    private readonly options: CanaryOptions & { wireDtype: DType; maxLength: number; log?: (e: Record<string, unknown>) => void }
+    private readonly options: CanaryOptions & { wireDtype: DType; maxLength: number; kernels?: Kernels; log?: (e: Record<string, unknown>) => void }
   ) {
     this.detector = createDetector({ benign: options.benign ?? defaultBenignModel(), prior: options.prior, bound: options.bound })
     this.random = createRandom(options.seed ?? Date.now())
@@ -152,7 +155,17 @@ export class CanaryMonitor {
     if (!set) {
       const n = this.model.config.nLayers
       const ends = Array.from({ length: n - boundary }, (_, i) => boundary + i + 1)
-      set = buildCanarySet({ model: this.model, kernels: createReferenceKernels(), boundary, ends, seed: this.options.seed ?? 1 })
+      // The client is the trusted hardware: its own kernels compute the references. Building runs
+      // the whole model over every canary (its continuation is sampled token by token), so the
+      // default set is small; a longer-lived client can pass more prompts.
+      set = buildCanarySet({
+        model: this.model,
+        kernels: this.options.kernels ?? createReferenceKernels(),
+        boundary,
+        ends,
+        prompts: this.options.prompts ?? DEFAULT_CANARY_PROMPTS.slice(0, 4),
+        seed: this.options.seed ?? 1
+      })
       this.sets.set(boundary, set)
     }
     return set

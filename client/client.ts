@@ -188,6 +188,7 @@ export class LayerswarmClient {
       ...this.init.canaries,
       wireDtype: this.init.wireDtype ?? 'f32',
       maxLength,
+      kernels: this.init.kernels ?? this.ownKernels,
       log: this.init.log
     })
     const remote = new RemotePipeline({
