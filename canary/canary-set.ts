@@ -50,6 +50,8 @@ export interface BuildCanarySetOptions {
   readonly maxPromptTokens?: number
   /** Seed of the continuation sampler (temperature 1, as ordinary generation). */
   readonly seed?: number
+  /** Called after each canary is built: (built, total); for progress bars. */
+  readonly onProgress?: (built: number, total: number) => void
 }
 
 const isInt = (x: unknown, min: number): x is number => Number.isInteger(x) && (x as number) >= min
@@ -103,6 +105,7 @@ export function buildCanarySet(options: BuildCanarySetOptions): CanarySet {
         full.closeSession('canary-prefix')
       }
       const outputs = runner.run(inputs, [tokens.length], ends)
+      options.onProgress?.(i + 1, prompts.length)
       return { text, tokens, promptLength: promptTokens.length, inputs, outputs }
     })
     return { modelId: computeModelId(model), boundary, ends, dim, kernels: kernels.name, canaries }

@@ -82,7 +82,14 @@ export class CanaryMonitor {
     private readonly host: Host,
     private readonly model: ModelFile,
     private readonly modelId: string,
-    private readonly options: CanaryOptions & { wireDtype: DType; maxLength: number; kernels?: Kernels; log?: (e: Record<string, unknown>) => void }
+    private readonly options: CanaryOptions & {
+      wireDtype: DType
+      maxLength: number
+      kernels?: Kernels
+      log?: (e: Record<string, unknown>) => void
+      /** Progress of building a canary set: (boundary, canaries built, canaries in the set). */
+      onBuild?: (boundary: number, built: number, total: number) => void
+    }
   ) {
     this.detector = createDetector({ benign: options.benign ?? defaultBenignModel(), prior: options.prior, bound: options.bound })
     this.random = createRandom(options.seed ?? Date.now())
@@ -164,7 +171,8 @@ export class CanaryMonitor {
         boundary,
         ends,
         prompts: this.options.prompts ?? DEFAULT_CANARY_PROMPTS.slice(0, 4),
-        seed: this.options.seed ?? 1
+        seed: this.options.seed ?? 1,
+        onProgress: (built, total) => this.options.onBuild?.(boundary, built, total)
       })
       this.sets.set(boundary, set)
     }

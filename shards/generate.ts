@@ -13,15 +13,31 @@ export interface BlockPipeline {
   close(): Promise<void>
 }
 
+export interface LocalPipelineOptions {
+  /** Each block of a step finished: (blocks done, blocks in all, rows in the step); progress of long prefills. */
+  readonly onBlock?: (done: number, total: number, rows: number) => void
+}
+
 /** Runs local shards one after another for one session. */
-export function createLocalPipeline(shards: readonly Shard[], sessionId: string, maxLength: number): BlockPipeline {
+export function createLocalPipeline(
+  shards: readonly Shard[],
+  sessionId: string,
+  maxLength: number,
+  options: LocalPipelineOptions = {}
+): BlockPipeline {
   for (const s of shards) s.openSession(sessionId, { maxLength })
+  const total = shards.reduce((n, s) => n + s.end - s.start, 0)
   return {
     async forward(hidden, startPos, signal) {
       let h = hidden
+      let before = 0
+      const rows = hidden.length / (shards[0]?.config.dim ?? 1)
+      const onBlock = options.onBlock
       for (const s of shards) {
         signal?.throwIfAborted()
-        h = s.forward(sessionId, h, startPos)
+        const base = before
+        h = s.forward(sessionId, h, startPos, onBlock ? (done) => onBlock(base + done, total, rows) : undefined)
+        before += s.end - s.start
       }
       return h
     },

@@ -162,9 +162,10 @@ export class Shard {
 
   /**
    * Run the span on hidden states [T, dim] at positions startPos .. startPos+T-1 and return the
-   * output hidden states [T, dim] (a new array; the input is not modified).
+   * output hidden states [T, dim] (a new array; the input is not modified). `onBlock` sees each
+   * block finish (progress of a long prefill).
    */
-  forward(id: string, hidden: Float32Array, startPos: number): Float32Array {
+  forward(id: string, hidden: Float32Array, startPos: number, onBlock?: (done: number, total: number) => void): Float32Array {
     const session = this.session(id)
     const cache = session.cache
     const { dim } = this.config
@@ -180,6 +181,7 @@ export class Shard {
     this.scratch.ensure(T)
     for (let i = 0; i < session.end - session.start; i++) {
       blockForward(this.kernels, this.config, this.blocks[session.first + i], x, T, startPos, cache, i, this.scratch)
+      onBlock?.(i + 1, session.end - session.start)
     }
     cache.length = startPos + T
     return x

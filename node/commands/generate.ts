@@ -13,6 +13,9 @@ import {
 } from '../../shards/index.js'
 import { progress } from '../log.js'
 
+/** Prompts at least this long get a prefill progress bar (on a terminal). */
+const LONG_PREFILL_ROWS = 64
+
 export interface GenerateCommandOptions {
   model: string
   tokenizer?: string
@@ -68,7 +71,19 @@ export async function runLocalGenerate(
     const promptTokens = tokenizer.encode(o.prompt)
     const room = model.config.seqLen - promptTokens.length
     const maxTokens = Math.max(0, Math.min(o.maxTokens, room))
-    const pipeline = createLocalPipeline([shard], 'local', Math.min(model.config.seqLen, promptTokens.length + maxTokens))
+    // A long prompt is one batched step: show it block by block on a terminal.
+    let prefill: ReturnType<typeof progress> | undefined
+    const pipeline = createLocalPipeline([shard], 'local', Math.min(model.config.seqLen, promptTokens.length + maxTokens), {
+      onBlock: (done, total, rows) => {
+        if (rows < LONG_PREFILL_ROWS) return
+        prefill ??= progress(`prefill ${rows} tokens`, total, { unit: 'blocks' })
+        prefill.update(done)
+        if (done === total) {
+          prefill.done()
+          prefill = undefined
+        }
+      }
+    })
     const decoder = tokenizer.createDecoder()
     let text = ''
     const emit = (piece: string): void => {
