@@ -41,8 +41,15 @@ export interface ClientInit {
   readonly routeTimeoutMs?: number
   readonly kernels?: Kernels
   readonly log?: (e: Record<string, unknown>) => void
+  /** Progress of building a canary set (boundary, canaries built, in all): for progress bars. */
+  readonly onCanaryBuild?: (boundary: number, built: number, total: number) => void
   /** Canary verification (DESIGN.md §5); on by default at 3 % of steps; false turns it off. */
   readonly canaries?: CanaryOptions | false
+  /**
+   * Every this many positions, each hop seals a KV delta the client keeps (it cannot read
+   * them); a failover then restores from them and replays only the positions after (default off).
+   */
+  readonly snapshotEvery?: number
 }
 
 export interface GenerateOptions extends SamplerOptions {
@@ -189,7 +196,8 @@ export class LayerswarmClient {
       wireDtype: this.init.wireDtype ?? 'f32',
       maxLength,
       kernels: this.init.kernels ?? this.ownKernels,
-      log: this.init.log
+      log: this.init.log,
+      onBuild: this.init.onCanaryBuild
     })
     const remote = new RemotePipeline({
       host: this.host,
@@ -207,7 +215,8 @@ export class LayerswarmClient {
       maxFailovers: this.init.maxFailovers ?? 3,
       routeTimeoutMs: this.init.routeTimeoutMs ?? 10_000,
       log: this.init.log,
-      canaries: this.canaries
+      canaries: this.canaries,
+      snapshotEvery: this.init.snapshotEvery
     })
     const pipeline = composePipeline(this.first, remote, this.last, sessionId, maxLength)
     const decoder = this.tokenizer.createDecoder()

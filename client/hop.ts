@@ -1,15 +1,29 @@
+import { peerIdFromString } from '@libp2p/peer-id'
 import { multiaddr } from '@multiformats/multiaddr'
+import {
+  deriveHopKeys,
+  generateX25519KeyPair,
+  type HopKeys,
+  randomKey,
+  stepTag,
+  verifyX25519Binding,
+  wrapKeyUnder,
+  type X25519KeyPair,
+  x25519SharedSecret
+} from '../crypto/index.js'
 import {
   createSessionCaller,
   decodeTensor,
   type DType,
   encodeTensor,
+  fetchInfo,
   type Host,
+  ProtocolError,
   type HopTiming,
   type Receipt,
   SESSION_PROTOCOL,
   SESSION_STREAM_LIMITS,
-  type SessionCaller
+    type SessionCaller
 } from '../protocol/index.js'
 import type { RouteHop } from './route.js'
 
@@ -36,20 +50,76 @@ export interface HopOpenOptions {
   readonly signal?: AbortSignal
 }
 
+/**
+ * The client's step tags for chained hops bind this input hash: the client cannot know a later
+ * hop's input (node/server.ts checks the same constant).
+ */
+export const CHAINED_STEP_INPUT_HASH = new Uint8Array(32)
+
+/** A hop whose X25519 key is missing or not signed by its peer id's key: never use it. */
+export class BadHopKeyError extends ProtocolError {
+  override readonly code = 'BAD_HOP_KEY'
+  readonly hopPeerId: string
+  constructor(peerId: string, message: string) {
+    super(`hop ${peerId}: ${message}`)
+    this.hopPeerId = peerId
+  }
+}
+
+/** One X25519 key pair per client host (its sessions' key agreement), and verified hop keys. */
+const clientKeys = new WeakMap<Host, X25519KeyPair>()
+const hopKeyCache = new WeakMap<Host, Map<string, Uint8Array>>()
+
+/**
+ * The hop's X25519 key from its info, used only once its binding verifies under the hop's
+ * peer id (an Ed25519 peer id embeds its public key); BadHopKeyError otherwise.
+ */
+async function verifiedHopKey(host: Host, target: HopTarget, signal?: AbortSignal): Promise<Uint8Array> {
+  let cache = hopKeyCache.get(host)
+  if (!cache) hopKeyCache.set(host, (cache = new Map()))
+  const known = cache.get(target.peerId)
+  if (known) return known
+  const { info } = await fetchInfo(host, target.addrs.map((a) => multiaddr(a)), signal)
+  const pub = info.x25519PublicKey
+  const binding = info.x25519Binding ?? new Uint8Array(0)
+  if (pub.length !== 32 || binding.length === 0) throw new BadHopKeyError(target.peerId, 'offers no signed X25519 key')
+  const identity = peerIdFromString(target.peerId).publicKey
+  if (!identity) throw new BadHopKeyError(target.peerId, 'its peer id embeds no public key to check the X25519 binding with')
+  const ok = await verifyX25519Binding(pub, binding, async (m, sig) => await identity.verify(m, sig))
+  if (!ok) throw new BadHopKeyError(target.peerId, 'X25519 key binding does not verify under its peer id')
+  cache.set(target.peerId, pub)
+  return pub
+}
+
 /** The client's end of one hop's session stream (open, step, await, rewind, close). */
 export class HopSession {
   private constructor(
     readonly target: HopTarget,
     private readonly caller: SessionCaller,
     private readonly dim: number,
-    private readonly wireDtype: DType
+    private readonly wireDtype: DType,
+    /** Keys shared with the hop for this session (never logged). */
+    readonly keys: HopKeys,
+    /** The hop's verified X25519 public key. */
+    readonly hopX25519PublicKey: Uint8Array,
+    /** The session's snapshot key: the hop seals exports under it; only the client keeps it. */
+    readonly snapshotKey: Uint8Array
   ) {}
 
   static async open(host: Host, target: HopTarget, dim: number, o: HopOpenOptions): Promise<HopSession> {
     const addrs = target.addrs.map((a) => multiaddr(a))
+    const hopPub = await verifiedHopKey(host, target, o.signal)
+    let mine = clientKeys.get(host)
+    if (!mine) clientKeys.set(host, (mine = generateX25519KeyPair()))
+    const span = [target.start, target.end] as const
+    const sharedSecret = x25519SharedSecret(mine.secretKey, hopPub)
+    const keys = deriveHopKeys({ sharedSecret, sessionId: o.sessionId, span, clientPeerId: host.peerId.toString(), hopPeerId: target.peerId })
+    sharedSecret.fill(0)
+    const snapshotKey = randomKey()
+    const wrappedSnapshotKey = wrapKeyUnder(keys.snapshotKeyWrapKey, snapshotKey, { recipientPeerId: target.peerId, sessionId: o.sessionId, span })
     const stream = await host.dialProtocol(addrs, SESSION_PROTOCOL, { ...SESSION_STREAM_LIMITS, signal: o.signal })
     const caller = createSessionCaller(stream)
-    const hop = new HopSession(target, caller, dim, o.wireDtype)
+    const hop = new HopSession(target, caller, dim, o.wireDtype, keys, hopPub, snapshotKey)
     try {
       await caller.call(
         {
@@ -62,7 +132,9 @@ export class HopSession {
             maxLength: o.maxLength,
             wireDtype: o.wireDtype,
             nextHops: o.next ? [{ peerId: o.next.peerId, addrs: [...o.next.addrs], start: o.next.start, end: o.next.end }] : [],
-            ...(o.upstream ? { upstreamPeerId: o.upstream } : {})
+            ...(o.upstream ? { upstreamPeerId: o.upstream } : {}),
+            clientX25519PublicKey: mine.publicKey,
+            wrappedSnapshotKey
           }
         },
         o.signal
@@ -91,9 +163,15 @@ export class HopSession {
     }
   }
 
-  /** Chained mode, first hop: send; resolves with every hop's timings and receipts once the chain accepted it. */
-  async stepChained(sessionId: string, stepId: number, startPosition: number, hidden: Float32Array, signal?: AbortSignal) {
-    const step = this.stepMessage(sessionId, stepId, startPosition, hidden, true)
+  /**
+   * Chained mode, first hop: send; resolves with every hop's timings and receipts once the chain
+   * accepted it. `downstream` are the hops after this one, in route order: each gets the
+   * client's step tag under its stepMacKey, which it checks before it runs the step.
+   */
+  async stepChained(sessionId: string, stepId: number, startPosition: number, hidden: Float32Array, signal?: AbortSignal, downstream: readonly HopSession[] = []) {
+    const fields = { sessionId, stepId, startPosition, inputHash: CHAINED_STEP_INPUT_HASH }
+    const hopAuth = downstream.map((h) => stepTag(h.keys.stepMacKey, fields))
+    const step = { ...this.stepMessage(sessionId, stepId, startPosition, hidden, true), hopAuth }
     const res = await this.caller.call({ type: 'step', step }, signal)
     const ok = res.type === 'result'
     return { timings: ok ? res.result.timings : [], receipts: ok ? (res.result.receipts ?? []) : [], sent: step.hidden.data }
@@ -109,6 +187,24 @@ export class HopSession {
       receipts: res.result.receipts ?? [],
       received: res.result.hidden.data
     }
+  }
+
+  /** Ask the hop to seal its KV for [from, to) under the session's snapshot key; the sealed bytes. */
+  async exportKv(sessionId: string, from: number, to: number, sequence: number, prefixHash: Uint8Array, delta: boolean, signal?: AbortSignal): Promise<Uint8Array> {
+    const res = await this.caller.call({ type: 'exportKv', exportKv: { sessionId, from, to, sequence, prefixHash, delta } }, signal)
+    if (res.type !== 'snapshot') throw new Error(`hop ${this.target.peerId} answered an export without a snapshot`)
+    return res.snapshot.snapshot
+  }
+
+  /** Restore this (fresh) session from sealed snapshots; the positions the hop now holds. */
+  async importKv(
+    sessionId: string,
+    i: { wrappedKey: Uint8Array; snapshots: Uint8Array[]; snapshotSessionId: string; prefixHash: Uint8Array },
+    signal?: AbortSignal
+  ): Promise<number> {
+    const res = await this.caller.call({ type: 'importKv', importKv: { sessionId, ...i } }, signal)
+    if (res.type !== 'imported') throw new Error(`hop ${this.target.peerId} answered an import without a length`)
+    return res.imported.length
   }
 
   async close(sessionId: string, signal?: AbortSignal): Promise<void> {

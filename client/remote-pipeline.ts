@@ -4,6 +4,7 @@ import { HopSession, type HopTarget } from './hop.js'
 import type { CanaryMonitor } from './canary-monitor.js'
 import { BadReceiptError, ReceiptLedger } from './receipts.js'
 import { NoRouteError } from './route.js'
+import { SnapshotKeeper } from './snapshots.js'
 import type { SwarmView } from './swarm-view.js'
 
 export type Forwarding = 'relay' | 'chain'
@@ -30,6 +31,8 @@ export interface RemotePipelineInit {
   readonly canaries?: CanaryMonitor
   /** How long a peer convicted by canaries stays out of routes. */
   readonly excludeMs?: number
+  /** Keep sealed KV deltas of every hop each this many positions, to fail over without a full replay (off: 0). */
+  readonly snapshotEvery?: number
 }
 
 /** One hop's part in a step, as the `step` log event reports it (rttMs: relayed mode only). */
@@ -61,7 +64,12 @@ export class RemotePipeline implements BlockPipeline {
   private poisoned: BadReceiptError | undefined
   readonly routes: HopTarget[][] = []
 
-  constructor(private readonly init: RemotePipelineInit) {}
+  /** Sealed KV snapshots of the route's hops (every snapshotEvery positions, and on a planned leave). */
+  private readonly snapshots: SnapshotKeeper
+
+  constructor(private readonly init: RemotePipelineInit) {
+    this.snapshots = new SnapshotKeeper({ every: init.snapshotEvery ?? 0, dim: init.dim, log: init.log })
+  }
 
   get route(): HopTarget[] {
     return this.routes[this.routes.length - 1] ?? []
@@ -80,12 +88,17 @@ export class RemotePipeline implements BlockPipeline {
         if (!this.hops) await this.connect(startPos, signal)
         const out = await this.run(hidden, startPos, signal)
         this.remember(hidden, startPos)
+        if (this.init.snapshotEvery) await this.snapshots.capture(this.hops!, this.hopSessionId, this.history, this.length, this.timeout(signal))
         await this.checkCanaries(signal)
         return out
       } catch (err) {
         // No route means no peer to fail over to: waiting for one already took routeTimeoutMs.
         if (signal?.aborted || err instanceof NoRouteError) throw err
         lastErr = err
+        // A planned leave: take the route's KV along, sealed, before leaving the route.
+        if ((err as { code?: string }).code === 'LEAVING' && this.hops) {
+          await this.snapshots.handoff(this.hops, this.hopSessionId, this.history, this.length, this.timeout(signal))
+        }
         this.fail(err)
       }
     }
@@ -142,7 +155,8 @@ export class RemotePipeline implements BlockPipeline {
     // Free the session on the hops that are still alive (best effort, in the background).
     const id = this.hopSessionId
     for (const h of this.hops ?? []) {
-      if (h.target.peerId === peerId) h.abort()
+      // a leaving peer still answers: closing lets it exit as soon as its sessions are gone
+      if (h.target.peerId === peerId && (err as { code?: string }).code !== 'LEAVING') h.abort()
       else h.close(id, AbortSignal.timeout(2_000)).catch(() => {})
     }
     this.hops = undefined
@@ -179,8 +193,10 @@ export class RemotePipeline implements BlockPipeline {
     this.routes.push(route)
     this.init.log?.({ event: 'route', sessionId: this.init.sessionId, forwarding: this.init.forwarding, route: route.map((h) => ({ peerId: h.peerId, start: h.start, end: h.end })) })
     const replay = Math.min(upTo, this.length)
-    if (replay > 0) this.init.log?.({ event: 'replay', positions: replay, route: route.map((h) => [h.peerId, h.start, h.end]) })
-    for (let p = 0; p < replay; p += REPLAY_CHUNK_ROWS) {
+    // From sealed snapshots when every hop's span has them, else by replaying every input.
+    const restored = await this.snapshots.restore(hops, sessionId, this.history, replay, this.timeout(signal))
+    if (replay > 0 && restored === 0) this.init.log?.({ event: 'replay', positions: replay, route: route.map((h) => [h.peerId, h.start, h.end]) })
+    for (let p = restored; p < replay; p += REPLAY_CHUNK_ROWS) {
       const rows = Math.min(REPLAY_CHUNK_ROWS, replay - p)
       await this.run(this.history.subarray(p * dim, (p + rows) * dim), p, signal)
     }
@@ -195,20 +211,37 @@ export class RemotePipeline implements BlockPipeline {
     if (this.init.forwarding === 'relay' || hops.length === 1) {
       let h = hidden
       const timings: StepHopTiming[] = []
-      for (const hop of hops) {
-        const t = performance.now()
-        const out = await this.tagged(hop.target.peerId, hop.step(id, stepId, startPos, h, this.timeout(signal)))
-        await this.receipts.check([hop.target], id, stepId, out.receipts, out.sent, out.received)
-        h = out.hidden
-        timings.push({ peerId: hop.target.peerId, computeMs: out.timings[0]?.computeMs ?? 0, rttMs: performance.now() - t })
+      // A hop's receipt is checked while the next hop computes: setImmediate starts the check
+      // after the loop has sent the step on to the next hop, and every check has passed, in
+      // route order, before the step's output is used.
+      const checks: Promise<void>[] = []
+      const checked = async (): Promise<void> => {
+        for (const c of checks) await c
       }
+      try {
+        for (const hop of hops) {
+          const t = performance.now()
+          const out = await this.tagged(hop.target.peerId, hop.step(id, stepId, startPos, h, this.timeout(signal)))
+          const check = new Promise<void>((resolve) => setImmediate(resolve)).then(() =>
+            this.receipts.check([hop.target], id, stepId, out.receipts, out.sent, out.received)
+          )
+          check.catch(() => {}) // awaited in order by checked()
+          checks.push(check)
+          h = out.hidden
+          timings.push({ peerId: hop.target.peerId, computeMs: out.timings[0]?.computeMs ?? 0, rttMs: performance.now() - t })
+        }
+      } catch (err) {
+        await checked() // a bad receipt of an earlier hop is the failure to report
+        throw err
+      }
+      await checked()
       this.logStep(stepId, startPos, rows, performance.now() - t0, timings)
       return h
     }
     const first = hops[0]
     const last = hops[hops.length - 1]
     const result = this.tagged(last.target.peerId, last.awaitResult(id, stepId, rows, this.timeout(signal)))
-    const sent = this.tagged(first.target.peerId, first.stepChained(id, stepId, startPos, hidden, this.timeout(signal)))
+    const sent = this.tagged(first.target.peerId, first.stepChained(id, stepId, startPos, hidden, this.timeout(signal), hops.slice(1)))
     sent.catch(() => {}) // reported through the race below when it matters
     result.catch(() => {})
     const got = await Promise.race([result, sent.then(() => result)])

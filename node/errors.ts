@@ -37,6 +37,11 @@ export class BadShapeError extends NodeError {
   override readonly code = 'BAD_SHAPE'
 }
 
+/** The node is leaving (SIGTERM): it runs no more steps, but still exports and closes sessions. */
+export class LeavingError extends NodeError {
+  override readonly code = 'LEAVING'
+}
+
 export class UnknownSessionError extends NodeError {
   override readonly code = 'UNKNOWN_SESSION'
 }

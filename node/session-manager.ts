@@ -133,6 +133,17 @@ export class SessionManager {
     this.authorize(sessionId, from, false)
   }
 
+  /** True when the session exists and `from` opened it (its steps need no step tag). */
+  isOwner(sessionId: string, from: string): boolean {
+    return this.sessions.get(sessionId)?.owner === from
+  }
+
+  /** The session's KV was replaced (an import): forget the cached last step. */
+  reset(sessionId: string): void {
+    const s = this.sessions.get(sessionId)
+    if (s) s.last = undefined
+  }
+
   has(sessionId: string): boolean {
     return this.sessions.has(sessionId)
   }

@@ -20,7 +20,15 @@ export const ErrorCode = {
   NEXT_HOP_FAILED: 11,
   UNAUTHORIZED: 12,
   TIMEOUT: 13,
-  DUPLICATE_SESSION: 14
+  DUPLICATE_SESSION: 14,
+  BAD_HOP_KEY: 20,
+  SNAPSHOT_TAMPERED: 30,
+  SNAPSHOT_MISBOUND: 31,
+  SNAPSHOT_REPLAY: 32,
+  SNAPSHOT_ORDER: 33,
+  KEY_NOT_FOR_US: 34,
+  KEY_UNWRAP: 35,
+  LEAVING: 36
 } as const
 
 export type ErrorCodeName = keyof typeof ErrorCode
@@ -152,7 +160,11 @@ const FOREIGN_CODES: Record<string, ErrorCodeName> = {
   ERR_INVALID_ARGUMENT: 'MALFORMED',
   ERR_MSG_DATA_TOO_LONG: 'TOO_LARGE', // @libp2p/utils lpStream InvalidDataLengthError
   ERR_MSG_LENGTH_TOO_LONG: 'TOO_LARGE', // @libp2p/utils lpStream InvalidDataLengthLengthError
-  ERR_INVALID_MSG_LENGTH: 'MALFORMED'
+  ERR_INVALID_MSG_LENGTH: 'MALFORMED',
+  // crypto/errors.ts
+  ERR_UNAUTHORIZED_STEP: 'UNAUTHORIZED',
+  ERR_SNAPSHOT_VERSION: 'SNAPSHOT_TAMPERED',
+  ERR_WEAK_PUBLIC_KEY: 'BAD_HOP_KEY'
 }
 
 const FOREIGN_NAMES: Record<string, ErrorCodeName> = {

@@ -138,7 +138,8 @@ function infoFromWire(w: Wire): InfoResponse {
     maxSessions: uint32Field(w.maxSessions, 'max_sessions'),
     activeSessions: uint32Field(w.activeSessions, 'active_sessions'),
     wireDtypes: dtypeListFromWire(w.wireDtypes, 'wire_dtypes', MAX_WIRE_DTYPES),
-    x25519PublicKey: bytesField(w.x25519PublicKey, 'x25519_public_key', [0, 32])
+    x25519PublicKey: bytesField(w.x25519PublicKey, 'x25519_public_key', [0, 32]),
+    ...(w.x25519Binding?.length ? { x25519Binding: bytesField(w.x25519Binding, 'x25519_binding', [64]) } : {})
   }
 }
 

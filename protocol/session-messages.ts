@@ -31,7 +31,7 @@ import {
   type Wire
 } from './messages.js'
 import { schema } from './schema.js'
-import type { HopTiming, NextHop, OpenSession, Receipt, SessionRequest, SessionResponse, Step, StepResult } from './types.js'
+import type { ExportKv, HopTiming, ImportKv, NextHop, OpenSession, Receipt, SessionRequest, SessionResponse, Step, StepResult } from './types.js'
 import {
   arrayField,
   bytesField,
@@ -46,8 +46,12 @@ import {
   withRequestId
 } from './wire.js'
 
-const REQUEST_BODIES = ['open', 'step', 'rewind', 'close', 'awaitResult'] as const
-const RESPONSE_BODIES = ['opened', 'result', 'rewound', 'closed', 'error'] as const
+const REQUEST_BODIES = ['open', 'step', 'rewind', 'close', 'awaitResult', 'exportKv', 'importKv'] as const
+const RESPONSE_BODIES = ['opened', 'result', 'rewound', 'closed', 'error', 'snapshot', 'imported'] as const
+/** Hop tags a step may carry (one per later hop of a chain). */
+const MAX_HOP_AUTH = MAX_NEXT_HOPS + 16
+/** Snapshots one ImportKv may carry (a full one and its deltas). */
+const MAX_IMPORT_SNAPSHOTS = 4096
 
 function sessionId(value: unknown, field: string): string {
   return stringField(value, field, { max: MAX_SESSION_ID_LENGTH, token: true })
@@ -79,7 +83,42 @@ function openFromWire(w: Wire): OpenSession {
     maxLength: uint32Field(w.maxLength, 'open.max_length', 1, MAX_SESSION_LENGTH),
     wireDtype: dtypeFromWire(w.wireDtype, 'open.wire_dtype'),
     nextHops: hops.map((h, i) => nextHopFromWire(h, `open.next_hops[${i}]`)),
-    ...(w.upstreamPeerId ? { upstreamPeerId: peerId(w.upstreamPeerId, 'open.upstream_peer_id') } : {})
+    ...(w.upstreamPeerId ? { upstreamPeerId: peerId(w.upstreamPeerId, 'open.upstream_peer_id') } : {}),
+    ...optionalBytes('clientX25519PublicKey', bytesField(w.clientX25519PublicKey, 'open.client_x25519_public_key', [0, 32])),
+    ...optionalBytes('wrappedSnapshotKey', bytesField(w.wrappedSnapshotKey, 'open.wrapped_snapshot_key', [0, 61]))
+  }
+}
+
+/** Absent and empty bytes fields decode the same: leave them out of the decoded object. */
+function optionalBytes<K extends string>(key: K, bytes: Uint8Array): { [P in K]?: Uint8Array } {
+  return (bytes.length > 0 ? { [key]: bytes } : {}) as { [P in K]?: Uint8Array }
+}
+
+function exportFromWire(w: Wire): ExportKv {
+  const from = uint32Field(w.from, 'export_kv.from', 0, MAX_SESSION_LENGTH)
+  const to = uint32Field(w.to, 'export_kv.to', 0, MAX_SESSION_LENGTH)
+  if (from > to) throw new MalformedMessageError('export_kv: from > to')
+  const delta = w.delta === true
+  if (!delta && from !== 0) throw new MalformedMessageError('export_kv: a full snapshot starts at 0')
+  return {
+    sessionId: sessionId(w.sessionId, 'export_kv.session_id'),
+    from,
+    to,
+    sequence: safeUint64(w.sequence, 'export_kv.sequence'),
+    prefixHash: bytesField(w.prefixHash, 'export_kv.prefix_hash', [32]),
+    delta
+  }
+}
+
+function importFromWire(w: Wire): ImportKv {
+  const snapshots = arrayField(w.snapshots, 'import_kv.snapshots', MAX_IMPORT_SNAPSHOTS)
+  if (snapshots.length === 0) throw new MalformedMessageError('import_kv.snapshots: none')
+  return {
+    sessionId: sessionId(w.sessionId, 'import_kv.session_id'),
+    wrappedKey: bytesField(w.wrappedKey, 'import_kv.wrapped_key'),
+    snapshots: snapshots.map((b, i) => bytesField(b, `import_kv.snapshots[${i}]`)),
+    snapshotSessionId: sessionId(w.snapshotSessionId, 'import_kv.snapshot_session_id'),
+    prefixHash: bytesField(w.prefixHash, 'import_kv.prefix_hash', [32])
   }
 }
 
@@ -89,8 +128,14 @@ function stepFromWire(w: Wire, maxElements?: number): Step {
     stepId: safeUint64(w.stepId, 'step.step_id'),
     startPosition: uint32Field(w.startPosition, 'step.start_position', 0, MAX_SESSION_LENGTH),
     hidden: tensorFromWire(w.hidden, 'step.hidden', maxElements),
-    chain: w.chain === true
+    chain: w.chain === true,
+    ...hopAuthFromWire(w.hopAuth)
   }
+}
+
+function hopAuthFromWire(value: unknown): { hopAuth?: Uint8Array[] } {
+  const tags = arrayField(value, 'step.hop_auth', MAX_HOP_AUTH)
+  return tags.length > 0 ? { hopAuth: tags.map((t, i) => bytesField(t, `step.hop_auth[${i}]`, [32])) } : {}
 }
 
 function timingFromWire(w: Wire, field: string): HopTiming {
@@ -153,6 +198,10 @@ function requestFromWire(w: Wire, maxElements?: number): SessionRequest {
             stepId: safeUint64(w.awaitResult.stepId, 'await_result.step_id')
           }
         }
+      case 'exportKv':
+        return { requestId, type: 'exportKv', exportKv: exportFromWire(w.exportKv) }
+      case 'importKv':
+        return { requestId, type: 'importKv', importKv: importFromWire(w.importKv) }
       default:
         throw new MalformedMessageError('SessionRequest: missing or unsupported body')
     }
@@ -194,6 +243,21 @@ function responseFromWire(w: Wire, maxElements?: number): SessionResponse {
         return { requestId, type: 'closed', closed: { sessionId: sessionId(w.closed.sessionId, 'closed.session_id') } }
       case 'error':
         return { requestId, type: 'error', error: errorReplyFromWire(w.error) }
+      case 'snapshot':
+        return {
+          requestId,
+          type: 'snapshot',
+          snapshot: { sessionId: sessionId(w.snapshot.sessionId, 'snapshot.session_id'), snapshot: bytesField(w.snapshot.snapshot, 'snapshot.snapshot') }
+        }
+      case 'imported':
+        return {
+          requestId,
+          type: 'imported',
+          imported: {
+            sessionId: sessionId(w.imported.sessionId, 'imported.session_id'),
+            length: uint32Field(w.imported.length, 'imported.length', 0, MAX_SESSION_LENGTH)
+          }
+        }
       default:
         throw new MalformedMessageError('SessionResponse: missing or unsupported body')
     }
@@ -217,6 +281,10 @@ function requestToWire(req: SessionRequest): Wire {
       return { requestId, close: req.close }
     case 'await':
       return { requestId, awaitResult: { ...req.await, stepId: checkUint64(req.await.stepId, 'await_result.step_id') } }
+    case 'exportKv':
+      return { requestId, exportKv: { ...req.exportKv, sequence: checkUint64(req.exportKv.sequence, 'export_kv.sequence') } }
+    case 'importKv':
+      return { requestId, importKv: req.importKv }
     default:
       throw new MalformedMessageError(`unknown request type ${(req as { type: string }).type}`)
   }
@@ -240,6 +308,10 @@ function responseToWire(res: SessionResponse): Wire {
       return { requestId, rewound: res.rewound }
     case 'closed':
       return { requestId, closed: res.closed }
+    case 'snapshot':
+      return { requestId, snapshot: res.snapshot }
+    case 'imported':
+      return { requestId, imported: res.imported }
     case 'error':
       return { requestId, error: errorReplyToWire(res.error) }
     default:

@@ -33,6 +33,8 @@ export interface InfoResponse {
   wireDtypes: DType[]
   /** 32 bytes, or empty when the peer offers no key agreement. */
   x25519PublicKey: Uint8Array
+  /** The peer identity's signature over x25519PublicKey (crypto bindX25519Key); empty without a key. */
+  x25519Binding?: Uint8Array
 }
 
 export interface NextHop {
@@ -53,6 +55,10 @@ export interface OpenSession {
   nextHops: NextHop[]
   /** Chained mode: the previous hop, which may send this session's steps. */
   upstreamPeerId?: string
+  /** The client's X25519 public key (32 bytes) for the session's hop keys. */
+  clientX25519PublicKey?: Uint8Array
+  /** The session's snapshot key wrapped under the hop keys' snapshotKeyWrapKey. */
+  wrappedSnapshotKey?: Uint8Array
 }
 
 /** Chained mode: ask the last hop for step `stepId`'s output. */
@@ -67,6 +73,30 @@ export interface Step {
   startPosition: number
   hidden: Tensor
   chain: boolean
+  /** Chained mode: the client's step tags for the hops after the receiver, in route order. */
+  hopAuth?: Uint8Array[]
+}
+
+/** Seal the session's KV for positions [from, to) (full when from = 0 and !delta). */
+export interface ExportKv {
+  sessionId: string
+  from: number
+  to: number
+  sequence: number
+  prefixHash: Uint8Array
+  delta: boolean
+}
+
+/** Restore a freshly opened session from a full snapshot and deltas, in order. */
+export interface ImportKv {
+  sessionId: string
+  /** The snapshot key wrapped to this peer's X25519 key (crypto wrapKey). */
+  wrappedKey: Uint8Array
+  snapshots: Uint8Array[]
+  /** The session id the snapshots were sealed for (the client's earlier session). */
+  snapshotSessionId: string
+  /** 32 bytes: the last snapshot must be bound to this prefix. */
+  prefixHash: Uint8Array
 }
 
 export interface Rewind {
@@ -84,6 +114,8 @@ export type SessionRequestBody =
   | { type: 'rewind'; rewind: Rewind }
   | { type: 'close'; close: CloseSession }
   | { type: 'await'; await: AwaitResult }
+  | { type: 'exportKv'; exportKv: ExportKv }
+  | { type: 'importKv'; importKv: ImportKv }
 
 /** request_id is chosen by the opener of the stream, starts at 1 and is echoed in the response. */
 export type SessionRequest = { requestId: number } & SessionRequestBody
@@ -141,6 +173,8 @@ export type SessionResponseBody =
   | { type: 'rewound'; rewound: Rewound }
   | { type: 'closed'; closed: Closed }
   | { type: 'error'; error: ErrorReply }
+  | { type: 'snapshot'; snapshot: { sessionId: string; snapshot: Uint8Array } }
+  | { type: 'imported'; imported: { sessionId: string; length: number } }
 
 /** requestId 0 means "not tied to a request" (e.g. an unparseable frame): fatal for the stream. */
 export type SessionResponse = { requestId: number } & SessionResponseBody
@@ -157,6 +191,9 @@ export interface Announcement {
   addrs: string[]
   issuedAtMs: number
   expiresAtMs: number
+  /** The peer's X25519 key and its identity's signature over it (see InfoResponse). */
+  x25519PublicKey?: Uint8Array
+  x25519Binding?: Uint8Array
 }
 
 export interface SignedAnnouncement {

@@ -1,6 +1,7 @@
 import { createClient, type GenerateResult } from '../../client/index.js'
 import type { Forwarding } from '../../client/index.js'
 import type { DType } from '../../protocol/index.js'
+import { progress } from '../log.js'
 
 export interface RemoteGenerateOptions {
   model: string
@@ -23,6 +24,17 @@ export interface RemoteGenerateOptions {
   log?: (e: Record<string, unknown>) => void
 }
 
+/** A progress bar per canary set the client builds (on a terminal only). */
+function canaryProgress(): (boundary: number, built: number, total: number) => void {
+  const bars = new Map<number, ReturnType<typeof progress>>()
+  return (boundary, built, total) => {
+    let bar = bars.get(boundary)
+    if (!bar) bars.set(boundary, (bar = progress(`canaries at block ${boundary}`, total, { unit: 'canaries' })))
+    bar.update(built)
+    if (built === total) bar.done()
+  }
+}
+
 /** `layerswarm generate --bootstrap ...`: the edge here, the remote blocks on the swarm. */
 export async function runRemoteGenerate(
   o: RemoteGenerateOptions,
@@ -38,6 +50,7 @@ export async function runRemoteGenerate(
     forwarding: o.forwarding,
     wireDtype: o.wire,
     canaries: o.canaryRate > 0 ? { rate: o.canaryRate } : false,
+    onCanaryBuild: canaryProgress(),
     log: o.log
   })
   try {

@@ -64,6 +64,7 @@ export function registerNodeStart(program: Command): void {
     .addOption(new Option('--tamper-rate <r>', 'fraction of steps tampered').argParser(float('--tamper-rate', 0, 1)).default(1))
     .addOption(new Option('--tamper-seed <n>', 'seed of the tampered-step choice').argParser(int('--tamper-seed', 0)).default(1))
     .option('--metrics <host:port>', 'serve Prometheus metrics at http://HOST:PORT/metrics')
+    .addOption(new Option('--drain <ms>', 'on SIGTERM, wait this long for clients to move their sessions (planned leave)').argParser(int('--drain', 0)).default(3_000))
     .action(async (opts) => {
       // pino: pretty on a terminal, JSON lines in a pipe (tests and log collectors read those)
       const log = eventLog(createLogger({ level: opts.logLevel, name: 'layerswarm-node' }), 'info')
@@ -99,6 +100,11 @@ export function registerNodeStart(program: Command): void {
       log({ event: 'serving', peerId: swarmNode.peerId, throughput })
       const sig = await stopped
       log({ event: 'stopping', signal: sig, sessions: swarmNode.sessions.active })
+      // Planned leave: steps now get LEAVING, so each client exports its sealed KV and moves it.
+      if (sig === 'SIGTERM' && swarmNode.sessions.active > 0 && opts.drain > 0) {
+        await swarmNode.drain(opts.drain)
+        log({ event: 'drained', sessions: swarmNode.sessions.active })
+      }
       await swarmNode.stop()
       await metricsServer?.close()
       kernels.close?.()

@@ -43,6 +43,8 @@ function toyHandler(peerId: string) {
         return { type: 'closed', closed: req.close }
       case 'await':
         throw new UnknownSessionError('the toy hop does not chain')
+      default:
+        throw new UnknownSessionError(`the toy hop does not handle ${req.type}`)
     }
   }
 }

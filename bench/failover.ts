@@ -1,0 +1,137 @@
+/**
+ * Time to resume after the serving peer dies (issue 6 part 6): `npm run bench -- failover
+ * [--model FILE|SHAPE] [--prefixes 64,256,1024] [--kernels auto|reference|wasm|native]
+ * [--dtype f32|f16|q8_0] [--seed N]`.
+ *
+ * Two node processes serve the remote blocks [1, n-1). For each prefix P and each way to rebuild
+ * the KV (full `replay` of the inputs, or `snapshot`: the client kept a sealed snapshot at P), a
+ * RemotePipeline prefills P random rows and runs one decode row; then the serving peer is killed
+ * (SIGKILL) and the next decode row is timed: death detection, new route, session open, KV
+ * restore (import or replay) and the step itself. A fresh peer replaces the killed one before the
+ * next measurement. A SHAPE (110m, ...) writes a random-weight GGUF with a context of
+ * max(prefixes) + 16 to /tmp once. Prints one JSON object. Seal/open MB/s: `npm run bench -- seal`.
+ */
+import { existsSync, renameSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { parseArgs } from 'node:util'
+import { RemotePipeline } from '../client/remote-pipeline.js'
+import { SwarmView } from '../client/swarm-view.js'
+import { defaultModelPath } from '../node/paths.js'
+import { type LocalNode, startLocalNode } from '../node/local-swarm.js'
+import { createHost } from '../protocol/index.js'
+import { computeModelId, openModelFile, parseShape, writeRandomModel } from '../shards/index.js'
+
+function resolveModel(model: string, dtype: 'f32' | 'f16' | 'q8_0', seed: number, seqLen: number): string {
+  if (existsSync(model)) return model
+  const shape = parseShape(model)
+  const path = join(tmpdir(), `layerswarm-failover-${shape.name}-${dtype}-s${seed}-ctx${seqLen}.gguf`)
+  if (!existsSync(path)) {
+    process.stderr.write(`bench failover: writing ${path}\n`)
+    writeRandomModel(`${path}.part`, shape, { dtype, seed, seqLen })
+    renameSync(`${path}.part`, path)
+  }
+  return path
+}
+
+export async function main(argv: string[]): Promise<void> {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      model: { type: 'string' },
+      prefixes: { type: 'string', default: '64,256,1024' },
+      kernels: { type: 'string', default: 'auto' },
+      dtype: { type: 'string', default: 'f32' },
+      seed: { type: 'string', default: '1' }
+    }
+  })
+  const prefixes = values.prefixes.split(',').map(Number)
+  if (prefixes.some((p) => !Number.isInteger(p) || p < 1)) throw new Error('--prefixes: positive integers')
+  const dtype = values.dtype as 'f32' | 'f16' | 'q8_0'
+  const path = resolveModel(values.model ?? defaultModelPath(), dtype, Number(values.seed), Math.max(...prefixes) + 16)
+  const model = openModelFile(path)
+  const { nLayers, dim, seqLen } = model.config
+  const modelId = computeModelId(model)
+  model.close()
+  const usable = prefixes.filter((p) => p + 2 <= seqLen)
+  const skipped = prefixes.filter((p) => p + 2 > seqLen)
+  const [from, to] = [1, nLayers - 1]
+  const nodeArgs = ['--kernels', values.kernels, '--announce-interval', '300']
+  const start = (bootstrap?: string[]) => startLocalNode({ model: path, layers: `${from}:${to}`, bootstrap, args: nodeArgs, startTimeoutMs: 600_000 })
+  const nodes: LocalNode[] = [await start()]
+  nodes.push(await start([nodes[0].addrs[0]]))
+  const host = await createHost({ listen: [], bootstrap: nodes.map((n) => n.addrs[0]) })
+  const results: Array<Record<string, unknown>> = []
+  let seq = 0
+  try {
+    for (const prefix of usable) {
+      for (const mode of ['replay', 'snapshot'] as const) {
+        // a view per measurement, bootstrapped to the live peers (the killed one is gone)
+        const stopView = new AbortController()
+        const view = new SwarmView(host, modelId, nodes.map((n) => n.addrs[0]), stopView.signal)
+        const events: Array<Record<string, unknown>> = []
+        const pipeline = new RemotePipeline({
+          host,
+          view,
+          modelId,
+          dim,
+          from,
+          to,
+          sessionId: `bench-failover-${++seq}`,
+          maxLength: prefix + 2,
+          forwarding: 'relay',
+          wireDtype: 'f32',
+          stepTimeoutMs: 600_000,
+          banMs: 3600_000,
+          maxFailovers: 2,
+          routeTimeoutMs: 60_000,
+          snapshotEvery: mode === 'snapshot' ? prefix : 0,
+          log: (e) => events.push({ ...e, at: performance.now() })
+        })
+        const rows = (n: number) => Float32Array.from({ length: n * dim }, (_, i) => Math.sin(i * 0.013 + n) * 0.5)
+        await view.waitForRoute(from, to, 60_000)
+        await pipeline.forward(rows(prefix), 0)
+        await pipeline.forward(rows(1), prefix)
+        const victim = nodes.find((n) => n.peerId === pipeline.route[0].peerId)
+        if (!victim) throw new Error('the serving peer is not one of ours')
+        victim.kill()
+        await new Promise((r) => victim.process.once('exit', r))
+        const t0 = performance.now()
+        await pipeline.forward(rows(1), prefix + 1)
+        const resumeMs = performance.now() - t0
+        const end = performance.now()
+        const after = events.filter((e) => (e.at as number) >= t0)
+        const at = (name: string) => after.find((e) => e.event === name)?.at as number | undefined
+        const restore = after.find((e) => e.event === 'restore')
+        const replay = after.find((e) => e.event === 'replay')
+        const [failedAt, routedAt, restoredAt] = [at('failover') ?? t0, at('route') ?? t0, (restore?.at as number | undefined) ?? end]
+        const ms = (x: number) => Math.round(x * 10) / 10
+        results.push({
+          prefix,
+          mode,
+          resumeMs: Math.round(resumeMs * 10) / 10,
+          restoredPositions: restore?.fromSnapshot ?? 0,
+          replayedPositions: restore ? restore.replayed : (replay?.positions ?? 0),
+          // until the dead hop is noticed, until the new route's sessions are open, until its KV
+          // is restored (snapshot mode: the import; replay mode: the whole replay and the step)
+          phasesMs: { detect: ms(failedAt - t0), route: ms(routedAt - failedAt), restore: ms(restoredAt - routedAt), rest: ms(end - restoredAt) }
+        })
+        process.stderr.write(`bench failover: prefix ${prefix} ${mode}: ${resumeMs.toFixed(1)} ms\n`)
+        await pipeline.close()
+        stopView.abort()
+        nodes.splice(nodes.indexOf(victim), 1)
+        nodes.push(await start(nodes.map((n) => n.addrs[0])))
+      }
+    }
+  } finally {
+    await host.stop()
+    await Promise.all(nodes.map((n) => n.stop()))
+  }
+  const speedup: Record<string, number> = {}
+  for (const p of usable) {
+    const r = results.find((x) => x.prefix === p && x.mode === 'replay')?.resumeMs as number
+    const s = results.find((x) => x.prefix === p && x.mode === 'snapshot')?.resumeMs as number
+    speedup[p] = Math.round((r / s) * 100) / 100
+  }
+  console.log(JSON.stringify({ model: path, nLayers, dim, seqLen, remote: [from, to], results, speedup, ...(skipped.length ? { skipped } : {}) }, null, 2))
+}

@@ -1,0 +1,116 @@
+/**
+ * Issue 6 part 4b: with `snapshotEvery`, the client keeps every hop's sealed KV deltas; when the
+ * serving peer dies, the replacement imports them and replays only the positions after the last
+ * snapshot. The generated tokens must not change.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { createClient } from '../../client/index.js'
+import { type LocalNode, startLocalNode } from '../../node/local-swarm.js'
+import { createReferenceKernels } from '../../shards/index.js'
+import { GGUF_PATH, loadReference } from '../helpers/reference.js'
+
+const ref = loadReference('stories260K_greedy_once_upon_a_time')
+const FAST = ['--kernels', 'reference', '--announce-interval', '300']
+const EVERY = 8
+
+describe('failover from sealed KV snapshots', () => {
+  const nodes: LocalNode[] = []
+
+  beforeAll(async () => {
+    // Two peers serve the same span [1, 4), nothing else: the test kills the one in use.
+    nodes.push(await startLocalNode({ model: GGUF_PATH, layers: '1:4', args: FAST }))
+    nodes.push(await startLocalNode({ model: GGUF_PATH, layers: '1:4', bootstrap: [nodes[0].addrs[0]], args: FAST }))
+  })
+
+  afterAll(async () => {
+    await Promise.all(nodes.map((n) => n.stop()))
+  })
+
+  it(`kill the serving peer at token 40 of 64: restored from snapshots every ${EVERY} positions, identical tokens`, async () => {
+    const events: Array<Record<string, unknown>> = []
+    const client = await createClient({
+      bootstrap: nodes.map((n) => n.addrs[0]),
+      model: GGUF_PATH,
+      kernels: createReferenceKernels(),
+      stepTimeoutMs: 5_000,
+      routeTimeoutMs: 20_000,
+      snapshotEvery: EVERY,
+      log: (e) => events.push(e)
+    })
+    try {
+      await client.view.waitForRoute(1, 4, 20_000)
+      const it = client.stream(ref.prompt, { maxTokens: 64, temperature: 0 })
+      const tokens: number[] = []
+      let killed: LocalNode | undefined
+      let r = await it.next()
+      while (!r.done) {
+        tokens.push(r.value.token)
+        if (tokens.length === 40) {
+          const route = events.filter((e) => e.event === 'route').at(-1)?.route as Array<{ peerId: string }>
+          killed = nodes.find((n) => n.peerId === route[0].peerId)!
+          killed.kill()
+        }
+        r = await it.next()
+      }
+      expect(tokens).toEqual(ref.generated_tokens)
+      const { report } = r.value
+      expect(report.failovers).toBeGreaterThanOrEqual(1)
+      expect(report.routes.at(-1)![0].peerId).not.toBe(killed!.peerId)
+      const restore = events.find((e) => e.event === 'restore')
+      expect(restore, JSON.stringify(events.filter((e) => e.event !== 'step'))).toBeDefined()
+      expect(restore!.peerId).toBe(report.routes.at(-1)![0].peerId)
+      expect(restore!.fromSnapshot as number).toBeGreaterThanOrEqual(ref.prompt_tokens.length + 40 - EVERY)
+      expect(restore!.replayed as number).toBeLessThan(EVERY)
+      // no full replay: the new peer's KV came from the snapshots
+      expect(events.some((e) => e.event === 'replay')).toBe(false)
+    } finally {
+      await client.close()
+    }
+  })
+
+  it('planned leave: SIGTERM the serving peer at token 40; its KV moves sealed, nothing is replayed', async () => {
+    const alive = nodes.filter((n) => n.process.exitCode === null && n.process.signalCode === null)
+    nodes.push(await startLocalNode({ model: GGUF_PATH, layers: '1:4', bootstrap: [alive[0].addrs[0]], args: FAST }))
+    const events: Array<Record<string, unknown>> = []
+    const client = await createClient({
+      bootstrap: nodes.filter((n) => n.process.exitCode === null && n.process.signalCode === null).map((n) => n.addrs[0]),
+      model: GGUF_PATH,
+      kernels: createReferenceKernels(),
+      stepTimeoutMs: 5_000,
+      routeTimeoutMs: 20_000,
+      log: (e) => events.push(e)
+    })
+    try {
+      await client.view.waitForRoute(1, 4, 20_000)
+      await new Promise((r) => setTimeout(r, 700)) // both peers announced
+      const it = client.stream(ref.prompt, { maxTokens: 64, temperature: 0 })
+      const tokens: number[] = []
+      let leaving: LocalNode | undefined
+      let exited: Promise<unknown> | undefined
+      let r = await it.next()
+      while (!r.done) {
+        tokens.push(r.value.token)
+        if (tokens.length === 40) {
+          const route = events.filter((e) => e.event === 'route').at(-1)?.route as Array<{ peerId: string }>
+          leaving = nodes.find((n) => n.peerId === route[0].peerId)!
+          exited = new Promise((resolve) => leaving!.process.once('exit', resolve))
+          leaving.process.kill('SIGTERM')
+          await new Promise((r) => setTimeout(r, 100)) // the signal reached it
+        }
+        r = await it.next()
+      }
+      expect(tokens).toEqual(ref.generated_tokens)
+      const { report } = r.value
+      expect(report.routes.at(-1)![0].peerId).not.toBe(leaving!.peerId)
+      const handoff = events.find((e) => e.event === 'handoff')
+      expect(handoff, JSON.stringify(events.filter((e) => e.event !== 'step'))).toBeDefined()
+      expect(events.find((e) => e.event === 'failover')).toMatchObject({ peerId: leaving!.peerId, code: 'LEAVING' })
+      const restore = events.find((e) => e.event === 'restore')
+      expect(restore).toMatchObject({ peerId: report.routes.at(-1)![0].peerId, replayed: 0 })
+      expect(events.some((e) => e.event === 'replay')).toBe(false)
+      await exited // the leaving peer exits once its session is gone (or the drain ends)
+    } finally {
+      await client.close()
+    }
+  })
+})

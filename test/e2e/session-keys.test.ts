@@ -1,0 +1,240 @@
+/**
+ * Issue 6 parts 1-3 through the session protocol against one real node process (stories260K,
+ * blocks [1, 4)): the node's signed X25519 key, per-session hop keys, step tags in chained
+ * mode, and sealed KV export/import with every refusal typed and nothing of a refused import kept.
+ */
+import { peerIdFromString } from '@libp2p/peer-id'
+import { multiaddr } from '@multiformats/multiaddr'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { CHAINED_STEP_INPUT_HASH } from '../../client/hop.js'
+import {
+  deriveHopKeys,
+  generateX25519KeyPair,
+  type HopKeys,
+  randomKey,
+  stepTag,
+  verifyX25519Binding,
+  wrapKey,
+  wrapKeyUnder,
+  x25519SharedSecret
+} from '../../crypto/index.js'
+import { type LocalNode, startLocalNode } from '../../node/local-swarm.js'
+import {
+  createHost,
+  createSessionCaller,
+  decodeTensor,
+  encodeTensor,
+  fetchInfo,
+  type Host,
+  RemoteError,
+  SESSION_PROTOCOL,
+  SESSION_STREAM_LIMITS,
+  type SessionCaller,
+  type SessionRequestBody
+} from '../../protocol/index.js'
+import { createEdge, createShard, type Kernels, type ModelFile, openModelFile, type Shard, selectKernels } from '../../shards/index.js'
+import { f32Data } from '../helpers/raw-session.js'
+import { GGUF_PATH } from '../helpers/reference.js'
+
+const DIM = 64
+const [START, END] = [1, 4]
+const SPAN = [START, END] as const
+
+describe('session keys, step tags and sealed KV through the session protocol', () => {
+  let node: LocalNode
+  let client: Host
+  let upstream: Host
+  let model: ModelFile
+  let kernels: Kernels
+  let local: Shard
+  let rows: Float32Array
+  let nodePub: Uint8Array
+  const me = generateX25519KeyPair()
+  const callers: SessionCaller[] = []
+
+  const dial = async (host: Host): Promise<SessionCaller> => {
+    const c = createSessionCaller(await host.dialProtocol(node.addrs.map((a) => multiaddr(a)), SESSION_PROTOCOL, SESSION_STREAM_LIMITS))
+    callers.push(c)
+    return c
+  }
+  const keysFor = (sessionId: string): HopKeys =>
+    deriveHopKeys({
+      sharedSecret: x25519SharedSecret(me.secretKey, nodePub),
+      sessionId,
+      span: SPAN,
+      clientPeerId: client.peerId.toString(),
+      hopPeerId: node.peerId
+    })
+  const open = (sessionId: string, o: { upstream?: string; keyed?: boolean; snapshotKey?: Uint8Array } = {}): SessionRequestBody => ({
+    type: 'open',
+    open: {
+      sessionId,
+      modelId: node.modelId,
+      start: START,
+      end: END,
+      maxLength: 16,
+      wireDtype: 'f32',
+      nextHops: [],
+      ...(o.upstream ? { upstreamPeerId: o.upstream } : {}),
+      ...(o.keyed === false ? {} : { clientX25519PublicKey: me.publicKey }),
+      ...(o.snapshotKey
+        ? { wrappedSnapshotKey: wrapKeyUnder(keysFor(sessionId).snapshotKeyWrapKey, o.snapshotKey, { recipientPeerId: node.peerId, sessionId, span: SPAN }) }
+        : {})
+    }
+  })
+  const input = (from: number, to: number) => rows.subarray(from * DIM, to * DIM)
+  const step = (sessionId: string, stepId: number, pos: number, x: Float32Array, chain = false, hopAuth?: Uint8Array[]): SessionRequestBody => ({
+    type: 'step',
+    step: { sessionId, stepId, startPosition: pos, hidden: encodeTensor(x, [x.length / DIM, DIM], 'f32'), chain, ...(hopAuth ? { hopAuth } : {}) }
+  })
+  const refused = async (caller: SessionCaller, body: SessionRequestBody): Promise<string> => {
+    const err = await caller.call(body).then(
+      () => new Error(`${body.type} was accepted`),
+      (e: unknown) => e
+    )
+    expect(err).toBeInstanceOf(RemoteError)
+    return (err as RemoteError).code
+  }
+  const same = (a: Float32Array, b: Float32Array) => Buffer.from(f32Data(a)).equals(Buffer.from(f32Data(b)))
+
+  beforeAll(async () => {
+    node = await startLocalNode({ model: GGUF_PATH, layers: `${START}:${END}`, args: ['--kernels', 'reference'] })
+    ;[client, upstream] = await Promise.all([1, 2].map(() => createHost({ listen: [], pubsub: false })))
+    model = openModelFile(GGUF_PATH)
+    kernels = selectKernels({ kind: 'reference' })
+    local = createShard({ model, start: START, end: END, kernels })
+    rows = createEdge({ model, kernels }).embed([1, 403, 407, 261, 5, 77, 300, 42, 9, 31, 12, 88])
+    const { info } = await fetchInfo(client, node.addrs.map((a) => multiaddr(a)))
+    nodePub = info.x25519PublicKey
+  })
+
+  afterAll(async () => {
+    for (const c of callers) c.abort(new Error('test done'))
+    await Promise.all([client, upstream].map((h) => h?.stop()))
+    await node?.stop()
+    kernels?.close?.()
+    model?.close()
+  })
+
+  it("announces an X25519 key signed by its peer id's key", async () => {
+    const { info } = await fetchInfo(client, node.addrs.map((a) => multiaddr(a)))
+    expect(info.x25519PublicKey.length).toBe(32)
+    const identity = peerIdFromString(node.peerId).publicKey!
+    const verify = async (m: Uint8Array, s: Uint8Array) => await identity.verify(m, s)
+    expect(await verifyX25519Binding(info.x25519PublicKey, info.x25519Binding!, verify)).toBe(true)
+    const other = generateX25519KeyPair().publicKey
+    expect(await verifyX25519Binding(other, info.x25519Binding!, verify)).toBe(false)
+  })
+
+  it('chained mode: a step from upstream runs only with the client tag for this hop', async () => {
+    const [owner, ownerWait, up] = [await dial(client), await dial(client), await dial(upstream)]
+    const id = 'chain-auth'
+    await owner.call(open(id, { upstream: upstream.peerId.toString() }))
+    local.openSession(id, { maxLength: 16 })
+    const keys = keysFor(id)
+    const tag = (stepId: number, pos: number) => stepTag(keys.stepMacKey, { sessionId: id, stepId, startPosition: pos, inputHash: CHAINED_STEP_INPUT_HASH })
+    const x = input(0, 2)
+    expect(await refused(up, step(id, 1, 0, x, true))).toBe('UNAUTHORIZED')
+    expect(await refused(up, step(id, 1, 0, x, true, [randomKey()]))).toBe('UNAUTHORIZED')
+    expect(await refused(up, step(id, 1, 0, x, true, [tag(2, 0)]))).toBe('UNAUTHORIZED') // another step's tag
+    expect(await refused(up, step(id, 1, 0, x, true, [tag(1, 1)]))).toBe('UNAUTHORIZED') // another position
+    // a tag made under another session's keys
+    const otherKeys = keysFor('another-session')
+    const foreign = stepTag(otherKeys.stepMacKey, { sessionId: id, stepId: 1, startPosition: 0, inputHash: CHAINED_STEP_INPUT_HASH })
+    expect(await refused(up, step(id, 1, 0, x, true, [foreign]))).toBe('UNAUTHORIZED')
+    const waiting = ownerWait.call({ type: 'await', await: { sessionId: id, stepId: 1 } })
+    expect(await up.call(step(id, 1, 0, x, true, [tag(1, 0)]))).toMatchObject({ type: 'result' })
+    const res = await waiting
+    if (res.type !== 'result' || !res.result.hidden) throw new Error('await answered without output')
+    expect(same(decodeTensor(res.result.hidden), local.forward(id, x, 0))).toBe(true)
+    // the owner's own steps need no tag
+    expect(await owner.call(step(id, 2, 2, input(2, 3)))).toMatchObject({ type: 'result' })
+    await owner.call({ type: 'close', close: { sessionId: id } })
+    local.closeSession(id)
+  })
+
+  it('chained mode: a session opened without a client key refuses every step from upstream', async () => {
+    const [owner, up] = [await dial(client), await dial(upstream)]
+    await owner.call(open('chain-nokey', { upstream: upstream.peerId.toString(), keyed: false }))
+    expect(await refused(up, step('chain-nokey', 1, 0, input(0, 1), true, [randomKey()]))).toBe('UNAUTHORIZED')
+    await owner.call({ type: 'close', close: { sessionId: 'chain-nokey' } })
+  })
+
+  describe('sealed KV export and import', () => {
+    const snapshotKey = randomKey()
+    const prefix = randomKey() // stands for the client's prefix hash
+    const prefix2 = randomKey()
+    let full: Uint8Array
+    let delta: Uint8Array
+    let owner: SessionCaller
+
+    const exportKv = async (sessionId: string, from: number, to: number, sequence: number, prefixHash: Uint8Array, delta: boolean) => {
+      const res = await owner.call({ type: 'exportKv', exportKv: { sessionId, from, to, sequence, prefixHash, delta } })
+      if (res.type !== 'snapshot') throw new Error('no snapshot')
+      return res.snapshot.snapshot.slice()
+    }
+    const importBody = (sessionId: string, snapshots: Uint8Array[], o: { wrappedKey?: Uint8Array; snapshotSessionId?: string; prefixHash?: Uint8Array } = {}): SessionRequestBody => ({
+      type: 'importKv',
+      importKv: {
+        sessionId,
+        wrappedKey: o.wrappedKey ?? wrapKey(snapshotKey, nodePub, { recipientPeerId: node.peerId, sessionId, span: SPAN }),
+        snapshots,
+        snapshotSessionId: o.snapshotSessionId ?? 'kv-src',
+        prefixHash: o.prefixHash ?? prefix2
+      }
+    })
+    /** Open a fresh session, expect the import refused with `code`, and the session gone. */
+    const refusedImport = async (sessionId: string, snapshots: Uint8Array[], code: string, o: Parameters<typeof importBody>[2] = {}) => {
+      await owner.call(open(sessionId))
+      expect(await refused(owner, importBody(sessionId, snapshots, o)), sessionId).toBe(code)
+      expect(await refused(owner, step(sessionId, 1, 0, input(0, 1))), `${sessionId} kept nothing`).toBe('UNKNOWN_SESSION')
+    }
+
+    beforeAll(async () => {
+      owner = await dial(client)
+      await owner.call(open('kv-src', { snapshotKey }))
+      await owner.call(step('kv-src', 1, 0, input(0, 8)))
+      full = await exportKv('kv-src', 0, 8, 1, prefix, false)
+      await owner.call(step('kv-src', 2, 8, input(8, 10)))
+      delta = await exportKv('kv-src', 8, 10, 2, prefix2, true)
+      local.openSession('kv-ref', { maxLength: 16 })
+      local.forward('kv-ref', input(0, 10), 0)
+    })
+
+    it('only the owner may export, and only a session opened with a snapshot key', async () => {
+      const other = await dial(upstream)
+      expect(await refused(other, { type: 'exportKv', exportKv: { sessionId: 'kv-src', from: 0, to: 8, sequence: 3, prefixHash: prefix, delta: false } })).toBe('UNAUTHORIZED')
+      await owner.call(open('kv-nokey'))
+      expect(await refused(owner, { type: 'exportKv', exportKv: { sessionId: 'kv-nokey', from: 0, to: 0, sequence: 1, prefixHash: prefix, delta: false } })).toBe('UNAUTHORIZED')
+      await owner.call({ type: 'close', close: { sessionId: 'kv-nokey' } })
+    })
+
+    it('imports full + delta into a fresh session, which continues bit-identically', async () => {
+      await owner.call(open('kv-dst'))
+      expect(await owner.call(importBody('kv-dst', [full, delta]))).toMatchObject({ type: 'imported', imported: { length: 10 } })
+      const res = await owner.call(step('kv-dst', 1, 10, input(10, 12)))
+      if (res.type !== 'result' || !res.result.hidden) throw new Error('no output')
+      expect(same(decodeTensor(res.result.hidden), local.forward('kv-ref', input(10, 12), 10))).toBe(true)
+    })
+
+    it('refuses a tampered, misbound, replayed, reordered or foreign-keyed import and keeps nothing', async () => {
+      const tampered = full.slice()
+      tampered[tampered.length - 40] ^= 1
+      await refusedImport('kv-t1', [tampered, delta], 'SNAPSHOT_TAMPERED')
+      await refusedImport('kv-t2', [full, delta.subarray(0, delta.length - 1)], 'SNAPSHOT_TAMPERED')
+      await refusedImport('kv-t3', [full, delta], 'SNAPSHOT_MISBOUND', { snapshotSessionId: 'another-session' })
+      await refusedImport('kv-t4', [full, delta], 'SNAPSHOT_MISBOUND', { prefixHash: prefix })
+      await refusedImport('kv-t5', [full, full], 'SNAPSHOT_REPLAY', { prefixHash: prefix })
+      await refusedImport('kv-t6', [delta], 'SNAPSHOT_ORDER')
+      const elsewhere = wrapKey(snapshotKey, generateX25519KeyPair().publicKey, { recipientPeerId: node.peerId, sessionId: 'kv-t7', span: SPAN })
+      await refusedImport('kv-t7', [full, delta], 'KEY_NOT_FOR_US', { wrappedKey: elsewhere })
+      const otherSession = wrapKey(snapshotKey, nodePub, { recipientPeerId: node.peerId, sessionId: 'kv-src', span: SPAN })
+      await refusedImport('kv-t8', [full, delta], 'KEY_UNWRAP', { wrappedKey: otherSession })
+      const wrongKey = wrapKey(randomKey(), nodePub, { recipientPeerId: node.peerId, sessionId: 'kv-t9', span: SPAN })
+      await refusedImport('kv-t9', [full, delta], 'SNAPSHOT_TAMPERED', { wrappedKey: wrongKey })
+      // another peer may not import into the client's session
+      await owner.call(open('kv-t10'))
+      expect(await refused(await dial(upstream), importBody('kv-t10', [full, delta]))).toBe('UNAUTHORIZED')
+    })
+  })
+})
