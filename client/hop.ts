@@ -1,6 +1,7 @@
 import { peerIdFromString } from '@libp2p/peer-id'
 import { multiaddr } from '@multiformats/multiaddr'
 import {
+  CHAINED_STEP_INPUT_HASH,
   deriveHopKeys,
   generateX25519KeyPair,
   type HopKeys,
@@ -49,12 +50,6 @@ export interface HopOpenOptions {
   readonly upstream?: string
   readonly signal?: AbortSignal
 }
-
-/**
- * The client's step tags for chained hops bind this input hash: the client cannot know a later
- * hop's input (node/server.ts checks the same constant).
- */
-export const CHAINED_STEP_INPUT_HASH = new Uint8Array(32)
 
 /** A hop whose X25519 key is missing or not signed by its peer id's key: never use it. */
 export class BadHopKeyError extends ProtocolError {

@@ -38,6 +38,7 @@ export {
 } from './keys.js'
 export {
   assertStepAuthorized,
+  CHAINED_STEP_INPUT_HASH,
   type ControlFields,
   type ControlOp,
   controlTag,

@@ -93,3 +93,10 @@ export function controlTag(controlMacKey: Uint8Array, f: ControlFields): Uint8Ar
 export function verifyControlTag(controlMacKey: Uint8Array, f: ControlFields, tag: Uint8Array | undefined): boolean {
   return equalTag(controlTag(controlMacKey, f), tag)
 }
+
+/**
+ * The input hash a chained hop's step tag binds: the client cannot know a later hop's input
+ * (it is the previous hop's output), so the tags of downstream hops bind this all-zero hash and
+ * authorize (session, step, position) only (DESIGN.md §6; layerswarm.proto Step.hop_auth).
+ */
+export const CHAINED_STEP_INPUT_HASH = new Uint8Array(32)

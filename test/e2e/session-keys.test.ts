@@ -6,8 +6,8 @@
 import { peerIdFromString } from '@libp2p/peer-id'
 import { multiaddr } from '@multiformats/multiaddr'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { CHAINED_STEP_INPUT_HASH } from '../../client/hop.js'
 import {
+  CHAINED_STEP_INPUT_HASH,
   deriveHopKeys,
   generateX25519KeyPair,
   type HopKeys,

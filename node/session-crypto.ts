@@ -1,0 +1,179 @@
+import {
+  CHAINED_STEP_INPUT_HASH,
+  assertStepAuthorized,
+  deriveHopKeys,
+  generateX25519KeyPair,
+  openSnapshot,
+  SnapshotOrderError,
+  type SnapshotHeader,
+  sealedSnapshotSize,
+  sealSnapshot,
+  unwrapKey,
+  unwrapKeyUnder,
+  type X25519KeyPair,
+  x25519SharedSecret
+} from '../crypto/index.js'
+import type { SessionRequest, SessionResponseBody } from '../protocol/index.js'
+import type { Shard } from '../shards/index.js'
+import { BadShapeError, UnauthorizedError } from './errors.js'
+import type { SessionManager } from './session-manager.js'
+
+/** A session's keys on this hop (never logged), and its reusable export buffers. */
+export interface SessionKeys {
+  readonly clientId: string
+  readonly span: readonly [number, number]
+  readonly stepMacKey: Uint8Array
+  readonly snapshotKey?: Uint8Array
+  plain: Uint8Array
+  sealed: Uint8Array
+}
+
+/** A buffer of at least n bytes: `buf` when it is big enough, else a new one with headroom. */
+function atLeast(buf: Uint8Array, n: number): Uint8Array {
+  return buf.length >= n ? buf : new Uint8Array(Math.max(n, Math.floor(buf.length * 1.5)))
+}
+
+export interface SessionCryptoContext {
+  readonly peerId: string
+  readonly modelId: string
+  readonly shard: Shard
+  readonly sessions: SessionManager
+  /** An import was refused: the node drops the half-built session (nothing of it is kept). */
+  readonly onRefused: (sessionId: string, from: string, code?: string) => void
+}
+
+/**
+ * The cryptographic side of a node's sessions (DESIGN.md §6): its X25519 key, each session's hop
+ * keys (from the client's X25519 key, HKDF over session, span and both peer ids), the step tags
+ * of chained forwarding, and sealed KV export and import.
+ */
+export class SessionCrypto {
+  /** This peer's X25519 key for key agreement, and its identity's signature over it. */
+  readonly x25519: X25519KeyPair = generateX25519KeyPair()
+  binding: Uint8Array = new Uint8Array(0)
+  private readonly keys = new Map<string, SessionKeys>()
+  /** Scratch plaintext of imports (reused: fresh large allocations are slow). */
+  private importScratch: Uint8Array = new Uint8Array(0)
+
+  constructor(private readonly ctx: SessionCryptoContext) {}
+
+  set(sessionId: string, keys: SessionKeys): void {
+    this.keys.set(sessionId, keys)
+  }
+
+  /** Forget a session's keys, zeroing them first. */
+  drop(sessionId: string): void {
+    const keys = this.keys.get(sessionId)
+    keys?.snapshotKey?.fill(0)
+    keys?.stepMacKey.fill(0)
+    this.keys.delete(sessionId)
+  }
+
+  /** The session's hop keys from the client's X25519 key (none without one), and its snapshot key. */
+  keysFor(o: Extract<SessionRequest, { type: 'open' }>['open'], from: string): SessionKeys | undefined {
+    const span = [o.start, o.end] as const
+    if (!o.clientX25519PublicKey?.length) {
+      if (o.wrappedSnapshotKey?.length) throw new UnauthorizedError('a snapshot key needs the client X25519 key')
+      return undefined
+    }
+    const sharedSecret = x25519SharedSecret(this.x25519.secretKey, o.clientX25519PublicKey)
+    const hop = deriveHopKeys({ sharedSecret, sessionId: o.sessionId, span, clientPeerId: from, hopPeerId: this.ctx.peerId })
+    sharedSecret.fill(0)
+    const snapshotKey = o.wrappedSnapshotKey?.length
+      ? unwrapKeyUnder(hop.snapshotKeyWrapKey, o.wrappedSnapshotKey, { recipientPeerId: this.ctx.peerId, sessionId: o.sessionId, span })
+      : undefined
+    return { clientId: from, span, stepMacKey: hop.stepMacKey, snapshotKey, plain: new Uint8Array(0), sealed: new Uint8Array(0) }
+  }
+
+  /**
+   * A step from the owner needs nothing more; one from elsewhere (the chained upstream) must
+   * carry the client's tag for this hop first in hop_auth. Returns the tags for the hops after us.
+   */
+  authorizeStep(s: Extract<SessionRequest, { type: 'step' }>['step'], from: string): Uint8Array[] {
+    const tags = s.hopAuth ?? []
+    if (!this.ctx.sessions.has(s.sessionId) || this.ctx.sessions.isOwner(s.sessionId, from)) return tags
+    const k = this.keys.get(s.sessionId)
+    if (!k) throw new UnauthorizedError(`session ${s.sessionId} has no client key: a step from ${from} cannot be authorized`)
+    const fields = { sessionId: s.sessionId, stepId: s.stepId, startPosition: s.startPosition, inputHash: CHAINED_STEP_INPUT_HASH }
+    assertStepAuthorized(k.stepMacKey, fields, tags[0])
+    return tags.slice(1)
+  }
+
+  /** ExportKv: the session's KV for [from, to) sealed under its snapshot key (owner only). */
+  exportKv(e: Extract<SessionRequest, { type: 'exportKv' }>['exportKv'], from: string): SessionResponseBody {
+    this.ctx.sessions.checkOwner(e.sessionId, from)
+    const k = this.keys.get(e.sessionId)
+    if (!k?.snapshotKey) throw new UnauthorizedError(`session ${e.sessionId} was opened without a snapshot key`)
+    const { shard } = this.ctx
+    const n = (e.to - e.from) * shard.kvBytesPerPosition(e.sessionId)
+    k.plain = atLeast(k.plain, n)
+    const payload = shard.exportKv(e.sessionId, e.from, e.to, k.plain.subarray(0, n))
+    const header: SnapshotHeader = {
+      modelId: this.ctx.modelId,
+      sessionId: e.sessionId,
+      span: k.span,
+      tokenRange: [e.from, e.to],
+      prefixHash: e.prefixHash,
+      sequence: e.sequence,
+      clientId: k.clientId,
+      kind: e.delta ? 'delta' : 'full',
+      dtype: shard.kvDType
+    }
+    k.sealed = atLeast(k.sealed, sealedSnapshotSize(header, n))
+    const snapshot = sealSnapshot({ key: k.snapshotKey, header, payload, out: k.sealed })
+    payload.fill(0)
+    return { type: 'snapshot', snapshot: { sessionId: e.sessionId, snapshot } }
+  }
+
+  /**
+   * ImportKv into a fresh session: unwrap the snapshot key (it must be wrapped to our X25519
+   * key), open every snapshot (tag, then every bound field, sequence and order) and only then
+   * write the KV. Any refusal closes the session: nothing of it is kept.
+   */
+  importKv(im: Extract<SessionRequest, { type: 'importKv' }>['importKv'], from: string): SessionResponseBody {
+    this.ctx.sessions.checkOwner(im.sessionId, from)
+    const { shard } = this.ctx
+    const k = this.keys.get(im.sessionId)
+    let key: Uint8Array | undefined
+    let used = 0
+    try {
+      if (!k) throw new UnauthorizedError(`session ${im.sessionId} was opened without a client key`)
+      if (shard.sessionLength(im.sessionId) !== 0) throw new BadShapeError(`session ${im.sessionId} already holds KV: import only into a fresh session`)
+      key = unwrapKey(im.wrappedKey, this.x25519.secretKey, { recipientPeerId: this.ctx.peerId, sessionId: im.sessionId, span: k.span })
+      let total = 0
+      for (const b of im.snapshots) total += b.length
+      this.importScratch = atLeast(this.importScratch, total)
+      const opened: Array<{ from: number; payload: Uint8Array }> = []
+      let sequence = -1
+      let end = 0
+      for (let i = 0; i < im.snapshots.length; i++) {
+        const last = i === im.snapshots.length - 1
+        const expect = {
+          modelId: this.ctx.modelId,
+          sessionId: im.snapshotSessionId,
+          span: k.span,
+          clientId: k.clientId,
+          minSequence: sequence + 1,
+          ...(i > 0 ? { expectedFrom: end } : {}),
+          ...(last ? { prefixHash: im.prefixHash } : {}),
+          dtype: shard.kvDType
+        }
+        const o = openSnapshot(im.snapshots[i], key, expect, this.importScratch.subarray(used))
+        used += o.payload.length
+        if ((i === 0) !== (o.header.kind === 'full')) throw new SnapshotOrderError('snapshot refused: a full snapshot must come first, then deltas')
+        sequence = o.header.sequence
+        end = o.header.tokenRange[1]
+        opened.push({ from: o.header.tokenRange[0], payload: o.payload })
+      }
+      for (const o of opened) shard.importKv(im.sessionId, o.from, o.payload, shard.kvDType)
+      this.ctx.sessions.reset(im.sessionId)
+      return { type: 'imported', imported: { sessionId: im.sessionId, length: shard.sessionLength(im.sessionId) } }
+    } catch (err) {
+      this.ctx.onRefused(im.sessionId, from, (err as { code?: string }).code)
+      throw err
+    } finally {
+      key?.fill(0)
+      this.importScratch.fill(0, 0, used)
+    }
+  }
+}
