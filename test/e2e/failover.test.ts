@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createClient } from '../../client/index.js'
 import { type LocalNode, startLocalNode } from '../../node/local-swarm.js'
 import { createReferenceKernels } from '../../shards/index.js'
+import { generateWithFault } from '../helpers/fault.js'
 import { GGUF_PATH, loadReference } from '../helpers/reference.js'
 
 const ref = loadReference('stories260K_greedy_once_upon_a_time')
@@ -37,22 +38,10 @@ describe('failover: a node killed mid-generation changes no token', () => {
       })
       try {
         await client.view.waitForRoute(1, 4, 20_000)
-        const it = client.stream(ref.prompt, { maxTokens: 64, temperature: 0 })
-        const tokens: number[] = []
-        let killed: LocalNode | undefined
-        let r = await it.next()
-        while (!r.done) {
-          tokens.push(r.value.token)
-          if (tokens.length === 20) {
-            const route = events.filter((e) => e.event === 'route').at(-1)?.route as Array<{ peerId: string }>
-            killed = alive.find((n) => n.peerId === route[0].peerId)!
-            killed.kill()
-          }
-          r = await it.next()
-        }
-        expect(tokens).toEqual(ref.generated_tokens)
-        expect(r.value.tokens).toEqual(ref.generated_tokens)
-        const { report } = r.value
+        const { tokens, result, victim: killed } = await generateWithFault(client, events, alive, { at: 20, fault: (n) => n.kill() })
+          expect(tokens).toEqual(ref.generated_tokens)
+        expect(result.tokens).toEqual(ref.generated_tokens)
+        const { report } = result
         expect(report.failovers).toBeGreaterThanOrEqual(1)
         expect(report.routes.length).toBeGreaterThanOrEqual(2)
         expect(report.routes[0][0].peerId).toBe(killed!.peerId)
@@ -78,21 +67,11 @@ describe('failover: a node killed mid-generation changes no token', () => {
     })
     try {
       await client.view.waitForRoute(1, 4, 20_000)
-      const it = client.stream(ref.prompt, { maxTokens: 64, temperature: 0 })
-      const tokens: number[] = []
-      let stalled: LocalNode | undefined
-      let r = await it.next()
-      while (!r.done) {
-        tokens.push(r.value.token)
-        if (tokens.length === 30) {
-          const route = events.filter((e) => e.event === 'route').at(-1)?.route as Array<{ peerId: string }>
-          stalled = alive.find((n) => n.peerId === route[0].peerId)!
-          stalled.process.kill('SIGSTOP') // alive but silent: only the timeout can tell
-        }
-        r = await it.next()
-      }
+      // alive but silent: only the timeout can tell
+      const stall = (n: LocalNode) => void n.process.kill('SIGSTOP')
+      const { tokens, result, victim: stalled } = await generateWithFault(client, events, alive, { at: 30, fault: stall })
       expect(tokens).toEqual(ref.generated_tokens)
-      expect(r.value.report.excludedPeers).toContain(stalled!.peerId)
+      expect(result.report.excludedPeers).toContain(stalled!.peerId)
       expect(events.some((e) => e.event === 'failover' && e.peerId === stalled!.peerId)).toBe(true)
     } finally {
       await client.close()
@@ -126,22 +105,11 @@ describe('failover in a chain of hops', () => {
     })
     try {
       await client.view.waitForRoute(1, 4, 20_000)
-      const it = client.stream(ref.prompt, { maxTokens: 64, temperature: 0 })
-      const tokens: number[] = []
-      let killed: LocalNode | undefined
-      let r = await it.next()
-      while (!r.done) {
-        tokens.push(r.value.token)
-        if (tokens.length === 20) {
-          const route = events.filter((e) => e.event === 'route').at(-1)?.route as Array<{ peerId: string }>
-          expect(route.length).toBe(2)
-          killed = nodes.find((n) => n.peerId === route[1].peerId)!
-          killed.kill()
-        }
-        r = await it.next()
-      }
+      const plan = { at: 20, hop: 1, fault: (n: LocalNode) => n.kill() }
+      const { tokens, result, victim: killed, route } = await generateWithFault(client, events, nodes, plan)
+      expect(route.length).toBe(2)
       expect(tokens).toEqual(ref.generated_tokens)
-      const { report } = r.value
+      const { report } = result
       expect(report.forwarding).toBe('chain')
       expect(report.routes.at(-1)!.map((h) => h.peerId)).not.toContain(killed!.peerId)
       expect(report.excludedPeers).toEqual([killed!.peerId])

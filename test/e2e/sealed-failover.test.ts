@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createClient } from '../../client/index.js'
 import { type LocalNode, startLocalNode } from '../../node/local-swarm.js'
 import { createReferenceKernels } from '../../shards/index.js'
+import { generateWithFault } from '../helpers/fault.js'
 import { GGUF_PATH, loadReference } from '../helpers/reference.js'
 
 const ref = loadReference('stories260K_greedy_once_upon_a_time')
@@ -39,21 +40,9 @@ describe('failover from sealed KV snapshots', () => {
     })
     try {
       await client.view.waitForRoute(1, 4, 20_000)
-      const it = client.stream(ref.prompt, { maxTokens: 64, temperature: 0 })
-      const tokens: number[] = []
-      let killed: LocalNode | undefined
-      let r = await it.next()
-      while (!r.done) {
-        tokens.push(r.value.token)
-        if (tokens.length === 40) {
-          const route = events.filter((e) => e.event === 'route').at(-1)?.route as Array<{ peerId: string }>
-          killed = nodes.find((n) => n.peerId === route[0].peerId)!
-          killed.kill()
-        }
-        r = await it.next()
-      }
+      const { tokens, result, victim: killed } = await generateWithFault(client, events, nodes, { at: 40, fault: (n) => n.kill() })
       expect(tokens).toEqual(ref.generated_tokens)
-      const { report } = r.value
+      const { report } = result
       expect(report.failovers).toBeGreaterThanOrEqual(1)
       expect(report.routes.at(-1)![0].peerId).not.toBe(killed!.peerId)
       const restore = events.find((e) => e.event === 'restore')
@@ -83,24 +72,15 @@ describe('failover from sealed KV snapshots', () => {
     try {
       await client.view.waitForRoute(1, 4, 20_000)
       await new Promise((r) => setTimeout(r, 700)) // both peers announced
-      const it = client.stream(ref.prompt, { maxTokens: 64, temperature: 0 })
-      const tokens: number[] = []
-      let leaving: LocalNode | undefined
       let exited: Promise<unknown> | undefined
-      let r = await it.next()
-      while (!r.done) {
-        tokens.push(r.value.token)
-        if (tokens.length === 40) {
-          const route = events.filter((e) => e.event === 'route').at(-1)?.route as Array<{ peerId: string }>
-          leaving = nodes.find((n) => n.peerId === route[0].peerId)!
-          exited = new Promise((resolve) => leaving!.process.once('exit', resolve))
-          leaving.process.kill('SIGTERM')
-          await new Promise((r) => setTimeout(r, 100)) // the signal reached it
-        }
-        r = await it.next()
+      const leave = async (n: LocalNode) => {
+        exited = new Promise((resolve) => n.process.once('exit', resolve))
+        n.process.kill('SIGTERM')
+        await new Promise((r) => setTimeout(r, 100)) // the signal reached it
       }
+      const { tokens, result, victim: leaving } = await generateWithFault(client, events, nodes, { at: 40, fault: leave })
       expect(tokens).toEqual(ref.generated_tokens)
-      const { report } = r.value
+      const { report } = result
       expect(report.routes.at(-1)![0].peerId).not.toBe(leaving!.peerId)
       const handoff = events.find((e) => e.event === 'handoff')
       expect(handoff, JSON.stringify(events.filter((e) => e.event !== 'step'))).toBeDefined()

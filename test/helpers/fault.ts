@@ -1,0 +1,42 @@
+import type { GenerateResult, LayerswarmClient } from '../../client/index.js'
+import type { LocalNode } from '../../node/local-swarm.js'
+import { loadReference } from './reference.js'
+
+const ref = loadReference('stories260K_greedy_once_upon_a_time')
+
+export interface FaultPlan {
+  /** Inject the fault after this many generated tokens. */
+  readonly at: number
+  /** Which hop of the current route to hit (default the first). */
+  readonly hop?: number
+  /** Do something to that hop's node process (kill, freeze, SIGTERM). */
+  readonly fault: (node: LocalNode) => void | Promise<void>
+}
+
+/**
+ * Greedy generation of the reference prompt (64 tokens) that hits one node of the route in use
+ * mid-way; returns the tokens, the final result, the node hit and the route it was on.
+ */
+export async function generateWithFault(
+  client: LayerswarmClient,
+  events: ReadonlyArray<Record<string, unknown>>,
+  nodes: readonly LocalNode[],
+  plan: FaultPlan
+): Promise<{ tokens: number[]; result: GenerateResult; victim: LocalNode; route: Array<{ peerId: string }> }> {
+  const it = client.stream(ref.prompt, { maxTokens: 64, temperature: 0 })
+  const tokens: number[] = []
+  let victim: LocalNode | undefined
+  let route: Array<{ peerId: string }> = []
+  let r = await it.next()
+  while (!r.done) {
+    tokens.push(r.value.token)
+    if (tokens.length === plan.at) {
+      route = events.filter((e) => e.event === 'route').at(-1)?.route as Array<{ peerId: string }>
+      victim = nodes.find((n) => n.peerId === route[plan.hop ?? 0].peerId)!
+      await plan.fault(victim)
+    }
+    r = await it.next()
+  }
+  if (!victim) throw new Error(`generation ended before token ${plan.at}`)
+  return { tokens, result: r.value, victim, route }
+}
