@@ -1,5 +1,5 @@
 import { InvalidModelError } from './errors.js'
-import type { Kernels } from './kernels.js'
+import type { BlockMatrices, Kernels } from './kernels.js'
 import type { KvCache } from './kv-cache.js'
 import type { ModelFile } from './model-file.js'
 import { rowBytes } from './quant.js'
@@ -11,19 +11,13 @@ import type { BlockTensor, ModelConfig, TensorName, WeightMatrix } from './types
  * every output row is still its own dot product, so the bits do not change, and a decode step
  * makes 4 kernel calls per block instead of 7 (each call wakes the kernel threads).
  */
-export interface BlockWeights {
-  readonly attnNorm: Float32Array // [dim]
-  readonly wqkv: WeightMatrix // [dim + 2 kvDim, dim]
-  readonly wo: WeightMatrix // [dim, dim]
-  readonly ffnNorm: Float32Array // [dim]
-  readonly w13: WeightMatrix // gate then up [2 hidden, dim]
-  readonly w2: WeightMatrix // down [dim, hidden]
-}
+export type BlockWeights = BlockMatrices
 
 /** Matrices with the same dtype and columns stacked row-wise (stored rows are self-contained). */
 function stackRows(ms: readonly WeightMatrix[]): WeightMatrix {
   const { dtype, cols } = ms[0]
-  if (ms.some((m) => m.dtype !== dtype || m.cols !== cols)) throw new InvalidModelError('cannot stack matrices of different dtype or width')
+  if (ms.some((m) => m.dtype !== dtype || m.cols !== cols))
+    throw new InvalidModelError('cannot stack matrices of different dtype or width')
   const data = new Uint8Array(ms.reduce((n, m) => n + m.data.byteLength, 0))
   let at = 0
   for (const m of ms) {
@@ -60,7 +54,12 @@ export function loadMatrices(model: ModelFile, names: readonly TensorName[], ker
 }
 
 export function loadBlock(model: ModelFile, layer: number, kernels: Kernels): BlockWeights {
-  const m = (...t: BlockTensor[]): WeightMatrix => loadMatrices(model, t.map((n) => `blk.${layer}.${n}` as const), kernels)
+  const m = (...t: BlockTensor[]): WeightMatrix =>
+    loadMatrices(
+      model,
+      t.map((n) => `blk.${layer}.${n}` as const),
+      kernels
+    )
   return {
     attnNorm: model.readVector(`blk.${layer}.attn_norm`),
     wqkv: m('attn_q', 'attn_k', 'attn_v'),
@@ -123,11 +122,16 @@ export function blockForward(
   cacheLayer: number,
   s: Scratch
 ): void {
+  // Kernels that run a whole block in one call (the native decode block) take small batches.
+  if (kernels.blockForward?.(x, T, startPos, w, cache.layers[cacheLayer], config)) return
   const { dim, kvDim, hiddenDim, nHeads, nKvHeads, headDim, rmsEps, ropeTheta } = config
   // attention: xb = rmsnorm(x); [q k v] = xb [Wq; Wk; Wv]ᵀ; RoPE on q and k
   kernels.rmsnorm(s.xb, x, w.attnNorm, T, rmsEps)
   kernels.matmul(s.qkv, s.xb, w.wqkv, T)
-  const [q, k, v] = T === 1 ? [s.qkv.subarray(0, dim), s.qkv.subarray(dim, dim + kvDim), s.qkv.subarray(dim + kvDim)] : split(s.qkv, T, [s.q, s.k, s.v], [dim, kvDim, kvDim])
+  const [q, k, v] =
+    T === 1
+      ? [s.qkv.subarray(0, dim), s.qkv.subarray(dim, dim + kvDim), s.qkv.subarray(dim + kvDim)]
+      : split(s.qkv, T, [s.q, s.k, s.v], [dim, kvDim, kvDim])
   kernels.rope(q, T, nHeads, headDim, startPos, ropeTheta)
   kernels.rope(k, T, nKvHeads, headDim, startPos, ropeTheta)
   cache.write(cacheLayer, startPos, T, k, v)
@@ -138,7 +142,8 @@ export function blockForward(
   // feed-forward: x += W2 (silu(W1 xb) * W3 xb), xb = rmsnorm(x)
   kernels.rmsnorm(s.xb, x, w.ffnNorm, T, rmsEps)
   kernels.matmul(s.h13, s.xb, w.w13, T)
-  const [gate, up] = T === 1 ? [s.h13.subarray(0, hiddenDim), s.h13.subarray(hiddenDim)] : split(s.h13, T, [s.hb, s.hb2], [hiddenDim, hiddenDim])
+  const [gate, up] =
+    T === 1 ? [s.h13.subarray(0, hiddenDim), s.h13.subarray(hiddenDim)] : split(s.h13, T, [s.hb, s.hb2], [hiddenDim, hiddenDim])
   kernels.swiglu(gate, up, T * hiddenDim)
   kernels.matmul(s.xb, gate, w.w2, T)
   for (let i = 0; i < n; i++) x[i] += s.xb[i]

@@ -22,6 +22,8 @@ export interface FastKernelOptions {
   readonly native?: boolean
   /** Addon file to load instead of the built one (tests point it at a missing file). */
   readonly nativePath?: string | null
+  /** Whole decode blocks in one native call when the addon has them (default true). */
+  readonly fusedBlock?: boolean
 }
 
 export interface SelectKernelsOptions extends Omit<FastKernelOptions, 'native'> {
@@ -36,7 +38,7 @@ export function createFastKernels(options: FastKernelOptions = {}): FastKernels 
   const threads = options.threads ?? availableParallelism()
   const addon =
     options.native === false ? null : loadNativeAddon(options.nativePath === undefined ? undefined : options.nativePath)
-  return createWasmKernels({ threads, native: addon })
+  return createWasmKernels({ threads, native: addon, fusedBlock: options.fusedBlock })
 }
 
 /**

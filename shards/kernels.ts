@@ -1,4 +1,4 @@
-import type { WeightMatrix } from './types.js'
+import type { ModelConfig, WeightMatrix } from './types.js'
 
 /**
  * One layer of a session's KV cache: `maxLength` rows of kvDim values each, keys and values.
@@ -20,6 +20,16 @@ export interface AttentionShape {
   readonly nHeads: number
   readonly nKvHeads: number
   readonly headDim: number
+}
+
+/** The weights of one transformer block as the forward pass holds them (shards/block.ts). */
+export interface BlockMatrices {
+  readonly attnNorm: Float32Array // [dim]
+  readonly wqkv: WeightMatrix // [dim + 2 kvDim, dim]
+  readonly wo: WeightMatrix // [dim, dim]
+  readonly ffnNorm: Float32Array // [dim]
+  readonly w13: WeightMatrix // gate then up [2 hidden, dim]
+  readonly w2: WeightMatrix // down [dim, hidden]
 }
 
 /**
@@ -48,6 +58,13 @@ export interface Kernels {
   attention(out: Float32Array, q: Float32Array, kv: KvLayer, shape: AttentionShape): void
   /** gate[i] = silu(gate[i]) * up[i] for i < n */
   swiglu(gate: Float32Array, up: Float32Array, n: number): void
+  /**
+   * Optional: one whole block (shards/block.ts blockForward) on x [T, dim] in place, writing
+   * the batch's keys and values into `kv` rows startPos.., in a single call. Returns false
+   * when it does not take this case (the caller then runs the ops one by one). Must give the
+   * same bits as the op-by-op path on the same kernel set.
+   */
+  blockForward?(x: Float32Array, T: number, startPos: number, w: BlockMatrices, kv: KvLayer, config: ModelConfig): boolean
   /** Release threads or memory the kernel set holds. */
   close?(): void
 }

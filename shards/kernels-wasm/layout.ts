@@ -18,6 +18,14 @@ export const OP_MATMUL_Q8 = 3
 export const OP_ATTENTION_F32 = 4
 export const OP_ATTENTION_F16 = 5
 export const OP_STREAM = 6
+/** A whole block for a small batch, native addon only (shards/native/block.h); slot 1: descriptor. */
+export const OP_DECODE_BLOCK = 7
+/** i32 slots of the block descriptor, and the byte offset of eps (f64) within it. */
+export const BLOCK_DESC_SLOTS = 22
+export const BLOCK_DESC_EPS_BYTE = 96
+export const BLOCK_DESC_BYTES = 128
+/** Claim and done counters of the block's 5 phases, 16 i32 apart (own cache lines). */
+export const BLOCK_SYNC_BYTES = 5 * 2 * 16 * 4
 
 /** Control block (its own SharedArrayBuffer) slots used by the thread pool. */
 export const CTRL_GENERATION = 0

@@ -4,6 +4,7 @@ import { createReferenceKernels } from '../kernels-ref.js'
 import type { NativeAddon } from '../native/load.js'
 import { rowBytes } from '../quant.js'
 import type { WeightMatrix } from '../types.js'
+import { createFusedBlock } from './fused-block.js'
 import { createWasmHeap, KernelMemoryError } from './heap.js'
 import * as L from './layout.js'
 import { createThreadPool, type TaskEngine } from './pool.js'
@@ -19,6 +20,8 @@ export interface WasmKernelOptions {
   readonly nativeMinBatch?: number
   /** Use the addon's decode kernels for T < nativeMinBatch when it has them (default true). */
   readonly nativeDecode?: boolean
+  /** Run a whole block in one native call for T < nativeMinBatch when it can (default true). */
+  readonly fusedBlock?: boolean
 }
 
 /** Kernels that also hand out KV layers living in the kernels' own memory (no copy per call). */
@@ -61,8 +64,7 @@ export function createWasmKernels(options: WasmKernelOptions): FastKernels {
   const nativeDecode = options.nativeDecode ?? true
   const useNative = (dtype: WeightMatrix['dtype'], T: number): boolean =>
     native !== null &&
-    (T >= nativeMinBatch ||
-      (nativeDecode && ((dtype === 'q8_0' && native.decodeQ8) || (dtype === 'f32' && native.decodeF32))))
+    (T >= nativeMinBatch || (nativeDecode && ((dtype === 'q8_0' && native.decodeQ8) || (dtype === 'f32' && native.decodeF32))))
   const pool = createThreadPool({
     module,
     memory: heap.memory,
@@ -108,6 +110,20 @@ export function createWasmKernels(options: WasmKernelOptions): FastKernels {
     if (placed) reclaim.register(w, placed.offset)
     return placed?.offset ?? null
   }
+
+  const fused =
+    native?.fusedBlock && nativeDecode && options.fusedBlock !== false
+      ? createFusedBlock({
+          heap,
+          pool,
+          scratch,
+          native,
+          maxBatch: nativeMinBatch - 1,
+          weightOffset,
+          kvOffset: (a) => kvOffsets.get(a),
+          setArgs
+        })
+      : null
 
   const kernels: FastKernels = {
     name: native ? 'wasm-simd+native' : 'wasm-simd',
@@ -184,6 +200,8 @@ export function createWasmKernels(options: WasmKernelOptions): FastKernels {
     attention(out, q, kv, shape) {
       attention(out, q, kv, shape)
     },
+
+    blockForward: fused ? (x, T, startPos, w, kv, c) => fused.run(x, T, startPos, w, kv, c) : undefined,
 
     allocKv(maxLength, kvDim, dtype) {
       const bytes = maxLength * kvDim * (dtype === 'f16' ? 2 : 4)

@@ -6,12 +6,14 @@
 #include <cstdint>
 #include <cstring>
 
+#include "block.h"
 #include "matmul.h"
+#include "ops.h"
 
 namespace {
 
 constexpr size_t kArgs = 256;  // shards/kernels-wasm/layout.ts ARGS_OFFSET
-constexpr int kMatmulF32 = 1, kMatmulF16 = 2, kMatmulQ8 = 3;
+constexpr int kMatmulF32 = 1, kMatmulF16 = 2, kMatmulQ8 = 3, kDecodeBlock = 7;
 
 int chunk(int rows, int tid, int n) {
   const int per = ((rows + n - 1) / n + 3) & ~3;
@@ -33,6 +35,12 @@ Napi::Value Task(const Napi::CallbackInfo& info) {
   uint32_t a[16];
   std::memcpy(a, base + kArgs, sizeof a);
   const int op = int(a[0]);
+  if (op == kDecodeBlock) {
+    // slot 1: the block descriptor (block.h); shares are claimed inside, tid does not matter
+    if (ls::blockAvailable()) ls::blockTask(base, a[1], n);
+    else Napi::Error::New(env, "native kernels: no fused block in this build").ThrowAsJavaScriptException();
+    return env.Undefined();
+  }
   const int rows = int(a[5]), cols = int(a[6]), T = int(a[7]);
   const int r0 = chunk(rows, tid, n), r1 = chunk(rows, tid + 1, n);
   if (r0 >= r1) return env.Undefined();
@@ -50,6 +58,11 @@ Napi::Value Task(const Napi::CallbackInfo& info) {
     Napi::Error::New(env, "native kernels: unsupported op").ThrowAsJavaScriptException();
   }
   return env.Undefined();
+}
+
+// The fused block's port of V8's Math.exp, exposed so a test can compare it with Math.exp.
+Napi::Value JsExp(const Napi::CallbackInfo& info) {
+  return Napi::Number::New(info.Env(), ls::jsExp(info[0].As<Napi::Number>().DoubleValue()));
 }
 
 // The addon is built with -march=native; refuse to run on a CPU without those features
@@ -83,6 +96,8 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("isa", Napi::String::New(env, ls::isa()));
   exports.Set("decodeQ8", Napi::Boolean::New(env, ls::decodeAvailable(true)));
   exports.Set("decodeF32", Napi::Boolean::New(env, ls::decodeAvailable(false)));
+  exports.Set("fusedBlock", Napi::Boolean::New(env, ls::blockAvailable()));
+  exports.Set("jsExp", Napi::Function::New(env, JsExp));
   return exports;
 }
 

@@ -21,17 +21,42 @@ try {
   const march = process.env.LAYERSWARM_MARCH || 'native'
   mkdirSync(dirname(out), { recursive: true })
   const args = [
-    '-O3', `-march=${march}`, '-ffp-contract=off', '-fno-fast-math', '-std=c++17', '-shared', '-fPIC', '-fvisibility=hidden',
-    '-DNAPI_VERSION=8', '-DNAPI_DISABLE_CPP_EXCEPTIONS', '-DNODE_ADDON_API_DISABLE_CPP_EXCEPTIONS',
-    '-I', headers, '-I', addonApi,
-    join(here, 'addon.cc'), join(here, 'matmul.cc'), join(here, 'decode.cc'), '-o', out
+    '-O3',
+    `-march=${march}`,
+    '-ffp-contract=off',
+    '-fno-fast-math',
+    '-std=c++17',
+    '-shared',
+    '-fPIC',
+    '-fvisibility=hidden',
+    '-DNAPI_VERSION=8',
+    '-DNAPI_DISABLE_CPP_EXCEPTIONS',
+    '-DNODE_ADDON_API_DISABLE_CPP_EXCEPTIONS',
+    '-I',
+    headers,
+    '-I',
+    addonApi,
+    join(here, 'addon.cc'),
+    join(here, 'matmul.cc'),
+    join(here, 'decode.cc'),
+    join(here, 'block.cc'),
+    join(here, 'ops.cc'),
+    '-o',
+    out
   ]
   if (process.platform === 'darwin') args.push('-undefined', 'dynamic_lookup')
   execFileSync(cxx, args, { stdio: ['ignore', 'ignore', 'pipe'] })
   console.log(`build:native: built ${out}`)
 } catch (e) {
   rmSync(out, { force: true })
-  const reason = String(e?.stderr?.toString().split('\n').find((l) => l.includes('error')) ?? e?.message ?? e).slice(0, 200)
+  const reason = String(
+    e?.stderr
+      ?.toString()
+      .split('\n')
+      .find((l) => l.includes('error')) ??
+      e?.message ??
+      e
+  ).slice(0, 200)
   console.log(`build:native: skipped (WebAssembly kernels will be used): ${reason}`)
 }
 process.exit(0)

@@ -64,7 +64,6 @@ static inline __m256 half8(__m256i h) {
 
 void decodeQ8(const uint8_t* w, const int16_t* xq, const float* xd, float* out, int rows, int cols, int T, int r0, int r1) {
   const int nb = cols / 32;
-  const size_t rb = size_t(nb) * 34;
   tlXs.resize(size_t(T) * cols);
   tlXsum.resize(size_t(T) * nb);
   for (size_t i = 0; i < size_t(T) * cols; i++) tlXs[i] = int8_t(xq[i]);
@@ -73,6 +72,14 @@ void decodeQ8(const uint8_t* w, const int16_t* xq, const float* xd, float* out, 
     for (int i = 0; i < 32; i++) s += tlXs[j * 32 + i];
     tlXsum[j] = kBias * s;
   }
+  decodeQ8Prepared(w, tlXs.data(), tlXsum.data(), xd, out, rows, cols, T, r0, r1);
+}
+
+int decodeQ8Bias() { return kBias; }
+
+void decodeQ8Prepared(const uint8_t* w, const int8_t* xsAll, const int32_t* xsumAll, const float* xd, float* out, int rows, int cols, int T, int r0, int r1) {
+  const int nb = cols / 32;
+  const size_t rb = size_t(nb) * 34;
   for (int r = r0; r < r1; r += 8) {
     const int nr = r1 - r < 8 ? r1 - r : 8;
     // Rows past the chunk repeat row r (results dropped), so every load stays in bounds.
@@ -84,9 +91,9 @@ void decodeQ8(const uint8_t* w, const int16_t* xq, const float* xd, float* out, 
     }
     const __m256i scaleIdx = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(offs));
     for (int t = 0; t < T; t++) {
-      const int8_t* xs = tlXs.data() + size_t(t) * cols;
+      const int8_t* xs = xsAll + size_t(t) * cols;
       const float* dx = xd + size_t(t) * nb;
-      const int32_t* bias = tlXsum.data() + size_t(t) * nb;
+      const int32_t* bias = xsumAll + size_t(t) * nb;
       __m256 acc = _mm256_setzero_ps();
       // The 8 rows of a tile are contiguous (8·rb bytes) and the next tile follows: stream it in
       // while this one is computed (the 8 interleaved rows defeat the hardware prefetcher).
@@ -117,6 +124,8 @@ void decodeQ8(const uint8_t* w, const int16_t* xq, const float* xd, float* out, 
 }
 #else
 void decodeQ8(const uint8_t*, const int16_t*, const float*, float*, int, int, int, int, int) {}
+void decodeQ8Prepared(const uint8_t*, const int8_t*, const int32_t*, const float*, float*, int, int, int, int, int) {}
+int decodeQ8Bias() { return 0; }
 #endif
 
 #if defined(__AVX512F__)

@@ -17,6 +17,10 @@ export interface NativeAddon {
   /** Whether it has T < 8 (decode) kernels for Q8_0 and for f32 weights (decode.cc). */
   readonly decodeQ8: boolean
   readonly decodeF32: boolean
+  /** Whether it runs a whole decode block in one call (block.cc, OP_DECODE_BLOCK). */
+  readonly fusedBlock: boolean
+  /** Its port of V8's Math.exp (tests compare the two). */
+  readonly jsExp?: (x: number) => number
 }
 
 /** Where `npm run build:native` leaves the addon, found from this file in src or dist. */
@@ -46,7 +50,15 @@ export function loadNativeAddon(path: string | null = nativeAddonPath()): Native
   try {
     const addon = createRequire(import.meta.url)(path) as Omit<NativeAddon, 'path'> & { selfTest(): boolean }
     if (typeof addon.task !== 'function' || !addon.selfTest()) return null
-    return { path, task: addon.task, isa: addon.isa, decodeQ8: addon.decodeQ8 === true, decodeF32: addon.decodeF32 === true }
+    return {
+      path,
+      task: addon.task,
+      isa: addon.isa,
+      decodeQ8: addon.decodeQ8 === true,
+      decodeF32: addon.decodeF32 === true,
+      fusedBlock: addon.fusedBlock === true,
+      jsExp: addon.jsExp
+    }
   } catch {
     return null
   }

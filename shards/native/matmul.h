@@ -15,6 +15,9 @@ void matmulQ8(const uint8_t* w, const int16_t* xq, const float* xd, float* out, 
 
 /** Rows [r0, r1) of a T < 8 matmul (decode.cc); only where decodeAvailable(q8). */
 void decodeQ8(const uint8_t* w, const int16_t* xq, const float* xd, float* out, int rows, int cols, int T, int r0, int r1);
+/** decodeQ8 on activations already narrowed to int8, with Σq per block × decodeQ8Bias() given. */
+void decodeQ8Prepared(const uint8_t* w, const int8_t* xs, const int32_t* xsumBias, const float* xd, float* out, int rows, int cols, int T, int r0, int r1);
+int decodeQ8Bias();
 void decodeF32(const float* w, const float* x, float* out, int rows, int cols, int T, int r0, int r1);
 /** Whether this build has a decode kernel for Q8_0 (q8) or f32 weights. */
 bool decodeAvailable(bool q8);

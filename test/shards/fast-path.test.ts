@@ -103,8 +103,9 @@ describe('fast kernels through Shard and Edge', () => {
     const edge = createEdge({ model, kernels })
     const shard = createShard({ model, start: 0, end: 3, kernels, kvDType: 'f16' })
     // warm the activation scratch so only KV allocations change memoryBytes below
-    shard.openSession('warm', { maxLength: 8 })
+    shard.openSession('warm', { maxLength: 9 })
     shard.forward('warm', edge.embed([1, 2, 3, 4, 5, 6, 7, 8]), 0)
+    shard.forward('warm', edge.embed([9]), 8) // a decode step (the fused block's scratch and norms)
     shard.closeSession('warm')
     const before = kernels.memoryBytes()
     shard.openSession('a', { maxLength: 8 })

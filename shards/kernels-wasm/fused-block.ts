@@ -1,0 +1,123 @@
+import type { BlockMatrices, KvLayer } from '../kernels.js'
+import type { NativeAddon } from '../native/load.js'
+import type { ModelConfig, WeightMatrix } from '../types.js'
+import type { WasmHeap } from './heap.js'
+import * as L from './layout.js'
+import type { ThreadPool } from './pool.js'
+import type { Scratch } from './scratch.js'
+
+/**
+ * Host side of the native decode block (shards/native/block.cc): one pool dispatch runs a
+ * whole block on a small batch, instead of one dispatch per matmul plus attention, RoPE,
+ * RMSNorm and SwiGLU in JavaScript between them. Same bits as the op-by-op path (the native
+ * ops reproduce kernels-ref.ts rmsnorm/rope/swiglu and the WebAssembly attention exactly).
+ */
+export interface FusedBlock {
+  /** Run the block, or return false when this case is not one it takes. */
+  run(x: Float32Array, T: number, startPos: number, w: BlockMatrices, kv: KvLayer, c: ModelConfig): boolean
+}
+
+export interface FusedBlockDeps {
+  readonly heap: WasmHeap
+  readonly pool: ThreadPool
+  readonly scratch: Scratch
+  readonly native: NativeAddon
+  /** Largest batch it takes (smaller than the batched-matmul threshold). */
+  readonly maxBatch: number
+  /** Offset of a weight matrix in the heap, null when it lives outside. */
+  weightOffset(w: WeightMatrix): number | null
+  /** Offset of a KV layer's keys or values in the heap (allocKv), undefined otherwise. */
+  kvOffset(a: Float32Array | Uint16Array): number | undefined
+  setArgs(values: number[]): void
+}
+
+export function createFusedBlock(deps: FusedBlockDeps): FusedBlock {
+  const { heap, pool, scratch, native } = deps
+  const norms = new WeakMap<Float32Array, number>()
+  const reclaim = new FinalizationRegistry<number>((offset) => heap.free(offset))
+  const eps = new Float64Array(1)
+  const epsBytes = new Uint8Array(eps.buffer)
+  let ropeKey = ''
+
+  /** A norm vector copied into the heap once (it is read by every thread of every call). */
+  function normOffset(v: Float32Array): number {
+    const known = norms.get(v)
+    if (known !== undefined) return known
+    const at = heap.alloc(v.byteLength)
+    heap.f32().set(v, at >>> 2)
+    norms.set(v, at)
+    reclaim.register(v, at)
+    return at
+  }
+
+  /** cos/sin (float64, as shards/kernels-wasm/rope.ts computes them) of positions startPos.. */
+  function ropeTable(T: number, startPos: number, headDim: number, theta: number): number {
+    const half = headDim >> 1
+    const at = scratch.get('blk-rope', T * half * 16)
+    const key = `${at}/${T}/${startPos}/${headDim}/${theta}`
+    if (key === ropeKey) return at
+    const table = new Float64Array(heap.memory.buffer, at, 2 * T * half)
+    for (let t = 0; t < T; t++) {
+      const pos = startPos + t
+      for (let j = 0; j < half; j++) {
+        const val = pos * (1 / theta ** ((2 * j) / headDim))
+        table[t * half + j] = Math.cos(val)
+        table[T * half + t * half + j] = Math.sin(val)
+      }
+    }
+    ropeKey = key
+    return at
+  }
+
+  return {
+    run(x, T, startPos, w, kv, c) {
+      if (!native.fusedBlock) return false
+      const mats = [w.wqkv, w.wo, w.w13, w.w2]
+      const dtype = w.wqkv.dtype
+      if (T > deps.maxBatch || (dtype !== 'q8_0' && dtype !== 'f32') || mats.some((m) => m.dtype !== dtype)) return false
+      if (c.headDim % 2 !== 0 || c.nKvHeads <= 0 || c.nHeads % c.nKvHeads !== 0) return false
+      const offsets = mats.map((m) => deps.weightOffset(m))
+      const kp = deps.kvOffset(kv.keys)
+      const vp = deps.kvOffset(kv.values)
+      if (offsets.some((o) => o === null) || kp === undefined || vp === undefined) return false
+      const { dim, kvDim, hiddenDim } = c
+      const attnNorm = normOffset(w.attnNorm)
+      const ffnNorm = normOffset(w.ffnNorm)
+      const rope = ropeTable(T, startPos, c.headDim, c.ropeTheta)
+      const xp = scratch.get('blk-x', T * dim * 4)
+      const act = scratch.get('blk-act', T * (dim + 2 * kvDim + dim + hiddenDim) * 4)
+      const sync = scratch.get('blk-sync', L.BLOCK_SYNC_BYTES)
+      const desc = scratch.get('blk-desc', L.BLOCK_DESC_BYTES)
+      heap.f32().set(x.subarray(0, T * dim), xp >>> 2)
+      heap.u8().fill(0, sync, sync + L.BLOCK_SYNC_BYTES)
+      const slots = [
+        dtype === 'q8_0' ? 1 : 0,
+        dim,
+        kvDim,
+        hiddenDim,
+        c.nHeads,
+        c.nKvHeads,
+        c.headDim,
+        T,
+        startPos,
+        xp,
+        attnNorm,
+        ffnNorm,
+        ...(offsets as number[]),
+        kp,
+        vp,
+        kv.dtype === 'f16' ? 1 : 0,
+        rope,
+        act,
+        sync
+      ]
+      heap.i32().set(slots, desc >>> 2)
+      eps[0] = c.rmsEps
+      heap.u8().set(epsBytes, desc + L.BLOCK_DESC_EPS_BYTE)
+      deps.setArgs([L.OP_DECODE_BLOCK, desc])
+      pool.run('native')
+      x.set(heap.f32().subarray(xp >>> 2, (xp >>> 2) + T * dim))
+      return true
+    }
+  }
+}

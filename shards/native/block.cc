@@ -1,0 +1,198 @@
+// One whole Llama block for a small batch (decode, T < 8) in one parallel call, so a decode
+// step costs one thread-pool dispatch per block instead of one per op, and no activation
+// crosses into JavaScript between ops. The call runs five phases; each phase is cut into
+// shares that any participating thread claims from a shared counter, and a thread moves on
+// to the next phase once every share of this one is done:
+//   A  qkv rows = rmsnorm(x)·Wqkvᵀ, RoPE on q and k rows, k and v rows into the KV cache
+//   B  attention, one (token, head) per share
+//   C  x += att·Woᵀ (each share owns its rows of x)
+//   D  gate/up rows of rmsnorm(x)·W13ᵀ, hb = silu(gate)·up for the share's hidden indices
+//   E  x += hb·W2ᵀ
+// Inputs a phase reads whole (the normalized and quantized x, att, hb) are prepared by every
+// thread for itself, bit-identically, instead of in a serial phase. Every output element is
+// computed by one share with the same code whatever thread runs it, so results do not depend
+// on the thread count, and they equal the op-by-op path (shards/block.ts on the same kernels).
+// A thread that never joins (asleep) costs nothing: the others claim all shares.
+#include "block.h"
+
+#include <sched.h>
+
+#include <cstring>
+#include <vector>
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
+#include "matmul.h"
+#include "ops.h"
+
+namespace ls {
+
+#if defined(__AVX512F__)
+namespace {
+
+constexpr int kPhases = 5;
+constexpr int kSyncStride = 16;  // i32 slots: claim and done counters on their own cache lines
+
+struct Desc {
+  int q8, dim, kvDim, hidden, nHeads, nKvHeads, headDim, T, startPos;
+  uint32_t x, attnNorm, ffnNorm, wqkv, wo, w13, w2, keys, values;
+  int kvHalf;
+  uint32_t rope, scratch, sync;
+  double eps;
+};
+
+Desc readDesc(const uint8_t* base, uint32_t at) {
+  int32_t s[BLOCK_DESC_SLOTS];
+  std::memcpy(s, base + at, sizeof s);
+  Desc d;
+  d.q8 = s[0], d.dim = s[1], d.kvDim = s[2], d.hidden = s[3], d.nHeads = s[4], d.nKvHeads = s[5];
+  d.headDim = s[6], d.T = s[7], d.startPos = s[8];
+  d.x = uint32_t(s[9]), d.attnNorm = uint32_t(s[10]), d.ffnNorm = uint32_t(s[11]);
+  d.wqkv = uint32_t(s[12]), d.wo = uint32_t(s[13]), d.w13 = uint32_t(s[14]), d.w2 = uint32_t(s[15]);
+  d.keys = uint32_t(s[16]), d.values = uint32_t(s[17]), d.kvHalf = s[18];
+  d.rope = uint32_t(s[19]), d.scratch = uint32_t(s[20]), d.sync = uint32_t(s[21]);
+  std::memcpy(&d.eps, base + at + BLOCK_DESC_EPS_BYTE, 8);
+  return d;
+}
+
+// Per-thread prepared inputs (the same bits on every thread).
+struct Input {
+  std::vector<float> xf;  // [T, cols] f32 input (normalized x for A and D)
+  std::vector<int8_t> xs;
+  std::vector<int32_t> xsum;
+  std::vector<float> xd;
+  std::vector<float> tmp;  // matvec output before the residual add / swiglu
+};
+thread_local Input tl;
+thread_local std::vector<float> tlAtt;
+
+void prepare(const Desc& d, const float* src, const float* norm, int cols) {
+  tl.xf.resize(size_t(d.T) * cols);
+  for (int t = 0; t < d.T; t++) {
+    if (norm) rmsnormRow(tl.xf.data() + size_t(t) * cols, src + size_t(t) * cols, norm, cols, d.eps);
+    else std::memcpy(tl.xf.data() + size_t(t) * cols, src + size_t(t) * cols, size_t(cols) * 4);
+  }
+  if (!d.q8) return;
+  const int nb = cols / 32;
+  tl.xs.resize(size_t(d.T) * cols);
+  tl.xsum.resize(size_t(d.T) * nb);
+  tl.xd.resize(size_t(d.T) * nb);
+  for (int t = 0; t < d.T; t++)
+    quantizeRowQ8(tl.xf.data() + size_t(t) * cols, tl.xs.data() + size_t(t) * cols, tl.xd.data() + size_t(t) * nb,
+                  tl.xsum.data() + size_t(t) * nb, cols, decodeQ8Bias());
+}
+
+// Rows [r0, r1) of out[T, rows] (stride rows) from the prepared input.
+void matvec(const Desc& d, const uint8_t* w, float* out, int rows, int cols, int r0, int r1) {
+  if (d.q8) decodeQ8Prepared(w, tl.xs.data(), tl.xsum.data(), tl.xd.data(), out, rows, cols, d.T, r0, r1);
+  else decodeF32(reinterpret_cast<const float*>(w), tl.xf.data(), out, rows, cols, d.T, r0, r1);
+}
+
+inline void spinUntil(int32_t* counter, int target) {
+  for (int spins = 0; __atomic_load_n(counter, __ATOMIC_ACQUIRE) < target;) {
+    _mm_pause();
+    // A descheduled peer holds a share: let it run instead of burning its core.
+    if (++spins >= 2048) {
+      sched_yield();
+      spins = 0;
+    }
+  }
+}
+
+// Rows per share: several shares per thread so a slow thread does not hold the phase, in
+// multiples of 16 (the decode kernels' tile; also keeps RoPE pairs and heads inside a share).
+inline int shareRows(int rows, int n) {
+  const int per = (rows + 4 * n - 1) / (4 * n);
+  return per < 16 ? 16 : (per + 15) & ~15;
+}
+
+}  // namespace
+
+void blockTask(uint8_t* base, uint32_t descAt, int n) {
+  const Desc d = readDesc(base, descAt);
+  int32_t* sync = reinterpret_cast<int32_t*>(base + d.sync);
+  float* x = reinterpret_cast<float*>(base + d.x);
+  const int T = d.T, dim = d.dim, kvDim = d.kvDim, hidden = d.hidden, hd = d.headDim;
+  const int qkvRows = dim + 2 * kvDim;
+  float* qkv = reinterpret_cast<float*>(base + d.scratch);
+  float* att = qkv + size_t(T) * qkvRows;
+  float* hb = att + size_t(T) * dim;
+  const int half = hd / 2;
+  const double* ropeCos = reinterpret_cast<const double*>(base + d.rope);
+  const double* ropeSin = ropeCos + size_t(T) * half;
+  const int sizes[kPhases] = {qkvRows, T * d.nHeads, dim, hidden, dim};
+  for (int phase = 0; phase < kPhases; phase++) {
+    int32_t* claim = sync + phase * 2 * kSyncStride;
+    int32_t* done = claim + kSyncStride;
+    const int step = phase == 1 ? 1 : shareRows(sizes[phase], n);
+    const int shares = (sizes[phase] + step - 1) / step;
+    bool prepared = false;
+    for (;;) {
+      const int s = __atomic_fetch_add(claim, 1, __ATOMIC_ACQ_REL);
+      if (s >= shares) break;
+      const int r0 = s * step, r1 = r0 + step < sizes[phase] ? r0 + step : sizes[phase];
+      if (phase == 0) {
+        if (!prepared) prepare(d, x, reinterpret_cast<const float*>(base + d.attnNorm), dim);
+        matvec(d, base + d.wqkv, qkv, qkvRows, dim, r0, r1);
+        for (int t = 0; t < T; t++) {
+          float* row = qkv + size_t(t) * qkvRows;
+          const double* c = ropeCos + size_t(t) * half;
+          const double* sn = ropeSin + size_t(t) * half;
+          for (int r = r0; r < r1 && r < dim + kvDim; r += 2) {
+            const int j = (r % hd) / 2;
+            const double v0 = row[r], v1 = row[r + 1];
+            row[r] = float(v0 * c[j] - v1 * sn[j]);
+            row[r + 1] = float(v0 * sn[j] + v1 * c[j]);
+          }
+          const size_t at = size_t(d.startPos + t) * kvDim;
+          for (int r = r0 > dim ? r0 : dim; r < r1; r++) {
+            const bool isV = r >= dim + kvDim;
+            const size_t e = at + (r - dim - (isV ? kvDim : 0));
+            uint8_t* dst = base + (isV ? d.values : d.keys);
+            if (d.kvHalf) reinterpret_cast<uint16_t*>(dst)[e] = floatToHalf(row[r]);
+            else reinterpret_cast<float*>(dst)[e] = row[r];
+          }
+        }
+      } else if (phase == 1) {
+        const int t = s / d.nHeads, h = s % d.nHeads;
+        const int len = d.startPos + t + 1;
+        tlAtt.resize(size_t(len + 3) & ~size_t(3));
+        const size_t ko = size_t(h / (d.nHeads / d.nKvHeads)) * hd;
+        const size_t eb = d.kvHalf ? 2 : 4;
+        attentionHead(qkv + size_t(t) * qkvRows + size_t(h) * hd, base + d.keys + ko * eb, base + d.values + ko * eb, d.kvHalf != 0,
+                      att + size_t(t) * dim + size_t(h) * hd, len, kvDim, hd, tlAtt.data());
+      } else if (phase == 2 || phase == 4) {
+        const int cols = phase == 2 ? dim : hidden;
+        if (!prepared) prepare(d, phase == 2 ? att : hb, nullptr, cols);
+        tl.tmp.resize(size_t(T) * dim);
+        matvec(d, base + (phase == 2 ? d.wo : d.w2), tl.tmp.data(), dim, cols, r0, r1);
+        for (int t = 0; t < T; t++)
+          for (int r = r0; r < r1; r++) x[size_t(t) * dim + r] = x[size_t(t) * dim + r] + tl.tmp[size_t(t) * dim + r];
+      } else {
+        if (!prepared) prepare(d, x, reinterpret_cast<const float*>(base + d.ffnNorm), dim);
+        tl.tmp.resize(size_t(T) * 2 * hidden);
+        matvec(d, base + d.w13, tl.tmp.data(), 2 * hidden, dim, r0, r1);
+        matvec(d, base + d.w13, tl.tmp.data(), 2 * hidden, dim, hidden + r0, hidden + r1);
+        for (int t = 0; t < T; t++) {
+          const float* g = tl.tmp.data() + size_t(t) * 2 * hidden;
+          for (int i = r0; i < r1; i++) {
+            const double gv = g[i];
+            hb[size_t(t) * hidden + i] = float((gv / (1.0 + jsExp(-gv))) * double(g[hidden + i]));
+          }
+        }
+      }
+      prepared = true;
+      __atomic_fetch_add(done, 1, __ATOMIC_ACQ_REL);
+    }
+    spinUntil(done, shares);
+  }
+}
+
+bool blockAvailable() { return decodeAvailable(true) && decodeAvailable(false); }
+#else
+void blockTask(uint8_t*, uint32_t, int) {}
+bool blockAvailable() { return false; }
+#endif
+
+}  // namespace ls
