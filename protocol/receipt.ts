@@ -4,10 +4,45 @@
  * tensor data bytes exactly as they travelled. A receipt for a tampered output is evidence
  * anyone can check against the peer id alone (Ed25519 peer ids embed the public key).
  */
-import { createHash } from 'node:crypto'
+import { createHash, createPrivateKey, createPublicKey, type KeyObject, sign, verify } from 'node:crypto'
 import type { PrivateKey } from '@libp2p/interface'
 import { peerIdFromString } from '@libp2p/peer-id'
 import type { Receipt } from './types.js'
+
+// DER headers of an Ed25519 key (RFC 8410): PKCS#8 before the 32-byte seed, SPKI before the 32-byte public key.
+const PKCS8_ED25519 = Buffer.from('302e020100300506032b657004220420', 'hex')
+const SPKI_ED25519 = Buffer.from('302a300506032b6570032100', 'hex')
+
+/**
+ * node:crypto keys, parsed once. Going through @libp2p/crypto re-imports the raw key on every
+ * sign and verify (measured here: 0.16 ms a signature, 0.27 ms a check); a cached KeyObject
+ * signs in ~0.03 ms. A step signs one receipt per hop, and the client checks every hop's.
+ */
+const signingKeys = new WeakMap<PrivateKey, KeyObject | null>()
+const verifyingKeys = new Map<string, KeyObject | null>()
+const MAX_CACHED_PEERS = 4096
+
+function signingKey(key: PrivateKey): KeyObject | null {
+  let k = signingKeys.get(key)
+  if (k === undefined) {
+    // libp2p's Ed25519 private key is seed ‖ public key (64 bytes); anything else signs through libp2p
+    k = key.type === 'Ed25519' && key.raw.length === 64 ? createPrivateKey({ key: Buffer.concat([PKCS8_ED25519, key.raw.subarray(0, 32)]), format: 'der', type: 'pkcs8' }) : null
+    signingKeys.set(key, k)
+  }
+  return k
+}
+
+/** The public key a peer id embeds, as a KeyObject (null: not an Ed25519 peer id); throws on a malformed id. */
+function verifyingKey(peerId: string): KeyObject | null {
+  let k = verifyingKeys.get(peerId)
+  if (k === undefined) {
+    const pub = peerIdFromString(peerId).publicKey
+    k = pub?.type === 'Ed25519' && pub.raw.length === 32 ? createPublicKey({ key: Buffer.concat([SPKI_ED25519, pub.raw]), format: 'der', type: 'spki' }) : null
+    if (verifyingKeys.size >= MAX_CACHED_PEERS) verifyingKeys.clear() // peers a client meets are few; bound it anyway
+    verifyingKeys.set(peerId, k)
+  }
+  return k
+}
 
 export const RECEIPT_SIGNATURE_DOMAIN = new TextEncoder().encode('layerswarm-receipt:v1\n')
 
@@ -45,16 +80,20 @@ export function receiptPayload(f: ReceiptFields): Uint8Array {
 }
 
 export async function signReceipt(f: ReceiptFields, peerId: string, privateKey: PrivateKey): Promise<Receipt> {
-  const signature = await privateKey.sign(receiptPayload(f))
+  const payload = receiptPayload(f)
+  const key = signingKey(privateKey)
+  const signature = key ? new Uint8Array(sign(null, payload, key)) : await privateKey.sign(payload)
   return { peerId, start: f.start, end: f.end, inputHash: f.inputHash, outputHash: f.outputHash, signature }
 }
 
 /** True when the receipt is `peerId`'s signature over these fields. */
 export async function verifyReceipt(r: Receipt, sessionId: string, stepId: number): Promise<boolean> {
   try {
+    const payload = receiptPayload({ sessionId, stepId, start: r.start, end: r.end, inputHash: r.inputHash, outputHash: r.outputHash })
+    const fast = verifyingKey(r.peerId)
+    if (fast) return r.signature.length === 64 && verify(null, payload, fast, r.signature)
     const key = peerIdFromString(r.peerId).publicKey
     if (!key) return false
-    const payload = receiptPayload({ sessionId, stepId, start: r.start, end: r.end, inputHash: r.inputHash, outputHash: r.outputHash })
     return await key.verify(payload, r.signature)
   } catch {
     return false
