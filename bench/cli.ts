@@ -15,7 +15,8 @@ const BENCHES: Record<string, () => Promise<BenchMain>> = {
     const { runKernelBench } = await import('./kernels.js')
     console.log(JSON.stringify(runKernelBench({ quick: argv.includes('--quick') }), null, 2))
   },
-  swarm: async () => (await import('./swarm.js')).main
+  swarm: async () => (await import('./swarm.js')).main,
+  wire: async () => (await import('./wire.js')).main
 }
 
 const [name, ...rest] = process.argv.slice(2)

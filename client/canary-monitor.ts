@@ -17,6 +17,7 @@ import {
 } from '../canary/index.js'
 import type { DType, Host, Receipt } from '../protocol/index.js'
 import { createReferenceKernels, type Kernels, type ModelFile } from '../shards/index.js'
+import { wireName } from './wire.js'
 import { HopSession, type HopTarget } from './hop.js'
 import { ReceiptLedger } from './receipts.js'
 
@@ -127,7 +128,8 @@ export class CanaryMonitor {
         sessionId,
         modelId: this.modelId,
         maxLength: Math.max(this.options.maxLength, canary.tokens.length),
-        wireDtype: this.options.wireDtype,
+        // a decoy looks like the real session on this hop: its negotiated dtype
+        wireDtype: target.wireDtype ?? this.options.wireDtype,
         signal
       })
       decoy = { hop, sessionId, canary: this.nextCanary++ % set.canaries.length, position: 0, stepId: 1 }
@@ -146,7 +148,7 @@ export class CanaryMonitor {
     this.sent.set(target.peerId, (this.sent.get(target.peerId) ?? 0) + 1)
     this.last.set(target.peerId, drift)
     const before = this.detector.verdict(target.peerId).excluded
-    const verdict = this.detector.observe(target.peerId, drift, this.options.wireDtype)
+    const verdict = this.detector.observe(target.peerId, drift, wireName(decoy.hop.wireDtype))
     if (verdict.excluded && !before) {
       this.evidence.push({
         peerId: target.peerId, span: [target.start, target.end], sessionId: decoy.sessionId, stepId, drift,

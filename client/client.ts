@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto'
-import { createHost, type DType, type Host } from '../protocol/index.js'
+import { createHost, type Host } from '../protocol/index.js'
 import {
   type BlockPipeline,
   computeModelId,
@@ -22,6 +22,8 @@ import type { HopTarget } from './hop.js'
 import type { ReceiptSummary } from './receipts.js'
 import { type CanaryEvidence, CanaryMonitor, type CanaryOptions, type CanaryPeerReport } from './canary-monitor.js'
 import { type PeerRecord, SwarmView } from './swarm-view.js'
+import type { WirePreference } from './wire.js'
+import { WireLedger, type WireReport } from './wire-ledger.js'
 
 export interface ClientInit {
   /** Multiaddrs (with /p2p/<id>) of swarm peers to join through. */
@@ -33,7 +35,11 @@ export interface ClientInit {
   readonly edgeFirst?: number
   readonly edgeLast?: number
   readonly forwarding?: Forwarding
-  readonly wireDtype?: DType
+  /**
+   * Activation dtype on the wire: 'auto' (per hop, f16 where accepted — client/wire.ts) or one
+   * of f32, f16, q8_0 (int8) on every hop. Default f32: bit-identical to one process.
+   */
+  readonly wireDtype?: WirePreference
   readonly stepTimeoutMs?: number
   readonly banMs?: number
   readonly maxFailovers?: number
@@ -75,6 +81,8 @@ export interface VerificationReport {
   readonly evidence: CanaryEvidence[]
   /** Times the generation was re-run because a peer of its route was convicted meanwhile. */
   readonly reruns: number
+  /** The wire dtype each hop used and the activation bytes on the wire per token. */
+  readonly wire: WireReport
 }
 
 export interface GenerateResult {
@@ -193,12 +201,13 @@ export class LayerswarmClient {
     const forwarding = options.forwarding ?? this.init.forwarding ?? 'relay'
     this.canaries ??= this.init.canaries === false ? undefined : new CanaryMonitor(this.host, this.model, this.modelId, {
       ...this.init.canaries,
-      wireDtype: this.init.wireDtype ?? 'f32',
+      wireDtype: 'f32', // decoys use each hop's negotiated dtype; this is for hops without one
       maxLength,
       kernels: this.init.kernels ?? this.ownKernels,
       log: this.init.log,
       onBuild: this.init.onCanaryBuild
     })
+    const wireLedger = new WireLedger(this.span.remote[0], this.init.wireDtype ?? 'f32')
     const remote = new RemotePipeline({
       host: this.host,
       view: this.view,
@@ -210,6 +219,7 @@ export class LayerswarmClient {
       maxLength,
       forwarding,
       wireDtype: this.init.wireDtype ?? 'f32',
+      wireLedger,
       stepTimeoutMs: this.init.stepTimeoutMs ?? 10_000,
       banMs: this.init.banMs ?? 60_000,
       maxFailovers: this.init.maxFailovers ?? 3,
@@ -245,7 +255,8 @@ export class LayerswarmClient {
         receipts: mergeReceipts(remote.receipts.summary(), this.canaries?.receipts.summary()),
         canaries: this.canaries?.report() ?? [],
         evidence: [...(this.canaries?.evidence ?? [])],
-        reruns: 0
+        reruns: 0,
+        wire: wireLedger.report()
       },
       convicted: [...remote.convicted]
     }

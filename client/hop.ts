@@ -24,12 +24,18 @@ import {
   type Receipt,
   SESSION_PROTOCOL,
   SESSION_STREAM_LIMITS,
-    type SessionCaller
+  type SessionCaller,
+  tensorByteLength
 } from '../protocol/index.js'
 import type { RouteHop } from './route.js'
+import type { WireLedger } from './wire-ledger.js'
 
 export interface HopTarget extends RouteHop {
   readonly addrs: readonly string[]
+  /** The wire dtypes the peer accepts (its info / announcement). */
+  readonly wireDtypes?: readonly DType[]
+  /** The dtype negotiated for this hop of the route (client/wire.ts). */
+  readonly wireDtype?: DType
 }
 
 export interface HopStepOutcome {
@@ -49,6 +55,8 @@ export interface HopOpenOptions {
   readonly next?: HopTarget
   readonly upstream?: string
   readonly signal?: AbortSignal
+  /** Counts the session's activation bytes per hop (the generate report); canary decoys pass none. */
+  readonly ledger?: WireLedger
 }
 
 /** A hop whose X25519 key is missing or not signed by its peer id's key: never use it. */
@@ -92,13 +100,15 @@ export class HopSession {
     readonly target: HopTarget,
     private readonly caller: SessionCaller,
     private readonly dim: number,
-    private readonly wireDtype: DType,
+    /** The dtype of this hop's input and output tensors, as negotiated at open. */
+    readonly wireDtype: DType,
     /** Keys shared with the hop for this session (never logged). */
     readonly keys: HopKeys,
     /** The hop's verified X25519 public key. */
     readonly hopX25519PublicKey: Uint8Array,
     /** The session's snapshot key: the hop seals exports under it; only the client keeps it. */
-    readonly snapshotKey: Uint8Array
+    readonly snapshotKey: Uint8Array,
+    private readonly ledger?: WireLedger
   ) {}
 
   static async open(host: Host, target: HopTarget, dim: number, o: HopOpenOptions): Promise<HopSession> {
@@ -114,7 +124,7 @@ export class HopSession {
     const wrappedSnapshotKey = wrapKeyUnder(keys.snapshotKeyWrapKey, snapshotKey, { recipientPeerId: target.peerId, sessionId: o.sessionId, span })
     const stream = await host.dialProtocol(addrs, SESSION_PROTOCOL, { ...SESSION_STREAM_LIMITS, signal: o.signal })
     const caller = createSessionCaller(stream)
-    const hop = new HopSession(target, caller, dim, o.wireDtype, keys, hopPub, snapshotKey)
+    const hop = new HopSession(target, caller, dim, o.wireDtype, keys, hopPub, snapshotKey, o.ledger)
     try {
       await caller.call(
         {
@@ -147,8 +157,11 @@ export class HopSession {
    */
   async step(sessionId: string, stepId: number, startPosition: number, hidden: Float32Array, signal?: AbortSignal): Promise<HopStepOutcome> {
     const step = this.stepMessage(sessionId, stepId, startPosition, hidden, false)
+    const rows = hidden.length / this.dim
+    this.ledger?.transfer(undefined, this.target, this.wireDtype, step.hidden.data.byteLength, rows)
     const res = await this.caller.call({ type: 'step', step }, signal)
     if (res.type !== 'result' || !res.result.hidden) throw new Error(`hop ${this.target.peerId} answered a step without output`)
+    this.ledger?.transfer(this.target, undefined, res.result.hidden.dtype, res.result.hidden.data.byteLength, rows)
     return {
       hidden: decodeTensor(res.result.hidden, { shape: [hidden.length / this.dim, this.dim] }),
       timings: res.result.timings,
@@ -167,6 +180,16 @@ export class HopSession {
     const fields = { sessionId, stepId, startPosition, inputHash: CHAINED_STEP_INPUT_HASH }
     const hopAuth = downstream.map((h) => stepTag(h.keys.stepMacKey, fields))
     const step = { ...this.stepMessage(sessionId, stepId, startPosition, hidden, true), hopAuth }
+    if (this.ledger) {
+      // hop-to-hop links: each hop encodes its output in its negotiated dtype (the chain shares one)
+      const rows = hidden.length / this.dim
+      const chain: HopSession[] = [this, ...downstream]
+      this.ledger.transfer(undefined, this.target, this.wireDtype, step.hidden.data.byteLength, rows)
+      for (let i = 0; i + 1 < chain.length; i++) {
+        const d = chain[i].wireDtype
+        this.ledger.transfer(chain[i].target, chain[i + 1].target, d, tensorByteLength([rows, this.dim], d), rows)
+      }
+    }
     const res = await this.caller.call({ type: 'step', step }, signal)
     const ok = res.type === 'result'
     return { timings: ok ? res.result.timings : [], receipts: ok ? (res.result.receipts ?? []) : [], sent: step.hidden.data }
@@ -176,6 +199,7 @@ export class HopSession {
   async awaitResult(sessionId: string, stepId: number, rows: number, signal?: AbortSignal) {
     const res = await this.caller.call({ type: 'await', await: { sessionId, stepId } }, signal)
     if (res.type !== 'result' || !res.result.hidden) throw new Error(`hop ${this.target.peerId} answered an await without output`)
+    this.ledger?.transfer(this.target, undefined, res.result.hidden.dtype, res.result.hidden.data.byteLength, rows)
     return {
       hidden: decodeTensor(res.result.hidden, { shape: [rows, this.dim] }),
       timings: res.result.timings,

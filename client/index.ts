@@ -6,5 +6,20 @@ export { planRoute, NoRouteError, type RouteCandidate, type RouteHop } from './r
 export { SwarmView, type PeerRecord } from './swarm-view.js'
 export { RemotePipeline, type Forwarding } from './remote-pipeline.js'
 export { HopSession, type HopTarget } from './hop.js'
+export {
+  type WireChoice,
+  ALL_WIRE_DTYPES,
+  AUTO_WIRE_ORDER,
+  InvalidWireError,
+  negotiateWire,
+  parseWireList,
+  parseWirePreference,
+  pickWire,
+  UnsupportedWireError,
+  WIRE_CHOICES,
+  type WirePreference,
+  wireName
+} from './wire.js'
+export { WireLedger, type WireHopReport, type WireReport } from './wire-ledger.js'
 export { BadReceiptError, ReceiptLedger, type ReceiptSummary } from './receipts.js'
 export { CanaryMonitor, type CanaryEvidence, type CanaryOptions, type CanaryPeerReport } from './canary-monitor.js'

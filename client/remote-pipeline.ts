@@ -1,4 +1,4 @@
-import { type DType, type Host, RemoteError } from '../protocol/index.js'
+import { type Host, RemoteError } from '../protocol/index.js'
 import type { BlockPipeline } from '../shards/index.js'
 import { HopSession, type HopTarget } from './hop.js'
 import type { CanaryMonitor } from './canary-monitor.js'
@@ -6,6 +6,8 @@ import { BadReceiptError, ReceiptLedger } from './receipts.js'
 import { NoRouteError } from './route.js'
 import { SnapshotKeeper } from './snapshots.js'
 import type { SwarmView } from './swarm-view.js'
+import type { WirePreference } from './wire.js'
+import type { WireLedger } from './wire-ledger.js'
 
 export type Forwarding = 'relay' | 'chain'
 
@@ -20,7 +22,10 @@ export interface RemotePipelineInit {
   readonly sessionId: string
   readonly maxLength: number
   readonly forwarding: Forwarding
-  readonly wireDtype: DType
+  /** Wire dtype per hop: negotiated against what each hop accepts (client/wire.ts). */
+  readonly wireDtype: WirePreference
+  /** Counts activation bytes per hop for the report. */
+  readonly wireLedger?: WireLedger
   /** A hop that does not answer a step within this is treated as dead. */
   readonly stepTimeoutMs: number
   readonly banMs: number
@@ -165,7 +170,7 @@ export class RemotePipeline implements BlockPipeline {
 
   private async connect(upTo: number, signal?: AbortSignal): Promise<void> {
     const { view, from, to, dim } = this.init
-    const route = await view.waitForRoute(from, to, this.init.routeTimeoutMs, signal)
+    const route = await view.waitForRoute(from, to, this.init.routeTimeoutMs, signal, { preference: this.init.wireDtype, chained: this.init.forwarding === 'chain' })
     this.connects++
     const sessionId = this.hopSessionId
     const chain = this.init.forwarding === 'chain'
@@ -178,7 +183,8 @@ export class RemotePipeline implements BlockPipeline {
           sessionId,
           modelId: this.init.modelId,
           maxLength: this.init.maxLength,
-          wireDtype: this.init.wireDtype,
+          wireDtype: t.wireDtype ?? 'f32',
+          ledger: this.init.wireLedger,
           next: chain ? route[i + 1] : undefined,
           upstream: chain && i > 0 ? route[i - 1].peerId : undefined,
           signal
@@ -191,7 +197,7 @@ export class RemotePipeline implements BlockPipeline {
     }
     this.hops = hops
     this.routes.push(route)
-    this.init.log?.({ event: 'route', sessionId: this.init.sessionId, forwarding: this.init.forwarding, route: route.map((h) => ({ peerId: h.peerId, start: h.start, end: h.end })) })
+    this.init.log?.({ event: 'route', sessionId: this.init.sessionId, forwarding: this.init.forwarding, route: route.map((h) => ({ peerId: h.peerId, start: h.start, end: h.end, wire: h.wireDtype })) })
     const replay = Math.min(upTo, this.length)
     // From sealed snapshots when every hop's span has them, else by replaying every input.
     const restored = await this.snapshots.restore(hops, sessionId, this.history, replay, this.timeout(signal))

@@ -1,8 +1,15 @@
 import type { PeerId } from '@libp2p/interface'
 import { multiaddr } from '@multiformats/multiaddr'
-import { type Announcement, dialBootstrap, fetchInfo, type Host, subscribeAnnouncements } from '../protocol/index.js'
-import { NoRouteError, planRoute, type RouteCandidate } from './route.js'
+import { type Announcement, dialBootstrap, type DType, fetchInfo, type Host, subscribeAnnouncements } from '../protocol/index.js'
+import { NoRouteError, planRoute, type RouteCandidate, type RouteHop } from './route.js'
 import type { HopTarget } from './hop.js'
+import { acceptedDtypes, planWireRoute, type WirePreference } from './wire.js'
+
+/** Wire negotiation for a route: what the client asks for, and whether the route is a chain. */
+export interface RouteWire {
+  readonly preference: WirePreference
+  readonly chained: boolean
+}
 
 /** What the client knows of one peer. */
 export interface PeerRecord extends RouteCandidate {
@@ -11,6 +18,8 @@ export interface PeerRecord extends RouteCandidate {
   readonly freeCacheTokens: number
   readonly version: string
   readonly seenAtMs: number
+  /** Wire dtypes the peer accepts. */
+  readonly wireDtypes: readonly DType[]
 }
 
 /**
@@ -64,7 +73,8 @@ export class SwarmView {
             rttMs,
             freeCacheTokens: info.freeCacheTokens,
             version: info.version,
-            seenAtMs: Date.now()
+            seenAtMs: Date.now(),
+            wireDtypes: acceptedDtypes(info.wireDtypes)
           })
         } catch {
           this.peers.delete(id)
@@ -92,19 +102,29 @@ export class SwarmView {
     return until !== undefined && until > Date.now()
   }
 
-  /** A route over [from, to) on peers not banned, with their addresses. */
-  route(from: number, to: number): HopTarget[] {
+  /**
+   * A route over [from, to) on peers not banned, with their addresses and wire dtypes. With
+   * `wire`, only peers that accept the requested dtype, and each hop gets its negotiated dtype
+   * (a chain one dtype all its hops accept); UnsupportedWireError when only the dtype is missing.
+   */
+  route(from: number, to: number, wire?: RouteWire): HopTarget[] {
     const candidates = this.list().filter((p) => !this.isBanned(p.peerId))
-    return planRoute(candidates, from, to).map((h) => ({ ...h, addrs: this.peers.get(h.peerId)!.addrs }))
+    if (!wire) return planRoute(candidates, from, to).map((h) => this.target(h))
+    return planWireRoute(candidates, from, to, wire.preference, wire.chained).map((h) => ({ ...this.target(h), wireDtype: h.wireDtype }))
+  }
+
+  private target(h: RouteHop): HopTarget {
+    const p = this.peers.get(h.peerId)!
+    return { ...h, addrs: p.addrs, wireDtypes: p.wireDtypes }
   }
 
   /** Refresh until a route exists (announcements take a moment to arrive), or throw NoRouteError. */
-  async waitForRoute(from: number, to: number, timeoutMs: number, signal?: AbortSignal): Promise<HopTarget[]> {
+  async waitForRoute(from: number, to: number, timeoutMs: number, signal?: AbortSignal, wire?: RouteWire): Promise<HopTarget[]> {
     const deadline = Date.now() + timeoutMs
     for (;;) {
       await this.refresh(signal)
       try {
-        return this.route(from, to)
+        return this.route(from, to, wire)
       } catch (err) {
         if (!(err instanceof NoRouteError) || Date.now() > deadline) throw err
       }

@@ -4,7 +4,7 @@ import { Command, InvalidArgumentError as CommanderArgError, Option } from 'comm
 import { EngineError } from '../shards/index.js'
 import { runLocalGenerate } from './commands/generate.js'
 import { registerMakeModel } from './commands/make-model.js'
-import { runRemoteGenerate } from './commands/generate-remote.js'
+import { runRemoteGenerate, WIRE_CHOICES } from './commands/generate-remote.js'
 import { registerNodeStart } from './commands/node-start.js'
 import { registerSwarm } from './commands/swarm.js'
 import { registerDemo } from './commands/demo.js'
@@ -55,7 +55,7 @@ program
   .addOption(new Option('--edge-first <k>', 'with --bootstrap: blocks run locally before the swarm').argParser(int('--edge-first', 0)).default(1))
   .addOption(new Option('--edge-last <j>', 'with --bootstrap: blocks run locally after the swarm').argParser(int('--edge-last', 0)).default(1))
   .addOption(new Option('--forwarding <mode>', 'with --bootstrap: relay (client sends to each hop) or chain (hops forward)').choices(['relay', 'chain']).default('relay'))
-  .addOption(new Option('--wire <dtype>', 'with --bootstrap: activation dtype on the wire').choices(['f32', 'f16', 'q8_0']).default('f32'))
+  .addOption(new Option('--wire <dtype>', 'with --bootstrap: activation dtype on the wire, per hop. auto: f16 where the hop accepts it (half the bytes of f32, same greedy tokens on the bundled model), else f32, else int8. f32/f16/int8 (Q8_0 blocks; q8_0 = int8): that dtype on every hop, routing around peers that do not accept it').choices([...WIRE_CHOICES]).default('auto'))
   .addOption(new Option('--canary-rate <r>', 'with --bootstrap: fraction of steps followed by a canary check of each hop; 0 = off').argParser(float('--canary-rate', 0, 1)).default(0.03))
   .option('--verbose', 'with --bootstrap: log routing and failover events to stderr', false)
   .action(async (opts) => {

@@ -26,6 +26,8 @@ import {
   serveSessionStream,
   subscribeAnnouncements,
   MalformedMessageError,
+  UnsupportedDtypeError,
+  WrongDtypeError,
   WrongModelError
 } from '../protocol/index.js'
 import type { ModelFile, Shard } from '../shards/index.js'
@@ -52,6 +54,7 @@ export interface SwarmNodeInit {
   readonly announceIntervalMs?: number
   /** Measured decode tokens/s of the span, announced to clients for routing. */
   readonly throughput: number
+  /** Wire dtypes this node accepts and announces (`--wire`; default all). */
   readonly wireDtypes?: DType[]
   readonly log?: (event: Record<string, unknown>) => void
   /** For measuring the canary detector: return wrong outputs on some steps (DESIGN.md §5). */
@@ -131,10 +134,14 @@ export class SwarmNode {
       freeCacheTokens: this.sessions.freeCacheTokens,
       maxSessions: this.init.maxSessions ?? 16,
       activeSessions: this.sessions.active,
-      wireDtypes: this.init.wireDtypes ?? ['f32', 'f16', 'q8_0'],
+      wireDtypes: this.wireDtypes,
       x25519PublicKey: this.crypto.x25519.publicKey,
       x25519Binding: this.crypto.binding
     }
+  }
+
+  private get wireDtypes(): DType[] {
+    return this.init.wireDtypes ?? ['f32', 'f16', 'q8_0']
   }
 
   private async start(): Promise<void> {
@@ -185,7 +192,7 @@ export class SwarmNode {
           end: this.init.shard.end,
           throughput: this.init.throughput,
           freeCacheTokens: this.sessions.freeCacheTokens,
-          wireDtypes: this.init.wireDtypes ?? ['f32', 'f16', 'q8_0'],
+          wireDtypes: this.wireDtypes,
           version: PROTOCOL_VERSION,
           x25519PublicKey: this.crypto.x25519.publicKey,
           x25519Binding: this.crypto.binding
@@ -202,6 +209,9 @@ export class SwarmNode {
         const o = req.open
         if (this.leaving) throw new BusyError('this peer is leaving')
         if (o.modelId !== this.init.modelId) throw new WrongModelError(`this peer serves model ${this.init.modelId}, not ${o.modelId}`)
+        if (!this.wireDtypes.includes(o.wireDtype)) {
+          throw new UnsupportedDtypeError(`this peer accepts wire dtypes ${this.wireDtypes.join(', ')}, not ${o.wireDtype}`)
+        }
         const keys = this.crypto.keysFor(o, from)
         this.sessions.open({ sessionId: o.sessionId, start: o.start, end: o.end, maxLength: o.maxLength, owner: from, upstream: o.upstreamPeerId })
         this.wire.set(o.sessionId, o.wireDtype)
@@ -217,6 +227,12 @@ export class SwarmNode {
         if (this.leaving) throw new LeavingError(`this peer is leaving: export session ${s.sessionId} and move it`)
         const hopAuth = this.crypto.authorizeStep(s, from)
         const hidden = decodeTensor(s.hidden, { shape: [undefined, dim] })
+        // the dtype negotiated at open, on both ends of every link of the session (a chain shares
+        // one); checked after the decode, so a malformed tensor is MALFORMED whatever its dtype
+        const wire = this.wire.get(s.sessionId)
+        if (wire !== undefined && s.hidden.dtype !== wire) {
+          throw new WrongDtypeError(`session ${s.sessionId} was opened with wire dtype ${wire}, this step carries ${s.hidden.dtype}`)
+        }
         const out = this.sessions.step(s.sessionId, from, s.stepId, s.startPosition, hidden)
         const rows = hidden.length / dim
         // A tampering peer still signs what it sends: its receipt becomes the evidence.

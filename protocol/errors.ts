@@ -28,7 +28,9 @@ export const ErrorCode = {
   SNAPSHOT_ORDER: 33,
   KEY_NOT_FOR_US: 34,
   KEY_UNWRAP: 35,
-  LEAVING: 36
+  LEAVING: 36,
+  UNSUPPORTED_DTYPE: 40,
+  WRONG_DTYPE: 41
 } as const
 
 export type ErrorCodeName = keyof typeof ErrorCode
@@ -73,6 +75,16 @@ export class MessageTooLargeError extends ProtocolError {
 /** NaN or ±Inf in an activation, or a value outside the range of the wire dtype. */
 export class NonFiniteTensorError extends ProtocolError {
   override readonly code = 'MALFORMED'
+}
+
+/** OpenSession asked for a wire dtype the peer does not accept (not in its announced wire_dtypes). */
+export class UnsupportedDtypeError extends ProtocolError {
+  override readonly code = 'UNSUPPORTED_DTYPE'
+}
+
+/** A step's tensor is not in the wire dtype negotiated when its session was opened. */
+export class WrongDtypeError extends ProtocolError {
+  override readonly code = 'WRONG_DTYPE'
 }
 
 export class UnknownSessionError extends ProtocolError {

@@ -22,6 +22,19 @@ export function dtypeToWire(dtype: DType, field: string): number {
 }
 
 /**
+ * User-facing names of the wire dtypes (CLI, reports): int8 is Q8_0-style int8 blocks, with
+ * q8_0 (the proto enum's name) accepted as an alias. Undefined for anything else.
+ */
+export function dtypeFromName(name: string): DType | undefined {
+  if (name === 'int8') return 'q8_0'
+  return (DTYPE_NAMES as string[]).includes(name) ? (name as DType) : undefined
+}
+
+export function dtypeDisplayName(dtype: DType): 'f32' | 'f16' | 'int8' {
+  return dtype === 'q8_0' ? 'int8' : dtype
+}
+
+/**
  * Capability lists (wire_dtypes) drop values this version does not know instead of
  * rejecting the whole message, so a newer peer's extra dtype does not hide it.
  */

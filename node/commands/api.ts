@@ -1,6 +1,6 @@
 import { basename, extname } from 'node:path'
 import { type Command, Option } from 'commander'
-import { createClient } from '../../client/index.js'
+import { createClient, parseWirePreference, WIRE_CHOICES, type WireChoice } from '../../client/index.js'
 import { openModelFile } from '../../shards/index.js'
 import { parseHostPort, withConfig } from '../config.js'
 import { createChatFormatter } from '../gateway/chat-template.js'
@@ -21,7 +21,8 @@ export interface ApiOptions {
   readonly edgeFirst: number
   readonly edgeLast: number
   readonly forwarding: 'relay' | 'chain'
-  readonly wire: 'f32' | 'f16' | 'q8_0'
+  /** auto, f32, f16, int8 (or its alias q8_0): see client/wire.ts. */
+  readonly wire: WireChoice
   readonly canaryRate: number
   readonly routeTimeout: number
   readonly metrics?: string
@@ -54,7 +55,7 @@ export async function runApi(
     edgeFirst: o.edgeFirst,
     edgeLast: o.edgeLast,
     forwarding: o.forwarding,
-    wireDtype: o.wire,
+    wireDtype: parseWirePreference(o.wire),
     routeTimeoutMs: o.routeTimeout,
     canaries: o.canaryRate > 0 ? { rate: o.canaryRate } : false,
     log: eventLog(log.child({ component: 'client' }))
@@ -131,7 +132,11 @@ export function registerApi(program: Command): void {
         .choices(['relay', 'chain'])
         .default('relay')
     )
-    .addOption(new Option('--wire <dtype>', 'activation dtype on the wire').choices(['f32', 'f16', 'q8_0']).default('f32'))
+    .addOption(
+      new Option('--wire <dtype>', 'activation dtype on the wire, per hop. auto: f16 where the hop accepts it (half the bytes of f32, same greedy tokens on the bundled model), else f32, else int8. f32/f16/int8 (Q8_0 blocks; q8_0 = int8): that dtype on every hop, routing around peers that do not accept it')
+        .choices([...WIRE_CHOICES])
+        .default('auto')
+    )
     .addOption(
       new Option('--canary-rate <r>', 'fraction of steps followed by a canary check of each hop; 0 = off')
         .argParser(float('--canary-rate', 0, 1))

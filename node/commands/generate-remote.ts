@@ -1,6 +1,5 @@
-import { createClient, type GenerateResult } from '../../client/index.js'
+import { createClient, type GenerateResult, parseWirePreference, type WireChoice } from '../../client/index.js'
 import type { Forwarding } from '../../client/index.js'
-import type { DType } from '../../protocol/index.js'
 import { progress } from '../log.js'
 
 export interface RemoteGenerateOptions {
@@ -17,7 +16,8 @@ export interface RemoteGenerateOptions {
   edgeFirst: number
   edgeLast: number
   forwarding: Forwarding
-  wire: DType
+  /** auto, f32, f16, int8 (or its alias q8_0): see client/wire.ts. */
+  wire: WireChoice
   /** Canary checks per real step and hop; 0 turns them off. */
   canaryRate: number
   json: boolean
@@ -48,7 +48,7 @@ export async function runRemoteGenerate(
     edgeFirst: o.edgeFirst,
     edgeLast: o.edgeLast,
     forwarding: o.forwarding,
-    wireDtype: o.wire,
+    wireDtype: parseWirePreference(o.wire),
     canaries: o.canaryRate > 0 ? { rate: o.canaryRate } : false,
     onCanaryBuild: canaryProgress(),
     log: o.log
@@ -70,8 +70,12 @@ export async function runRemoteGenerate(
       if (!o.json) write(r.value.text)
       r = await it.next()
     }
+    const w = r.value.report.wire
+    o.log?.({ event: 'wire', requested: w.requested, hops: w.hops, activationBytes: w.activationBytes, positions: w.positions, bytesPerToken: w.bytesPerToken })
     return { ...r.value, model: o.model, seed: o.seed, completion: r.value.text, text: promptText + r.value.text }
   } finally {
     await client.close()
   }
 }
+
+export { WIRE_CHOICES } from '../../client/index.js'

@@ -1,8 +1,8 @@
 import { generateKeyPair } from '@libp2p/crypto/keys'
 import { multiaddr } from '@multiformats/multiaddr'
-import { type Command, Option } from 'commander'
+import { type Command, InvalidArgumentError, Option } from 'commander'
 import { computeModelId, createShard, openModelFile, selectKernelsFor, type Shard } from '../../shards/index.js'
-import { createHost, dialBootstrap, fetchInfo } from '../../protocol/index.js'
+import { createHost, dialBootstrap, type DType, dtypeFromName, fetchInfo } from '../../protocol/index.js'
 import { defaultModelPath } from '../paths.js'
 import { addLogLevelOption, createLogger, eventLog, progress } from '../log.js'
 import { Metrics, serveMetrics } from '../metrics.js'
@@ -43,6 +43,18 @@ async function pickSpan(nLayers: number, numBlocks: number, modelId: string, boo
   }
 }
 
+/** `--wire f32,f16,int8` → the dtypes a node accepts (int8 = q8_0 on the wire). */
+function wireList(text: string): DType[] {
+  const out: DType[] = []
+  for (const name of text.split(',').map((x) => x.trim()).filter(Boolean)) {
+    const d = dtypeFromName(name)
+    if (d === undefined) throw new InvalidArgumentError(`--wire ${text}: ${name} is not one of f32, f16, int8`)
+    if (!out.includes(d)) out.push(d)
+  }
+  if (out.length === 0) throw new InvalidArgumentError('--wire: list at least one of f32, f16, int8')
+  return out
+}
+
 export function registerNodeStart(program: Command): void {
   const node = program.commands.find((c) => c.name() === 'node') ?? program.command('node').description('Run a swarm peer.')
   const start = node.command('start')
@@ -64,6 +76,11 @@ export function registerNodeStart(program: Command): void {
     .addOption(new Option('--tamper-rate <r>', 'fraction of steps tampered').argParser(float('--tamper-rate', 0, 1)).default(1))
     .addOption(new Option('--tamper-seed <n>', 'seed of the tampered-step choice').argParser(int('--tamper-seed', 0)).default(1))
     .option('--metrics <host:port>', 'serve Prometheus metrics at http://HOST:PORT/metrics')
+    .addOption(
+      new Option('--wire <dtypes>', 'comma-separated activation dtypes this node accepts and announces: f32, f16, int8 (Q8_0 blocks; q8_0 is an alias); sessions asking for another get UNSUPPORTED_DTYPE')
+        .argParser(wireList)
+        .default(['f32', 'f16', 'q8_0'], 'f32,f16,int8')
+    )
     .addOption(new Option('--drain <ms>', 'on SIGTERM, wait this long for clients to move their sessions (planned leave)').argParser(int('--drain', 0)).default(3_000))
     .action(async (opts) => {
       // pino: pretty on a terminal, JSON lines in a pipe (tests and log collectors read those)
@@ -89,7 +106,7 @@ export function registerNodeStart(program: Command): void {
       const privateKey = await generateKeyPair('Ed25519')
       const swarmNode = await SwarmNode.create({
         model, modelId, shard, throughput, privateKey, bootstrap,
-        listen: opts.listen, tamper, metrics, maxSessions: opts.maxSessions, idleTimeoutMs: opts.idleTimeout, announceIntervalMs: opts.announceInterval, log
+        listen: opts.listen, tamper, metrics, wireDtypes: opts.wire, maxSessions: opts.maxSessions, idleTimeoutMs: opts.idleTimeout, announceIntervalMs: opts.announceInterval, log
       })
       // Listen for signals before announcing we serve: a SIGTERM right after the line must stop us cleanly.
       const stopped = new Promise<string>((resolve) => {
