@@ -3,8 +3,9 @@
  * [--gen-tokens 64] [--runs 3] [--kernels auto|reference|wasm|native] [--kv-dtype f32|f16]
  * [--compare llama-cpp]`. Prints one JSON object: prefill and decode tokens/s (medians), weight
  * bytes read per decoded token, the streaming read bandwidth of the same kernel threads measured
- * in the same run, decode as a fraction of that roofline, and peak resident memory against
- * weights + KV. Timings are medians of `runs` runs after one warm-up step.
+ * in the same run, decode as a fraction of that roofline (median over `runs` probe-then-run
+ * pairs), and peak resident memory against weights + KV. Timings are medians of `runs` runs
+ * after one warm-up run.
  */
 import { availableParallelism } from 'node:os'
 import { parseArgs } from 'node:util'
@@ -53,7 +54,8 @@ function nodeBandwidth(bytes: number): number {
   let sink = 0
   for (let r = 0; r < 3; r++) {
     const t0 = process.hrtime.bigint()
-    for (let i = 0; i < a.length; i += 8) sink += a[i] + a[i + 1] + a[i + 2] + a[i + 3] + a[i + 4] + a[i + 5] + a[i + 6] + a[i + 7]
+    for (let i = 0; i < a.length; i += 8)
+      sink += a[i] + a[i + 1] + a[i + 2] + a[i + 3] + a[i + 4] + a[i + 5] + a[i + 6] + a[i + 7]
     best = Math.min(best, Number(process.hrtime.bigint() - t0))
   }
   return sink > 0 ? bytes / best : 0
@@ -74,8 +76,15 @@ function fastBandwidth(k: FastKernels): number {
 export async function runEngineBench(o: EngineBenchOptions): Promise<Record<string, unknown>> {
   const rssStart = process.memoryUsage().rss
   const kernels = selectKernels({ kind: o.kernels, threads: o.threads })
-  // One tiny call waits for every kernel thread, so the runtime baseline below includes them.
-  kernels.matmul(new Float32Array(4), new Float32Array(4), kernels.prepare({ dtype: 'f32', rows: 4, cols: 1, data: new Uint8Array(16) }), 1)
+  // Every kernel thread started and one tiny call run, so the runtime baseline below is node,
+  // its modules and the kernel threads, before any byte of the model is read.
+  if (isFast(kernels)) await kernels.ready()
+  kernels.matmul(
+    new Float32Array(4),
+    new Float32Array(4),
+    kernels.prepare({ dtype: 'f32', rows: 4, cols: 1, data: new Uint8Array(16) }),
+    1
+  )
   const rssRuntime = process.memoryUsage().rss
   const model = openModelFile(o.model)
   try {
@@ -87,10 +96,9 @@ export async function runEngineBench(o: EngineBenchOptions): Promise<Record<stri
     const shard = createShard({ model, start: 0, end: c.nLayers, kernels, kvDType: o.kvDType })
     const loadMs = performance.now() - tLoad
     const prompt = Array.from({ length: o.promptTokens }, (_, i) => 3 + ((i * 7919) % (c.vocabSize - 3)))
-    const prefill: number[] = []
-    const decode: number[] = []
-    for (let r = 0; r <= o.runs; r++) {
-      const pipeline = createLocalPipeline([shard], `run${r}`, maxLength)
+    /** One prompt and genTokens greedy decode steps in a fresh session: tokens/s of each. */
+    const runOnce = async (id: string): Promise<{ prefill: number; decode: number }> => {
+      const pipeline = createLocalPipeline([shard], id, maxLength)
       const t0 = performance.now()
       const h = await pipeline.forward(edge.embed(prompt), 0)
       let next = argmax(edge.lastLogits(h, o.promptTokens))
@@ -101,21 +109,49 @@ export async function runEngineBench(o: EngineBenchOptions): Promise<Record<stri
       }
       const t2 = performance.now()
       await pipeline.close()
-      if (r === 0) continue // warm-up: JIT, scratch buffers
-      prefill.push((o.promptTokens * 1000) / (t1 - t0))
-      decode.push((o.genTokens * 1000) / (t2 - t1))
+      return { prefill: (o.promptTokens * 1000) / (t1 - t0), decode: (o.genTokens * 1000) / (t2 - t1) }
     }
+    const prefill: number[] = []
+    const decode: number[] = []
+    await runOnce('warm-up') // JIT, scratch buffers
+    for (let r = 0; r < o.runs; r++) {
+      const t = await runOnce(`run${r}`)
+      prefill.push(t.prefill)
+      decode.push(t.decode)
+    }
+    // Peak memory before the bandwidth probe, whose buffer would count in it.
     const peakRss = rssBytes()
     // Per decoded token: every block matrix and norm, the LM head, one embedding row.
     const weightBytesPerToken = shard.weightBytes + edge.headBytes + c.dim * 4
     const weightBytesHeld = shard.weightBytes + edge.weightBytes
     const kvBytes = c.nLayers * 2 * maxLength * c.kvDim * (o.kvDType === 'f32' ? 4 : 2)
-    const bandwidthGBs = isFast(kernels) ? fastBandwidth(kernels) : nodeBandwidth(512 * 2 ** 20)
+    // The roofline: streaming bandwidth probed right before each of `runs` more runs, so a
+    // shared machine's load changes both sides of each ratio alike; the fraction is the
+    // median of the per-run ratios.
+    const roofline: Array<{ bandwidthGBs: number; decodeTokensPerSecond: number; fraction: number }> = []
+    for (let r = 0; r < o.runs; r++) {
+      const bw = isFast(kernels) ? fastBandwidth(kernels) : nodeBandwidth(512 * 2 ** 20)
+      const t = await runOnce(`roofline${r}`)
+      roofline.push({
+        bandwidthGBs: round(bw),
+        decodeTokensPerSecond: round(t.decode),
+        fraction: round((t.decode * weightBytesPerToken) / 1e9 / bw, 3)
+      })
+    }
+    const bandwidthGBs = median(roofline.map((x) => x.bandwidthGBs))
     const decodeTps = median(decode)
     const result: Record<string, unknown> = {
       bench: 'engine',
       model: o.model,
-      config: { dim: c.dim, layers: c.nLayers, heads: c.nHeads, kvHeads: c.nKvHeads, ffn: c.hiddenDim, vocab: c.vocabSize, dtype: model.weightDType },
+      config: {
+        dim: c.dim,
+        layers: c.nLayers,
+        heads: c.nHeads,
+        kvHeads: c.nKvHeads,
+        ffn: c.hiddenDim,
+        vocab: c.vocabSize,
+        dtype: model.weightDType
+      },
       kernels: kernels.name,
       threads: isFast(kernels) ? kernels.threads : 1,
       kvDType: o.kvDType,
@@ -130,8 +166,13 @@ export async function runEngineBench(o: EngineBenchOptions): Promise<Record<stri
       weightBytesPerToken,
       streamBandwidthGBs: round(bandwidthGBs),
       decodeGBs: round((decodeTps * weightBytesPerToken) / 1e9),
-      decodeRooflineFraction: round((decodeTps * weightBytesPerToken) / 1e9 / bandwidthGBs, 3),
+      decodeRooflineFraction: median(roofline.map((x) => x.fraction)),
+      rooflineRuns: roofline,
       memory: {
+        // peakRss is the process's high-water mark (getrusage) through loading and every run;
+        // spanPeak subtracts only the runtime measured before the model was opened (node with
+        // its modules and the started kernel threads): what holding and running the span adds,
+        // including the model header, activations, allocator and garbage-collector slack.
         peakRssBytes: peakRss,
         rssAtStartBytes: rssStart,
         rssWithKernelThreadsBytes: rssRuntime,
@@ -179,7 +220,8 @@ export async function main(argv: string[]): Promise<void> {
     if (!Number.isInteger(n) || n < min) throw new Error(`bench engine: --${name} must be an integer ≥ ${min}`)
     return n
   }
-  if (!['auto', 'reference', 'wasm', 'native'].includes(values.kernels)) throw new Error('bench engine: --kernels auto|reference|wasm|native')
+  if (!['auto', 'reference', 'wasm', 'native'].includes(values.kernels))
+    throw new Error('bench engine: --kernels auto|reference|wasm|native')
   if (values['kv-dtype'] !== 'f32' && values['kv-dtype'] !== 'f16') throw new Error('bench engine: --kv-dtype f32|f16')
   if (values.compare !== undefined && values.compare !== 'llama-cpp') throw new Error('bench engine: --compare llama-cpp')
   const result = await runEngineBench({

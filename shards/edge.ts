@@ -22,6 +22,7 @@ export class Edge {
   private readonly outputNorm: Float32Array // [dim]
   private readonly head: WeightMatrix // [vocab, dim]
   private normed = new Float32Array(0)
+  private last = new Float32Array(0)
 
   constructor(init: EdgeInit) {
     const { model } = init
@@ -74,10 +75,20 @@ export class Edge {
     return out
   }
 
-  /** Logits [vocab] of the last of T rows only (what decoding samples from). */
+  /**
+   * Logits [vocab] of the last of T rows only (what decoding samples from). The array is the
+   * edge's own and is overwritten by the next lastLogits call (copy it to keep it): a decode
+   * loop then allocates nothing per token, where a fresh vocab-sized array per token would
+   * pile up tens of MB of garbage between collections.
+   */
   lastLogits(hidden: Float32Array, T: number): Float32Array {
-    const { dim } = this.config
-    return this.logits(hidden.subarray((T - 1) * dim, T * dim), 1)
+    const { dim, vocabSize, rmsEps } = this.config
+    if (T < 1 || hidden.length < T * dim) throw new InvalidArgumentError(`hidden holds ${hidden.length} floats, need ${T * dim}`)
+    if (this.normed.length < dim) this.normed = new Float32Array(dim)
+    if (this.last.length !== vocabSize) this.last = new Float32Array(vocabSize)
+    this.kernels.rmsnorm(this.normed, hidden.subarray((T - 1) * dim, T * dim), this.outputNorm, 1, rmsEps)
+    this.kernels.matmul(this.last, this.normed, this.head, 1)
+    return this.last
   }
 }
 

@@ -56,7 +56,10 @@ export interface GenerateInit extends SamplerOptions {
   /** Generation ends when one of these is sampled (it is not yielded). */
   readonly stopIds?: readonly number[]
   readonly signal?: AbortSignal
-  /** Sees the logits of every step: the prompt's last position, then each generated token's. */
+  /**
+   * Sees the logits of every step: the prompt's last position, then each generated token's. The
+   * array is reused for the next step (Edge.lastLogits): copy it to keep it.
+   */
   readonly onLogits?: (logits: Float32Array, position: number) => void
 }
 
@@ -67,7 +70,8 @@ export interface GenerateInit extends SamplerOptions {
 export async function* generateTokens(init: GenerateInit): AsyncGenerator<number> {
   const { edge, pipeline, promptTokens, maxTokens, signal } = init
   if (promptTokens.length === 0) throw new InvalidArgumentError('the prompt must hold at least one token (BOS)')
-  if (!Number.isInteger(maxTokens) || maxTokens < 0) throw new InvalidArgumentError(`maxTokens must be an integer ≥ 0, got ${maxTokens}`)
+  if (!Number.isInteger(maxTokens) || maxTokens < 0)
+    throw new InvalidArgumentError(`maxTokens must be an integer ≥ 0, got ${maxTokens}`)
   const sampler = createSampler(init)
   const stop = new Set(init.stopIds ?? [])
   const history = [...promptTokens]

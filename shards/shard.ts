@@ -18,7 +18,16 @@ export interface ShardInit {
   readonly kvDType?: KvDType
   /** Called after each block's weights are read: (blocks loaded, blocks in span). */
   readonly onProgress?: (loaded: number, total: number) => void
+  /**
+   * Longest run of rows pushed through the blocks at once (default 64): a longer step (a long
+   * prompt) goes through in pieces of this many rows, with the same bits, so activation
+   * buffers stay bounded by it instead of growing with the prompt.
+   */
+  readonly maxStepRows?: number
 }
+
+/** Default ShardInit.maxStepRows: big enough that batched matmuls run at full speed. */
+export const DEFAULT_MAX_STEP_ROWS = 64
 
 export interface SessionOptions {
   /** KV positions to preallocate; defaults to the model's context length. */
@@ -50,6 +59,7 @@ export class Shard {
   private readonly blocks: BlockWeights[] = []
   private readonly sessions = new Map<string, Session>()
   private readonly scratch: Scratch
+  private readonly maxStepRows: number
 
   constructor(init: ShardInit) {
     const { model, start, end } = init
@@ -67,6 +77,9 @@ export class Shard {
       init.onProgress?.(l - start + 1, end - start)
     }
     this.scratch = new Scratch(this.config)
+    const rows = init.maxStepRows ?? DEFAULT_MAX_STEP_ROWS
+    if (!Number.isInteger(rows) || rows < 1) throw new InvalidArgumentError(`maxStepRows must be a positive integer, got ${rows}`)
+    this.maxStepRows = rows
   }
 
   /** Open (or reopen, dropping the old cache) a session with a preallocated KV cache. */
@@ -178,10 +191,22 @@ export class Shard {
     }
     cache.reserve(startPos, T)
     const x = Float32Array.from(hidden)
-    this.scratch.ensure(T)
-    for (let i = 0; i < session.end - session.start; i++) {
-      blockForward(this.kernels, this.config, this.blocks[session.first + i], x, T, startPos, cache, i, this.scratch)
-      onBlock?.(i + 1, session.end - session.start)
+    const step = Math.min(T, this.maxStepRows)
+    this.scratch.ensure(step)
+    // Row t's result depends only on rows before it (causal attention, per-row matmuls), so
+    // pieces of `step` rows give the same bits as one batch. Progress counts block-equivalents.
+    const blocks = session.end - session.start
+    const pieces = Math.ceil(T / step)
+    let reported = 0
+    for (let p = 0; p < pieces; p++) {
+      const at = p * step
+      const rows = Math.min(step, T - at)
+      const xs = x.subarray(at * dim, (at + rows) * dim)
+      for (let i = 0; i < blocks; i++) {
+        blockForward(this.kernels, this.config, this.blocks[session.first + i], xs, rows, startPos + at, cache, i, this.scratch)
+        const done = Math.floor(((p * blocks + i + 1) * blocks) / (pieces * blocks))
+        if (done > reported) onBlock?.((reported = done), blocks)
+      }
     }
     cache.length = startPos + T
     return x

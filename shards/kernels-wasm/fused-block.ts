@@ -7,8 +7,8 @@ import type { ThreadPool } from './pool.js'
 import type { Scratch } from './scratch.js'
 
 /**
- * Host side of the native decode block (shards/native/block.cc): one pool dispatch runs a
- * whole block on a small batch, instead of one dispatch per matmul plus attention, RoPE,
+ * Host side of the native block (shards/native/block.cc): one pool dispatch runs a whole
+ * block on a batch (a decode step, or a piece of a prefill), instead of one dispatch per matmul plus attention, RoPE,
  * RMSNorm and SwiGLU in JavaScript between them. Same bits as the op-by-op path (the native
  * ops reproduce kernels-ref.ts rmsnorm/rope/swiglu and the WebAssembly attention exactly).
  */
@@ -22,8 +22,8 @@ export interface FusedBlockDeps {
   readonly pool: ThreadPool
   readonly scratch: Scratch
   readonly native: NativeAddon
-  /** Largest batch it takes (smaller than the batched-matmul threshold). */
-  readonly maxBatch: number
+  /** Batch size from which matmul() hands rows to the batched native kernels (block.cc agrees). */
+  readonly batchedFrom: number
   /** Offset of a weight matrix in the heap, null when it lives outside. */
   weightOffset(w: WeightMatrix): number | null
   /** Offset of a KV layer's keys or values in the heap (allocKv), undefined otherwise. */
@@ -74,7 +74,7 @@ export function createFusedBlock(deps: FusedBlockDeps): FusedBlock {
       if (!native.fusedBlock) return false
       const mats = [w.wqkv, w.wo, w.w13, w.w2]
       const dtype = w.wqkv.dtype
-      if (T > deps.maxBatch || (dtype !== 'q8_0' && dtype !== 'f32') || mats.some((m) => m.dtype !== dtype)) return false
+      if (deps.batchedFrom !== 8 || (dtype !== 'q8_0' && dtype !== 'f32') || mats.some((m) => m.dtype !== dtype)) return false
       if (c.headDim % 2 !== 0 || c.nKvHeads <= 0 || c.nHeads % c.nKvHeads !== 0) return false
       const offsets = mats.map((m) => deps.weightOffset(m))
       const kp = deps.kvOffset(kv.keys)

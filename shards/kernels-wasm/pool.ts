@@ -24,6 +24,8 @@ export type TaskEngine = 'wasm' | 'native'
 export interface ThreadPool {
   readonly threads: number
   run(engine: TaskEngine): void
+  /** Resolves once every worker has started and instantiated its kernels (calls work before). */
+  ready(): Promise<void>
   close(): void
 }
 
@@ -42,7 +44,7 @@ export interface ThreadPoolOptions {
 // CommonJS source evaluated in each worker (eval: true), so it needs no file next to the
 // compiled module and works the same from TypeScript sources and from dist/.
 const WORKER_SOURCE = `
-const { workerData } = require('node:worker_threads')
+const { workerData, parentPort } = require('node:worker_threads')
 const { module, memory, control, n, spin, nativePath } = workerData
 const ctrl = new Int32Array(control)
 const wasmTask = new WebAssembly.Instance(module, { env: { memory } }).exports.task
@@ -51,6 +53,7 @@ let nativeTask = null
 if (nativePath) {
   try { nativeTask = require(nativePath).task } catch {}
 }
+parentPort.postMessage('ready')
 let gen = 0
 for (;;) {
   let g = Atomics.load(ctrl, ${CTRL_GENERATION})
@@ -85,6 +88,7 @@ export function createThreadPool(options: ThreadPoolOptions): ThreadPool {
   const ctrl = new Int32Array(control)
   Atomics.store(ctrl, CTRL_NEXT, threads) // no shares to claim before the first call
   const workers: Worker[] = []
+  const started: Promise<void>[] = []
   for (let tid = 1; tid < threads; tid++) {
     const worker = new Worker(WORKER_SOURCE, {
       eval: true,
@@ -101,6 +105,12 @@ export function createThreadPool(options: ThreadPoolOptions): ThreadPool {
     worker.on('error', () => Atomics.store(ctrl, CTRL_ERROR, 1))
     worker.unref()
     workers.push(worker)
+    started.push(
+      new Promise<void>((resolve) => {
+        worker.once('message', () => resolve())
+        worker.once('exit', () => resolve())
+      })
+    )
   }
   let closed = false
 
@@ -154,6 +164,7 @@ export function createThreadPool(options: ThreadPoolOptions): ThreadPool {
       if (failure !== null) throw new KernelThreadError('kernel call failed on the main thread', { cause: failure })
       if (Atomics.exchange(ctrl, CTRL_ERROR, 0) !== 0) throw new KernelThreadError('kernel call failed on a worker thread')
     },
+    ready: () => Promise.all(started).then(() => undefined),
     close() {
       if (closed) return
       closed = true

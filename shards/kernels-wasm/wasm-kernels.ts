@@ -20,7 +20,7 @@ export interface WasmKernelOptions {
   readonly nativeMinBatch?: number
   /** Use the addon's decode kernels for T < nativeMinBatch when it has them (default true). */
   readonly nativeDecode?: boolean
-  /** Run a whole block in one native call for T < nativeMinBatch when it can (default true). */
+  /** Run a whole block in one native call when the addon has it (default true; any batch size). */
   readonly fusedBlock?: boolean
 }
 
@@ -30,6 +30,8 @@ export interface FastKernels extends Kernels {
   /** A KV layer in WebAssembly memory, zeroed; attention reads it in place. */
   allocKv(maxLength: number, kvDim: number, dtype: 'f32' | 'f16'): KvLayer
   freeKv(kv: KvLayer): void
+  /** Resolves once every kernel thread has started (before that, calls run on fewer threads). */
+  ready(): Promise<void>
   /** Bytes held in WebAssembly memory (weights, KV layers, scratch). */
   memoryBytes(): number
   /**
@@ -118,7 +120,8 @@ export function createWasmKernels(options: WasmKernelOptions): FastKernels {
           pool,
           scratch,
           native,
-          maxBatch: nativeMinBatch - 1,
+          // Batches of 8 or more use the batched kernels inside the block, as matmul() would.
+          batchedFrom: nativeMinBatch,
           weightOffset,
           kvOffset: (a) => kvOffsets.get(a),
           setArgs
@@ -231,6 +234,7 @@ export function createWasmKernels(options: WasmKernelOptions): FastKernels {
     },
 
     memoryBytes: () => heap.used(),
+    ready: () => pool.ready(),
 
     readBandwidth(bytes, repeats) {
       const size = Math.ceil(bytes / (64 * threads)) * 64 * threads

@@ -1,6 +1,6 @@
-// One whole Llama block for a small batch (decode, T < 8) in one parallel call, so a decode
-// step costs one thread-pool dispatch per block instead of one per op, and no activation
-// crosses into JavaScript between ops. The call runs five phases; each phase is cut into
+// One whole Llama block on a batch of T tokens in one parallel call, so a step costs one
+// thread-pool dispatch per block instead of one per op, and no activation crosses into
+// JavaScript between ops (decode, and prefill in pieces of up to Shard's maxStepRows). The call runs five phases; each phase is cut into
 // shares that any participating thread claims from a shared counter, and a thread moves on
 // to the next phase once every share of this one is done:
 //   A  qkv rows = rmsnorm(x)·Wqkvᵀ, RoPE on q and k rows, k and v rows into the KV cache
@@ -32,7 +32,8 @@ namespace ls {
 namespace {
 
 constexpr int kPhases = 5;
-constexpr int kSyncStride = 16;  // i32 slots: claim and done counters on their own cache lines
+constexpr int kSyncStride = 16;
+constexpr int kBatchedFrom = 8;  // shards/kernels-wasm/wasm-kernels.ts nativeMinBatch  // i32 slots: claim and done counters on their own cache lines
 
 struct Desc {
   int q8, dim, kvDim, hidden, nHeads, nKvHeads, headDim, T, startPos;
@@ -73,7 +74,10 @@ void prepare(const Desc& d, const float* src, const float* norm, int cols) {
     if (norm) rmsnormRow(tl.xf.data() + size_t(t) * cols, src + size_t(t) * cols, norm, cols, d.eps);
     else std::memcpy(tl.xf.data() + size_t(t) * cols, src + size_t(t) * cols, size_t(cols) * 4);
   }
-  if (!d.q8) return;
+  if (!d.q8) {
+    if (d.T >= kBatchedFrom) matmulFPrepare(tl.xf.data(), cols, d.T);
+    return;
+  }
   const int nb = cols / 32;
   tl.xs.resize(size_t(d.T) * cols);
   tl.xsum.resize(size_t(d.T) * nb);
@@ -81,12 +85,21 @@ void prepare(const Desc& d, const float* src, const float* norm, int cols) {
   for (int t = 0; t < d.T; t++)
     quantizeRowQ8(tl.xf.data() + size_t(t) * cols, tl.xs.data() + size_t(t) * cols, tl.xd.data() + size_t(t) * nb,
                   tl.xsum.data() + size_t(t) * nb, cols, decodeQ8Bias());
+  if (d.T >= kBatchedFrom) matmulQ8Prepare(tl.xs.data(), tl.xd.data(), cols, d.T);
 }
 
-// Rows [r0, r1) of out[T, rows] (stride rows) from the prepared input.
+// Rows [r0, r1) of out[T, rows] (stride rows) from the prepared input: the decode kernels
+// below 8 tokens, the batched ones (on activations regrouped once by prepare) from 8 on,
+// exactly as the op-by-op path picks them.
 void matvec(const Desc& d, const uint8_t* w, float* out, int rows, int cols, int r0, int r1) {
-  if (d.q8) decodeQ8Prepared(w, tl.xs.data(), tl.xsum.data(), tl.xd.data(), out, rows, cols, d.T, r0, r1);
-  else decodeF32(reinterpret_cast<const float*>(w), tl.xf.data(), out, rows, cols, d.T, r0, r1);
+  if (d.T >= kBatchedFrom) {
+    if (d.q8) matmulQ8Rows(w, out, rows, cols, d.T, r0, r1);
+    else matmulFRows(w, false, tl.xf.data(), out, rows, cols, d.T, r0, r1);
+  } else if (d.q8) {
+    decodeQ8Prepared(w, tl.xs.data(), tl.xsum.data(), tl.xd.data(), out, rows, cols, d.T, r0, r1);
+  } else {
+    decodeF32(reinterpret_cast<const float*>(w), tl.xf.data(), out, rows, cols, d.T, r0, r1);
+  }
 }
 
 inline void spinUntil(int32_t* counter, int target) {

@@ -60,6 +60,11 @@ static inline f16v bcast(const float* p) {
 }
 
 void matmulF(const uint8_t* w, bool half, const float* x, float* out, int rows, int cols, int T, int r0, int r1) {
+  matmulFPrepare(x, cols, T);
+  matmulFRows(w, half, x, out, rows, cols, T, r0, r1);
+}
+
+void matmulFPrepare(const float* x, int cols, int T) {
   const int n4 = cols & ~3;
   const int groups = (T + 3) / 4;
   const size_t gstride = size_t(n4) * 4;  // floats per 4-token group
@@ -68,6 +73,12 @@ void matmulF(const uint8_t* w, bool half, const float* x, float* out, int rows, 
     float* g = tlX.data() + size_t(t / 4) * gstride + (t % 4) * 4;
     for (int k = 0; k < n4; k += 4) std::memcpy(g + size_t(k) * 4, x + size_t(t) * cols + k, 16);
   }
+}
+
+void matmulFRows(const uint8_t* w, bool half, const float* x, float* out, int rows, int cols, int T, int r0, int r1) {
+  const int n4 = cols & ~3;
+  const int groups = (T + 3) / 4;
+  const size_t gstride = size_t(n4) * 4;
   tlW.resize(size_t(cols) * 4);
   for (int r = r0; r < r1; r += 4) {
     const int nr = r1 - r < 4 ? r1 - r : 4;
@@ -129,27 +140,49 @@ void matmulF(const uint8_t* w, bool half, const float* x, float* out, int rows, 
 // gives Σ(q+128)w, and subtracting 128·Σw (exact) leaves the integer dot.
 
 static thread_local std::vector<uint8_t> tlXu;
-static thread_local std::vector<float> tlD;
+static thread_local std::vector<float> tlD;   // scales [T, nb]
+static thread_local std::vector<float> tlDg;  // scales regrouped [group][block][16 tokens]
+
+static thread_local std::vector<int16_t> tlXq;
 
 void matmulQ8(const uint8_t* w, const int16_t* xq, const float* xd, float* out, int rows, int cols, int T, int r0, int r1) {
+  tlXq.assign(xq, xq + size_t(T) * cols);
+  matmulQ8Prepare(nullptr, xd, cols, T);
+  matmulQ8Rows(w, out, rows, cols, T, r0, r1);
+}
+
+void matmulQ8Prepare(const int8_t* xs, const float* xd, int cols, int T) {
   const int nb = cols / 32;
-  const size_t rb = size_t(nb) * 34;
+  if (xs) {
+    tlXq.resize(size_t(T) * cols);
+    for (size_t i = 0; i < size_t(T) * cols; i++) tlXq[i] = xs[i];
+  }
+  tlD.assign(xd, xd + size_t(T) * nb);
 #ifdef LS_VNNI
   const int groups = (T + 15) / 16;
   const size_t gbytes = size_t(nb) * 8 * 64;  // per token group: blocks × 8 dword groups × 16 tokens × 4 bytes
   tlXu.assign(size_t(groups) * gbytes, 128);
-  tlD.assign(size_t(groups) * nb * 16, 0.0f);
+  tlDg.assign(size_t(groups) * nb * 16, 0.0f);
   for (int t = 0; t < T; t++) {
     uint8_t* g = tlXu.data() + size_t(t / 16) * gbytes + (t % 16) * 4;
-    const int16_t* q = xq + size_t(t) * cols;
+    const int16_t* q = tlXq.data() + size_t(t) * cols;
     for (int b = 0; b < nb; b++) {
       for (int j = 0; j < 8; j++) {
         uint8_t* d = g + (size_t(b) * 8 + j) * 64;
         for (int e = 0; e < 4; e++) d[e] = uint8_t(q[b * 32 + j * 4 + e] + 128);
       }
-      tlD[(size_t(t / 16) * nb + b) * 16 + t % 16] = xd[size_t(t) * nb + b];
+      tlDg[(size_t(t / 16) * nb + b) * 16 + t % 16] = xd[size_t(t) * nb + b];
     }
   }
+#endif
+}
+
+void matmulQ8Rows(const uint8_t* w, float* out, int rows, int cols, int T, int r0, int r1) {
+  const int nb = cols / 32;
+  const size_t rb = size_t(nb) * 34;
+#ifdef LS_VNNI
+  const int groups = (T + 15) / 16;
+  const size_t gbytes = size_t(nb) * 8 * 64;
   std::vector<int32_t> corr(nb);
   std::vector<float> dw(nb);
   for (int r = r0; r < r1; r++) {
@@ -164,7 +197,7 @@ void matmulQ8(const uint8_t* w, const int16_t* xq, const float* xd, float* out, 
     }
     for (int g = 0; g < groups; g++) {
       const uint8_t* xg = tlXu.data() + size_t(g) * gbytes;
-      const float* dg = tlD.data() + size_t(g) * nb * 16;
+      const float* dg = tlDg.data() + size_t(g) * nb * 16;
       __m512 acc = _mm512_setzero_ps();
       for (int b = 0; b < nb; b++) {
         const uint8_t* qs = row + b * 34 + 2;
@@ -191,10 +224,10 @@ void matmulQ8(const uint8_t* w, const int16_t* xq, const float* xd, float* out, 
       float sumf = 0;
       for (int b = 0; b < nb; b++) {
         int isum = 0;
-        for (int i = 0; i < 32; i++) isum += int(int8_t(row[b * 34 + 2 + i])) * xq[size_t(t) * cols + b * 32 + i];
+        for (int i = 0; i < 32; i++) isum += int(int8_t(row[b * 34 + 2 + i])) * tlXq[size_t(t) * cols + b * 32 + i];
         uint16_t h;
         std::memcpy(&h, row + b * 34, 2);
-        sumf = sumf + float(isum) * (halfToFloat(h) * xd[size_t(t) * nb + b]);
+        sumf = sumf + float(isum) * (halfToFloat(h) * tlD[size_t(t) * nb + b]);
       }
       out[size_t(t) * rows + r] = sumf;
     }

@@ -13,6 +13,16 @@ void matmulF(const uint8_t* w, bool half, const float* x, float* out, int rows, 
 /** Rows [r0, r1) for Q8_0 weights; xq/xd are the wasm quantizeQ8 output (i16 quants, f32 scales). */
 void matmulQ8(const uint8_t* w, const int16_t* xq, const float* xd, float* out, int rows, int cols, int T, int r0, int r1);
 
+/**
+ * The same two matmuls split in two: Prepare regroups the activations into this thread's
+ * buffers once, Rows then computes any number of row ranges from them (the fused block calls
+ * Rows per share). For Q8_0, xs are int8 quants (nullptr: keep the i16 ones already held).
+ */
+void matmulFPrepare(const float* x, int cols, int T);
+void matmulFRows(const uint8_t* w, bool half, const float* x, float* out, int rows, int cols, int T, int r0, int r1);
+void matmulQ8Prepare(const int8_t* xs, const float* xd, int cols, int T);
+void matmulQ8Rows(const uint8_t* w, float* out, int rows, int cols, int T, int r0, int r1);
+
 /** Rows [r0, r1) of a T < 8 matmul (decode.cc); only where decodeAvailable(q8). */
 void decodeQ8(const uint8_t* w, const int16_t* xq, const float* xd, float* out, int rows, int cols, int T, int r0, int r1);
 /** decodeQ8 on activations already narrowed to int8, with Σq per block × decodeQ8Bias() given. */

@@ -121,3 +121,25 @@ describe('fast kernels through Shard and Edge', () => {
     expect(kernels.memoryBytes()).toBe(before)
   })
 })
+
+describe('long steps in pieces (ShardInit.maxStepRows)', () => {
+  it('a step cut into pieces gives the bits of one batch, and progress still counts up to the blocks', () => {
+    const model = createRandomModel(parseShape('96,3,6,2,160,300'), { dtype: 'q8_0', seed: 5, seqLen: 32 })
+    const tokens = Array.from({ length: 21 }, (_, i) => (i * 37) % 300)
+    const outputs: Float32Array[] = []
+    for (const maxStepRows of [64, 8, 5]) {
+      const kernels = track(createFastKernels({ threads: 2 }))
+      const edge = createEdge({ model, kernels })
+      const shard = createShard({ model, start: 0, end: 3, kernels, maxStepRows })
+      shard.openSession('s', { maxLength: 24 })
+      const progress: number[] = []
+      const h = shard.forward('s', edge.embed(tokens), 0, (done, total) => progress.push(done / total))
+      expect(progress.at(-1)).toBe(1)
+      expect(progress.every((p, i) => i === 0 || p > progress[i - 1])).toBe(true)
+      // and the cache the pieces wrote serves the next step exactly like the batch's
+      outputs.push(Float32Array.from(h), Float32Array.from(shard.forward('s', edge.embed([7]), 21)))
+    }
+    for (let i = 2; i < outputs.length; i++)
+      expect(Buffer.from(outputs[i].buffer).equals(Buffer.from(outputs[i % 2].buffer))).toBe(true)
+  })
+})
