@@ -8,105 +8,30 @@
  */
 import { writeFileSync } from 'node:fs'
 import {
-  auroc, BENIGN_PROFILES, buildCanarySet, calibrateDefault, calibrationRandomModels, createDetector, createSpanRunner, type DriftModel, defaultBenignModel, densityRatio, driftMetrics, HELD_OUT_PROMPTS, measureCanaryOverhead, profileKernels, quantile, runPeerSession, serializeDriftModel, WIRE_DTYPES, type WireDType, wireRoundtrip
+  type AdaptiveRate,
+  auroc,
+  calibrateDefault,
+  createAdaptiveRate,
+  createDetector,
+  type DriftModel,
+  defaultBenignModel,
+  densityRatio,
+  driftMetrics,
+  fixedRate,
+  measureCanaryOverhead,
+  quantile,
+  serializeDriftModel,
+  WIRE_DTYPES,
+  type WireDType,
+  wireRoundtrip
 } from '../canary/index.js'
 import { createTamper, TAMPER_MODES, type TamperMode } from '../node/tamper.js'
-import { type ModelFile, openModelFile } from '../shards/index.js'
+import { adaptiveBenign, adaptiveDetection } from './canary-adaptive.js'
+import { bundledModel, honestPeers, mean, type Peer, round, SIZES, score, tamperPass } from './canary-peers.js'
 
-const SIZES: Record<TamperMode, number[]> = {
-  noise: [1e-4, 1e-3, 1e-2, 1e-1],
-  scale: [1e-4, 1e-3, 1e-2, 1e-1],
-  bias: [1e-4, 1e-3, 1e-2, 1e-1],
-  zero: [0.001, 0.01, 0.1],
-  lowprec: [16, 10, 7, 3],
-  skip: [1],
-  replay: [1]
-}
 const RATES = [1, 0.1]
 const MAX_CANARIES = 1500
 const CANARY_RATE = 0.03
-
-interface Step {
-  readonly sessionId: string
-  readonly stepId: number
-  readonly input: Float32Array
-  readonly raw: Float32Array
-  readonly ref: Float32Array
-}
-interface Peer {
-  readonly dim: number
-  readonly span: string
-  readonly profile: string
-  readonly wire: WireDType
-  readonly steps: Step[]
-  readonly benignScores: number[]
-  readonly benignRelL2: number[]
-}
-
-const score = (r: number): number => Math.log(Math.max(r, 1e-300))
-const round = (x: number, d = 4): number => Math.round(x * 10 ** d) / 10 ** d
-const mean = (xs: number[]): number => (xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : Number.NaN)
-
-function bundledModel(): ModelFile {
-  for (const rel of ['../models/stories260K.gguf', '../../models/stories260K.gguf']) {
-    try {
-      return openModelFile(new URL(rel, import.meta.url).pathname)
-    } catch {}
-  }
-  return openModelFile('models/stories260K.gguf')
-}
-
-/** Honest peers: every (model span, profile, wire), with its real per-step outputs. */
-function honestPeers(benign: DriftModel): { peers: Peer[]; fallbacks: string[] } {
-  const bundled = bundledModel()
-  const rnd = calibrationRandomModels()[0]
-  const targets = [
-    { name: 'stories260K', model: bundled, boundary: 1, ends: [2, 4] },
-    { name: 'stories260K', model: bundled, boundary: 3, ends: [5] },
-    { name: rnd.name, model: rnd.model, boundary: 1, ends: [3] }
-  ]
-  const peers: Peer[] = []
-  const fallbacks = new Set<string>()
-  for (const t of targets) {
-    const set = buildCanarySet({ model: t.model, boundary: t.boundary, ends: t.ends, prompts: HELD_OUT_PROMPTS, seed: 7 })
-    for (const profile of BENIGN_PROFILES) {
-      const pk = profileKernels(profile)
-      if (pk.fallback) fallbacks.add(profile)
-      const runner = createSpanRunner({ model: t.model, kernels: pk.kernels, kvDType: pk.kvDType, start: t.boundary, maxEnd: t.ends[t.ends.length - 1] })
-      for (const wire of WIRE_DTYPES) {
-        const byEnd = t.ends.map((e): Peer => ({ dim: set.dim, span: `${t.name}[${t.boundary},${e})`, profile, wire, steps: [], benignScores: [], benignRelL2: [] }))
-        set.canaries.forEach((c, i) => {
-          const s = runPeerSession(runner, set, i, wire)
-          t.ends.forEach((_, k) => {
-            let pos = 0
-            s.steps.forEach((rows, stepId) => {
-              const rowsOf = (a: Float32Array) => a.subarray(pos * set.dim, (pos + rows) * set.dim)
-              const step = { sessionId: `c${i}`, stepId, input: rowsOf(s.input), raw: rowsOf(s.outputs[k]), ref: rowsOf(c.outputs[k]) }
-              const d = driftMetrics(wireRoundtrip(step.raw, set.dim, wire), step.ref)
-              byEnd[k].steps.push(step)
-              byEnd[k].benignScores.push(score(densityRatio(benign, d, wire)))
-              byEnd[k].benignRelL2.push(d.relL2)
-              pos += rows
-            })
-          })
-        })
-        peers.push(...byEnd)
-      }
-      runner.close()
-      pk.close()
-    }
-  }
-  return { peers, fallbacks: [...fallbacks] }
-}
-
-/** One pass over a peer's canary steps through a tamperer: drift and whether each was tampered. */
-function tamperPass(peer: Peer, tamper: ReturnType<typeof createTamper>, pass: number) {
-  return peer.steps.map((s) => {
-    const out = tamper.apply({ sessionId: `p${pass}-${s.sessionId}`, stepId: s.stepId, input: s.input, output: s.raw })
-    const drift = driftMetrics(wireRoundtrip(out, peer.dim, peer.wire), s.ref)
-    return { drift, tampered: out !== s.raw, effect: out !== s.raw ? driftMetrics(out, s.raw).relL2 : 0 }
-  })
-}
 
 interface ConfigResult {
   readonly span: string
@@ -124,12 +49,25 @@ interface ConfigResult {
   readonly positives: number[]
 }
 
-function evaluate(peer: Peer, benign: DriftModel, spread: number, mode: TamperMode, size: number, rate: number, seed: number): ConfigResult {
+function evaluate(
+  peer: Peer,
+  benign: DriftModel,
+  spread: number,
+  mode: TamperMode,
+  size: number,
+  rate: number,
+  seed: number
+): ConfigResult {
   const tamper = createTamper({ mode, size, rate, seed })
   const first = tamperPass(peer, tamper, 0)
   const hit = first.filter((x) => x.tampered)
   const pos = hit.map((x) => score(densityRatio(benign, x.drift, peer.wire)))
-  const effect = hit.length ? quantile(hit.map((x) => x.effect), 0.5) : 0
+  const effect = hit.length
+    ? quantile(
+        hit.map((x) => x.effect),
+        0.5
+      )
+    : 0
   const det = createDetector({ benign })
   let canaries = 0
   let tampered = 0
@@ -158,6 +96,16 @@ function evaluate(peer: Peer, benign: DriftModel, spread: number, mode: TamperMo
   }
 }
 
+/** Canary cost on a 256-token generation: new peers (start-up included) and peers past it (base rate). */
+function overhead(rate: AdaptiveRate) {
+  const model = bundledModel()
+  const benign = defaultBenignModel()
+  return {
+    newPeers: measureCanaryOverhead({ model, benign, rate }),
+    trustedPeers: measureCanaryOverhead({ model, benign, rate: fixedRate(rate.base) })
+  }
+}
+
 function calibrateCommand(): void {
   const c = calibrateDefault(bundledModel())
   const path = new URL('../canary/default-calibration.ts', import.meta.url).pathname.replace('/dist/canary/', '/canary/')
@@ -170,6 +118,12 @@ function calibrateCommand(): void {
 export async function main(argv: string[]): Promise<void> {
   if (argv.includes('--calibrate')) return calibrateCommand()
   const t0 = Date.now()
+  const opt = (name: string): number | undefined => (argv.includes(name) ? Number(argv[argv.indexOf(name) + 1]) : undefined)
+  const rate = createAdaptiveRate({ start: opt('--start'), halfLife: opt('--half-life') })
+  if (argv.includes('--overhead')) {
+    console.log(JSON.stringify({ command: 'npm run bench -- canary --overhead', overhead: overhead(rate) }))
+    return
+  }
   const benign = defaultBenignModel()
   const { peers, fallbacks } = honestPeers(benign)
   // Benign peers: every honest (span, profile, wire) stream through its own detector.
@@ -185,21 +139,59 @@ export async function main(argv: string[]): Promise<void> {
     }
     if (det.excluded().length > 0) benignExcluded++
   }
+  const spread = Object.fromEntries(
+    WIRE_DTYPES.map((w) => [
+      w,
+      quantile(
+        peers.filter((p) => p.wire === w).flatMap((p) => p.benignRelL2),
+        0.99
+      )
+    ])
+  )
+  // The 10 %-tamperer under the adaptive per-peer rate, and benign peers' canary load under it.
+  const adaptive = {
+    detection: adaptiveDetection(peers, { benign, spread, rate }),
+    benign: adaptiveBenign(peers, { benign, rate })
+  }
+  if (argv.includes('--adaptive')) {
+    console.log(
+      JSON.stringify({
+        command: 'npm run bench -- canary --adaptive',
+        seconds: round((Date.now() - t0) / 1000, 1),
+        benign: { peers: peers.length, checks: benignChecks, excluded: benignExcluded },
+        adaptive
+      })
+    )
+    return
+  }
   const results: ConfigResult[] = []
   let seed = 100
-  const spread = Object.fromEntries(WIRE_DTYPES.map((w) => [w, quantile(peers.filter((p) => p.wire === w).flatMap((p) => p.benignRelL2), 0.99)]))
   for (const mode of TAMPER_MODES) {
-    for (const size of SIZES[mode]) for (const rate of RATES) for (const p of peers) results.push(evaluate(p, benign, spread[p.wire], mode, size, rate, seed++))
+    for (const size of SIZES[mode])
+      for (const rate of RATES) for (const p of peers) results.push(evaluate(p, benign, spread[p.wire], mode, size, rate, seed++))
   }
   const overall = auroc(
     results.flatMap((r) => r.positives),
     peers.flatMap((p) => p.benignScores)
   )
-  const summary = summarize(results, { spread, benignChecks, benignExcluded, maxBenignPosterior, peers: peers.length, fallbacks, t0, overall })
+  const summary = summarize(results, {
+    adaptive,
+    overhead: overhead(rate),
+    spread,
+    benignChecks,
+    benignExcluded,
+    maxBenignPosterior,
+    peers: peers.length,
+    fallbacks,
+    t0,
+    overall
+  })
   console.log(argv.includes('--table') ? markdownTable(summary) : JSON.stringify(summary))
 }
 
 interface BenignSummary {
+  adaptive: unknown
+  overhead: ReturnType<typeof overhead>
   spread: Record<string, number>
   benignChecks: number
   benignExcluded: number
@@ -234,7 +226,9 @@ function summarize(results: ConfigResult[], b: BenignSummary) {
     smallest[mode] = {}
     for (const wire of WIRE_DTYPES) {
       const ok = SIZES[mode].filter((size) =>
-        results.filter((r) => r.mode === mode && r.wire === wire && r.size === size && r.rate === 1).every((r) => r.auroc >= 0.99 && r.excluded)
+        results
+          .filter((r) => r.mode === mode && r.wire === wire && r.size === size && r.rate === 1)
+          .every((r) => r.auroc >= 0.99 && r.excluded)
       )
       // lowprec: fewer mantissa bits is a bigger change, so "smallest change" is the most bits.
       smallest[mode][wire] = ok.length === 0 ? null : mode === 'lowprec' ? Math.max(...ok) : Math.min(...ok)
@@ -263,9 +257,21 @@ function summarize(results: ConfigResult[], b: BenignSummary) {
     },
     detection,
     smallestDetectableSize: smallest,
-    overhead: measureCanaryOverhead({ model: bundledModel(), rate: CANARY_RATE, benign: defaultBenignModel() }),
+    adaptive: b.adaptive,
+    overhead: b.overhead,
     perConfigColumns: ['span', 'profile', 'wire', 'mode', 'size', 'rate', 'auroc', 'aboveSpread', 'excluded', 'canaries'],
-    perConfig: results.map((r) => [r.span, r.profile, r.wire, r.mode, r.size, r.rate, round(r.auroc), r.aboveSpread, r.excluded, r.canaries])
+    perConfig: results.map((r) => [
+      r.span,
+      r.profile,
+      r.wire,
+      r.mode,
+      r.size,
+      r.rate,
+      round(r.auroc),
+      r.aboveSpread,
+      r.excluded,
+      r.canaries
+    ])
   }
 }
 
@@ -279,8 +285,9 @@ function markdownTable(s: ReturnType<typeof summarize>): string {
     `| AUROC overall (pooled per-canary scores) | ${s.auroc.overall} |`,
     `| configurations with AUROC 1.0 where tampering exceeds the benign spread | ${s.auroc.aboveSpreadAt1} / ${s.auroc.aboveSpreadConfigs} (min ${s.auroc.aboveSpreadMin}) |`,
     `| benign peers excluded | ${s.benign.excluded} / ${s.benign.peers} over ${s.benign.checks} canary checks (max posterior ${s.benign.maxPosterior}) |`,
-    `| canary steps / all steps at the default rate | ${s.overhead.extraStepsFraction} |`,
-    `| decode throughput cost on a real shard | ${s.overhead.decodeThroughputCost} |`,
+    `| canary steps per hop per token, 256-token generation, new / trusted peers | ${s.overhead.newPeers.canaryStepsPerHopPerToken} / ${s.overhead.trustedPeers.canaryStepsPerHopPerToken} |`,
+    `| extra work (canary time / generation time), new / trusted peers | ${s.overhead.newPeers.extraWork} / ${s.overhead.trustedPeers.extraWork} |`,
+    `| A/B wall-time cost (median of interleaved rounds), new / trusted peers | ${s.overhead.newPeers.abCost} / ${s.overhead.trustedPeers.abCost} |`,
     '',
     '| mode@rate | excluded | mean canaries to exclusion | steps at rate 0.03 |',
     '|---|---|---|---|'
@@ -289,6 +296,7 @@ function markdownTable(s: ReturnType<typeof summarize>): string {
     lines.push(`| ${k} | ${v.excluded}/${v.configs} | ${v.meanCanaries} | ${v.stepsAtDefaultRate} |`)
   }
   lines.push('', '| mode | smallest detectable size f32 / f16 / int8 wire |', '|---|---|')
-  for (const [m, w] of Object.entries(s.smallestDetectableSize)) lines.push(`| ${m} | ${w.f32 ?? '–'} / ${w.f16 ?? '–'} / ${w.int8 ?? '–'} |`)
+  for (const [m, w] of Object.entries(s.smallestDetectableSize))
+    lines.push(`| ${m} | ${w.f32 ?? '–'} / ${w.f16 ?? '–'} / ${w.int8 ?? '–'} |`)
   return lines.join('\n')
 }

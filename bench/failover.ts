@@ -4,11 +4,12 @@
  * [--dtype f32|f16|q8_0] [--seed N]`.
  *
  * Two node processes serve the remote blocks [1, n-1). For each prefix P and each way to rebuild
- * the KV (full `replay` of the inputs, or `snapshot`: the client kept a sealed snapshot at P), a
- * RemotePipeline prefills P random rows and runs one decode row; then the serving peer is killed
- * (SIGKILL) and the next decode row is timed: death detection, new route, session open, KV
- * restore (import or replay) and the step itself. A fresh peer replaces the killed one before the
- * next measurement. A SHAPE (110m, ...) writes a random-weight GGUF with a context of
+ * the KV (full `replay` of the inputs; `snapshot`: the client kept a sealed snapshot at P, which
+ * the new peer imports; `standby`: the other peer was fed that snapshot as a standby and takes
+ * over with the KV in place), a RemotePipeline prefills P random rows and runs one decode row;
+ * then the serving peer is killed (SIGKILL) and the next decode row is timed: death detection,
+ * new route, session open, KV restore (import, replay, or the one row after the standby's last
+ * delta) and the step itself. A fresh peer replaces the killed one before the next measurement. A SHAPE (110m, ...) writes a random-weight GGUF with a context of
  * max(prefixes) + 16 to /tmp once. Prints one JSON object. Seal/open MB/s: `npm run bench -- seal`.
  */
 import { existsSync, renameSync } from 'node:fs'
@@ -65,7 +66,7 @@ export async function main(argv: string[]): Promise<void> {
   let seq = 0
   try {
     for (const prefix of usable) {
-      for (const mode of ['replay', 'snapshot'] as const) {
+      for (const mode of ['replay', 'snapshot', 'standby'] as const) {
         // a view per measurement, bootstrapped to the live peers (the killed one is gone)
         const stopView = new AbortController()
         const view = new SwarmView(host, modelId, nodes.map((n) => n.addrs[0]), stopView.signal)
@@ -85,7 +86,8 @@ export async function main(argv: string[]): Promise<void> {
           banMs: 3600_000,
           maxFailovers: 2,
           routeTimeoutMs: 60_000,
-          snapshotEvery: mode === 'snapshot' ? prefix : 0,
+          snapshotEvery: mode === 'replay' ? 0 : prefix,
+          standby: mode === 'standby',
           log: (e) => events.push({ ...e, at: performance.now() })
         })
         const rows = (n: number) => Float32Array.from({ length: n * dim }, (_, i) => Math.sin(i * 0.013 + n) * 0.5)
@@ -104,14 +106,16 @@ export async function main(argv: string[]): Promise<void> {
         const at = (name: string) => after.find((e) => e.event === name)?.at as number | undefined
         const restore = after.find((e) => e.event === 'restore')
         const replay = after.find((e) => e.event === 'replay')
-        const [failedAt, routedAt, restoredAt] = [at('failover') ?? t0, at('route') ?? t0, (restore?.at as number | undefined) ?? end]
+        const resume = after.find((e) => e.event === 'resume')
+        const [failedAt, routedAt, restoredAt] = [at('failover') ?? t0, at('route') ?? t0, ((restore ?? (mode === 'standby' ? resume : undefined))?.at as number | undefined) ?? end]
         const ms = (x: number) => Math.round(x * 10) / 10
         results.push({
           prefix,
           mode,
           resumeMs: Math.round(resumeMs * 10) / 10,
-          restoredPositions: restore?.fromSnapshot ?? 0,
-          replayedPositions: restore ? restore.replayed : (replay?.positions ?? 0),
+          resumedFrom: resume?.from,
+          restoredPositions: resume?.restoredPositions ?? 0,
+          replayedRows: resume?.replayedRows ?? replay?.positions ?? 0,
           // until the dead hop is noticed, until the new route's sessions are open, until its KV
           // is restored (snapshot mode: the import; replay mode: the whole replay and the step)
           phasesMs: { detect: ms(failedAt - t0), route: ms(routedAt - failedAt), restore: ms(restoredAt - routedAt), rest: ms(end - restoredAt) }
@@ -127,11 +131,13 @@ export async function main(argv: string[]): Promise<void> {
     await host.stop()
     await Promise.all(nodes.map((n) => n.stop()))
   }
+  // resume by replay ÷ resume by snapshot (by standby), per prefix
   const speedup: Record<string, number> = {}
+  const standbySpeedup: Record<string, number> = {}
   for (const p of usable) {
-    const r = results.find((x) => x.prefix === p && x.mode === 'replay')?.resumeMs as number
-    const s = results.find((x) => x.prefix === p && x.mode === 'snapshot')?.resumeMs as number
-    speedup[p] = Math.round((r / s) * 100) / 100
+    const ms = (mode: string) => results.find((x) => x.prefix === p && x.mode === mode)?.resumeMs as number
+    speedup[p] = Math.round((ms('replay') / ms('snapshot')) * 100) / 100
+    standbySpeedup[p] = Math.round((ms('replay') / ms('standby')) * 100) / 100
   }
-  console.log(JSON.stringify({ model: path, nLayers, dim, seqLen, remote: [from, to], results, speedup, ...(skipped.length ? { skipped } : {}) }, null, 2))
+  console.log(JSON.stringify({ model: path, nLayers, dim, seqLen, remote: [from, to], results, speedup, standbySpeedup, ...(skipped.length ? { skipped } : {}) }, null, 2))
 }

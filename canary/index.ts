@@ -37,4 +37,5 @@ export {
 export { calibrateDefault, calibrationRandomModels, defaultBenignModel } from './default-model.js'
 export { auroc, quantile } from './stats.js'
 export * from './mixing.js'
+export { type AdaptiveRate, type AdaptiveRateOptions, createAdaptiveRate, fixedRate, type RateEvidence } from './adaptive-rate.js'
 export { measureCanaryOverhead } from './overhead.js'

@@ -1,15 +1,20 @@
 import { randomUUID } from 'node:crypto'
 import {
+  type AdaptiveRate,
+  type AdaptiveRateOptions,
   buildCanarySet,
   type CanarySet,
+  createAdaptiveRate,
   createDetector,
   createRandom,
   DEFAULT_CANARY_PROMPTS,
-  defaultBenignModel,
   type Detector,
   type Drift,
   type DriftModel,
+  defaultBenignModel,
+  densityRatio,
   driftMetrics,
+  fixedRate,
   inputFor,
   type PeerVerdict,
   type Random,
@@ -17,60 +22,50 @@ import {
 } from '../canary/index.js'
 import type { DType, Host, Receipt } from '../protocol/index.js'
 import { createReferenceKernels, type Kernels, type ModelFile } from '../shards/index.js'
-import { wireName } from './wire.js'
+import type { CanaryEvidence, CanaryOptions, CanaryPeerReport, StepContext } from './canary-types.js'
+import { ChainedDecoy } from './chained-decoy.js'
 import { HopSession, type HopTarget } from './hop.js'
 import { ReceiptLedger } from './receipts.js'
+import { wireName } from './wire.js'
 
-export interface CanaryOptions {
-  /** Fraction of real steps after which each hop also gets a canary step (default 0.03). */
-  readonly rate?: number
-  /** Prior P(tampering) of a peer (default 0.01). */
-  readonly prior?: number
-  /** Posterior at which a peer is excluded (default 0.99). */
-  readonly bound?: number
-  readonly seed?: number
-  /** Benign drift model; the project's calibration by default. */
-  readonly benign?: DriftModel
-  /** Real prompts the canaries are made of (default: 4 of the built-in TinyStories-like ones). */
-  readonly prompts?: readonly string[]
-}
+export type { CanaryEvidence, CanaryOptions, CanaryPeerReport, StepContext } from './canary-types.js'
 
-/** Why a peer was excluded: the canary that convicted it and the receipt it signed for it. */
-export interface CanaryEvidence {
-  readonly peerId: string
-  readonly span: [number, number]
-  readonly sessionId: string
-  readonly stepId: number
-  readonly drift: Drift
-  readonly posterior: number
-  readonly receipt?: Receipt
-}
+/** The benign model's key for a wire dtype (Q8_0 is its int8 profile). */
+const driftKey = (wire: DType): string => (wire === 'q8_0' ? 'int8' : wire)
 
-export interface CanaryPeerReport extends PeerVerdict {
-  readonly canariesSent: number
-  readonly lastDrift?: Drift
-}
-
+/** A decoy session: one hop's (relayed) or the whole route's (chained), running through one canary. */
 interface Decoy {
-  readonly hop: HopSession
+  /** Relay: one hop; chain: every hop of the route, in order. */
+  readonly targets: readonly HopTarget[]
+  readonly hop?: HopSession
+  readonly chain?: ChainedDecoy
   readonly sessionId: string
   readonly canary: number
   position: number
   stepId: number
+  /** Chained: hops from this index on saw an input a suspicious upstream hop had altered. */
+  taintedFrom: number
 }
 
 /**
- * Canary mixing and verdicts (DESIGN.md §5). After real steps, at the configured rate, each
- * hop of the route also gets a step of a decoy session: an ordinary-looking session (same
- * wire dtype and max length, a prompt-sized first step, then one row per step) whose inputs
- * are a real prompt's hidden states at the hop's boundary and whose outputs the client knows,
- * computed here with the trusted reference kernels. The drift of each answer feeds a
- * sequential likelihood-ratio test per peer; a peer past the bound is excluded.
+ * Canary mixing and verdicts (DESIGN.md §5). After each real step, each hop of the route gets a
+ * step of a decoy session with the probability its adaptive rate gives (dense for peers not yet
+ * checked or suspect, the base rate for peers with a clean record). A decoy is an ordinary-looking
+ * session (same wire dtype and max length as the real one, a prompt-sized first step, then one row
+ * per step) whose inputs are a real prompt's hidden states at the route's boundary and whose
+ * outputs the client knows, computed with its own trusted kernels. In chained forwarding a decoy
+ * is chained over the whole route like a real session (chained-decoy.ts). The drift of each
+ * answer feeds a sequential likelihood-ratio test per peer; a peer past the bound is excluded.
+ * Canary steps run beside the real ones, off their critical path.
  */
 export class CanaryMonitor {
   readonly detector: Detector
+  readonly rates: AdaptiveRate
+  private readonly benign: DriftModel
   private readonly sets = new Map<number, CanarySet>()
   private readonly decoys = new Map<string, Decoy>()
+  private readonly inflight = new Map<string, Promise<void>>()
+  private readonly newlyExcluded: string[] = []
   private readonly sent = new Map<string, number>()
   private readonly last = new Map<string, Drift>()
   private readonly random: Random
@@ -78,6 +73,8 @@ export class CanaryMonitor {
   /** Canary steps are signed like any other: a convicted peer's receipt is the evidence. */
   readonly receipts = new ReceiptLedger()
   private nextCanary = 0
+  /** Canary and real steps seen (for the overhead report). */
+  readonly counts = { realSteps: 0, canarySteps: 0, canaryComputeMs: 0 }
 
   constructor(
     private readonly host: Host,
@@ -92,67 +89,178 @@ export class CanaryMonitor {
       onBuild?: (boundary: number, built: number, total: number) => void
     }
   ) {
-    this.detector = createDetector({ benign: options.benign ?? defaultBenignModel(), prior: options.prior, bound: options.bound })
+    this.benign = options.benign ?? defaultBenignModel()
+    this.detector = createDetector({ benign: this.benign, prior: options.prior, bound: options.bound })
+    const base = options.rate ?? 0.03
+    this.rates = options.adaptive === false ? fixedRate(base) : createAdaptiveRate({ ...options.adaptive, base })
     this.random = createRandom(options.seed ?? Date.now())
   }
 
+  /** The base rate (peers with a clean record). */
   get rate(): number {
-    return this.options.rate ?? 0.03
+    return this.rates.base
   }
 
-  /** After a real step on `route`: maybe probe its hops. Returns peers excluded by this call. */
-  async afterStep(route: readonly HopTarget[], signal?: AbortSignal): Promise<string[]> {
-    const excluded: string[] = []
-    for (const hop of route) {
-      if (this.random.next() >= this.rate) continue
-      // A hop that fails a canary step is the real path's to report; note it and go on.
-      const verdict = await this.probe(hop, signal).catch((err: Error) => {
-        this.options.log?.({ event: 'canary-error', peerId: hop.peerId, code: (err as { code?: string }).code, message: err.message })
-        return undefined
-      })
-      if (verdict?.excluded) excluded.push(hop.peerId)
+  /** The current canary rate of a peer. */
+  rateOf(peerId: string): number {
+    return this.rates.rateFor(this.detector.verdict(peerId))
+  }
+
+  /**
+   * After a real step on `route`: start canary steps (in the background) on the hops whose rate
+   * draws one. Returns the peers convicted since the last call.
+   */
+  async afterStep(
+    route: readonly HopTarget[],
+    ctx: StepContext = { forwarding: 'relay', maxLength: this.options.maxLength }
+  ): Promise<string[]> {
+    this.counts.realSteps++
+    if (ctx.forwarding === 'chain' && route.length > 1) {
+      // One chained decoy covers the whole route: at the rate of its most-wanted hop.
+      const rate = Math.max(...route.map((h) => this.rateOf(h.peerId)))
+      if (this.random.next() < rate) this.launch(route.map((h) => h.peerId).join('>'), () => this.probeChained(route, ctx))
+    } else {
+      for (const hop of route) {
+        if (this.random.next() < this.rateOf(hop.peerId))
+          this.launch(`${hop.peerId}/${hop.start}/${hop.end}`, () => this.probe(hop, ctx))
+      }
     }
-    return excluded
+    return this.newlyExcluded.splice(0)
   }
 
-  /** Send one canary step to a hop and score its answer. */
-  async probe(target: HopTarget, signal?: AbortSignal): Promise<PeerVerdict> {
-    const key = `${target.peerId}/${target.start}/${target.end}`
-    const set = this.setFor(target.start)
+  /** Wait for the canary steps in flight; the peers they convicted (not yet returned by afterStep). */
+  async settle(): Promise<string[]> {
+    await Promise.all(this.inflight.values())
+    return this.newlyExcluded.splice(0)
+  }
+
+  /** At most one canary step in flight per decoy: the next waits, as a real session's steps do. */
+  private launch(key: string, run: () => Promise<PeerVerdict[]>): void {
+    if (this.inflight.has(key)) return
+    const p = run()
+      .then((verdicts) => {
+        for (const v of verdicts) if (v.excluded && v.excludedAfter === v.observations) this.newlyExcluded.push(v.peerId)
+      })
+      // A hop that fails a canary step is the real path's to report; note it and go on.
+      .catch((err: Error) =>
+        this.options.log?.({ event: 'canary-error', key, code: (err as { code?: string }).code, message: err.message })
+      )
+      .finally(() => this.inflight.delete(key))
+    this.inflight.set(key, p)
+  }
+
+  /** The decoy for `key`, opened anew when it has none or its canary is used up. */
+  private async decoyFor(
+    key: string,
+    targets: readonly HopTarget[],
+    ctx: StepContext,
+    open: (sessionId: string, maxLength: number) => Promise<Pick<Decoy, 'hop' | 'chain'>>
+  ): Promise<Decoy> {
+    const set = this.setFor(targets[0].start)
     let decoy = this.decoys.get(key)
-    const canary = decoy ? set.canaries[decoy.canary] : set.canaries[this.nextCanary % set.canaries.length]
-    if (!decoy || decoy.position >= canary.tokens.length) {
-      if (decoy) await decoy.hop.close(decoy.sessionId)
-      const sessionId = randomUUID()
-      const hop = await HopSession.open(this.host, target, set.dim, {
+    if (decoy && decoy.position < set.canaries[decoy.canary].tokens.length) return decoy
+    if (decoy) await (decoy.chain ? decoy.chain.close() : decoy.hop!.close(decoy.sessionId))
+    const canary = this.nextCanary++ % set.canaries.length
+    // shaped as a real route's hop session id (RemotePipeline: `<session>.<route number>`)
+    const sessionId = `${randomUUID()}.1`
+    const opened = await open(sessionId, Math.max(ctx.maxLength, set.canaries[canary].tokens.length))
+    decoy = { targets, ...opened, sessionId, canary, position: 0, stepId: 1, taintedFrom: targets.length }
+    this.decoys.set(key, decoy)
+    return decoy
+  }
+
+  /** The rows of the decoy's next step: its prompt first, as a real session's prefill; then one a step. */
+  private nextRows(decoy: Decoy): { set: CanarySet; rows: number; input: Float32Array; stepId: number; position: number } {
+    const set = this.setFor(decoy.targets[0].start)
+    const c = set.canaries[decoy.canary]
+    const rows = decoy.position === 0 ? c.promptLength : 1
+    const position = decoy.position
+    decoy.position += rows
+    return { set, rows, input: inputFor(set, decoy.canary, position, rows), stepId: decoy.stepId++, position }
+  }
+
+  /** Send one canary step to a hop (relayed) and score its answer. */
+  async probe(target: HopTarget, ctx: StepContext): Promise<PeerVerdict[]> {
+    const key = `${target.peerId}/${target.start}/${target.end}`
+    const decoy = await this.decoyFor(key, [target], ctx, async (sessionId, maxLength) => ({
+      hop: await HopSession.open(this.host, target, this.setFor(target.start).dim, {
         sessionId,
         modelId: this.modelId,
-        maxLength: Math.max(this.options.maxLength, canary.tokens.length),
-        // a decoy looks like the real session on this hop: its negotiated dtype
-        wireDtype: target.wireDtype ?? this.options.wireDtype,
-        signal
+        maxLength,
+        wireDtype: this.wireOf(target),
+        signal: ctx.signal
       })
-      decoy = { hop, sessionId, canary: this.nextCanary++ % set.canaries.length, position: 0, stepId: 1 }
-      this.decoys.set(key, decoy)
-    }
-    const c = set.canaries[decoy.canary]
-    // The first step of a decoy is its prompt, as a real session's prefill; then one row a step.
-    const rows = decoy.position === 0 ? c.promptLength : 1
-    const input = inputFor(set, decoy.canary, decoy.position, rows)
-    const stepId = decoy.stepId++
-    const out = await decoy.hop.step(decoy.sessionId, stepId, decoy.position, input, signal)
+    }))
+    const { set, rows, input, stepId, position } = this.nextRows(decoy)
+    const out = await decoy.hop!.step(decoy.sessionId, stepId, position, input, ctx.signal)
     await this.receipts.check([target], decoy.sessionId, stepId, out.receipts, out.sent, out.received)
-    const reference = referenceFor(set, decoy.canary, target.end, decoy.position, rows)
-    decoy.position += rows
-    const drift = driftMetrics(out.hidden, reference)
+    this.counts.canarySteps++
+    this.counts.canaryComputeMs += out.timings[0]?.computeMs ?? 0
+    return [
+      this.score(target, decoy, stepId, out.hidden, referenceFor(set, decoy.canary, target.end, position, rows), out.receipts[0])
+    ]
+  }
+
+  /**
+   * One step of a decoy chained over the whole route. Each hop's output is scored against the
+   * reference at its span end; once a hop's answer looks like tampering (density ratio above 1),
+   * the hops after it got an altered input, so they are not scored for the rest of this decoy.
+   */
+  async probeChained(route: readonly HopTarget[], ctx: StepContext): Promise<PeerVerdict[]> {
+    const key = route.map((h) => `${h.peerId}/${h.start}/${h.end}`).join('>')
+    const decoy = await this.decoyFor(key, route, ctx, async (sessionId, maxLength) => ({
+      chain: await ChainedDecoy.open(this.host, route, this.setFor(route[0].start).dim, {
+        sessionId,
+        modelId: this.modelId,
+        maxLength,
+        wireDtype: this.wireOf(route[0]),
+        signal: ctx.signal
+      })
+    }))
+    const { set, rows, input, stepId, position } = this.nextRows(decoy)
+    const out = await decoy.chain!.step(stepId, position, input, set.dim, this.receipts, ctx.signal)
+    this.counts.canarySteps += route.length
+    this.counts.canaryComputeMs += out.computeMs
+    const verdicts: PeerVerdict[] = []
+    for (let i = 0; i < Math.min(route.length, decoy.taintedFrom + 1); i++) {
+      const reference = referenceFor(set, decoy.canary, route[i].end, position, rows)
+      verdicts.push(this.score(route[i], decoy, stepId, out.outputs[i], reference, out.receipts[i]))
+      if (
+        decoy.taintedFrom === route.length &&
+        densityRatio(this.benign, driftMetrics(out.outputs[i], reference), driftKey(this.wireOf(route[i]))) > 1
+      )
+        decoy.taintedFrom = i
+    }
+    return verdicts
+  }
+
+  /** The wire dtype a hop was negotiated (a decoy uses it, as the real session does). */
+  private wireOf(target: HopTarget): DType {
+    return (target as HopTarget & { wireDtype?: DType }).wireDtype ?? this.options.wireDtype
+  }
+
+  private score(
+    target: HopTarget,
+    decoy: Decoy,
+    stepId: number,
+    output: Float32Array,
+    reference: Float32Array,
+    receipt?: Receipt
+  ): PeerVerdict {
+    const drift = driftMetrics(output, reference)
     this.sent.set(target.peerId, (this.sent.get(target.peerId) ?? 0) + 1)
     this.last.set(target.peerId, drift)
     const before = this.detector.verdict(target.peerId).excluded
-    const verdict = this.detector.observe(target.peerId, drift, wireName(decoy.hop.wireDtype))
+    const verdict = this.detector.observe(target.peerId, drift, driftKey(this.wireOf(target)))
     if (verdict.excluded && !before) {
       this.evidence.push({
-        peerId: target.peerId, span: [target.start, target.end], sessionId: decoy.sessionId, stepId, drift,
-        posterior: verdict.posterior, receipt: out.receipts[0]
+        peerId: target.peerId,
+        span: [target.start, target.end],
+        sessionId: decoy.sessionId,
+        stepId,
+        drift,
+        posterior: verdict.posterior,
+        receipt
       })
     }
     return verdict
@@ -182,11 +290,14 @@ export class CanaryMonitor {
   }
 
   report(): CanaryPeerReport[] {
-    return this.detector.report().map((v) => ({ ...v, canariesSent: this.sent.get(v.peerId) ?? 0, lastDrift: this.last.get(v.peerId) }))
+    return this.detector
+      .report()
+      .map((v) => ({ ...v, canariesSent: this.sent.get(v.peerId) ?? 0, lastDrift: this.last.get(v.peerId) }))
   }
 
   async close(): Promise<void> {
-    await Promise.all([...this.decoys.values()].map((d) => d.hop.close(d.sessionId)))
+    await this.settle()
+    await Promise.all([...this.decoys.values()].map((d) => (d.chain ? d.chain.close() : d.hop!.close(d.sessionId))))
     this.decoys.clear()
   }
 }

@@ -56,6 +56,11 @@ export interface ClientInit {
    * them); a failover then restores from them and replays only the positions after (default off).
    */
   readonly snapshotEvery?: number
+  /**
+   * With snapshotEvery: per span a standby peer (serving it, not on the route) imports every
+   * sealed delta, so when a hop dies it takes over with its KV in place (default off).
+   */
+  readonly standby?: boolean
 }
 
 export interface GenerateOptions extends SamplerOptions {
@@ -226,7 +231,8 @@ export class LayerswarmClient {
       routeTimeoutMs: this.init.routeTimeoutMs ?? 10_000,
       log: this.init.log,
       canaries: this.canaries,
-      snapshotEvery: this.init.snapshotEvery
+      snapshotEvery: this.init.snapshotEvery,
+      standby: this.init.standby
     })
     const pipeline = composePipeline(this.first, remote, this.last, sessionId, maxLength)
     const decoder = this.tokenizer.createDecoder()

@@ -215,10 +215,10 @@ export class HopSession {
     return res.snapshot.snapshot
   }
 
-  /** Restore this (fresh) session from sealed snapshots; the positions the hop now holds. */
+  /** Restore this session from sealed snapshots (fresh, or `append` after earlier imports); the positions the hop now holds. */
   async importKv(
     sessionId: string,
-    i: { wrappedKey: Uint8Array; snapshots: Uint8Array[]; snapshotSessionId: string; prefixHash: Uint8Array },
+    i: { wrappedKey: Uint8Array; snapshots: Uint8Array[]; snapshotSessionId: string; prefixHash: Uint8Array; append?: boolean },
     signal?: AbortSignal
   ): Promise<number> {
     const res = await this.caller.call({ type: 'importKv', importKv: { sessionId, ...i } }, signal)

@@ -5,6 +5,7 @@ import type { CanaryMonitor } from './canary-monitor.js'
 import { BadReceiptError, ReceiptLedger } from './receipts.js'
 import { NoRouteError } from './route.js'
 import { SnapshotKeeper } from './snapshots.js'
+import { StandbyKeeper } from './standby.js'
 import type { SwarmView } from './swarm-view.js'
 import type { WirePreference } from './wire.js'
 import type { WireLedger } from './wire-ledger.js'
@@ -38,6 +39,11 @@ export interface RemotePipelineInit {
   readonly excludeMs?: number
   /** Keep sealed KV deltas of every hop each this many positions, to fail over without a full replay (off: 0). */
   readonly snapshotEvery?: number
+  /**
+   * With snapshotEvery: keep a standby peer per span fed with the sealed deltas, which becomes
+   * the route when a hop dies (only the positions after its last delta are replayed).
+   */
+  readonly standby?: boolean
 }
 
 /** One hop's part in a step, as the `step` log event reports it (rttMs: relayed mode only). */
@@ -72,8 +78,15 @@ export class RemotePipeline implements BlockPipeline {
   /** Sealed KV snapshots of the route's hops (every snapshotEvery positions, and on a planned leave). */
   private readonly snapshots: SnapshotKeeper
 
+  /** Standby peers fed with the sealed deltas (option `standby`). */
+  private readonly standbys?: StandbyKeeper
+
   constructor(private readonly init: RemotePipelineInit) {
     this.snapshots = new SnapshotKeeper({ every: init.snapshotEvery ?? 0, dim: init.dim, log: init.log })
+    if (init.standby && (init.snapshotEvery ?? 0) > 0) {
+      const { host, view, modelId, dim, maxLength, wireLedger, log } = init
+      this.standbys = new StandbyKeeper({ host, view, snapshots: this.snapshots, modelId, dim, maxLength, chained: init.forwarding === 'chain', wireLedger, log })
+    }
   }
 
   get route(): HopTarget[] {
@@ -93,7 +106,7 @@ export class RemotePipeline implements BlockPipeline {
         if (!this.hops) await this.connect(startPos, signal)
         const out = await this.run(hidden, startPos, signal)
         this.remember(hidden, startPos)
-        if (this.init.snapshotEvery) await this.snapshots.capture(this.hops!, this.hopSessionId, this.history, this.length, this.timeout(signal))
+        if (this.init.snapshotEvery && (await this.snapshots.capture(this.hops!, this.hopSessionId, this.history, this.length, this.timeout(signal)))) await this.feedStandbys(signal)
         await this.checkCanaries(signal)
         return out
       } catch (err) {
@@ -103,6 +116,7 @@ export class RemotePipeline implements BlockPipeline {
         // A planned leave: take the route's KV along, sealed, before leaving the route.
         if ((err as { code?: string }).code === 'LEAVING' && this.hops) {
           await this.snapshots.handoff(this.hops, this.hopSessionId, this.history, this.length, this.timeout(signal))
+          await this.feedStandbys(signal)
         }
         this.fail(err)
       }
@@ -129,7 +143,13 @@ export class RemotePipeline implements BlockPipeline {
   async close(): Promise<void> {
     const hops = this.hops ?? []
     this.hops = undefined
-    await Promise.all(hops.map((h) => h.close(this.hopSessionId)))
+    await Promise.all([...hops.map((h) => h.close(this.hopSessionId)), this.standbys?.closeAll()])
+  }
+
+  /** Standbys open under the id the next route will use, and take the deltas just sealed. */
+  private async feedStandbys(signal?: AbortSignal): Promise<void> {
+    const next = `${this.init.sessionId}.${this.connects + 1}`
+    await this.standbys?.feed(this.hops!, this.hopSessionId, next, this.history, this.timeout(signal))
   }
 
   /**
@@ -170,14 +190,16 @@ export class RemotePipeline implements BlockPipeline {
 
   private async connect(upTo: number, signal?: AbortSignal): Promise<void> {
     const { view, from, to, dim } = this.init
-    const route = await view.waitForRoute(from, to, this.init.routeTimeoutMs, signal, { preference: this.init.wireDtype, chained: this.init.forwarding === 'chain' })
+    // A hop died with standbys fed for every span: they are the new route, their KV in place.
+    const standby = this.route.length > 0 ? await this.standbys?.take(this.route) : undefined
+    const route = standby?.route ?? (await view.waitForRoute(from, to, this.init.routeTimeoutMs, signal, { preference: this.init.wireDtype, chained: this.init.forwarding === 'chain' }))
     this.connects++
     const sessionId = this.hopSessionId
     const chain = this.init.forwarding === 'chain'
     const hops: HopSession[] = []
     try {
       // Open from the last hop back, so each hop's downstream already knows the session.
-      for (let i = route.length - 1; i >= 0; i--) {
+      for (let i = route.length - 1; i >= 0 && !standby; i--) {
         const t = route[i]
         const hop = await this.tagged(t.peerId, HopSession.open(this.init.host, t, dim, {
           sessionId,
@@ -195,13 +217,18 @@ export class RemotePipeline implements BlockPipeline {
       for (const h of hops) h.close(sessionId, AbortSignal.timeout(2_000)).catch(() => {})
       throw err
     }
+    if (standby) hops.push(...standby.hops)
     this.hops = hops
     this.routes.push(route)
     this.init.log?.({ event: 'route', sessionId: this.init.sessionId, forwarding: this.init.forwarding, route: route.map((h) => ({ peerId: h.peerId, start: h.start, end: h.end, wire: h.wireDtype })) })
     const replay = Math.min(upTo, this.length)
     // From sealed snapshots when every hop's span has them, else by replaying every input.
-    const restored = await this.snapshots.restore(hops, sessionId, this.history, replay, this.timeout(signal))
+    const restored = await this.snapshots.restore(hops, sessionId, this.history, replay, this.timeout(signal), standby?.kept)
     if (replay > 0 && restored === 0) this.init.log?.({ event: 'replay', positions: replay, route: route.map((h) => [h.peerId, h.start, h.end]) })
+    if (replay > 0) {
+      const source = restored === 0 ? 'replay' : standby ? 'standby' : 'snapshot'
+      this.init.log?.({ event: 'resume', from: source, restoredPositions: restored, replayedRows: replay - restored, route: route.map((h) => h.peerId) })
+    }
     for (let p = restored; p < replay; p += REPLAY_CHUNK_ROWS) {
       const rows = Math.min(REPLAY_CHUNK_ROWS, replay - p)
       await this.run(this.history.subarray(p * dim, (p + rows) * dim), p, signal)

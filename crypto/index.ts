@@ -66,6 +66,7 @@ export {
   type SnapshotKind,
   sealedSnapshotSize,
   sealSnapshot,
+  sha256Prefixes,
   tokenPrefixHash
 } from './snapshot.js'
 export {

@@ -20,6 +20,7 @@
  * openSnapshot authenticates first (tag over header and ciphertext), then checks every bound
  * field against what the importer expects; any refusal zeroes the decrypted bytes and throws.
  */
+import { createHash } from 'node:crypto'
 import { GCM_NONCE_BYTES, GCM_TAG_BYTES, open, type PlaintextParts, plaintextLength, randomNonce, seal } from './aead.js'
 import { assertBytes, assertSpan, assertString, assertUint } from './encoding.js'
 import {
@@ -110,6 +111,25 @@ export function sealSnapshot(init: SealSnapshotInit): Uint8Array {
   dst.set(nonce, aadEnd)
   seal(init.key, nonce, init.payload, dst.subarray(0, aadEnd), dst.subarray(aadEnd + GCM_NONCE_BYTES))
   return dst
+}
+
+/**
+ * SHA-256 of bytes [0, end) for each of the non-decreasing `ends`, in one pass over `data`
+ * (the client binds each snapshot of a chunked export to the prefix it ends at).
+ */
+export function sha256Prefixes(data: Uint8Array, ends: readonly number[]): Uint8Array[] {
+  assertBytes('data', data)
+  const hash = createHash('sha256')
+  const out: Uint8Array[] = []
+  let at = 0
+  for (const end of ends) {
+    assertUint('end', end, data.length)
+    if (end < at) throw new InvalidCryptoArgumentError('prefix ends must not decrease')
+    hash.update(data.subarray(at, end))
+    at = end
+    out.push(new Uint8Array(hash.copy().digest()))
+  }
+  return out
 }
 
 function equalBytes(a: Uint8Array, b: Uint8Array): boolean {

@@ -1,5 +1,6 @@
 import { multiaddr } from '@multiformats/multiaddr'
 import {
+  type SessionRequest,
   createSessionCaller,
   type Host,
   type HopTiming,
@@ -115,4 +116,22 @@ function peerIdOf(host: Host, id: string) {
   const peer = host.getPeers().find((p) => p.toString() === id)
   if (!peer) throw new NextHopFailedError(`no address for next hop ${id}`)
   return peer
+}
+
+/** What a peer sees of a session request, without the tensor data (the `request` trace event). */
+export function requestShape(req: SessionRequest): Record<string, unknown> {
+  switch (req.type) {
+    case 'open': {
+      const o = req.open
+      return { type: 'open', sessionId: o.sessionId, maxLength: o.maxLength, wire: o.wireDtype, next: o.nextHops.length, upstream: o.upstreamPeerId ?? '' }
+    }
+    case 'step': {
+      const s = req.step
+      return { type: 'step', sessionId: s.sessionId, stepId: s.stepId, startPosition: s.startPosition, shape: s.hidden.shape, bytes: s.hidden.data.byteLength, chain: s.chain, hopAuth: s.hopAuth?.length ?? 0 }
+    }
+    case 'await':
+      return { type: 'await', sessionId: req.await.sessionId, stepId: req.await.stepId }
+    default:
+      return { type: req.type, sessionId: (req as unknown as Record<string, { sessionId?: string }>)[req.type]?.sessionId }
+  }
 }

@@ -31,7 +31,7 @@ import {
   WrongModelError
 } from '../protocol/index.js'
 import type { ModelFile, Shard } from '../shards/index.js'
-import { ChainLink } from './chain.js'
+import { ChainLink, requestShape } from './chain.js'
 import { BusyError, LeavingError } from './errors.js'
 import { SessionCrypto } from './session-crypto.js'
 import { SessionManager } from './session-manager.js'
@@ -59,6 +59,8 @@ export interface SwarmNodeInit {
   readonly log?: (event: Record<string, unknown>) => void
   /** For measuring the canary detector: return wrong outputs on some steps (DESIGN.md §5). */
   readonly tamper?: Tamper
+  /** Log every session request's source and shape (`--log-level trace`): what this peer sees of its traffic. */
+  readonly traceRequests?: boolean
   /** Prometheus metrics (`--metrics`). */
   readonly metrics?: Metrics
 }
@@ -204,6 +206,7 @@ export class SwarmNode {
 
   private async handle(req: SessionRequest, from: string, signal?: AbortSignal): Promise<SessionResponseBody> {
     const dim = this.init.model.config.dim
+    if (this.init.traceRequests) this.init.log?.({ event: 'request', from, ...requestShape(req) })
     switch (req.type) {
       case 'open': {
         const o = req.open
@@ -253,6 +256,8 @@ export class SwarmNode {
           const forwarded = link.forward({ ...s, hidden: tensor, chain: true, hopAuth }, signal)
           forwarded.catch(() => {}) // awaited below
           const receipt = await this.receipt(s.sessionId, s.stepId, s.hidden.data, tensor.data)
+          // kept for the client's audit (an AwaitResult to a middle hop): canaries check middle hops this way
+          link.deliver(s.stepId, tensor, [timing], [receipt])
           const after = await forwarded
           return result({ timings: [timing, ...after.timings], receipts: [receipt, ...after.receipts] })
         }

@@ -1,9 +1,11 @@
+import { timingSafeEqual } from 'node:crypto'
 import {
   CHAINED_STEP_INPUT_HASH,
   assertStepAuthorized,
   deriveHopKeys,
   generateX25519KeyPair,
   openSnapshot,
+  SnapshotMisboundError,
   SnapshotOrderError,
   type SnapshotHeader,
   sealedSnapshotSize,
@@ -26,6 +28,13 @@ export interface SessionKeys {
   readonly snapshotKey?: Uint8Array
   plain: Uint8Array
   sealed: Uint8Array
+  /**
+   * The last wrapped import key and what it unwrapped to: a standby, or a snapshot streamed in
+   * frames, gets the same wrapped key with every import, and X25519 in tweetnacl costs ms.
+   */
+  importKey?: { readonly wrapped: Uint8Array; readonly key: Uint8Array }
+  /** Where this session's imports left off (a standby fed with deltas appends after it). */
+  imported?: { readonly snapshotSessionId: string; readonly sequence: number; readonly end: number }
 }
 
 /** A buffer of at least n bytes: `buf` when it is big enough, else a new one with headroom. */
@@ -65,6 +74,7 @@ export class SessionCrypto {
   drop(sessionId: string): void {
     const keys = this.keys.get(sessionId)
     keys?.snapshotKey?.fill(0)
+    keys?.importKey?.key.fill(0)
     keys?.stepMacKey.fill(0)
     this.keys.delete(sessionId)
   }
@@ -126,9 +136,12 @@ export class SessionCrypto {
   }
 
   /**
-   * ImportKv into a fresh session: unwrap the snapshot key (it must be wrapped to our X25519
-   * key), open every snapshot (tag, then every bound field, sequence and order) and only then
-   * write the KV. Any refusal closes the session: nothing of it is kept.
+   * ImportKv: unwrap the snapshot key (it must be wrapped to our X25519 key), open every snapshot
+   * (tag, then every bound field, sequence and order) and only then write the KV. Into a fresh
+   * session a full snapshot comes first; with `append`, deltas continue what this session's
+   * earlier imports built (same sealed session, higher sequence, starting where they ended, no
+   * step in between): how a standby is fed every N tokens and how large snapshots stream in
+   * frames of a few MiB. Any refusal closes the session: nothing of it is kept.
    */
   importKv(im: Extract<SessionRequest, { type: 'importKv' }>['importKv'], from: string): SessionResponseBody {
     this.ctx.sessions.checkOwner(im.sessionId, from)
@@ -138,14 +151,15 @@ export class SessionCrypto {
     let used = 0
     try {
       if (!k) throw new UnauthorizedError(`session ${im.sessionId} was opened without a client key`)
-      if (shard.sessionLength(im.sessionId) !== 0) throw new BadShapeError(`session ${im.sessionId} already holds KV: import only into a fresh session`)
-      key = unwrapKey(im.wrappedKey, this.x25519.secretKey, { recipientPeerId: this.ctx.peerId, sessionId: im.sessionId, span: k.span })
+      const prior = im.append ? this.priorImport(k, im, shard.sessionLength(im.sessionId)) : undefined
+      if (!im.append && shard.sessionLength(im.sessionId) !== 0) throw new BadShapeError(`session ${im.sessionId} already holds KV: import only into a fresh session`)
+      key = this.unwrapImportKey(k, im.wrappedKey, im.sessionId)
       let total = 0
       for (const b of im.snapshots) total += b.length
       this.importScratch = atLeast(this.importScratch, total)
       const opened: Array<{ from: number; payload: Uint8Array }> = []
-      let sequence = -1
-      let end = 0
+      let sequence = prior ? prior.sequence : -1
+      let end = prior ? prior.end : 0
       for (let i = 0; i < im.snapshots.length; i++) {
         const last = i === im.snapshots.length - 1
         const expect = {
@@ -154,19 +168,20 @@ export class SessionCrypto {
           span: k.span,
           clientId: k.clientId,
           minSequence: sequence + 1,
-          ...(i > 0 ? { expectedFrom: end } : {}),
+          ...(i > 0 || prior ? { expectedFrom: end } : {}),
           ...(last ? { prefixHash: im.prefixHash } : {}),
           dtype: shard.kvDType
         }
         const o = openSnapshot(im.snapshots[i], key, expect, this.importScratch.subarray(used))
         used += o.payload.length
-        if ((i === 0) !== (o.header.kind === 'full')) throw new SnapshotOrderError('snapshot refused: a full snapshot must come first, then deltas')
+        if ((i === 0 && !prior) !== (o.header.kind === 'full')) throw new SnapshotOrderError('snapshot refused: a full snapshot must come first, then deltas')
         sequence = o.header.sequence
         end = o.header.tokenRange[1]
         opened.push({ from: o.header.tokenRange[0], payload: o.payload })
       }
       for (const o of opened) shard.importKv(im.sessionId, o.from, o.payload, shard.kvDType)
       this.ctx.sessions.reset(im.sessionId)
+      k.imported = { snapshotSessionId: im.snapshotSessionId, sequence, end }
       return { type: 'imported', imported: { sessionId: im.sessionId, length: shard.sessionLength(im.sessionId) } }
     } catch (err) {
       this.ctx.onRefused(im.sessionId, from, (err as { code?: string }).code)
@@ -175,5 +190,24 @@ export class SessionCrypto {
       key?.fill(0)
       this.importScratch.fill(0, 0, used)
     }
+  }
+
+  /** The snapshot key of an import (a copy the caller zeroes): unwrapped once per wrapped key. */
+  private unwrapImportKey(k: SessionKeys, wrapped: Uint8Array, sessionId: string): Uint8Array {
+    const known = k.importKey
+    if (known && known.wrapped.length === wrapped.length && timingSafeEqual(known.wrapped, wrapped)) return known.key.slice()
+    const key = unwrapKey(wrapped, this.x25519.secretKey, { recipientPeerId: this.ctx.peerId, sessionId, span: k.span })
+    known?.key.fill(0)
+    k.importKey = { wrapped: wrapped.slice(), key: key.slice() }
+    return key
+  }
+
+  /** What an appending import continues: the session's last import, with nothing run since. */
+  private priorImport(k: SessionKeys, im: { sessionId: string; snapshotSessionId: string }, length: number): NonNullable<SessionKeys['imported']> {
+    const prior = k.imported
+    if (!prior) throw new SnapshotOrderError(`snapshot refused: session ${im.sessionId} has no earlier import to append to`)
+    if (prior.snapshotSessionId !== im.snapshotSessionId) throw new SnapshotMisboundError('sessionId', 'snapshot refused: an append must continue the snapshots of the same session')
+    if (length !== prior.end) throw new SnapshotOrderError(`snapshot refused: session ${im.sessionId} holds ${length} positions, its imports ended at ${prior.end}`)
+    return prior
   }
 }

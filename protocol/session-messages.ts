@@ -7,6 +7,7 @@
  * (span served, dim, positions, max length) belong to the handler, which can use
  * decodeTensor(t, { shape: [undefined, dim] }) and the typed errors in errors.ts.
  */
+import { encodeImportKvRequest, encodeSnapshotResponse } from './bulk-codec.js'
 import { MalformedMessageError } from './errors.js'
 import {
   MAX_ADDR_LENGTH,
@@ -118,7 +119,8 @@ function importFromWire(w: Wire): ImportKv {
     wrappedKey: bytesField(w.wrappedKey, 'import_kv.wrapped_key'),
     snapshots: snapshots.map((b, i) => bytesField(b, `import_kv.snapshots[${i}]`)),
     snapshotSessionId: sessionId(w.snapshotSessionId, 'import_kv.snapshot_session_id'),
-    prefixHash: bytesField(w.prefixHash, 'import_kv.prefix_hash', [32])
+    prefixHash: bytesField(w.prefixHash, 'import_kv.prefix_hash', [32]),
+    ...(w.append === true ? { append: true } : {})
   }
 }
 
@@ -322,6 +324,8 @@ function responseToWire(res: SessionResponse): Wire {
 export function encodeSessionRequest(req: SessionRequest): Uint8Array {
   const wire = requestToWire(req)
   requestFromWire(wire)
+  // snapshots are megabytes: one exact-size buffer instead of protobufjs's copies (bulk-codec.ts)
+  if (req.type === 'importKv') return encodeImportKvRequest(wire.requestId, req.importKv)
   return encodeWire(schema.SessionRequest, wire)
 }
 
@@ -332,6 +336,7 @@ export function decodeSessionRequest(bytes: Uint8Array, options: DecodeOptions =
 export function encodeSessionResponse(res: SessionResponse): Uint8Array {
   const wire = responseToWire(res)
   responseFromWire(wire)
+  if (res.type === 'snapshot') return encodeSnapshotResponse(wire.requestId, res.snapshot)
   return encodeWire(schema.SessionResponse, wire)
 }
 

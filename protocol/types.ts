@@ -97,6 +97,11 @@ export interface ImportKv {
   snapshotSessionId: string
   /** 32 bytes: the last snapshot must be bound to this prefix. */
   prefixHash: Uint8Array
+  /**
+   * Append deltas to the KV earlier imports of this session built (a standby fed every N
+   * tokens, or one snapshot streamed in several frames); false: the session must be fresh.
+   */
+  append?: boolean
 }
 
 export interface Rewind {

@@ -138,7 +138,7 @@ export function registerApi(program: Command): void {
         .default('auto')
     )
     .addOption(
-      new Option('--canary-rate <r>', 'fraction of steps followed by a canary check of each hop; 0 = off')
+      new Option('--canary-rate <r>', 'base fraction of steps followed by a canary check of each hop (new or suspect peers are checked more often); 0 = off')
         .argParser(float('--canary-rate', 0, 1))
         .default(0.03)
     )

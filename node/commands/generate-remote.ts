@@ -20,6 +20,9 @@ export interface RemoteGenerateOptions {
   wire: WireChoice
   /** Canary checks per real step and hop; 0 turns them off. */
   canaryRate: number
+  /** Sealed KV deltas every this many positions (0: off), and standby peers fed with them. */
+  snapshotEvery?: number
+  standby?: boolean
   json: boolean
   log?: (e: Record<string, unknown>) => void
 }
@@ -51,6 +54,8 @@ export async function runRemoteGenerate(
     wireDtype: parseWirePreference(o.wire),
     canaries: o.canaryRate > 0 ? { rate: o.canaryRate } : false,
     onCanaryBuild: canaryProgress(),
+    snapshotEvery: o.snapshotEvery,
+    standby: o.standby,
     log: o.log
   })
   try {

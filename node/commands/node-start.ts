@@ -106,6 +106,7 @@ export function registerNodeStart(program: Command): void {
       const privateKey = await generateKeyPair('Ed25519')
       const swarmNode = await SwarmNode.create({
         model, modelId, shard, throughput, privateKey, bootstrap,
+        traceRequests: opts.logLevel === 'trace',
         listen: opts.listen, tamper, metrics, wireDtypes: opts.wire, maxSessions: opts.maxSessions, idleTimeoutMs: opts.idleTimeout, announceIntervalMs: opts.announceInterval, log
       })
       // Listen for signals before announcing we serve: a SIGTERM right after the line must stop us cleanly.

@@ -1,0 +1,199 @@
+/**
+ * Steps until a partial tamperer is excluded, under the client's per-peer adaptive canary rate
+ * (canary/adaptive-rate.ts) and, for comparison, the old fixed rate. A simulated peer serves
+ * real steps; after each one the client sends it a canary with the probability the rate gives
+ * for the peer's current verdict. Canary outputs are real: the honest peer's kernel outputs on
+ * real canary sessions (stories260K and a random model, every benign profile and wire dtype),
+ * passed through the node's real tamper function, which decides by its own seeded draw whether
+ * the step is one of the tampered fraction; drifts go through the real detector.
+ */
+import {
+  type AdaptiveRate,
+  createAdaptiveRate,
+  createDetector,
+  createRandom,
+  type Drift,
+  type DriftModel,
+  driftMetrics,
+  fixedRate,
+  quantile,
+  wireRoundtrip
+} from '../canary/index.js'
+import { createTamper, TAMPER_MODES, type TamperMode } from '../node/tamper.js'
+import { mean, type Peer, round, SIZES } from './canary-peers.js'
+
+/** One canary step of a peer: its benign drift and its drift when tampered (rate-1 tamper). */
+interface StepDrifts {
+  readonly benign: Drift
+  readonly tampered: Drift
+  readonly sessionId: string
+  readonly stepId: number
+}
+
+export interface AdaptiveOptions {
+  readonly benign: DriftModel
+  readonly spread: Record<string, number>
+  /** Fraction of the peer's steps tampered (default 0.1). */
+  readonly tamperRate?: number
+  /** Trials per configuration (default 20). */
+  readonly trials?: number
+  readonly rate?: AdaptiveRate
+  /** Give up after this many real steps (counted as not excluded). */
+  readonly maxSteps?: number
+}
+
+function stepDrifts(peer: Peer, mode: TamperMode, size: number, seed: number): { steps: StepDrifts[]; effect: number } {
+  const always = createTamper({ mode, size, rate: 1, seed })
+  const effects: number[] = []
+  const steps = peer.steps.map((s) => {
+    const out = always.apply({ sessionId: `x-${s.sessionId}`, stepId: s.stepId, input: s.input, output: s.raw })
+    if (out !== s.raw) effects.push(driftMetrics(out, s.raw).relL2)
+    return {
+      benign: driftMetrics(wireRoundtrip(s.raw, peer.dim, peer.wire), s.ref),
+      tampered: driftMetrics(wireRoundtrip(out, peer.dim, peer.wire), s.ref),
+      sessionId: s.sessionId,
+      stepId: s.stepId
+    }
+  })
+  return { steps, effect: effects.length ? quantile(effects, 0.5) : 0 }
+}
+
+/** Real steps until exclusion of one peer (Infinity when not within maxSteps), and canaries sent. */
+function stepsToExclusion(
+  peer: Peer,
+  steps: StepDrifts[],
+  o: { benign: DriftModel; rate: AdaptiveRate; tamper: ReturnType<typeof createTamper>; seed: number; maxSteps: number }
+): { steps: number; canaries: number } {
+  const det = createDetector({ benign: o.benign })
+  const rnd = createRandom(o.seed)
+  let next = 0
+  let canaries = 0
+  for (let t = 1; t <= o.maxSteps; t++) {
+    if (rnd.next() >= o.rate.rateFor(det.verdict('peer'))) continue
+    // Decoy sessions run through the canaries in order; each pass is a new session id, so the
+    // tamperer's seeded draw of which steps it tampers is fresh.
+    const s = steps[next % steps.length]
+    const sessionId = `${o.seed}-${Math.floor(next / steps.length)}-${s.sessionId}`
+    next++
+    canaries++
+    const drift = o.tamper.tampers(sessionId, s.stepId) ? s.tampered : s.benign
+    if (det.observe('peer', drift, peer.wire).excluded) return { steps: t, canaries }
+  }
+  return { steps: Number.POSITIVE_INFINITY, canaries }
+}
+
+/** Steps to exclusion per tamper mode, over every peer and size above the benign spread. */
+export function adaptiveDetection(peers: readonly Peer[], o: AdaptiveOptions) {
+  const tamperRate = o.tamperRate ?? 0.1
+  const trials = o.trials ?? 20
+  const maxSteps = o.maxSteps ?? 5_000
+  const rate = o.rate ?? createAdaptiveRate()
+  const fixed = fixedRate(rate.base)
+  const byMode: Record<string, unknown> = {}
+  const all: number[] = []
+  let seed = 1000
+  for (const mode of TAMPER_MODES) {
+    // Far above the spread (≥ 10×): the target. Just above it (1–10×): reported apart, since a
+    // tampering barely larger than benign variation is hard to see on 10 % of the canaries.
+    const far = { steps: [] as number[], fixed: [] as number[], canaries: [] as number[], configs: 0 }
+    const near = { steps: [] as number[], configs: 0 }
+    for (const size of SIZES[mode]) {
+      for (const peer of peers) {
+        const { steps, effect } = stepDrifts(peer, mode, size, seed++)
+        if (!(effect > o.spread[peer.wire])) continue // at or below the benign spread: not the target
+        const bucket = effect >= 10 * o.spread[peer.wire] ? far : near
+        bucket.configs++
+        for (let k = 0; k < trials; k++) {
+          const tamper = createTamper({ mode, size, rate: tamperRate, seed: seed++ })
+          const a = stepsToExclusion(peer, steps, { benign: o.benign, rate, tamper, seed: seed++, maxSteps })
+          bucket.steps.push(a.steps)
+          if (bucket !== far) continue
+          far.canaries.push(a.canaries)
+          // the fixed rate needs ~10× the steps: a quarter of the trials keeps the bench short
+          if (k % 4 === 0)
+            far.fixed.push(stepsToExclusion(peer, steps, { benign: o.benign, rate: fixed, tamper, seed: seed++, maxSteps }).steps)
+        }
+      }
+    }
+    all.push(...far.steps)
+    const excludedNear = near.steps.filter((s) => Number.isFinite(s))
+    byMode[mode] = {
+      configs: far.configs,
+      trials: far.steps.length,
+      notExcluded: far.steps.filter((s) => !Number.isFinite(s)).length,
+      meanSteps: round(mean(far.steps), 1),
+      p90Steps: far.steps.length ? quantile(far.steps, 0.9) : null,
+      meanCanaries: round(mean(far.canaries), 1),
+      fixedRateMeanSteps: round(mean(far.fixed), 0),
+      nearSpread: {
+        configs: near.configs,
+        excludedWithin: `${excludedNear.length}/${near.steps.length} within ${maxSteps} steps`,
+        meanStepsOfExcluded: round(mean(excludedNear), 1)
+      }
+    }
+  }
+  return {
+    tamperRate,
+    rate: {
+      base: rate.base,
+      start: rate.start,
+      halfLife: rate.halfLife,
+      suspectPosterior: rate.suspectPosterior,
+      suspectRate: rate.suspectRate
+    },
+    meanSteps: round(mean(all), 1),
+    p90Steps: quantile(all, 0.9),
+    worstModeMeanSteps: Math.max(
+      ...Object.values(byMode)
+        .map((m) => (m as { meanSteps: number }).meanSteps)
+        .filter((x) => !Number.isNaN(x))
+    ),
+    byMode
+  }
+}
+
+/**
+ * Benign peers under the adaptive rate: canaries per real step over the first `short` steps (a
+ * new peer's start-up) and over `long` steps, and whether any was excluded.
+ */
+export function adaptiveBenign(
+  peers: readonly Peer[],
+  o: { benign: DriftModel; rate?: AdaptiveRate; short?: number; long?: number }
+) {
+  const rate = o.rate ?? createAdaptiveRate()
+  const short = o.short ?? 256
+  const long = o.long ?? 2560
+  let checks = 0
+  let excluded = 0
+  let maxPosterior = 0
+  let suspectSteps = 0
+  const shortFrac: number[] = []
+  const longFrac: number[] = []
+  peers.forEach((peer, i) => {
+    const drifts = peer.steps.map((s) => driftMetrics(wireRoundtrip(s.raw, peer.dim, peer.wire), s.ref))
+    const det = createDetector({ benign: o.benign })
+    const rnd = createRandom(77 + i)
+    let sent = 0
+    for (let t = 1; t <= long; t++) {
+      const v = det.verdict('peer')
+      if (v.posterior >= rate.suspectPosterior) suspectSteps++
+      if (rnd.next() < rate.rateFor(v)) {
+        const after = det.observe('peer', drifts[sent++ % drifts.length], peer.wire)
+        maxPosterior = Math.max(maxPosterior, after.posterior)
+      }
+      if (t === short) shortFrac.push(sent / short)
+    }
+    checks += sent
+    longFrac.push(sent / long)
+    if (det.excluded().length > 0) excluded++
+  })
+  return {
+    peers: peers.length,
+    checks,
+    excluded,
+    maxPosterior: round(maxPosterior, 6),
+    stepsAsSuspect: suspectSteps,
+    [`canariesPerStepFirst${short}`]: round(mean(shortFrac)),
+    [`canariesPerStepOver${long}`]: round(mean(longFrac))
+  }
+}

@@ -1,0 +1,133 @@
+/** Honest canary peers for the canary benchmarks: real kernel outputs on real canary sets. */
+import {
+  BENIGN_PROFILES,
+  buildCanarySet,
+  calibrationRandomModels,
+  createSpanRunner,
+  type DriftModel,
+  densityRatio,
+  driftMetrics,
+  HELD_OUT_PROMPTS,
+  profileKernels,
+  runPeerSession,
+  WIRE_DTYPES,
+  type WireDType,
+  wireRoundtrip
+} from '../canary/index.js'
+import type { createTamper, TamperMode } from '../node/tamper.js'
+import { type ModelFile, openModelFile } from '../shards/index.js'
+
+/** Tamper sizes of the grid per mode (lowprec: mantissa bits, fewer is bigger). */
+export const SIZES: Record<TamperMode, number[]> = {
+  noise: [1e-4, 1e-3, 1e-2, 1e-1],
+  scale: [1e-4, 1e-3, 1e-2, 1e-1],
+  bias: [1e-4, 1e-3, 1e-2, 1e-1],
+  zero: [0.001, 0.01, 0.1],
+  lowprec: [16, 10, 7, 3],
+  skip: [1],
+  replay: [1]
+}
+
+export interface Step {
+  readonly sessionId: string
+  readonly stepId: number
+  readonly input: Float32Array
+  readonly raw: Float32Array
+  readonly ref: Float32Array
+}
+export interface Peer {
+  readonly dim: number
+  readonly span: string
+  readonly profile: string
+  readonly wire: WireDType
+  readonly steps: Step[]
+  readonly benignScores: number[]
+  readonly benignRelL2: number[]
+}
+
+export const score = (r: number): number => Math.log(Math.max(r, 1e-300))
+export const round = (x: number, d = 4): number => Math.round(x * 10 ** d) / 10 ** d
+export const mean = (xs: number[]): number => (xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : Number.NaN)
+
+export function bundledModel(): ModelFile {
+  for (const rel of ['../models/stories260K.gguf', '../../models/stories260K.gguf']) {
+    try {
+      return openModelFile(new URL(rel, import.meta.url).pathname)
+    } catch {}
+  }
+  return openModelFile('models/stories260K.gguf')
+}
+
+/** Honest peers: every (model span, profile, wire), with its real per-step outputs. */
+export function honestPeers(benign: DriftModel): { peers: Peer[]; fallbacks: string[] } {
+  const bundled = bundledModel()
+  const rnd = calibrationRandomModels()[0]
+  const targets = [
+    { name: 'stories260K', model: bundled, boundary: 1, ends: [2, 4] },
+    { name: 'stories260K', model: bundled, boundary: 3, ends: [5] },
+    { name: rnd.name, model: rnd.model, boundary: 1, ends: [3] }
+  ]
+  const peers: Peer[] = []
+  const fallbacks = new Set<string>()
+  for (const t of targets) {
+    const set = buildCanarySet({ model: t.model, boundary: t.boundary, ends: t.ends, prompts: HELD_OUT_PROMPTS, seed: 7 })
+    for (const profile of BENIGN_PROFILES) {
+      const pk = profileKernels(profile)
+      if (pk.fallback) fallbacks.add(profile)
+      const runner = createSpanRunner({
+        model: t.model,
+        kernels: pk.kernels,
+        kvDType: pk.kvDType,
+        start: t.boundary,
+        maxEnd: t.ends[t.ends.length - 1]
+      })
+      for (const wire of WIRE_DTYPES) {
+        const byEnd = t.ends.map(
+          (e): Peer => ({
+            dim: set.dim,
+            span: `${t.name}[${t.boundary},${e})`,
+            profile,
+            wire,
+            steps: [],
+            benignScores: [],
+            benignRelL2: []
+          })
+        )
+        set.canaries.forEach((c, i) => {
+          const s = runPeerSession(runner, set, i, wire)
+          t.ends.forEach((_, k) => {
+            let pos = 0
+            s.steps.forEach((rows, stepId) => {
+              const rowsOf = (a: Float32Array) => a.subarray(pos * set.dim, (pos + rows) * set.dim)
+              const step = {
+                sessionId: `c${i}`,
+                stepId,
+                input: rowsOf(s.input),
+                raw: rowsOf(s.outputs[k]),
+                ref: rowsOf(c.outputs[k])
+              }
+              const d = driftMetrics(wireRoundtrip(step.raw, set.dim, wire), step.ref)
+              byEnd[k].steps.push(step)
+              byEnd[k].benignScores.push(score(densityRatio(benign, d, wire)))
+              byEnd[k].benignRelL2.push(d.relL2)
+              pos += rows
+            })
+          })
+        })
+        peers.push(...byEnd)
+      }
+      runner.close()
+      pk.close()
+    }
+  }
+  return { peers, fallbacks: [...fallbacks] }
+}
+
+/** One pass over a peer's canary steps through a tamperer: drift and whether each was tampered. */
+export function tamperPass(peer: Peer, tamper: ReturnType<typeof createTamper>, pass: number) {
+  return peer.steps.map((s) => {
+    const out = tamper.apply({ sessionId: `p${pass}-${s.sessionId}`, stepId: s.stepId, input: s.input, output: s.raw })
+    const drift = driftMetrics(wireRoundtrip(out, peer.dim, peer.wire), s.ref)
+    return { drift, tampered: out !== s.raw, effect: out !== s.raw ? driftMetrics(out, s.raw).relL2 : 0 }
+  })
+}

@@ -1,0 +1,41 @@
+import type { AdaptiveRateOptions, Drift, DriftModel, PeerVerdict } from '../canary/index.js'
+import type { Receipt } from '../protocol/index.js'
+
+export interface CanaryOptions {
+  /** Canaries per real step for a peer with a clean record, the base rate (default 0.03). */
+  readonly rate?: number
+  /** Per-peer rate (trust on evidence): start rate, half-life and suspect rate (canary/adaptive-rate.ts). */
+  readonly adaptive?: Omit<AdaptiveRateOptions, 'base'> | false
+  /** Prior P(tampering) of a peer (default 0.01). */
+  readonly prior?: number
+  /** Posterior at which a peer is excluded (default 0.99). */
+  readonly bound?: number
+  readonly seed?: number
+  /** Benign drift model; the project's calibration by default. */
+  readonly benign?: DriftModel
+  /** Real prompts the canaries are made of (default: 4 of the built-in TinyStories-like ones). */
+  readonly prompts?: readonly string[]
+}
+
+/** The real session the canaries mix into: its forwarding mode and max length (decoys copy them). */
+export interface StepContext {
+  readonly forwarding: 'relay' | 'chain'
+  readonly maxLength: number
+  readonly signal?: AbortSignal
+}
+
+/** Why a peer was excluded: the canary that convicted it and the receipt it signed for it. */
+export interface CanaryEvidence {
+  readonly peerId: string
+  readonly span: [number, number]
+  readonly sessionId: string
+  readonly stepId: number
+  readonly drift: Drift
+  readonly posterior: number
+  readonly receipt?: Receipt
+}
+
+export interface CanaryPeerReport extends PeerVerdict {
+  readonly canariesSent: number
+  readonly lastDrift?: Drift
+}

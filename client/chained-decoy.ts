@@ -1,0 +1,110 @@
+import { type DType, type Host, type Receipt, sha256 } from '../protocol/index.js'
+import { HopSession, type HopTarget } from './hop.js'
+import { BadReceiptError, type ReceiptLedger } from './receipts.js'
+
+/*
+ * Chained forwarding, what a hop sees: the client opens the session on every hop (each told its
+ * upstream and its next hop), steps enter at the first hop and reach a middle hop from its
+ * upstream, and only the last hop's output comes back. A decoy that went from the client straight
+ * to a middle hop would stand out by its source alone. So in chained mode a decoy is a whole
+ * chained session over the route, opened and stepped exactly as a real one, and its middle hops'
+ * outputs are read back by *audits*: after every chained step (real or decoy alike, so an audit
+ * says nothing about the session) the client sends each non-last hop an `await` for the step,
+ * which returns the output it forwarded. The answer must hash to the output hash the hop signed
+ * in its receipt (and that the next hop signed as its input), so it is bound to what the hop
+ * actually sent on: a hop cannot tamper on the way and answer the audit honestly. An audit comes
+ * after the step, so it cannot change how the step was computed either.
+ */
+
+const equal = (a: Uint8Array, b: Uint8Array): boolean => a.length === b.length && a.every((v, i) => v === b[i])
+
+/** Every hop's output of a chained step: middle hops by audit, the last by its result. */
+export async function auditChainedStep(
+  hops: readonly HopSession[],
+  sessionId: string,
+  stepId: number,
+  rows: number,
+  receipts: readonly Receipt[],
+  signal?: AbortSignal
+): Promise<Float32Array[]> {
+  return await Promise.all(
+    hops.slice(0, -1).map(async (hop, i) => {
+      const got = await hop.awaitResult(sessionId, stepId, rows, signal)
+      const signed = receipts[i]
+      if (!signed || !equal(signed.outputHash, sha256(got.received))) {
+        throw new BadReceiptError(
+          hop.target.peerId,
+          `audit of ${hop.target.peerId} for step ${stepId}: the output it returns is not the one it signed and forwarded`
+        )
+      }
+      return got.hidden
+    })
+  )
+}
+
+/** A decoy session chained over a whole route, opened and stepped as RemotePipeline does a real one. */
+export class ChainedDecoy {
+  private constructor(
+    readonly route: readonly HopTarget[],
+    readonly hops: readonly HopSession[],
+    readonly sessionId: string
+  ) {}
+
+  static async open(
+    host: Host,
+    route: readonly HopTarget[],
+    dim: number,
+    o: { sessionId: string; modelId: string; maxLength: number; wireDtype: DType; signal?: AbortSignal }
+  ): Promise<ChainedDecoy> {
+    const hops: HopSession[] = []
+    try {
+      // From the last hop back, as a real chained session: each hop's downstream knows it first.
+      for (let i = route.length - 1; i >= 0; i--) {
+        hops.unshift(
+          await HopSession.open(host, route[i], dim, {
+            ...o,
+            next: route[i + 1],
+            upstream: i > 0 ? route[i - 1].peerId : undefined
+          })
+        )
+      }
+    } catch (err) {
+      for (const h of hops) h.close(o.sessionId, AbortSignal.timeout(2_000)).catch(() => {})
+      throw err
+    }
+    return new ChainedDecoy(route, hops, o.sessionId)
+  }
+
+  /**
+   * One chained step: enters at the first hop, the last hop's output is awaited, receipts of every
+   * hop are checked (hash chain from what was sent to what came back), then the middle hops are
+   * audited. Returns each hop's output in route order, with the receipts.
+   */
+  async step(
+    stepId: number,
+    startPosition: number,
+    input: Float32Array,
+    dim: number,
+    ledger: ReceiptLedger,
+    signal?: AbortSignal
+  ) {
+    const rows = input.length / dim
+    const first = this.hops[0]
+    const last = this.hops[this.hops.length - 1]
+    const result = last.awaitResult(this.sessionId, stepId, rows, signal)
+    result.catch(() => {})
+    const ack = await first.stepChained(this.sessionId, stepId, startPosition, input, signal, this.hops.slice(1))
+    const got = await result
+    await ledger.check(this.route, this.sessionId, stepId, ack.receipts, ack.sent, got.received)
+    const middle = await auditChainedStep(this.hops, this.sessionId, stepId, rows, ack.receipts, signal)
+    return {
+      outputs: [...middle, got.hidden],
+      receipts: ack.receipts,
+      computeMs: ack.timings.reduce((s, t) => s + t.computeMs, 0)
+    }
+  }
+
+  async close(): Promise<void> {
+    await Promise.all(this.hops.map((h) => h.close(this.sessionId)))
+  }
+}

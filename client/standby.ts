@@ -1,0 +1,209 @@
+import type { Host } from '../protocol/index.js'
+import { HopSession, type HopTarget } from './hop.js'
+import { type SnapshotKeeper, spanKey, wrapFor } from './snapshots.js'
+import type { SwarmView } from './swarm-view.js'
+import type { WireLedger } from './wire-ledger.js'
+
+export interface StandbyKeeperInit {
+  readonly host: Host
+  readonly view: SwarmView
+  readonly snapshots: SnapshotKeeper
+  readonly modelId: string
+  readonly dim: number
+  readonly maxLength: number
+  readonly chained: boolean
+  readonly wireLedger?: WireLedger
+  readonly log?: (e: Record<string, unknown>) => void
+}
+
+/** A peer holding a session that tracks one span of the live route through sealed deltas. */
+interface Standby {
+  readonly hop: HopSession
+  readonly sessionId: string
+  /** The live hop whose snapshots it imports, and that hop's session. */
+  readonly livePeerId: string
+  readonly liveSessionId: string
+  /** How many of the live hop's sealed snapshots it imported, up to which position. */
+  fed: number
+  end: number
+  /** The live snapshot key wrapped to the standby (made once per standby). */
+  wrappedKey?: Uint8Array
+}
+
+/** What a failover takes over from the standbys: a route of them and the positions each holds. */
+export interface StandbyRoute {
+  readonly route: HopTarget[]
+  readonly hops: HopSession[]
+  readonly kept: ReadonlyMap<HopSession, number>
+}
+
+/**
+ * Standby peers fed with sealed deltas (issue 6 part 4b): for each span of the live route, a
+ * peer serving it that is not on the route holds a session (opened under the id the next route
+ * will use) into which the client imports every sealed delta the live hop exports, the snapshot
+ * key wrapped to the standby's X25519 key. The standby checks every import as any import (tag,
+ * binding, sequence, order). When a hop dies, the standbys become the route: their KV is already
+ * there up to the last delta, so only the positions after it are replayed and no snapshot moves
+ * at failure time. All spans need a standby for a takeover (a chain's standbys are opened wired
+ * to each other); otherwise the failover falls back to the client-kept snapshots or a replay.
+ */
+export class StandbyKeeper {
+  private standbys = new Map<string, Standby>()
+  /** Spans already reported without a standby (logged once). */
+  private readonly unavailable = new Set<string>()
+
+  constructor(private readonly init: StandbyKeeperInit) {}
+
+  /**
+   * After a capture: open standbys where missing (session `nextSessionId`), then import into each
+   * the snapshots its live hop sealed since the last feed.
+   */
+  async feed(
+    hops: readonly HopSession[],
+    liveSessionId: string,
+    nextSessionId: string,
+    history: Float32Array,
+    signal?: AbortSignal
+  ): Promise<void> {
+    await this.ensure(hops, liveSessionId, nextSessionId, signal)
+    await Promise.all(
+      hops.map(async (live) => {
+        const st = this.standbys.get(spanKey(live))
+        const held = this.init.snapshots.held(live, liveSessionId)
+        if (!st || !held || held.sealed.length <= st.fed) return
+        const t0 = performance.now()
+        const first = st.fed
+        try {
+          st.wrappedKey ??= wrapFor(st.hop, st.sessionId, held.snapshotKey)
+          const length = await this.init.snapshots.importInto(st.hop, st.sessionId, held, first, history, signal, st.wrappedKey)
+          if (length !== held.end) throw new Error(`standby ${st.hop.target.peerId} holds ${length} positions, not ${held.end}`)
+          st.fed = held.sealed.length
+          st.end = held.end
+          let bytes = 0
+          for (let i = first; i < st.fed; i++) bytes += held.sealed[i].length
+          this.init.log?.({
+            event: 'standby-fed',
+            peerId: st.hop.target.peerId,
+            span: [live.target.start, live.target.end],
+            positions: st.end,
+            snapshots: st.fed - first,
+            bytes,
+            ms: Math.round((performance.now() - t0) * 10) / 10
+          })
+        } catch (err) {
+          this.drop(spanKey(live), err)
+        }
+      })
+    )
+  }
+
+  /** Give every span of the route a standby (a chain: all of them, wired, or none). */
+  private async ensure(
+    hops: readonly HopSession[],
+    liveSessionId: string,
+    nextSessionId: string,
+    signal?: AbortSignal
+  ): Promise<void> {
+    for (const [key, st] of this.standbys) {
+      const live = hops.find((h) => spanKey(h) === key)
+      if (!live || live.target.peerId !== st.livePeerId || st.liveSessionId !== liveSessionId) this.drop(key)
+    }
+    if (hops.every((h) => this.standbys.has(spanKey(h)))) return
+    if (this.init.chained) for (const key of [...this.standbys.keys()]) this.drop(key)
+    const used = new Set([...hops.map((h) => h.target.peerId), ...[...this.standbys.values()].map((s) => s.hop.target.peerId)])
+    const targets: Array<HopTarget | undefined> = hops.map((h) => {
+      if (this.standbys.has(spanKey(h))) return undefined
+      const p = this.init.view
+        .list()
+        .find(
+          (c) => c.start <= h.target.start && h.target.end <= c.end && !used.has(c.peerId) && !this.init.view.isBanned(c.peerId)
+        )
+      if (!p) {
+        if (!this.unavailable.has(spanKey(h)))
+          this.init.log?.({ event: 'standby-unavailable', span: [h.target.start, h.target.end] })
+        this.unavailable.add(spanKey(h))
+        return undefined
+      }
+      used.add(p.peerId)
+      return { peerId: p.peerId, start: h.target.start, end: h.target.end, addrs: p.addrs, wireDtype: h.wireDtype }
+    })
+    if (this.init.chained && targets.some((t) => !t)) return
+    // Open from the last hop back, so in a chain each standby's downstream already knows the session.
+    for (let i = hops.length - 1; i >= 0; i--) {
+      const t = targets[i]
+      if (!t) continue
+      try {
+        const hop = await HopSession.open(this.init.host, t, this.init.dim, {
+          sessionId: nextSessionId,
+          modelId: this.init.modelId,
+          maxLength: this.init.maxLength,
+          wireDtype: hops[i].wireDtype,
+          ledger: this.init.wireLedger,
+          next: this.init.chained ? targets[i + 1] : undefined,
+          upstream: this.init.chained && i > 0 ? targets[i - 1]!.peerId : undefined,
+          signal
+        })
+        this.standbys.set(spanKey(hops[i]), {
+          hop,
+          sessionId: nextSessionId,
+          livePeerId: hops[i].target.peerId,
+          liveSessionId,
+          fed: 0,
+          end: 0
+        })
+        this.unavailable.delete(spanKey(hops[i]))
+        this.init.log?.({
+          event: 'standby',
+          peerId: t.peerId,
+          span: [t.start, t.end],
+          sessionId: nextSessionId,
+          livePeerId: hops[i].target.peerId
+        })
+      } catch (err) {
+        this.init.log?.({ event: 'standby-failed', peerId: t.peerId, span: [t.start, t.end], message: (err as Error).message })
+        if (this.init.chained) {
+          for (const key of [...this.standbys.keys()]) this.drop(key)
+          return
+        }
+      }
+    }
+  }
+
+  /**
+   * On failover from `route`: when every span of it has a fed standby that is not banned, they
+   * become the new route (their sessions already use the next route's id). Otherwise every
+   * standby is closed (their session ids would collide with the new route's) and undefined.
+   */
+  async take(route: readonly HopTarget[]): Promise<StandbyRoute | undefined> {
+    const sts = route.map((h) => this.standbys.get(`${h.start}:${h.end}`))
+    const usable =
+      route.length > 0 && sts.every((s) => s !== undefined && s.fed > 0 && !this.init.view.isBanned(s.hop.target.peerId))
+    if (!usable) {
+      if (this.standbys.size > 0)
+        this.init.log?.({ event: 'standby-skipped', why: 'not every span of the route has a fed standby' })
+      await this.closeAll()
+      return undefined
+    }
+    this.standbys = new Map()
+    const hops = sts.map((s) => s!.hop)
+    return { route: hops.map((h) => h.target), hops, kept: new Map(sts.map((s) => [s!.hop, s!.end])) }
+  }
+
+  async closeAll(): Promise<void> {
+    const all = [...this.standbys.values()]
+    this.standbys = new Map()
+    await Promise.all(all.map((s) => s.hop.close(s.sessionId, AbortSignal.timeout(2_000))))
+  }
+
+  private drop(key: string, err?: unknown): void {
+    const st = this.standbys.get(key)
+    if (!st) return
+    this.standbys.delete(key)
+    if (err === undefined) {
+      st.hop.close(st.sessionId, AbortSignal.timeout(2_000)).catch(() => {}) // no longer needed: free its KV
+      return
+    }
+    this.init.log?.({ event: 'standby-failed', peerId: st.hop.target.peerId, span: key, message: (err as Error).message })
+    st.hop.abort()
+  }
+}

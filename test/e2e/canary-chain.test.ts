@@ -1,0 +1,204 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { auroc, createRandom } from '../../canary/index.js'
+import { createClient } from '../../client/index.js'
+import { type LocalNode, startLocalNode } from '../../node/local-swarm.js'
+import { verifyReceipt } from '../../protocol/index.js'
+import { createReferenceKernels } from '../../shards/index.js'
+import { GGUF_PATH, loadReference } from '../helpers/reference.js'
+
+const ref = loadReference('stories260K_greedy_once_upon_a_time')
+const FAST = ['--kernels', 'reference', '--announce-interval', '300']
+
+interface Seen {
+  type: string
+  from: string
+  sessionId: string
+  stepId?: number
+  shape?: number[]
+  bytes?: number
+  chain?: boolean
+  hopAuth?: number
+  next?: number
+  upstream?: string
+  maxLength?: number
+  wire?: string
+}
+
+/** The `request` trace lines a node logged (`--log-level trace`): what it saw of its traffic. */
+function seenBy(node: LocalNode): Seen[] {
+  return node.logs.flatMap((l) => {
+    try {
+      const e = JSON.parse(l) as Seen & { msg?: string }
+      return e.msg === 'request' ? [e] : []
+    } catch {
+      return []
+    }
+  })
+}
+
+/** Logistic regression on standardized features, trained on 60 %; AUROC on the held-out 40 %. */
+function heldOutAuroc(rows: Array<{ f: number[]; y: number }>, seed: number): number {
+  const rnd = createRandom(seed)
+  const r = [...rows]
+  for (let i = r.length - 1; i > 0; i--) {
+    const j = rnd.int(i + 1)
+    ;[r[i], r[j]] = [r[j], r[i]]
+  }
+  const cut = Math.floor(r.length * 0.6)
+  const train = r.slice(0, cut)
+  const test = r.slice(cut)
+  const d = r[0].f.length
+  const mu = Array.from({ length: d }, (_, k) => train.reduce((s, x) => s + x.f[k], 0) / train.length)
+  const sd = Array.from(
+    { length: d },
+    (_, k) => Math.sqrt(train.reduce((s, x) => s + (x.f[k] - mu[k]) ** 2, 0) / train.length) || 1
+  )
+  const z = (f: number[]) => f.map((v, k) => (v - mu[k]) / sd[k])
+  const w = new Array(d + 1).fill(0)
+  const dot = (x: number[]) => x.reduce((s, v, k) => s + v * w[k], w[d])
+  for (let it = 0; it < 300; it++) {
+    const g = new Array(d + 1).fill(0)
+    for (const x of train) {
+      const zx = z(x.f)
+      const e = 1 / (1 + Math.exp(-dot(zx))) - x.y
+      for (let k = 0; k < d; k++) g[k] += e * zx[k]
+      g[d] += e
+    }
+    for (let k = 0; k <= d; k++) w[k] -= (0.5 * g[k]) / train.length
+  }
+  const pos = test.filter((x) => x.y === 1).map((x) => dot(z(x.f)))
+  const neg = test.filter((x) => x.y === 0).map((x) => dot(z(x.f)))
+  return auroc(pos, neg)
+}
+
+describe('canaries in chained forwarding', () => {
+  const nodes: Record<string, LocalNode> = {}
+
+  beforeAll(async () => {
+    nodes.a = await startLocalNode({ model: GGUF_PATH, layers: '1:2', args: FAST })
+    const bootstrap = [nodes.a.addrs[0]]
+    // the middle hop logs every request it gets: source, ids, shapes, sizes
+    nodes.b = await startLocalNode({ model: GGUF_PATH, layers: '2:3', bootstrap, args: [...FAST, '--log-level', 'trace'] })
+    nodes.c = await startLocalNode({ model: GGUF_PATH, layers: '3:4', bootstrap, args: FAST })
+  })
+
+  afterAll(async () => {
+    await Promise.all(Object.values(nodes).map((n) => n.stop()))
+  })
+
+  it('a middle hop cannot tell decoy steps from real ones by source, sizes or shapes', { timeout: 180_000 }, async () => {
+    const events: Array<Record<string, unknown>> = []
+    const client = await createClient({
+      bootstrap: [nodes.a.addrs[0]],
+      model: GGUF_PATH,
+      kernels: createReferenceKernels(),
+      forwarding: 'chain',
+      canaries: { rate: 0.5, seed: 5 },
+      log: (e) => events.push(e)
+    })
+    try {
+      await client.view.waitForRoute(1, 4, 20_000)
+      for (let i = 0; i < 4; i++) {
+        const result = await client.generate(ref.prompt, { maxTokens: 48, temperature: 0 })
+        expect(result.tokens).toEqual(ref.generated_tokens.slice(0, 48))
+        expect(result.report.routes[0].map((h) => h.peerId)).toEqual([nodes.a.peerId, nodes.b.peerId, nodes.c.peerId])
+        expect(result.report.excludedPeers).toEqual([])
+      }
+    } finally {
+      await client.close()
+    }
+    const realSessions = new Set(events.filter((e) => e.event === 'route').map((e) => `${e.sessionId as string}.1`))
+    const seen = seenBy(nodes.b)
+    const opens = new Map(seen.filter((s) => s.type === 'open').map((s) => [s.sessionId, s]))
+    const audited = new Set(seen.filter((s) => s.type === 'await').map((s) => `${s.sessionId}/${s.stepId}`))
+    const steps = seen.filter((s) => s.type === 'step')
+    const decoySteps = steps.filter((s) => !realSessions.has(s.sessionId))
+    expect(decoySteps.length).toBeGreaterThan(40)
+    expect(steps.length - decoySteps.length).toBeGreaterThan(150)
+    const client0 = [...opens.values()][0].from
+    const tags = steps[0].hopAuth // the client's tags for this hop and the ones after it
+    // Exact checks first: every step (real or decoy) came from the upstream hop, chained, with the
+    // same downstream tags, in sessions opened by the client with the same upstream, next hop, max length
+    // and wire, and every step was audited; decoy ids are shaped as real ones.
+    for (const s of steps) {
+      const o = opens.get(s.sessionId)!
+      expect(s.from).toBe(nodes.a.peerId)
+      expect(s.chain).toBe(true)
+      expect(s.hopAuth).toBe(tags)
+      expect(o.from).toBe(client0)
+      expect([o.upstream, o.next, o.wire]).toEqual([nodes.a.peerId, 1, 'f32'])
+      expect(audited.has(`${s.sessionId}/${s.stepId}`)).toBe(true)
+      expect(s.sessionId).toMatch(/^[0-9a-f-]{36}\.1$/)
+    }
+    // Then a classifier over everything the peer sees per step does no better than chance.
+    const rows = steps.map((s) => {
+      const o = opens.get(s.sessionId)!
+      const f = [
+        s.from === o.upstream ? 1 : 0,
+        s.shape![0],
+        s.bytes! / s.shape![0],
+        s.chain ? 1 : 0,
+        s.hopAuth!,
+        audited.has(`${s.sessionId}/${s.stepId}`) ? 1 : 0,
+        o.next!,
+        o.upstream === nodes.a.peerId ? 1 : 0,
+        o.maxLength!,
+        o.from === client0 ? 1 : 0
+      ]
+      return { f, y: realSessions.has(s.sessionId) ? 0 : 1 }
+    })
+    const scores = [1, 2, 3].map((seed) => heldOutAuroc(rows, seed))
+    const mean = scores.reduce((a, b) => a + b, 0) / scores.length
+    expect(mean).toBeGreaterThan(0.4)
+    expect(mean).toBeLessThan(0.6)
+  })
+
+  it('a tampering first hop is caught through audits and routed around; its honest downstream is not blamed', {
+    timeout: 180_000
+  }, async () => {
+    // T serves [1,3); A→B→C is the honest alternative once A is back.
+    const events: Array<Record<string, unknown>> = []
+    nodes.t = await startLocalNode({
+      model: GGUF_PATH,
+      layers: '1:3',
+      bootstrap: [nodes.a.addrs[0]],
+      args: [...FAST, '--tamper', 'noise', '--tamper-size', '0.5']
+    })
+    const client = await createClient({
+      bootstrap: Object.values(nodes).map((n) => n.addrs[0]),
+      model: GGUF_PATH,
+      kernels: createReferenceKernels(),
+      forwarding: 'chain',
+      canaries: { seed: 9 },
+      banMs: 1,
+      log: (e) => events.push(e)
+    })
+    try {
+      await client.view.waitForRoute(1, 4, 20_000)
+      for (let i = 0; i < 100 && !(await client.swarm()).some((p) => p.peerId === nodes.t.peerId); i++)
+        await new Promise((r) => setTimeout(r, 100))
+      // With A out for a moment, every route starts at the tamperer: a non-last hop, seen only by audits.
+      client.view.ban(nodes.a.peerId, 3_000)
+      const result = await client.generate(ref.prompt, { maxTokens: 64, temperature: 0 })
+      const { report } = result
+      // the first run's route (a re-run reports its own routes)
+      const first = events.find((e) => e.event === 'route')!.route as Array<{ peerId: string }>
+      expect(first[0].peerId).toBe(nodes.t.peerId)
+      expect(first.length).toBeGreaterThan(1)
+      expect(report.routes.at(-1)!.map((h) => h.peerId)).not.toContain(nodes.t.peerId)
+      expect(result.tokens).toEqual(ref.generated_tokens)
+      expect(report.excludedPeers).toContain(nodes.t.peerId)
+      expect(report.excludedPeers).not.toContain(nodes.c.peerId)
+      expect(report.excludedPeers).not.toContain(nodes.b.peerId)
+      const verdicts = Object.fromEntries(report.canaries.map((v) => [v.peerId, v]))
+      expect(verdicts[nodes.t.peerId].excluded).toBe(true)
+      for (const honest of [nodes.b, nodes.c]) expect(verdicts[honest.peerId]?.excluded ?? false).toBe(false)
+      const ev = report.evidence.find((e) => e.peerId === nodes.t.peerId)!
+      expect(ev.drift.relL2).toBeGreaterThan(0.1)
+      expect(await verifyReceipt(ev.receipt!, ev.sessionId, ev.stepId)).toBe(true)
+      expect(report.reruns).toBeGreaterThanOrEqual(1)
+    } finally {
+      await client.close()
+    }
+  })
+})
