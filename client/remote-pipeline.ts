@@ -2,6 +2,7 @@ import { type Host, RemoteError } from '../protocol/index.js'
 import type { BlockPipeline } from '../shards/index.js'
 import { HopSession, type HopTarget } from './hop.js'
 import type { CanaryMonitor } from './canary-monitor.js'
+import { auditChainedStep } from './chained-decoy.js'
 import { BadReceiptError, ReceiptLedger } from './receipts.js'
 import { NoRouteError } from './route.js'
 import { SnapshotKeeper } from './snapshots.js'
@@ -128,19 +129,27 @@ export class RemotePipeline implements BlockPipeline {
   readonly convicted: string[] = []
 
   private async checkCanaries(signal?: AbortSignal): Promise<void> {
-    const excluded = (await this.init.canaries?.afterStep(this.route, signal)) ?? []
+    const { forwarding, maxLength } = this.init
+    const excluded = (await this.init.canaries?.afterStep(this.route, { forwarding, maxLength, signal })) ?? []
     if (excluded.length === 0) return
-    for (const peerId of excluded) {
-      this.init.view.ban(peerId, this.init.excludeMs ?? 24 * 3600_000)
-      this.convicted.push(peerId)
-      this.init.log?.({ event: 'excluded', peerId, why: 'canary drift', posterior: this.init.canaries?.detector.posterior(peerId) })
-    }
+    this.exclude(excluded)
     // Leave the route now: the next step plans a new one without the convicted peers.
     this.fail(Object.assign(new Error('peer excluded by canaries'), { peerId: excluded[0], code: 'EXCLUDED' }))
     this.failovers--
   }
 
+  private exclude(peers: readonly string[]): void {
+    for (const peerId of peers) {
+      this.init.view.ban(peerId, this.init.excludeMs ?? 24 * 3600_000)
+      this.convicted.push(peerId)
+      this.init.log?.({ event: 'excluded', peerId, why: 'canary drift', posterior: this.init.canaries?.detector.posterior(peerId) })
+    }
+  }
+
   async close(): Promise<void> {
+    // Canary steps run beside the real ones: a conviction landing after the last step still counts.
+    const late = (await this.init.canaries?.settle()) ?? []
+    if (late.length > 0) this.exclude(late)
     const hops = this.hops ?? []
     this.hops = undefined
     await Promise.all([...hops.map((h) => h.close(this.hopSessionId)), this.standbys?.closeAll()])
@@ -287,6 +296,9 @@ export class RemotePipeline implements BlockPipeline {
       .then(async (ack) => {
         this.logStep(stepId, startPos, rows, ms, ack.timings)
         await this.receipts.check(route, id, stepId, ack.receipts, ack.sent, got.received)
+        // With canaries on, every chained step's middle hops are audited, as decoy steps are, so
+        // an audit does not single out a decoy (chained-decoy.ts); a false answer poisons the route.
+        if (this.init.canaries) await auditChainedStep(hops, id, stepId, rows, ack.receipts, this.timeout(signal))
       })
       .catch((err) => {
         if (err instanceof BadReceiptError) this.poisoned ??= err
