@@ -32,6 +32,7 @@ import {
 } from '../protocol/index.js'
 import type { ModelFile, Shard } from '../shards/index.js'
 import { ChainLink, requestShape } from './chain.js'
+import { type BusyPoller, createBusyPoller } from './busy-poll.js'
 import { BusyError, LeavingError } from './errors.js'
 import { SessionCrypto } from './session-crypto.js'
 import { SessionManager } from './session-manager.js'
@@ -63,6 +64,8 @@ export interface SwarmNodeInit {
   readonly traceRequests?: boolean
   /** Prometheus metrics (`--metrics`). */
   readonly metrics?: Metrics
+  /** Keep the event loop polling this long after each session request (`--busy-poll`; node/busy-poll.ts). */
+  readonly busyPollMs?: number
 }
 
 /**
@@ -80,6 +83,7 @@ export class SwarmNode {
   private leaving = false
   private readonly abort = new AbortController()
   private sweeper?: NodeJS.Timeout
+  private readonly poller: BusyPoller
 
   private constructor(
     readonly host: Host,
@@ -87,6 +91,7 @@ export class SwarmNode {
     private readonly identity: PrivateKey
   ) {
     const maxSessions = init.maxSessions ?? 16
+    this.poller = createBusyPoller(init.busyPollMs ?? 0)
     this.sessions = new SessionManager({
       shard: init.shard,
       maxSessions,
@@ -117,6 +122,11 @@ export class SwarmNode {
 
   get peerId(): string {
     return this.host.peerId.toString()
+  }
+
+  /** Milliseconds this node's event loop spent busy polling (`--busy-poll`). */
+  get busyPolledMs(): number {
+    return Math.round(this.poller.polledMs)
   }
 
   get addrs(): string[] {
@@ -157,7 +167,15 @@ export class SwarmNode {
       SESSION_PROTOCOL,
       (stream, connection) => {
         const from = connection.remotePeer.toString()
-        return serveSessionStream(stream, (req, sig) => this.handle(req, from, sig), {
+        const handler = async (req: SessionRequest, sig?: AbortSignal): Promise<SessionResponseBody> => {
+          this.poller.touch()
+          try {
+            return await this.handle(req, from, sig)
+          } finally {
+            this.poller.touch() // the window runs from the end of the request: a step computes longer than it
+          }
+        }
+        return serveSessionStream(stream, handler, {
           peerId: this.peerId,
           signal,
           onError: (err, req) => {
@@ -324,6 +342,7 @@ export class SwarmNode {
   }
 
   async stop(): Promise<void> {
+    this.poller.stop()
     this.abort.abort()
     if (this.sweeper) clearInterval(this.sweeper)
     for (const id of [...this.chains.keys()]) this.dropChain(id)

@@ -81,6 +81,11 @@ export function registerNodeStart(program: Command): void {
         .argParser(wireList)
         .default(['f32', 'f16', 'q8_0'], 'f32,f16,int8')
     )
+    .addOption(
+      new Option('--busy-poll <ms>', 'after each session request keep polling the network this long instead of sleeping (a core at 100% meanwhile; for dedicated machines, 0: off)')
+        .argParser(int('--busy-poll', 0))
+        .default(0)
+    )
     .addOption(new Option('--drain <ms>', 'on SIGTERM, wait this long for clients to move their sessions (planned leave)').argParser(int('--drain', 0)).default(3_000))
     .action(async (opts) => {
       // pino: pretty on a terminal, JSON lines in a pipe (tests and log collectors read those)
@@ -107,6 +112,7 @@ export function registerNodeStart(program: Command): void {
       const swarmNode = await SwarmNode.create({
         model, modelId, shard, throughput, privateKey, bootstrap,
         traceRequests: opts.logLevel === 'trace',
+        busyPollMs: opts.busyPoll,
         listen: opts.listen, tamper, metrics, wireDtypes: opts.wire, maxSessions: opts.maxSessions, idleTimeoutMs: opts.idleTimeout, announceIntervalMs: opts.announceInterval, log
       })
       // Listen for signals before announcing we serve: a SIGTERM right after the line must stop us cleanly.
@@ -117,7 +123,7 @@ export function registerNodeStart(program: Command): void {
       process.stdout.write(`${JSON.stringify({ peerId: swarmNode.peerId, addrs: swarmNode.addrs, layers: [start, end], modelId })}\n`)
       log({ event: 'serving', peerId: swarmNode.peerId, throughput })
       const sig = await stopped
-      log({ event: 'stopping', signal: sig, sessions: swarmNode.sessions.active })
+      log({ event: 'stopping', signal: sig, sessions: swarmNode.sessions.active, busyPolledMs: swarmNode.busyPolledMs })
       // Planned leave: steps now get LEAVING, so each client exports its sealed KV and moves it.
       if (sig === 'SIGTERM' && swarmNode.sessions.active > 0 && opts.drain > 0) {
         await swarmNode.drain(opts.drain)
