@@ -124,6 +124,8 @@ export function blockForward(
 ): void {
   // Kernels that run a whole block in one call (the native decode block) take small batches.
   if (kernels.blockForward?.(x, T, startPos, w, cache.layers[cacheLayer], config)) return
+  // Activation buffers only for the op-by-op path (a fused block keeps its own in kernel memory).
+  s.ensure(T)
   const { dim, kvDim, hiddenDim, nHeads, nKvHeads, headDim, rmsEps, ropeTheta } = config
   // attention: xb = rmsnorm(x); [q k v] = xb [Wq; Wk; Wv]ᵀ; RoPE on q and k
   kernels.rmsnorm(s.xb, x, w.attnNorm, T, rmsEps)

@@ -192,7 +192,6 @@ export class Shard {
     cache.reserve(startPos, T)
     const x = Float32Array.from(hidden)
     const step = Math.min(T, this.maxStepRows)
-    this.scratch.ensure(step)
     // Row t's result depends only on rows before it (causal attention, per-row matmuls), so
     // pieces of `step` rows give the same bits as one batch. Progress counts block-equivalents.
     const blocks = session.end - session.start
