@@ -86,7 +86,8 @@ export class RemotePipeline implements BlockPipeline {
     this.snapshots = new SnapshotKeeper({ every: init.snapshotEvery ?? 0, dim: init.dim, log: init.log })
     if (init.standby && (init.snapshotEvery ?? 0) > 0) {
       const { host, view, modelId, dim, maxLength, wireLedger, log } = init
-      this.standbys = new StandbyKeeper({ host, view, snapshots: this.snapshots, modelId, dim, maxLength, chained: init.forwarding === 'chain', wireLedger, log })
+      const chained = init.forwarding === 'chain'
+      this.standbys = new StandbyKeeper({ host, view, snapshots: this.snapshots, modelId, dim, maxLength, chained, wirePreference: init.wireDtype, wireLedger, log })
     }
   }
 
@@ -108,7 +109,7 @@ export class RemotePipeline implements BlockPipeline {
         const out = await this.run(hidden, startPos, signal)
         this.remember(hidden, startPos)
         if (this.init.snapshotEvery && (await this.snapshots.capture(this.hops!, this.hopSessionId, this.history, this.length, this.timeout(signal)))) await this.feedStandbys(signal)
-        await this.checkCanaries(signal)
+        await this.checkCanaries(signal, startPos, hidden.length / this.init.dim)
         return out
       } catch (err) {
         // No route means no peer to fail over to: waiting for one already took routeTimeoutMs.
@@ -128,9 +129,11 @@ export class RemotePipeline implements BlockPipeline {
   /** Peers the canaries convicted while this session ran (its outputs so far are suspect). */
   readonly convicted: string[] = []
 
-  private async checkCanaries(signal?: AbortSignal): Promise<void> {
-    const { forwarding, maxLength } = this.init
-    const excluded = (await this.init.canaries?.afterStep(this.route, { forwarding, maxLength, signal })) ?? []
+  private async checkCanaries(signal: AbortSignal | undefined, startPosition: number, rows: number): Promise<void> {
+    const { forwarding, maxLength, sessionId } = this.init
+    // the real step's shape too: decoys copy real sessions' prefill, length and max length
+    const ctx = { forwarding, maxLength, signal, sessionId, startPosition, rows }
+    const excluded = (await this.init.canaries?.afterStep(this.route, ctx)) ?? []
     if (excluded.length === 0) return
     this.exclude(excluded)
     // Leave the route now: the next step plans a new one without the convicted peers.
@@ -148,7 +151,7 @@ export class RemotePipeline implements BlockPipeline {
 
   async close(): Promise<void> {
     // Canary steps run beside the real ones: a conviction landing after the last step still counts.
-    const late = (await this.init.canaries?.settle()) ?? []
+    const late = (await this.init.canaries?.settle(this.init.sessionId)) ?? []
     if (late.length > 0) this.exclude(late)
     const hops = this.hops ?? []
     this.hops = undefined
@@ -199,7 +202,8 @@ export class RemotePipeline implements BlockPipeline {
 
   private async connect(upTo: number, signal?: AbortSignal): Promise<void> {
     const { view, from, to, dim } = this.init
-    // A hop died with standbys fed for every span: they are the new route, their KV in place.
+    // A hop died with fed standbys: they take over their spans with their KV in place (relayed,
+    // fresh peers take the other spans; chained, only a complete set takes over).
     const standby = this.route.length > 0 ? await this.standbys?.take(this.route) : undefined
     const route = standby?.route ?? (await view.waitForRoute(from, to, this.init.routeTimeoutMs, signal, { preference: this.init.wireDtype, chained: this.init.forwarding === 'chain' }))
     this.connects++
@@ -208,8 +212,13 @@ export class RemotePipeline implements BlockPipeline {
     const hops: HopSession[] = []
     try {
       // Open from the last hop back, so each hop's downstream already knows the session.
-      for (let i = route.length - 1; i >= 0 && !standby; i--) {
+      for (let i = route.length - 1; i >= 0; i--) {
         const t = route[i]
+        const taken = standby?.hops[i]
+        if (taken) {
+          hops.unshift(taken)
+          continue
+        }
         const hop = await this.tagged(t.peerId, HopSession.open(this.init.host, t, dim, {
           sessionId,
           modelId: this.init.modelId,
@@ -226,7 +235,6 @@ export class RemotePipeline implements BlockPipeline {
       for (const h of hops) h.close(sessionId, AbortSignal.timeout(2_000)).catch(() => {})
       throw err
     }
-    if (standby) hops.push(...standby.hops)
     this.hops = hops
     this.routes.push(route)
     this.init.log?.({ event: 'route', sessionId: this.init.sessionId, forwarding: this.init.forwarding, route: route.map((h) => ({ peerId: h.peerId, start: h.start, end: h.end, wire: h.wireDtype })) })
@@ -235,7 +243,7 @@ export class RemotePipeline implements BlockPipeline {
     const restored = await this.snapshots.restore(hops, sessionId, this.history, replay, this.timeout(signal), standby?.kept)
     if (replay > 0 && restored === 0) this.init.log?.({ event: 'replay', positions: replay, route: route.map((h) => [h.peerId, h.start, h.end]) })
     if (replay > 0) {
-      const source = restored === 0 ? 'replay' : standby ? 'standby' : 'snapshot'
+      const source = restored === 0 ? 'replay' : !standby ? 'snapshot' : standby.kept.size === hops.length ? 'standby' : 'mixed'
       this.init.log?.({ event: 'resume', from: source, restoredPositions: restored, replayedRows: replay - restored, route: route.map((h) => h.peerId) })
     }
     for (let p = restored; p < replay; p += REPLAY_CHUNK_ROWS) {

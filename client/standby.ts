@@ -2,6 +2,7 @@ import type { Host } from '../protocol/index.js'
 import { HopSession, type HopTarget } from './hop.js'
 import { type SnapshotKeeper, spanKey, wrapFor } from './snapshots.js'
 import type { SwarmView } from './swarm-view.js'
+import { acceptedDtypes, planWireRoute, type WirePreference } from './wire.js'
 import type { WireLedger } from './wire-ledger.js'
 
 export interface StandbyKeeperInit {
@@ -12,6 +13,8 @@ export interface StandbyKeeperInit {
   readonly dim: number
   readonly maxLength: number
   readonly chained: boolean
+  /** What the client asked for: the dtype of a fresh hop a relayed mixed takeover opens. */
+  readonly wirePreference: WirePreference
   readonly wireLedger?: WireLedger
   readonly log?: (e: Record<string, unknown>) => void
 }
@@ -30,10 +33,14 @@ interface Standby {
   wrappedKey?: Uint8Array
 }
 
-/** What a failover takes over from the standbys: a route of them and the positions each holds. */
+/**
+ * What a failover takes over from the standbys: the new route, per hop the standby session that
+ * takes it over (undefined: a fresh peer the caller opens and restores from the client-kept
+ * snapshots), and the positions each standby holds.
+ */
 export interface StandbyRoute {
   readonly route: HopTarget[]
-  readonly hops: HopSession[]
+  readonly hops: Array<HopSession | undefined>
   readonly kept: ReadonlyMap<HopSession, number>
 }
 
@@ -44,8 +51,14 @@ export interface StandbyRoute {
  * key wrapped to the standby's X25519 key. The standby checks every import as any import (tag,
  * binding, sequence, order). When a hop dies, the standbys become the route: their KV is already
  * there up to the last delta, so only the positions after it are replayed and no snapshot moves
- * at failure time. All spans need a standby for a takeover (a chain's standbys are opened wired
- * to each other); otherwise the failover falls back to the client-kept snapshots or a replay.
+ * at failure time. A standby runs the wire dtype its live hop negotiated (a chain: the chain's),
+ * so only peers that accept it are picked.
+ *
+ * Relayed, the takeover is per span: a fed standby where there is one, elsewhere a fresh peer
+ * that imports the client-kept snapshots (or, without any, replays). Chained, it is all spans or
+ * none: each standby was opened with its downstream standby as next hop and its upstream standby
+ * as the only peer allowed to forward steps to it, so a fresh hop cannot be spliced in; without
+ * a complete set the failover falls back to the client-kept snapshots or a replay.
  */
 export class StandbyKeeper {
   private standbys = new Map<string, Standby>()
@@ -113,10 +126,17 @@ export class StandbyKeeper {
     const used = new Set([...hops.map((h) => h.target.peerId), ...[...this.standbys.values()].map((s) => s.hop.target.peerId)])
     const targets: Array<HopTarget | undefined> = hops.map((h) => {
       if (this.standbys.has(spanKey(h))) return undefined
+      // the dtype the route negotiated for this hop (a chain's, on every hop): a standby that
+      // would run another one is no standby for it (the session would be refused or differ)
       const p = this.init.view
         .list()
         .find(
-          (c) => c.start <= h.target.start && h.target.end <= c.end && !used.has(c.peerId) && !this.init.view.isBanned(c.peerId)
+          (c) =>
+            c.start <= h.target.start &&
+            h.target.end <= c.end &&
+            !used.has(c.peerId) &&
+            !this.init.view.isBanned(c.peerId) &&
+            acceptedDtypes(c.wireDtypes).includes(h.wireDtype)
         )
       if (!p) {
         if (!this.unavailable.has(spanKey(h)))
@@ -125,7 +145,7 @@ export class StandbyKeeper {
         return undefined
       }
       used.add(p.peerId)
-      return { peerId: p.peerId, start: h.target.start, end: h.target.end, addrs: p.addrs, wireDtype: h.wireDtype }
+      return { peerId: p.peerId, start: h.target.start, end: h.target.end, addrs: p.addrs, wireDtypes: p.wireDtypes, wireDtype: h.wireDtype }
     })
     if (this.init.chained && targets.some((t) => !t)) return
     // Open from the last hop back, so in a chain each standby's downstream already knows the session.
@@ -157,7 +177,8 @@ export class StandbyKeeper {
           peerId: t.peerId,
           span: [t.start, t.end],
           sessionId: nextSessionId,
-          livePeerId: hops[i].target.peerId
+          livePeerId: hops[i].target.peerId,
+          wire: hops[i].wireDtype
         })
       } catch (err) {
         this.init.log?.({ event: 'standby-failed', peerId: t.peerId, span: [t.start, t.end], message: (err as Error).message })
@@ -170,23 +191,73 @@ export class StandbyKeeper {
   }
 
   /**
-   * On failover from `route`: when every span of it has a fed standby that is not banned, they
-   * become the new route (their sessions already use the next route's id). Otherwise every
-   * standby is closed (their session ids would collide with the new route's) and undefined.
+   * On failover from `route`: the spans with a fed standby that is not banned take it over (its
+   * session already uses the next route's id). Chained, that must be every span. Relayed, every
+   * other span gets a fresh peer (not banned, no standby, accepting the wire preference) that the
+   * caller opens; restore() then fills it from the client-kept snapshots. Undefined, with every
+   * standby closed (their session ids would collide with the new route's), when no standby
+   * serves or a span finds no fresh peer: the caller plans a whole new route.
    */
   async take(route: readonly HopTarget[]): Promise<StandbyRoute | undefined> {
-    const sts = route.map((h) => this.standbys.get(`${h.start}:${h.end}`))
-    const usable =
-      route.length > 0 && sts.every((s) => s !== undefined && s.fed > 0 && !this.init.view.isBanned(s.hop.target.peerId))
-    if (!usable) {
-      if (this.standbys.size > 0)
-        this.init.log?.({ event: 'standby-skipped', why: 'not every span of the route has a fed standby' })
+    const sts = route.map((h) => {
+      const s = this.standbys.get(`${h.start}:${h.end}`)
+      return s && s.fed > 0 && !this.init.view.isBanned(s.hop.target.peerId) ? s : undefined
+    })
+    const taken = sts.filter((s): s is Standby => s !== undefined)
+    const why =
+      taken.length === 0
+        ? 'no span of the route has a fed standby'
+        : this.init.chained && taken.length < route.length
+          ? 'chained: not every span of the route has a fed standby'
+          : undefined
+    const fresh = why === undefined ? this.freshHops(route, sts) : undefined
+    if (!fresh) {
+      if (this.standbys.size > 0) this.init.log?.({ event: 'standby-skipped', why: why ?? 'no fresh peer for a span without a standby' })
       await this.closeAll()
       return undefined
     }
+    for (const [key, st] of this.standbys) if (!taken.includes(st)) this.drop(key)
     this.standbys = new Map()
-    const hops = sts.map((s) => s!.hop)
-    return { route: hops.map((h) => h.target), hops, kept: new Map(sts.map((s) => [s!.hop, s!.end])) }
+    const out: StandbyRoute = { route: [], hops: [], kept: new Map(taken.map((s) => [s.hop, s.end])) }
+    route.forEach((_, i) => {
+      const st = sts[i]
+      const add = st ? [st.hop.target] : fresh[i]!
+      for (const t of add) {
+        out.route.push(t)
+        out.hops.push(st?.hop)
+      }
+    })
+    return out
+  }
+
+  /**
+   * Per span of `route` without a standby, the hops of a fresh sub-route over it (relayed, so a
+   * dtype per hop); each peer is used once, and no standby is (their sessions hold the next id).
+   * Undefined when a span has none.
+   */
+  private freshHops(route: readonly HopTarget[], sts: ReadonlyArray<Standby | undefined>): Array<HopTarget[] | undefined> | undefined {
+    const used = new Set([...this.standbys.values()].map((s) => s.hop.target.peerId))
+    const out: Array<HopTarget[] | undefined> = []
+    for (let i = 0; i < route.length; i++) {
+      if (sts[i]) {
+        out.push(undefined)
+        continue
+      }
+      const candidates = this.init.view.list().filter((c) => !used.has(c.peerId) && !this.init.view.isBanned(c.peerId))
+      try {
+        const hops = planWireRoute(candidates, route[i].start, route[i].end, this.init.wirePreference, false)
+        out.push(
+          hops.map((h) => {
+            used.add(h.peerId)
+            const p = candidates.find((c) => c.peerId === h.peerId)!
+            return { peerId: h.peerId, start: h.start, end: h.end, addrs: p.addrs, wireDtypes: p.wireDtypes, wireDtype: h.wireDtype }
+          })
+        )
+      } catch {
+        return undefined
+      }
+    }
+    return out
   }
 
   async closeAll(): Promise<void> {
