@@ -3,6 +3,7 @@
  * and the bytes a decoded token puts on the wire, counted with the real session codecs.
  */
 import { type DType, encodeSessionRequest, encodeSessionResponse, encodeTensor, type HopTiming } from '../protocol/index.js'
+import { parseShape } from '../shards/index.js'
 
 export const median = (xs: number[]): number =>
   xs.length === 0 ? Number.NaN : [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]
@@ -82,4 +83,19 @@ export function wireBytesPerToken(dim: number, dtype: DType, hops: number, chain
     activations: (hops + 1) * rowBytes(dim, dtype),
     sessionFrames: hops * step(true) + acks + awaitReq + result(true, 1)
   }
+}
+
+/** The benchmark shape a model file has (the issue's targets are per shape), if it is one. */
+export function knownShape(c: { dim: number; nLayers: number; vocabSize: number }): string | undefined {
+  return ['110m', '1.1b'].find((name) => {
+    const s = parseShape(name)
+    return s.dim === c.dim && s.nLayers === c.nLayers && s.vocabSize === c.vocabSize
+  })
+}
+
+/** The headline numbers of one mode's result, for the `runs` comparison. */
+export function headline(r: unknown): Record<string, unknown> | undefined {
+  if (r === undefined) return undefined
+  const m = r as { decodeTokensPerSecond: number; ratioToSingleProcess: number; sameTokensAsSingleProcess: boolean; latency: { tokenMs: number } }
+  return { decodeTokensPerSecond: m.decodeTokensPerSecond, ratioToSingleProcess: m.ratioToSingleProcess, sameTokens: m.sameTokensAsSingleProcess, tokenMs: m.latency.tokenMs }
 }

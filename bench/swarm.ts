@@ -2,7 +2,7 @@
  * Swarm benchmark: `npm run bench -- swarm --model FILE|SHAPE --peers N [--forwarding relay|chain|both]
  * [--gen-tokens 64] [--prompt-tokens 16] [--kernels auto|reference|wasm|native] [--threads N]
  * [--edge-first 1] [--edge-last 1] [--wire-dtype f32|f16|q8_0] [--dtype q8_0] [--seed 1]
- * [--busy-poll MS[,MS...]] [--node-threads N]`.
+ * [--busy-poll MS[,MS...]] [--node-threads N] [--repeats N]`.
  *
  * Starts N real node processes on 127.0.0.1 splitting the remote blocks evenly, generates
  * greedily through them with the SDK, and prints one JSON object: decode tokens/s through the
@@ -13,7 +13,9 @@
  *
  * `--busy-poll` lists polling windows to compare in one run (node/busy-poll.ts): for each, the
  * nodes start with `--busy-poll MS` and the client polls likewise while it streams; the first
- * value fills the top-level `relay`/`chain` results, every value is in `runs`.
+ * value fills the top-level `relay`/`chain` results, every value is in `runs`. `--repeats N`
+ * measures each mode N times, each right after a single-process run (the model stays loaded
+ * here), and reports medians: the ratio is the median of those adjacent pairs.
  */
 import { existsSync, renameSync } from 'node:fs'
 import { availableParallelism, tmpdir } from 'node:os'
@@ -22,21 +24,11 @@ import { parseArgs } from 'node:util'
 import { createClient, type Forwarding } from '../client/index.js'
 import { createBusyPoller } from '../node/busy-poll.js'
 import { type LocalNode, startLocalNode } from '../node/local-swarm.js'
-import type { DType } from '../protocol/index.js'
-import {
-  createEdge,
-  createLocalPipeline,
-  createShard,
-  createTokenizer,
-  generateTokens,
-  type KernelKind,
-  type ModelFile,
-  openModelFile,
-  parseShape,
-  selectKernels,
-  writeRandomModel
-} from '../shards/index.js'
-import { hopLatency, median, round, type StepEvent, wireBytesPerToken } from './swarm-stats.js'
+import { type DType, encodeTensor } from '../protocol/index.js'
+import { createTokenizer, type KernelKind, type ModelFile, openModelFile, parseShape, selectKernels, writeRandomModel } from '../shards/index.js'
+import { rawTcpRoundTrip } from './swarm-floor.js'
+import { decodeRate, openSingleProcess, type SingleRun } from './swarm-single.js'
+import { headline, hopLatency, knownShape, median, round, type StepEvent, wireBytesPerToken } from './swarm-stats.js'
 
 export interface SwarmBenchOptions {
   readonly model: string
@@ -56,6 +48,8 @@ export interface SwarmBenchOptions {
   readonly seed: number
   /** Polling windows (ms) to compare, each a fresh set of nodes (default [0]: off). */
   readonly busyPollMs?: number[]
+  /** Measurements per mode, each right after one of the single process (medians reported; default 1). */
+  readonly repeats?: number
 }
 
 /** A model file path, writing a random-weight GGUF for a shape name once. */
@@ -90,46 +84,6 @@ function promptText(model: ModelFile, n: number): string {
     if (count(next) === count(text) + 1) text = next
   }
   return text
-}
-
-/** Decode tokens/s from the times tokens were yielded: the first one ends the prefill. */
-function decodeRate(times: number[]): number {
-  return times.length < 2 ? Number.NaN : ((times.length - 1) * 1000) / (times[times.length - 1] - times[0])
-}
-
-async function singleProcess(path: string, o: SwarmBenchOptions, prompt: string, maxTokens: number) {
-  const model = openModelFile(path)
-  const kernels = selectKernels({ kind: o.kernels, threads: o.threads })
-  try {
-    const edge = createEdge({ model, kernels })
-    const shard = createShard({ model, start: 0, end: model.config.nLayers, kernels })
-    const tokenizer = createTokenizer(model.vocabulary!)
-    const promptTokens = tokenizer.encode(prompt)
-    const run = async (id: string, n: number) => {
-      const pipeline = createLocalPipeline([shard], id, promptTokens.length + n)
-      const tokens: number[] = []
-      const times: number[] = []
-      const t0 = performance.now()
-      for await (const t of generateTokens({
-        edge,
-        pipeline,
-        promptTokens,
-        maxTokens: n,
-        temperature: 0,
-        stopIds: tokenizer.stopIds
-      })) {
-        tokens.push(t)
-        times.push(performance.now())
-      }
-      await pipeline.close()
-      return { tokens, prefillMs: times[0] - t0, decodeTokensPerSecond: decodeRate(times) }
-    }
-    await run('warm-up', 4) // JIT and scratch buffers, as every swarm peer warmed up at start
-    return { kernels: kernels.name, promptTokens: promptTokens.length, ...(await run('measured', maxTokens)) }
-  } finally {
-    kernels.close?.()
-    model.close()
-  }
 }
 
 async function throughSwarm(
@@ -196,6 +150,29 @@ async function throughSwarm(
   }
 }
 
+type ModeResult = Awaited<ReturnType<typeof throughSwarm>>
+
+/**
+ * One mode's measurements, each paired with the single-process run just before it: the ratio is
+ * the median of the per-pair ratios; latency is that of the run with the median ratio.
+ */
+function summarize(pairs: Array<{ swarm: ModeResult; single: SingleRun }>) {
+  const ratios = pairs.map((p) => p.swarm.decodeTokensPerSecond / p.single.decodeTokensPerSecond)
+  const mid = pairs[ratios.indexOf(median(ratios))]
+  return {
+    decodeTokensPerSecond: round(median(pairs.map((p) => p.swarm.decodeTokensPerSecond)), 2),
+    singleProcessTokensPerSecond: round(median(pairs.map((p) => p.single.decodeTokensPerSecond)), 2),
+    ratioToSingleProcess: round(median(ratios)),
+    ratios: ratios.map((r) => round(r)),
+    sameTokensAsSingleProcess: pairs.every((p) => p.swarm.tokens.length === p.single.tokens.length && p.swarm.tokens.every((t, i) => t === p.single.tokens[i])),
+    prefillMs: mid.swarm.prefillMs,
+    route: mid.swarm.route,
+    failovers: pairs.reduce((a, p) => a + p.swarm.failovers, 0),
+    latency: mid.swarm.latency,
+    wireBytesPerToken: mid.swarm.wireBytesPerToken
+  }
+}
+
 export async function runSwarmBench(o: SwarmBenchOptions): Promise<Record<string, unknown>> {
   const { path, shape } = resolveModel(o)
   const model = openModelFile(path)
@@ -205,73 +182,84 @@ export async function runSwarmBench(o: SwarmBenchOptions): Promise<Record<string
   model.close()
   const spans = evenSpans(o.edgeFirst, c.nLayers - o.edgeLast, o.peers)
   const maxTokens = Math.min(o.genTokens, c.seqLen - o.promptTokens - 1)
-  const single = await singleProcess(path, { ...o, genTokens: maxTokens }, prompt, maxTokens)
+  const repeats = o.repeats ?? 1
+  const single = await openSingleProcess(path, o, prompt)
+  const singles: SingleRun[] = []
   const nodeThreads = o.nodeThreads ?? o.threads
   const busyPoll = o.busyPollMs ?? [0]
+  const named = shape ?? knownShape(c)
   const result: Record<string, unknown> = {
     bench: 'swarm',
     model: path,
-    ...(shape ? { shape } : {}),
+    ...(named ? { shape: named } : {}),
     config: { dim: c.dim, layers: c.nLayers, vocab: c.vocabSize, weights: weightDType },
     kernels: single.kernels,
     threads: o.threads,
     nodeThreads,
     busyPollMs: busyPoll[0],
+    repeats,
     peers: o.peers,
     spans,
     edge: { first: o.edgeFirst, last: o.edgeLast },
     wireDtype: o.wireDtype,
-    promptTokens: single.promptTokens,
-    genTokens: single.tokens.length,
-    singleProcess: { decodeTokensPerSecond: round(single.decodeTokensPerSecond, 2), prefillMs: round(single.prefillMs) }
+    promptTokens: single.promptTokens
   }
   const runs: Array<Record<string, unknown>> = []
-  for (const busyPollMs of busyPoll) {
-    const run: Record<string, unknown> = { busyPollMs }
-    // The client bootstraps to every node and reads their spans by `info`: announcements are not
-    // needed to route, and each one is a signed gossipsub round that every peer checks — CPU the
-    // computing peer needs on a shared host. Nodes announce at their default interval.
-    const args = ['--kernels', o.kernels, '--threads', String(nodeThreads), '--busy-poll', String(busyPollMs)]
-    const nodes: LocalNode[] = []
-    try {
-      const startTimeoutMs = 600_000 // a 1.1b span takes a while to read
-      nodes.push(await startLocalNode({ model: path, layers: `${spans[0][0]}:${spans[0][1]}`, args, startTimeoutMs }))
-      const bootstrap = [nodes[0].addrs[0]]
-      for (const [a, b] of spans.slice(1))
-        nodes.push(await startLocalNode({ model: path, layers: `${a}:${b}`, bootstrap, args, startTimeoutMs }))
-      for (const mode of o.forwarding) {
-        const r = await throughSwarm(path, c.dim, { ...o, genTokens: maxTokens }, nodes, mode, prompt, busyPollMs)
-        run[mode] = {
-          decodeTokensPerSecond: round(r.decodeTokensPerSecond, 2),
-          ratioToSingleProcess: round(r.decodeTokensPerSecond / single.decodeTokensPerSecond),
-          sameTokensAsSingleProcess: r.tokens.length === single.tokens.length && r.tokens.every((t, i) => t === single.tokens[i]),
-          prefillMs: r.prefillMs,
-          route: r.route,
-          failovers: r.failovers,
-          latency: r.latency,
-          wireBytesPerToken: r.wireBytesPerToken
+  try {
+    for (const busyPollMs of busyPoll) {
+      const run: Record<string, unknown> = { busyPollMs }
+      // The client bootstraps to every node and reads their spans by `info`: announcements are not
+      // needed to route, and each one is a signed gossipsub round that every peer checks — CPU the
+      // computing peer needs on a shared host. Nodes announce at their default interval.
+      const args = ['--kernels', o.kernels, '--threads', String(nodeThreads), '--busy-poll', String(busyPollMs)]
+      const nodes: LocalNode[] = []
+      const pairs = new Map<Forwarding, Array<{ swarm: ModeResult; single: SingleRun }>>()
+      const chainOverRelay: number[] = []
+      try {
+        const startTimeoutMs = 600_000 // a 1.1b span takes a while to read
+        nodes.push(await startLocalNode({ model: path, layers: `${spans[0][0]}:${spans[0][1]}`, args, startTimeoutMs }))
+        const bootstrap = [nodes[0].addrs[0]]
+        for (const [a, b] of spans.slice(1))
+          nodes.push(await startLocalNode({ model: path, layers: `${a}:${b}`, bootstrap, args, startTimeoutMs }))
+        for (let rep = 0; rep < repeats; rep++) {
+          const rates = new Map<Forwarding, number>()
+          for (const mode of o.forwarding) {
+            // the single process right before: the same neighbours' load on both sides of the ratio
+            const s = await single.run(maxTokens)
+            singles.push(s)
+            const r = await throughSwarm(path, c.dim, { ...o, genTokens: maxTokens }, nodes, mode, prompt, busyPollMs)
+            pairs.set(mode, [...(pairs.get(mode) ?? []), { swarm: r, single: s }])
+            rates.set(mode, r.decodeTokensPerSecond)
+          }
+          if (rates.has('relay') && rates.has('chain')) chainOverRelay.push(rates.get('chain')! / rates.get('relay')!)
         }
+      } finally {
+        await Promise.all(nodes.map((n) => n.stop()))
       }
-    } finally {
-      await Promise.all(nodes.map((n) => n.stop()))
+      for (const [mode, p] of pairs) run[mode] = summarize(p)
+      if (chainOverRelay.length > 0) {
+        run.chainOverRelay = round(median(chainOverRelay))
+        run.chainOverRelayPerRepeat = chainOverRelay.map((x) => round(x))
+      }
+      runs.push(run)
     }
-    const rate = (m: Forwarding) => (run[m] as { decodeTokensPerSecond?: number } | undefined)?.decodeTokensPerSecond
-    if (rate('relay') !== undefined && rate('chain') !== undefined) run.chainOverRelay = round(rate('chain')! / rate('relay')!)
-    runs.push(run)
+  } finally {
+    single.close()
+  }
+  // what the wire itself costs here, for reading linkMs (README "Swarm speed")
+  result.rawTcpRoundTripMs = await rawTcpRoundTrip(encodeTensor(new Float32Array(c.dim), [1, c.dim], o.wireDtype).data.byteLength)
+  result.genTokens = singles[0].tokens.length
+  result.singleProcess = {
+    decodeTokensPerSecond: round(median(singles.map((s) => s.decodeTokensPerSecond)), 2),
+    runs: singles.map((s) => round(s.decodeTokensPerSecond, 2)),
+    prefillMs: round(median(singles.map((s) => s.prefillMs)))
   }
   const { busyPollMs: _, ...first } = runs[0]
   Object.assign(result, first)
   if (runs.length > 1) result.runs = runs.map((r) => ({ busyPollMs: r.busyPollMs, relay: headline(r.relay), chain: headline(r.chain), chainOverRelay: r.chainOverRelay }))
   // the issue's targets (127.0.0.1, 3 spans): 1.1b >= 0.95x, 110m >= 0.85x of one process; chain > relay from 3 hops
-  result.targets = { ratio: shape === '1.1b' ? 0.95 : shape === '110m' ? 0.85 : null, chainBeatsRelayFromHops: 3 }
+  result.targets = { ratio: named === '1.1b' ? 0.95 : named === '110m' ? 0.85 : null, chainBeatsRelayFromHops: 3 }
   return result
-}
-
-/** The headline numbers of one mode's result, for the `runs` comparison. */
-function headline(r: unknown): Record<string, unknown> | undefined {
-  if (r === undefined) return undefined
-  const m = r as { decodeTokensPerSecond: number; ratioToSingleProcess: number; sameTokensAsSingleProcess: boolean; latency: { tokenMs: number } }
-  return { decodeTokensPerSecond: m.decodeTokensPerSecond, ratioToSingleProcess: m.ratioToSingleProcess, sameTokens: m.sameTokensAsSingleProcess, tokenMs: m.latency.tokenMs }
 }
 
 export async function main(argv: string[]): Promise<void> {
@@ -291,7 +279,8 @@ export async function main(argv: string[]): Promise<void> {
       'wire-dtype': { type: 'string', default: 'f32' },
       dtype: { type: 'string', default: 'q8_0' },
       seed: { type: 'string', default: '1' },
-      'busy-poll': { type: 'string', default: '0' }
+      'busy-poll': { type: 'string', default: '0' },
+      repeats: { type: 'string', default: '1' }
     }
   })
   const int = (name: string, v: string | undefined, min: number): number => {
@@ -319,7 +308,8 @@ export async function main(argv: string[]): Promise<void> {
     wireDtype: oneOf('wire-dtype', values['wire-dtype'], ['f32', 'f16', 'q8_0'] as const),
     dtype: oneOf('dtype', values.dtype, ['f32', 'f16', 'q8_0'] as const),
     seed: int('seed', values.seed, 0),
-    busyPollMs: values['busy-poll'].split(',').map((v) => int('busy-poll', v, 0))
+    busyPollMs: values['busy-poll'].split(',').map((v) => int('busy-poll', v, 0)),
+    repeats: int('repeats', values.repeats, 1)
   })
   console.log(JSON.stringify(result, null, 2))
 }
