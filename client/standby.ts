@@ -19,6 +19,9 @@ export interface StandbyKeeperInit {
   readonly log?: (e: Record<string, unknown>) => void
 }
 
+/** How long a peer that failed to open a standby session is not asked again. */
+const STANDBY_REFUSED_MS = 60_000
+
 /** A peer holding a session that tracks one span of the live route through sealed deltas. */
 interface Standby {
   readonly hop: HopSession
@@ -64,6 +67,11 @@ export class StandbyKeeper {
   private standbys = new Map<string, Standby>()
   /** Spans already reported without a standby (logged once). */
   private readonly unavailable = new Set<string>()
+  /**
+   * Peers whose standby session could not be opened, until when they are not asked again (every
+   * capture would otherwise retry the same refusal, e.g. on a stale view of the dtypes it accepts).
+   */
+  private readonly refusedUntilMs = new Map<string, number>()
 
   constructor(private readonly init: StandbyKeeperInit) {}
 
@@ -123,7 +131,8 @@ export class StandbyKeeper {
     }
     if (hops.every((h) => this.standbys.has(spanKey(h)))) return
     if (this.init.chained) for (const key of [...this.standbys.keys()]) this.drop(key)
-    const used = new Set([...hops.map((h) => h.target.peerId), ...[...this.standbys.values()].map((s) => s.hop.target.peerId)])
+    const refused = [...this.refusedUntilMs].filter(([, until]) => until > Date.now()).map(([id]) => id)
+    const used = new Set([...refused, ...hops.map((h) => h.target.peerId), ...[...this.standbys.values()].map((s) => s.hop.target.peerId)])
     const targets: Array<HopTarget | undefined> = hops.map((h) => {
       if (this.standbys.has(spanKey(h))) return undefined
       // the dtype the route negotiated for this hop (a chain's, on every hop): a standby that
@@ -182,6 +191,7 @@ export class StandbyKeeper {
         })
       } catch (err) {
         this.init.log?.({ event: 'standby-failed', peerId: t.peerId, span: [t.start, t.end], message: (err as Error).message })
+        this.refusedUntilMs.set(t.peerId, Date.now() + STANDBY_REFUSED_MS)
         if (this.init.chained) {
           for (const key of [...this.standbys.keys()]) this.drop(key)
           return
