@@ -87,7 +87,8 @@ export class RemotePipeline implements BlockPipeline {
     if (init.standby && (init.snapshotEvery ?? 0) > 0) {
       const { host, view, modelId, dim, maxLength, wireLedger, log } = init
       const chained = init.forwarding === 'chain'
-      this.standbys = new StandbyKeeper({ host, view, snapshots: this.snapshots, modelId, dim, maxLength, chained, wirePreference: init.wireDtype, wireLedger, log })
+      const wirePreference = init.wireDtype
+      this.standbys = new StandbyKeeper({ host, view, snapshots: this.snapshots, modelId, dim, maxLength, chained, wirePreference, wireLedger, log })
     }
   }
 

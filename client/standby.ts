@@ -132,7 +132,11 @@ export class StandbyKeeper {
     if (hops.every((h) => this.standbys.has(spanKey(h)))) return
     if (this.init.chained) for (const key of [...this.standbys.keys()]) this.drop(key)
     const refused = [...this.refusedUntilMs].filter(([, until]) => until > Date.now()).map(([id]) => id)
-    const used = new Set([...refused, ...hops.map((h) => h.target.peerId), ...[...this.standbys.values()].map((s) => s.hop.target.peerId)])
+    const used = new Set([
+      ...refused,
+      ...hops.map((h) => h.target.peerId),
+      ...[...this.standbys.values()].map((s) => s.hop.target.peerId)
+    ])
     const targets: Array<HopTarget | undefined> = hops.map((h) => {
       if (this.standbys.has(spanKey(h))) return undefined
       // the dtype the route negotiated for this hop (a chain's, on every hop): a standby that
@@ -154,7 +158,14 @@ export class StandbyKeeper {
         return undefined
       }
       used.add(p.peerId)
-      return { peerId: p.peerId, start: h.target.start, end: h.target.end, addrs: p.addrs, wireDtypes: p.wireDtypes, wireDtype: h.wireDtype }
+      return {
+        peerId: p.peerId,
+        start: h.target.start,
+        end: h.target.end,
+        addrs: p.addrs,
+        wireDtypes: p.wireDtypes,
+        wireDtype: h.wireDtype
+      }
     })
     if (this.init.chained && targets.some((t) => !t)) return
     // Open from the last hop back, so in a chain each standby's downstream already knows the session.
@@ -222,7 +233,8 @@ export class StandbyKeeper {
           : undefined
     const fresh = why === undefined ? this.freshHops(route, sts) : undefined
     if (!fresh) {
-      if (this.standbys.size > 0) this.init.log?.({ event: 'standby-skipped', why: why ?? 'no fresh peer for a span without a standby' })
+      if (this.standbys.size > 0)
+        this.init.log?.({ event: 'standby-skipped', why: why ?? 'no fresh peer for a span without a standby' })
       await this.closeAll()
       return undefined
     }
@@ -245,7 +257,10 @@ export class StandbyKeeper {
    * dtype per hop); each peer is used once, and no standby is (their sessions hold the next id).
    * Undefined when a span has none.
    */
-  private freshHops(route: readonly HopTarget[], sts: ReadonlyArray<Standby | undefined>): Array<HopTarget[] | undefined> | undefined {
+  private freshHops(
+    route: readonly HopTarget[],
+    sts: ReadonlyArray<Standby | undefined>
+  ): Array<HopTarget[] | undefined> | undefined {
     const used = new Set([...this.standbys.values()].map((s) => s.hop.target.peerId))
     const out: Array<HopTarget[] | undefined> = []
     for (let i = 0; i < route.length; i++) {
@@ -260,7 +275,14 @@ export class StandbyKeeper {
           hops.map((h) => {
             used.add(h.peerId)
             const p = candidates.find((c) => c.peerId === h.peerId)!
-            return { peerId: h.peerId, start: h.start, end: h.end, addrs: p.addrs, wireDtypes: p.wireDtypes, wireDtype: h.wireDtype }
+            return {
+              peerId: h.peerId,
+              start: h.start,
+              end: h.end,
+              addrs: p.addrs,
+              wireDtypes: p.wireDtypes,
+              wireDtype: h.wireDtype
+            }
           })
         )
       } catch {

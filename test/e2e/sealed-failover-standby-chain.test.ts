@@ -69,14 +69,22 @@ describe('chained failover to a standby chain fed with sealed deltas, f16 wire',
       expect(events[failedAt], show()).toMatchObject({ peerId: victim.peerId })
       const before = events.slice(0, failedAt)
       // one standby per span, neither on the route, both on the chain's f16, never the f32-only peer
-      const standbys = [1, 2].map((start) => before.filter((e) => e.event === 'standby' && (e.span as number[])[0] === start).at(-1))
+      const standbys = [1, 2].map((start) =>
+        before.filter((e) => e.event === 'standby' && (e.span as number[])[0] === start).at(-1)
+      )
       for (const s of standbys) {
         expect(s, show()).toBeDefined()
         expect(s!.wire).toBe('f16')
         expect(route.map((h) => h.peerId)).not.toContain(s!.peerId)
       }
-      expect(events.some((e) => String(e.event).startsWith('standby') && e.peerId === f32Only.peerId), show()).toBe(false)
-      expect(events.some((e) => e.event === 'standby-failed'), show()).toBe(false)
+      expect(
+        events.some((e) => String(e.event).startsWith('standby') && e.peerId === f32Only.peerId),
+        show()
+      ).toBe(false)
+      expect(
+        events.some((e) => e.event === 'standby-failed'),
+        show()
+      ).toBe(false)
       // each standby imported the first snapshot, then deltas, up to the last capture
       const lastFed = standbys.map((s) => {
         const fed = before.filter((e) => e.event === 'standby-fed' && e.peerId === s!.peerId)
@@ -89,7 +97,10 @@ describe('chained failover to a standby chain fed with sealed deltas, f16 wire',
       const resume = events.slice(failedAt).find((e) => e.event === 'resume')
       expect(resume, show()).toMatchObject({ from: 'standby', restoredPositions: lastFed[0] })
       expect(resume!.replayedRows as number).toBeLessThan(EVERY)
-      expect(events.some((e) => e.event === 'replay' || e.event === 'restore'), show()).toBe(false)
+      expect(
+        events.some((e) => e.event === 'replay' || e.event === 'restore'),
+        show()
+      ).toBe(false)
       // the new route is the standby chain, still on f16
       const newRoute = events.slice(failedAt).find((e) => e.event === 'route')!.route as Array<{ peerId: string; wire: string }>
       expect(newRoute.map((h) => h.peerId)).toEqual(standbys.map((s) => s!.peerId))

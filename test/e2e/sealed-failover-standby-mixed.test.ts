@@ -53,7 +53,11 @@ describe('relayed failover: a standby where fed, client-kept snapshots elsewhere
     try {
       await client.view.waitForRoute(1, 4, 20_000)
       await new Promise((r) => setTimeout(r, 700)) // every peer announced
-      const { tokens, result, victim, route } = await generateWithFault(client, events, nodes, { at: 40, hop: 0, fault: (n) => n.kill() })
+      const { tokens, result, victim, route } = await generateWithFault(client, events, nodes, {
+        at: 40,
+        hop: 0,
+        fault: (n) => n.kill()
+      })
       expect(route.length).toBe(2)
       expect(tokens).toEqual(ref.generated_tokens)
       const { report } = result
@@ -65,7 +69,10 @@ describe('relayed failover: a standby where fed, client-kept snapshots elsewhere
       const standby = before.filter((e) => e.event === 'standby').at(-1)
       expect(standby, show()).toMatchObject({ span: [1, 2] })
       expect(standby!.peerId).not.toBe(victim.peerId)
-      expect(before.some((e) => e.event === 'standby-unavailable' && (e.span as number[])[0] === 2), show()).toBe(true)
+      expect(
+        before.some((e) => e.event === 'standby-unavailable' && (e.span as number[])[0] === 2),
+        show()
+      ).toBe(true)
       const lastFed = before.filter((e) => e.event === 'standby-fed' && e.peerId === standby!.peerId).at(-1)!.positions as number
       expect(lastFed).toBeGreaterThanOrEqual(ref.prompt_tokens.length + 40 - EVERY)
       const after = events.slice(failedAt)
@@ -82,7 +89,10 @@ describe('relayed failover: a standby where fed, client-kept snapshots elsewhere
       const resume = after.find((e) => e.event === 'resume')
       expect(resume, show()).toMatchObject({ from: 'mixed', restoredPositions: lastFed })
       expect(resume!.replayedRows as number).toBeLessThan(EVERY)
-      expect(events.some((e) => e.event === 'replay' || e.event === 'standby-skipped'), show()).toBe(false)
+      expect(
+        events.some((e) => e.event === 'replay' || e.event === 'standby-skipped'),
+        show()
+      ).toBe(false)
     } finally {
       await client.close()
     }
