@@ -95,9 +95,10 @@ void decodeQ8Prepared(const uint8_t* w, const int8_t* xsAll, const int32_t* xsum
       const float* dx = xd + size_t(t) * nb;
       const int32_t* bias = xsumAll + size_t(t) * nb;
       __m256 acc = _mm256_setzero_ps();
-      // The 8 rows of a tile are contiguous (8·rb bytes) and the next tile follows: stream it in
-      // while this one is computed (the 8 interleaved rows defeat the hardware prefetcher).
-      const char* pf = reinterpret_cast<const char*>(w + size_t(r + 8) * rb);
+      // The 8 rows of a tile are contiguous (8·rb bytes) and the next tiles follow: stream the
+      // one two tiles ahead in while this one is computed (the 8 interleaved rows defeat the
+      // hardware prefetcher; two tiles ahead measured a few % faster than one here).
+      const char* pf = reinterpret_cast<const char*>(w + size_t(r + 16) * rb);
       for (int b = 0; b < nb; b++) {
         if (t == 0) {
           const char* p0 = pf + size_t(b) * 272;
