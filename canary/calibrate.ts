@@ -1,5 +1,5 @@
-import { KernelsUnavailableError, type Kernels, type KvDType, type ModelFile, selectKernels } from '../shards/index.js'
-import { type CanarySet, buildCanarySet } from './canary-set.js'
+import { type Kernels, KernelsUnavailableError, type KvDType, type ModelFile, selectKernels } from '../shards/index.js'
+import { buildCanarySet, type CanarySet } from './canary-set.js'
 import { driftMetrics } from './drift.js'
 import { type DriftModel, type DriftSample, fitDriftModel } from './drift-model.js'
 import { CanaryArgumentError } from './errors.js'
@@ -102,11 +102,24 @@ export function collectBenignSamples(options: CalibrateOptions): { samples: Drif
   for (const { model, boundaries } of options.targets) {
     for (const boundary of boundaries) {
       const ends = endsAfter(model, boundary)
-      const set = buildCanarySet({ model, boundary, ends, prompts: options.prompts, tokensPerPrompt: options.tokensPerPrompt, seed: options.seed })
+      const set = buildCanarySet({
+        model,
+        boundary,
+        ends,
+        prompts: options.prompts,
+        tokensPerPrompt: options.tokensPerPrompt,
+        seed: options.seed
+      })
       for (const profile of profiles) {
         const pk = profileKernels(profile)
         if (pk.fallback) fallbacks.add(profile)
-        const runner = createSpanRunner({ model, kernels: pk.kernels, kvDType: pk.kvDType, start: boundary, maxEnd: ends[ends.length - 1] })
+        const runner = createSpanRunner({
+          model,
+          kernels: pk.kernels,
+          kvDType: pk.kvDType,
+          start: boundary,
+          maxEnd: ends[ends.length - 1]
+        })
         try {
           for (const wire of wires) {
             if (wire === 'int8' && set.dim % 32 !== 0) continue

@@ -1,16 +1,19 @@
 import { createHash } from 'node:crypto'
 import { chmodSync, readFileSync, writeFileSync } from 'node:fs'
-import type { Canary, CanarySet } from './canary-set.js'
-import { CanaryArgumentError, CanarySetMismatchError, CorruptCanarySetError } from './errors.js'
+import { type BuildCanarySetOptions, buildCanarySet, type Canary, type CanarySet } from './canary-set.js'
+import { CanaryArgumentError, CanarySetMismatchError, CanarySetVersionError, CorruptCanarySetError } from './errors.js'
 
 /*
  * Canary set file, little-endian:
- *   magic "LSCANRY1" (8 bytes) | u32 header length H | header JSON (UTF-8, H bytes, padded with
+ *   magic "LSCANRY2" (8 bytes; the digit is the format version) | u32 header length H | header JSON (UTF-8, H bytes, padded with
  *   spaces to a multiple of 4) | f32 data | SHA-256 of everything before it (32 bytes).
  * The data holds, per canary in order, inputs [L, dim] then outputs [L, dim] for each end.
  * The file is secret to the client (whoever holds it can answer canaries), so it is written 0600.
  */
-const MAGIC = 'LSCANRY1'
+const MAGIC_PREFIX = 'LSCANRY'
+/** Format 2: canaries run to DEFAULT_CANARY_LENGTH positions (stop tokens masked), not ~40. */
+export const CANARY_FILE_VERSION = 2
+const MAGIC = `${MAGIC_PREFIX}${CANARY_FILE_VERSION}`
 const DIGEST = 32
 
 interface Header {
@@ -64,11 +67,23 @@ export interface LoadCanarySetExpect {
 export function loadCanarySet(path: string, expect: LoadCanarySetExpect = {}): CanarySet {
   if (typeof path !== 'string' || path.length === 0) throw new CanaryArgumentError('path must be a non-empty string')
   const buf = readFileSync(path)
-  if (buf.length < 12 + DIGEST || buf.toString('latin1', 0, 8) !== MAGIC) {
+  const magic = buf.toString('latin1', 0, 8)
+  if (buf.length >= 8 && magic.startsWith(MAGIC_PREFIX) && magic !== MAGIC) {
+    // Format 1 held canaries of ~40 positions: decoys that short leave late positions unchecked.
+    throw new CanarySetVersionError(
+      `${path} is a canary set file of format ${magic.slice(MAGIC_PREFIX.length)}, this layerswarm reads format ${CANARY_FILE_VERSION}: rebuild it (buildCanarySet, or loadOrBuildCanarySet does it)`
+    )
+  }
+  if (buf.length < 12 + DIGEST || magic !== MAGIC) {
     throw new CorruptCanarySetError(`${path} is not a canary set file`)
   }
   const body = buf.subarray(0, buf.length - DIGEST)
-  if (!createHash('sha256').update(body).digest().equals(buf.subarray(buf.length - DIGEST))) {
+  if (
+    !createHash('sha256')
+      .update(body)
+      .digest()
+      .equals(buf.subarray(buf.length - DIGEST))
+  ) {
     throw new CorruptCanarySetError(`${path}: checksum mismatch (truncated or altered)`)
   }
   const h = body.readUInt32LE(8)
@@ -97,7 +112,14 @@ export function loadCanarySet(path: string, expect: LoadCanarySetExpect = {}): C
     const outputs = header.ends.map(() => take(per[i]))
     return { text: c.text, tokens: c.tokens, promptLength: c.promptLength, inputs, outputs }
   })
-  return { modelId: header.modelId, boundary: header.boundary, ends: header.ends, dim: header.dim, kernels: header.kernels, canaries }
+  return {
+    modelId: header.modelId,
+    boundary: header.boundary,
+    ends: header.ends,
+    dim: header.dim,
+    kernels: header.kernels,
+    canaries
+  }
 }
 
 function checkHeader(h: Header): void {
@@ -112,4 +134,21 @@ function checkHeader(h: Header): void {
     }
     if (!int(c.promptLength, 1) || c.promptLength > c.tokens.length) throw new Error('bad prompt length')
   }
+}
+
+/**
+ * The canary set saved at `path`; when there is none, or it is of an older format, a set built
+ * anew from `build` and saved there. A file for another model or boundary
+ * (CanarySetMismatchError) or a damaged one (CorruptCanarySetError) is not silently replaced.
+ */
+export function loadOrBuildCanarySet(path: string, build: BuildCanarySetOptions & { readonly modelId: string }): CanarySet {
+  try {
+    return loadCanarySet(path, { modelId: build.modelId, boundary: build.boundary })
+  } catch (err) {
+    const missing = (err as { code?: string }).code === 'ENOENT'
+    if (!missing && !(err instanceof CanarySetVersionError)) throw err
+  }
+  const set = buildCanarySet(build)
+  saveCanarySet(path, set)
+  return set
 }

@@ -1,18 +1,9 @@
-import {
-  computeModelId,
-  createEdge,
-  createReferenceKernels,
-  createSampler,
-  createShard,
-  createTokenizer,
-  type Kernels,
-  type ModelFile
-} from '../shards/index.js'
+import { computeModelId, createReferenceKernels, createTokenizer, type Kernels, type ModelFile } from '../shards/index.js'
 import { CanaryArgumentError } from './errors.js'
 import { DEFAULT_CANARY_PROMPTS } from './prompts.js'
-import { createSpanRunner } from './span-runner.js'
+import { type CanaryTrace, createTracer } from './trace.js'
 
-/** One canary: a real prompt, continued by the model, and its hidden states at the boundary. */
+/** One canary: a real prompt, continued by the model, and its hidden states at the boundary (a view of its trace). */
 export interface Canary {
   readonly text: string
   /** Token ids [L]: the prompt's tokens (BOS first), then tokens the model sampled after it. */
@@ -44,7 +35,10 @@ export interface BuildCanarySetOptions {
   readonly ends: readonly number[]
   /** Real prompts; DEFAULT_CANARY_PROMPTS by default. */
   readonly prompts?: readonly string[]
-  /** Tokens per canary, prompt plus sampled continuation (default 40, at most the context). */
+  /**
+   * Positions per canary, prompt plus sampled continuation: as long as the client's real sessions,
+   * so a decoy can run as long as one (default DEFAULT_CANARY_LENGTH, capped by the model context).
+   */
   readonly tokensPerPrompt?: number
   /** At most this many prompt tokens are kept (default 24), so there is a continuation. */
   readonly maxPromptTokens?: number
@@ -54,30 +48,40 @@ export interface BuildCanarySetOptions {
   readonly onProgress?: (built: number, total: number) => void
 }
 
+/** Positions per canary by default: the length of a client's default generation (256 tokens). */
+export const DEFAULT_CANARY_LENGTH = 256
+
+/** Canary traces of a model: every block boundary's states, for sets at any boundary. */
+export interface CanaryTraces {
+  readonly modelId: string
+  readonly kernels: string
+  readonly dim: number
+  readonly nLayers: number
+  readonly traces: readonly CanaryTrace[]
+}
+
+export type BuildCanaryTracesOptions = Omit<BuildCanarySetOptions, 'boundary' | 'ends'> & {
+  /** Block boundaries whose states are kept (default all, 0..nLayers). */
+  readonly levels?: readonly number[]
+}
+
 const isInt = (x: unknown, min: number): x is number => Number.isInteger(x) && (x as number) >= min
 
 /**
- * A canary set for one model and one span boundary b. Each prompt is tokenized (BOS first),
- * cut to maxPromptTokens, continued by sampling the whole model at temperature 1 (so the
- * tokens are distributed as ordinary generations), run through embed + blocks [0, b) to get the
- * inputs, and through [b, e) for every e in `ends` to get the reference outputs.
- * Building again with the same options regenerates the same set.
+ * Canary traces: each prompt is tokenized (BOS first), cut to maxPromptTokens and continued by
+ * sampling the whole model at temperature 1 on the trusted kernels (so the tokens are distributed
+ * as ordinary generations) to tokensPerPrompt positions, keeping the hidden states at the block
+ * boundaries asked for. Building again with the same options regenerates the same traces.
  */
-export function buildCanarySet(options: BuildCanarySetOptions): CanarySet {
+export function buildCanaryTraces(options: BuildCanaryTracesOptions): CanaryTraces {
   const { model } = options
-  if (!model || typeof model !== 'object' || !model.config) throw new CanaryArgumentError('buildCanarySet needs a model')
+  if (!model || typeof model !== 'object' || !model.config) throw new CanaryArgumentError('building canaries needs a model')
   const n = model.config.nLayers
-  const { boundary } = options
-  if (!isInt(boundary, 0) || boundary >= n) throw new CanaryArgumentError(`boundary ${boundary} must be in [0, ${n})`)
-  const ends = [...new Set(options.ends ?? [])].sort((a, b) => a - b)
-  if (ends.length === 0 || ends.some((e) => !isInt(e, boundary + 1) || e > n)) {
-    throw new CanaryArgumentError(`ends must be a non-empty list of integers in (${boundary}, ${n}]`)
-  }
   const prompts = options.prompts ?? DEFAULT_CANARY_PROMPTS
   if (!Array.isArray(prompts) || prompts.length === 0 || prompts.some((p) => typeof p !== 'string' || p.length === 0)) {
     throw new CanaryArgumentError('prompts must be a non-empty list of non-empty strings')
   }
-  const total = options.tokensPerPrompt ?? 40
+  const total = options.tokensPerPrompt ?? Math.min(DEFAULT_CANARY_LENGTH, model.config.seqLen)
   const maxPrompt = options.maxPromptTokens ?? 24
   if (!isInt(total, 2) || total > model.config.seqLen) {
     throw new CanaryArgumentError(`tokensPerPrompt must be an integer in [2, ${model.config.seqLen}]`)
@@ -85,63 +89,56 @@ export function buildCanarySet(options: BuildCanarySetOptions): CanarySet {
   if (!isInt(maxPrompt, 1) || maxPrompt > total) throw new CanaryArgumentError(`maxPromptTokens must be in [1, ${total}]`)
   const seed = options.seed ?? 1
   if (!Number.isSafeInteger(seed)) throw new CanaryArgumentError('seed must be a safe integer')
+  const levels = options.levels ?? Array.from({ length: n + 1 }, (_, k) => k)
+  if (!Array.isArray(levels) || levels.some((k) => !isInt(k, 0) || k > n))
+    throw new CanaryArgumentError(`levels must be integers in [0, ${n}]`)
   if (!model.vocabulary) throw new CanaryArgumentError('the model file has no tokenizer vocabulary')
-
   const kernels = options.kernels ?? createReferenceKernels()
-  const tokenizer = createTokenizer(model.vocabulary)
-  const edge = createEdge({ model, kernels })
-  const full = createShard({ model, start: 0, end: n, kernels })
-  const runner = createSpanRunner({ model, kernels, start: boundary, maxEnd: ends[ends.length - 1] })
-  const dim = model.config.dim
-  const stops = new Set([tokenizer.bosId, tokenizer.eosId, ...tokenizer.stopIds])
+  const tracer = createTracer(model, kernels, createTokenizer(model.vocabulary))
   try {
-    const canaries = prompts.map((text, i): Canary => {
-      const promptTokens = tokenizer.encode(text, { bos: true }).slice(0, maxPrompt)
-      const tokens = continueTokens(full, edge, promptTokens, total, seed * 1000 + i, stops)
-      let inputs = edge.embed(tokens)
-      if (boundary > 0) {
-        full.openSession('canary-prefix', { maxLength: tokens.length, start: 0, end: boundary })
-        inputs = full.forward('canary-prefix', inputs, 0)
-        full.closeSession('canary-prefix')
-      }
-      const outputs = runner.run(inputs, [tokens.length], ends)
+    const traces = prompts.map((text, i) => {
+      const t = tracer.trace({ text, length: total, maxPromptTokens: maxPrompt, seed: seed * 1000 + i, levels: new Set(levels) })
       options.onProgress?.(i + 1, prompts.length)
-      return { text, tokens, promptLength: promptTokens.length, inputs, outputs }
+      return t
     })
-    return { modelId: computeModelId(model), boundary, ends, dim, kernels: kernels.name, canaries }
+    return { modelId: computeModelId(model), kernels: kernels.name, dim: model.config.dim, nLayers: n, traces }
   } finally {
-    runner.close()
-    full.close()
+    tracer.close()
   }
 }
 
-/** Sample the whole model after the prompt until `total` tokens (or a stop token). */
-function continueTokens(
-  full: ReturnType<typeof createShard>,
-  edge: ReturnType<typeof createEdge>,
-  prompt: readonly number[],
-  total: number,
-  seed: number,
-  stops: ReadonlySet<number>
-): number[] {
-  const tokens = [...prompt]
-  const sampler = createSampler({ temperature: 1, seed })
-  full.openSession('canary-gen', { maxLength: total })
-  try {
-    let input: number[] = tokens
-    let pos = 0
-    while (tokens.length < total) {
-      const out = full.forward('canary-gen', edge.embed(input), pos)
-      pos += input.length
-      const next = sampler.sample(edge.lastLogits(out, input.length), tokens)
-      if (stops.has(next)) break // the story ended
-      tokens.push(next)
-      input = [next]
-    }
-  } finally {
-    full.closeSession('canary-gen')
+function checkSpan(nLayers: number, boundary: number, endsIn: readonly number[] | undefined): number[] {
+  if (!isInt(boundary, 0) || boundary >= nLayers) throw new CanaryArgumentError(`boundary ${boundary} must be in [0, ${nLayers})`)
+  const ends = [...new Set(endsIn ?? [])].sort((a, b) => a - b)
+  if (ends.length === 0 || ends.some((e) => !isInt(e, boundary + 1) || e > nLayers)) {
+    throw new CanaryArgumentError(`ends must be a non-empty list of integers in (${boundary}, ${nLayers}]`)
   }
-  return tokens
+  return ends
+}
+
+/** The canary set at one boundary, as views of the traces' states (no copy). */
+export function canarySetFromTraces(t: CanaryTraces, boundary: number, endsIn: readonly number[]): CanarySet {
+  const ends = checkSpan(t.nLayers, boundary, endsIn)
+  const canaries = t.traces.map((c): Canary => {
+    const at = (k: number): Float32Array => {
+      const s = c.states[k]
+      if (!s) throw new CanaryArgumentError(`the canary traces hold no states at block boundary ${k}`)
+      return s
+    }
+    return { text: c.text, tokens: c.tokens, promptLength: c.promptLength, inputs: at(boundary), outputs: ends.map(at) }
+  })
+  return { modelId: t.modelId, boundary, ends, dim: t.dim, kernels: t.kernels, canaries }
+}
+
+/**
+ * A canary set for one model and one span boundary b: canary traces (buildCanaryTraces) cut to
+ * the states entering block b (the inputs) and after every block e in `ends` (the references).
+ */
+export function buildCanarySet(options: BuildCanarySetOptions): CanarySet {
+  const { model } = options
+  if (!model || typeof model !== 'object' || !model.config) throw new CanaryArgumentError('buildCanarySet needs a model')
+  const ends = checkSpan(model.config.nLayers, options.boundary, options.ends)
+  return canarySetFromTraces(buildCanaryTraces({ ...options, levels: [options.boundary, ...ends] }), options.boundary, ends)
 }
 
 function endIndex(set: CanarySet, end: number): number {

@@ -18,7 +18,10 @@ export function defaultBenignModel(): DriftModel {
 /** Random-weight models of the default calibration (and of the canary benchmark). */
 export function calibrationRandomModels(): { name: string; model: ModelFile }[] {
   return [
-    { name: 'random-64,3,4,4,96,300', model: createRandomModel(parseShape('64,3,4,4,96,300'), { dtype: 'f32', seed: 3, seqLen: 128 }) },
+    {
+      name: 'random-64,3,4,4,96,300',
+      model: createRandomModel(parseShape('64,3,4,4,96,300'), { dtype: 'f32', seed: 3, seqLen: 128 })
+    },
     { name: 'random-tiny', model: createRandomModel(parseShape('tiny'), { dtype: 'f32', seed: 5, seqLen: 128 }) }
   ]
 }

@@ -85,7 +85,16 @@ export function createDetector(options: DetectorOptions): Detector {
     if (typeof peerId !== 'string' || peerId.length === 0) throw new CanaryArgumentError('peerId must be a non-empty string')
   }
   const verdictOf = (peerId: string, s: PeerState | undefined): PeerVerdict => {
-    if (!s) return { peerId, posterior: prior, excluded: false, observations: 0, logLikelihoodRatio: 0, rate: rates[0], maxDensityRatio: 0 }
+    if (!s)
+      return {
+        peerId,
+        posterior: prior,
+        excluded: false,
+        observations: 0,
+        logLikelihoodRatio: 0,
+        rate: rates[0],
+        maxDensityRatio: 0
+      }
     let k = 0
     for (let i = 1; i < rates.length; i++) if (s.sums[i] > s.sums[k]) k = i
     const logOdds = priorLogOdds + s.sums[k]

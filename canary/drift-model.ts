@@ -123,7 +123,12 @@ function fitClass(features: [number, number][], maxPoints: number, seed: number)
     }
   }
   const lower = [0, 1].map((d) =>
-    rest.length === 0 ? LOG_CEIL : quantile(rest.map((f) => f[d]).sort((a, b) => a - b), 0.01) - best
+    rest.length === 0
+      ? LOG_CEIL
+      : quantile(
+          rest.map((f) => f[d]).sort((a, b) => a - b),
+          0.01
+        ) - best
   ) as [number, number]
   return { points, weights: weights.map((w) => Math.round(w * 1e6) / 1e6), bandwidth: best, lower, atom, count: features.length }
 }
@@ -142,7 +147,8 @@ export function fitDriftModel(samples: readonly DriftSample[], options: FitOptio
     const f = driftFeatures(s.drift)
     groups.get('*')!.push(f)
     if (s.wire !== undefined) {
-      if (typeof s.wire !== 'string' || s.wire === '*') throw new CanaryArgumentError('sample wire must be a string other than "*"')
+      if (typeof s.wire !== 'string' || s.wire === '*')
+        throw new CanaryArgumentError('sample wire must be a string other than "*"')
       if (!groups.has(s.wire)) groups.set(s.wire, [])
       groups.get(s.wire)!.push(f)
     }
@@ -187,7 +193,8 @@ export function parseDriftModel(json: string | unknown): DriftModel {
   }
   if (m?.version !== 1 || m.kind !== 'log-drift-kde') throw new InvalidDriftModelError('not a version 1 log-drift-kde model')
   if (!(m.contamination > 0 && m.contamination < 0.5)) throw new InvalidDriftModelError('contamination must be in (0, 0.5)')
-  if (!m.classes || typeof m.classes !== 'object' || !m.classes['*']) throw new InvalidDriftModelError('the pooled class "*" is missing')
+  if (!m.classes || typeof m.classes !== 'object' || !m.classes['*'])
+    throw new InvalidDriftModelError('the pooled class "*" is missing')
   for (const [k, c] of Object.entries(m.classes)) {
     const ok =
       c &&

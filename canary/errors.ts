@@ -20,6 +20,11 @@ export class CanarySetMismatchError extends CanaryError {
   override readonly code = 'ERR_CANARY_SET_MISMATCH'
 }
 
+/** A canary set file of an older (or newer) format: rebuild it. */
+export class CanarySetVersionError extends CanaryError {
+  override readonly code = 'ERR_CANARY_SET_VERSION'
+}
+
 /** A canary set file that is truncated, altered or not a canary set at all. */
 export class CorruptCanarySetError extends CanaryError {
   override readonly code = 'ERR_CANARY_SET_CORRUPT'

@@ -45,7 +45,8 @@ export interface CanarySchedulerOptions {
  */
 export function createCanaryScheduler(options: CanarySchedulerOptions = {}): CanaryScheduler {
   const rate = options.rate ?? 0.03
-  if (typeof rate !== 'number' || !(rate > 0 && rate <= 0.5)) throw new CanaryArgumentError(`rate must be in (0, 0.5], got ${rate}`)
+  if (typeof rate !== 'number' || !(rate > 0 && rate <= 0.5))
+    throw new CanaryArgumentError(`rate must be in (0, 0.5], got ${rate}`)
   const mean = options.meanSessionSteps ?? 16
   if (!(Number.isFinite(mean) && mean >= 1)) throw new CanaryArgumentError('meanSessionSteps must be ≥ 1')
   const seed = options.seed ?? 1
@@ -105,11 +106,15 @@ export interface DecoyPlan {
 export interface DecoyPlanner {
   /** Record a real session's shape; decoys copy shapes drawn from the recent ones. */
   observeReal(shape: SessionShape): void
-  plan(): DecoyPlan
+  /** Real shapes recorded (up to `history`). */
+  readonly observed: number
+  /** A decoy over `set` (the planner's own set by default). */
+  plan(set?: CanarySet): DecoyPlan
 }
 
 export interface DecoyPlannerOptions {
-  readonly set: CanarySet
+  /** The canaries plan() picks from when it is not given a set. */
+  readonly set?: CanarySet
   readonly seed?: number
   /** max_length and wire dtype used before any real session has been observed. */
   readonly maxLength?: number
@@ -120,12 +125,17 @@ export interface DecoyPlannerOptions {
 
 /**
  * Plans decoy sessions over a canary set whose shapes follow the client's real sessions: a
- * recent real shape is drawn at random, and a canary long enough for its prefill plus decode
- * steps is picked (the longest one, shortened, if none is).
+ * recent real shape is drawn at random (prefill rows, steps, so session length, and max length),
+ * and a canary long enough for its prefill plus decode steps is picked (the longest one,
+ * shortened, if none is). Before any real shape is known, a decoy runs its canary to the end.
  */
-export function createDecoyPlanner(options: DecoyPlannerOptions): DecoyPlanner {
-  const { set } = options
-  if (!set || !Array.isArray(set.canaries) || set.canaries.length === 0) throw new CanaryArgumentError('the planner needs a non-empty canary set')
+export function createDecoyPlanner(options: DecoyPlannerOptions = {}): DecoyPlanner {
+  const checkSet = (set: CanarySet | undefined): CanarySet => {
+    if (!set || !Array.isArray(set.canaries) || set.canaries.length === 0)
+      throw new CanaryArgumentError('the planner needs a non-empty canary set')
+    return set
+  }
+  if (options.set !== undefined) checkSet(options.set)
   const rnd = createRandom(options.seed ?? 1)
   const keep = options.history ?? 256
   const shapes: SessionShape[] = []
@@ -143,16 +153,28 @@ export function createDecoyPlanner(options: DecoyPlannerOptions): DecoyPlanner {
         Number.isInteger(shape.maxLength) &&
         shape.maxLength >= shape.promptLength + shape.steps - 1 &&
         WIRE_DTYPES.includes(shape.wire)
-      if (!ok) throw new CanaryArgumentError('a session shape needs integer promptLength, steps, maxLength ≥ positions, and a wire dtype')
+      if (!ok)
+        throw new CanaryArgumentError(
+          'a session shape needs integer promptLength, steps, maxLength ≥ positions, and a wire dtype'
+        )
       shapes.push(shape)
       if (shapes.length > keep) shapes.shift()
     },
-    plan() {
+    get observed() {
+      return shapes.length
+    },
+    plan(given) {
+      const set = checkSet(given ?? options.set)
       let shape: SessionShape
       if (shapes.length > 0) shape = shapes[rnd.int(shapes.length)]
       else {
         const c = set.canaries[rnd.int(set.canaries.length)]
-        shape = { promptLength: c.promptLength, steps: c.tokens.length - c.promptLength + 1, maxLength: defaultMax, wire: defaultWire }
+        shape = {
+          promptLength: c.promptLength,
+          steps: c.tokens.length - c.promptLength + 1,
+          maxLength: defaultMax,
+          wire: defaultWire
+        }
       }
       const need = shape.promptLength + shape.steps - 1
       const fits = set.canaries.map((c, i) => ({ i, n: c.tokens.length })).filter((c) => c.n >= need)

@@ -46,7 +46,8 @@ export function createSpanRunner(init: SpanRunnerInit): SpanRunner {
         throw new CanaryArgumentError(`step row counts must be positive and add up to ${L}`)
       }
       for (const e of ends) {
-        if (!Number.isInteger(e) || e <= start || e > maxEnd) throw new CanaryArgumentError(`span end ${e} is outside (${start}, ${maxEnd}]`)
+        if (!Number.isInteger(e) || e <= start || e > maxEnd)
+          throw new CanaryArgumentError(`span end ${e} is outside (${start}, ${maxEnd}]`)
       }
       const outs = ends.map(() => new Float32Array(L * dim))
       const id = `canary-run-${++sessionCounter}`

@@ -1,13 +1,9 @@
-import { randomUUID } from 'node:crypto'
 import {
   type AdaptiveRate,
-  type AdaptiveRateOptions,
-  buildCanarySet,
   type CanarySet,
   createAdaptiveRate,
   createDetector,
   createRandom,
-  DEFAULT_CANARY_PROMPTS,
   type Detector,
   type Drift,
   type DriftModel,
@@ -21,31 +17,18 @@ import {
   referenceFor
 } from '../canary/index.js'
 import type { DType, Host, Receipt } from '../protocol/index.js'
-import { createReferenceKernels, type Kernels, type ModelFile } from '../shards/index.js'
+import type { Kernels, ModelFile } from '../shards/index.js'
+import { CanaryMaterial, type Decoy, DecoyPool } from './canary-decoys.js'
 import type { CanaryEvidence, CanaryOptions, CanaryPeerReport, StepContext } from './canary-types.js'
 import { ChainedDecoy } from './chained-decoy.js'
 import { HopSession, type HopTarget } from './hop.js'
 import { ReceiptLedger } from './receipts.js'
-import { wireName } from './wire.js'
 
 export type { CanaryEvidence, CanaryOptions, CanaryPeerReport, StepContext } from './canary-types.js'
 
 /** The benign model's key for a wire dtype (Q8_0 is its int8 profile). */
 const driftKey = (wire: DType): string => (wire === 'q8_0' ? 'int8' : wire)
-
-/** A decoy session: one hop's (relayed) or the whole route's (chained), running through one canary. */
-interface Decoy {
-  /** Relay: one hop; chain: every hop of the route, in order. */
-  readonly targets: readonly HopTarget[]
-  readonly hop?: HopSession
-  readonly chain?: ChainedDecoy
-  readonly sessionId: string
-  readonly canary: number
-  position: number
-  stepId: number
-  /** Chained: hops from this index on saw an input a suspicious upstream hop had altered. */
-  taintedFrom: number
-}
+const wireKey = (wire: DType): 'f32' | 'f16' | 'int8' => (wire === 'q8_0' ? 'int8' : wire === 'f16' ? 'f16' : 'f32')
 
 /**
  * Canary mixing and verdicts (DESIGN.md §5). After each real step, each hop of the route gets a
@@ -62,8 +45,8 @@ export class CanaryMonitor {
   readonly detector: Detector
   readonly rates: AdaptiveRate
   private readonly benign: DriftModel
-  private readonly sets = new Map<number, CanarySet>()
-  private readonly decoys = new Map<string, Decoy>()
+  private readonly material: CanaryMaterial
+  private readonly pool: DecoyPool
   private readonly inflight = new Map<string, Promise<void>>()
   private readonly newlyExcluded: string[] = []
   private readonly sent = new Map<string, number>()
@@ -72,13 +55,12 @@ export class CanaryMonitor {
   readonly evidence: CanaryEvidence[] = []
   /** Canary steps are signed like any other: a convicted peer's receipt is the evidence. */
   readonly receipts = new ReceiptLedger()
-  private nextCanary = 0
   /** Canary and real steps seen (for the overhead report). */
   readonly counts = { realSteps: 0, canarySteps: 0, canaryComputeMs: 0 }
 
   constructor(
     private readonly host: Host,
-    private readonly model: ModelFile,
+    model: ModelFile,
     private readonly modelId: string,
     private readonly options: CanaryOptions & {
       wireDtype: DType
@@ -94,6 +76,25 @@ export class CanaryMonitor {
     const base = options.rate ?? 0.03
     this.rates = options.adaptive === false ? fixedRate(base) : createAdaptiveRate({ ...options.adaptive, base })
     this.random = createRandom(options.seed ?? Date.now())
+    this.material = new CanaryMaterial(model, {
+      kernels: options.kernels,
+      prompts: options.prompts,
+      seed: options.seed,
+      length: options.length,
+      maxLength: options.maxLength,
+      onBuild: options.onBuild
+    })
+    this.pool = new DecoyPool(this.material)
+  }
+
+  /** Positions per canary: how long a decoy session can run. */
+  get canaryLength(): number {
+    return this.material.length
+  }
+
+  /** The canary set at a boundary (built on first use). */
+  setFor(boundary: number): CanarySet {
+    return this.material.setFor(boundary)
   }
 
   /** The base rate (peers with a clean record). */
@@ -115,6 +116,7 @@ export class CanaryMonitor {
     ctx: StepContext = { forwarding: 'relay', maxLength: this.options.maxLength }
   ): Promise<string[]> {
     this.counts.realSteps++
+    if (route.length > 0) this.material.observeStep(ctx, wireKey(this.wireOf(route[0])))
     if (ctx.forwarding === 'chain' && route.length > 1) {
       // One chained decoy covers the whole route: at the rate of its most-wanted hop.
       const rate = Math.max(...route.map((h) => this.rateOf(h.peerId)))
@@ -128,8 +130,12 @@ export class CanaryMonitor {
     return this.newlyExcluded.splice(0)
   }
 
-  /** Wait for the canary steps in flight; the peers they convicted (not yet returned by afterStep). */
-  async settle(): Promise<string[]> {
+  /**
+   * Wait for the canary steps in flight; the peers they convicted (not yet returned by afterStep).
+   * With a session id, that real session has ended: decoys may copy its shape from now on.
+   */
+  async settle(sessionId?: string): Promise<string[]> {
+    if (sessionId !== undefined) this.material.endSession(sessionId)
     await Promise.all(this.inflight.values())
     return this.newlyExcluded.splice(0)
   }
@@ -149,40 +155,10 @@ export class CanaryMonitor {
     this.inflight.set(key, p)
   }
 
-  /** The decoy for `key`, opened anew when it has none or its canary is used up. */
-  private async decoyFor(
-    key: string,
-    targets: readonly HopTarget[],
-    ctx: StepContext,
-    open: (sessionId: string, maxLength: number) => Promise<Pick<Decoy, 'hop' | 'chain'>>
-  ): Promise<Decoy> {
-    const set = this.setFor(targets[0].start)
-    let decoy = this.decoys.get(key)
-    if (decoy && decoy.position < set.canaries[decoy.canary].tokens.length) return decoy
-    if (decoy) await (decoy.chain ? decoy.chain.close() : decoy.hop!.close(decoy.sessionId))
-    const canary = this.nextCanary++ % set.canaries.length
-    // shaped as a real route's hop session id (RemotePipeline: `<session>.<route number>`)
-    const sessionId = `${randomUUID()}.1`
-    const opened = await open(sessionId, Math.max(ctx.maxLength, set.canaries[canary].tokens.length))
-    decoy = { targets, ...opened, sessionId, canary, position: 0, stepId: 1, taintedFrom: targets.length }
-    this.decoys.set(key, decoy)
-    return decoy
-  }
-
-  /** The rows of the decoy's next step: its prompt first, as a real session's prefill; then one a step. */
-  private nextRows(decoy: Decoy): { set: CanarySet; rows: number; input: Float32Array; stepId: number; position: number } {
-    const set = this.setFor(decoy.targets[0].start)
-    const c = set.canaries[decoy.canary]
-    const rows = decoy.position === 0 ? c.promptLength : 1
-    const position = decoy.position
-    decoy.position += rows
-    return { set, rows, input: inputFor(set, decoy.canary, position, rows), stepId: decoy.stepId++, position }
-  }
-
   /** Send one canary step to a hop (relayed) and score its answer. */
   async probe(target: HopTarget, ctx: StepContext): Promise<PeerVerdict[]> {
     const key = `${target.peerId}/${target.start}/${target.end}`
-    const decoy = await this.decoyFor(key, [target], ctx, async (sessionId, maxLength) => ({
+    const decoy = await this.pool.decoyFor(key, [target], ctx, async (sessionId, maxLength) => ({
       hop: await HopSession.open(this.host, target, this.setFor(target.start).dim, {
         sessionId,
         modelId: this.modelId,
@@ -191,14 +167,16 @@ export class CanaryMonitor {
         signal: ctx.signal
       })
     }))
-    const { set, rows, input, stepId, position } = this.nextRows(decoy)
-    const out = await decoy.hop!.step(decoy.sessionId, stepId, position, input, ctx.signal)
-    await this.receipts.check([target], decoy.sessionId, stepId, out.receipts, out.sent, out.received)
-    this.counts.canarySteps++
-    this.counts.canaryComputeMs += out.timings[0]?.computeMs ?? 0
-    return [
-      this.score(target, decoy, stepId, out.hidden, referenceFor(set, decoy.canary, target.end, position, rows), out.receipts[0])
-    ]
+    const set = this.setFor(target.start)
+    return await this.pool.stepDecoy(key, decoy, async ({ startPosition: position, rows }, stepId) => {
+      const input = inputFor(set, decoy.canary, position, rows)
+      const out = await decoy.hop!.step(decoy.sessionId, stepId, position, input, ctx.signal)
+      await this.receipts.check([target], decoy.sessionId, stepId, out.receipts, out.sent, out.received)
+      this.counts.canarySteps++
+      this.counts.canaryComputeMs += out.timings[0]?.computeMs ?? 0
+      const reference = referenceFor(set, decoy.canary, target.end, position, rows)
+      return [this.score(target, decoy, stepId, position, out.hidden, reference, out.receipts[0])]
+    })
   }
 
   /**
@@ -208,7 +186,7 @@ export class CanaryMonitor {
    */
   async probeChained(route: readonly HopTarget[], ctx: StepContext): Promise<PeerVerdict[]> {
     const key = route.map((h) => `${h.peerId}/${h.start}/${h.end}`).join('>')
-    const decoy = await this.decoyFor(key, route, ctx, async (sessionId, maxLength) => ({
+    const decoy = await this.pool.decoyFor(key, route, ctx, async (sessionId, maxLength) => ({
       chain: await ChainedDecoy.open(this.host, route, this.setFor(route[0].start).dim, {
         sessionId,
         modelId: this.modelId,
@@ -217,14 +195,18 @@ export class CanaryMonitor {
         signal: ctx.signal
       })
     }))
-    const { set, rows, input, stepId, position } = this.nextRows(decoy)
-    const out = await decoy.chain!.step(stepId, position, input, set.dim, this.receipts, ctx.signal)
+    const set = this.setFor(route[0].start)
+    const { out, position, rows, stepId } = await this.pool.stepDecoy(key, decoy, async ({ startPosition, rows }, stepId) => {
+      const input = inputFor(set, decoy.canary, startPosition, rows)
+      const got = await decoy.chain!.step(stepId, startPosition, input, set.dim, this.receipts, ctx.signal)
+      return { out: got, position: startPosition, rows, stepId }
+    })
     this.counts.canarySteps += route.length
     this.counts.canaryComputeMs += out.computeMs
     const verdicts: PeerVerdict[] = []
     for (let i = 0; i < Math.min(route.length, decoy.taintedFrom + 1); i++) {
       const reference = referenceFor(set, decoy.canary, route[i].end, position, rows)
-      verdicts.push(this.score(route[i], decoy, stepId, out.outputs[i], reference, out.receipts[i]))
+      verdicts.push(this.score(route[i], decoy, stepId, position, out.outputs[i], reference, out.receipts[i]))
       if (
         decoy.taintedFrom === route.length &&
         densityRatio(this.benign, driftMetrics(out.outputs[i], reference), driftKey(this.wireOf(route[i]))) > 1
@@ -243,6 +225,7 @@ export class CanaryMonitor {
     target: HopTarget,
     decoy: Decoy,
     stepId: number,
+    position: number,
     output: Float32Array,
     reference: Float32Array,
     receipt?: Receipt
@@ -258,35 +241,13 @@ export class CanaryMonitor {
         span: [target.start, target.end],
         sessionId: decoy.sessionId,
         stepId,
+        position,
         drift,
         posterior: verdict.posterior,
         receipt
       })
     }
     return verdict
-  }
-
-  /** Canary inputs at a boundary, with references for every span end after it (built once, kept in memory only). */
-  private setFor(boundary: number): CanarySet {
-    let set = this.sets.get(boundary)
-    if (!set) {
-      const n = this.model.config.nLayers
-      const ends = Array.from({ length: n - boundary }, (_, i) => boundary + i + 1)
-      // The client is the trusted hardware: its own kernels compute the references. Building runs
-      // the whole model over every canary (its continuation is sampled token by token), so the
-      // default set is small; a longer-lived client can pass more prompts.
-      set = buildCanarySet({
-        model: this.model,
-        kernels: this.options.kernels ?? createReferenceKernels(),
-        boundary,
-        ends,
-        prompts: this.options.prompts ?? DEFAULT_CANARY_PROMPTS.slice(0, 4),
-        seed: this.options.seed ?? 1,
-        onProgress: (built, total) => this.options.onBuild?.(boundary, built, total)
-      })
-      this.sets.set(boundary, set)
-    }
-    return set
   }
 
   report(): CanaryPeerReport[] {
@@ -297,7 +258,6 @@ export class CanaryMonitor {
 
   async close(): Promise<void> {
     await this.settle()
-    await Promise.all([...this.decoys.values()].map((d) => (d.chain ? d.chain.close() : d.hop!.close(d.sessionId))))
-    this.decoys.clear()
+    await this.pool.closeAll()
   }
 }

@@ -15,6 +15,11 @@ export interface CanaryOptions {
   readonly benign?: DriftModel
   /** Real prompts the canaries are made of (default: 4 of the built-in TinyStories-like ones). */
   readonly prompts?: readonly string[]
+  /**
+   * Positions per canary, so the longest decoy session (default max(256, the first generation's
+   * max length), capped by the model context). Decoys copy real sessions' lengths up to this.
+   */
+  readonly length?: number
 }
 
 /** The real session the canaries mix into: its forwarding mode and max length (decoys copy them). */
@@ -22,6 +27,10 @@ export interface StepContext {
   readonly forwarding: 'relay' | 'chain'
   readonly maxLength: number
   readonly signal?: AbortSignal
+  /** The real step: its session, first position and rows (decoys copy real sessions' shapes). */
+  readonly sessionId?: string
+  readonly startPosition?: number
+  readonly rows?: number
 }
 
 /** Why a peer was excluded: the canary that convicted it and the receipt it signed for it. */
@@ -30,6 +39,8 @@ export interface CanaryEvidence {
   readonly span: [number, number]
   readonly sessionId: string
   readonly stepId: number
+  /** Position of the convicting step's first row in its decoy session. */
+  readonly position: number
   readonly drift: Drift
   readonly posterior: number
   readonly receipt?: Receipt

@@ -150,7 +150,11 @@ export class RemotePipeline implements BlockPipeline {
     }
   }
 
+  /** Receipt checks and audits of chained steps, off the critical path: close waits for them (the last step's too). */
+  private readonly offPath = new Set<Promise<void>>()
+
   async close(): Promise<void> {
+    await Promise.all(this.offPath)
     // Canary steps run beside the real ones: a conviction landing after the last step still counts.
     const late = (await this.init.canaries?.settle(this.init.sessionId)) ?? []
     if (late.length > 0) this.exclude(late)
@@ -301,7 +305,7 @@ export class RemotePipeline implements BlockPipeline {
     // just after the result, so it is checked off the critical path: a bad receipt poisons the
     // route and the next step fails over.
     const route = this.route
-    sent
+    const offPath = sent
       .then(async (ack) => {
         this.logStep(stepId, startPos, rows, ms, ack.timings)
         await this.receipts.check(route, id, stepId, ack.receipts, ack.sent, got.received)
@@ -312,6 +316,8 @@ export class RemotePipeline implements BlockPipeline {
       .catch((err) => {
         if (err instanceof BadReceiptError) this.poisoned ??= err
       })
+      .finally(() => this.offPath.delete(offPath))
+    this.offPath.add(offPath)
     return got.hidden
   }
 

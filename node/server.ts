@@ -257,7 +257,7 @@ export class SwarmNode {
         const out = this.sessions.step(s.sessionId, from, s.stepId, s.startPosition, hidden)
         const rows = hidden.length / dim
         // A tampering peer still signs what it sends: its receipt becomes the evidence.
-        const output = this.init.tamper ? this.init.tamper.apply({ sessionId: s.sessionId, stepId: s.stepId, input: hidden, output: out.output }) : out.output
+        const output = this.init.tamper ? this.init.tamper.apply({ sessionId: s.sessionId, stepId: s.stepId, input: hidden, output: out.output, startPosition: s.startPosition, rows }) : out.output
         const tensor = encodeTensor(output, [rows, dim], this.wire.get(s.sessionId) ?? 'f32')
         const timing = { peerId: this.peerId, computeMs: out.computeMs }
         this.init.metrics?.step(rows > 1 ? 'prefill' : 'decode', rows, out.computeMs / 1000)

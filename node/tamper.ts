@@ -16,7 +16,9 @@ import { createRandom, hashSeed } from '../canary/index.js'
  *  - replay:  return an earlier output of the same shape from another step or session (the
  *             most recent one seen); when none exists yet the output is returned as is
  * With rate < 1 a step is tampered when a uniform draw seeded by (seed, sessionId, stepId)
- * falls below the rate, so a seeded fraction of the steps is tampered.
+ * falls below the rate, so a seeded fraction of the steps is tampered. With `after` P > 0 only
+ * the rows at positions ≥ P are (`--tamper-after P`): a peer that behaves early in a session,
+ * where short canaries would check it, and cheats late.
  */
 export type TamperMode = 'noise' | 'scale' | 'zero' | 'skip' | 'bias' | 'lowprec' | 'replay'
 export const TAMPER_MODES: readonly TamperMode[] = ['noise', 'scale', 'zero', 'skip', 'bias', 'lowprec', 'replay']
@@ -35,6 +37,8 @@ export interface TamperOptions {
   /** Fraction of steps tampered, in (0, 1]. */
   readonly rate: number
   readonly seed: number
+  /** Tamper only rows at positions ≥ after (default 0: every row). */
+  readonly after?: number
 }
 
 export interface TamperContext {
@@ -42,9 +46,13 @@ export interface TamperContext {
   readonly stepId: number | string
   readonly input: Float32Array
   readonly output: Float32Array
+  /** Position of the step's first row and its row count: needed when `after` > 0. */
+  readonly startPosition?: number
+  readonly rows?: number
 }
 
 export interface Tamper extends TamperOptions {
+  readonly after: number
   /** Whether the step (sessionId, stepId) falls in the tampered fraction. */
   tampers(sessionId: string, stepId: number | string): boolean
   /** The output to return: a new array when tampered, `ctx.output` itself when not. */
@@ -55,10 +63,16 @@ const REPLAY_KEEP = 16
 
 export function createTamper(options: TamperOptions): Tamper {
   const { mode, size, rate, seed } = options ?? ({} as TamperOptions)
-  if (!TAMPER_MODES.includes(mode)) throw new InvalidTamperOptionsError(`tamper mode must be one of ${TAMPER_MODES.join(', ')}, got ${mode}`)
-  if (typeof rate !== 'number' || !(rate > 0 && rate <= 1)) throw new InvalidTamperOptionsError(`tamper rate must be in (0, 1], got ${rate}`)
+  if (!TAMPER_MODES.includes(mode))
+    throw new InvalidTamperOptionsError(`tamper mode must be one of ${TAMPER_MODES.join(', ')}, got ${mode}`)
+  if (typeof rate !== 'number' || !(rate > 0 && rate <= 1))
+    throw new InvalidTamperOptionsError(`tamper rate must be in (0, 1], got ${rate}`)
   if (!Number.isSafeInteger(seed)) throw new InvalidTamperOptionsError(`tamper seed must be a safe integer, got ${seed}`)
-  if (typeof size !== 'number' || !Number.isFinite(size)) throw new InvalidTamperOptionsError(`tamper size must be a finite number, got ${size}`)
+  const after = options.after ?? 0
+  if (!Number.isSafeInteger(after) || after < 0)
+    throw new InvalidTamperOptionsError(`tamper-after must be an integer position ≥ 0, got ${after}`)
+  if (typeof size !== 'number' || !Number.isFinite(size))
+    throw new InvalidTamperOptionsError(`tamper size must be a finite number, got ${size}`)
   if ((mode === 'noise' || mode === 'bias') && size <= 0) throw new InvalidTamperOptionsError(`${mode} size must be > 0`)
   if (mode === 'scale' && (size <= -1 || size === 0)) throw new InvalidTamperOptionsError('scale size must be > -1 and not 0')
   if (mode === 'zero' && !(size > 0 && size <= 1)) throw new InvalidTamperOptionsError('zero size must be a fraction in (0, 1]')
@@ -83,6 +97,7 @@ export function createTamper(options: TamperOptions): Tamper {
     size,
     rate,
     seed,
+    after,
     tampers,
     apply(ctx) {
       const { sessionId, stepId, input, output } = ctx ?? ({} as TamperContext)
@@ -94,10 +109,29 @@ export function createTamper(options: TamperOptions): Tamper {
       }
       const key = keyOf(sessionId, stepId)
       let result = output
-      if (tampers(sessionId, stepId)) result = tamperOutput(ctx, key, history)
+      const early = after > 0 ? rowsBefore(ctx) : 0
+      const rows = ctx.rows ?? 1
+      if (early < rows && tampers(sessionId, stepId)) result = tamperOutput(ctx, key, history)
+      // rows before `after` are returned honestly: only the late rows of this step are altered
+      if (early > 0 && result !== output) result.set(output.subarray(0, (early * output.length) / rows))
       if (mode === 'replay') remember(key, output)
       return result
     }
+  }
+
+  /** How many of the step's rows lie before `after` (all of them: nothing is tampered). */
+  function rowsBefore(ctx: TamperContext): number {
+    const { startPosition, rows, output } = ctx
+    if (
+      !Number.isSafeInteger(startPosition) ||
+      !Number.isSafeInteger(rows) ||
+      (rows as number) < 1 ||
+      (startPosition as number) < 0 ||
+      output.length % (rows as number) !== 0
+    ) {
+      throw new InvalidTamperOptionsError("tamper-after needs the step's startPosition and row count in the tamper context")
+    }
+    return Math.min(rows as number, Math.max(0, after - (startPosition as number)))
   }
 
   function tamperOutput(ctx: TamperContext, key: string, hist: typeof history): Float32Array {
@@ -150,7 +184,8 @@ function rms(x: Float32Array): number {
 
 /** Round f32 values in place to `bits` mantissa bits, to nearest even, on their bit patterns. */
 export function roundMantissa(values: Float32Array, bits: number): Float32Array {
-  if (!Number.isInteger(bits) || bits < 0 || bits > 23) throw new InvalidTamperOptionsError('mantissa bits must be an integer in [0, 23]')
+  if (!Number.isInteger(bits) || bits < 0 || bits > 23)
+    throw new InvalidTamperOptionsError('mantissa bits must be an integer in [0, 23]')
   if (bits === 23) return values
   const u = new Uint32Array(values.buffer, values.byteOffset, values.length)
   const shift = 23 - bits

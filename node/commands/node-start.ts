@@ -75,6 +75,7 @@ export function registerNodeStart(program: Command): void {
     .addOption(new Option('--tamper-size <s>', 'tamper strength (noise/bias: × output RMS; scale: factor − 1; zero: fraction; lowprec: mantissa bits)').argParser(float('--tamper-size', -1)).default(0.1))
     .addOption(new Option('--tamper-rate <r>', 'fraction of steps tampered').argParser(float('--tamper-rate', 0, 1)).default(1))
     .addOption(new Option('--tamper-seed <n>', 'seed of the tampered-step choice').argParser(int('--tamper-seed', 0)).default(1))
+    .addOption(new Option('--tamper-after <pos>', 'tamper only rows at positions ≥ POS (a peer that cheats late in sessions)').argParser(int('--tamper-after', 0)).default(0))
     .option('--metrics <host:port>', 'serve Prometheus metrics at http://HOST:PORT/metrics')
     .addOption(
       new Option('--wire <dtypes>', 'comma-separated activation dtypes this node accepts and announces: f32, f16, int8 (Q8_0 blocks; q8_0 is an alias); sessions asking for another get UNSUPPORTED_DTYPE')
@@ -103,8 +104,8 @@ export function registerNodeStart(program: Command): void {
       const shard = createShard({ model, start, end, kernels, onProgress: (done) => bar.update(done) })
       bar.done()
       const throughput = measureThroughput(shard, model.config.dim)
-      const tamper = opts.tamper ? createTamper({ mode: opts.tamper, size: opts.tamperSize, rate: opts.tamperRate, seed: opts.tamperSeed }) : undefined
-      if (tamper) log({ event: 'tampering', mode: tamper.mode, size: tamper.size, rate: tamper.rate })
+      const tamper = opts.tamper ? createTamper({ mode: opts.tamper, size: opts.tamperSize, rate: opts.tamperRate, seed: opts.tamperSeed, after: opts.tamperAfter }) : undefined
+      if (tamper) log({ event: 'tampering', mode: tamper.mode, size: tamper.size, rate: tamper.rate, after: tamper.after })
       const metrics = opts.metrics ? new Metrics({ role: 'node', labels: { span: `${start}:${end}` } }) : undefined
       const metricsServer = metrics ? await serveMetrics(opts.metrics, metrics.registry) : undefined
       if (metricsServer) log({ event: 'metrics', url: metricsServer.url })

@@ -4,15 +4,19 @@ import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import {
   buildCanarySet,
+  buildCanaryTraces,
   CanaryArgumentError,
   CanarySetMismatchError,
+  CanarySetVersionError,
   CorruptCanarySetError,
+  canarySetFromTraces,
   createDetector,
   createSpanRunner,
   defaultBenignModel,
   driftMetrics,
   inputFor,
   loadCanarySet,
+  loadOrBuildCanarySet,
   referenceFor,
   runPeerSession,
   saveCanarySet,
@@ -21,7 +25,14 @@ import {
 import { createShard, openModelFile } from '../../shards/index.js'
 
 const model = openModelFile('models/stories260K.gguf')
-const set = buildCanarySet({ model, boundary: 1, ends: [2, 4], prompts: ['Once upon a time, there was a little cat.', 'Tom went to the park.'], tokensPerPrompt: 24, maxPromptTokens: 10 })
+const set = buildCanarySet({
+  model,
+  boundary: 1,
+  ends: [2, 4],
+  prompts: ['Once upon a time, there was a little cat.', 'Tom went to the park.'],
+  tokensPerPrompt: 24,
+  maxPromptTokens: 10
+})
 
 describe('canary sets', () => {
   it('holds inputs at the boundary and references that a plain shard reproduces', () => {
@@ -57,6 +68,40 @@ describe('canary sets', () => {
     expect(() => loadCanarySet(path)).toThrow(CorruptCanarySetError)
     writeFileSync(path, 'not a canary set')
     expect(() => loadCanarySet(path)).toThrow(CorruptCanarySetError)
+  })
+  it('refuses a file of the old format (short canaries) with a typed error; loadOrBuild rebuilds it', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'canary-'))
+    const path = join(dir, 'old.bin')
+    saveCanarySet(path, set)
+    const bytes = readFileSync(path)
+    bytes.write('LSCANRY1', 0, 'latin1') // a format-1 file (its canaries ran to ~40 positions)
+    writeFileSync(path, bytes)
+    expect(() => loadCanarySet(path)).toThrow(CanarySetVersionError)
+    const opts = { model, boundary: 1, ends: [2], prompts: ['Tom went to the park.'], tokensPerPrompt: 32, modelId: set.modelId }
+    const rebuilt = loadOrBuildCanarySet(path, opts)
+    expect(rebuilt.canaries[0].tokens).toHaveLength(32)
+    expect(loadCanarySet(path).canaries[0].outputs[0]).toEqual(rebuilt.canaries[0].outputs[0])
+    // a file for another boundary is the caller's mistake, not silently replaced
+    expect(() => loadOrBuildCanarySet(path, { ...opts, boundary: 2, ends: [3] })).toThrow(CanarySetMismatchError)
+  })
+  it('runs canaries to the full default length (256 positions), past where stories end', () => {
+    const traces = buildCanaryTraces({ model, prompts: ['Once upon a time, there was a little cat.'], levels: [1, 2, 5] })
+    const t = traces.traces[0]
+    expect(t.tokens).toHaveLength(256)
+    const tok = model.vocabulary!
+    expect(t.tokens.slice(1).every((x) => x !== tok.bosId && x !== tok.eosId)).toBe(true)
+    expect(t.states[0]).toBeUndefined()
+    const long = canarySetFromTraces(traces, 1, [2, 5])
+    // every position has a reference: an independent shard, decode steps to the end, matches it
+    const shard = createShard({ model, start: 1, end: 5 })
+    shard.openSession('y', { maxLength: 256 })
+    let pos = 0
+    for (const rows of [t.promptLength, ...Array(256 - t.promptLength).fill(1)]) {
+      const out = shard.forward('y', inputFor(long, 0, pos, rows), pos)
+      expect(driftMetrics(out, referenceFor(long, 0, 5, pos, rows)).relL2).toBe(0)
+      pos += rows
+    }
+    expect(() => canarySetFromTraces(traces, 3, [4])).toThrow(CanaryArgumentError)
   })
   it('an honest peer on the reference kernels reproduces every canary exactly, and is not excluded', () => {
     const runner = createSpanRunner({ model, start: 1, maxEnd: 4 })

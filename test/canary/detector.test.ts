@@ -3,8 +3,8 @@ import {
   CanaryArgumentError,
   createDetector,
   createRandom,
-  defaultBenignModel,
   type Drift,
+  defaultBenignModel,
   densityRatio,
   fitDriftModel,
   InvalidDriftModelError,
@@ -60,7 +60,14 @@ describe('createDetector (Wald SPRT with a GLR over tamper rates)', () => {
     expect(caughtAt).toBeLessThan(100)
     for (let p = 0; p < 20; p++) for (let i = 0; i < 500; i++) det.observe(`honest-${p}`, benignDrift(), 'f16')
     expect(det.excluded()).toEqual(['sly'])
-    expect(Math.max(...det.report().filter((v) => v.peerId !== 'sly').map((v) => v.posterior))).toBeLessThan(0.01)
+    expect(
+      Math.max(
+        ...det
+          .report()
+          .filter((v) => v.peerId !== 'sly')
+          .map((v) => v.posterior)
+      )
+    ).toBeLessThan(0.01)
     expect(det.posterior('unknown')).toBe(0.01)
   })
   it('validates options and ships a default model', () => {

@@ -47,7 +47,23 @@ function features(set: CanarySet, index: number, prompt: number, decode: number,
   }
   const decodeNorms = norms.slice(prompt)
   // The timing pattern: one step per scheduler tick for both kinds (lockstep), so gaps are 1.
-  return [prompt, decode + 1, maxLength, wire, 1, 0, mean(norms), std(norms), mean(x), std(x), decodeNorms.length ? mean(decodeNorms) : 0]
+  // session length (steps, last position) and the late rows' statistics are features too
+  const late = norms.slice(Math.max(prompt, norms.length - 8))
+  return [
+    prompt,
+    decode + 1,
+    prompt + decode,
+    maxLength,
+    wire,
+    1,
+    0,
+    mean(norms),
+    std(norms),
+    mean(x),
+    std(x),
+    decodeNorms.length ? mean(decodeNorms) : 0,
+    late.length ? mean(late) : 0
+  ]
 }
 
 /** Logistic regression by batch gradient descent on standardized features; held-out AUROC. */
@@ -63,7 +79,10 @@ function heldOutAuroc(real: number[][], canary: number[][]): number {
   const test = rows.slice(cut)
   const d = rows[0].f.length
   const mu = Array.from({ length: d }, (_, k) => train.reduce((s, r) => s + r.f[k], 0) / train.length)
-  const sd = Array.from({ length: d }, (_, k) => Math.sqrt(train.reduce((s, r) => s + (r.f[k] - mu[k]) ** 2, 0) / train.length) || 1)
+  const sd = Array.from(
+    { length: d },
+    (_, k) => Math.sqrt(train.reduce((s, r) => s + (r.f[k] - mu[k]) ** 2, 0) / train.length) || 1
+  )
   const z = (f: number[]) => f.map((v, k) => (v - mu[k]) / sd[k])
   const w = new Array(d + 1).fill(0)
   const dot = (x: number[]) => x.reduce((s, v, k) => s + v * w[k], w[d])
@@ -106,7 +125,7 @@ describe('decoy sessions', () => {
     expect(() => planner.observeReal({ promptLength: 0, steps: 1, maxLength: 8, wire: 'f32' })).toThrow(CanaryArgumentError)
   })
 
-  it('a classifier over what a peer sees does no better than chance', () => {
+  it('a classifier over what a peer sees (session length included) does no better than chance', () => {
     const rnd = createRandom(3)
     const planner = createDecoyPlanner({ set: canaries, seed: 5 })
     const wires = ['f32', 'f16', 'int8'] as const
@@ -116,13 +135,28 @@ describe('decoy sessions', () => {
       const index = rnd.int(real.canaries.length)
       const L = real.canaries[index].tokens.length
       const prompt = Math.min(L - 1, real.canaries[index].promptLength - rnd.int(4))
-      const decode = 1 + rnd.int(Math.min(16, L - prompt))
-      const shape: SessionShape = { promptLength: prompt, steps: decode + 1, maxLength: [128, 256][rnd.int(2)], wire: wires[rnd.int(3)] }
+      // real sessions of every length up to the canaries' (256 positions): decoys copy them
+      const decode = 1 + rnd.int(L - prompt)
+      const shape: SessionShape = {
+        promptLength: prompt,
+        steps: decode + 1,
+        maxLength: [256, 384][rnd.int(2)],
+        wire: wires[rnd.int(3)]
+      }
       planner.observeReal(shape)
       realF.push(features(real, index, prompt, decode, shape.maxLength, wires.indexOf(shape.wire)))
       const plan = planner.plan()
       const rows = plan.steps.reduce((s, x) => s + x.rows, 0)
-      canaryF.push(features(canaries, plan.canaryIndex, plan.steps[0].rows, rows - plan.steps[0].rows, plan.maxLength, wires.indexOf(plan.wire)))
+      canaryF.push(
+        features(
+          canaries,
+          plan.canaryIndex,
+          plan.steps[0].rows,
+          rows - plan.steps[0].rows,
+          plan.maxLength,
+          wires.indexOf(plan.wire)
+        )
+      )
     }
     const a = heldOutAuroc(realF, canaryF)
     expect(a).toBeGreaterThan(0.4)

@@ -46,6 +46,20 @@ describe('createTamper', () => {
     const u = createTamper({ mode: 'noise', size: 0.1, rate: 0.1, seed: 42 })
     expect(u.tampers('session', 17)).toBe(t.tampers('session', 17))
   })
+  it('with after P, tampers only rows at positions ≥ P', () => {
+    const t = createTamper({ mode: 'bias', size: 0.5, rate: 1, seed: 1, after: 64 })
+    // output as 4 rows of 64 values
+    expect(t.apply({ ...ctx(0), startPosition: 0, rows: 4 })).toBe(output) // positions 0..3
+    expect(t.apply({ ...ctx(1), startPosition: 60, rows: 4 })).toBe(output) // 60..63
+    const mixed = t.apply({ ...ctx(2), startPosition: 62, rows: 4 }) // 62, 63 honest; 64, 65 not
+    expect([...mixed.subarray(0, 128)]).toEqual([...output.subarray(0, 128)])
+    expect(driftMetrics(mixed.subarray(128), output.subarray(128)).relL2).toBeGreaterThan(0.1)
+    const late = t.apply({ ...ctx(3), startPosition: 64, rows: 4 })
+    expect(late.every((v, i) => v !== output[i])).toBe(true)
+    // without positions it cannot decide: a clear error, not a silent honest answer
+    expect(() => t.apply(ctx(4))).toThrow(InvalidTamperOptionsError)
+    expect(() => createTamper({ mode: 'bias', size: 0.5, rate: 1, seed: 1, after: -1 })).toThrow(InvalidTamperOptionsError)
+  })
   it('rejects bad options', () => {
     expect(() => createTamper({ mode: 'zero', size: 2, rate: 1, seed: 1 })).toThrow(InvalidTamperOptionsError)
     expect(() => createTamper({ mode: 'lowprec', size: 2.5, rate: 1, seed: 1 })).toThrow(InvalidTamperOptionsError)

@@ -14,6 +14,7 @@ interface Seen {
   from: string
   sessionId: string
   stepId?: number
+  startPosition?: number
   shape?: number[]
   bytes?: number
   chain?: boolean
@@ -98,9 +99,13 @@ describe('canaries in chained forwarding', () => {
     })
     try {
       await client.view.waitForRoute(1, 4, 20_000)
-      for (let i = 0; i < 4; i++) {
-        const result = await client.generate(ref.prompt, { maxTokens: 48, temperature: 0 })
-        expect(result.tokens).toEqual(ref.generated_tokens.slice(0, 48))
+      // Real sessions of different lengths, as users ask for; decoys copy the shapes of ended ones.
+      // Many short sessions, so that session length is a feature over many sessions, not a few.
+      const lengths = createRandom(17)
+      for (let i = 0; i < 24; i++) {
+        const maxTokens = 8 + lengths.int(33)
+        const result = await client.generate(ref.prompt, { maxTokens, temperature: 0 })
+        expect(result.tokens).toEqual(ref.generated_tokens.slice(0, maxTokens))
         expect(result.report.routes[0].map((h) => h.peerId)).toEqual([nodes.a.peerId, nodes.b.peerId, nodes.c.peerId])
         expect(result.report.excludedPeers).toEqual([])
       }
@@ -113,8 +118,8 @@ describe('canaries in chained forwarding', () => {
     const audited = new Set(seen.filter((s) => s.type === 'await').map((s) => `${s.sessionId}/${s.stepId}`))
     const steps = seen.filter((s) => s.type === 'step')
     const decoySteps = steps.filter((s) => !realSessions.has(s.sessionId))
-    expect(decoySteps.length).toBeGreaterThan(40)
-    expect(steps.length - decoySteps.length).toBeGreaterThan(150)
+    expect(decoySteps.length).toBeGreaterThan(100)
+    expect(steps.length - decoySteps.length).toBeGreaterThan(300)
     const client0 = [...opens.values()][0].from
     const tags = steps[0].hopAuth // the client's tags for this hop and the ones after it
     // Exact checks first: every step (real or decoy) came from the upstream hop, chained, with the
@@ -130,10 +135,19 @@ describe('canaries in chained forwarding', () => {
       expect(audited.has(`${s.sessionId}/${s.stepId}`)).toBe(true)
       expect(s.sessionId).toMatch(/^[0-9a-f-]{36}\.1$/)
     }
-    // Then a classifier over everything the peer sees per step does no better than chance.
+    // Then a classifier over everything the peer sees per step does no better than chance,
+    // session length included: steps in the step's session, its last position, the step's position.
+    const length = new Map<string, { steps: number; last: number }>()
+    for (const s of steps) {
+      const l = length.get(s.sessionId) ?? { steps: 0, last: 0 }
+      length.set(s.sessionId, { steps: l.steps + 1, last: Math.max(l.last, s.startPosition! + s.shape![0]) })
+    }
     const rows = steps.map((s) => {
       const o = opens.get(s.sessionId)!
       const f = [
+        length.get(s.sessionId)!.steps,
+        length.get(s.sessionId)!.last,
+        s.startPosition!,
         s.from === o.upstream ? 1 : 0,
         s.shape![0],
         s.bytes! / s.shape![0],
@@ -149,6 +163,15 @@ describe('canaries in chained forwarding', () => {
     })
     const scores = [1, 2, 3].map((seed) => heldOutAuroc(rows, seed))
     const mean = scores.reduce((a, b) => a + b, 0) / scores.length
+    const decoySessions = new Set(decoySteps.map((s) => s.sessionId)).size
+    console.log(
+      JSON.stringify({
+        classifierAuroc: scores,
+        decoySessions,
+        decoySteps: decoySteps.length,
+        realSteps: steps.length - decoySteps.length
+      })
+    )
     expect(mean).toBeGreaterThan(0.4)
     expect(mean).toBeLessThan(0.6)
   })

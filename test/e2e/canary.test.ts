@@ -14,7 +14,11 @@ describe('verified inference: a tampering peer is caught by canaries and routed 
   beforeAll(async () => {
     // The tamperer serves the whole remote span [1,4) in one hop, the cheapest route, so the
     // client uses it first; two honest peers serve [1,2) and [2,4).
-    nodes.tamperer = await startLocalNode({ model: GGUF_PATH, layers: '1:4', args: [...FAST, '--tamper', 'noise', '--tamper-size', '0.5'] })
+    nodes.tamperer = await startLocalNode({
+      model: GGUF_PATH,
+      layers: '1:4',
+      args: [...FAST, '--tamper', 'noise', '--tamper-size', '0.5']
+    })
     const bootstrap = [nodes.tamperer.addrs[0]]
     nodes.honestA = await startLocalNode({ model: GGUF_PATH, layers: '1:2', bootstrap, args: FAST })
     nodes.honestB = await startLocalNode({ model: GGUF_PATH, layers: '2:4', bootstrap, args: FAST })
@@ -24,7 +28,9 @@ describe('verified inference: a tampering peer is caught by canaries and routed 
     await Promise.all(Object.values(nodes).map((n) => n.stop()))
   })
 
-  it('excludes the tamperer, finishes with the honest output, and the report shows the evidence', { timeout: 120_000 }, async () => {
+  it('excludes the tamperer, finishes with the honest output, and the report shows the evidence', {
+    timeout: 120_000
+  }, async () => {
     const events: Array<Record<string, unknown>> = []
     const client = await createClient({
       bootstrap: Object.values(nodes).map((n) => n.addrs[0]),

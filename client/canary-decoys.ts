@@ -1,0 +1,207 @@
+import { randomUUID } from 'node:crypto'
+import {
+  buildCanaryTraces,
+  type CanarySet,
+  type CanaryTraces,
+  canarySetFromTraces,
+  createDecoyPlanner,
+  DEFAULT_CANARY_LENGTH,
+  DEFAULT_CANARY_PROMPTS,
+  type DecoyPlan,
+  type DecoyPlanner,
+  type DecoyStep,
+  type WireDType
+} from '../canary/index.js'
+import { createReferenceKernels, type Kernels, type ModelFile } from '../shards/index.js'
+import type { StepContext } from './canary-types.js'
+import type { ChainedDecoy } from './chained-decoy.js'
+import type { HopSession, HopTarget } from './hop.js'
+
+/** A decoy session: one hop's (relayed) or the whole route's (chained), running through one canary. */
+export interface Decoy {
+  /** Relay: one hop; chain: every hop of the route, in order. */
+  readonly targets: readonly HopTarget[]
+  readonly hop?: HopSession
+  readonly chain?: ChainedDecoy
+  readonly sessionId: string
+  readonly canary: number
+  /** The plan: a real session's shape (prefill, then one row a step) over the canary. */
+  readonly steps: readonly DecoyStep[]
+  next: number
+  stepId: number
+  /** Chained: hops from this index on saw an input a suspicious upstream hop had altered. */
+  taintedFrom: number
+}
+
+/**
+ * What decoys are made of: canary sets at any boundary (views of one set of traces, built once on
+ * the client's own trusted kernels and kept in memory only), and the shapes of the client's real
+ * sessions, which decoys copy.
+ */
+export class CanaryMaterial {
+  private traces?: CanaryTraces
+  private readonly sets = new Map<number, CanarySet>()
+  private readonly planner: DecoyPlanner
+  /** Plans from the session in progress, before any real session has ended. */
+  private readonly standIn: DecoyPlanner
+  /** Real sessions in progress: their shape so far. */
+  private readonly active = new Map<string, { promptLength: number; steps: number; maxLength: number; wire: WireDType }>()
+  /** Positions per canary: as long as the longest real session expected. */
+  readonly length: number
+
+  constructor(
+    private readonly model: ModelFile,
+    private readonly o: {
+      readonly kernels?: Kernels
+      readonly prompts?: readonly string[]
+      readonly seed?: number
+      /** Positions per canary (default max(256, maxLength), capped by the context). */
+      readonly length?: number
+      readonly maxLength: number
+      readonly onBuild?: (boundary: number, built: number, total: number) => void
+    }
+  ) {
+    const seqLen = model.config.seqLen
+    this.length = Math.min(seqLen, o.length ?? Math.max(DEFAULT_CANARY_LENGTH, o.maxLength))
+    this.planner = createDecoyPlanner({ seed: o.seed ?? 1 })
+    this.standIn = createDecoyPlanner({ seed: (o.seed ?? 1) + 1, history: 1 })
+  }
+
+  /**
+   * Canary inputs at a boundary, with references for every span end after it. The traces keep the
+   * states from the first boundary asked for on (a route's hops all start at or after it); one
+   * before it rebuilds them.
+   */
+  setFor(boundary: number): CanarySet {
+    let set = this.sets.get(boundary)
+    if (set) return set
+    const n = this.model.config.nLayers
+    if (!this.traces || this.traces.traces[0].states[boundary] === undefined) {
+      // Building runs the whole model over every canary, token by token (sampled continuation),
+      // so the default set is small (4 canaries); a longer-lived client can pass more prompts.
+      this.traces = buildCanaryTraces({
+        model: this.model,
+        kernels: this.o.kernels ?? createReferenceKernels(),
+        prompts: this.o.prompts ?? DEFAULT_CANARY_PROMPTS.slice(0, 4),
+        tokensPerPrompt: this.length,
+        seed: this.o.seed ?? 1,
+        levels: Array.from({ length: n + 1 - boundary }, (_, i) => boundary + i),
+        onProgress: (built, total) => this.o.onBuild?.(boundary, built, total)
+      })
+      this.sets.clear()
+    }
+    set = canarySetFromTraces(
+      this.traces,
+      boundary,
+      Array.from({ length: n - boundary }, (_, i) => boundary + i + 1)
+    )
+    this.sets.set(boundary, set)
+    return set
+  }
+
+  /**
+   * A real step went through: a step at position 0 starts a session's shape (its rows are the
+   * prefill), later ones add a step. Shapes of ended sessions go to the planner.
+   */
+  observeStep(ctx: StepContext, wire: WireDType): void {
+    if (ctx.sessionId === undefined || ctx.startPosition === undefined || ctx.rows === undefined) return
+    const cur = this.active.get(ctx.sessionId)
+    if (ctx.startPosition === 0 || !cur) {
+      if (cur) this.endSession(ctx.sessionId) // a failover re-prefills: the peer sees a new session
+      this.active.set(ctx.sessionId, { promptLength: Math.max(1, ctx.rows), steps: 1, maxLength: ctx.maxLength, wire })
+      // sessions never ended (a caller that dropped its pipeline) do not pile up
+      if (this.active.size > 64) this.endSession(this.active.keys().next().value as string)
+    } else cur.steps++
+  }
+
+  endSession(sessionId: string): void {
+    const shape = this.active.get(sessionId)
+    this.active.delete(sessionId)
+    if (!shape || shape.maxLength < shape.promptLength + shape.steps - 1) return
+    this.planner.observeReal(shape)
+  }
+
+  /**
+   * A decoy plan over the set at `boundary`: a real session's shape (prefill rows, steps, max
+   * length) drawn from the recent ones. Before any real session has ended, the one in progress
+   * stands in, as if it ran to its max length.
+   */
+  plan(boundary: number, ctx: StepContext): DecoyPlan {
+    const set = this.setFor(boundary)
+    if (this.planner.observed === 0) {
+      const cur = ctx.sessionId === undefined ? undefined : this.active.get(ctx.sessionId)
+      const prompt = Math.min(cur?.promptLength ?? set.canaries[0].promptLength, ctx.maxLength)
+      this.standIn.observeReal({
+        promptLength: prompt,
+        steps: Math.max(1, ctx.maxLength - prompt),
+        maxLength: ctx.maxLength,
+        wire: 'f32'
+      })
+      return this.standIn.plan(set)
+    }
+    return this.planner.plan(set)
+  }
+}
+
+/** The open decoys, one per hop (relayed) or per route (chained), each following its plan. */
+export class DecoyPool {
+  private readonly decoys = new Map<string, Decoy>()
+
+  constructor(private readonly material: CanaryMaterial) {}
+
+  /** The decoy for `key`, opened anew when it has none or its plan is done. */
+  async decoyFor(
+    key: string,
+    targets: readonly HopTarget[],
+    ctx: StepContext,
+    open: (sessionId: string, maxLength: number) => Promise<Pick<Decoy, 'hop' | 'chain'>>
+  ): Promise<Decoy> {
+    let decoy = this.decoys.get(key)
+    if (decoy && decoy.next < decoy.steps.length) return decoy
+    if (decoy) {
+      this.decoys.delete(key)
+      await closeDecoy(decoy)
+    }
+    const plan = this.material.plan(targets[0].start, ctx)
+    // shaped as a real route's hop session id (RemotePipeline: `<session>.<route number>`)
+    const sessionId = `${randomUUID()}.1`
+    const opened = await open(sessionId, plan.maxLength)
+    decoy = {
+      targets,
+      ...opened,
+      sessionId,
+      canary: plan.canaryIndex,
+      steps: plan.steps,
+      next: 0,
+      stepId: 1,
+      taintedFrom: targets.length
+    }
+    this.decoys.set(key, decoy)
+    return decoy
+  }
+
+  /**
+   * One step of the decoy for `key`: a step that fails leaves the decoy's session out of step with
+   * the peer (or gone, e.g. closed as idle), so the decoy is dropped and the next probe opens anew.
+   */
+  async stepDecoy<T>(key: string, decoy: Decoy, run: (step: DecoyStep, stepId: number) => Promise<T>): Promise<T> {
+    const step = decoy.steps[decoy.next++]
+    try {
+      return await run(step, decoy.stepId++)
+    } catch (err) {
+      if (this.decoys.get(key) === decoy) this.decoys.delete(key)
+      closeDecoy(decoy).catch(() => {})
+      throw err
+    }
+  }
+
+  async closeAll(): Promise<void> {
+    const all = [...this.decoys.values()]
+    this.decoys.clear()
+    await Promise.all(all.map(closeDecoy))
+  }
+}
+
+function closeDecoy(d: Decoy): Promise<void> {
+  return d.chain ? d.chain.close() : d.hop!.close(d.sessionId)
+}
