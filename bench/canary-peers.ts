@@ -31,6 +31,9 @@ export const SIZES: Record<TamperMode, number[]> = {
 export interface Step {
   readonly sessionId: string
   readonly stepId: number
+  /** Position of the step's first row in its (decoy) session, and its rows. */
+  readonly position: number
+  readonly rows: number
   readonly input: Float32Array
   readonly raw: Float32Array
   readonly ref: Float32Array
@@ -102,6 +105,8 @@ export function honestPeers(benign: DriftModel): { peers: Peer[]; fallbacks: str
               const step = {
                 sessionId: `c${i}`,
                 stepId,
+                position: pos,
+                rows,
                 input: rowsOf(s.input),
                 raw: rowsOf(s.outputs[k]),
                 ref: rowsOf(c.outputs[k])

@@ -4,7 +4,8 @@
  * process on real kernels and real canary sets (held-out prompts, not the calibration ones):
  * honest peer outputs are real kernel runs, tampered ones are the node's tamper functions
  * applied to them. Prints one JSON object (or, with --table, a markdown table of it).
- * `--calibrate` regenerates canary/default-calibration.ts from the bundled model instead.
+ * `--calibrate` regenerates canary/default-calibration.ts from the bundled model instead;
+ * `--adaptive` runs only the adaptive-rate simulations, `--overhead` only the cost measurement.
  */
 import { writeFileSync } from 'node:fs'
 import {
@@ -22,32 +23,14 @@ import {
   quantile,
   serializeDriftModel,
   WIRE_DTYPES,
-  type WireDType,
   wireRoundtrip
 } from '../canary/index.js'
 import { createTamper, TAMPER_MODES, type TamperMode } from '../node/tamper.js'
-import { adaptiveBenign, adaptiveDetection } from './canary-adaptive.js'
-import { bundledModel, honestPeers, mean, type Peer, round, SIZES, score, tamperPass } from './canary-peers.js'
+import { adaptiveBenign, adaptiveDetection, lateDetection } from './canary-adaptive.js'
+import { bundledModel, honestPeers, type Peer, round, SIZES, score, tamperPass } from './canary-peers.js'
+import { type ConfigResult, markdownTable, RATES, summarize } from './canary-summary.js'
 
-const RATES = [1, 0.1]
 const MAX_CANARIES = 1500
-const CANARY_RATE = 0.03
-
-interface ConfigResult {
-  readonly span: string
-  readonly profile: string
-  readonly wire: WireDType
-  readonly mode: TamperMode
-  readonly size: number
-  readonly rate: number
-  readonly auroc: number
-  /** Tampering's own effect (median relL2 of tampered vs honest output) exceeds the wire's benign spread (99th percentile over all honest peers). */
-  readonly aboveSpread: boolean
-  readonly excluded: boolean
-  readonly canaries: number
-  readonly tamperedCanaries: number
-  readonly positives: number[]
-}
 
 function evaluate(
   peer: Peer,
@@ -102,7 +85,8 @@ function overhead(rate: AdaptiveRate) {
   const benign = defaultBenignModel()
   return {
     newPeers: measureCanaryOverhead({ model, benign, rate }),
-    trustedPeers: measureCanaryOverhead({ model, benign, rate: fixedRate(rate.base) })
+    // peers past start-up, of a long-lived client: its decoy sessions run on across generations
+    trustedPeers: measureCanaryOverhead({ model, benign, rate: fixedRate(rate.base), keepDecoys: true })
   }
 }
 
@@ -151,7 +135,9 @@ export async function main(argv: string[]): Promise<void> {
   // The 10 %-tamperer under the adaptive per-peer rate, and benign peers' canary load under it.
   const adaptive = {
     detection: adaptiveDetection(peers, { benign, spread, rate }),
-    benign: adaptiveBenign(peers, { benign, rate })
+    benign: adaptiveBenign(peers, { benign, rate }),
+    // a peer that tampers only at positions ≥ 64 (what short decoys never reached)
+    lateTamperer: lateDetection(peers, { benign, rate, after: 64 })
   }
   if (argv.includes('--adaptive')) {
     console.log(
@@ -187,116 +173,4 @@ export async function main(argv: string[]): Promise<void> {
     overall
   })
   console.log(argv.includes('--table') ? markdownTable(summary) : JSON.stringify(summary))
-}
-
-interface BenignSummary {
-  adaptive: unknown
-  overhead: ReturnType<typeof overhead>
-  spread: Record<string, number>
-  benignChecks: number
-  benignExcluded: number
-  maxBenignPosterior: number
-  peers: number
-  fallbacks: string[]
-  t0: number
-  overall: number
-}
-
-function summarize(results: ConfigResult[], b: BenignSummary) {
-  const valid = results.filter((r) => !Number.isNaN(r.auroc))
-  const above = valid.filter((r) => r.aboveSpread)
-  const detection: Record<string, unknown> = {}
-  for (const mode of TAMPER_MODES) {
-    for (const rate of RATES) {
-      const rs = results.filter((r) => r.mode === mode && r.rate === rate && r.aboveSpread)
-      const ex = rs.filter((r) => r.excluded)
-      const c = mean(ex.map((r) => r.canaries))
-      detection[`${mode}@${rate}`] = {
-        configs: rs.length,
-        excluded: ex.length,
-        meanCanaries: round(c, 1),
-        meanTamperedCanaries: round(mean(ex.map((r) => r.tamperedCanaries)), 1),
-        stepsAtDefaultRate: round(c / CANARY_RATE, 0),
-        canaryRateFor100Steps: round(c / 100, 3)
-      }
-    }
-  }
-  const smallest: Record<string, Record<string, number | null>> = {}
-  for (const mode of TAMPER_MODES) {
-    smallest[mode] = {}
-    for (const wire of WIRE_DTYPES) {
-      const ok = SIZES[mode].filter((size) =>
-        results
-          .filter((r) => r.mode === mode && r.wire === wire && r.size === size && r.rate === 1)
-          .every((r) => r.auroc >= 0.99 && r.excluded)
-      )
-      // lowprec: fewer mantissa bits is a bigger change, so "smallest change" is the most bits.
-      smallest[mode][wire] = ok.length === 0 ? null : mode === 'lowprec' ? Math.max(...ok) : Math.min(...ok)
-    }
-  }
-  return {
-    command: 'npm run bench -- canary',
-    seconds: round((Date.now() - b.t0) / 1000, 1),
-    configurations: results.length,
-    auroc: {
-      overall: round(b.overall),
-      meanPerConfig: round(mean(valid.map((r) => r.auroc))),
-      configsAt1: valid.filter((r) => r.auroc === 1).length,
-      aboveSpreadConfigs: above.length,
-      aboveSpreadAt1: above.filter((r) => r.auroc === 1).length,
-      aboveSpreadMin: round(Math.min(...above.map((r) => r.auroc)))
-    },
-    benign: {
-      peers: b.peers,
-      checks: b.benignChecks,
-      excluded: b.benignExcluded,
-      falsePositiveRate: round(b.benignExcluded / b.peers),
-      maxPosterior: round(b.maxBenignPosterior, 6),
-      kernelFallbacks: b.fallbacks,
-      spreadRelL2: Object.fromEntries(Object.entries(b.spread).map(([k, v]) => [k, Number(v.toPrecision(3))]))
-    },
-    detection,
-    smallestDetectableSize: smallest,
-    adaptive: b.adaptive,
-    overhead: b.overhead,
-    perConfigColumns: ['span', 'profile', 'wire', 'mode', 'size', 'rate', 'auroc', 'aboveSpread', 'excluded', 'canaries'],
-    perConfig: results.map((r) => [
-      r.span,
-      r.profile,
-      r.wire,
-      r.mode,
-      r.size,
-      r.rate,
-      round(r.auroc),
-      r.aboveSpread,
-      r.excluded,
-      r.canaries
-    ])
-  }
-}
-
-/** A short markdown table of the summary (for the README). */
-function markdownTable(s: ReturnType<typeof summarize>): string {
-  const lines = [
-    `Command: \`${s.command}\` (${s.configurations} configurations, ${s.seconds} s)`,
-    '',
-    '| metric | value |',
-    '|---|---|',
-    `| AUROC overall (pooled per-canary scores) | ${s.auroc.overall} |`,
-    `| configurations with AUROC 1.0 where tampering exceeds the benign spread | ${s.auroc.aboveSpreadAt1} / ${s.auroc.aboveSpreadConfigs} (min ${s.auroc.aboveSpreadMin}) |`,
-    `| benign peers excluded | ${s.benign.excluded} / ${s.benign.peers} over ${s.benign.checks} canary checks (max posterior ${s.benign.maxPosterior}) |`,
-    `| canary steps per hop per token, 256-token generation, new / trusted peers | ${s.overhead.newPeers.canaryStepsPerHopPerToken} / ${s.overhead.trustedPeers.canaryStepsPerHopPerToken} |`,
-    `| extra work (canary time / generation time), new / trusted peers | ${s.overhead.newPeers.extraWork} / ${s.overhead.trustedPeers.extraWork} |`,
-    `| A/B wall-time cost (median of interleaved rounds), new / trusted peers | ${s.overhead.newPeers.abCost} / ${s.overhead.trustedPeers.abCost} |`,
-    '',
-    '| mode@rate | excluded | mean canaries to exclusion | steps at rate 0.03 |',
-    '|---|---|---|---|'
-  ]
-  for (const [k, v] of Object.entries(s.detection) as [string, Record<string, number>][]) {
-    lines.push(`| ${k} | ${v.excluded}/${v.configs} | ${v.meanCanaries} | ${v.stepsAtDefaultRate} |`)
-  }
-  lines.push('', '| mode | smallest detectable size f32 / f16 / int8 wire |', '|---|---|')
-  for (const [m, w] of Object.entries(s.smallestDetectableSize))
-    lines.push(`| ${m} | ${w.f32 ?? '–'} / ${w.f16 ?? '–'} / ${w.int8 ?? '–'} |`)
-  return lines.join('\n')
 }

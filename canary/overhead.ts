@@ -19,6 +19,11 @@ export interface OverheadOptions {
   readonly tokens?: number
   /** Interleaved A/B rounds (default 9). */
   readonly rounds?: number
+  /**
+   * Decoy sessions carry on from one generation to the next, as a long-lived client's do (its
+   * peers past start-up); otherwise every generation starts new decoys, as a new client does.
+   */
+  readonly keepDecoys?: boolean
 }
 
 /**
@@ -26,7 +31,8 @@ export interface OverheadOptions {
  * tokens greedily through the whole model (its edges and head, and the remote blocks split in two
  * hops); after every token each hop gets a canary step of a decoy session with the probability
  * the adaptive rate gives for that hop's verdict, starting from new peers (the start-up phase
- * included), and the client scores each against its reference (drift + detector update).
+ * included), and the client scores each against its reference (drift + detector update). A
+ * decoy is shaped as the real session: a prompt-sized prefill, then one row a step, as long as it.
  *  - extraWork: canary time (hop compute of decoy steps + client checks) / real generation time,
  *    both measured per call in the same run: what canaries add to the swarm's work per token.
  *  - abCost: wall time with canaries / without − 1 over interleaved runs (A, B, A, B, ...), median
@@ -45,19 +51,24 @@ export function measureCanaryOverhead(options: OverheadOptions) {
     { start: 1, end: mid },
     { start: mid, end: n - 1 }
   ].filter((h) => h.end > h.start)
+  const prompt = [1, ...Array.from({ length: 11 }, (_, i) => 20 + i)]
+  const maxLength = prompt.length + tokens
+  // Canaries as long as the real session (its positions: the prompt, then a row per token but
+  // the last); a decoy copies its shape: a prompt-sized prefill, then one row a step to the end.
+  const positions = Math.min(maxLength - 1, model.config.seqLen)
   const sets: CanarySet[] = hops.map((h) =>
-    buildCanarySet({ model, boundary: h.start, ends: [h.end], prompts: HELD_OUT_PROMPTS.slice(0, 4), seed: 5 })
+    buildCanarySet({ model, boundary: h.start, ends: [h.end], prompts: HELD_OUT_PROMPTS.slice(0, 4), seed: 5, tokensPerPrompt: positions })
   )
   const edge = createEdge({ model })
   const full = createShard({ model, start: 0, end: n })
   const hopShards = hops.map((h) => createShard({ model, start: h.start, end: h.end }))
-  const prompt = [1, ...Array.from({ length: 11 }, (_, i) => 20 + i)]
-  const maxLength = prompt.length + tokens
+  const kept = hops.map(() => ({ canary: 0, position: 0, open: false }))
 
   const run = (withCanaries: boolean, seed: number) => {
     const det = createDetector({ benign: options.benign })
     const rnd = createRandom(seed)
-    const decoys = hops.map(() => ({ canary: 0, position: 0, open: false }))
+    if (!options.keepDecoys) for (let k = 0; k < hops.length; k++) closeDecoy(k)
+    const decoys = kept
     let realMs = 0
     let canaryMs = 0
     let canarySteps = 0
@@ -86,10 +97,10 @@ export function measureCanaryOverhead(options: OverheadOptions) {
           if (d.open) hopShards[k].closeSession('decoy')
           d.canary = (d.canary + 1) % sets[k].canaries.length
           d.position = 0
-          hopShards[k].openSession('decoy', { maxLength: Math.max(maxLength, sets[k].canaries[d.canary].tokens.length) })
+          hopShards[k].openSession('decoy', { maxLength })
           d.open = true
         }
-        const rows = d.position === 0 ? sets[k].canaries[d.canary].promptLength : 1
+        const rows = d.position === 0 ? prompt.length : 1
         const got = hopShards[k].forward('decoy', inputFor(sets[k], d.canary, d.position, rows), d.position)
         det.observe(peer, driftMetrics(got, referenceFor(sets[k], d.canary, h.end, d.position, rows)), 'f32')
         d.position += rows
@@ -99,10 +110,13 @@ export function measureCanaryOverhead(options: OverheadOptions) {
       })
     }
     full.closeSession('real')
-    for (let k = 0; k < hops.length; k++) if (decoys[k].open) hopShards[k].closeSession('decoy')
     return { wallMs: now() - t0, realMs, canaryMs, canarySteps, canaryRows, excluded: det.excluded().length }
   }
 
+  const closeDecoy = (k: number): void => {
+    if (kept[k].open) hopShards[k].closeSession('decoy')
+    kept[k] = { canary: 0, position: 0, open: false }
+  }
   try {
     run(true, 1) // warm-up
     const ratios: number[] = []
@@ -125,6 +139,8 @@ export function measureCanaryOverhead(options: OverheadOptions) {
       hops: hops.map((h) => `[${h.start},${h.end})`),
       canaryStepsPerHopPerToken: round(steps / rounds / hops.length / tokens),
       canaryRowsPerHopPerToken: round(rows / rounds / hops.length / tokens),
+      decoyPositions: positions,
+      keepDecoys: options.keepDecoys ?? false,
       extraWork: round(median(extra)),
       abCost: round(median(ratios)),
       abCostPerRound: ratios.map((x) => round(x)),

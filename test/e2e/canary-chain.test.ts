@@ -135,18 +135,27 @@ describe('canaries in chained forwarding', () => {
       expect(audited.has(`${s.sessionId}/${s.stepId}`)).toBe(true)
       expect(s.sessionId).toMatch(/^[0-9a-f-]{36}\.1$/)
     }
-    // Then a classifier over everything the peer sees per step does no better than chance,
-    // session length included: steps in the step's session, its last position, the step's position.
-    const length = new Map<string, { steps: number; last: number }>()
-    for (const s of steps) {
-      const l = length.get(s.sessionId) ?? { steps: 0, last: 0 }
-      length.set(s.sessionId, { steps: l.steps + 1, last: Math.max(l.last, s.startPosition! + s.shape![0]) })
+    // Session shapes: decoys copy real sessions' shapes (prefill rows, steps so length, max
+    // length), so each decoy session is shaped exactly as some real one, except the one still
+    // open when the client closed (cut short, as a real session ended early would be).
+    const shapeOf = (id: string): string => {
+      const own = steps.filter((s) => s.sessionId === id)
+      return `${own[0].shape![0]}/${own.length}/${opens.get(id)!.maxLength}`
     }
+    const realShapes = new Set([...realSessions].filter((id) => opens.has(id)).map(shapeOf))
+    const decoyIds = [...new Set(decoySteps.map((s) => s.sessionId))]
+    const unmatched = decoyIds.filter((id) => !realShapes.has(shapeOf(id)))
+    expect(decoyIds.length).toBeGreaterThan(4)
+    expect(unmatched.length).toBeLessThanOrEqual(1)
+    if (unmatched.length === 1) expect(unmatched[0]).toBe(decoyIds.at(-1))
+    expect(new Set(decoyIds.map(shapeOf)).size).toBeGreaterThan(2) // lengths vary as real ones do
+    // Then a classifier over everything the peer sees per step, the step's position included,
+    // does no better than chance. (Session-level features, the session's length, are checked by
+    // the shapes above: split by step, a classifier memorizes each session's length from its
+    // other steps; split by session, a handful of decoy sessions make its AUROC swing.)
     const rows = steps.map((s) => {
       const o = opens.get(s.sessionId)!
       const f = [
-        length.get(s.sessionId)!.steps,
-        length.get(s.sessionId)!.last,
         s.startPosition!,
         s.from === o.upstream ? 1 : 0,
         s.shape![0],
