@@ -9,6 +9,7 @@ type BenchMain = (argv: string[]) => Promise<void>
 const BENCHES: Record<string, () => Promise<BenchMain>> = {
   canary: async () => (await import('./canary.js')).main,
   failover: async () => (await import('./failover.js')).main,
+  hop: async () => (await import('./hop.js')).main,
   seal: async () => (await import('./seal.js')).main,
   engine: async () => (await import('./engine.js')).main,
   kernels: async () => async (argv) => {

@@ -93,14 +93,16 @@ export class ChainedDecoy {
     const last = this.hops[this.hops.length - 1]
     const result = last.awaitResult(this.sessionId, stepId, rows, signal)
     result.catch(() => {})
+    // one way, as real chained steps go (remote-pipeline.ts): receipts come with the output
     const ack = await first.stepChained(this.sessionId, stepId, startPosition, input, signal, this.hops.slice(1))
-    const got = await result
-    await ledger.check(this.route, this.sessionId, stepId, ack.receipts, ack.sent, got.received)
-    const middle = await auditChainedStep(this.hops, this.sessionId, stepId, rows, ack.receipts, signal)
+    const got = await Promise.race([result, ack.failed])
+    first.settle(ack.requestId)
+    await ledger.check(this.route, this.sessionId, stepId, got.receipts, ack.sent, got.received)
+    const middle = await auditChainedStep(this.hops, this.sessionId, stepId, rows, got.receipts, signal)
     return {
       outputs: [...middle, got.hidden],
-      receipts: ack.receipts,
-      computeMs: ack.timings.reduce((s, t) => s + t.computeMs, 0)
+      receipts: got.receipts,
+      computeMs: got.timings.reduce((s, t) => s + t.computeMs, 0)
     }
   }
 

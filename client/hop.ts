@@ -172,14 +172,17 @@ export class HopSession {
   }
 
   /**
-   * Chained mode, first hop: send; resolves with every hop's timings and receipts once the chain
-   * accepted it. `downstream` are the hops after this one, in route order: each gets the
-   * client's step tag under its stepMacKey, which it checks before it runs the step.
+   * Chained mode, first hop: send the step one way (Step.one_way) and resolve once it is
+   * written. The last hop's awaitResult() brings every hop's timings and receipts with the
+   * output; `failed` rejects if any hop of the chain fails this step (never resolves: call
+   * settle(requestId) once the output came). `downstream` are the hops after this one, in
+   * route order: each gets the client's step tag under its stepMacKey, which it checks before
+   * it runs the step.
    */
   async stepChained(sessionId: string, stepId: number, startPosition: number, hidden: Float32Array, signal?: AbortSignal, downstream: readonly HopSession[] = []) {
     const fields = { sessionId, stepId, startPosition, inputHash: CHAINED_STEP_INPUT_HASH }
     const hopAuth = downstream.map((h) => stepTag(h.keys.stepMacKey, fields))
-    const step = { ...this.stepMessage(sessionId, stepId, startPosition, hidden, true), hopAuth }
+    const step = { ...this.stepMessage(sessionId, stepId, startPosition, hidden, true), hopAuth, oneWay: true }
     if (this.ledger) {
       // hop-to-hop links: each hop encodes its output in its negotiated dtype (the chain shares one)
       const rows = hidden.length / this.dim
@@ -190,9 +193,13 @@ export class HopSession {
         this.ledger.transfer(chain[i].target, chain[i + 1].target, d, tensorByteLength([rows, this.dim], d), rows)
       }
     }
-    const res = await this.caller.call({ type: 'step', step }, signal)
-    const ok = res.type === 'result'
-    return { timings: ok ? res.result.timings : [], receipts: ok ? (res.result.receipts ?? []) : [], sent: step.hidden.data }
+    const { requestId, failed } = await this.caller.send({ type: 'step', step }, signal)
+    return { requestId, failed, sent: step.hidden.data }
+  }
+
+  /** A chained step's output arrived: stop listening for its failure. */
+  settle(requestId: number): void {
+    this.caller.settle(requestId)
   }
 
   /** Chained mode, last hop: the output of step stepId. */

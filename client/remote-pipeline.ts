@@ -299,19 +299,21 @@ export class RemotePipeline implements BlockPipeline {
     const sent = this.tagged(first.target.peerId, first.stepChained(id, stepId, startPos, hidden, this.timeout(signal), hops.slice(1)))
     sent.catch(() => {}) // reported through the race below when it matters
     result.catch(() => {})
-    const got = await Promise.race([result, sent.then(() => result)])
+    // The step goes one way; a hop that fails it reports back through the first hop (`failed`).
+    const got = await Promise.race([result, sent.then((s) => this.tagged(first.target.peerId, s.failed))])
     const ms = performance.now() - t0
-    // The first hop's acknowledgement carries every hop's receipt and compute time; it may land
-    // just after the result, so it is checked off the critical path: a bad receipt poisons the
-    // route and the next step fails over.
+    // The output carries every hop's receipt and compute time (each hop signed before it
+    // forwarded); they are checked off the critical path: a bad receipt poisons the route and
+    // the next step fails over.
     const route = this.route
     const offPath = sent
       .then(async (ack) => {
-        this.logStep(stepId, startPos, rows, ms, ack.timings)
-        await this.receipts.check(route, id, stepId, ack.receipts, ack.sent, got.received)
+        first.settle(ack.requestId)
+        this.logStep(stepId, startPos, rows, ms, got.timings)
+        await this.receipts.check(route, id, stepId, got.receipts, ack.sent, got.received)
         // With canaries on, every chained step's middle hops are audited, as decoy steps are, so
         // an audit does not single out a decoy (chained-decoy.ts); a false answer poisons the route.
-        if (this.init.canaries) await auditChainedStep(hops, id, stepId, rows, ack.receipts, this.timeout(signal))
+        if (this.init.canaries) await auditChainedStep(hops, id, stepId, rows, got.receipts, this.timeout(signal))
       })
       .catch((err) => {
         if (err instanceof BadReceiptError) this.poisoned ??= err

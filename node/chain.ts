@@ -58,6 +58,45 @@ export class ChainLink {
     }
   }
 
+  /**
+   * One-way chained step (Step.one_way): send it on and resolve once written. The returned
+   * promise rejects if the next hop (or one after it) fails this step later; it never resolves.
+   */
+  async send(step: Step, signal?: AbortSignal): Promise<Promise<never>> {
+    const next = this.next
+    if (!next) throw new Error('no next hop')
+    let caller: SessionCaller | undefined
+    try {
+      caller = await this.dial(next, signal)
+      const { failed } = await caller.send({ type: 'step', step }, signal)
+      const sentOn = caller
+      return failed.catch((err: Error) => {
+        throw this.nextHopError(err, next, step.stepId, sentOn)
+      })
+    } catch (err) {
+      throw this.nextHopError(err as Error, next, step.stepId, caller)
+    }
+  }
+
+  private async dial(next: NextHop, signal?: AbortSignal): Promise<SessionCaller> {
+    this.caller ??= createSessionCaller(
+      await this.host.dialProtocol(next.addrs.length > 0 ? next.addrs.map((a) => multiaddr(a)) : peerIdOf(this.host, next.peerId), SESSION_PROTOCOL, {
+        ...SESSION_STREAM_LIMITS,
+        signal
+      })
+    )
+    return this.caller
+  }
+
+  /** A later hop's own error keeps naming that hop; a dead stream names our next hop (and is dropped). */
+  private nextHopError(err: Error, next: NextHop, stepId: number, caller?: SessionCaller): RemoteError {
+    if (err instanceof RemoteError) return err
+    caller?.abort(err)
+    // a newer stream (dialled after this one died) stays
+    if (this.caller === caller) this.caller = undefined
+    return new RemoteError('NEXT_HOP_FAILED', `next hop failed: ${err.message}`, next.peerId, stepId)
+  }
+
   /** Last hop: hand a step's output to the client's AwaitResult (now or when it comes). */
   deliver(stepId: number, hidden: Step['hidden'], timings: HopTiming[], receipts: Receipt[]): void {
     const w = this.waiting.get(stepId)

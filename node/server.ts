@@ -22,8 +22,10 @@ import {
   sha256,
   signReceipt,
   type SessionResponseBody,
+  type NoReply,
   serveRequest,
   serveSessionStream,
+  stepTrace,
   subscribeAnnouncements,
   MalformedMessageError,
   UnsupportedDtypeError,
@@ -167,7 +169,7 @@ export class SwarmNode {
       SESSION_PROTOCOL,
       (stream, connection) => {
         const from = connection.remotePeer.toString()
-        const handler = async (req: SessionRequest, sig?: AbortSignal): Promise<SessionResponseBody> => {
+        const handler = async (req: SessionRequest, sig?: AbortSignal): Promise<SessionResponseBody | NoReply> => {
           this.poller.touch()
           try {
             return await this.handle(req, from, sig)
@@ -222,7 +224,7 @@ export class SwarmNode {
     }
   }
 
-  private async handle(req: SessionRequest, from: string, signal?: AbortSignal): Promise<SessionResponseBody> {
+  private async handle(req: SessionRequest, from: string, signal?: AbortSignal): Promise<SessionResponseBody | NoReply> {
     const dim = this.init.model.config.dim
     if (this.init.traceRequests) this.init.log?.({ event: 'request', from, ...requestShape(req) })
     switch (req.type) {
@@ -255,6 +257,7 @@ export class SwarmNode {
           throw new WrongDtypeError(`session ${s.sessionId} was opened with wire dtype ${wire}, this step carries ${s.hidden.dtype}`)
         }
         const out = this.sessions.step(s.sessionId, from, s.stepId, s.startPosition, hidden)
+        stepTrace('computed', s.stepId)
         const rows = hidden.length / dim
         // A tampering peer still signs what it sends: its receipt becomes the evidence.
         const output = this.init.tamper ? this.init.tamper.apply({ sessionId: s.sessionId, stepId: s.stepId, input: hidden, output: out.output, startPosition: s.startPosition, rows }) : out.output
@@ -268,6 +271,22 @@ export class SwarmNode {
           type: 'result',
           result: { sessionId: s.sessionId, stepId: s.stepId, ...extra }
         })
+        if (s.oneWay && s.chain && link) {
+          // One-way chained step: our receipt travels on with the step (signed before forwarding,
+          // so no acknowledgement has to come back), and the last hop hands every hop's receipts
+          // and timings to the client with the output. Upstream hears only of failures.
+          const receipt = await this.receipt(s.sessionId, s.stepId, s.hidden.data, tensor.data)
+          const timings = [...(s.timings ?? []), timing]
+          const receipts = [...(s.receipts ?? []), receipt]
+          if (!link.next) {
+            link.deliver(s.stepId, tensor, timings, receipts)
+            return { type: 'noReply', failure: Promise.resolve() }
+          }
+          const failure = link.send({ ...s, hidden: tensor, hopAuth, timings, receipts }, signal)
+          // kept for the client's audit (an AwaitResult to a middle hop): canaries check middle hops this way
+          link.deliver(s.stepId, tensor, [timing], [receipt])
+          return { type: 'noReply', failure: failure.then((f) => f) }
+        }
         if (s.chain && link?.next) {
           // Forward first (the step is on the socket when forward() first yields) and sign our
           // receipt while the next hops compute.

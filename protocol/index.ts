@@ -26,6 +26,7 @@ export {
 export { protoPath } from './schema.js'
 export * from './session-messages.js'
 export * from './session-stream.js'
+export * from './step-trace.js'
 export * from './tensor-codec.js'
 export type * from './types.js'
 export { DTYPE_VALUES, dtypeDisplayName, dtypeFromName } from './wire.js'

@@ -131,7 +131,24 @@ function stepFromWire(w: Wire, maxElements?: number): Step {
     startPosition: uint32Field(w.startPosition, 'step.start_position', 0, MAX_SESSION_LENGTH),
     hidden: tensorFromWire(w.hidden, 'step.hidden', maxElements),
     chain: w.chain === true,
-    ...hopAuthFromWire(w.hopAuth)
+    ...hopAuthFromWire(w.hopAuth),
+    ...oneWayFromWire(w)
+  }
+}
+
+/** Chained one-way fields: set only when one_way is (absent and empty decode the same). */
+function oneWayFromWire(w: Wire): Pick<Step, 'oneWay' | 'timings' | 'receipts'> {
+  const timings = arrayField(w.timings, 'step.timings', MAX_TIMINGS)
+  const receipts = arrayField(w.receipts, 'step.receipts', MAX_TIMINGS)
+  if (w.oneWay !== true) {
+    if (timings.length > 0 || receipts.length > 0) throw new MalformedMessageError('step.timings and step.receipts need step.one_way')
+    return {}
+  }
+  if (w.chain !== true) throw new MalformedMessageError('step.one_way needs step.chain')
+  return {
+    oneWay: true,
+    timings: timings.map((t, i) => timingFromWire(t, `step.timings[${i}]`)),
+    receipts: receipts.map((r, i) => receiptFromWire(r, `step.receipts[${i}]`))
   }
 }
 

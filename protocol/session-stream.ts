@@ -15,6 +15,7 @@ import { createMessageChannel, type MessageChannel, type MessageChannelInit } fr
 import { errorFromReply, errorReplyFor } from './messages.js'
 import { decodeSessionRequest, decodeSessionResponse, encodeSessionRequest, encodeSessionResponse } from './session-messages.js'
 import type { SessionRequest, SessionRequestBody, SessionResponse, SessionResponseBody } from './types.js'
+import { stepTrace } from './step-trace.js'
 
 export interface SessionStreamInit extends MessageChannelInit {
   maxTensorElements?: number
@@ -29,11 +30,23 @@ export interface SessionCaller {
    * RemoteError (code, peerId, stepId); a dead stream rejects with NextHopFailedError.
    */
   call(body: SessionRequestBody, signal?: AbortSignal): Promise<Exclude<SessionResponse, { type: 'error' }>>
+  /**
+   * Sends a request the peer answers only if it fails (a chained one-way step); resolves once
+   * written. `failed` rejects with the peer's ErrorReply (a RemoteError) or the stream's death
+   * until settle(requestId) forgets the request; it never resolves. Only the newest
+   * MAX_ONE_WAY_PENDING requests are remembered.
+   */
+  send(body: SessionRequestBody, signal?: AbortSignal): Promise<{ requestId: number; failed: Promise<never> }>
+  /** Forget a one-way request that succeeded (its answer came another way). */
+  settle(requestId: number): void
   /** Closes our writable side; responses to pending calls are still delivered. */
   close(signal?: AbortSignal): Promise<void>
   /** Resets the stream and fails pending calls. */
   abort(err: Error): void
 }
+
+/** One-way requests remembered for their late ErrorReply (a chain has a few in flight at most). */
+export const MAX_ONE_WAY_PENDING = 32
 
 interface Pending {
   resolve(res: SessionResponse): void
@@ -43,6 +56,7 @@ interface Pending {
 export function createSessionCaller(stream: Stream, init: SessionStreamInit = {}): SessionCaller {
   const channel = createMessageChannel(stream, init)
   const pending = new Map<number, Pending>()
+  const oneWay = new Map<number, (err: Error) => void>()
   let nextId = 1
   let failure: Error | undefined
   let reading = false
@@ -51,11 +65,13 @@ export function createSessionCaller(stream: Stream, init: SessionStreamInit = {}
     failure ??= err
     for (const p of pending.values()) p.reject(failure)
     pending.clear()
+    for (const reject of oneWay.values()) reject(failure)
+    oneWay.clear()
   }
 
   const readLoop = async (): Promise<void> => {
     try {
-      while (pending.size > 0) {
+      while (pending.size > 0 || oneWay.size > 0) {
         const bytes = await channel.read()
         if (bytes === undefined) throw new NextHopFailedError('session stream closed by the remote peer')
         const res = decodeSessionResponse(bytes, {
@@ -65,8 +81,16 @@ export function createSessionCaller(stream: Stream, init: SessionStreamInit = {}
         if (res.requestId === 0) {
           throw res.type === 'error' ? errorFromReply(res.error, 0) : new MalformedMessageError('response with request_id 0')
         }
+        stepTrace(`caller-got-${res.type}`, res.type === 'result' ? res.result.stepId : res.requestId)
         const p = pending.get(res.requestId)
-        if (p === undefined) continue // its call was aborted locally; drop the late answer
+        if (p === undefined) {
+          const reject = oneWay.get(res.requestId)
+          if (reject !== undefined && res.type === 'error') {
+            oneWay.delete(res.requestId)
+            reject(errorFromReply(res.error, res.requestId))
+          }
+          continue // an aborted call's or a settled one-way request's late answer
+        }
         pending.delete(res.requestId)
         p.resolve(res)
       }
@@ -92,6 +116,7 @@ export function createSessionCaller(stream: Stream, init: SessionStreamInit = {}
       if (failure !== undefined) throw failure
       signal?.throwIfAborted()
       const requestId = nextId++
+      stepTrace(`caller-send-${body.type}`, body.type === 'step' ? body.step.stepId : body.type === 'await' ? body.await.stepId : requestId)
       const bytes = encodeSessionRequest({ requestId, ...body } as SessionRequest)
       let resolve!: (res: SessionResponse) => void
       let reject!: (err: Error) => void
@@ -115,6 +140,7 @@ export function createSessionCaller(stream: Stream, init: SessionStreamInit = {}
         }
         try {
           await channel.write(bytes, signal)
+          stepTrace(`caller-sent-${body.type}`, requestId)
         } catch (err) {
           // a local refusal (too large) or our own abort leaves the stream intact
           if (err instanceof ProtocolError || signal?.aborted === true) throw err
@@ -134,7 +160,42 @@ export function createSessionCaller(stream: Stream, init: SessionStreamInit = {}
       }
     },
 
+    async send(body, signal) {
+      if (failure !== undefined) throw failure
+      signal?.throwIfAborted()
+      const requestId = nextId++
+      stepTrace(`caller-send-${body.type}`, body.type === 'step' ? body.step.stepId : requestId)
+      const bytes = encodeSessionRequest({ requestId, ...body } as SessionRequest)
+      let reject!: (err: Error) => void
+      const failed = new Promise<never>((_, rej) => {
+        reject = rej
+      })
+      failed.catch(() => {}) // a caller that settled or stopped listening must not crash the process
+      oneWay.set(requestId, reject)
+      for (const id of oneWay.keys()) if (oneWay.size > MAX_ONE_WAY_PENDING) oneWay.delete(id)
+      if (!reading) {
+        reading = true
+        void readLoop()
+      }
+      try {
+        await channel.write(bytes, signal)
+      } catch (err) {
+        oneWay.delete(requestId)
+        if (err instanceof ProtocolError || signal?.aborted === true) throw err
+        const e = new NextHopFailedError(`session stream failed: ${(err as Error).message}`, { cause: err })
+        failAll(e)
+        channel.abort(e)
+        throw e
+      }
+      return { requestId, failed }
+    },
+
+    settle(requestId) {
+      oneWay.delete(requestId)
+    },
+
     async close(signal) {
+      oneWay.clear() // closing: the session is over, late failures of its steps do not matter
       await channel.close(signal)
     },
 
@@ -153,7 +214,16 @@ export interface SessionServerInit extends SessionStreamInit {
   onError?(err: Error, request?: SessionRequest): void
 }
 
-export type SessionRequestHandler = (request: SessionRequest, signal?: AbortSignal) => Promise<SessionResponseBody>
+/**
+ * A handler's answer to a one-way request: nothing now; if `failure` rejects, its error goes
+ * back as an ErrorReply with the request's id (after answers to later requests, perhaps).
+ */
+export interface NoReply {
+  type: 'noReply'
+  failure: Promise<void>
+}
+
+export type SessionRequestHandler = (request: SessionRequest, signal?: AbortSignal) => Promise<SessionResponseBody | NoReply>
 
 /**
  * Serves one session stream until the caller closes it. Requests are handled one at a
@@ -186,7 +256,24 @@ export async function serveSessionStream(
       let req: SessionRequest | undefined
       try {
         req = decodeSessionRequest(bytes, { maxMessageBytes: channel.maxMessageBytes, maxTensorElements: init.maxTensorElements })
-        await reply({ requestId: req.requestId, ...(await handler(req, signal)) } as SessionResponse)
+        const traceId = req.type === 'step' ? req.step.stepId : req.type === 'await' ? req.await.stepId : req.requestId
+        stepTrace(`server-got-${req.type}`, traceId)
+        const body = await handler(req, signal)
+        stepTrace(`server-reply-${req.type}`, traceId)
+        if (body.type === 'noReply') {
+          const failed = req
+          body.failure.catch(async (err: Error) => {
+            try {
+              await reply({ requestId: failed.requestId, type: 'error', error: errorReplyFor(err, { peerId: init.peerId, stepId: traceId }) })
+            } catch {
+              // the stream is gone: the caller learns of it that way
+            }
+            init.onError?.(err, failed)
+          })
+          continue
+        }
+        await reply({ requestId: req.requestId, ...body } as SessionResponse)
+        stepTrace(`server-replied-${req.type}`, traceId)
       } catch (err) {
         const requestId = req?.requestId ?? (err as ProtocolError).requestId ?? 0
         const stepId = req?.type === 'step' ? req.step.stepId : undefined

@@ -75,6 +75,11 @@ export interface Step {
   chain: boolean
   /** Chained mode: the client's step tags for the hops after the receiver, in route order. */
   hopAuth?: Uint8Array[]
+  /** Chained one-way mode: no answer unless the step fails; receipts and timings travel with the step. */
+  oneWay?: boolean
+  /** Chained one-way mode: the receipts and compute times of the hops before the receiver, in route order. */
+  timings?: HopTiming[]
+  receipts?: Receipt[]
 }
 
 /** Seal the session's KV for positions [from, to) (full when from = 0 and !delta). */

@@ -10,6 +10,7 @@ import {
   encodeTensor,
   type Host,
   NextHopFailedError,
+  type NoReply,
   RemoteError,
   SESSION_PROTOCOL,
   SESSION_STREAM_LIMITS,
@@ -22,7 +23,7 @@ import {
 /** A toy hop: sessions hold a position; steps add 1 to every activation. */
 function toyHandler(peerId: string) {
   const sessions = new Map<string, number>()
-  return async (req: SessionRequest): Promise<SessionResponseBody> => {
+  return async (req: SessionRequest): Promise<SessionResponseBody | NoReply> => {
     switch (req.type) {
       case 'open':
         if (req.open.sessionId === 'busy') throw new BusyError('no free sessions')
@@ -32,6 +33,11 @@ function toyHandler(peerId: string) {
         const { sessionId, stepId, hidden } = req.step
         if (!sessions.has(sessionId)) throw new UnknownSessionError(`no session ${sessionId}`)
         const x = decodeTensor(hidden, { shape: [undefined, 64] })
+        // one way: a negative input fails later (as a chain's later hop would), others never answer
+        if (req.step.oneWay) {
+          if (x[0] >= 0) return { type: 'noReply', failure: Promise.resolve() }
+          return { type: 'noReply', failure: new Promise<void>((_, reject) => setTimeout(() => reject(new BusyError(`step ${stepId} failed downstream`)), 30)) }
+        }
         for (let i = 0; i < x.length; i++) x[i] += 1
         const out = encodeTensor(x, hidden.shape, hidden.dtype)
         return { type: 'result', result: { sessionId, stepId, hidden: out, timings: [{ peerId, computeMs: 0.01 }] } }
@@ -106,6 +112,33 @@ describe('session streams over real libp2p hosts', () => {
     expect(await s1.call({ type: 'close', close: { sessionId: 's1' } })).toMatchObject({ type: 'closed' })
     await s1.close()
     await s2.close()
+  })
+
+  it('one-way requests get no answer unless they fail, then a typed error after later answers', async () => {
+    const s = await open('s')
+    const oneWay = (sessionId: string, stepId: number, value: number) => ({ type: 'step' as const, step: { ...step(sessionId, stepId, value).step, chain: true, oneWay: true } })
+    const ok = await s.send(oneWay('s', 1, 1))
+    // the next call's answer is its own, not something for the one-way step
+    expect(await s.call(step('s', 2, 2))).toMatchObject({ type: 'result', result: { stepId: 2 } })
+    const late = await s.send(oneWay('s', 3, -1))
+    const lateError = late.failed.catch((e: unknown) => e)
+    expect(await s.call(step('s', 4, 4))).toMatchObject({ type: 'result', result: { stepId: 4 } }) // answered before the failure
+    const err = await lateError
+    expect(err).toBeInstanceOf(RemoteError)
+    expect(err).toMatchObject({ code: 'BUSY', peerId: hop.peerId.toString(), stepId: 3 })
+    const unknown = await s.send(oneWay('nope', 5, 1))
+    await expect(unknown.failed).rejects.toMatchObject({ code: 'UNKNOWN_SESSION', stepId: 5 })
+    // settled: a late failure is dropped, nothing else breaks
+    const settled = await s.send(oneWay('s', 6, -1))
+    s.settle(settled.requestId)
+    await new Promise((r) => setTimeout(r, 60))
+    expect(await s.call(step('s', 7, 7))).toMatchObject({ type: 'result', result: { stepId: 7 } })
+    expect(s.pending).toBe(0)
+    s.settle(ok.requestId)
+    // a dead stream fails the one-way requests still listened to
+    const pendingOne = await s.send(oneWay('s', 8, 1))
+    s.abort(new NextHopFailedError('gone'))
+    await expect(pendingOne.failed).rejects.toBeInstanceOf(NextHopFailedError)
   })
 
   it('turns handler failures into typed RemoteErrors and keeps the stream usable', async () => {

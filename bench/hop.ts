@@ -1,0 +1,150 @@
+/**
+ * `npm run bench -- hop [--model FILE] [--rounds N] [--gap-ms MS] [--wire f32|f16|q8_0]`: the
+ * round trip of one activation row through each layer of a swarm hop, measured in one run so
+ * the differences are the cost of each layer (medians in ms, JSON):
+ *
+ *   rawTcp        plain socket echo between two processes (bench/swarm-floor.ts)
+ *   libp2pEcho    the same bytes as one frame over libp2p (TCP + Noise + yamux + framing)
+ *   sessionEcho   a step/result pair through serveSessionStream / createSessionCaller
+ *                 (protobuf session codec, tensor encode/validate) with no node behind it
+ *   nodeStep      a real node process (`layerswarm node start`, one block): step tags,
+ *                 receipts, session bookkeeping, the block's compute (reported apart)
+ *   chain3        a chained step through 3 real node processes (one way: client → 3 hops →
+ *                 client), until the client holds the output
+ *
+ * `--gap-ms` sleeps between round trips, as a client computing its own blocks would.
+ */
+import { spawn } from 'node:child_process'
+import { once } from 'node:events'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { parseArgs } from 'node:util'
+import { multiaddr } from '@multiformats/multiaddr'
+import { HopSession, type HopTarget } from '../client/index.js'
+import { type LocalNode, startLocalNode } from '../node/local-swarm.js'
+import { createHost, createMessageChannel, createSessionCaller, type DType, encodeTensor, SESSION_STREAM_LIMITS } from '../protocol/index.js'
+import { openModelFile } from '../shards/index.js'
+import { ECHO_PROTOCOL, SESSION_ECHO_PROTOCOL } from './hop-protocols.js'
+import { rawTcpRoundTrip } from './swarm-floor.js'
+import { median, round } from './swarm-stats.js'
+
+const PEER = fileURLToPath(new URL('./hop-echo-peer.js', import.meta.url))
+const DEFAULT_MODEL = fileURLToPath(new URL('../../models/stories260K.gguf', import.meta.url))
+
+async function timed(rounds: number, gapMs: number, once: (i: number) => Promise<unknown>): Promise<number[]> {
+  for (let i = 0; i < 5; i++) await once(i) // warm up: JIT, first-use allocations
+  const ms: number[] = []
+  for (let i = 5; i < rounds + 5; i++) {
+    if (gapMs > 0) await new Promise((r) => setTimeout(r, gapMs))
+    const t0 = performance.now()
+    await once(i)
+    ms.push(performance.now() - t0)
+  }
+  return ms
+}
+
+export async function main(argv: string[]): Promise<void> {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      model: { type: 'string', default: DEFAULT_MODEL },
+      rounds: { type: 'string', default: '200' },
+      'gap-ms': { type: 'string', default: '0' },
+      wire: { type: 'string', default: 'f32' }
+    }
+  })
+  const rounds = Number(values.rounds)
+  const gapMs = Number(values['gap-ms'])
+  const wire = values.wire as DType
+  const model = openModelFile(values.model!)
+  const { dim, seqLen } = model.config
+  if (rounds + 10 > seqLen) throw new Error(`--rounds must be below ${seqLen - 10} (the model's context)`)
+  const row = new Float32Array(dim).map((_, i) => Math.sin(i) * 0.1)
+  const tensor = encodeTensor(row, [1, dim], wire)
+  const bytes = tensor.data.byteLength
+
+  const raw = await rawTcpRoundTrip(bytes, rounds, Math.max(gapMs, 1))
+  const child = spawn(process.execPath, [PEER], { stdio: ['ignore', 'pipe', 'inherit'] })
+  const nodes: LocalNode[] = []
+  const host = await createHost({ listen: [], pubsub: false })
+  try {
+    const [line] = (await once(child.stdout!, 'data')) as [Buffer]
+    const peerAddr = multiaddr(String(line).trim())
+
+    const echo = createMessageChannel(await host.dialProtocol(peerAddr, ECHO_PROTOCOL, SESSION_STREAM_LIMITS))
+    const frame = new Uint8Array(bytes + 16) // about a step message's size
+    const libp2pEcho = await timed(rounds, gapMs, async () => {
+      await echo.write(frame)
+      await echo.read()
+    })
+
+    const caller = createSessionCaller(await host.dialProtocol(peerAddr, SESSION_ECHO_PROTOCOL, SESSION_STREAM_LIMITS))
+    const sessionEcho = await timed(rounds, gapMs, (i) =>
+      caller.call({ type: 'step', step: { sessionId: 'bench', stepId: i + 1, startPosition: 0, hidden: encodeTensor(row, [1, dim], wire), chain: false } })
+    )
+
+    const args = ['--kernels', 'reference', '--threads', '1', '--announce-interval', '60000', '--max-sessions', '4']
+    for (let i = 0; i < 3; i++) nodes.push(await startLocalNode({ model: values.model, layers: `${i}:${i + 1}`, args }))
+    const targets: HopTarget[] = nodes.map((n) => ({ peerId: n.peerId, addrs: n.addrs, start: n.layers[0], end: n.layers[1], wireDtype: wire }))
+    const open = { modelId: nodes[0].modelId, maxLength: seqLen, wireDtype: wire }
+
+    const single = await HopSession.open(host, targets[0], dim, { ...open, sessionId: 'bench-single' })
+    const computeMs: number[] = []
+    const nodeStep = await timed(rounds, gapMs, async (i) => {
+      const out = await single.step('bench-single', i + 1, i, row)
+      computeMs.push(out.timings[0]?.computeMs ?? 0)
+    })
+    await single.close('bench-single')
+
+    const hops: HopSession[] = []
+    for (let i = 2; i >= 0; i--) {
+      hops.unshift(await HopSession.open(host, targets[i], dim, { ...open, sessionId: 'bench-chain', next: targets[i + 1], upstream: targets[i - 1]?.peerId }))
+    }
+    const toResult: number[] = []
+    const chainCompute: number[] = []
+    await timed(rounds, gapMs, async (i) => {
+      const t0 = performance.now()
+      const result = hops[2].awaitResult('bench-chain', i + 1, 1)
+      const ack = await hops[0].stepChained('bench-chain', i + 1, i, row, undefined, hops.slice(1))
+      const got = await Promise.race([result, ack.failed])
+      hops[0].settle(ack.requestId)
+      toResult.push(performance.now() - t0)
+      chainCompute.push(got.timings.reduce((s, t) => s + t.computeMs, 0))
+    })
+    await Promise.all(hops.map((h) => h.close('bench-chain')))
+
+    const m = (xs: number[]) => round(median(xs))
+    const compute = m(computeMs)
+    const result = {
+      bench: 'hop',
+      model: values.model,
+      dim,
+      wire,
+      bytes,
+      rounds,
+      gapMs,
+      roundTripMs: {
+        rawTcp: raw.hotMs,
+        libp2pEcho: m(libp2pEcho),
+        sessionEcho: m(sessionEcho),
+        nodeStep: m(nodeStep),
+        nodeStepCompute: compute,
+        chain3: m(toResult.slice(5)),
+        chain3Compute: m(chainCompute.slice(5))
+      },
+      // what each layer adds to one round trip (ms)
+      addedMs: {
+        libp2p: round(median(libp2pEcho) - raw.hotMs),
+        sessionCodec: round(median(sessionEcho) - median(libp2pEcho)),
+        nodeStepPath: round(median(nodeStep) - compute - median(sessionEcho)),
+        // a chained step makes 4 traversals (client → 3 hops → client); per traversal beyond compute
+        chain3PerTraversal: round((median(toResult.slice(5)) - median(chainCompute.slice(5))) / 4)
+      }
+    }
+    console.log(JSON.stringify(result, null, 2))
+  } finally {
+    await Promise.all(nodes.map((n) => n.stop()))
+    await host.stop()
+    child.kill()
+  }
+}
