@@ -1,5 +1,5 @@
 /**
- * `npm run bench -- hop [--model FILE] [--rounds N] [--gap-ms MS] [--wire f32|f16|q8_0]`: the
+ * `npm run bench -- hop [--model FILE] [--rounds N] [--gap-ms MS] [--wire f32|f16|q8_0] [--node-kernels KIND]`: the
  * round trip of one activation row through each layer of a swarm hop, measured in one run so
  * the differences are the cost of each layer (medians in ms, JSON):
  *
@@ -50,7 +50,8 @@ export async function main(argv: string[]): Promise<void> {
       model: { type: 'string', default: DEFAULT_MODEL },
       rounds: { type: 'string', default: '200' },
       'gap-ms': { type: 'string', default: '0' },
-      wire: { type: 'string', default: 'f32' }
+      wire: { type: 'string', default: 'f32' },
+      'node-kernels': { type: 'string', default: 'reference' }
     }
   })
   const rounds = Number(values.rounds)
@@ -83,7 +84,7 @@ export async function main(argv: string[]): Promise<void> {
       caller.call({ type: 'step', step: { sessionId: 'bench', stepId: i + 1, startPosition: 0, hidden: encodeTensor(row, [1, dim], wire), chain: false } })
     )
 
-    const args = ['--kernels', 'reference', '--threads', '1', '--announce-interval', '60000', '--max-sessions', '4']
+    const args = ['--kernels', values['node-kernels']!, '--threads', '1', '--announce-interval', '60000', '--max-sessions', '4']
     for (let i = 0; i < 3; i++) nodes.push(await startLocalNode({ model: values.model, layers: `${i}:${i + 1}`, args }))
     const targets: HopTarget[] = nodes.map((n) => ({ peerId: n.peerId, addrs: n.addrs, start: n.layers[0], end: n.layers[1], wireDtype: wire }))
     const open = { modelId: nodes[0].modelId, maxLength: seqLen, wireDtype: wire }
