@@ -20,7 +20,7 @@ import {
   wireRoundtrip
 } from '../canary/index.js'
 import { createTamper, TAMPER_MODES, type TamperMode } from '../node/tamper.js'
-import { mean, type Peer, round, SIZES } from './canary-peers.js'
+import { effectOverSpread, mean, type Peer, round, SIZES, type Spread } from './canary-peers.js'
 
 /** One canary step of a peer: its benign drift and its drift when tampered (rate-1 tamper). */
 interface StepDrifts {
@@ -28,11 +28,13 @@ interface StepDrifts {
   readonly tampered: Drift
   readonly sessionId: string
   readonly stepId: number
+  /** KV length after the step (position + rows): the detector scores drift at its position. */
+  readonly kvLength: number
 }
 
 export interface AdaptiveOptions {
   readonly benign: DriftModel
-  readonly spread: Record<string, number>
+  readonly spread: Spread
   /** Fraction of the peer's steps tampered (default 0.1). */
   readonly tamperRate?: number
   /** Trials per configuration (default 20). */
@@ -42,20 +44,23 @@ export interface AdaptiveOptions {
   readonly maxSteps?: number
 }
 
-function stepDrifts(peer: Peer, mode: TamperMode, size: number, seed: number): { steps: StepDrifts[]; effect: number } {
+/** A peer's steps benign and tampered, and the tampering's median effect over the per-position benign spread. */
+function stepDrifts(peer: Peer, spread: Spread, mode: TamperMode, size: number, seed: number): { steps: StepDrifts[]; overSpread: number } {
   const always = createTamper({ mode, size, rate: 1, seed })
-  const effects: number[] = []
+  const effects: { effect: number; kvLength: number }[] = []
   const steps = peer.steps.map((s) => {
     const out = always.apply({ sessionId: `x-${s.sessionId}`, stepId: s.stepId, input: s.input, output: s.raw })
-    if (out !== s.raw) effects.push(driftMetrics(out, s.raw).relL2)
+    const kvLength = s.position + s.rows
+    if (out !== s.raw) effects.push({ effect: driftMetrics(out, s.raw).relL2, kvLength })
     return {
       benign: driftMetrics(wireRoundtrip(s.raw, peer.dim, peer.wire), s.ref),
       tampered: driftMetrics(wireRoundtrip(out, peer.dim, peer.wire), s.ref),
       sessionId: s.sessionId,
-      stepId: s.stepId
+      stepId: s.stepId,
+      kvLength
     }
   })
-  return { steps, effect: effects.length ? quantile(effects, 0.5) : 0 }
+  return { steps, overSpread: effectOverSpread(spread, peer.wire, effects) }
 }
 
 /** Real steps until exclusion of one peer (Infinity when not within maxSteps), and canaries sent. */
@@ -77,7 +82,7 @@ function stepsToExclusion(
     next++
     canaries++
     const drift = o.tamper.tampers(sessionId, s.stepId) ? s.tampered : s.benign
-    if (det.observe('peer', drift, peer.wire).excluded) return { steps: t, canaries }
+    if (det.observe('peer', drift, peer.wire, s.kvLength).excluded) return { steps: t, canaries }
   }
   return { steps: Number.POSITIVE_INFINITY, canaries }
 }
@@ -99,9 +104,9 @@ export function adaptiveDetection(peers: readonly Peer[], o: AdaptiveOptions) {
     const near = { steps: [] as number[], configs: 0 }
     for (const size of SIZES[mode]) {
       for (const peer of peers) {
-        const { steps, effect } = stepDrifts(peer, mode, size, seed++)
-        if (!(effect > o.spread[peer.wire])) continue // at or below the benign spread: not the target
-        const bucket = effect >= 10 * o.spread[peer.wire] ? far : near
+        const { steps, overSpread } = stepDrifts(peer, o.spread, mode, size, seed++)
+        if (!(overSpread > 1)) continue // at or below the benign spread at its positions: not the target
+        const bucket = overSpread >= 10 ? far : near
         bucket.configs++
         for (let k = 0; k < trials; k++) {
           const tamper = createTamper({ mode, size, rate: tamperRate, seed: seed++ })
@@ -171,6 +176,7 @@ export function adaptiveBenign(
   const longFrac: number[] = []
   peers.forEach((peer, i) => {
     const drifts = peer.steps.map((s) => driftMetrics(wireRoundtrip(s.raw, peer.dim, peer.wire), s.ref))
+    const kv = peer.steps.map((s) => s.position + s.rows)
     const det = createDetector({ benign: o.benign })
     const rnd = createRandom(77 + i)
     let sent = 0
@@ -178,7 +184,8 @@ export function adaptiveBenign(
       const v = det.verdict('peer')
       if (v.posterior >= rate.suspectPosterior) suspectSteps++
       if (rnd.next() < rate.rateFor(v)) {
-        const after = det.observe('peer', drifts[sent++ % drifts.length], peer.wire)
+        const i = sent++ % drifts.length
+        const after = det.observe('peer', drifts[i], peer.wire, kv[i])
         maxPosterior = Math.max(maxPosterior, after.posterior)
       }
       if (t === short) shortFrac.push(sent / short)
@@ -239,7 +246,8 @@ export function lateDetection(
       for (; t <= maxSteps; t++) {
         if (rnd.next() >= rate.rateFor(det.verdict('peer'))) continue
         sent++
-        if (det.observe('peer', drifts[next++ % drifts.length], peer.wire).excluded) break
+        const i = next++ % drifts.length
+        if (det.observe('peer', drifts[i], peer.wire, peer.steps[i].position + peer.steps[i].rows).excluded) break
       }
       steps.push(t <= maxSteps ? t : Number.POSITIVE_INFINITY)
       canaries.push(sent)

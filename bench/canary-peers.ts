@@ -8,7 +8,9 @@ import {
   densityRatio,
   driftMetrics,
   HELD_OUT_PROMPTS,
+  positionBucket,
   profileKernels,
+  quantile,
   runPeerSession,
   WIRE_DTYPES,
   type WireDType,
@@ -44,8 +46,44 @@ export interface Peer {
   readonly profile: string
   readonly wire: WireDType
   readonly steps: Step[]
+  /** Detector scores of the honest steps: log f_T/f_B at each step's own position. */
   readonly benignScores: number[]
   readonly benignRelL2: number[]
+  /** KV length after each honest step (position + rows), parallel to benignRelL2. */
+  readonly benignKv: number[]
+}
+
+/** Benign spread per wire and KV-length bucket ⌊log2 kvLength⌋: 99th percentile of honest relL2. */
+export type Spread = Record<string, number[]>
+
+/** The per-position benign spread over all honest peers (buckets under 50 samples borrow the nearest). */
+export function benignSpread(peers: readonly Peer[], wires: readonly string[]): Spread {
+  const out: Spread = {}
+  for (const w of wires) {
+    const byBucket: number[][] = []
+    for (const p of peers.filter((x) => x.wire === w))
+      p.benignRelL2.forEach((r, i) => (byBucket[positionBucket(p.benignKv[i])] ??= []).push(r))
+    const own = Array.from(byBucket, (v) => (v && v.length >= 50 ? quantile(v, 0.99) : undefined))
+    out[w] = own.map((_, b) => {
+      for (let d = 0; d < own.length; d++) {
+        const v = own[b - d] ?? own[b + d]
+        if (v !== undefined) return v
+      }
+      return 0
+    })
+  }
+  return out
+}
+
+/** The spread at a KV length (longer than calibrated: the last bucket's). */
+export function spreadAt(spread: Spread, wire: string, kvLength: number): number {
+  const s = spread[wire]
+  return s[Math.min(s.length - 1, positionBucket(kvLength))]
+}
+
+/** Median over tampered steps of the tampering's own effect over the benign spread at the step's position. */
+export function effectOverSpread(spread: Spread, wire: string, effects: readonly { effect: number; kvLength: number }[]): number {
+  return effects.length ? quantile(effects.map((e) => e.effect / spreadAt(spread, wire, e.kvLength)), 0.5) : 0
 }
 
 export const score = (r: number): number => Math.log(Math.max(r, 1e-300))
@@ -93,7 +131,8 @@ export function honestPeers(benign: DriftModel): { peers: Peer[]; fallbacks: str
             wire,
             steps: [],
             benignScores: [],
-            benignRelL2: []
+            benignRelL2: [],
+            benignKv: []
           })
         )
         set.canaries.forEach((c, i) => {
@@ -113,8 +152,9 @@ export function honestPeers(benign: DriftModel): { peers: Peer[]; fallbacks: str
               }
               const d = driftMetrics(wireRoundtrip(step.raw, set.dim, wire), step.ref)
               byEnd[k].steps.push(step)
-              byEnd[k].benignScores.push(score(densityRatio(benign, d, wire)))
+              byEnd[k].benignScores.push(score(densityRatio(benign, d, wire, pos + rows)))
               byEnd[k].benignRelL2.push(d.relL2)
+              byEnd[k].benignKv.push(pos + rows)
               pos += rows
             })
           })
@@ -133,6 +173,7 @@ export function tamperPass(peer: Peer, tamper: ReturnType<typeof createTamper>, 
   return peer.steps.map((s) => {
     const out = tamper.apply({ sessionId: `p${pass}-${s.sessionId}`, stepId: s.stepId, input: s.input, output: s.raw })
     const drift = driftMetrics(wireRoundtrip(out, peer.dim, peer.wire), s.ref)
-    return { drift, tampered: out !== s.raw, effect: out !== s.raw ? driftMetrics(out, s.raw).relL2 : 0 }
+    const kvLength = s.position + s.rows
+    return { drift, kvLength, tampered: out !== s.raw, effect: out !== s.raw ? driftMetrics(out, s.raw).relL2 : 0 }
   })
 }

@@ -15,7 +15,11 @@ export interface ConfigResult {
   readonly size: number
   readonly rate: number
   readonly auroc: number
-  /** Tampering's own effect (median relL2 of tampered vs honest output) exceeds the wire's benign spread (99th percentile over all honest peers). */
+  /**
+   * Tampering's own effect exceeds the benign spread at its positions: the median over tampered
+   * steps of (relL2 of tampered vs honest output) / (99th percentile of honest relL2 over all
+   * honest peers of the wire in the step's KV-length bucket ⌊log2 kvLength⌋) is above 1.
+   */
   readonly aboveSpread: boolean
   readonly excluded: boolean
   readonly canaries: number
@@ -26,7 +30,10 @@ export interface ConfigResult {
 interface BenignSummary {
   adaptive: unknown
   overhead: { newPeers: OverheadResult; trustedPeers: OverheadResult }
-  spread: Record<string, number>
+  /** Per wire, per KV-length bucket ⌊log2 kvLength⌋. */
+  spread: Record<string, number[]>
+  /** Per wire, over all positions (the old, position-blind spread; for comparison). */
+  pooledSpread: Record<string, number>
   benignChecks: number
   benignExcluded: number
   maxBenignPosterior: number
@@ -87,7 +94,10 @@ export function summarize(results: ConfigResult[], b: BenignSummary) {
       falsePositiveRate: round(b.benignExcluded / b.peers),
       maxPosterior: round(b.maxBenignPosterior, 6),
       kernelFallbacks: b.fallbacks,
-      spreadRelL2: Object.fromEntries(Object.entries(b.spread).map(([k, v]) => [k, Number(v.toPrecision(3))]))
+      spreadRelL2: Object.fromEntries(Object.entries(b.pooledSpread).map(([k, v]) => [k, Number(v.toPrecision(3))])),
+      spreadRelL2ByLog2KvLength: Object.fromEntries(
+        Object.entries(b.spread).map(([k, v]) => [k, v.map((x) => Number(x.toPrecision(3)))])
+      )
     },
     detection,
     smallestDetectableSize: smallest,

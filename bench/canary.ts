@@ -27,7 +27,18 @@ import {
 } from '../canary/index.js'
 import { createTamper, TAMPER_MODES, type TamperMode } from '../node/tamper.js'
 import { adaptiveBenign, adaptiveDetection, lateDetection } from './canary-adaptive.js'
-import { bundledModel, honestPeers, type Peer, round, SIZES, score, tamperPass } from './canary-peers.js'
+import {
+  benignSpread,
+  bundledModel,
+  effectOverSpread,
+  honestPeers,
+  type Peer,
+  round,
+  SIZES,
+  type Spread,
+  score,
+  tamperPass
+} from './canary-peers.js'
 import { type ConfigResult, markdownTable, RATES, summarize } from './canary-summary.js'
 
 const MAX_CANARIES = 1500
@@ -35,7 +46,7 @@ const MAX_CANARIES = 1500
 function evaluate(
   peer: Peer,
   benign: DriftModel,
-  spread: number,
+  spread: Spread,
   mode: TamperMode,
   size: number,
   rate: number,
@@ -44,13 +55,9 @@ function evaluate(
   const tamper = createTamper({ mode, size, rate, seed })
   const first = tamperPass(peer, tamper, 0)
   const hit = first.filter((x) => x.tampered)
-  const pos = hit.map((x) => score(densityRatio(benign, x.drift, peer.wire)))
-  const effect = hit.length
-    ? quantile(
-        hit.map((x) => x.effect),
-        0.5
-      )
-    : 0
+  // The detector's own score: each step against benign drift at its position.
+  const pos = hit.map((x) => score(densityRatio(benign, x.drift, peer.wire, x.kvLength)))
+  const overSpread = effectOverSpread(spread, peer.wire, hit)
   const det = createDetector({ benign })
   let canaries = 0
   let tampered = 0
@@ -59,7 +66,7 @@ function evaluate(
     for (const x of pass === 0 ? first : tamperPass(peer, tamper, pass)) {
       canaries++
       if (x.tampered) tampered++
-      if ((excluded = det.observe('peer', x.drift, peer.wire).excluded)) break
+      if ((excluded = det.observe('peer', x.drift, peer.wire, x.kvLength).excluded)) break
       if (canaries >= MAX_CANARIES) break
     }
   }
@@ -71,7 +78,7 @@ function evaluate(
     size,
     rate,
     auroc: pos.length ? auroc(pos, peer.benignScores) : Number.NaN,
-    aboveSpread: effect > spread,
+    aboveSpread: overSpread > 1,
     excluded,
     canaries,
     tamperedCanaries: tampered,
@@ -117,13 +124,14 @@ export async function main(argv: string[]): Promise<void> {
   for (const p of peers) {
     const det = createDetector({ benign })
     for (const s of p.steps) {
-      const v = det.observe('peer', driftMetrics(wireRoundtrip(s.raw, p.dim, p.wire), s.ref), p.wire)
+      const v = det.observe('peer', driftMetrics(wireRoundtrip(s.raw, p.dim, p.wire), s.ref), p.wire, s.position + s.rows)
       benignChecks++
       maxBenignPosterior = Math.max(maxBenignPosterior, v.posterior)
     }
     if (det.excluded().length > 0) benignExcluded++
   }
-  const spread = Object.fromEntries(
+  const spread = benignSpread(peers, WIRE_DTYPES)
+  const pooledSpread = Object.fromEntries(
     WIRE_DTYPES.map((w) => [
       w,
       quantile(
@@ -154,7 +162,7 @@ export async function main(argv: string[]): Promise<void> {
   let seed = 100
   for (const mode of TAMPER_MODES) {
     for (const size of SIZES[mode])
-      for (const rate of RATES) for (const p of peers) results.push(evaluate(p, benign, spread[p.wire], mode, size, rate, seed++))
+      for (const rate of RATES) for (const p of peers) results.push(evaluate(p, benign, spread, mode, size, rate, seed++))
   }
   const overall = auroc(
     results.flatMap((r) => r.positives),
@@ -164,6 +172,7 @@ export async function main(argv: string[]): Promise<void> {
     adaptive,
     overhead: overhead(rate),
     spread,
+    pooledSpread,
     benignChecks,
     benignExcluded,
     maxBenignPosterior,

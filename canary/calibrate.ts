@@ -146,7 +146,7 @@ export function sessionDrifts(set: CanarySet, index: number, session: PeerSessio
     let pos = 0
     for (const rows of session.steps) {
       const a = back.subarray(pos * set.dim, (pos + rows) * set.dim)
-      out.push({ drift: driftMetrics(a, ref.subarray(pos * set.dim, (pos + rows) * set.dim)), wire })
+      out.push({ drift: driftMetrics(a, ref.subarray(pos * set.dim, (pos + rows) * set.dim)), wire, kvLength: pos + rows })
       pos += rows
     }
   })

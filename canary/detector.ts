@@ -44,8 +44,11 @@ export interface PeerVerdict {
 export interface Detector {
   readonly prior: number
   readonly bound: number
-  /** Add one canary's drift for a peer (under wire dtype `wire`, when the model knows it). */
-  observe(peerId: string, drift: Drift, wire?: string): PeerVerdict
+  /**
+   * Add one canary's drift for a peer (under wire dtype `wire`, when the model knows it), scored
+   * against benign drift at the step's KV length `kvLength` (first position + rows) when given.
+   */
+  observe(peerId: string, drift: Drift, wire?: string, kvLength?: number): PeerVerdict
   posterior(peerId: string): number
   excluded(): string[]
   verdict(peerId: string): PeerVerdict
@@ -113,9 +116,9 @@ export function createDetector(options: DetectorOptions): Detector {
   return {
     prior,
     bound,
-    observe(peerId, drift, wire) {
+    observe(peerId, drift, wire, kvLength) {
       checkId(peerId)
-      const ratio = densityRatio(benign, drift, wire)
+      const ratio = densityRatio(benign, drift, wire, kvLength)
       let s = peers.get(peerId)
       if (!s) peers.set(peerId, (s = { sums: new Float64Array(rates.length), n: 0, excluded: false, maxRatio: 0 }))
       for (let i = 0; i < rates.length; i++) s.sums[i] += Math.max(minLog, Math.log(1 - rates[i] + rates[i] * ratio))

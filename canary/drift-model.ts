@@ -13,6 +13,16 @@ import { createRandom } from './rng.js'
  *    benign bulk (a peer cannot be closer to the reference than benign variation by tampering).
  * The benign density is contaminated with a fraction ε of the tampering one (Huber's ε-contamination),
  * so one observation's density ratio f_T/f_B is at most 1/ε: a single outlier never convicts.
+ * Benign drift grows with the step's position (rounding error accumulates over a longer KV
+ * cache: over 256-position canaries the f32 spread goes from ~8e-4 early to ~1.2e-3 late), so a
+ * pooled model is too wide early and hides small tampering there. Each class therefore holds a
+ * log-scale shift per position bucket (log2 of the KV length after the step): features are
+ * moved by −shift(bucket) before the density is fitted or evaluated, i.e. drift is scored
+ * relative to the benign drift at its own position (a scale model in log space, as in GAMLSS-style
+ * scale regression). The shift is taken at the upper tail (the 99th percentile per bucket), not
+ * the median: benign drift is a mixture (exact-ish kernels near 1e-7, other kernels near 1e-3),
+ * its median does not move with position, and only the tail, which bounds what can be told
+ * apart from tampering, does.
  */
 export const LOG_FLOOR = -10
 export const LOG_CEIL = 2
@@ -20,6 +30,8 @@ const MIN_BANDWIDTH = 0.05
 
 export interface DriftSample {
   readonly drift: Drift
+  /** KV length after the step (its first position + rows); unknown when absent. */
+  readonly kvLength?: number
   /** Wire dtype (or any context key) the sample was measured under; the pooled class only when absent. */
   readonly wire?: string
 }
@@ -36,6 +48,11 @@ export interface DriftClass {
   readonly lower: [number, number]
   /** Samples the class was fitted on (points may be a thinned subset). */
   readonly count: number
+  /**
+   * log10 shift of benign drift per KV-length bucket ⌊log2 kvLength⌋ (index = bucket; the last
+   * entry serves longer ones), relative to the class's overall median. Absent: no position model.
+   */
+  readonly positionShift?: number[]
 }
 
 export interface DriftModel {
@@ -55,6 +72,21 @@ export interface FitOptions {
   readonly maxPoints?: number
   readonly seed?: number
   readonly note?: string
+  /** Samples a KV-length bucket needs for its own shift (others borrow the nearest); default 200. */
+  readonly minBucketSamples?: number
+  /** Quantile of log drift per bucket the position shift is measured at; default 0.99. */
+  readonly positionQuantile?: number
+}
+
+/** The KV-length bucket of a step: ⌊log2 kvLength⌋ (lengths below 1 count as 1). */
+export const positionBucket = (kvLength: number): number => Math.floor(Math.log2(Math.max(1, kvLength)))
+
+/** The shift of a class at a KV length; unknown lengths get the largest (the most lenient). */
+function shiftAt(c: DriftClass, kvLength: number | undefined): number {
+  const sh = c.positionShift
+  if (!sh || sh.length === 0) return 0
+  if (kvLength === undefined || !Number.isFinite(kvLength)) return Math.max(...sh)
+  return sh[Math.min(sh.length - 1, positionBucket(kvLength))]
 }
 
 const clampLog = (v: number): number => Math.min(LOG_CEIL, Math.max(LOG_FLOOR, Math.log10(Math.max(v, 10 ** LOG_FLOOR))))
@@ -82,7 +114,49 @@ function quantile(sorted: number[], q: number): number {
 
 const isAtom = (x: number, y: number): boolean => x === LOG_FLOOR && y === LOG_FLOOR
 
-function fitClass(features: [number, number][], maxPoints: number, seed: number): DriftClass {
+/**
+ * Per-bucket log shift: the q-quantile of the mean log feature in each KV-length bucket minus the
+ * class's own (non-zero drifts only); buckets with too few samples take the nearest filled one.
+ */
+function fitShift(features: [number, number][], kv: (number | undefined)[], minSamples: number, q: number): number[] | undefined {
+  const byBucket: number[][] = []
+  const all: number[] = []
+  features.forEach(([x, y], i) => {
+    const k = kv[i]
+    if (k === undefined || isAtom(x, y)) return
+    const b = positionBucket(k)
+    ;(byBucket[b] ??= []).push((x + y) / 2)
+    all.push((x + y) / 2)
+  })
+  if (all.length < minSamples) return undefined
+  const med = (v: number[]): number => quantile([...v].sort((a, b) => a - b), q)
+  const center = med(all)
+  const own = Array.from(byBucket, (v) => (v && v.length >= minSamples ? med(v) - center : undefined))
+  const filled = own.map((_, b) => {
+    for (let d = 0; d < own.length; d++) {
+      const v = own[b - d] ?? own[b + d]
+      if (v !== undefined) return Math.round(v * 1e4) / 1e4
+    }
+    return 0
+  })
+  return filled.length > 0 ? filled : undefined
+}
+
+function fitClass(
+  raw: [number, number][],
+  kv: (number | undefined)[],
+  maxPoints: number,
+  seed: number,
+  pos: { minSamples: number; q: number }
+): DriftClass {
+  const positionShift = fitShift(raw, kv, pos.minSamples, pos.q)
+  const shifted = { positionShift } as DriftClass
+  // Features relative to the benign drift at their own position (exact zeros stay on the floor).
+  const features = raw.map(([x, y], i): [number, number] => {
+    if (isAtom(x, y)) return [x, y]
+    const d = shiftAt(shifted, kv[i])
+    return [x - d, y - d]
+  })
   // Exact reproductions (drift 0, both features on the floor) are an atom, not a density.
   const rest = features.filter(([x, y]) => !isAtom(x, y))
   const atom = (features.length - rest.length) / features.length
@@ -130,7 +204,15 @@ function fitClass(features: [number, number][], maxPoints: number, seed: number)
           0.01
         ) - best
   ) as [number, number]
-  return { points, weights: weights.map((w) => Math.round(w * 1e6) / 1e6), bandwidth: best, lower, atom, count: features.length }
+  return {
+    points,
+    weights: weights.map((w) => Math.round(w * 1e6) / 1e6),
+    bandwidth: best,
+    lower,
+    atom,
+    count: features.length,
+    ...(positionShift ? { positionShift } : {})
+  }
 }
 
 /** Fit the benign drift model to calibration samples (at least 8), per wire key and pooled. */
@@ -141,20 +223,26 @@ export function fitDriftModel(samples: readonly DriftSample[], options: FitOptio
   const maxPoints = options.maxPoints ?? 400
   if (!Number.isInteger(maxPoints) || maxPoints < 8) throw new CanaryArgumentError('maxPoints must be an integer ≥ 8')
   const seed = options.seed ?? 1
-  const groups = new Map<string, [number, number][]>([['*', []]])
+  const pos = { minSamples: options.minBucketSamples ?? 200, q: options.positionQuantile ?? 0.99 }
+  if (!(pos.q > 0 && pos.q < 1)) throw new CanaryArgumentError('positionQuantile must be in (0, 1)')
+  const groups = new Map<string, { f: [number, number][]; kv: (number | undefined)[] }>([['*', { f: [], kv: [] }]])
   for (const s of samples) {
     validateDrift(s?.drift)
+    if (s.kvLength !== undefined && !(Number.isInteger(s.kvLength) && s.kvLength >= 1))
+      throw new CanaryArgumentError('sample kvLength must be an integer ≥ 1')
     const f = driftFeatures(s.drift)
-    groups.get('*')!.push(f)
+    groups.get('*')!.f.push(f)
+    groups.get('*')!.kv.push(s.kvLength)
     if (s.wire !== undefined) {
       if (typeof s.wire !== 'string' || s.wire === '*')
         throw new CanaryArgumentError('sample wire must be a string other than "*"')
-      if (!groups.has(s.wire)) groups.set(s.wire, [])
-      groups.get(s.wire)!.push(f)
+      if (!groups.has(s.wire)) groups.set(s.wire, { f: [], kv: [] })
+      groups.get(s.wire)!.f.push(f)
+      groups.get(s.wire)!.kv.push(s.kvLength)
     }
   }
   const classes: Record<string, DriftClass> = {}
-  for (const [key, fs] of groups) if (fs.length >= 8) classes[key] = fitClass(fs, maxPoints, seed)
+  for (const [key, g] of groups) if (g.f.length >= 8) classes[key] = fitClass(g.f, g.kv, maxPoints, seed, pos)
   return { version: 1, kind: 'log-drift-kde', contamination, classes, ...(options.note ? { note: options.note } : {}) }
 }
 
@@ -164,14 +252,21 @@ function classOf(model: DriftModel, wire: string | undefined): DriftClass {
 
 /**
  * The density ratio f_T(x)/f_B(x) of one drift under the model, in [0, 1/ε]: above 1 the
- * drift looks more like tampering than like benign variation.
+ * drift looks more like tampering than like benign variation. `kvLength` (the step's first
+ * position + rows) scores it against benign drift at that position; without it the most
+ * lenient position is assumed.
  */
-export function densityRatio(model: DriftModel, drift: Drift, wire?: string): number {
+export function densityRatio(model: DriftModel, drift: Drift, wire?: string, kvLength?: number): number {
   validateDrift(drift)
+  if (kvLength !== undefined && !(typeof kvLength === 'number' && kvLength >= 0))
+    throw new CanaryArgumentError('kvLength must be a number ≥ 0')
   const c = classOf(model, wire)
-  const [x, y] = driftFeatures(drift)
+  const [x0, y0] = driftFeatures(drift)
   // An exact reproduction of the reference is no evidence of tampering.
-  if (isAtom(x, y)) return 0
+  if (isAtom(x0, y0)) return 0
+  const shift = shiftAt(c, kvLength)
+  const x = x0 - shift
+  const y = y0 - shift
   const span = LOG_CEIL - LOG_FLOOR
   const corner = (Math.max(0, c.lower[0] - LOG_FLOOR) * Math.max(0, c.lower[1] - LOG_FLOOR)) / (span * span)
   const inTamperRegion = x >= c.lower[0] || y >= c.lower[1]
@@ -210,7 +305,9 @@ export function parseDriftModel(json: string | unknown): DriftModel {
       Array.isArray(c.lower) &&
       c.lower.length === 2 &&
       c.lower.every(Number.isFinite) &&
-      Number.isInteger(c.count)
+      Number.isInteger(c.count) &&
+      (c.positionShift === undefined ||
+        (Array.isArray(c.positionShift) && c.positionShift.length > 0 && c.positionShift.every((v) => Number.isFinite(v))))
     if (!ok) throw new InvalidDriftModelError(`class ${k} is malformed`)
   }
   return m

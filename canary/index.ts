@@ -45,6 +45,7 @@ export {
   type DriftSample,
   densityRatio,
   driftFeatures,
+  positionBucket,
   type FitOptions,
   fitDriftModel,
   parseDriftModel,

@@ -102,7 +102,7 @@ export function measureCanaryOverhead(options: OverheadOptions) {
         }
         const rows = d.position === 0 ? prompt.length : 1
         const got = hopShards[k].forward('decoy', inputFor(sets[k], d.canary, d.position, rows), d.position)
-        det.observe(peer, driftMetrics(got, referenceFor(sets[k], d.canary, h.end, d.position, rows)), 'f32')
+        det.observe(peer, driftMetrics(got, referenceFor(sets[k], d.canary, h.end, d.position, rows)), 'f32', d.position + rows)
         d.position += rows
         canarySteps++
         canaryRows += rows

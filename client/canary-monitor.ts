@@ -175,7 +175,7 @@ export class CanaryMonitor {
       this.counts.canarySteps++
       this.counts.canaryComputeMs += out.timings[0]?.computeMs ?? 0
       const reference = referenceFor(set, decoy.canary, target.end, position, rows)
-      return [this.score(target, decoy, stepId, position, out.hidden, reference, out.receipts[0])]
+      return [this.score(target, decoy, stepId, position, rows, out.hidden, reference, out.receipts[0])]
     })
   }
 
@@ -206,10 +206,10 @@ export class CanaryMonitor {
     const verdicts: PeerVerdict[] = []
     for (let i = 0; i < Math.min(route.length, decoy.taintedFrom + 1); i++) {
       const reference = referenceFor(set, decoy.canary, route[i].end, position, rows)
-      verdicts.push(this.score(route[i], decoy, stepId, position, out.outputs[i], reference, out.receipts[i]))
+      verdicts.push(this.score(route[i], decoy, stepId, position, rows, out.outputs[i], reference, out.receipts[i]))
       if (
         decoy.taintedFrom === route.length &&
-        densityRatio(this.benign, driftMetrics(out.outputs[i], reference), driftKey(this.wireOf(route[i]))) > 1
+        densityRatio(this.benign, driftMetrics(out.outputs[i], reference), driftKey(this.wireOf(route[i])), position + rows) > 1
       )
         decoy.taintedFrom = i
     }
@@ -226,6 +226,7 @@ export class CanaryMonitor {
     decoy: Decoy,
     stepId: number,
     position: number,
+    rows: number,
     output: Float32Array,
     reference: Float32Array,
     receipt?: Receipt
@@ -234,7 +235,8 @@ export class CanaryMonitor {
     this.sent.set(target.peerId, (this.sent.get(target.peerId) ?? 0) + 1)
     this.last.set(target.peerId, drift)
     const before = this.detector.verdict(target.peerId).excluded
-    const verdict = this.detector.observe(target.peerId, drift, driftKey(this.wireOf(target)))
+    // Scored against benign drift at the step's own position (benign drift grows with KV length).
+    const verdict = this.detector.observe(target.peerId, drift, driftKey(this.wireOf(target)), position + rows)
     if (verdict.excluded && !before) {
       this.evidence.push({
         peerId: target.peerId,

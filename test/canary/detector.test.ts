@@ -78,3 +78,46 @@ describe('createDetector (Wald SPRT with a GLR over tamper rates)', () => {
     expect(Object.keys(d.classes).sort()).toEqual(['*', 'f16', 'f32', 'int8'])
   })
 })
+
+describe('position-aware benign model (drift scored at its own KV length)', () => {
+  // Benign drift widens with position: log10 relL2 ~ N(-4, 0.15²) early, N(-3.4, 0.15²) late.
+  const r = createRandom(21)
+  const at = (kvLength: number, center: number) => ({ drift: drift(10 ** (center + 0.15 * r.normal())), wire: 'f16', kvLength })
+  const early = Array.from({ length: 800 }, (_, i) => at(16 + (i % 16), -4))
+  const late = Array.from({ length: 800 }, (_, i) => at(128 + (i % 128), -3.4))
+  const aware = fitDriftModel([...early, ...late])
+  const blind = fitDriftModel([...early, ...late].map(({ drift, wire }) => ({ drift, wire })))
+  it('fits a log shift per ⌊log2 kvLength⌋ bucket that grows with position', () => {
+    const sh = aware.classes.f16.positionShift!
+    expect(sh).toHaveLength(8)
+    expect(sh[7] - sh[4]).toBeGreaterThan(0.45)
+    expect(sh[7] - sh[4]).toBeLessThan(0.75)
+    expect(blind.classes.f16.positionShift).toBeUndefined()
+  })
+  it('convicts early drift that is benign only late, and spares late benign drift', () => {
+    const suspicious = drift(10 ** -3.2) // 5 σ above the early benign drift, 1.3 σ above the late one
+    expect(densityRatio(aware, suspicious, 'f16', 20)).toBeGreaterThan(1000)
+    expect(densityRatio(aware, suspicious, 'f16', 200)).toBeLessThan(1)
+    // the position-blind model sees the pooled (late) spread and cannot tell early tampering
+    expect(densityRatio(blind, suspicious, 'f16')).toBeLessThan(1)
+    // unknown position: the most lenient bucket; beyond the calibrated lengths: the last one
+    expect(densityRatio(aware, suspicious, 'f16')).toBeLessThan(1)
+    expect(densityRatio(aware, suspicious, 'f16', 4000)).toBeCloseTo(densityRatio(aware, suspicious, 'f16', 200), 6)
+    const det = createDetector({ benign: aware })
+    expect(det.observe('early', suspicious, 'f16', 20).excluded).toBe(false)
+    expect(det.observe('early', suspicious, 'f16', 24).excluded).toBe(true)
+    for (const s of late.slice(0, 400)) det.observe('late-honest', s.drift, 'f16', s.kvLength)
+    expect(det.verdict('late-honest').excluded).toBe(false)
+  })
+  it('round-trips the shifts, loads models without them, and rejects bad positions', () => {
+    const back = parseDriftModel(serializeDriftModel(aware))
+    expect(back.classes.f16.positionShift).toEqual(aware.classes.f16.positionShift)
+    expect(densityRatio(back, drift(2e-4), 'f16', 20)).toBeCloseTo(densityRatio(aware, drift(2e-4), 'f16', 20), 2)
+    expect(densityRatio(model, drift(2e-4), 'f16', 20)).toBe(densityRatio(model, drift(2e-4), 'f16'))
+    const bad = JSON.parse(serializeDriftModel(aware))
+    bad.classes.f16.positionShift = ['x']
+    expect(() => parseDriftModel(bad)).toThrow(InvalidDriftModelError)
+    expect(() => densityRatio(aware, drift(1e-4), 'f16', -1)).toThrow(CanaryArgumentError)
+    expect(() => fitDriftModel(early.map((s) => ({ ...s, kvLength: 0.5 })))).toThrow(CanaryArgumentError)
+  })
+})
