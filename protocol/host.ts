@@ -9,6 +9,7 @@
 import './polyfills.js'
 import { noise } from '@chainsafe/libp2p-noise'
 import { yamux } from '@chainsafe/libp2p-yamux'
+import { StreamState, YamuxStream } from '@chainsafe/libp2p-yamux/stream'
 import { type GossipSub, gossipsub } from '@libp2p/gossipsub'
 import { type Identify, identify } from '@libp2p/identify'
 import type { ComponentLogger, Metrics, MultiaddrConnection, PeerId, PrivateKey, Transport, Upgrader } from '@libp2p/interface'
@@ -19,6 +20,30 @@ import { multiaddr } from '@multiformats/multiaddr'
 import { createLibp2p, type Libp2p, type ServiceFactoryMap } from 'libp2p'
 import { PROTOCOL_VERSION } from './ids.js'
 import { DEFAULT_MAX_MESSAGE_BYTES } from './limits.js'
+
+/**
+ * yamux answers every data frame it receives with a window update as soon as any of the
+ * receive window is used, so each session message (a step, a result) sends a 30-byte frame
+ * back: a second socket write and a second wake-up of the sender, per message, which on one
+ * host costs about as much as the message. This defers the update until half the window is
+ * used (what go-yamux and the yamux spec's implementations do); window updates during stream
+ * setup (SYN/ACK flags) and paused streams keep the stock behaviour. The sender is never
+ * starved: every received frame re-checks, so an update goes out once half the window is in.
+ */
+function deferWindowUpdates(): void {
+  const proto = YamuxStream.prototype as unknown as {
+    sendWindowUpdate(): void
+    layerswarmDeferred?: boolean
+  }
+  if (proto.layerswarmDeferred) return
+  const stock = proto.sendWindowUpdate
+  proto.sendWindowUpdate = function (this: { state: StreamState; recvWindow: number; recvWindowCapacity: number }) {
+    if (this.state === StreamState.Established && this.recvWindowCapacity * 2 > this.recvWindow) return
+    stock.call(this)
+  }
+  proto.layerswarmDeferred = true
+}
+deferWindowUpdates()
 
 export interface HostServices extends Record<string, unknown> {
   identify: Identify
