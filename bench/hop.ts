@@ -16,7 +16,6 @@
  */
 import { spawn } from 'node:child_process'
 import { once } from 'node:events'
-import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
 import { multiaddr } from '@multiformats/multiaddr'
