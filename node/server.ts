@@ -1,3 +1,4 @@
+import { setMaxListeners } from 'node:events'
 import { generateKeyPair } from '@libp2p/crypto/keys'
 import type { PrivateKey } from '@libp2p/interface'
 import { bindX25519Key } from '../crypto/index.js'
@@ -161,6 +162,9 @@ export class SwarmNode {
   private async start(): Promise<void> {
     const { host } = this
     const signal = this.abort.signal
+    // Every open session stream waits on this one node-wide signal (a listener per pending
+    // read, removed when the read ends), so more than 10 live streams is normal, not a leak.
+    setMaxListeners(Infinity, signal)
     this.crypto.binding = await bindX25519Key(this.crypto.x25519.publicKey, async (b) => await this.identity.sign(b))
     // An InfoRequest is empty: cap it as decodeInfoRequest does, so no peer can make us buffer 64 MiB per info stream
     const infoLimits = { signal, maxMessageBytes: 1024 }
