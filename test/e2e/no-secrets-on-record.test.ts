@@ -14,7 +14,16 @@ import { multiaddr } from '@multiformats/multiaddr'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { deriveHopKeys, generateX25519KeyPair, randomKey, wrapKey, wrapKeyUnder, x25519SharedSecret } from '../../crypto/index.js'
 import { type LocalNode, startLocalNode } from '../../node/local-swarm.js'
-import { createHost, createSessionCaller, encodeTensor, fetchInfo, type Host, SESSION_PROTOCOL, SESSION_STREAM_LIMITS, type SessionRequestBody } from '../../protocol/index.js'
+import {
+  createHost,
+  createSessionCaller,
+  encodeTensor,
+  fetchInfo,
+  type Host,
+  SESSION_PROTOCOL,
+  SESSION_STREAM_LIMITS,
+  type SessionRequestBody
+} from '../../protocol/index.js'
 import { createEdge, createShard, openModelFile, selectKernels } from '../../shards/index.js'
 import { GGUF_PATH } from '../helpers/reference.js'
 
@@ -44,7 +53,12 @@ describe('no key material or plaintext KV on record', () => {
   beforeAll(async () => {
     home = mkdtempSync(join(tmpdir(), 'layerswarm-nosecrets-'))
     const env = { ...process.env, HOME: home, TMPDIR: home, LAYERSWARM_CONFIG: '' }
-    node = await startLocalNode({ model: GGUF_PATH, layers: `${SPAN[0]}:${SPAN[1]}`, args: ['--kernels', 'reference', '--log-level', 'trace'], env })
+    node = await startLocalNode({
+      model: GGUF_PATH,
+      layers: `${SPAN[0]}:${SPAN[1]}`,
+      args: ['--kernels', 'reference', '--log-level', 'trace'],
+      env
+    })
     client = await createHost({ listen: [], pubsub: false })
   })
 
@@ -55,11 +69,26 @@ describe('no key material or plaintext KV on record', () => {
   })
 
   it('drives keyed sessions, sealed export/import and a refused import, then finds no secret in the log or on disk', async () => {
-    const caller = createSessionCaller(await client.dialProtocol(node.addrs.map((a) => multiaddr(a)), SESSION_PROTOCOL, SESSION_STREAM_LIMITS))
-    const { info } = await fetchInfo(client, node.addrs.map((a) => multiaddr(a)))
+    const caller = createSessionCaller(
+      await client.dialProtocol(
+        node.addrs.map((a) => multiaddr(a)),
+        SESSION_PROTOCOL,
+        SESSION_STREAM_LIMITS
+      )
+    )
+    const { info } = await fetchInfo(
+      client,
+      node.addrs.map((a) => multiaddr(a))
+    )
     const shared = x25519SharedSecret(me.secretKey, info.x25519PublicKey)
     const keysFor = (sessionId: string) =>
-      deriveHopKeys({ sharedSecret: shared, sessionId, span: SPAN, clientPeerId: client.peerId.toString(), hopPeerId: node.peerId })
+      deriveHopKeys({
+        sharedSecret: shared,
+        sessionId,
+        span: SPAN,
+        clientPeerId: client.peerId.toString(),
+        hopPeerId: node.peerId
+      })
     const open = (sessionId: string, keyed: boolean): SessionRequestBody => ({
       type: 'open',
       open: {
@@ -71,7 +100,15 @@ describe('no key material or plaintext KV on record', () => {
         wireDtype: 'f32',
         nextHops: [],
         clientX25519PublicKey: me.publicKey,
-        ...(keyed ? { wrappedSnapshotKey: wrapKeyUnder(keysFor(sessionId).snapshotKeyWrapKey, snapshotKey, { recipientPeerId: node.peerId, sessionId, span: SPAN }) } : {})
+        ...(keyed
+          ? {
+              wrappedSnapshotKey: wrapKeyUnder(keysFor(sessionId).snapshotKeyWrapKey, snapshotKey, {
+                recipientPeerId: node.peerId,
+                sessionId,
+                span: SPAN
+              })
+            }
+          : {})
       }
     })
     const model = openModelFile(GGUF_PATH)
@@ -79,10 +116,19 @@ describe('no key material or plaintext KV on record', () => {
     const rows = createEdge({ model, kernels }).embed([1, 403, 407, 261, 5, 77, 300, 42, 9, 31])
     const step = (sessionId: string, stepId: number, from: number, to: number): SessionRequestBody => ({
       type: 'step',
-      step: { sessionId, stepId, startPosition: from, hidden: encodeTensor(rows.subarray(from * DIM, to * DIM), [to - from, DIM], 'f32'), chain: false }
+      step: {
+        sessionId,
+        stepId,
+        startPosition: from,
+        hidden: encodeTensor(rows.subarray(from * DIM, to * DIM), [to - from, DIM], 'f32'),
+        chain: false
+      }
     })
     const exportKv = async (from: number, to: number, sequence: number, delta: boolean): Promise<Uint8Array> => {
-      const res = await caller.call({ type: 'exportKv', exportKv: { sessionId: 'src', from, to, sequence, prefixHash: new Uint8Array(32).fill(sequence), delta } })
+      const res = await caller.call({
+        type: 'exportKv',
+        exportKv: { sessionId: 'src', from, to, sequence, prefixHash: new Uint8Array(32).fill(sequence), delta }
+      })
       if (res.type !== 'snapshot') throw new Error('no snapshot')
       return res.snapshot.snapshot.slice()
     }
@@ -123,8 +169,13 @@ describe('no key material or plaintext KV on record', () => {
     model.close()
 
     const keys = keysFor('src')
-    secrets.push({ name: 'client X25519 secret', bytes: me.secretKey }, { name: 'shared secret', bytes: shared }, { name: 'snapshot key', bytes: snapshotKey })
-    for (const [name, value] of Object.entries(keys)) if (value instanceof Uint8Array) secrets.push({ name: `hop key ${name}`, bytes: value })
+    secrets.push(
+      { name: 'client X25519 secret', bytes: me.secretKey },
+      { name: 'shared secret', bytes: shared },
+      { name: 'snapshot key', bytes: snapshotKey }
+    )
+    for (const [name, value] of Object.entries(keys))
+      if (value instanceof Uint8Array) secrets.push({ name: `hop key ${name}`, bytes: value })
     expect(secrets.length).toBeGreaterThanOrEqual(5)
 
     await node.stop()
@@ -132,9 +183,11 @@ describe('no key material or plaintext KV on record', () => {
     // the log is real: the trace level recorded the requests that moved the sealed KV
     expect(log).toMatch(/importKv/)
     expect(log).toMatch(/exportKv/)
-    for (const s of secrets) for (const text of spellings(s.bytes)) expect(log.includes(text), `${s.name} in the node log`).toBe(false)
+    for (const s of secrets)
+      for (const text of spellings(s.bytes)) expect(log.includes(text), `${s.name} in the node log`).toBe(false)
     for (let i = 0; i + 16 <= plainKv.length; i += 16)
-      for (const text of spellings(plainKv.subarray(i, i + 16))) expect(log.includes(text), `plaintext KV bytes ${i}.. in the node log`).toBe(false)
+      for (const text of spellings(plainKv.subarray(i, i + 16)))
+        expect(log.includes(text), `plaintext KV bytes ${i}.. in the node log`).toBe(false)
     // decimals: no run of three consecutive KV values as JSON would print them
     const decimals = Array.from({ length: 64 }, (_, i) => kvValues.slice(i * 7, i * 7 + 3).join(','))
     for (const d of decimals) expect(log.includes(d), `KV values ${d} in the node log`).toBe(false)
