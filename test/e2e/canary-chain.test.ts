@@ -173,16 +173,24 @@ describe('canaries in chained forwarding', () => {
     const scores = [1, 2, 3].map((seed) => heldOutAuroc(rows, seed))
     const mean = scores.reduce((a, b) => a + b, 0) / scores.length
     const decoySessions = new Set(decoySteps.map((s) => s.sessionId)).size
+    // Chance, with the sampling error of a held-out AUROC at these counts (Hanley & McNeil 1982,
+    // Radiology 143:29, eq. 2 at A = 0.5): about ±0.04 for ~80 decoy and ~220 real held-out steps.
+    // 3.5 standard errors keeps a chance-level classifier from failing by bad luck, while leaks
+    // seen before (message source, session-id format, session length) scored 0.68 to 1.
+    const nPos = Math.round(decoySteps.length * 0.4)
+    const nNeg = Math.round((steps.length - decoySteps.length) * 0.4)
+    const se = Math.sqrt((0.25 + (nPos - 1) * (1 / 3 - 0.25) + (nNeg - 1) * (1 / 3 - 0.25)) / (nPos * nNeg))
     console.log(
       JSON.stringify({
         classifierAuroc: scores,
+        chanceBand: 3.5 * se,
         decoySessions,
         decoySteps: decoySteps.length,
         realSteps: steps.length - decoySteps.length
       })
     )
-    expect(mean).toBeGreaterThan(0.4)
-    expect(mean).toBeLessThan(0.6)
+    expect(mean).toBeGreaterThan(0.5 - 3.5 * se)
+    expect(mean).toBeLessThan(0.5 + 3.5 * se)
   })
 
   it('a tampering first hop is caught through audits and routed around; its honest downstream is not blamed', {
