@@ -12,12 +12,11 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { multiaddr } from '@multiformats/multiaddr'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { deriveHopKeys, generateX25519KeyPair, randomKey, wrapKey, wrapKeyUnder, x25519SharedSecret } from '../../crypto/index.js'
+import { generateX25519KeyPair, randomKey, wrapKey, x25519SharedSecret } from '../../crypto/index.js'
 import { type LocalNode, startLocalNode } from '../../node/local-swarm.js'
 import {
   createHost,
   createSessionCaller,
-  encodeTensor,
   fetchInfo,
   type Host,
   SESSION_PROTOCOL,
@@ -25,6 +24,7 @@ import {
   type SessionRequestBody
 } from '../../protocol/index.js'
 import { createEdge, createShard, openModelFile, selectKernels } from '../../shards/index.js'
+import { keyedSessions } from '../helpers/keyed-session.js'
 import { GGUF_PATH } from '../helpers/reference.js'
 
 const DIM = 64
@@ -81,49 +81,20 @@ describe('no key material or plaintext KV on record', () => {
       node.addrs.map((a) => multiaddr(a))
     )
     const shared = x25519SharedSecret(me.secretKey, info.x25519PublicKey)
-    const keysFor = (sessionId: string) =>
-      deriveHopKeys({
-        sharedSecret: shared,
-        sessionId,
-        span: SPAN,
-        clientPeerId: client.peerId.toString(),
-        hopPeerId: node.peerId
-      })
-    const open = (sessionId: string, keyed: boolean): SessionRequestBody => ({
-      type: 'open',
-      open: {
-        sessionId,
-        modelId: node.modelId,
-        start: SPAN[0],
-        end: SPAN[1],
-        maxLength: 16,
-        wireDtype: 'f32',
-        nextHops: [],
-        clientX25519PublicKey: me.publicKey,
-        ...(keyed
-          ? {
-              wrappedSnapshotKey: wrapKeyUnder(keysFor(sessionId).snapshotKeyWrapKey, snapshotKey, {
-                recipientPeerId: node.peerId,
-                sessionId,
-                span: SPAN
-              })
-            }
-          : {})
-      }
+    const kit = keyedSessions({
+      node: () => ({ ...node, x25519PublicKey: info.x25519PublicKey }),
+      clientPeerId: () => client.peerId.toString(),
+      me,
+      span: SPAN,
+      dim: DIM
     })
+    const keysFor = kit.keysFor
+    const open = (sessionId: string, keyed: boolean): SessionRequestBody => kit.open(sessionId, keyed ? { snapshotKey } : {})
     const model = openModelFile(GGUF_PATH)
     const kernels = selectKernels({ kind: 'reference' })
     const rows = createEdge({ model, kernels }).embed([1, 403, 407, 261, 5, 77, 300, 42, 9, 31])
-    const step = (sessionId: string, stepId: number, from: number, to: number): SessionRequestBody => ({
-      type: 'step',
-      step: {
-        sessionId,
-        stepId,
-        startPosition: from,
-        hidden: encodeTensor(rows.subarray(from * DIM, to * DIM), [to - from, DIM], 'f32'),
-        chain: false
-      }
-    })
+    const step = (sessionId: string, stepId: number, from: number, to: number): SessionRequestBody =>
+      kit.step(sessionId, stepId, from, rows.subarray(from * DIM, to * DIM))
     const exportKv = async (from: number, to: number, sequence: number, delta: boolean): Promise<Uint8Array> => {
       const res = await caller.call({
         type: 'exportKv',

@@ -8,13 +8,12 @@
  */
 import { multiaddr } from '@multiformats/multiaddr'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { deriveHopKeys, generateX25519KeyPair, randomKey, wrapKey, wrapKeyUnder, x25519SharedSecret } from '../../crypto/index.js'
+import { generateX25519KeyPair, randomKey, wrapKey } from '../../crypto/index.js'
 import { type LocalNode, startLocalNode } from '../../node/local-swarm.js'
 import {
   createHost,
   createSessionCaller,
   decodeTensor,
-  encodeTensor,
   fetchInfo,
   type Host,
   RemoteError,
@@ -32,6 +31,7 @@ import {
   type Shard,
   selectKernels
 } from '../../shards/index.js'
+import { keyedSessions } from '../helpers/keyed-session.js'
 import { f32Data } from '../helpers/raw-session.js'
 import { GGUF_PATH } from '../helpers/reference.js'
 
@@ -68,43 +68,18 @@ describe('appending imports and owner-only control messages', () => {
     callers.push(c)
     return c
   }
-  const open = (sessionId: string, o: { upstream?: string; snapshotKey?: Uint8Array } = {}): SessionRequestBody => {
-    const keys = deriveHopKeys({
-      sharedSecret: x25519SharedSecret(me.secretKey, nodePub),
-      sessionId,
-      span: SPAN,
-      clientPeerId: client.peerId.toString(),
-      hopPeerId: node.peerId
-    })
-    return {
-      type: 'open',
-      open: {
-        sessionId,
-        modelId: node.modelId,
-        start: SPAN[0],
-        end: SPAN[1],
-        maxLength: 16,
-        wireDtype: 'f32',
-        nextHops: [],
-        clientX25519PublicKey: me.publicKey,
-        ...(o.upstream ? { upstreamPeerId: o.upstream } : {}),
-        ...(o.snapshotKey
-          ? {
-              wrappedSnapshotKey: wrapKeyUnder(keys.snapshotKeyWrapKey, o.snapshotKey, {
-                recipientPeerId: node.peerId,
-                sessionId,
-                span: SPAN
-              })
-            }
-          : {})
-      }
-    }
-  }
-  const input = (from: number, to: number) => rows.subarray(from * 64, to * 64)
-  const step = (sessionId: string, stepId: number, pos: number, x: Float32Array): SessionRequestBody => ({
-    type: 'step',
-    step: { sessionId, stepId, startPosition: pos, hidden: encodeTensor(x, [x.length / DIM, DIM], 'f32'), chain: false }
+  const kit = keyedSessions({
+    node: () => ({ ...node, x25519PublicKey: nodePub }),
+    clientPeerId: () => client.peerId.toString(),
+    me,
+    span: SPAN,
+    dim: DIM
   })
+  const open = (sessionId: string, o: { upstream?: string; snapshotKey?: Uint8Array } = {}): SessionRequestBody =>
+    kit.open(sessionId, o)
+  const input = (from: number, to: number) => rows.subarray(from * 64, to * 64)
+  const step = (sessionId: string, stepId: number, pos: number, x: Float32Array): SessionRequestBody =>
+    kit.step(sessionId, stepId, pos, x)
   const importBody = (
     sessionId: string,
     snapshots: Uint8Array[],

@@ -8,22 +8,18 @@ import { multiaddr } from '@multiformats/multiaddr'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import {
   CHAINED_STEP_INPUT_HASH,
-  deriveHopKeys,
   generateX25519KeyPair,
   type HopKeys,
   randomKey,
   stepTag,
   verifyX25519Binding,
-  wrapKey,
-  wrapKeyUnder,
-  x25519SharedSecret
+  wrapKey
 } from '../../crypto/index.js'
 import { type LocalNode, startLocalNode } from '../../node/local-swarm.js'
 import {
   createHost,
   createSessionCaller,
   decodeTensor,
-  encodeTensor,
   fetchInfo,
   type Host,
   RemoteError,
@@ -32,7 +28,16 @@ import {
   type SessionCaller,
   type SessionRequestBody
 } from '../../protocol/index.js'
-import { createEdge, createShard, type Kernels, type ModelFile, openModelFile, type Shard, selectKernels } from '../../shards/index.js'
+import {
+  createEdge,
+  createShard,
+  type Kernels,
+  type ModelFile,
+  openModelFile,
+  type Shard,
+  selectKernels
+} from '../../shards/index.js'
+import { keyedSessions } from '../helpers/keyed-session.js'
 import { f32Data } from '../helpers/raw-session.js'
 import { GGUF_PATH } from '../helpers/reference.js'
 
@@ -53,40 +58,37 @@ describe('session keys, step tags and sealed KV through the session protocol', (
   const callers: SessionCaller[] = []
 
   const dial = async (host: Host): Promise<SessionCaller> => {
-    const c = createSessionCaller(await host.dialProtocol(node.addrs.map((a) => multiaddr(a)), SESSION_PROTOCOL, SESSION_STREAM_LIMITS))
+    const c = createSessionCaller(
+      await host.dialProtocol(
+        node.addrs.map((a) => multiaddr(a)),
+        SESSION_PROTOCOL,
+        SESSION_STREAM_LIMITS
+      )
+    )
     callers.push(c)
     return c
   }
-  const keysFor = (sessionId: string): HopKeys =>
-    deriveHopKeys({
-      sharedSecret: x25519SharedSecret(me.secretKey, nodePub),
-      sessionId,
-      span: SPAN,
-      clientPeerId: client.peerId.toString(),
-      hopPeerId: node.peerId
-    })
-  const open = (sessionId: string, o: { upstream?: string; keyed?: boolean; snapshotKey?: Uint8Array } = {}): SessionRequestBody => ({
-    type: 'open',
-    open: {
-      sessionId,
-      modelId: node.modelId,
-      start: START,
-      end: END,
-      maxLength: 16,
-      wireDtype: 'f32',
-      nextHops: [],
-      ...(o.upstream ? { upstreamPeerId: o.upstream } : {}),
-      ...(o.keyed === false ? {} : { clientX25519PublicKey: me.publicKey }),
-      ...(o.snapshotKey
-        ? { wrappedSnapshotKey: wrapKeyUnder(keysFor(sessionId).snapshotKeyWrapKey, o.snapshotKey, { recipientPeerId: node.peerId, sessionId, span: SPAN }) }
-        : {})
-    }
+  const kit = keyedSessions({
+    node: () => ({ ...node, x25519PublicKey: nodePub }),
+    clientPeerId: () => client.peerId.toString(),
+    me,
+    span: SPAN,
+    dim: DIM
   })
+  const keysFor = (sessionId: string): HopKeys => kit.keysFor(sessionId)
+  const open = (
+    sessionId: string,
+    o: { upstream?: string; keyed?: boolean; snapshotKey?: Uint8Array } = {}
+  ): SessionRequestBody => kit.open(sessionId, o)
   const input = (from: number, to: number) => rows.subarray(from * DIM, to * DIM)
-  const step = (sessionId: string, stepId: number, pos: number, x: Float32Array, chain = false, hopAuth?: Uint8Array[]): SessionRequestBody => ({
-    type: 'step',
-    step: { sessionId, stepId, startPosition: pos, hidden: encodeTensor(x, [x.length / DIM, DIM], 'f32'), chain, ...(hopAuth ? { hopAuth } : {}) }
-  })
+  const step = (
+    sessionId: string,
+    stepId: number,
+    pos: number,
+    x: Float32Array,
+    chain = false,
+    hopAuth?: Uint8Array[]
+  ): SessionRequestBody => kit.step(sessionId, stepId, pos, x, chain, hopAuth)
   const refused = async (caller: SessionCaller, body: SessionRequestBody): Promise<string> => {
     const err = await caller.call(body).then(
       () => new Error(`${body.type} was accepted`),
@@ -104,7 +106,10 @@ describe('session keys, step tags and sealed KV through the session protocol', (
     kernels = selectKernels({ kind: 'reference' })
     local = createShard({ model, start: START, end: END, kernels })
     rows = createEdge({ model, kernels }).embed([1, 403, 407, 261, 5, 77, 300, 42, 9, 31, 12, 88])
-    const { info } = await fetchInfo(client, node.addrs.map((a) => multiaddr(a)))
+    const { info } = await fetchInfo(
+      client,
+      node.addrs.map((a) => multiaddr(a))
+    )
     nodePub = info.x25519PublicKey
   })
 
@@ -117,7 +122,10 @@ describe('session keys, step tags and sealed KV through the session protocol', (
   })
 
   it("announces an X25519 key signed by its peer id's key", async () => {
-    const { info } = await fetchInfo(client, node.addrs.map((a) => multiaddr(a)))
+    const { info } = await fetchInfo(
+      client,
+      node.addrs.map((a) => multiaddr(a))
+    )
     expect(info.x25519PublicKey.length).toBe(32)
     const identity = peerIdFromString(node.peerId).publicKey!
     const verify = async (m: Uint8Array, s: Uint8Array) => await identity.verify(m, s)
@@ -132,7 +140,8 @@ describe('session keys, step tags and sealed KV through the session protocol', (
     await owner.call(open(id, { upstream: upstream.peerId.toString() }))
     local.openSession(id, { maxLength: 16 })
     const keys = keysFor(id)
-    const tag = (stepId: number, pos: number) => stepTag(keys.stepMacKey, { sessionId: id, stepId, startPosition: pos, inputHash: CHAINED_STEP_INPUT_HASH })
+    const tag = (stepId: number, pos: number) =>
+      stepTag(keys.stepMacKey, { sessionId: id, stepId, startPosition: pos, inputHash: CHAINED_STEP_INPUT_HASH })
     const x = input(0, 2)
     expect(await refused(up, step(id, 1, 0, x, true))).toBe('UNAUTHORIZED')
     expect(await refused(up, step(id, 1, 0, x, true, [randomKey()]))).toBe('UNAUTHORIZED')
@@ -140,7 +149,12 @@ describe('session keys, step tags and sealed KV through the session protocol', (
     expect(await refused(up, step(id, 1, 0, x, true, [tag(1, 1)]))).toBe('UNAUTHORIZED') // another position
     // a tag made under another session's keys
     const otherKeys = keysFor('another-session')
-    const foreign = stepTag(otherKeys.stepMacKey, { sessionId: id, stepId: 1, startPosition: 0, inputHash: CHAINED_STEP_INPUT_HASH })
+    const foreign = stepTag(otherKeys.stepMacKey, {
+      sessionId: id,
+      stepId: 1,
+      startPosition: 0,
+      inputHash: CHAINED_STEP_INPUT_HASH
+    })
     expect(await refused(up, step(id, 1, 0, x, true, [foreign]))).toBe('UNAUTHORIZED')
     const waiting = ownerWait.call({ type: 'await', await: { sessionId: id, stepId: 1 } })
     expect(await up.call(step(id, 1, 0, x, true, [tag(1, 0)]))).toMatchObject({ type: 'result' })
@@ -168,12 +182,23 @@ describe('session keys, step tags and sealed KV through the session protocol', (
     let delta: Uint8Array
     let owner: SessionCaller
 
-    const exportKv = async (sessionId: string, from: number, to: number, sequence: number, prefixHash: Uint8Array, delta: boolean) => {
+    const exportKv = async (
+      sessionId: string,
+      from: number,
+      to: number,
+      sequence: number,
+      prefixHash: Uint8Array,
+      delta: boolean
+    ) => {
       const res = await owner.call({ type: 'exportKv', exportKv: { sessionId, from, to, sequence, prefixHash, delta } })
       if (res.type !== 'snapshot') throw new Error('no snapshot')
       return res.snapshot.snapshot.slice()
     }
-    const importBody = (sessionId: string, snapshots: Uint8Array[], o: { wrappedKey?: Uint8Array; snapshotSessionId?: string; prefixHash?: Uint8Array } = {}): SessionRequestBody => ({
+    const importBody = (
+      sessionId: string,
+      snapshots: Uint8Array[],
+      o: { wrappedKey?: Uint8Array; snapshotSessionId?: string; prefixHash?: Uint8Array } = {}
+    ): SessionRequestBody => ({
       type: 'importKv',
       importKv: {
         sessionId,
@@ -184,7 +209,12 @@ describe('session keys, step tags and sealed KV through the session protocol', (
       }
     })
     /** Open a fresh session, expect the import refused with `code`, and the session gone. */
-    const refusedImport = async (sessionId: string, snapshots: Uint8Array[], code: string, o: Parameters<typeof importBody>[2] = {}) => {
+    const refusedImport = async (
+      sessionId: string,
+      snapshots: Uint8Array[],
+      code: string,
+      o: Parameters<typeof importBody>[2] = {}
+    ) => {
       await owner.call(open(sessionId))
       expect(await refused(owner, importBody(sessionId, snapshots, o)), sessionId).toBe(code)
       expect(await refused(owner, step(sessionId, 1, 0, input(0, 1))), `${sessionId} kept nothing`).toBe('UNKNOWN_SESSION')
@@ -203,9 +233,19 @@ describe('session keys, step tags and sealed KV through the session protocol', (
 
     it('only the owner may export, and only a session opened with a snapshot key', async () => {
       const other = await dial(upstream)
-      expect(await refused(other, { type: 'exportKv', exportKv: { sessionId: 'kv-src', from: 0, to: 8, sequence: 3, prefixHash: prefix, delta: false } })).toBe('UNAUTHORIZED')
+      expect(
+        await refused(other, {
+          type: 'exportKv',
+          exportKv: { sessionId: 'kv-src', from: 0, to: 8, sequence: 3, prefixHash: prefix, delta: false }
+        })
+      ).toBe('UNAUTHORIZED')
       await owner.call(open('kv-nokey'))
-      expect(await refused(owner, { type: 'exportKv', exportKv: { sessionId: 'kv-nokey', from: 0, to: 0, sequence: 1, prefixHash: prefix, delta: false } })).toBe('UNAUTHORIZED')
+      expect(
+        await refused(owner, {
+          type: 'exportKv',
+          exportKv: { sessionId: 'kv-nokey', from: 0, to: 0, sequence: 1, prefixHash: prefix, delta: false }
+        })
+      ).toBe('UNAUTHORIZED')
       await owner.call({ type: 'close', close: { sessionId: 'kv-nokey' } })
     })
 
@@ -226,7 +266,11 @@ describe('session keys, step tags and sealed KV through the session protocol', (
       await refusedImport('kv-t4', [full, delta], 'SNAPSHOT_MISBOUND', { prefixHash: prefix })
       await refusedImport('kv-t5', [full, full], 'SNAPSHOT_REPLAY', { prefixHash: prefix })
       await refusedImport('kv-t6', [delta], 'SNAPSHOT_ORDER')
-      const elsewhere = wrapKey(snapshotKey, generateX25519KeyPair().publicKey, { recipientPeerId: node.peerId, sessionId: 'kv-t7', span: SPAN })
+      const elsewhere = wrapKey(snapshotKey, generateX25519KeyPair().publicKey, {
+        recipientPeerId: node.peerId,
+        sessionId: 'kv-t7',
+        span: SPAN
+      })
       await refusedImport('kv-t7', [full, delta], 'KEY_NOT_FOR_US', { wrappedKey: elsewhere })
       const otherSession = wrapKey(snapshotKey, nodePub, { recipientPeerId: node.peerId, sessionId: 'kv-src', span: SPAN })
       await refusedImport('kv-t8', [full, delta], 'KEY_UNWRAP', { wrappedKey: otherSession })
