@@ -45,7 +45,13 @@ export interface AdaptiveOptions {
 }
 
 /** A peer's steps benign and tampered, and the tampering's median effect over the per-position benign spread. */
-function stepDrifts(peer: Peer, spread: Spread, mode: TamperMode, size: number, seed: number): { steps: StepDrifts[]; overSpread: number } {
+function stepDrifts(
+  peer: Peer,
+  spread: Spread,
+  mode: TamperMode,
+  size: number,
+  seed: number
+): { steps: StepDrifts[]; overSpread: number } {
   const always = createTamper({ mode, size, rate: 1, seed })
   const effects: { effect: number; kvLength: number }[] = []
   const steps = peer.steps.map((s) => {
@@ -142,7 +148,7 @@ export function adaptiveDetection(peers: readonly Peer[], o: AdaptiveOptions) {
     rate: {
       base: rate.base,
       start: rate.start,
-      halfLife: rate.halfLife,
+      startCanaries: rate.startCanaries,
       suspectPosterior: rate.suspectPosterior,
       suspectRate: rate.suspectRate
     },

@@ -57,7 +57,14 @@ export function measureCanaryOverhead(options: OverheadOptions) {
   // the last); a decoy copies its shape: a prompt-sized prefill, then one row a step to the end.
   const positions = Math.min(maxLength - 1, model.config.seqLen)
   const sets: CanarySet[] = hops.map((h) =>
-    buildCanarySet({ model, boundary: h.start, ends: [h.end], prompts: HELD_OUT_PROMPTS.slice(0, 4), seed: 5, tokensPerPrompt: positions })
+    buildCanarySet({
+      model,
+      boundary: h.start,
+      ends: [h.end],
+      prompts: HELD_OUT_PROMPTS.slice(0, 4),
+      seed: 5,
+      tokensPerPrompt: positions
+    })
   )
   const edge = createEdge({ model })
   const full = createShard({ model, start: 0, end: n })

@@ -4,7 +4,7 @@ import type { Receipt } from '../protocol/index.js'
 export interface CanaryOptions {
   /** Canaries per real step for a peer with a clean record, the base rate (default 0.03). */
   readonly rate?: number
-  /** Per-peer rate (trust on evidence): start rate, half-life and suspect rate (canary/adaptive-rate.ts). */
+  /** Per-peer rate (trust on evidence): start-up burst, suspect rate (canary/adaptive-rate.ts). */
   readonly adaptive?: Omit<AdaptiveRateOptions, 'base'> | false
   /** Prior P(tampering) of a peer (default 0.01). */
   readonly prior?: number

@@ -5,27 +5,59 @@ import {
   createDetector,
   createRandom,
   defaultBenignModel,
-  fixedRate
+  expectedStepsToExclusion,
+  fixedRate,
+  startCanariesFor
 } from '../../canary/index.js'
 
 describe('adaptive canary rate', () => {
-  it('starts dense for a new peer, decays to the base rate as clean canaries accumulate', () => {
+  it('checks a new peer on every step for a burst sized from the detection bound, then at the base rate', () => {
     const r = createAdaptiveRate()
     const at = (observations: number) => r.rateFor({ observations, posterior: 0.01, excluded: false })
-    expect(at(0)).toBeCloseTo(0.75)
-    expect(at(6)).toBeCloseTo(0.03 + 0.72 / 2)
-    expect(at(12)).toBeCloseTo(0.03 + 0.72 / 4)
-    for (let n = 1; n < 200; n++) expect(at(n)).toBeLessThanOrEqual(at(n - 1))
-    expect(at(200)).toBeCloseTo(0.03, 6)
-    expect(r.rateFor({ observations: 5, posterior: 0.5, excluded: false })).toBe(1) // a suspect
+    // the smallest burst whose expected steps to exclude a 10 % tamperer are within 80
+    expect(r.startCanaries).toBe(16)
+    expect(expectedStepsToExclusion(16, 0.1, 0.03)).toBeLessThanOrEqual(80)
+    expect(expectedStepsToExclusion(15, 0.1, 0.03)).toBeGreaterThan(80)
+    expect(startCanariesFor(80, 0.1, 0.03)).toBe(16)
+    for (let n = 0; n < 16; n++) expect(at(n)).toBe(1)
+    for (let n = 16; n < 200; n++) expect(at(n)).toBe(0.03)
+    // a longer detection budget needs a shorter burst; an explicit length wins
+    expect(createAdaptiveRate({ targetSteps: 150 }).startCanaries).toBeLessThan(16)
+    expect(createAdaptiveRate({ startCanaries: 4 }).rateFor({ observations: 4, posterior: 0, excluded: false })).toBe(0.03)
+    expect(r.rateFor({ observations: 20, posterior: 0.5, excluded: false })).toBe(1) // a suspect
     expect(r.rateFor({ observations: 5, posterior: 1, excluded: true })).toBe(0)
     expect(fixedRate(0.03).rateFor({ observations: 0, posterior: 0.5, excluded: false })).toBe(0.03)
+  })
+
+  it('E(N) matches a simulation of the burst (two tampered canaries convict, the second at rate 1)', () => {
+    const rnd = createRandom(3)
+    const r = createAdaptiveRate({ startCanaries: 12 })
+    let total = 0
+    const trials = 4000
+    for (let k = 0; k < trials; k++) {
+      let obs = 0
+      let hits = 0
+      let t = 0
+      while (hits < 2) {
+        t++
+        if (rnd.next() >= (hits > 0 ? 1 : r.rateFor({ observations: obs, posterior: 0, excluded: false }))) continue
+        obs++
+        if (rnd.next() < 0.1) hits++
+      }
+      total += t
+    }
+    const expected = expectedStepsToExclusion(12, 0.1, 0.03)
+    expect(Math.abs(total / trials - expected) / expected).toBeLessThan(0.1)
   })
 
   it('rejects bad options with a typed error', () => {
     expect(() => createAdaptiveRate({ base: 0 })).toThrow(CanaryArgumentError)
     expect(() => createAdaptiveRate({ base: 0.2, start: 0.1 })).toThrow(CanaryArgumentError)
-    expect(() => createAdaptiveRate({ halfLife: -1 })).toThrow(CanaryArgumentError)
+    expect(() => createAdaptiveRate({ startCanaries: -1 })).toThrow(CanaryArgumentError)
+    expect(() => createAdaptiveRate({ targetSteps: 0 })).toThrow(CanaryArgumentError)
+    expect(() => createAdaptiveRate({ designTamperRate: 1 })).toThrow(CanaryArgumentError)
+    // a target no burst can reach: the base-rate tail alone is 1/(q·base)
+    expect(() => createAdaptiveRate({ targetSteps: 15 })).toThrow(CanaryArgumentError)
     expect(() => createAdaptiveRate({ suspectPosterior: 1 })).toThrow(CanaryArgumentError)
     expect(() => createAdaptiveRate().rateFor({ observations: -1, posterior: 0, excluded: false })).toThrow(CanaryArgumentError)
   })
