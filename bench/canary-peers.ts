@@ -8,6 +8,7 @@ import {
   densityRatio,
   driftMetrics,
   HELD_OUT_PROMPTS,
+  logDriftScore,
   positionBucket,
   profileKernels,
   quantile,
@@ -46,9 +47,13 @@ export interface Peer {
   readonly profile: string
   readonly wire: WireDType
   readonly steps: Step[]
-  /** Detector scores of the honest steps: log f_T/f_B at each step's own position. */
+  /** Detector scores of the honest steps: log f_T/f_B at each step's own position, before the ε cap (logDriftScore). */
   readonly benignScores: number[]
+  /** The same scores capped as the sequential test caps them (log of densityRatio). */
+  readonly benignCapped: number[]
   readonly benignRelL2: number[]
+  /** Max-abs drift of the honest steps relative to the reference's RMS (a sparse-tampering statistic). */
+  readonly benignPeak: number[]
   /** KV length after each honest step (position + rows), parallel to benignRelL2. */
   readonly benignKv: number[]
 }
@@ -62,7 +67,9 @@ export function benignSpread(peers: readonly Peer[], wires: readonly string[]): 
   for (const w of wires) {
     const byBucket: number[][] = []
     for (const p of peers.filter((x) => x.wire === w))
-      p.benignRelL2.forEach((r, i) => (byBucket[positionBucket(p.benignKv[i])] ??= []).push(r))
+      p.benignRelL2.forEach((r, i) => {
+        ;(byBucket[positionBucket(p.benignKv[i])] ??= []).push(r)
+      })
     const own = Array.from(byBucket, (v) => (v && v.length >= 50 ? quantile(v, 0.99) : undefined))
     out[w] = own.map((_, b) => {
       for (let d = 0; d < own.length; d++) {
@@ -83,10 +90,26 @@ export function spreadAt(spread: Spread, wire: string, kvLength: number): number
 
 /** Median over tampered steps of the tampering's own effect over the benign spread at the step's position. */
 export function effectOverSpread(spread: Spread, wire: string, effects: readonly { effect: number; kvLength: number }[]): number {
-  return effects.length ? quantile(effects.map((e) => e.effect / spreadAt(spread, wire, e.kvLength)), 0.5) : 0
+  return effects.length
+    ? quantile(
+        effects.map((e) => e.effect / spreadAt(spread, wire, e.kvLength)),
+        0.5
+      )
+    : 0
 }
 
-export const score = (r: number): number => Math.log(Math.max(r, 1e-300))
+/** Share of tampered steps whose own effect exceeds the benign spread at the step's position. */
+export function shareOverSpread(spread: Spread, wire: string, effects: readonly { effect: number; kvLength: number }[]): number {
+  return effects.length ? effects.filter((e) => e.effect > spreadAt(spread, wire, e.kvLength)).length / effects.length : 0
+}
+
+/** max |output − reference| / rms(reference): what a single far-off value does to a step. */
+export function relMaxAbs(d: { maxAbs: number }, ref: Float32Array): number {
+  let ss = 0
+  for (let i = 0; i < ref.length; i++) ss += ref[i] * ref[i]
+  return d.maxAbs / Math.max(1e-30, Math.sqrt(ss / ref.length))
+}
+
 export const round = (x: number, d = 4): number => Math.round(x * 10 ** d) / 10 ** d
 export const mean = (xs: number[]): number => (xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : Number.NaN)
 
@@ -131,7 +154,9 @@ export function honestPeers(benign: DriftModel): { peers: Peer[]; fallbacks: str
             wire,
             steps: [],
             benignScores: [],
+            benignCapped: [],
             benignRelL2: [],
+            benignPeak: [],
             benignKv: []
           })
         )
@@ -152,8 +177,10 @@ export function honestPeers(benign: DriftModel): { peers: Peer[]; fallbacks: str
               }
               const d = driftMetrics(wireRoundtrip(step.raw, set.dim, wire), step.ref)
               byEnd[k].steps.push(step)
-              byEnd[k].benignScores.push(score(densityRatio(benign, d, wire, pos + rows)))
+              byEnd[k].benignScores.push(logDriftScore(benign, d, wire, pos + rows))
+              byEnd[k].benignCapped.push(Math.log(Math.max(1e-300, densityRatio(benign, d, wire, pos + rows))))
               byEnd[k].benignRelL2.push(d.relL2)
+              byEnd[k].benignPeak.push(relMaxAbs(d, step.ref))
               byEnd[k].benignKv.push(pos + rows)
               pos += rows
             })
@@ -174,6 +201,7 @@ export function tamperPass(peer: Peer, tamper: ReturnType<typeof createTamper>, 
     const out = tamper.apply({ sessionId: `p${pass}-${s.sessionId}`, stepId: s.stepId, input: s.input, output: s.raw })
     const drift = driftMetrics(wireRoundtrip(out, peer.dim, peer.wire), s.ref)
     const kvLength = s.position + s.rows
-    return { drift, kvLength, tampered: out !== s.raw, effect: out !== s.raw ? driftMetrics(out, s.raw).relL2 : 0 }
+    const effect = out !== s.raw ? driftMetrics(out, s.raw).relL2 : 0
+    return { drift, kvLength, tampered: out !== s.raw, effect, peak: relMaxAbs(drift, s.ref) }
   })
 }

@@ -14,13 +14,30 @@ export interface ConfigResult {
   readonly mode: TamperMode
   readonly size: number
   readonly rate: number
+  /** AUROC of the detector's per-canary score before the ε cap (logDriftScore) against the peer's honest steps. */
   readonly auroc: number
+  /** The same with the capped density ratio of the sequential test (far-off drifts tie at 1/ε). */
+  readonly aurocCapped: number
+  /**
+   * AUROC of a sparse-tampering statistic instead: max-abs drift over the reference's RMS (one
+   * value zeroed moves it by that value; relative L2 only by the value over ‖row‖). Reported to
+   * tell, per miss, whether another per-step statistic would separate what relative L2 does not.
+   */
+  readonly aurocMaxAbs: number
   /**
    * Tampering's own effect exceeds the benign spread at its positions: the median over tampered
    * steps of (relL2 of tampered vs honest output) / (99th percentile of honest relL2 over all
    * honest peers of the wire in the step's KV-length bucket ⌊log2 kvLength⌋) is above 1.
    */
   readonly aboveSpread: boolean
+  /**
+   * Share of tampered steps whose own effect exceeds the benign spread at the step's position.
+   * The AUROC target is read on configurations where this is 1: AUROC 1.0 asks every tampered
+   * step to score above every honest one, which a step the tampering changed by less than the
+   * benign spread cannot do (zero at 0.001–0.01 of values zeroes one value of a row: when it
+   * is a small one, that step changes by less than rounding does).
+   */
+  readonly stepsAboveSpread: number
   readonly excluded: boolean
   readonly canaries: number
   readonly tamperedCanaries: number
@@ -29,7 +46,7 @@ export interface ConfigResult {
 
 interface BenignSummary {
   adaptive: unknown
-  overhead: { newPeers: OverheadResult; trustedPeers: OverheadResult }
+  overhead: { newPeers: OverheadResult; trustedPeers: OverheadResult } & Record<string, unknown>
   /** Per wire, per KV-length bucket ⌊log2 kvLength⌋. */
   spread: Record<string, number[]>
   /** Per wire, over all positions (the old, position-blind spread; for comparison). */
@@ -45,7 +62,8 @@ interface BenignSummary {
 
 export function summarize(results: ConfigResult[], b: BenignSummary) {
   const valid = results.filter((r) => !Number.isNaN(r.auroc))
-  const above = valid.filter((r) => r.aboveSpread)
+  const median = valid.filter((r) => r.aboveSpread)
+  const above = valid.filter((r) => r.stepsAboveSpread === 1)
   const detection: Record<string, unknown> = {}
   for (const mode of TAMPER_MODES) {
     for (const rate of RATES) {
@@ -83,9 +101,21 @@ export function summarize(results: ConfigResult[], b: BenignSummary) {
       overall: round(b.overall),
       meanPerConfig: round(mean(valid.map((r) => r.auroc))),
       configsAt1: valid.filter((r) => r.auroc === 1).length,
+      // every tampered step changes the output by more than the benign spread at its position
       aboveSpreadConfigs: above.length,
       aboveSpreadAt1: above.filter((r) => r.auroc === 1).length,
-      aboveSpreadMin: round(Math.min(...above.map((r) => r.auroc)))
+      aboveSpreadMin: round(Math.min(...above.map((r) => r.auroc))),
+      // the median tampered step does (the earlier definition), and what the capped ratio gives there
+      medianAboveSpread: {
+        configs: median.length,
+        at1: median.filter((r) => r.auroc === 1).length,
+        min: round(Math.min(...median.map((r) => r.auroc))),
+        cappedAt1: median.filter((r) => r.aurocCapped === 1).length,
+        notEveryStepAbove: median.length - median.filter((r) => r.stepsAboveSpread === 1).length
+      },
+      misses: misses(above),
+      // configurations below 1.0 where only the median step exceeds the spread, per mode@size
+      medianOnlyMisses: missAnalysis(median.filter((r) => r.stepsAboveSpread < 1))
     },
     benign: {
       peers: b.peers,
@@ -103,7 +133,21 @@ export function summarize(results: ConfigResult[], b: BenignSummary) {
     smallestDetectableSize: smallest,
     adaptive: b.adaptive,
     overhead: b.overhead,
-    perConfigColumns: ['span', 'profile', 'wire', 'mode', 'size', 'rate', 'auroc', 'aboveSpread', 'excluded', 'canaries'],
+    perConfigColumns: [
+      'span',
+      'profile',
+      'wire',
+      'mode',
+      'size',
+      'rate',
+      'auroc',
+      'aboveSpread',
+      'excluded',
+      'canaries',
+      'aurocCapped',
+      'stepsAboveSpread',
+      'aurocMaxAbs'
+    ],
     perConfig: results.map((r) => [
       r.span,
       r.profile,
@@ -111,12 +155,51 @@ export function summarize(results: ConfigResult[], b: BenignSummary) {
       r.mode,
       r.size,
       r.rate,
-      round(r.auroc),
+      round(r.auroc, 6),
       r.aboveSpread,
       r.excluded,
-      r.canaries
+      r.canaries,
+      round(r.aurocCapped),
+      round(r.stepsAboveSpread),
+      round(r.aurocMaxAbs)
     ])
   }
+}
+
+/** Configurations below AUROC 1.0, per mode@size: how many and the lowest AUROC. */
+function misses(rs: readonly ConfigResult[]): Record<string, { configs: number; min: number }> {
+  const out: Record<string, { configs: number; min: number }> = {}
+  for (const r of rs.filter((x) => x.auroc < 1)) {
+    const m = (out[`${r.mode}@${r.size}`] ??= { configs: 0, min: 1 })
+    m.configs++
+    m.min = round(Math.min(m.min, r.auroc), 6)
+  }
+  return out
+}
+
+/** Misses of a set of configurations per mode@size, with the share of their steps above the spread and the max-abs AUROC. */
+function missAnalysis(rs: readonly ConfigResult[]) {
+  const out: Record<
+    string,
+    { configs: number; below1: number; min: number; stepsAboveSpreadMin: number; maxAbsAt1: number; maxAbsMin: number }
+  > = {}
+  for (const r of rs) {
+    const m = (out[`${r.mode}@${r.size}`] ??= {
+      configs: 0,
+      below1: 0,
+      min: 1,
+      stepsAboveSpreadMin: 1,
+      maxAbsAt1: 0,
+      maxAbsMin: 1
+    })
+    m.configs++
+    if (r.auroc < 1) m.below1++
+    m.min = round(Math.min(m.min, r.auroc))
+    m.stepsAboveSpreadMin = round(Math.min(m.stepsAboveSpreadMin, r.stepsAboveSpread))
+    if (r.aurocMaxAbs === 1) m.maxAbsAt1++
+    m.maxAbsMin = round(Math.min(m.maxAbsMin, r.aurocMaxAbs))
+  }
+  return out
 }
 
 /** A short markdown table of the summary (for the README). */
@@ -127,7 +210,8 @@ export function markdownTable(s: ReturnType<typeof summarize>): string {
     '| metric | value |',
     '|---|---|',
     `| AUROC overall (pooled per-canary scores) | ${s.auroc.overall} |`,
-    `| configurations with AUROC 1.0 where tampering exceeds the benign spread | ${s.auroc.aboveSpreadAt1} / ${s.auroc.aboveSpreadConfigs} (min ${s.auroc.aboveSpreadMin}) |`,
+    `| AUROC 1.0 where every tampered step exceeds the benign spread | ${s.auroc.aboveSpreadAt1} / ${s.auroc.aboveSpreadConfigs} (min ${s.auroc.aboveSpreadMin}) |`,
+    `| AUROC 1.0 where the median tampered step exceeds it | ${s.auroc.medianAboveSpread.at1} / ${s.auroc.medianAboveSpread.configs} (min ${s.auroc.medianAboveSpread.min}) |`,
     `| benign peers excluded | ${s.benign.excluded} / ${s.benign.peers} over ${s.benign.checks} canary checks (max posterior ${s.benign.maxPosterior}) |`,
     `| canary steps per hop per token, 256-token generation, new / trusted peers | ${s.overhead.newPeers.canaryStepsPerHopPerToken} / ${s.overhead.trustedPeers.canaryStepsPerHopPerToken} |`,
     `| extra work (canary time / generation time), new / trusted peers | ${s.overhead.newPeers.extraWork} / ${s.overhead.trustedPeers.extraWork} |`,

@@ -5,7 +5,8 @@
  * honest peer outputs are real kernel runs, tampered ones are the node's tamper functions
  * applied to them. Prints one JSON object (or, with --table, a markdown table of it).
  * `--calibrate` regenerates canary/default-calibration.ts from the bundled model instead;
- * `--adaptive` runs only the adaptive-rate simulations, `--overhead` only the cost measurement.
+ * `--adaptive` runs only the adaptive-rate simulations, `--overhead` only the cost measurement;
+ * `--start-canaries N` / `--target-steps T` / `--start R` set the start-up burst (canary/adaptive-rate.ts).
  */
 import { writeFileSync } from 'node:fs'
 import {
@@ -19,6 +20,7 @@ import {
   densityRatio,
   driftMetrics,
   fixedRate,
+  logDriftScore,
   measureCanaryOverhead,
   quantile,
   serializeDriftModel,
@@ -36,7 +38,7 @@ import {
   round,
   SIZES,
   type Spread,
-  score,
+  shareOverSpread,
   tamperPass
 } from './canary-peers.js'
 import { type ConfigResult, markdownTable, RATES, summarize } from './canary-summary.js'
@@ -55,9 +57,10 @@ function evaluate(
   const tamper = createTamper({ mode, size, rate, seed })
   const first = tamperPass(peer, tamper, 0)
   const hit = first.filter((x) => x.tampered)
-  // The detector's own score: each step against benign drift at its position.
-  const pos = hit.map((x) => score(densityRatio(benign, x.drift, peer.wire, x.kvLength)))
+  // The detector's own score: each step against benign drift at its position (before the ε cap).
+  const pos = hit.map((x) => logDriftScore(benign, x.drift, peer.wire, x.kvLength))
   const overSpread = effectOverSpread(spread, peer.wire, hit)
+  const share = shareOverSpread(spread, peer.wire, hit)
   const det = createDetector({ benign })
   let canaries = 0
   let tampered = 0
@@ -78,7 +81,20 @@ function evaluate(
     size,
     rate,
     auroc: pos.length ? auroc(pos, peer.benignScores) : Number.NaN,
+    aurocCapped: pos.length
+      ? auroc(
+          hit.map((x) => Math.log(Math.max(1e-300, densityRatio(benign, x.drift, peer.wire, x.kvLength)))),
+          peer.benignCapped
+        )
+      : Number.NaN,
+    aurocMaxAbs: pos.length
+      ? auroc(
+          hit.map((x) => x.peak),
+          peer.benignPeak
+        )
+      : Number.NaN,
     aboveSpread: overSpread > 1,
+    stepsAboveSpread: share,
     excluded,
     canaries,
     tamperedCanaries: tampered,
@@ -86,14 +102,21 @@ function evaluate(
   }
 }
 
-/** Canary cost on a 256-token generation: new peers (start-up included) and peers past it (base rate). */
+/**
+ * Canary cost of a whole 256-token generation: from a new client (every peer new, so the start-up
+ * burst is inside it) and from a long-lived one (peers past start-up, decoys carried on).
+ */
 function overhead(rate: AdaptiveRate) {
   const model = bundledModel()
   const benign = defaultBenignModel()
+  const newPeers = measureCanaryOverhead({ model, benign, rate })
+  // peers past start-up, of a long-lived client: its decoy sessions run on across generations
+  const trustedPeers = measureCanaryOverhead({ model, benign, rate: fixedRate(rate.base), keepDecoys: true })
   return {
-    newPeers: measureCanaryOverhead({ model, benign, rate }),
-    // peers past start-up, of a long-lived client: its decoy sessions run on across generations
-    trustedPeers: measureCanaryOverhead({ model, benign, rate: fixedRate(rate.base), keepDecoys: true })
+    // the 5 % target, read on the whole generation with its start-up (the worse of the two)
+    wholeGenerationExtraWork: { withStartUp: newPeers.extraWork, pastStartUp: trustedPeers.extraWork, target: 0.05 },
+    newPeers,
+    trustedPeers
   }
 }
 
@@ -110,7 +133,11 @@ export async function main(argv: string[]): Promise<void> {
   if (argv.includes('--calibrate')) return calibrateCommand()
   const t0 = Date.now()
   const opt = (name: string): number | undefined => (argv.includes(name) ? Number(argv[argv.indexOf(name) + 1]) : undefined)
-  const rate = createAdaptiveRate({ start: opt('--start'), halfLife: opt('--half-life') })
+  const rate = createAdaptiveRate({
+    start: opt('--start'),
+    startCanaries: opt('--start-canaries'),
+    targetSteps: opt('--target-steps')
+  })
   if (argv.includes('--overhead')) {
     console.log(JSON.stringify({ command: 'npm run bench -- canary --overhead', overhead: overhead(rate) }))
     return

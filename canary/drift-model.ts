@@ -129,7 +129,11 @@ function fitShift(features: [number, number][], kv: (number | undefined)[], minS
     all.push((x + y) / 2)
   })
   if (all.length < minSamples) return undefined
-  const med = (v: number[]): number => quantile([...v].sort((a, b) => a - b), q)
+  const med = (v: number[]): number =>
+    quantile(
+      [...v].sort((a, b) => a - b),
+      q
+    )
   const center = med(all)
   const own = Array.from(byBucket, (v) => (v && v.length >= minSamples ? med(v) - center : undefined))
   const filled = own.map((_, b) => {
@@ -276,6 +280,44 @@ export function densityRatio(model: DriftModel, drift: Drift, wire?: string, kvL
   const eps = model.contamination
   const fB = (1 - c.atom) * (1 - eps) * kde + eps * fT
   return fB > 0 ? fT / fB : 0
+}
+
+/**
+ * The per-canary score before the ε cap: log f_T(x) − log((1 − atom)·f_B(x)) at the step's
+ * position, with the benign kernel density summed in log space (log-sum-exp), so it stays finite
+ * and keeps growing with the distance from benign drift where exp() would underflow. The
+ * sequential test clamps each canary's ratio at 1/ε (densityRatio) so that one outlier never
+ * convicts; that clamp makes every far-off drift tie at the cap, honest outliers and gross
+ * tampering alike, which a ranking measure (AUROC) would count as inseparable although the
+ * statistic orders them. −∞ for an exact reproduction or a drift below the benign bulk.
+ */
+export function logDriftScore(model: DriftModel, drift: Drift, wire?: string, kvLength?: number): number {
+  validateDrift(drift)
+  const c = classOf(model, wire)
+  const [x0, y0] = driftFeatures(drift)
+  if (isAtom(x0, y0)) return Number.NEGATIVE_INFINITY
+  const shift = shiftAt(c, kvLength)
+  const x = x0 - shift
+  const y = y0 - shift
+  if (!(x >= c.lower[0] || y >= c.lower[1])) return Number.NEGATIVE_INFINITY
+  const span = LOG_CEIL - LOG_FLOOR
+  const corner = (Math.max(0, c.lower[0] - LOG_FLOOR) * Math.max(0, c.lower[1] - LOG_FLOOR)) / (span * span)
+  const logFT = -Math.log(span * span * (1 - corner))
+  const h = c.bandwidth
+  let top = Number.NEGATIVE_INFINITY
+  const terms: number[] = []
+  for (let j = 0, k = 0; j < c.points.length; j += 2, k++) {
+    const dx = x - c.points[j]
+    const dy = y - c.points[j + 1]
+    const t = Math.log(c.weights[k]) - (dx * dx + dy * dy) / (2 * h * h)
+    terms.push(t)
+    if (t > top) top = t
+  }
+  if (!Number.isFinite(top)) return Number.POSITIVE_INFINITY
+  let sum = 0
+  for (const t of terms) sum += Math.exp(t - top)
+  const logKde = top + Math.log(sum) - Math.log(2 * Math.PI * h * h)
+  return logFT - Math.log(Math.max(1e-300, 1 - c.atom)) - logKde
 }
 
 /** Parse and check a drift model from JSON text or a parsed object (a shipped calibration). */

@@ -1,6 +1,14 @@
 // Integrity: canary sets and reference activations, drift metrics, the detector, mixing.
 
-export { type AdaptiveRate, type AdaptiveRateOptions, createAdaptiveRate, fixedRate, type RateEvidence } from './adaptive-rate.js'
+export {
+  type AdaptiveRate,
+  type AdaptiveRateOptions,
+  createAdaptiveRate,
+  expectedStepsToExclusion,
+  fixedRate,
+  type RateEvidence,
+  startCanariesFor
+} from './adaptive-rate.js'
 export {
   BENIGN_PROFILES,
   type BenignProfile,
@@ -45,10 +53,11 @@ export {
   type DriftSample,
   densityRatio,
   driftFeatures,
-  positionBucket,
   type FitOptions,
   fitDriftModel,
+  logDriftScore,
   parseDriftModel,
+  positionBucket,
   serializeDriftModel
 } from './drift-model.js'
 export * from './errors.js'

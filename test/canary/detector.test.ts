@@ -8,6 +8,7 @@ import {
   densityRatio,
   fitDriftModel,
   InvalidDriftModelError,
+  logDriftScore,
   parseDriftModel,
   serializeDriftModel
 } from '../../canary/index.js'
@@ -34,6 +35,26 @@ describe('fitDriftModel', () => {
     expect(() => parseDriftModel('{"version":2}')).toThrow(InvalidDriftModelError)
     expect(() => parseDriftModel('nope')).toThrow(InvalidDriftModelError)
     expect(() => fitDriftModel([])).toThrow(CanaryArgumentError)
+  })
+})
+
+describe('logDriftScore (the per-canary score before the ε cap)', () => {
+  it('agrees with the capped ratio in the benign bulk and keeps ordering far-off drifts the cap ties', () => {
+    for (const rel of [8e-5, 1e-4, 2e-4]) {
+      const capped = Math.log(densityRatio(model, drift(rel), 'f16'))
+      expect(logDriftScore(model, drift(rel), 'f16')).toBeCloseTo(capped, 2)
+    }
+    // both at the cap 1/ε for the sequential test...
+    expect(densityRatio(model, drift(1e-2), 'f16')).toBeCloseTo(densityRatio(model, drift(1e-1), 'f16'), 6)
+    // ...but the score still says which is farther from benign drift
+    const near = logDriftScore(model, drift(1e-2), 'f16')
+    const far = logDriftScore(model, drift(1e-1), 'f16')
+    expect(near).toBeGreaterThan(-Math.log(model.contamination))
+    expect(far).toBeGreaterThan(near)
+    expect(Number.isFinite(far)).toBe(true)
+    expect(logDriftScore(model, { relL2: 0, cosine: 0, maxAbs: 0 }, 'f16')).toBe(Number.NEGATIVE_INFINITY)
+    expect(logDriftScore(model, drift(1e-7), 'f16')).toBe(Number.NEGATIVE_INFINITY)
+    expect(() => logDriftScore(model, { relL2: -1, cosine: 0, maxAbs: 0 })).toThrow(CanaryArgumentError)
   })
 })
 
