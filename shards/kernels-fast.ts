@@ -24,6 +24,8 @@ export interface FastKernelOptions {
   readonly nativePath?: string | null
   /** Whole decode blocks in one native call when the addon has them (default true). */
   readonly fusedBlock?: boolean
+  /** Huge pages under the kernel memory where the OS honours the advice (default true). */
+  readonly hugePages?: boolean
 }
 
 export interface SelectKernelsOptions extends Omit<FastKernelOptions, 'native'> {
@@ -38,7 +40,7 @@ export function createFastKernels(options: FastKernelOptions = {}): FastKernels 
   const threads = options.threads ?? availableParallelism()
   const addon =
     options.native === false ? null : loadNativeAddon(options.nativePath === undefined ? undefined : options.nativePath)
-  return createWasmKernels({ threads, native: addon, fusedBlock: options.fusedBlock })
+  return createWasmKernels({ threads, native: addon, fusedBlock: options.fusedBlock, hugePages: options.hugePages })
 }
 
 /**

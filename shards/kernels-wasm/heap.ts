@@ -27,9 +27,14 @@ export interface WasmHeap {
 
 const ALIGN = 64
 
-export function createWasmHeap(initialPages = 32): WasmHeap {
+/**
+ * `onGrow(buffer)` runs once with the new memory and again after each growth, before any byte of
+ * the added pages is written (the kernels advise huge pages there).
+ */
+export function createWasmHeap(initialPages = 32, onGrow?: (buffer: SharedArrayBuffer) => void): WasmHeap {
   if (!wasmApi) throw new KernelMemoryError('WebAssembly is not available')
   const memory = new wasmApi.Memory({ initial: initialPages, maximum: MAX_PAGES, shared: true })
+  onGrow?.(memory.buffer)
   const sizes = new Map<number, number>()
   /** Free ranges [start, end), sorted by start. */
   const freeList: Array<[number, number]> = [[HEAP_BASE, initialPages * PAGE]]
@@ -56,6 +61,7 @@ export function createWasmHeap(initialPages = 32): WasmHeap {
     const pages = Math.min(MAX_PAGES - end / PAGE, Math.max(need, Math.ceil(end / PAGE / 4)))
     if (pages < need) throw new KernelMemoryError(`WebAssembly heap full: cannot add ${bytes} bytes to ${end}`)
     memory.grow(pages)
+    onGrow?.(memory.buffer)
     const newEnd = end + pages * PAGE
     if (last && last[1] === end) last[1] = newEnd
     else freeList.push([end, newEnd])

@@ -22,6 +22,8 @@ export interface WasmKernelOptions {
   readonly nativeDecode?: boolean
   /** Run a whole block in one native call when the addon has it (default true; any batch size). */
   readonly fusedBlock?: boolean
+  /** Ask the OS for huge pages under the kernel memory through the addon (default true). */
+  readonly hugePages?: boolean
 }
 
 /** Kernels that also hand out KV layers living in the kernels' own memory (no copy per call). */
@@ -51,7 +53,13 @@ export interface FastKernels extends Kernels {
 export function createWasmKernels(options: WasmKernelOptions): FastKernels {
   const threads = Math.max(1, Math.floor(options.threads))
   const module = wasmKernelsModule()
-  const heap = createWasmHeap()
+  const advise = options.hugePages !== false ? options.native?.adviseHugePages : undefined
+  // Weights are written right after the memory grows, so advising each new stretch first
+  // puts them on huge pages (whole heap each time: the advice is idempotent).
+  const heap = createWasmHeap(
+    32,
+    advise ? (buffer) => void advise(new Uint8Array(buffer, 0, 1), 0, buffer.byteLength) : undefined
+  )
   const exports = new wasmApi!.Instance(module, { env: { memory: heap.memory } }).exports as unknown as {
     task(tid: number, n: number): void
     quantizeQ8(x: number, xq: number, xd: number, cols: number, T: number): void

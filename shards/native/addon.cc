@@ -5,6 +5,9 @@
 
 #include <cstdint>
 #include <cstring>
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 
 #include "block.h"
 #include "matmul.h"
@@ -60,6 +63,27 @@ Napi::Value Task(const Napi::CallbackInfo& info) {
   return env.Undefined();
 }
 
+// adviseHugePages(base, offset, bytes): ask Linux to back the 2 MiB-aligned part of the range
+// of the shared memory with transparent huge pages (MADV_HUGEPAGE; honoured where THP is
+// "madvise" or "always"). Decode streams every weight byte once per token, 8-16 rows at a
+// time: with 4 KiB pages, TLB misses and the hardware prefetchers' stops at page boundaries
+// cost ~15 % of decode speed here (110m Q8_0, same process A/B). Only advice: false where it
+// does not apply, never an error.
+Napi::Value AdviseHugePages(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  if (info.Length() < 3 || !info[0].IsTypedArray()) return Napi::Boolean::New(env, false);
+  const uintptr_t base = reinterpret_cast<uintptr_t>(info[0].As<Napi::Uint8Array>().Data());
+  const uintptr_t huge = uintptr_t(2) << 20;
+  const uintptr_t from = (base + uintptr_t(info[1].As<Napi::Number>().Int64Value()) + huge - 1) & ~(huge - 1);
+  const uintptr_t to = (base + uintptr_t(info[1].As<Napi::Number>().Int64Value()) + uintptr_t(info[2].As<Napi::Number>().Int64Value())) & ~(huge - 1);
+  if (to <= from) return Napi::Boolean::New(env, false);
+  return Napi::Boolean::New(env, madvise(reinterpret_cast<void*>(from), to - from, MADV_HUGEPAGE) == 0);
+#else
+  return Napi::Boolean::New(env, false);
+#endif
+}
+
 // The fused block's port of V8's Math.exp, exposed so a test can compare it with Math.exp.
 Napi::Value JsExp(const Napi::CallbackInfo& info) {
   return Napi::Number::New(info.Env(), ls::jsExp(info[0].As<Napi::Number>().DoubleValue()));
@@ -98,6 +122,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("decodeF32", Napi::Boolean::New(env, ls::decodeAvailable(false)));
   exports.Set("fusedBlock", Napi::Boolean::New(env, ls::blockAvailable()));
   exports.Set("jsExp", Napi::Function::New(env, JsExp));
+  exports.Set("adviseHugePages", Napi::Function::New(env, AdviseHugePages));
   return exports;
 }
 

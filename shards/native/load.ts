@@ -21,6 +21,11 @@ export interface NativeAddon {
   readonly fusedBlock: boolean
   /** Its port of V8's Math.exp (tests compare the two). */
   readonly jsExp?: (x: number) => number
+  /**
+   * Advise the OS to back bytes [offset, offset + bytes) of the memory `base` views (from its
+   * start) with huge pages; false where that does not apply (no-op). Older builds lack it.
+   */
+  readonly adviseHugePages?: (base: Uint8Array, offset: number, bytes: number) => boolean
 }
 
 /** Where `npm run build:native` leaves the addon, found from this file in src or dist. */
@@ -57,7 +62,8 @@ export function loadNativeAddon(path: string | null = nativeAddonPath()): Native
       decodeQ8: addon.decodeQ8 === true,
       decodeF32: addon.decodeF32 === true,
       fusedBlock: addon.fusedBlock === true,
-      jsExp: addon.jsExp
+      jsExp: addon.jsExp,
+      adviseHugePages: typeof addon.adviseHugePages === 'function' ? addon.adviseHugePages : undefined
     }
   } catch {
     return null

@@ -14,8 +14,15 @@ afterAll(() => {
 })
 
 /** Logits of steps of T = 5, 3, 1, 12, 1 (decode and batched kernels inside), and how many blocks ran fused. */
-function run(spec: string, dtype: 'f32' | 'q8_0', kvDType: 'f32' | 'f16', threads: number, fusedBlock: boolean) {
-  const kernels = createFastKernels({ threads, fusedBlock })
+function run(
+  spec: string,
+  dtype: 'f32' | 'q8_0',
+  kvDType: 'f32' | 'f16',
+  threads: number,
+  fusedBlock: boolean,
+  hugePages = true
+) {
+  const kernels = createFastKernels({ threads, fusedBlock, hugePages })
   open.push(kernels)
   let fused = 0
   const inner = kernels.blockForward?.bind(kernels)
@@ -46,7 +53,8 @@ describe.skipIf(!addon?.fusedBlock)('native decode block', () => {
     ['96,3,6,2,160,300', 'f32'],
     ['96,3,6,2,160,300', 'q8_0'],
     ['120,2,5,1,200,300', 'f32'], // head size 24, one KV head
-    ['160,2,5,5,224,300', 'q8_0'] // head size 32, 7 blocks of 32 in the FFN
+    ['160,2,5,5,224,300', 'q8_0'], // head size 32, 7 blocks of 32 in the FFN
+    ['160,1,2,1,224,300', 'f32'] // head size 80: the attention's 64- and 16-wide value chunks
   ]
   for (const [spec, dtype] of cases) {
     for (const kvDType of ['f32', 'f16'] as const) {
@@ -65,6 +73,13 @@ describe.skipIf(!addon?.fusedBlock)('native decode block', () => {
       })
     }
   }
+
+  it('huge-page advice for the kernel memory changes no bit', () => {
+    expect(addon?.adviseHugePages).toBeTypeOf('function')
+    const plain = run('96,3,6,2,160,300', 'q8_0', 'f32', 2, true, false)
+    const huge = run('96,3,6,2,160,300', 'q8_0', 'f32', 2, true, true)
+    for (let i = 0; i < plain.logits.length; i++) expect(same(huge.logits[i], plain.logits[i])).toBe(true)
+  })
 
   it("its exp is V8's Math.exp, bit for bit (SwiGLU depends on it)", () => {
     const jsExp = addon?.jsExp
