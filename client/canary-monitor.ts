@@ -23,6 +23,7 @@ import type { CanaryEvidence, CanaryOptions, CanaryPeerReport, StepContext } fro
 import { ChainedDecoy } from './chained-decoy.js'
 import { HopSession, type HopTarget } from './hop.js'
 import { ReceiptLedger } from './receipts.js'
+import { ReplayIndex } from './replay-index.js'
 
 export type { CanaryEvidence, CanaryOptions, CanaryPeerReport, StepContext } from './canary-types.js'
 
@@ -53,8 +54,14 @@ export class CanaryMonitor {
   private readonly last = new Map<string, Drift>()
   private readonly random: Random
   readonly evidence: CanaryEvidence[] = []
+  /**
+   * Every receipt the client checks (real steps through RemotePipeline's ledger, canary steps
+   * through this one) goes to one index: a peer that signs one output for two inputs is convicted
+   * there, on the first replayed step, and excluded like a canary conviction (replay-index.ts).
+   */
+  readonly replays = new ReplayIndex()
   /** Canary steps are signed like any other: a convicted peer's receipt is the evidence. */
-  readonly receipts = new ReceiptLedger()
+  readonly receipts = new ReceiptLedger(this.replays)
   /** Canary and real steps seen (for the overhead report). */
   readonly counts = { realSteps: 0, canarySteps: 0, canaryComputeMs: 0 }
 
@@ -127,7 +134,17 @@ export class CanaryMonitor {
           this.launch(`${hop.peerId}/${hop.start}/${hop.end}`, () => this.probe(hop, ctx))
       }
     }
-    return this.newlyExcluded.splice(0)
+    return this.takeExcluded()
+  }
+
+  /** Peers convicted since the last call, by canary drift or by replayed receipts. */
+  private takeExcluded(): string[] {
+    return [...new Set([...this.newlyExcluded.splice(0), ...this.replays.takeConvicted()])]
+  }
+
+  /** Why a peer was excluded, for the log. */
+  whyExcluded(peerId: string): 'replayed output' | 'canary drift' {
+    return this.replays.isConvicted(peerId) ? 'replayed output' : 'canary drift'
   }
 
   /**
@@ -137,7 +154,7 @@ export class CanaryMonitor {
   async settle(sessionId?: string): Promise<string[]> {
     if (sessionId !== undefined) this.material.endSession(sessionId)
     await Promise.all(this.inflight.values())
-    return this.newlyExcluded.splice(0)
+    return this.takeExcluded()
   }
 
   /** At most one canary step in flight per decoy: the next waits, as a real session's steps do. */

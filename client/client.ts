@@ -20,6 +20,7 @@ import {
 import { type Forwarding, RemotePipeline } from './remote-pipeline.js'
 import type { HopTarget } from './hop.js'
 import type { ReceiptSummary } from './receipts.js'
+import type { ReplayEvidence } from './replay-index.js'
 import { type CanaryEvidence, CanaryMonitor, type CanaryOptions, type CanaryPeerReport } from './canary-monitor.js'
 import { type PeerRecord, SwarmView } from './swarm-view.js'
 import type { WirePreference } from './wire.js'
@@ -84,6 +85,8 @@ export interface VerificationReport {
   readonly canaries: CanaryPeerReport[]
   /** Canaries that convicted a peer, with the receipt it signed for its wrong answer. */
   readonly evidence: CanaryEvidence[]
+  /** Peers convicted by their own receipts: one output signed for two different inputs (both receipts). */
+  readonly replays: ReplayEvidence[]
   /** Times the generation was re-run because a peer of its route was convicted meanwhile. */
   readonly reruns: number
   /** The wire dtype each hop used and the activation bytes on the wire per token. */
@@ -192,7 +195,7 @@ export class LayerswarmClient {
       while (!r.done) r = await it.next()
       if (r.value.convicted.length === 0 || reruns >= 2) return { ...r.value, report: { ...r.value.report, reruns } }
       reruns++
-      this.init.log?.({ event: 'rerun', why: `peers convicted by canaries: ${r.value.convicted.join(', ')}` })
+      this.init.log?.({ event: 'rerun', why: `peers convicted by canaries or receipts: ${r.value.convicted.join(', ')}` })
     }
   }
 
@@ -261,6 +264,7 @@ export class LayerswarmClient {
         receipts: mergeReceipts(remote.receipts.summary(), this.canaries?.receipts.summary()),
         canaries: this.canaries?.report() ?? [],
         evidence: [...(this.canaries?.evidence ?? [])],
+        replays: [...(this.canaries?.replays.evidence ?? [])],
         reruns: 0,
         wire: wireLedger.report()
       },

@@ -22,4 +22,5 @@ export {
 } from './wire.js'
 export { WireLedger, type WireHopReport, type WireReport } from './wire-ledger.js'
 export { BadReceiptError, ReceiptLedger, type ReceiptSummary } from './receipts.js'
+export { DEFAULT_REPLAY_WINDOW, ReplayIndex, type ReplayEvidence, type SignedStep, verifyReplayEvidence } from './replay-index.js'
 export { CanaryMonitor, type CanaryEvidence, type CanaryOptions, type CanaryPeerReport } from './canary-monitor.js'

@@ -1,4 +1,5 @@
 import { type Receipt, sha256, verifyReceipt } from '../protocol/index.js'
+import type { ReplayIndex } from './replay-index.js'
 
 /** A hop whose receipt does not match what it was sent and what it answered. */
 export class BadReceiptError extends Error {
@@ -23,13 +24,16 @@ export interface ReceiptSummary {
 /**
  * Checks every hop's signed receipt (DESIGN.md §5): signature under the hop's peer id, span,
  * and hashes that chain from what the client sent to what it got back. Keeps the last
- * receipts per peer as evidence for the verification report.
+ * receipts per peer as evidence for the verification report. With a ReplayIndex, every verified
+ * receipt also goes to it: one output signed for two different inputs convicts the peer there.
  */
 export class ReceiptLedger {
   private checked = 0
   private invalid = 0
   private readonly byPeer = new Map<string, { checked: number; invalid: number }>()
   private readonly recent = new Map<string, Array<{ sessionId: string; stepId: number; receipt: Receipt }>>()
+
+  constructor(private readonly replays?: ReplayIndex) {}
 
   /**
    * `receipts` in route order, for hops `route`; the first must hash `sent`, each output must be
@@ -60,6 +64,7 @@ export class ReceiptLedger {
       if (r.peerId !== hop.peerId || r.start !== hop.start || r.end !== hop.end) fail('names another peer or span')
       if (!equal(r.inputHash, expectInput)) fail('input hash is not what it was sent')
       if (!(await verifyReceipt(r, sessionId, stepId))) fail('signature does not verify')
+      this.replays?.observe(sessionId, stepId, r)
       const list = this.recent.get(hop.peerId) ?? []
       list.push({ sessionId, stepId, receipt: r })
       if (list.length > 8) list.shift()

@@ -70,8 +70,8 @@ export class RemotePipeline implements BlockPipeline {
   private nextStepId = 1
   private connects = 0
   failovers = 0
-  /** Every hop's signed receipt is checked here. */
-  readonly receipts = new ReceiptLedger()
+  /** Every hop's signed receipt is checked here (and goes to the canary monitor's replay index). */
+  readonly receipts: ReceiptLedger
   /** A chained step whose receipts failed after its output was used: fail over before the next. */
   private poisoned: BadReceiptError | undefined
   readonly routes: HopTarget[][] = []
@@ -83,6 +83,7 @@ export class RemotePipeline implements BlockPipeline {
   private readonly standbys?: StandbyKeeper
 
   constructor(private readonly init: RemotePipelineInit) {
+    this.receipts = new ReceiptLedger(init.canaries?.replays)
     this.snapshots = new SnapshotKeeper({ every: init.snapshotEvery ?? 0, dim: init.dim, log: init.log })
     if (init.standby && (init.snapshotEvery ?? 0) > 0) {
       const { host, view, modelId, dim, maxLength, wireLedger, log } = init
@@ -146,7 +147,7 @@ export class RemotePipeline implements BlockPipeline {
     for (const peerId of peers) {
       this.init.view.ban(peerId, this.init.excludeMs ?? 24 * 3600_000)
       this.convicted.push(peerId)
-      this.init.log?.({ event: 'excluded', peerId, why: 'canary drift', posterior: this.init.canaries?.detector.posterior(peerId) })
+      this.init.log?.({ event: 'excluded', peerId, why: this.init.canaries?.whyExcluded(peerId) ?? 'canary drift', posterior: this.init.canaries?.detector.posterior(peerId) })
     }
   }
 
