@@ -19,7 +19,9 @@ import {
   quantile,
   wireRoundtrip
 } from '../canary/index.js'
+import { ReplayIndex } from '../client/replay-index.js'
 import { createTamper, TAMPER_MODES, type TamperMode } from '../node/tamper.js'
+import { sha256 } from '../protocol/index.js'
 import { effectOverSpread, mean, type Peer, round, SIZES, type Spread } from './canary-peers.js'
 
 /** One canary step of a peer: its benign drift and its drift when tampered (rate-1 tamper). */
@@ -69,28 +71,78 @@ function stepDrifts(
   return { steps, overSpread: effectOverSpread(spread, peer.wire, effects) }
 }
 
-/** Real steps until exclusion of one peer (Infinity when not within maxSteps), and canaries sent. */
+const asBytes = (x: Float32Array): Uint8Array => new Uint8Array(x.buffer, x.byteOffset, x.byteLength)
+
+/**
+ * The client's receipt check (client/replay-index.ts), simulated: every step the peer serves,
+ * real or canary, goes through the node's real tamper function (with its history, so `replay`
+ * returns the most recent output it computed for another step) and the client's real
+ * ReplayIndex sees the hashes of its input and of its output as the wire carries it. Receipts
+ * here are the hashes only (signatures are checked in test/client/replay-receipts.test.ts and
+ * the e2e test). Real steps replay the peer's honest canary sessions from the middle of the set
+ * (a real session's steps have the same shapes: a prefill, then one row a step).
+ */
+function receiptCheck(peer: Peer, tamper: ReturnType<typeof createTamper>) {
+  const index = new ReplayIndex()
+  const sign = (sessionId: string, stepId: number, input: Float32Array, output: Float32Array): boolean => {
+    const receipt = {
+      peerId: 'peer',
+      start: 0,
+      end: 0,
+      inputHash: sha256(asBytes(input)),
+      outputHash: sha256(asBytes(wireRoundtrip(output, peer.dim, peer.wire))),
+      signature: new Uint8Array(0)
+    }
+    return index.observe(sessionId, stepId, receipt) !== undefined
+  }
+  const serve = (sessionId: string, s: Peer['steps'][number]): boolean =>
+    sign(sessionId, s.stepId, s.input, tamper.apply({ sessionId, stepId: s.stepId, input: s.input, output: s.raw }))
+  return { serve }
+}
+
+/**
+ * Real steps until exclusion of one peer (Infinity when not within maxSteps), and canaries sent until then:
+ * `steps` with the receipt check (the client as built: the first of a canary conviction and a
+ * replayed receipt), `canarySteps` by canaries alone (the same trajectory, run on to its end).
+ */
 function stepsToExclusion(
   peer: Peer,
   steps: StepDrifts[],
   o: { benign: DriftModel; rate: AdaptiveRate; tamper: ReturnType<typeof createTamper>; seed: number; maxSteps: number }
-): { steps: number; canaries: number } {
+): { steps: number; canarySteps: number; canaries: number } {
   const det = createDetector({ benign: o.benign })
   const rnd = createRandom(o.seed)
+  const receipts = receiptCheck(peer, o.tamper)
+  const n = peer.steps.length
+  let byReceipt = Number.POSITIVE_INFINITY
+  let canariesByReceipt = 0
   let next = 0
   let canaries = 0
   for (let t = 1; t <= o.maxSteps; t++) {
+    if (!Number.isFinite(byReceipt)) {
+      const k = t - 1 + (n >> 1)
+      if (receipts.serve(`real-${o.seed}-${Math.floor(k / n)}`, peer.steps[k % n])) {
+        byReceipt = t
+        canariesByReceipt = canaries
+      }
+    }
     if (rnd.next() >= o.rate.rateFor(det.verdict('peer'))) continue
     // Decoy sessions run through the canaries in order; each pass is a new session id, so the
     // tamperer's seeded draw of which steps it tampers is fresh.
-    const s = steps[next % steps.length]
+    const i = next % steps.length
+    const s = steps[i]
     const sessionId = `${o.seed}-${Math.floor(next / steps.length)}-${s.sessionId}`
     next++
     canaries++
+    if (!Number.isFinite(byReceipt) && receipts.serve(sessionId, peer.steps[i])) {
+      byReceipt = t
+      canariesByReceipt = canaries
+    }
     const drift = o.tamper.tampers(sessionId, s.stepId) ? s.tampered : s.benign
-    if (det.observe('peer', drift, peer.wire, s.kvLength).excluded) return { steps: t, canaries }
+    if (det.observe('peer', drift, peer.wire, s.kvLength).excluded)
+      return { steps: Math.min(t, byReceipt), canarySteps: t, canaries: byReceipt < t ? canariesByReceipt : canaries }
   }
-  return { steps: Number.POSITIVE_INFINITY, canaries }
+  return { steps: byReceipt, canarySteps: Number.POSITIVE_INFINITY, canaries: canariesByReceipt }
 }
 
 /** Steps to exclusion per tamper mode, over every peer and size above the benign spread. */
@@ -102,11 +154,18 @@ export function adaptiveDetection(peers: readonly Peer[], o: AdaptiveOptions) {
   const fixed = fixedRate(rate.base)
   const byMode: Record<string, unknown> = {}
   const all: number[] = []
+  const allCanary: number[] = []
   let seed = 1000
   for (const mode of TAMPER_MODES) {
     // Far above the spread (≥ 10×): the target. Just above it (1–10×): reported apart, since a
     // tampering barely larger than benign variation is hard to see on 10 % of the canaries.
-    const far = { steps: [] as number[], fixed: [] as number[], canaries: [] as number[], configs: 0 }
+    const far = {
+      steps: [] as number[],
+      canarySteps: [] as number[],
+      fixed: [] as number[],
+      canaries: [] as number[],
+      configs: 0
+    }
     const near = { steps: [] as number[], configs: 0 }
     for (const size of SIZES[mode]) {
       for (const peer of peers) {
@@ -120,13 +179,17 @@ export function adaptiveDetection(peers: readonly Peer[], o: AdaptiveOptions) {
           bucket.steps.push(a.steps)
           if (bucket !== far) continue
           far.canaries.push(a.canaries)
+          far.canarySteps.push(a.canarySteps)
           // the fixed rate needs ~10× the steps: a quarter of the trials keeps the bench short
           if (k % 4 === 0)
-            far.fixed.push(stepsToExclusion(peer, steps, { benign: o.benign, rate: fixed, tamper, seed: seed++, maxSteps }).steps)
+            far.fixed.push(
+              stepsToExclusion(peer, steps, { benign: o.benign, rate: fixed, tamper, seed: seed++, maxSteps }).canarySteps
+            )
         }
       }
     }
     all.push(...far.steps)
+    allCanary.push(...far.canarySteps)
     const excludedNear = near.steps.filter((s) => Number.isFinite(s))
     byMode[mode] = {
       configs: far.configs,
@@ -135,6 +198,8 @@ export function adaptiveDetection(peers: readonly Peer[], o: AdaptiveOptions) {
       meanSteps: round(mean(far.steps), 1),
       p90Steps: far.steps.length ? quantile(far.steps, 0.9) : null,
       meanCanaries: round(mean(far.canaries), 1),
+      // by canaries alone, without the receipt check (what the bench measured before it)
+      canariesOnlyMeanSteps: round(mean(far.canarySteps), 1),
       fixedRateMeanSteps: round(mean(far.fixed), 0),
       nearSpread: {
         configs: near.configs,
@@ -154,6 +219,7 @@ export function adaptiveDetection(peers: readonly Peer[], o: AdaptiveOptions) {
     },
     meanSteps: round(mean(all), 1),
     p90Steps: quantile(all, 0.9),
+    canariesOnlyMeanSteps: round(mean(allCanary), 1),
     worstModeMeanSteps: Math.max(
       ...Object.values(byMode)
         .map((m) => (m as { meanSteps: number }).meanSteps)
