@@ -65,6 +65,19 @@ export interface Kernels {
    * same bits as the op-by-op path on the same kernel set.
    */
   blockForward?(x: Float32Array, T: number, startPos: number, w: BlockMatrices, kv: KvLayer, config: ModelConfig): boolean
+  /**
+   * Optional: consecutive blocks ws[i] (KV layer kvs[i]) in one call, as blockForward on each
+   * in turn: one thread wake-up per step instead of one per block. False when it does not take
+   * this case (the caller then runs the blocks one by one).
+   */
+  spanForward?(
+    x: Float32Array,
+    T: number,
+    startPos: number,
+    ws: readonly BlockMatrices[],
+    kvs: readonly KvLayer[],
+    config: ModelConfig
+  ): boolean
   /** Release threads or memory the kernel set holds. */
   close?(): void
 }

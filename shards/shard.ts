@@ -26,6 +26,9 @@ export interface ShardInit {
   readonly maxStepRows?: number
 }
 
+/** Steps of fewer rows than this may run the whole span in one kernel call (Kernels.spanForward). */
+const SPAN_CALL_MAX_ROWS = 8
+
 /** Default ShardInit.maxStepRows: big enough that batched matmuls run at full speed. */
 export const DEFAULT_MAX_STEP_ROWS = 64
 
@@ -201,6 +204,13 @@ export class Shard {
       const at = p * step
       const rows = Math.min(step, T - at)
       const xs = x.subarray(at * dim, (at + rows) * dim)
+      // A decode-sized step (under SPAN_CALL_MAX_ROWS rows) runs the whole span in one kernel
+      // call where the kernels can: milliseconds in all, so per-block progress is not missed.
+      if (rows < SPAN_CALL_MAX_ROWS && this.spanForward(session, xs, rows, startPos + at)) {
+        const done = Math.floor(((p + 1) * blocks * blocks) / (pieces * blocks))
+        if (done > reported) onBlock?.((reported = done), blocks)
+        continue
+      }
       for (let i = 0; i < blocks; i++) {
         blockForward(this.kernels, this.config, this.blocks[session.first + i], xs, rows, startPos + at, cache, i, this.scratch)
         const done = Math.floor(((p * blocks + i + 1) * blocks) / (pieces * blocks))
@@ -209,6 +219,16 @@ export class Shard {
     }
     cache.length = startPos + T
     return x
+  }
+
+  /** All blocks of the session's span in one kernels.spanForward call, false when not taken. */
+  private spanForward(session: Session, x: Float32Array, T: number, startPos: number): boolean {
+    const span = this.kernels.spanForward
+    if (!span) return false
+    const n = session.end - session.start
+    const ws = this.blocks.slice(session.first, session.first + n)
+    const kvs = session.cache.layers.slice(0, n)
+    return span.call(this.kernels, x, T, startPos, ws, kvs, this.config)
   }
 
   private session(id: string): Session {

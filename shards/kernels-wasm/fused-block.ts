@@ -13,8 +13,15 @@ import type { Scratch } from './scratch.js'
  * ops reproduce kernels-ref.ts rmsnorm/rope/swiglu and the WebAssembly attention exactly).
  */
 export interface FusedBlock {
-  /** Run the block, or return false when this case is not one it takes. */
-  run(x: Float32Array, T: number, startPos: number, w: BlockMatrices, kv: KvLayer, c: ModelConfig): boolean
+  /** Run blocks ws[i] (KV layers kvs[i]) in turn in one call, or return false when this case is not one it takes. */
+  run(
+    x: Float32Array,
+    T: number,
+    startPos: number,
+    ws: readonly BlockMatrices[],
+    kvs: readonly KvLayer[],
+    c: ModelConfig
+  ): boolean
 }
 
 export interface FusedBlockDeps {
@@ -69,52 +76,71 @@ export function createFusedBlock(deps: FusedBlockDeps): FusedBlock {
     return at
   }
 
+  /** The descriptor slots of one block (shards/native/block.h), or null when it does not qualify. */
+  function blockSlots(
+    w: BlockMatrices,
+    kv: KvLayer,
+    c: ModelConfig,
+    T: number,
+    startPos: number,
+    at: Record<string, number>
+  ): number[] | null {
+    const mats = [w.wqkv, w.wo, w.w13, w.w2]
+    const dtype = w.wqkv.dtype
+    if ((dtype !== 'q8_0' && dtype !== 'f32') || mats.some((m) => m.dtype !== dtype)) return null
+    const offsets = mats.map((m) => deps.weightOffset(m))
+    const kp = deps.kvOffset(kv.keys)
+    const vp = deps.kvOffset(kv.values)
+    if (offsets.some((o) => o === null) || kp === undefined || vp === undefined) return null
+    return [
+      dtype === 'q8_0' ? 1 : 0,
+      c.dim,
+      c.kvDim,
+      c.hiddenDim,
+      c.nHeads,
+      c.nKvHeads,
+      c.headDim,
+      T,
+      startPos,
+      at.x,
+      normOffset(w.attnNorm),
+      normOffset(w.ffnNorm),
+      ...(offsets as number[]),
+      kp,
+      vp,
+      kv.dtype === 'f16' ? 1 : 0,
+      at.rope,
+      at.act,
+      at.sync
+    ]
+  }
+
   return {
-    run(x, T, startPos, w, kv, c) {
-      if (!native.fusedBlock) return false
-      const mats = [w.wqkv, w.wo, w.w13, w.w2]
-      const dtype = w.wqkv.dtype
-      if (deps.batchedFrom !== 8 || (dtype !== 'q8_0' && dtype !== 'f32') || mats.some((m) => m.dtype !== dtype)) return false
+    run(x, T, startPos, ws, kvs, c) {
+      const n = ws.length
+      if (!native.fusedBlock || n === 0 || kvs.length !== n || deps.batchedFrom !== 8) return false
       if (c.headDim % 2 !== 0 || c.nKvHeads <= 0 || c.nHeads % c.nKvHeads !== 0) return false
-      const offsets = mats.map((m) => deps.weightOffset(m))
-      const kp = deps.kvOffset(kv.keys)
-      const vp = deps.kvOffset(kv.values)
-      if (offsets.some((o) => o === null) || kp === undefined || vp === undefined) return false
       const { dim, kvDim, hiddenDim } = c
-      const attnNorm = normOffset(w.attnNorm)
-      const ffnNorm = normOffset(w.ffnNorm)
       const rope = ropeTable(T, startPos, c.headDim, c.ropeTheta)
       const xp = scratch.get('blk-x', T * dim * 4)
       const act = scratch.get('blk-act', T * (dim + 2 * kvDim + dim + hiddenDim) * 4)
-      const sync = scratch.get('blk-sync', L.BLOCK_SYNC_BYTES)
-      const desc = scratch.get('blk-desc', L.BLOCK_DESC_BYTES)
+      const sync = scratch.get('blk-sync', n * L.BLOCK_SYNC_BYTES)
+      const desc = scratch.get('blk-desc', n * L.BLOCK_DESC_BYTES)
+      const all: number[][] = []
+      for (let i = 0; i < n; i++) {
+        const slots = blockSlots(ws[i], kvs[i], c, T, startPos, { x: xp, rope, act, sync: sync + i * L.BLOCK_SYNC_BYTES })
+        if (!slots) return false
+        all.push(slots)
+      }
       heap.f32().set(x.subarray(0, T * dim), xp >>> 2)
-      heap.u8().fill(0, sync, sync + L.BLOCK_SYNC_BYTES)
-      const slots = [
-        dtype === 'q8_0' ? 1 : 0,
-        dim,
-        kvDim,
-        hiddenDim,
-        c.nHeads,
-        c.nKvHeads,
-        c.headDim,
-        T,
-        startPos,
-        xp,
-        attnNorm,
-        ffnNorm,
-        ...(offsets as number[]),
-        kp,
-        vp,
-        kv.dtype === 'f16' ? 1 : 0,
-        rope,
-        act,
-        sync
-      ]
-      heap.i32().set(slots, desc >>> 2)
+      heap.u8().fill(0, sync, sync + n * L.BLOCK_SYNC_BYTES)
       eps[0] = c.rmsEps
-      heap.u8().set(epsBytes, desc + L.BLOCK_DESC_EPS_BYTE)
-      deps.setArgs([L.OP_DECODE_BLOCK, desc])
+      for (let i = 0; i < n; i++) {
+        const at = desc + i * L.BLOCK_DESC_BYTES
+        heap.i32().set(all[i], at >>> 2)
+        heap.u8().set(epsBytes, at + L.BLOCK_DESC_EPS_BYTE)
+      }
+      deps.setArgs([L.OP_DECODE_BLOCK, desc, n])
       pool.run('native')
       x.set(heap.f32().subarray(xp >>> 2, (xp >>> 2) + T * dim))
       return true

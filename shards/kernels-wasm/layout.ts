@@ -18,7 +18,10 @@ export const OP_MATMUL_Q8 = 3
 export const OP_ATTENTION_F32 = 4
 export const OP_ATTENTION_F16 = 5
 export const OP_STREAM = 6
-/** A whole block for a small batch, native addon only (shards/native/block.h); slot 1: descriptor. */
+/**
+ * Whole blocks, native addon only (shards/native/block.h); slot 1: the first block's
+ * descriptor, slot 2: how many blocks (descriptors BLOCK_DESC_BYTES apart, run in order).
+ */
 export const OP_DECODE_BLOCK = 7
 /** i32 slots of the block descriptor, and the byte offset of eps (f64) within it. */
 export const BLOCK_DESC_SLOTS = 22

@@ -212,7 +212,8 @@ export function createWasmKernels(options: WasmKernelOptions): FastKernels {
       attention(out, q, kv, shape)
     },
 
-    blockForward: fused ? (x, T, startPos, w, kv, c) => fused.run(x, T, startPos, w, kv, c) : undefined,
+    blockForward: fused ? (x, T, startPos, w, kv, c) => fused.run(x, T, startPos, [w], [kv], c) : undefined,
+    spanForward: fused ? (x, T, startPos, ws, kvs, c) => fused.run(x, T, startPos, ws, kvs, c) : undefined,
 
     allocKv(maxLength, kvDim, dtype) {
       const bytes = maxLength * kvDim * (dtype === 'f16' ? 2 : 4)

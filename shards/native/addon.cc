@@ -39,8 +39,9 @@ Napi::Value Task(const Napi::CallbackInfo& info) {
   std::memcpy(a, base + kArgs, sizeof a);
   const int op = int(a[0]);
   if (op == kDecodeBlock) {
-    // slot 1: the block descriptor (block.h); shares are claimed inside, tid does not matter
-    if (ls::blockAvailable()) ls::blockTask(base, a[1], n);
+    // slot 1: the first block descriptor (block.h), slot 2: the number of blocks; shares are
+    // claimed inside, tid does not matter
+    if (ls::blockAvailable()) ls::blockTask(base, a[1], int(a[2]), n);
     else Napi::Error::New(env, "native kernels: no fused block in this build").ThrowAsJavaScriptException();
     return env.Undefined();
   }

@@ -113,16 +113,45 @@ inline void spinUntil(int32_t* counter, int target) {
   }
 }
 
-// Rows per share: several shares per thread so a slow thread does not hold the phase, in
-// multiples of 16 (the decode kernels' tile; also keeps RoPE pairs and heads inside a share).
-inline int shareRows(int rows, int n) {
-  const int per = (rows + 4 * n - 1) / (4 * n);
-  return per < 16 ? 16 : (per + 15) & ~15;
-}
+// Shares of a phase's rows, shrinking (guided self-scheduling, Polychronopoulos & Kuck 1987):
+// each is 1/(2n) of the rows still unassigned, in multiples of 16 (the decode kernels' tile;
+// also keeps RoPE pairs and heads inside a share), so the phase ends on small shares and a
+// thread waits at the barrier for a few microseconds at most. The cut depends only on the
+// rows and n, never on which thread claims what.
+struct Shares {
+  int rows, n, next = 0, at = 0;
+  Shares(int rows_, int n_) : rows(rows_), n(n_) {}
+  int size(int r) const {
+    const int per = (rows - r + 2 * n - 1) / (2 * n);
+    return per < 16 ? 16 : (per + 15) & ~15;
+  }
+  /** Rows [r0, r1) of share s (s never below a previous call's), false past the last. */
+  bool get(int s, int& r0, int& r1) {
+    while (next < s && at < rows) at += size(at), next++;
+    if (at >= rows) return false;
+    r0 = at;
+    r1 = at + size(at) < rows ? at + size(at) : rows;
+    return true;
+  }
+  int count() const {
+    int k = 0;
+    for (int r = 0; r < rows; r += size(r)) k++;
+    return k;
+  }
+};
+
+void runBlock(uint8_t* base, uint32_t descAt, int n);
 
 }  // namespace
 
-void blockTask(uint8_t* base, uint32_t descAt, int n) {
+void blockTask(uint8_t* base, uint32_t descAt, int count, int n) {
+  // Blocks run one after another: the last phase's barrier leaves x complete for the next.
+  for (int i = 0; i < (count > 0 ? count : 1); i++) runBlock(base, descAt + uint32_t(i) * BLOCK_DESC_BYTES, n);
+}
+
+namespace {
+
+void runBlock(uint8_t* base, uint32_t descAt, int n) {
   const Desc d = readDesc(base, descAt);
   int32_t* sync = reinterpret_cast<int32_t*>(base + d.sync);
   float* x = reinterpret_cast<float*>(base + d.x);
@@ -138,13 +167,14 @@ void blockTask(uint8_t* base, uint32_t descAt, int n) {
   for (int phase = 0; phase < kPhases; phase++) {
     int32_t* claim = sync + phase * 2 * kSyncStride;
     int32_t* done = claim + kSyncStride;
-    const int step = phase == 1 ? 1 : shareRows(sizes[phase], n);
-    const int shares = (sizes[phase] + step - 1) / step;
+    Shares cut(sizes[phase], n);
+    const int shares = phase == 1 ? sizes[phase] : cut.count();
     bool prepared = false;
     for (;;) {
       const int s = __atomic_fetch_add(claim, 1, __ATOMIC_ACQ_REL);
       if (s >= shares) break;
-      const int r0 = s * step, r1 = r0 + step < sizes[phase] ? r0 + step : sizes[phase];
+      int r0 = s, r1 = s + 1;
+      if (phase != 1) cut.get(s, r0, r1);
       if (phase == 0) {
         if (!prepared) prepare(d, x, reinterpret_cast<const float*>(base + d.attnNorm), dim);
         matvec(d, base + d.wqkv, qkv, qkvRows, dim, r0, r1);
@@ -202,9 +232,11 @@ void blockTask(uint8_t* base, uint32_t descAt, int n) {
   }
 }
 
+}  // namespace
+
 bool blockAvailable() { return decodeAvailable(true) && decodeAvailable(false); }
 #else
-void blockTask(uint8_t*, uint32_t, int) {}
+void blockTask(uint8_t*, uint32_t, int, int) {}
 bool blockAvailable() { return false; }
 #endif
 

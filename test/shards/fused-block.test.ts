@@ -32,6 +32,14 @@ function run(
       if (ran) fused++
       return ran
     }
+  // Decode-sized steps run the whole span in one call: count its blocks too.
+  const span = kernels.spanForward?.bind(kernels)
+  if (span)
+    kernels.spanForward = (...a) => {
+      const ran = span(...a)
+      if (ran) fused += a[3].length
+      return ran
+    }
   const model = createRandomModel(parseShape(spec), { dtype, seed: 11, seqLen: 32 })
   const edge = createEdge({ model, kernels })
   const shard = createShard({ model, start: 0, end: model.config.nLayers, kernels, kvDType })
