@@ -105,3 +105,56 @@ describe('a peer replaying earlier outputs on 10 % of steps is convicted by its 
     }
   })
 })
+
+describe('chained forwarding: a replaying first hop is convicted by the receipts its downstream carries back', () => {
+  const nodes: Record<string, LocalNode> = {}
+  let expected: number[]
+
+  beforeAll(async () => {
+    // The tamperer serves [1,2) and replays on 10 % of steps; honest A serves [1,2) too, B [2,4).
+    nodes.tamperer = await startLocalNode({
+      model: GGUF_PATH,
+      layers: '1:2',
+      args: [...FAST, '--tamper', 'replay', '--tamper-rate', '0.1']
+    })
+    const bootstrap = [nodes.tamperer.addrs[0]]
+    nodes.honestA = await startLocalNode({ model: GGUF_PATH, layers: '1:2', bootstrap, args: FAST })
+    nodes.honestB = await startLocalNode({ model: GGUF_PATH, layers: '2:4', bootstrap, args: FAST })
+    expected = await honestTokens()
+  })
+
+  afterAll(async () => {
+    await Promise.all(Object.values(nodes).map((n) => n.stop()))
+  })
+
+  it('excludes it, blames no honest hop, and finishes with the honest tokens', { timeout: 180_000 }, async () => {
+    const { tamperer, honestA, honestB } = nodes
+    const events: Array<Record<string, unknown>> = []
+    const client = await createClient({
+      bootstrap: Object.values(nodes).map((n) => n.addrs[0]),
+      model: GGUF_PATH,
+      kernels: createReferenceKernels(),
+      forwarding: 'chain',
+      canaries: { seed: 6 },
+      banMs: 1,
+      log: (e) => events.push(e)
+    })
+    try {
+      await client.view.waitForRoute(1, 4, 20_000)
+      for (let i = 0; i < 100 && (await client.swarm()).length < 3; i++) await new Promise((r) => setTimeout(r, 100))
+      client.view.ban(honestA.peerId, 3_000)
+      const { tokens, report } = await client.generate(PROMPT, { maxTokens: MAX_TOKENS, temperature: 0 })
+      const first = (events.find((e) => e.event === 'route')!.route as Array<{ peerId: string }>).map((h) => h.peerId)
+      expect(first).toEqual([tamperer.peerId, honestB.peerId])
+      expect(events.some((e) => e.event === 'excluded' && e.peerId === tamperer.peerId && e.why === 'replayed output')).toBe(true)
+      expect(report.replays.map((e) => e.peerId)).toEqual([tamperer.peerId])
+      expect(await verifyReplayEvidence(report.replays[0])).toBe(true)
+      for (const honest of [honestA, honestB])
+        expect(events.some((e) => e.event === 'excluded' && e.peerId === honest.peerId)).toBe(false)
+      expect(report.routes.at(-1)!.map((h) => h.peerId)).toEqual([honestA.peerId, honestB.peerId])
+      expect(tokens).toEqual(expected)
+    } finally {
+      await client.close()
+    }
+  })
+})
