@@ -41,6 +41,7 @@ try {
     join(here, 'decode.cc'),
     join(here, 'block.cc'),
     join(here, 'ops.cc'),
+    join(here, 'attention.cc'),
     '-o',
     out
   ]
