@@ -1,7 +1,7 @@
 import { type Kernels, KernelsUnavailableError, type KvDType, type ModelFile, selectKernels } from '../shards/index.js'
 import { buildCanarySet, type CanarySet } from './canary-set.js'
 import { driftMetrics } from './drift.js'
-import { type DriftModel, type DriftSample, fitDriftModel } from './drift-model.js'
+import { type DriftFeature, type DriftModel, type DriftSample, fitDriftModel } from './drift-model.js'
 import { CanaryArgumentError } from './errors.js'
 import { createSpanRunner, type SpanRunner } from './span-runner.js'
 import { WIRE_DTYPES, type WireDType, wireRoundtrip } from './wire.js'
@@ -72,6 +72,10 @@ export interface CalibrationTarget {
 
 export interface CalibrateOptions {
   readonly targets: readonly CalibrationTarget[]
+  /** Drift features of the fitted density (default relL2 and chord; drift-model.ts). */
+  readonly features?: readonly DriftFeature[]
+  /** Points kept per class of the density (default 400). */
+  readonly maxPoints?: number
   readonly profiles?: readonly BenignProfile[]
   readonly wires?: readonly WireDType[]
   readonly prompts?: readonly string[]
@@ -157,5 +161,9 @@ export function sessionDrifts(set: CanarySet, index: number, session: PeerSessio
 export function calibrate(options: CalibrateOptions): Calibration {
   const { samples, fallbacks } = collectBenignSamples(options)
   const note = `benign drift: profiles ${(options.profiles ?? BENIGN_PROFILES).join(',')}; wires ${(options.wires ?? WIRE_DTYPES).join(',')}; ${samples.length} samples`
-  return { samples, model: fitDriftModel(samples, { note, seed: options.seed }), fallbacks }
+  return {
+    samples,
+    model: fitDriftModel(samples, { note, seed: options.seed, features: options.features, maxPoints: options.maxPoints }),
+    fallbacks
+  }
 }

@@ -1,7 +1,7 @@
 import { createRandomModel, type ModelFile, parseShape } from '../shards/index.js'
 import { type Calibration, type CalibrationTarget, calibrate } from './calibrate.js'
 import { DEFAULT_CALIBRATION_JSON } from './default-calibration.js'
-import { type DriftModel, parseDriftModel } from './drift-model.js'
+import { type DriftFeature, type DriftModel, parseDriftModel } from './drift-model.js'
 
 let cached: DriftModel | undefined
 
@@ -27,10 +27,15 @@ export function calibrationRandomModels(): { name: string; model: ModelFile }[] 
 }
 
 /** Recompute the default calibration from the bundled model file (stories260K.gguf). */
-export function calibrateDefault(bundled: ModelFile, seed = 1): Calibration {
+export function calibrateDefault(
+  bundled: ModelFile,
+  seed = 1,
+  features?: readonly DriftFeature[],
+  maxPoints?: number
+): Calibration {
   const targets: CalibrationTarget[] = [
     { model: bundled, boundaries: [1, 2, 3] },
     ...calibrationRandomModels().map(({ model }) => ({ model, boundaries: [1] }))
   ]
-  return calibrate({ targets, seed })
+  return calibrate({ targets, seed, features, maxPoints })
 }

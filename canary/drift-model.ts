@@ -23,7 +23,14 @@ import { createRandom } from './rng.js'
  * the median: benign drift is a mixture (exact-ish kernels near 1e-7, other kernels near 1e-3),
  * its median does not move with position, and only the tail, which bounds what can be told
  * apart from tampering, does.
+ * A model may add a third feature, log10 peak (max |output − reference| over the reference RMS,
+ * `features`): sparse tampering (a few values zeroed, coarse rounding of large values) moves the
+ * largest difference far more than the L2 norm; the density is then a 3-D product-kernel KDE and
+ * the tampering density uniform over the 3-D box (same construction, one more dimension).
  */
+export type DriftFeature = 'relL2' | 'chord' | 'peak'
+export const DEFAULT_FEATURES: readonly DriftFeature[] = ['relL2', 'chord']
+const FEATURE_NAMES: readonly DriftFeature[] = ['relL2', 'chord', 'peak']
 export const LOG_FLOOR = -10
 export const LOG_CEIL = 2
 const MIN_BANDWIDTH = 0.05
@@ -37,7 +44,7 @@ export interface DriftSample {
 }
 
 export interface DriftClass {
-  /** Distinct feature points of non-zero drifts, flattened pairs [x1, y1, x2, y2, ...]. */
+  /** Distinct feature points of non-zero drifts, flattened tuples [x1, y1, (z1,) x2, y2, ...]. */
   readonly points: number[]
   /** Weight of each point (its share of the non-zero samples). */
   readonly weights: number[]
@@ -45,7 +52,7 @@ export interface DriftClass {
   readonly atom: number
   readonly bandwidth: number
   /** Lower edge of the benign bulk per feature (1st percentile of non-zero drifts minus one bandwidth). */
-  readonly lower: [number, number]
+  readonly lower: number[]
   /** Samples the class was fitted on (points may be a thinned subset). */
   readonly count: number
   /**
@@ -62,6 +69,8 @@ export interface DriftModel {
   readonly contamination: number
   /** Per wire dtype, and '*' pooled over all samples (used for unknown keys). */
   readonly classes: Readonly<Record<string, DriftClass>>
+  /** Features of a drift the density is over (default relL2 and chord). */
+  readonly features?: readonly DriftFeature[]
   readonly note?: string
 }
 
@@ -76,6 +85,8 @@ export interface FitOptions {
   readonly minBucketSamples?: number
   /** Quantile of log drift per bucket the position shift is measured at; default 0.99. */
   readonly positionQuantile?: number
+  /** Features to fit the density over (default DEFAULT_FEATURES). */
+  readonly features?: readonly DriftFeature[]
 }
 
 /** The KV-length bucket of a step: ⌊log2 kvLength⌋ (lengths below 1 count as 1). */
@@ -91,42 +102,56 @@ function shiftAt(c: DriftClass, kvLength: number | undefined): number {
 
 const clampLog = (v: number): number => Math.min(LOG_CEIL, Math.max(LOG_FLOOR, Math.log10(Math.max(v, 10 ** LOG_FLOOR))))
 
-/** The two log-drift features of a drift record. */
-export function driftFeatures(d: Drift): [number, number] {
-  return [clampLog(d.relL2), clampLog(Math.sqrt(2 * d.cosine))]
+/** The log-drift features of a drift record (relL2 and chord by default). */
+export function driftFeatures(d: Drift, features: readonly DriftFeature[] = DEFAULT_FEATURES): number[] {
+  return features.map((f) => {
+    if (f === 'relL2') return clampLog(d.relL2)
+    if (f === 'chord') return clampLog(Math.sqrt(2 * d.cosine))
+    if (d.peak === undefined) throw new CanaryArgumentError('this drift model needs the drift peak (driftMetrics gives it)')
+    return clampLog(d.peak)
+  })
 }
 
-function kdeSum(points: readonly number[], weights: readonly number[], x: number, y: number, h: number, skip = -1): number {
-  const inv = -0.5 / (h * h)
+/** Squared distance of point `k` (stride D) to `x`. */
+function dist2(points: readonly number[], k: number, x: readonly number[]): number {
   let s = 0
-  for (let j = 0, k = 0; j < points.length; j += 2, k++) {
-    if (k === skip) continue
-    const dx = x - points[j]
-    const dy = y - points[j + 1]
-    s += weights[k] * Math.exp((dx * dx + dy * dy) * inv)
+  for (let d = 0; d < x.length; d++) {
+    const v = x[d] - points[k * x.length + d]
+    s += v * v
   }
   return s
 }
+
+function kdeSum(points: readonly number[], weights: readonly number[], x: readonly number[], h: number, skip = -1): number {
+  const inv = -0.5 / (h * h)
+  let s = 0
+  for (let k = 0; k < weights.length; k++) if (k !== skip) s += weights[k] * Math.exp(dist2(points, k, x) * inv)
+  return s
+}
+
+/** Gaussian kernel normalisation in D dimensions: (2π h²)^(D/2). */
+const kernelNorm = (h: number, dims: number): number => (2 * Math.PI * h * h) ** (dims / 2)
 
 function quantile(sorted: number[], q: number): number {
   return sorted[Math.min(sorted.length - 1, Math.max(0, Math.floor(q * (sorted.length - 1))))]
 }
 
-const isAtom = (x: number, y: number): boolean => x === LOG_FLOOR && y === LOG_FLOOR
+const isAtom = (f: readonly number[]): boolean => f.every((v) => v === LOG_FLOOR)
+const meanOf = (f: readonly number[]): number => f.reduce((a, b) => a + b, 0) / f.length
 
 /**
  * Per-bucket log shift: the q-quantile of the mean log feature in each KV-length bucket minus the
  * class's own (non-zero drifts only); buckets with too few samples take the nearest filled one.
  */
-function fitShift(features: [number, number][], kv: (number | undefined)[], minSamples: number, q: number): number[] | undefined {
+function fitShift(features: number[][], kv: (number | undefined)[], minSamples: number, q: number): number[] | undefined {
   const byBucket: number[][] = []
   const all: number[] = []
-  features.forEach(([x, y], i) => {
+  features.forEach((f, i) => {
     const k = kv[i]
-    if (k === undefined || isAtom(x, y)) return
+    if (k === undefined || isAtom(f)) return
     const b = positionBucket(k)
-    ;(byBucket[b] ??= []).push((x + y) / 2)
-    all.push((x + y) / 2)
+    ;(byBucket[b] ??= []).push(meanOf(f))
+    all.push(meanOf(f))
   })
   if (all.length < minSamples) return undefined
   const med = (v: number[]): number =>
@@ -147,7 +172,7 @@ function fitShift(features: [number, number][], kv: (number | undefined)[], minS
 }
 
 function fitClass(
-  raw: [number, number][],
+  raw: number[][],
   kv: (number | undefined)[],
   maxPoints: number,
   seed: number,
@@ -156,18 +181,19 @@ function fitClass(
   const positionShift = fitShift(raw, kv, pos.minSamples, pos.q)
   const shifted = { positionShift } as DriftClass
   // Features relative to the benign drift at their own position (exact zeros stay on the floor).
-  const features = raw.map(([x, y], i): [number, number] => {
-    if (isAtom(x, y)) return [x, y]
+  const features = raw.map((f, i): number[] => {
+    if (isAtom(f)) return f
     const d = shiftAt(shifted, kv[i])
-    return [x - d, y - d]
+    return f.map((v) => v - d)
   })
-  // Exact reproductions (drift 0, both features on the floor) are an atom, not a density.
-  const rest = features.filter(([x, y]) => !isAtom(x, y))
+  const dims = raw[0]?.length ?? 2
+  // Exact reproductions (drift 0, every feature on the floor) are an atom, not a density.
+  const rest = features.filter((f) => !isAtom(f))
   const atom = (features.length - rest.length) / features.length
   // Identical points (e.g. two thread counts giving the same bits) merge into one weighted point.
-  const counts = new Map<string, { f: [number, number]; w: number }>()
+  const counts = new Map<string, { f: number[]; w: number }>()
   for (const f of rest) {
-    const key = `${f[0]},${f[1]}`
+    const key = f.join(',')
     const e = counts.get(key)
     if (e) e.w++
     else counts.set(key, { f, w: 1 })
@@ -191,7 +217,7 @@ function fitClass(
     for (let h = MIN_BANDWIDTH; h <= 2; h *= 1.25) {
       let score = 0
       kept.forEach((e, i) => {
-        const f = kdeSum(points, weights, e.f[0], e.f[1], h, i) / ((1 - weights[i]) * 2 * Math.PI * h * h)
+        const f = kdeSum(points, weights, e.f, h, i) / ((1 - weights[i]) * kernelNorm(h, dims))
         score += weights[i] * Math.log(f + 1e-300)
       })
       if (score > bestScore) {
@@ -200,14 +226,14 @@ function fitClass(
       }
     }
   }
-  const lower = [0, 1].map((d) =>
+  const lower = Array.from({ length: dims }, (_, d) =>
     rest.length === 0
       ? LOG_CEIL
       : quantile(
           rest.map((f) => f[d]).sort((a, b) => a - b),
           0.01
         ) - best
-  ) as [number, number]
+  )
   return {
     points,
     weights: weights.map((w) => Math.round(w * 1e6) / 1e6),
@@ -227,14 +253,16 @@ export function fitDriftModel(samples: readonly DriftSample[], options: FitOptio
   const maxPoints = options.maxPoints ?? 400
   if (!Number.isInteger(maxPoints) || maxPoints < 8) throw new CanaryArgumentError('maxPoints must be an integer ≥ 8')
   const seed = options.seed ?? 1
+  const features = [...(options.features ?? DEFAULT_FEATURES)]
+  checkFeatures(features, CanaryArgumentError)
   const pos = { minSamples: options.minBucketSamples ?? 200, q: options.positionQuantile ?? 0.99 }
   if (!(pos.q > 0 && pos.q < 1)) throw new CanaryArgumentError('positionQuantile must be in (0, 1)')
-  const groups = new Map<string, { f: [number, number][]; kv: (number | undefined)[] }>([['*', { f: [], kv: [] }]])
+  const groups = new Map<string, { f: number[][]; kv: (number | undefined)[] }>([['*', { f: [], kv: [] }]])
   for (const s of samples) {
     validateDrift(s?.drift)
     if (s.kvLength !== undefined && !(Number.isInteger(s.kvLength) && s.kvLength >= 1))
       throw new CanaryArgumentError('sample kvLength must be an integer ≥ 1')
-    const f = driftFeatures(s.drift)
+    const f = driftFeatures(s.drift, features)
     groups.get('*')!.f.push(f)
     groups.get('*')!.kv.push(s.kvLength)
     if (s.wire !== undefined) {
@@ -247,7 +275,21 @@ export function fitDriftModel(samples: readonly DriftSample[], options: FitOptio
   }
   const classes: Record<string, DriftClass> = {}
   for (const [key, g] of groups) if (g.f.length >= 8) classes[key] = fitClass(g.f, g.kv, maxPoints, seed, pos)
-  return { version: 1, kind: 'log-drift-kde', contamination, classes, ...(options.note ? { note: options.note } : {}) }
+  const custom = features.join() !== DEFAULT_FEATURES.join() ? { features } : {}
+  return { version: 1, kind: 'log-drift-kde', contamination, classes, ...custom, ...(options.note ? { note: options.note } : {}) }
+}
+
+function checkFeatures(f: unknown, E: new (m: string) => Error): void {
+  const ok = Array.isArray(f) && f.length >= 1 && f.every((x) => FEATURE_NAMES.includes(x)) && new Set(f).size === f.length
+  if (!ok) throw new E(`features must be distinct names of ${FEATURE_NAMES.join(', ')}`)
+}
+
+/** The uniform tampering density over the feature box minus the corner below the benign bulk, and whether `x` is in its region. */
+function tamperDensity(c: DriftClass, x: readonly number[]): { logFT: number; inRegion: boolean } {
+  const span = LOG_CEIL - LOG_FLOOR
+  let corner = 1
+  for (let d = 0; d < x.length; d++) corner *= Math.max(0, c.lower[d] - LOG_FLOOR) / span
+  return { logFT: -x.length * Math.log(span) - Math.log(1 - corner), inRegion: x.some((v, d) => v >= c.lower[d]) }
 }
 
 function classOf(model: DriftModel, wire: string | undefined): DriftClass {
@@ -265,18 +307,15 @@ export function densityRatio(model: DriftModel, drift: Drift, wire?: string, kvL
   if (kvLength !== undefined && !(typeof kvLength === 'number' && kvLength >= 0))
     throw new CanaryArgumentError('kvLength must be a number ≥ 0')
   const c = classOf(model, wire)
-  const [x0, y0] = driftFeatures(drift)
+  const x0 = driftFeatures(drift, model.features)
   // An exact reproduction of the reference is no evidence of tampering.
-  if (isAtom(x0, y0)) return 0
+  if (isAtom(x0)) return 0
   const shift = shiftAt(c, kvLength)
-  const x = x0 - shift
-  const y = y0 - shift
-  const span = LOG_CEIL - LOG_FLOOR
-  const corner = (Math.max(0, c.lower[0] - LOG_FLOOR) * Math.max(0, c.lower[1] - LOG_FLOOR)) / (span * span)
-  const inTamperRegion = x >= c.lower[0] || y >= c.lower[1]
-  const fT = inTamperRegion ? 1 / (span * span * (1 - corner)) : 0
+  const x = x0.map((v) => v - shift)
+  const t = tamperDensity(c, x)
+  const fT = t.inRegion ? Math.exp(t.logFT) : 0
   const h = c.bandwidth
-  const kde = c.points.length > 0 ? kdeSum(c.points, c.weights, x, y, h) / (2 * Math.PI * h * h) : 0
+  const kde = c.points.length > 0 ? kdeSum(c.points, c.weights, x, h) / kernelNorm(h, x.length) : 0
   const eps = model.contamination
   const fB = (1 - c.atom) * (1 - eps) * kde + eps * fT
   return fB > 0 ? fT / fB : 0
@@ -294,29 +333,24 @@ export function densityRatio(model: DriftModel, drift: Drift, wire?: string, kvL
 export function logDriftScore(model: DriftModel, drift: Drift, wire?: string, kvLength?: number): number {
   validateDrift(drift)
   const c = classOf(model, wire)
-  const [x0, y0] = driftFeatures(drift)
-  if (isAtom(x0, y0)) return Number.NEGATIVE_INFINITY
+  const x0 = driftFeatures(drift, model.features)
+  if (isAtom(x0)) return Number.NEGATIVE_INFINITY
   const shift = shiftAt(c, kvLength)
-  const x = x0 - shift
-  const y = y0 - shift
-  if (!(x >= c.lower[0] || y >= c.lower[1])) return Number.NEGATIVE_INFINITY
-  const span = LOG_CEIL - LOG_FLOOR
-  const corner = (Math.max(0, c.lower[0] - LOG_FLOOR) * Math.max(0, c.lower[1] - LOG_FLOOR)) / (span * span)
-  const logFT = -Math.log(span * span * (1 - corner))
+  const x = x0.map((v) => v - shift)
+  const { logFT, inRegion } = tamperDensity(c, x)
+  if (!inRegion) return Number.NEGATIVE_INFINITY
   const h = c.bandwidth
   let top = Number.NEGATIVE_INFINITY
   const terms: number[] = []
-  for (let j = 0, k = 0; j < c.points.length; j += 2, k++) {
-    const dx = x - c.points[j]
-    const dy = y - c.points[j + 1]
-    const t = Math.log(c.weights[k]) - (dx * dx + dy * dy) / (2 * h * h)
+  for (let k = 0; k < c.weights.length; k++) {
+    const t = Math.log(c.weights[k]) - dist2(c.points, k, x) / (2 * h * h)
     terms.push(t)
     if (t > top) top = t
   }
   if (!Number.isFinite(top)) return Number.POSITIVE_INFINITY
   let sum = 0
   for (const t of terms) sum += Math.exp(t - top)
-  const logKde = top + Math.log(sum) - Math.log(2 * Math.PI * h * h)
+  const logKde = top + Math.log(sum) - Math.log(kernelNorm(h, x.length))
   return logFT - Math.log(Math.max(1e-300, 1 - c.atom)) - logKde
 }
 
@@ -332,20 +366,22 @@ export function parseDriftModel(json: string | unknown): DriftModel {
   if (!(m.contamination > 0 && m.contamination < 0.5)) throw new InvalidDriftModelError('contamination must be in (0, 0.5)')
   if (!m.classes || typeof m.classes !== 'object' || !m.classes['*'])
     throw new InvalidDriftModelError('the pooled class "*" is missing')
+  if (m.features !== undefined) checkFeatures(m.features, InvalidDriftModelError)
+  const dims = (m.features ?? DEFAULT_FEATURES).length
   for (const [k, c] of Object.entries(m.classes)) {
     const ok =
       c &&
       Array.isArray(c.points) &&
-      c.points.length % 2 === 0 &&
+      c.points.length % dims === 0 &&
       Array.isArray(c.weights) &&
-      c.weights.length * 2 === c.points.length &&
+      c.weights.length * dims === c.points.length &&
       c.weights.every((w) => typeof w === 'number' && w >= 0) &&
       c.atom >= 0 &&
       c.atom <= 1 &&
       c.points.every((v) => typeof v === 'number' && Number.isFinite(v)) &&
       c.bandwidth > 0 &&
       Array.isArray(c.lower) &&
-      c.lower.length === 2 &&
+      c.lower.length === dims &&
       c.lower.every(Number.isFinite) &&
       Number.isInteger(c.count) &&
       (c.positionShift === undefined ||

@@ -8,6 +8,11 @@ export interface Drift {
   readonly cosine: number
   /** max |output − reference| over all values. */
   readonly maxAbs: number
+  /**
+   * maxAbs over the reference's RMS: a sparse-tampering statistic (one altered value moves it by
+   * its own size, where relL2 spreads it over every value). Absent in records made before it.
+   */
+  readonly peak?: number
 }
 
 function norm(x: ArrayLike<number>): number {
@@ -52,10 +57,13 @@ export function driftMetrics(output: ArrayLike<number>, reference: ArrayLike<num
     }
   }
   // A non-finite output (NaN, ±Inf) is as far from the reference as drift can be measured.
-  if (!finite) return { relL2: Number.POSITIVE_INFINITY, cosine: 2, maxAbs: Number.POSITIVE_INFINITY }
+  if (!finite)
+    return { relL2: Number.POSITIVE_INFINITY, cosine: 2, maxAbs: Number.POSITIVE_INFINITY, peak: Number.POSITIVE_INFINITY }
   const relL2 = nb > 0 ? Math.sqrt(diff) / nb : na > 0 ? Number.POSITIVE_INFINITY : 0
   const cosine = na > 0 && nb > 0 ? Math.min(2, chord / 2) : na === 0 && nb === 0 ? 0 : 1
-  return { relL2, cosine, maxAbs }
+  const rms = nb / Math.sqrt(output.length)
+  const peak = rms > 0 ? maxAbs / rms : maxAbs > 0 ? Number.POSITIVE_INFINITY : 0
+  return { relL2, cosine, maxAbs, peak }
 }
 
 /** Throws CanaryArgumentError unless `d` is a drift record with non-negative numbers. */
@@ -66,4 +74,6 @@ export function validateDrift(d: Drift): void {
       throw new CanaryArgumentError(`drift ${k} must be a number ≥ 0, got ${d[k]}`)
     }
   }
+  if (d.peak !== undefined && (typeof d.peak !== 'number' || Number.isNaN(d.peak) || d.peak < 0))
+    throw new CanaryArgumentError(`drift peak must be a number ≥ 0, got ${d.peak}`)
 }

@@ -48,7 +48,9 @@ export { calibrateDefault, calibrationRandomModels, defaultBenignModel } from '.
 export { createDetector, DEFAULT_RATES, type Detector, type DetectorOptions, type PeerVerdict } from './detector.js'
 export { type Drift, driftMetrics, validateDrift } from './drift.js'
 export {
+  DEFAULT_FEATURES,
   type DriftClass,
+  type DriftFeature,
   type DriftModel,
   type DriftSample,
   densityRatio,

@@ -15,7 +15,7 @@ describe('driftMetrics', () => {
     expect(o.maxAbs).toBe(1)
     // opposite: cosine distance 2
     expect(driftMetrics([-1, -2], [1, 2]).cosine).toBeCloseTo(2, 12)
-    expect(driftMetrics([1, 2], [1, 2])).toEqual({ relL2: 0, cosine: 0, maxAbs: 0 })
+    expect(driftMetrics([1, 2], [1, 2])).toEqual({ relL2: 0, cosine: 0, maxAbs: 0, peak: 0 })
   })
   it('keeps the cosine distance accurate for nearly parallel vectors', () => {
     // angle θ = 1e-8: 1 − cos θ = θ²/2 = 5e-17, below double rounding of 1 − a·b/(‖a‖‖b‖)
