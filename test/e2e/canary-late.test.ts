@@ -2,38 +2,14 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createClient } from '../../client/index.js'
 import { type LocalNode, startLocalNode } from '../../node/local-swarm.js'
 import { verifyReceipt } from '../../protocol/index.js'
-import {
-  createEdge,
-  createLocalPipeline,
-  createReferenceKernels,
-  createShard,
-  createTokenizer,
-  generateTokens,
-  openModelFile
-} from '../../shards/index.js'
+import { createReferenceKernels } from '../../shards/index.js'
+import { honestTokens } from '../helpers/honest-tokens.js'
 import { GGUF_PATH } from '../helpers/reference.js'
 
 const FAST = ['--kernels', 'reference', '--announce-interval', '300']
 const PROMPT = 'Once upon a time'
 const MAX_TOKENS = 160
 const AFTER = 64
-
-/** The honest greedy continuation, computed in this process on the reference kernels. */
-async function honestTokens(): Promise<number[]> {
-  const model = openModelFile(GGUF_PATH)
-  const tokenizer = createTokenizer(model.vocabulary!)
-  const tokens: number[] = []
-  for await (const t of generateTokens({
-    temperature: 0,
-    edge: createEdge({ model }),
-    pipeline: createLocalPipeline([createShard({ model, start: 0, end: model.config.nLayers })], 'local', 512),
-    promptTokens: tokenizer.encode(PROMPT),
-    maxTokens: MAX_TOKENS,
-    stopIds: tokenizer.stopIds
-  }))
-    tokens.push(t)
-  return tokens
-}
 
 describe('a peer that tampers only late in sessions (positions ≥ 64)', () => {
   const nodes: Record<string, LocalNode> = {}
@@ -50,7 +26,7 @@ describe('a peer that tampers only late in sessions (positions ≥ 64)', () => {
     const bootstrap = [nodes.tamperer.addrs[0]]
     nodes.honestA = await startLocalNode({ model: GGUF_PATH, layers: '1:2', bootstrap, args: FAST })
     nodes.honestB = await startLocalNode({ model: GGUF_PATH, layers: '2:4', bootstrap, args: FAST })
-    expected = await honestTokens()
+    expected = await honestTokens(PROMPT, MAX_TOKENS)
     expect(expected).toHaveLength(MAX_TOKENS)
   })
 

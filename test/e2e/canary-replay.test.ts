@@ -1,39 +1,14 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createClient, verifyReplayEvidence } from '../../client/index.js'
 import { type LocalNode, startLocalNode } from '../../node/local-swarm.js'
-import {
-  createEdge,
-  createLocalPipeline,
-  createReferenceKernels,
-  createShard,
-  createTokenizer,
-  generateTokens,
-  openModelFile
-} from '../../shards/index.js'
+import { createReferenceKernels } from '../../shards/index.js'
+import { honestTokens } from '../helpers/honest-tokens.js'
 import { GGUF_PATH } from '../helpers/reference.js'
 
 const FAST = ['--kernels', 'reference', '--announce-interval', '300']
 const PROMPT = 'Once upon a time'
 // ~140 steps to the tamperer at a tamper rate of 0.1: P(no step replayed) = 0.9^140 < 1e-6
 const MAX_TOKENS = 128
-
-/** The honest greedy continuation, computed in this process on the reference kernels. */
-async function honestTokens(): Promise<number[]> {
-  const model = openModelFile(GGUF_PATH)
-  const tokenizer = createTokenizer(model.vocabulary!)
-  const tokens: number[] = []
-  for await (const t of generateTokens({
-    temperature: 0,
-    edge: createEdge({ model }),
-    pipeline: createLocalPipeline([createShard({ model, start: 0, end: model.config.nLayers })], 'local', 512),
-    promptTokens: tokenizer.encode(PROMPT),
-    maxTokens: MAX_TOKENS,
-    stopIds: tokenizer.stopIds
-  }))
-    tokens.push(t)
-  model.close()
-  return tokens
-}
 
 const hex = (b: Uint8Array): string => Buffer.from(b).toString('hex')
 
@@ -52,7 +27,7 @@ describe('a peer replaying earlier outputs on 10 % of steps is convicted by its 
     const bootstrap = [nodes.tamperer.addrs[0]]
     nodes.honestA = await startLocalNode({ model: GGUF_PATH, layers: '1:2', bootstrap, args: FAST })
     nodes.honestB = await startLocalNode({ model: GGUF_PATH, layers: '2:4', bootstrap, args: FAST })
-    expected = await honestTokens()
+    expected = await honestTokens(PROMPT, MAX_TOKENS)
     expect(expected).toHaveLength(MAX_TOKENS)
   })
 
@@ -120,7 +95,7 @@ describe('chained forwarding: a replaying first hop is convicted by the receipts
     const bootstrap = [nodes.tamperer.addrs[0]]
     nodes.honestA = await startLocalNode({ model: GGUF_PATH, layers: '1:2', bootstrap, args: FAST })
     nodes.honestB = await startLocalNode({ model: GGUF_PATH, layers: '2:4', bootstrap, args: FAST })
-    expected = await honestTokens()
+    expected = await honestTokens(PROMPT, MAX_TOKENS)
   })
 
   afterAll(async () => {
