@@ -12,6 +12,22 @@ const MAX_TOKENS = 128
 
 const hex = (b: Uint8Array): string => Buffer.from(b).toString('hex')
 
+/**
+ * A replaying tamperer on `tampererLayers` (first, so the others bootstrap from it) and two honest
+ * peers serving [1,2) and [2,4), plus the honest tokens they must produce.
+ */
+async function startReplaySwarm(nodes: Record<string, LocalNode>, tampererLayers: string): Promise<number[]> {
+  nodes.tamperer = await startLocalNode({
+    model: GGUF_PATH,
+    layers: tampererLayers,
+    args: [...FAST, '--tamper', 'replay', '--tamper-rate', '0.1']
+  })
+  const bootstrap = [nodes.tamperer.addrs[0]]
+  nodes.honestA = await startLocalNode({ model: GGUF_PATH, layers: '1:2', bootstrap, args: FAST })
+  nodes.honestB = await startLocalNode({ model: GGUF_PATH, layers: '2:4', bootstrap, args: FAST })
+  return await honestTokens(PROMPT, MAX_TOKENS)
+}
+
 describe('a peer replaying earlier outputs on 10 % of steps is convicted by its own receipts', () => {
   const nodes: Record<string, LocalNode> = {}
   let expected: number[]
@@ -19,15 +35,7 @@ describe('a peer replaying earlier outputs on 10 % of steps is convicted by its 
   beforeAll(async () => {
     // The tamperer serves the whole remote span [1,4) in one hop and, on a seeded 10 % of steps,
     // returns the most recent output it computed for another step; two honest peers serve [1,2) and [2,4).
-    nodes.tamperer = await startLocalNode({
-      model: GGUF_PATH,
-      layers: '1:4',
-      args: [...FAST, '--tamper', 'replay', '--tamper-rate', '0.1']
-    })
-    const bootstrap = [nodes.tamperer.addrs[0]]
-    nodes.honestA = await startLocalNode({ model: GGUF_PATH, layers: '1:2', bootstrap, args: FAST })
-    nodes.honestB = await startLocalNode({ model: GGUF_PATH, layers: '2:4', bootstrap, args: FAST })
-    expected = await honestTokens(PROMPT, MAX_TOKENS)
+    expected = await startReplaySwarm(nodes, '1:4')
     expect(expected).toHaveLength(MAX_TOKENS)
   })
 
@@ -87,15 +95,7 @@ describe('chained forwarding: a replaying first hop is convicted by the receipts
 
   beforeAll(async () => {
     // The tamperer serves [1,2) and replays on 10 % of steps; honest A serves [1,2) too, B [2,4).
-    nodes.tamperer = await startLocalNode({
-      model: GGUF_PATH,
-      layers: '1:2',
-      args: [...FAST, '--tamper', 'replay', '--tamper-rate', '0.1']
-    })
-    const bootstrap = [nodes.tamperer.addrs[0]]
-    nodes.honestA = await startLocalNode({ model: GGUF_PATH, layers: '1:2', bootstrap, args: FAST })
-    nodes.honestB = await startLocalNode({ model: GGUF_PATH, layers: '2:4', bootstrap, args: FAST })
-    expected = await honestTokens(PROMPT, MAX_TOKENS)
+    expected = await startReplaySwarm(nodes, '1:2')
   })
 
   afterAll(async () => {
