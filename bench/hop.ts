@@ -13,6 +13,9 @@
  *                 client), until the client holds the output
  *
  * `--gap-ms` sleeps between round trips, as a client computing its own blocks would.
+ * `--warmup N` (default 2000) round trips of each kind run first, unmeasured: V8 runs the
+ * libp2p stack's code interpreted until it has seen it about a thousand times (a cold loopback
+ * echo takes ~0.6 ms, a warm one ~0.17 ms), and a node daemon is warm after minutes of serving.
  */
 import { spawn } from 'node:child_process'
 import { once } from 'node:events'
@@ -48,12 +51,15 @@ export async function main(argv: string[]): Promise<void> {
     options: {
       model: { type: 'string', default: DEFAULT_MODEL },
       rounds: { type: 'string', default: '200' },
+      warmup: { type: 'string', default: '2000' },
       'gap-ms': { type: 'string', default: '0' },
       wire: { type: 'string', default: 'f32' },
       'node-kernels': { type: 'string', default: 'reference' }
     }
   })
   const rounds = Number(values.rounds)
+  const warmup = Number(values.warmup)
+  if (!Number.isInteger(warmup) || warmup < 0) throw new Error('--warmup must be an integer >= 0')
   const gapMs = Number(values['gap-ms'])
   const wire = values.wire as DType
   const model = openModelFile(values.model!)
@@ -73,12 +79,18 @@ export async function main(argv: string[]): Promise<void> {
 
     const echo = createMessageChannel(await host.dialProtocol(peerAddr, ECHO_PROTOCOL, SESSION_STREAM_LIMITS))
     const frame = new Uint8Array(bytes + 16) // about a step message's size
+    for (let i = 0; i < warmup; i++) {
+      await echo.write(frame)
+      await echo.read()
+    }
     const libp2pEcho = await timed(rounds, gapMs, async () => {
       await echo.write(frame)
       await echo.read()
     })
 
     const caller = createSessionCaller(await host.dialProtocol(peerAddr, SESSION_ECHO_PROTOCOL, SESSION_STREAM_LIMITS))
+    for (let i = 0; i < warmup; i++)
+      await caller.call({ type: 'step', step: { sessionId: 'bench', stepId: i + 1, startPosition: 0, hidden: encodeTensor(row, [1, dim], wire), chain: false } })
     const sessionEcho = await timed(rounds, gapMs, (i) =>
       caller.call({ type: 'step', step: { sessionId: 'bench', stepId: i + 1, startPosition: 0, hidden: encodeTensor(row, [1, dim], wire), chain: false } })
     )
@@ -88,6 +100,19 @@ export async function main(argv: string[]): Promise<void> {
     const targets: HopTarget[] = nodes.map((n) => ({ peerId: n.peerId, addrs: n.addrs, start: n.layers[0], end: n.layers[1], wireDtype: wire }))
     const open = { modelId: nodes[0].modelId, maxLength: seqLen, wireDtype: wire }
 
+    // warm-up sessions of up to seqLen - 10 steps each (a session cannot outgrow the context)
+    const warmSessions = async (run: (id: string, steps: number) => Promise<void>): Promise<void> => {
+      for (let k = 0, done = 0; done < warmup; k++) {
+        const steps = Math.min(seqLen - 10, warmup - done)
+        await run(`bench-warm-${k}`, steps)
+        done += steps
+      }
+    }
+    await warmSessions(async (id, steps) => {
+      const s = await HopSession.open(host, targets[0], dim, { ...open, sessionId: id })
+      for (let i = 0; i < steps; i++) await s.step(id, i + 1, i, row)
+      await s.close(id)
+    })
     const single = await HopSession.open(host, targets[0], dim, { ...open, sessionId: 'bench-single' })
     const computeMs: number[] = []
     const nodeStep = await timed(rounds, gapMs, async (i) => {
@@ -96,18 +121,31 @@ export async function main(argv: string[]): Promise<void> {
     })
     await single.close('bench-single')
 
-    const hops: HopSession[] = []
-    for (let i = 2; i >= 0; i--) {
-      hops.unshift(await HopSession.open(host, targets[i], dim, { ...open, sessionId: 'bench-chain', next: targets[i + 1], upstream: targets[i - 1]?.peerId }))
+    const openChain = async (id: string): Promise<HopSession[]> => {
+      const hops: HopSession[] = []
+      for (let i = 2; i >= 0; i--) {
+        hops.unshift(await HopSession.open(host, targets[i], dim, { ...open, sessionId: id, next: targets[i + 1], upstream: targets[i - 1]?.peerId }))
+      }
+      return hops
     }
+    const chainStep = async (hops: HopSession[], id: string, i: number) => {
+      const result = hops[2].awaitResult(id, i + 1, 1)
+      const ack = await hops[0].stepChained(id, i + 1, i, row, undefined, hops.slice(1))
+      const got = await Promise.race([result, ack.failed])
+      hops[0].settle(ack.requestId)
+      return got
+    }
+    await warmSessions(async (id, steps) => {
+      const warm = await openChain(id)
+      for (let i = 0; i < steps; i++) await chainStep(warm, id, i)
+      await Promise.all(warm.map((h) => h.close(id)))
+    })
+    const hops = await openChain('bench-chain')
     const toResult: number[] = []
     const chainCompute: number[] = []
     await timed(rounds, gapMs, async (i) => {
       const t0 = performance.now()
-      const result = hops[2].awaitResult('bench-chain', i + 1, 1)
-      const ack = await hops[0].stepChained('bench-chain', i + 1, i, row, undefined, hops.slice(1))
-      const got = await Promise.race([result, ack.failed])
-      hops[0].settle(ack.requestId)
+      const got = await chainStep(hops, 'bench-chain', i)
       toResult.push(performance.now() - t0)
       chainCompute.push(got.timings.reduce((s, t) => s + t.computeMs, 0))
     })
@@ -122,6 +160,7 @@ export async function main(argv: string[]): Promise<void> {
       wire,
       bytes,
       rounds,
+      warmup,
       gapMs,
       roundTripMs: {
         rawTcp: raw.hotMs,
