@@ -1,6 +1,5 @@
 import { type Drift, validateDrift } from './drift.js'
 import { CanaryArgumentError, InvalidDriftModelError } from './errors.js'
-import { createRandom } from './rng.js'
 
 /*
  * Benign and tampering drift distributions in log-drift space. A drift becomes two features,
@@ -33,7 +32,7 @@ export const DEFAULT_FEATURES: readonly DriftFeature[] = ['relL2', 'chord']
 const FEATURE_NAMES: readonly DriftFeature[] = ['relL2', 'chord', 'peak']
 export const LOG_FLOOR = -10
 export const LOG_CEIL = 2
-const MIN_BANDWIDTH = 0.05
+export const MIN_BANDWIDTH = 0.05
 
 export interface DriftSample {
   readonly drift: Drift
@@ -74,26 +73,11 @@ export interface DriftModel {
   readonly note?: string
 }
 
-export interface FitOptions {
-  /** Default e^-8 ≈ 3.4e-4: one canary moves the log-likelihood ratio by at most 8. */
-  readonly contamination?: number
-  /** Points kept per class (seeded thinning); default 400. */
-  readonly maxPoints?: number
-  readonly seed?: number
-  readonly note?: string
-  /** Samples a KV-length bucket needs for its own shift (others borrow the nearest); default 200. */
-  readonly minBucketSamples?: number
-  /** Quantile of log drift per bucket the position shift is measured at; default 0.99. */
-  readonly positionQuantile?: number
-  /** Features to fit the density over (default DEFAULT_FEATURES). */
-  readonly features?: readonly DriftFeature[]
-}
-
 /** The KV-length bucket of a step: ⌊log2 kvLength⌋ (lengths below 1 count as 1). */
 export const positionBucket = (kvLength: number): number => Math.floor(Math.log2(Math.max(1, kvLength)))
 
 /** The shift of a class at a KV length; unknown lengths get the largest (the most lenient). */
-function shiftAt(c: DriftClass, kvLength: number | undefined): number {
+export function shiftAt(c: DriftClass, kvLength: number | undefined): number {
   const sh = c.positionShift
   if (!sh || sh.length === 0) return 0
   if (kvLength === undefined || !Number.isFinite(kvLength)) return Math.max(...sh)
@@ -122,7 +106,13 @@ function dist2(points: readonly number[], k: number, x: readonly number[]): numb
   return s
 }
 
-function kdeSum(points: readonly number[], weights: readonly number[], x: readonly number[], h: number, skip = -1): number {
+export function kdeSum(
+  points: readonly number[],
+  weights: readonly number[],
+  x: readonly number[],
+  h: number,
+  skip = -1
+): number {
   const inv = -0.5 / (h * h)
   let s = 0
   for (let k = 0; k < weights.length; k++) if (k !== skip) s += weights[k] * Math.exp(dist2(points, k, x) * inv)
@@ -130,156 +120,16 @@ function kdeSum(points: readonly number[], weights: readonly number[], x: readon
 }
 
 /** Gaussian kernel normalisation in D dimensions: (2π h²)^(D/2). */
-const kernelNorm = (h: number, dims: number): number => (2 * Math.PI * h * h) ** (dims / 2)
+export const kernelNorm = (h: number, dims: number): number => (2 * Math.PI * h * h) ** (dims / 2)
 
-function quantile(sorted: number[], q: number): number {
+export function quantile(sorted: number[], q: number): number {
   return sorted[Math.min(sorted.length - 1, Math.max(0, Math.floor(q * (sorted.length - 1))))]
 }
 
-const isAtom = (f: readonly number[]): boolean => f.every((v) => v === LOG_FLOOR)
-const meanOf = (f: readonly number[]): number => f.reduce((a, b) => a + b, 0) / f.length
+export const isAtom = (f: readonly number[]): boolean => f.every((v) => v === LOG_FLOOR)
+export const meanOf = (f: readonly number[]): number => f.reduce((a, b) => a + b, 0) / f.length
 
-/**
- * Per-bucket log shift: the q-quantile of the mean log feature in each KV-length bucket minus the
- * class's own (non-zero drifts only); buckets with too few samples take the nearest filled one.
- */
-function fitShift(features: number[][], kv: (number | undefined)[], minSamples: number, q: number): number[] | undefined {
-  const byBucket: number[][] = []
-  const all: number[] = []
-  features.forEach((f, i) => {
-    const k = kv[i]
-    if (k === undefined || isAtom(f)) return
-    const b = positionBucket(k)
-    ;(byBucket[b] ??= []).push(meanOf(f))
-    all.push(meanOf(f))
-  })
-  if (all.length < minSamples) return undefined
-  const med = (v: number[]): number =>
-    quantile(
-      [...v].sort((a, b) => a - b),
-      q
-    )
-  const center = med(all)
-  const own = Array.from(byBucket, (v) => (v && v.length >= minSamples ? med(v) - center : undefined))
-  const filled = own.map((_, b) => {
-    for (let d = 0; d < own.length; d++) {
-      const v = own[b - d] ?? own[b + d]
-      if (v !== undefined) return Math.round(v * 1e4) / 1e4
-    }
-    return 0
-  })
-  return filled.length > 0 ? filled : undefined
-}
-
-function fitClass(
-  raw: number[][],
-  kv: (number | undefined)[],
-  maxPoints: number,
-  seed: number,
-  pos: { minSamples: number; q: number }
-): DriftClass {
-  const positionShift = fitShift(raw, kv, pos.minSamples, pos.q)
-  const shifted = { positionShift } as DriftClass
-  // Features relative to the benign drift at their own position (exact zeros stay on the floor).
-  const features = raw.map((f, i): number[] => {
-    if (isAtom(f)) return f
-    const d = shiftAt(shifted, kv[i])
-    return f.map((v) => v - d)
-  })
-  const dims = raw[0]?.length ?? 2
-  // Exact reproductions (drift 0, every feature on the floor) are an atom, not a density.
-  const rest = features.filter((f) => !isAtom(f))
-  const atom = (features.length - rest.length) / features.length
-  // Identical points (e.g. two thread counts giving the same bits) merge into one weighted point.
-  const counts = new Map<string, { f: number[]; w: number }>()
-  for (const f of rest) {
-    const key = f.join(',')
-    const e = counts.get(key)
-    if (e) e.w++
-    else counts.set(key, { f, w: 1 })
-  }
-  let kept = [...counts.values()]
-  if (kept.length > maxPoints) {
-    const rnd = createRandom(seed)
-    for (let i = kept.length - 1; i > 0; i--) {
-      const j = rnd.int(i + 1)
-      ;[kept[i], kept[j]] = [kept[j], kept[i]]
-    }
-    kept = kept.slice(0, maxPoints)
-  }
-  const total = kept.reduce((n, e) => n + e.w, 0)
-  const points = kept.flatMap((e) => e.f)
-  const weights = kept.map((e) => e.w / total)
-  let best = MIN_BANDWIDTH
-  let bestScore = Number.NEGATIVE_INFINITY
-  if (kept.length > 2) {
-    // Leave-one-out likelihood cross-validation over the distinct points.
-    for (let h = MIN_BANDWIDTH; h <= 2; h *= 1.25) {
-      let score = 0
-      kept.forEach((e, i) => {
-        const f = kdeSum(points, weights, e.f, h, i) / ((1 - weights[i]) * kernelNorm(h, dims))
-        score += weights[i] * Math.log(f + 1e-300)
-      })
-      if (score > bestScore) {
-        bestScore = score
-        best = h
-      }
-    }
-  }
-  const lower = Array.from({ length: dims }, (_, d) =>
-    rest.length === 0
-      ? LOG_CEIL
-      : quantile(
-          rest.map((f) => f[d]).sort((a, b) => a - b),
-          0.01
-        ) - best
-  )
-  return {
-    points,
-    weights: weights.map((w) => Math.round(w * 1e6) / 1e6),
-    bandwidth: best,
-    lower,
-    atom,
-    count: features.length,
-    ...(positionShift ? { positionShift } : {})
-  }
-}
-
-/** Fit the benign drift model to calibration samples (at least 8), per wire key and pooled. */
-export function fitDriftModel(samples: readonly DriftSample[], options: FitOptions = {}): DriftModel {
-  if (!Array.isArray(samples) || samples.length < 8) throw new CanaryArgumentError('fitDriftModel needs at least 8 samples')
-  const contamination = options.contamination ?? Math.exp(-8)
-  if (!(contamination > 0 && contamination < 0.5)) throw new CanaryArgumentError('contamination must be in (0, 0.5)')
-  const maxPoints = options.maxPoints ?? 400
-  if (!Number.isInteger(maxPoints) || maxPoints < 8) throw new CanaryArgumentError('maxPoints must be an integer ≥ 8')
-  const seed = options.seed ?? 1
-  const features = [...(options.features ?? DEFAULT_FEATURES)]
-  checkFeatures(features, CanaryArgumentError)
-  const pos = { minSamples: options.minBucketSamples ?? 200, q: options.positionQuantile ?? 0.99 }
-  if (!(pos.q > 0 && pos.q < 1)) throw new CanaryArgumentError('positionQuantile must be in (0, 1)')
-  const groups = new Map<string, { f: number[][]; kv: (number | undefined)[] }>([['*', { f: [], kv: [] }]])
-  for (const s of samples) {
-    validateDrift(s?.drift)
-    if (s.kvLength !== undefined && !(Number.isInteger(s.kvLength) && s.kvLength >= 1))
-      throw new CanaryArgumentError('sample kvLength must be an integer ≥ 1')
-    const f = driftFeatures(s.drift, features)
-    groups.get('*')!.f.push(f)
-    groups.get('*')!.kv.push(s.kvLength)
-    if (s.wire !== undefined) {
-      if (typeof s.wire !== 'string' || s.wire === '*')
-        throw new CanaryArgumentError('sample wire must be a string other than "*"')
-      if (!groups.has(s.wire)) groups.set(s.wire, { f: [], kv: [] })
-      groups.get(s.wire)!.f.push(f)
-      groups.get(s.wire)!.kv.push(s.kvLength)
-    }
-  }
-  const classes: Record<string, DriftClass> = {}
-  for (const [key, g] of groups) if (g.f.length >= 8) classes[key] = fitClass(g.f, g.kv, maxPoints, seed, pos)
-  const custom = features.join() !== DEFAULT_FEATURES.join() ? { features } : {}
-  return { version: 1, kind: 'log-drift-kde', contamination, classes, ...custom, ...(options.note ? { note: options.note } : {}) }
-}
-
-function checkFeatures(f: unknown, E: new (m: string) => Error): void {
+export function checkFeatures(f: unknown, E: new (m: string) => Error): void {
   const ok = Array.isArray(f) && f.length >= 1 && f.every((x) => FEATURE_NAMES.includes(x)) && new Set(f).size === f.length
   if (!ok) throw new E(`features must be distinct names of ${FEATURE_NAMES.join(', ')}`)
 }

@@ -47,6 +47,7 @@ export {
 export { calibrateDefault, calibrationRandomModels, defaultBenignModel } from './default-model.js'
 export { createDetector, DEFAULT_RATES, type Detector, type DetectorOptions, type PeerVerdict } from './detector.js'
 export { type Drift, driftMetrics, validateDrift } from './drift.js'
+export { type FitOptions, fitDriftModel } from './drift-fit.js'
 export {
   DEFAULT_FEATURES,
   type DriftClass,
@@ -55,8 +56,6 @@ export {
   type DriftSample,
   densityRatio,
   driftFeatures,
-  type FitOptions,
-  fitDriftModel,
   logDriftScore,
   parseDriftModel,
   positionBucket,
