@@ -61,8 +61,11 @@ export interface Peer {
 /** Benign spread per wire and KV-length bucket ⌊log2 kvLength⌋: 99th percentile of honest relL2. */
 export type Spread = Record<string, number[]>
 
-/** The per-position benign spread over all honest peers (buckets under 50 samples borrow the nearest). */
-export function benignSpread(peers: readonly Peer[], wires: readonly string[]): Spread {
+/**
+ * The per-position benign spread over all honest peers (buckets under 50 samples borrow the
+ * nearest): quantile `q` of honest relL2 (0.99 by default; 1 is the whole range, the largest).
+ */
+export function benignSpread(peers: readonly Peer[], wires: readonly string[], q = 0.99): Spread {
   const out: Spread = {}
   for (const w of wires) {
     const byBucket: number[][] = []
@@ -70,7 +73,7 @@ export function benignSpread(peers: readonly Peer[], wires: readonly string[]): 
       p.benignRelL2.forEach((r, i) => {
         ;(byBucket[positionBucket(p.benignKv[i])] ??= []).push(r)
       })
-    const own = Array.from(byBucket, (v) => (v && v.length >= 50 ? quantile(v, 0.99) : undefined))
+    const own = Array.from(byBucket, (v) => (v && v.length >= 50 ? quantile(v, q) : undefined))
     out[w] = own.map((_, b) => {
       for (let d = 0; d < own.length; d++) {
         const v = own[b - d] ?? own[b + d]

@@ -38,6 +38,10 @@ export interface ConfigResult {
    * is a small one, that step changes by less than rounding does).
    */
   readonly stepsAboveSpread: number
+  /** The same against the whole range (largest honest relL2) of every honest peer of the wire in the step's bucket. */
+  readonly stepsAboveRange: number
+  /** The same against the largest honest relL2 of this configuration's own honest peer (any position). */
+  readonly stepsAbovePeerMax: number
   readonly excluded: boolean
   readonly canaries: number
   readonly tamperedCanaries: number
@@ -114,6 +118,16 @@ export function summarize(results: ConfigResult[], b: BenignSummary) {
         notEveryStepAbove: median.length - median.filter((r) => r.stepsAboveSpread === 1).length
       },
       misses: misses(above),
+      // "the benign spread" read as its whole range rather than its 99th percentile (a 99th
+      // percentile leaves 1 % of honest steps above it by construction, so a tampering just over
+      // it cannot reach AUROC 1.0): pooled over the wire's honest peers per position bucket, and
+      // this configuration's own honest peer
+      aboveRange: readingOf(valid.filter((r) => r.stepsAboveRange === 1)),
+      abovePeerMax: readingOf(valid.filter((r) => r.stepsAbovePeerMax === 1)),
+      // the 99th-percentile misses, and whether they qualify under the range readings
+      missesVsRange: above
+        .filter((r) => r.auroc < 1)
+        .map((r) => ({ span: r.span, profile: r.profile, wire: r.wire, mode: r.mode, size: r.size, rate: r.rate, auroc: round(r.auroc, 6), stepsAboveRange: round(r.stepsAboveRange), stepsAbovePeerMax: round(r.stepsAbovePeerMax) })),
       // configurations below 1.0 where only the median step exceeds the spread, per mode@size
       medianOnlyMisses: missAnalysis(median.filter((r) => r.stepsAboveSpread < 1))
     },
@@ -175,6 +189,10 @@ function misses(rs: readonly ConfigResult[]): Record<string, { configs: number; 
     m.min = round(Math.min(m.min, r.auroc), 6)
   }
   return out
+}
+
+function readingOf(rs: readonly ConfigResult[]) {
+  return { configs: rs.length, at1: rs.filter((r) => r.auroc === 1).length, min: round(Math.min(...rs.map((r) => r.auroc)), 6) }
 }
 
 /** Misses of a set of configurations per mode@size, with the share of their steps above the spread and the max-abs AUROC. */

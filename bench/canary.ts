@@ -50,6 +50,7 @@ function evaluate(
   peer: Peer,
   benign: DriftModel,
   spread: Spread,
+  range: Spread,
   mode: TamperMode,
   size: number,
   rate: number,
@@ -62,6 +63,10 @@ function evaluate(
   const pos = hit.map((x) => logDriftScore(benign, x.drift, peer.wire, x.kvLength))
   const overSpread = effectOverSpread(spread, peer.wire, hit)
   const share = shareOverSpread(spread, peer.wire, hit)
+  // against the whole range of benign drift: every honest peer of the wire at the step's position, and this configuration's own
+  const shareOverRange = shareOverSpread(range, peer.wire, hit)
+  const peerMax = Math.max(...peer.benignRelL2)
+  const shareOverPeerMax = hit.length ? hit.filter((e) => e.effect > peerMax).length / hit.length : 0
   const det = createDetector({ benign })
   let canaries = 0
   let tampered = 0
@@ -96,6 +101,8 @@ function evaluate(
       : Number.NaN,
     aboveSpread: overSpread > 1,
     stepsAboveSpread: share,
+    stepsAboveRange: shareOverRange,
+    stepsAbovePeerMax: shareOverPeerMax,
     excluded,
     canaries,
     tamperedCanaries: tampered,
@@ -163,6 +170,7 @@ export async function main(argv: string[]): Promise<void> {
     if (det.excluded().length > 0) benignExcluded++
   }
   const spread = benignSpread(peers, WIRE_DTYPES)
+  const range = benignSpread(peers, WIRE_DTYPES, 1)
   const pooledSpread = Object.fromEntries(
     WIRE_DTYPES.map((w) => [
       w,
@@ -194,7 +202,7 @@ export async function main(argv: string[]): Promise<void> {
   let seed = 100
   for (const mode of TAMPER_MODES) {
     for (const size of SIZES[mode])
-      for (const rate of RATES) for (const p of peers) results.push(evaluate(p, benign, spread, mode, size, rate, seed++))
+      for (const rate of RATES) for (const p of peers) results.push(evaluate(p, benign, spread, range, mode, size, rate, seed++))
   }
   const overall = auroc(
     results.flatMap((r) => r.positives),
