@@ -118,6 +118,9 @@ function composePipeline(first: Shard | undefined, remote: RemotePipeline, last:
   return {
     async forward(hidden, startPos, signal) {
       let h = first ? first.forward(sessionId, hidden, startPos) : hidden
+      // the peers compute next: free the cores this client's kernel threads would spin on
+      first?.rest()
+      last?.rest()
       h = await remote.forward(h, startPos, signal)
       return last ? last.forward(sessionId, h, startPos) : h
     },

@@ -97,6 +97,8 @@ export class SessionManager {
     const t0 = performance.now()
     const output = this.init.shard.forward(sessionId, hidden, startPosition)
     const computeMs = performance.now() - t0
+    // the next step is a network hop away: free the cores for the peers and the client
+    this.init.shard.rest()
     s.last = { stepId, startPosition, rows, output }
     this.tokensServed += rows
     return { output, computeMs, duplicate: false }

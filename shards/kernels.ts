@@ -78,6 +78,12 @@ export interface Kernels {
     kvs: readonly KvLayer[],
     config: ModelConfig
   ): boolean
+  /**
+   * Optional: let idle kernel threads sleep now rather than spin for the next call. Call it
+   * before waiting on the network: spinning threads hold cores that other processes on the
+   * same host (the next peer of a local swarm) need. Changes no result.
+   */
+  rest?(): void
   /** Release threads or memory the kernel set holds. */
   close?(): void
 }

@@ -167,6 +167,11 @@ export class Shard {
     for (const id of [...this.sessions.keys()]) this.closeSession(id)
   }
 
+  /** Let the kernel threads sleep until the next step (before a wait on the network: Kernels.rest). */
+  rest(): void {
+    this.kernels.rest?.()
+  }
+
   /** Bytes of weights this shard holds (as stored: the bytes a decode step reads). */
   get weightBytes(): number {
     return this.blocks.reduce((n, b) => n + blockWeightBytes(b), 0)

@@ -39,4 +39,6 @@ export const CTRL_ERROR = 3
 export const CTRL_ENGINE = 4
 /** Next share of the current op to claim (shares go to whichever thread claims them first). */
 export const CTRL_NEXT = 5
+/** Non-zero: idle workers sleep at once instead of spinning (ThreadPool.rest). */
+export const CTRL_REST = 6
 export const CTRL_SLOTS = 8

@@ -1,6 +1,15 @@
 import { Worker } from 'node:worker_threads'
 import { EngineError } from '../errors.js'
-import { CTRL_ENGINE, CTRL_ERROR, CTRL_GENERATION, CTRL_NEXT, CTRL_PENDING, CTRL_SLOTS, CTRL_STOP } from './layout.js'
+import {
+  CTRL_ENGINE,
+  CTRL_ERROR,
+  CTRL_GENERATION,
+  CTRL_NEXT,
+  CTRL_PENDING,
+  CTRL_REST,
+  CTRL_SLOTS,
+  CTRL_STOP
+} from './layout.js'
 import type { WasmMemory, WasmModule } from './wasm-module.js'
 
 /** A kernel thread failed (trap in WebAssembly or an exception in the native addon). */
@@ -24,6 +33,12 @@ export type TaskEngine = 'wasm' | 'native'
 export interface ThreadPool {
   readonly threads: number
   run(engine: TaskEngine): void
+  /**
+   * Idle workers sleep now instead of spinning until the next call. For a caller about to wait
+   * on something slow (the network): spinning workers hold cores that other processes on the
+   * host, such as the next peer of a local swarm, need. The next run() wakes them again.
+   */
+  rest(): void
   /** Resolves once every worker has started and instantiated its kernels (calls work before). */
   ready(): Promise<void>
   close(): void
@@ -59,7 +74,7 @@ for (;;) {
   let g = Atomics.load(ctrl, ${CTRL_GENERATION})
   let spins = 0
   while (g === gen) {
-    if (++spins > spin) { Atomics.wait(ctrl, ${CTRL_GENERATION}, gen); spins = 0 }
+    if (++spins > spin || Atomics.load(ctrl, ${CTRL_REST}) !== 0) { Atomics.wait(ctrl, ${CTRL_GENERATION}, gen); spins = 0 }
     g = Atomics.load(ctrl, ${CTRL_GENERATION})
   }
   gen = g
@@ -124,6 +139,7 @@ export function createThreadPool(options: ThreadPoolOptions): ThreadPool {
       }
       // ENGINE and PENDING before NEXT: a worker still claiming from the previous call may take
       // a share of this one as soon as NEXT is reset (the argument block is already written).
+      Atomics.store(ctrl, CTRL_REST, 0)
       Atomics.store(ctrl, CTRL_ENGINE, engine === 'native' ? 1 : 0)
       Atomics.store(ctrl, CTRL_PENDING, threads - 1)
       Atomics.store(ctrl, CTRL_NEXT, 1)
@@ -163,6 +179,9 @@ export function createThreadPool(options: ThreadPoolOptions): ThreadPool {
       }
       if (failure !== null) throw new KernelThreadError('kernel call failed on the main thread', { cause: failure })
       if (Atomics.exchange(ctrl, CTRL_ERROR, 0) !== 0) throw new KernelThreadError('kernel call failed on a worker thread')
+    },
+    rest() {
+      Atomics.store(ctrl, CTRL_REST, 1)
     },
     ready: () => Promise.all(started).then(() => undefined),
     close() {

@@ -244,6 +244,7 @@ export function createWasmKernels(options: WasmKernelOptions): FastKernels {
 
     memoryBytes: () => heap.used(),
     ready: () => pool.ready(),
+    rest: () => pool.rest(),
 
     readBandwidth(bytes, repeats) {
       const size = Math.ceil(bytes / (64 * threads)) * 64 * threads

@@ -61,7 +61,7 @@ describe('stories260K on the fast kernels', () => {
 })
 
 /** Logits of a prefill and a few decode steps through Shard and Edge. */
-function logitsOf(kernels: Kernels, dtype: 'f32' | 'q8_0', kvDType: 'f32' | 'f16'): Float32Array[] {
+function logitsOf(kernels: Kernels, dtype: 'f32' | 'q8_0', kvDType: 'f32' | 'f16', rest = false): Float32Array[] {
   const model = createRandomModel(parseShape('96,3,6,2,160,300'), { dtype, seed: 7, seqLen: 32 })
   const edge = createEdge({ model, kernels })
   const shard = createShard({ model, start: 0, end: 3, kernels, kvDType })
@@ -70,7 +70,9 @@ function logitsOf(kernels: Kernels, dtype: 'f32' | 'q8_0', kvDType: 'f32' | 'f16
   let h = shard.forward('s', edge.embed([1, 50, 60, 70, 80, 90, 100, 110, 120]), 0)
   out.push(edge.logits(h, 9))
   for (let p = 9; p < 12; p++) {
+    if (rest) shard.rest()
     h = shard.forward('s', edge.embed([p * 3]), p)
+    if (rest) shard.rest() // between the span and the head too: a worker asleep mid-step
     out.push(edge.logits(h, 1))
   }
   shard.closeSession('s')
@@ -96,6 +98,14 @@ describe('fast kernels through Shard and Edge', () => {
       })
     }
   }
+
+  it('kernel threads sent to sleep between calls (Shard.rest) wake for the next one: same bits', () => {
+    for (const dtype of ['f32', 'q8_0'] as const) {
+      const spinning = logitsOf(track(createFastKernels({ threads: 2 })), dtype, 'f32')
+      const resting = logitsOf(track(createFastKernels({ threads: 2 })), dtype, 'f32', true)
+      for (let i = 0; i < spinning.length; i++) expect(Buffer.from(resting[i].buffer).equals(Buffer.from(spinning[i].buffer))).toBe(true)
+    }
+  })
 
   it('KV caches live in kernel memory, preallocated, freed on close, OutOfCacheError past maxLength', () => {
     const kernels: FastKernels = track(createFastKernels({ threads: 2 }))
