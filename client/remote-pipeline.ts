@@ -154,7 +154,15 @@ export class RemotePipeline implements BlockPipeline {
   /** Receipt checks and audits of chained steps, off the critical path: close waits for them (the last step's too). */
   private readonly offPath = new Set<Promise<void>>()
 
+  /**
+   * Starts the last chained step's deferred receipt checks (see run): called once the next step
+   * is written, so they run while the hops compute, not between a token's output and its next
+   * step (signature checks take ~0.1 ms each with caches cold from the kernels).
+   */
+  private releaseChecks: () => void = () => {}
+
   async close(): Promise<void> {
+    this.releaseChecks()
     await Promise.all(this.offPath)
     // Canary steps run beside the real ones: a conviction landing after the last step still counts.
     const late = (await this.init.canaries?.settle(this.init.sessionId)) ?? []
@@ -304,14 +312,23 @@ export class RemotePipeline implements BlockPipeline {
     const result = this.tagged(last.target.peerId, last.awaitResult(id, stepId, rows, deadline))
     sent.catch(() => {}) // reported through the race below when it matters
     result.catch(() => {})
+    // this step is on its way: the previous step's checks may run now
+    const release = this.releaseChecks
+    sent.then(release, release)
     // The step goes one way; a hop that fails it reports back through the first hop (`failed`).
     const got = await Promise.race([result, sent.then((s) => this.tagged(first.target.peerId, s.failed))])
     const ms = performance.now() - t0
     // The output carries every hop's receipt and compute time (each hop signed before it
-    // forwarded); they are checked off the critical path: a bad receipt poisons the route and
-    // the next step fails over.
+    // forwarded); they are checked off the critical path, once the next step is sent (or the
+    // session closes): a bad receipt poisons the route and the step after that fails over.
     const route = this.route
-    const offPath = sent
+    let start!: () => void
+    const gate = new Promise<void>((resolve) => {
+      start = resolve
+    })
+    this.releaseChecks = start
+    const offPath = gate
+      .then(() => sent)
       .then(async (ack) => {
         first.settle(ack.requestId)
         this.logStep(stepId, startPos, rows, ms, got.timings)
