@@ -58,7 +58,7 @@ export interface Peer {
   readonly benignKv: number[]
 }
 
-/** Benign spread per wire and KV-length bucket ⌊log2 kvLength⌋: 99th percentile of honest relL2. */
+/** Benign spread per wire and position bucket ⌊log2 (kvLength − 1)⌋: 99th percentile of honest relL2. */
 export type Spread = Record<string, number[]>
 
 /**

@@ -27,7 +27,7 @@ export interface ConfigResult {
   /**
    * Tampering's own effect exceeds the benign spread at its positions: the median over tampered
    * steps of (relL2 of tampered vs honest output) / (99th percentile of honest relL2 over all
-   * honest peers of the wire in the step's KV-length bucket ⌊log2 kvLength⌋) is above 1.
+   * honest peers of the wire in the step's position bucket ⌊log2 (kvLength − 1)⌋) is above 1.
    */
   readonly aboveSpread: boolean
   /**
@@ -51,7 +51,7 @@ export interface ConfigResult {
 interface BenignSummary {
   adaptive: unknown
   overhead: { newPeers: OverheadResult; trustedPeers: OverheadResult } & Record<string, unknown>
-  /** Per wire, per KV-length bucket ⌊log2 kvLength⌋. */
+  /** Per wire, per position bucket ⌊log2 (kvLength − 1)⌋. */
   spread: Record<string, number[]>
   /** Per wire, over all positions (the old, position-blind spread; for comparison). */
   pooledSpread: Record<string, number>

@@ -55,7 +55,7 @@ export interface DriftClass {
   /** Samples the class was fitted on (points may be a thinned subset). */
   readonly count: number
   /**
-   * log10 shift of benign drift per KV-length bucket ⌊log2 kvLength⌋ (index = bucket; the last
+   * log10 shift of benign drift per position bucket (positionBucket: ⌊log2 (kvLength − 1)⌋; index = bucket; the last
    * entry serves longer ones), relative to the class's overall median. Absent: no position model.
    */
   readonly positionShift?: number[]
@@ -73,8 +73,14 @@ export interface DriftModel {
   readonly note?: string
 }
 
-/** The KV-length bucket of a step: ⌊log2 kvLength⌋ (lengths below 1 count as 1). */
-export const positionBucket = (kvLength: number): number => Math.floor(Math.log2(Math.max(1, kvLength)))
+/**
+ * The position bucket of a step: ⌊log2⌋ of its last row's position, kvLength − 1 (0 and 1 are
+ * bucket 0). By the last position rather than the length, a canary of 2^k positions fills
+ * buckets 0 .. k−1 and no bucket holds its final step alone: such a bucket has 1/128 of the
+ * samples of its neighbour, and its noisy 99th percentile made kvLength 256 1.5× more lenient
+ * than 128–255 on stories260K's 256-position canaries.
+ */
+export const positionBucket = (kvLength: number): number => Math.floor(Math.log2(Math.max(1, kvLength - 1)))
 
 /** The shift of a class at a KV length; unknown lengths get the largest (the most lenient). */
 export function shiftAt(c: DriftClass, kvLength: number | undefined): number {

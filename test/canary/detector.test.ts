@@ -10,6 +10,7 @@ import {
   InvalidDriftModelError,
   logDriftScore,
   parseDriftModel,
+  positionBucket,
   serializeDriftModel
 } from '../../canary/index.js'
 
@@ -108,7 +109,11 @@ describe('position-aware benign model (drift scored at its own KV length)', () =
   const late = Array.from({ length: 800 }, (_, i) => at(128 + (i % 128), -3.4))
   const aware = fitDriftModel([...early, ...late])
   const blind = fitDriftModel([...early, ...late].map(({ drift, wire }) => ({ drift, wire })))
-  it('fits a log shift per ⌊log2 kvLength⌋ bucket that grows with position', () => {
+  it('buckets a step by its last position: a 2^k-position canary fills buckets 0 .. k−1 whole', () => {
+    // kvLength = first position + rows, so the last row sits at kvLength − 1
+    expect([1, 2, 3, 4, 5, 128, 129, 255, 256, 257].map(positionBucket)).toEqual([0, 0, 1, 1, 2, 6, 7, 7, 7, 8])
+  })
+  it('fits a log shift per position bucket that grows with position', () => {
     const sh = aware.classes.f16.positionShift!
     expect(sh).toHaveLength(8)
     expect(sh[7] - sh[4]).toBeGreaterThan(0.45)
