@@ -180,17 +180,42 @@ describe('canaries in chained forwarding', () => {
     const nPos = Math.round(decoySteps.length * 0.4)
     const nNeg = Math.round((steps.length - decoySteps.length) * 0.4)
     const se = Math.sqrt((0.25 + (nPos - 1) * (1 / 3 - 0.25) + (nNeg - 1) * (1 / 3 - 0.25)) / (nPos * nNeg))
+    // That band treats steps as independent, but a session's steps are not: their positions
+    // follow from its length, so with ~8 decoy sessions which lengths they copied moves the
+    // score by itself (held-out means of 0.52-0.69 over repeated honest runs). Chance is what
+    // the same classifier scores when as many whole sessions as there are decoy sessions are
+    // labelled decoy at random (a permutation test over sessions); a score has to be outside
+    // both bands to count as a leak.
+    const sessions = [...new Set(steps.map((s) => s.sessionId))]
+    const pick = createRandom(77)
+    const nullScores = Array.from({ length: 200 }, () => {
+      const order = [...sessions]
+      for (let i = order.length - 1; i > 0; i--) {
+        const j = pick.int(i + 1)
+        ;[order[i], order[j]] = [order[j], order[i]]
+      }
+      const picked = new Set(order.slice(0, decoySessions))
+      const labelled = rows.map((r, i) => ({ f: r.f, y: picked.has(steps[i].sessionId) ? 1 : 0 }))
+      return [1, 2, 3].reduce((a, seed) => a + heldOutAuroc(labelled, seed), 0) / 3
+    })
+    // its 1st and 99th percentiles: an honest run fails about 2 % of the time by chance. With so
+    // few decoy sessions that band reaches ~0.8, so this check alone misses smaller leaks; the
+    // exact checks above cover the ones seen before (source, session-id format, session shape).
+    const sorted = [...nullScores].sort((a, b) => a - b)
+    const nullLow = sorted[Math.floor(0.01 * (sorted.length - 1))]
+    const nullHigh = sorted[Math.ceil(0.99 * (sorted.length - 1))]
     console.log(
       JSON.stringify({
         classifierAuroc: scores,
         chanceBand: 3.5 * se,
+        sessionPermutationRange: [nullLow, nullHigh],
         decoySessions,
         decoySteps: decoySteps.length,
         realSteps: steps.length - decoySteps.length
       })
     )
-    expect(mean).toBeGreaterThan(0.5 - 3.5 * se)
-    expect(mean).toBeLessThan(0.5 + 3.5 * se)
+    expect(mean).toBeGreaterThan(Math.min(0.5 - 3.5 * se, nullLow))
+    expect(mean).toBeLessThan(Math.max(0.5 + 3.5 * se, nullHigh))
   })
 
   it('a tampering first hop is caught through audits and routed around; its honest downstream is not blamed', {
