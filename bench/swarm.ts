@@ -2,7 +2,7 @@
  * Swarm benchmark: `npm run bench -- swarm --model FILE|SHAPE --peers N [--forwarding relay|chain|both]
  * [--gen-tokens 64] [--prompt-tokens 16] [--kernels auto|reference|wasm|native] [--threads N]
  * [--edge-first 1] [--edge-last 1] [--wire-dtype f32|f16|q8_0] [--dtype q8_0] [--seed 1]
- * [--busy-poll MS[,MS...]] [--node-threads N] [--repeats N]`.
+ * [--busy-poll MS[,MS...]] [--node-threads N] [--repeats N] [--warmup-tokens 256]`.
  *
  * Starts N real node processes on 127.0.0.1 splitting the remote blocks evenly, generates
  * greedily through them with the SDK, and prints one JSON object: decode tokens/s through the
@@ -215,6 +215,7 @@ export async function runSwarmBench(o: SwarmBenchOptions): Promise<Record<string
     nodeThreads,
     busyPollMs: busyPoll[0],
     repeats,
+    warmupTokens: Math.min(o.warmupTokens ?? 256, c.seqLen - o.promptTokens - 1),
     peers: o.peers,
     spans,
     edge: { first: o.edgeFirst, last: o.edgeLast },
@@ -247,7 +248,7 @@ export async function runSwarmBench(o: SwarmBenchOptions): Promise<Record<string
             const r = await throughSwarm(
               path,
               c.dim,
-              { ...o, genTokens: maxTokens, warmupTokens: Math.min(o.warmupTokens ?? 256, c.seqLen - o.promptTokens - 1) },
+              { ...o, genTokens: maxTokens, warmupTokens: result.warmupTokens as number },
               nodes,
               mode,
               prompt,
