@@ -24,7 +24,14 @@ import { parseArgs } from 'node:util'
 import { multiaddr } from '@multiformats/multiaddr'
 import { HopSession, type HopTarget } from '../client/index.js'
 import { type LocalNode, startLocalNode } from '../node/local-swarm.js'
-import { createHost, createMessageChannel, createSessionCaller, type DType, encodeTensor, SESSION_STREAM_LIMITS } from '../protocol/index.js'
+import {
+  createHost,
+  createMessageChannel,
+  createSessionCaller,
+  type DType,
+  encodeTensor,
+  SESSION_STREAM_LIMITS
+} from '../protocol/index.js'
 import { openModelFile } from '../shards/index.js'
 import { ECHO_PROTOCOL, SESSION_ECHO_PROTOCOL } from './hop-protocols.js'
 import { rawTcpRoundTrip } from './swarm-floor.js'
@@ -33,10 +40,11 @@ import { median, round } from './swarm-stats.js'
 const PEER = fileURLToPath(new URL('./hop-echo-peer.js', import.meta.url))
 const DEFAULT_MODEL = fileURLToPath(new URL('../../models/stories260K.gguf', import.meta.url))
 
-async function timed(rounds: number, gapMs: number, once: (i: number) => Promise<unknown>): Promise<number[]> {
-  for (let i = 0; i < 5; i++) await once(i) // warm up: JIT, first-use allocations
+/** `warmup` unmeasured calls (JIT, first-use allocations), then `rounds` timed ones; `i` counts on across both. */
+async function timed(rounds: number, gapMs: number, once: (i: number) => Promise<unknown>, warmup = 5): Promise<number[]> {
+  for (let i = 0; i < warmup; i++) await once(i)
   const ms: number[] = []
-  for (let i = 5; i < rounds + 5; i++) {
+  for (let i = warmup; i < rounds + warmup; i++) {
     if (gapMs > 0) await new Promise((r) => setTimeout(r, gapMs))
     const t0 = performance.now()
     await once(i)
@@ -79,25 +87,37 @@ export async function main(argv: string[]): Promise<void> {
 
     const echo = createMessageChannel(await host.dialProtocol(peerAddr, ECHO_PROTOCOL, SESSION_STREAM_LIMITS))
     const frame = new Uint8Array(bytes + 16) // about a step message's size
-    for (let i = 0; i < warmup; i++) {
-      await echo.write(frame)
-      await echo.read()
-    }
-    const libp2pEcho = await timed(rounds, gapMs, async () => {
-      await echo.write(frame)
-      await echo.read()
-    })
+    const libp2pEcho = await timed(
+      rounds,
+      gapMs,
+      async () => {
+        await echo.write(frame)
+        await echo.read()
+      },
+      warmup
+    )
 
     const caller = createSessionCaller(await host.dialProtocol(peerAddr, SESSION_ECHO_PROTOCOL, SESSION_STREAM_LIMITS))
-    for (let i = 0; i < warmup; i++)
-      await caller.call({ type: 'step', step: { sessionId: 'bench', stepId: i + 1, startPosition: 0, hidden: encodeTensor(row, [1, dim], wire), chain: false } })
-    const sessionEcho = await timed(rounds, gapMs, (i) =>
-      caller.call({ type: 'step', step: { sessionId: 'bench', stepId: i + 1, startPosition: 0, hidden: encodeTensor(row, [1, dim], wire), chain: false } })
+    const sessionEcho = await timed(
+      rounds,
+      gapMs,
+      (i) =>
+        caller.call({
+          type: 'step',
+          step: { sessionId: 'bench', stepId: i + 1, startPosition: 0, hidden: encodeTensor(row, [1, dim], wire), chain: false }
+        }),
+      warmup
     )
 
     const args = ['--kernels', values['node-kernels']!, '--threads', '1', '--announce-interval', '60000', '--max-sessions', '4']
     for (let i = 0; i < 3; i++) nodes.push(await startLocalNode({ model: values.model, layers: `${i}:${i + 1}`, args }))
-    const targets: HopTarget[] = nodes.map((n) => ({ peerId: n.peerId, addrs: n.addrs, start: n.layers[0], end: n.layers[1], wireDtype: wire }))
+    const targets: HopTarget[] = nodes.map((n) => ({
+      peerId: n.peerId,
+      addrs: n.addrs,
+      start: n.layers[0],
+      end: n.layers[1],
+      wireDtype: wire
+    }))
     const open = { modelId: nodes[0].modelId, maxLength: seqLen, wireDtype: wire }
 
     // warm-up sessions of up to seqLen - 10 steps each (a session cannot outgrow the context)
@@ -124,7 +144,14 @@ export async function main(argv: string[]): Promise<void> {
     const openChain = async (id: string): Promise<HopSession[]> => {
       const hops: HopSession[] = []
       for (let i = 2; i >= 0; i--) {
-        hops.unshift(await HopSession.open(host, targets[i], dim, { ...open, sessionId: id, next: targets[i + 1], upstream: targets[i - 1]?.peerId }))
+        hops.unshift(
+          await HopSession.open(host, targets[i], dim, {
+            ...open,
+            sessionId: id,
+            next: targets[i + 1],
+            upstream: targets[i - 1]?.peerId
+          })
+        )
       }
       return hops
     }
