@@ -4,6 +4,7 @@
  * with its bandwidth chosen by leave-one-out likelihood cross-validation (Duin 1976).
  */
 import { validateDrift } from './drift.js'
+import { kdeSum, kernelNorm, kernelShape } from './drift-kernel.js'
 import {
   checkFeatures,
   DEFAULT_FEATURES,
@@ -13,8 +14,6 @@ import {
   type DriftSample,
   driftFeatures,
   isAtom,
-  kdeSum,
-  kernelNorm,
   LOG_CEIL,
   MIN_BANDWIDTH,
   meanOf,
@@ -77,7 +76,8 @@ function fitClass(
   kv: (number | undefined)[],
   maxPoints: number,
   seed: number,
-  pos: { minSamples: number; q: number }
+  pos: { minSamples: number; q: number },
+  names: readonly DriftFeature[]
 ): DriftClass {
   const positionShift = fitShift(raw, kv, pos.minSamples, pos.q)
   const shifted = { positionShift } as DriftClass
@@ -112,18 +112,25 @@ function fitClass(
   const points = kept.flatMap((e) => e.f)
   const weights = kept.map((e) => e.w / total)
   let best = MIN_BANDWIDTH
+  let bestDiag: number | undefined
   let bestScore = Number.NEGATIVE_INFINITY
   if (kept.length > 2) {
-    // Leave-one-out likelihood cross-validation over the distinct points.
+    // Leave-one-out likelihood cross-validation over the distinct points, jointly over the
+    // bandwidth and (when relL2 and chord are both features) the one along their diagonal.
+    const pair = names.includes('relL2') && names.includes('chord')
     for (let h = MIN_BANDWIDTH; h <= 2; h *= 1.25) {
-      let score = 0
-      kept.forEach((e, i) => {
-        const f = kdeSum(points, weights, e.f, h, i) / ((1 - weights[i]) * kernelNorm(h, dims))
-        score += weights[i] * Math.log(f + 1e-300)
-      })
-      if (score > bestScore) {
-        bestScore = score
-        best = h
+      for (let ratio = 1; ratio <= (pair ? 64 : 1); ratio *= 1.5) {
+        const ks = kernelShape(h, pair ? h * ratio : undefined, names)
+        let score = 0
+        kept.forEach((e, i) => {
+          const f = kdeSum(points, weights, e.f, ks, i) / ((1 - weights[i]) * kernelNorm(ks, dims))
+          score += weights[i] * Math.log(f + 1e-300)
+        })
+        if (score > bestScore) {
+          bestScore = score
+          best = h
+          bestDiag = pair ? h * ratio : undefined
+        }
       }
     }
   }
@@ -139,6 +146,7 @@ function fitClass(
     points,
     weights: weights.map((w) => Math.round(w * 1e6) / 1e6),
     bandwidth: best,
+    ...(bestDiag !== undefined ? { diagonalBandwidth: Math.round(bestDiag * 1e4) / 1e4 } : {}),
     lower,
     atom,
     count: features.length,
@@ -175,7 +183,7 @@ export function fitDriftModel(samples: readonly DriftSample[], options: FitOptio
     }
   }
   const classes: Record<string, DriftClass> = {}
-  for (const [key, g] of groups) if (g.f.length >= 8) classes[key] = fitClass(g.f, g.kv, maxPoints, seed, pos)
+  for (const [key, g] of groups) if (g.f.length >= 8) classes[key] = fitClass(g.f, g.kv, maxPoints, seed, pos, features)
   const custom = features.join() !== DEFAULT_FEATURES.join() ? { features } : {}
   return { version: 1, kind: 'log-drift-kde', contamination, classes, ...custom, ...(options.note ? { note: options.note } : {}) }
 }

@@ -1,4 +1,5 @@
 import { type Drift, validateDrift } from './drift.js'
+import { type KernelShape, kdeSum, kernelNorm, kernelShape, scaledDist2 } from './drift-kernel.js'
 import { CanaryArgumentError, InvalidDriftModelError } from './errors.js'
 
 /*
@@ -26,6 +27,14 @@ import { CanaryArgumentError, InvalidDriftModelError } from './errors.js'
  * `features`): sparse tampering (a few values zeroed, coarse rounding of large values) moves the
  * largest difference far more than the L2 norm; the density is then a 3-D product-kernel KDE and
  * the tampering density uniform over the 3-D box (same construction, one more dimension).
+ * Benign drift is noise in no preferred direction, so its relative L2 and its chord are nearly
+ * equal: the benign cloud is a thin band along the diagonal relL2 = chord, decades long and
+ * ~0.01 decades wide. An isotropic kernel narrow enough for the band's width gives its far end
+ * no mass, and far-off drifts then rank by the distance to the nearest calibration point,
+ * whatever their direction: an honest outlier on the diagonal (larger noise) can outrank a
+ * tampering that moved relL2 alone (scale). The kernel therefore has its own bandwidth along the
+ * diagonal (`diagonalBandwidth`, a bandwidth matrix with the diagonal as one principal axis, as
+ * in Wand & Jones 1993), both chosen by the same cross-validation.
  */
 export type DriftFeature = 'relL2' | 'chord' | 'peak'
 export const DEFAULT_FEATURES: readonly DriftFeature[] = ['relL2', 'chord']
@@ -49,7 +58,10 @@ export interface DriftClass {
   readonly weights: number[]
   /** Share of samples with drift exactly 0 (identical outputs). */
   readonly atom: number
+  /** Kernel bandwidth (log10 units); across the relL2 = chord diagonal when diagonalBandwidth is set. */
   readonly bandwidth: number
+  /** Bandwidth along the diagonal relL2 = chord (both features present); absent: isotropic. */
+  readonly diagonalBandwidth?: number
   /** Lower edge of the benign bulk per feature (1st percentile of non-zero drifts minus one bandwidth). */
   readonly lower: number[]
   /** Samples the class was fitted on (points may be a thinned subset). */
@@ -102,31 +114,9 @@ export function driftFeatures(d: Drift, features: readonly DriftFeature[] = DEFA
   })
 }
 
-/** Squared distance of point `k` (stride D) to `x`. */
-function dist2(points: readonly number[], k: number, x: readonly number[]): number {
-  let s = 0
-  for (let d = 0; d < x.length; d++) {
-    const v = x[d] - points[k * x.length + d]
-    s += v * v
-  }
-  return s
-}
-
-export function kdeSum(
-  points: readonly number[],
-  weights: readonly number[],
-  x: readonly number[],
-  h: number,
-  skip = -1
-): number {
-  const inv = -0.5 / (h * h)
-  let s = 0
-  for (let k = 0; k < weights.length; k++) if (k !== skip) s += weights[k] * Math.exp(dist2(points, k, x) * inv)
-  return s
-}
-
-/** Gaussian kernel normalisation in D dimensions: (2π h²)^(D/2). */
-export const kernelNorm = (h: number, dims: number): number => (2 * Math.PI * h * h) ** (dims / 2)
+/** The kernel of a class under a model's features. */
+export const classKernel = (c: DriftClass, features?: readonly DriftFeature[]): KernelShape =>
+  kernelShape(c.bandwidth, c.diagonalBandwidth, features ?? DEFAULT_FEATURES)
 
 export function quantile(sorted: number[], q: number): number {
   return sorted[Math.min(sorted.length - 1, Math.max(0, Math.floor(q * (sorted.length - 1))))]
@@ -170,8 +160,8 @@ export function densityRatio(model: DriftModel, drift: Drift, wire?: string, kvL
   const x = x0.map((v) => v - shift)
   const t = tamperDensity(c, x)
   const fT = t.inRegion ? Math.exp(t.logFT) : 0
-  const h = c.bandwidth
-  const kde = c.points.length > 0 ? kdeSum(c.points, c.weights, x, h) / kernelNorm(h, x.length) : 0
+  const ks = classKernel(c, model.features)
+  const kde = c.points.length > 0 ? kdeSum(c.points, c.weights, x, ks) / kernelNorm(ks, x.length) : 0
   const eps = model.contamination
   const fB = (1 - c.atom) * (1 - eps) * kde + eps * fT
   return fB > 0 ? fT / fB : 0
@@ -195,18 +185,18 @@ export function logDriftScore(model: DriftModel, drift: Drift, wire?: string, kv
   const x = x0.map((v) => v - shift)
   const { logFT, inRegion } = tamperDensity(c, x)
   if (!inRegion) return Number.NEGATIVE_INFINITY
-  const h = c.bandwidth
+  const ks = classKernel(c, model.features)
   let top = Number.NEGATIVE_INFINITY
   const terms: number[] = []
   for (let k = 0; k < c.weights.length; k++) {
-    const t = Math.log(c.weights[k]) - dist2(c.points, k, x) / (2 * h * h)
+    const t = Math.log(c.weights[k]) - 0.5 * scaledDist2(c.points, k, x, ks)
     terms.push(t)
     if (t > top) top = t
   }
   if (!Number.isFinite(top)) return Number.POSITIVE_INFINITY
   let sum = 0
   for (const t of terms) sum += Math.exp(t - top)
-  const logKde = top + Math.log(sum) - Math.log(kernelNorm(h, x.length))
+  const logKde = top + Math.log(sum) - Math.log(kernelNorm(ks, x.length))
   return logFT - Math.log(Math.max(1e-300, 1 - c.atom)) - logKde
 }
 
@@ -236,6 +226,7 @@ export function parseDriftModel(json: string | unknown): DriftModel {
       c.atom <= 1 &&
       c.points.every((v) => typeof v === 'number' && Number.isFinite(v)) &&
       c.bandwidth > 0 &&
+      (c.diagonalBandwidth === undefined || (typeof c.diagonalBandwidth === 'number' && c.diagonalBandwidth > 0)) &&
       Array.isArray(c.lower) &&
       c.lower.length === dims &&
       c.lower.every(Number.isFinite) &&

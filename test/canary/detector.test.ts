@@ -39,6 +39,41 @@ describe('fitDriftModel', () => {
   })
 })
 
+describe('diagonal bandwidth (benign drift is a band along relL2 = chord)', () => {
+  // Benign drift spread over decades along the diagonal (noise of any size, no direction), a
+  // few hundredths of a decade across it.
+  const band = Array.from({ length: 600 }, () => {
+    const rel = 10 ** (-4 + 0.5 * rnd.normal())
+    const chord = rel * 10 ** (0.01 * rnd.normal())
+    return { drift: { relL2: rel, cosine: (chord * chord) / 2, maxAbs: rel }, wire: 'f32' }
+  })
+  const m = fitDriftModel(band)
+  const c = m.classes.f32
+  const top = Math.max(...band.map((b) => b.drift.relL2))
+  // an honest outlier: 4× the largest calibration noise, still on the diagonal (0.85 decades
+  // from the nearest calibration point)
+  const outlier = drift(10 ** 0.6 * top)
+  // a scaled output: relL2 5× the largest benign one, direction almost kept (chord half the
+  // largest benign one): 0.76 decades from the nearest calibration point, 0.71 across the band
+  const chord = 10 ** -0.3 * top
+  const scaled: Drift = { relL2: 10 ** 0.7 * top, cosine: (chord * chord) / 2, maxAbs: top }
+  it('is chosen by cross-validation longer than the bandwidth across', () => {
+    expect(c.diagonalBandwidth).toBeGreaterThan(2 * c.bandwidth)
+    expect(parseDriftModel(serializeDriftModel(m)).classes.f32.diagonalBandwidth).toBe(c.diagonalBandwidth)
+    const bad = JSON.parse(serializeDriftModel(m))
+    bad.classes.f32.diagonalBandwidth = -1
+    expect(() => parseDriftModel(bad)).toThrow(InvalidDriftModelError)
+  })
+  it('ranks a drift off the diagonal above a larger honest outlier along it', () => {
+    expect(logDriftScore(m, scaled, 'f32')).toBeGreaterThan(logDriftScore(m, outlier, 'f32'))
+    // With one isotropic bandwidth both are far from every calibration point and the outlier,
+    // the farther one, ranks first: the miss the diagonal bandwidth removes.
+    const { diagonalBandwidth: _, ...iso } = c
+    const isotropic = { ...m, classes: { ...m.classes, f32: iso } }
+    expect(logDriftScore(isotropic, scaled, 'f32')).toBeLessThan(logDriftScore(isotropic, outlier, 'f32'))
+  })
+})
+
 describe('logDriftScore (the per-canary score before the ε cap)', () => {
   it('agrees with the capped ratio in the benign bulk and keeps ordering far-off drifts the cap ties', () => {
     for (const rel of [8e-5, 1e-4, 2e-4]) {
