@@ -17,13 +17,16 @@ const BENCHES: Record<string, () => Promise<BenchMain>> = {
     console.log(JSON.stringify(runKernelBench({ quick: argv.includes('--quick') }), null, 2))
   },
   swarm: async () => (await import('./swarm.js')).main,
+  'swarm-canary': async () => (await import('./swarm-canary.js')).main,
   wire: async () => (await import('./wire.js')).main
 }
 
 const [name, ...rest] = process.argv.slice(2)
 const load = name === undefined ? undefined : BENCHES[name]
 if (!load) {
-  process.stderr.write(`usage: npm run bench -- <${Object.keys(BENCHES).join('|')}> [options]  (${availableParallelism()} cores here)\n`)
+  process.stderr.write(
+    `usage: npm run bench -- <${Object.keys(BENCHES).join('|')}> [options]  (${availableParallelism()} cores here)\n`
+  )
   process.exitCode = 2
 } else {
   try {

@@ -67,7 +67,7 @@ export interface SwarmBenchOptions {
 }
 
 /** A model file path, writing a random-weight GGUF for a shape name once. */
-function resolveModel(o: SwarmBenchOptions): { path: string; shape?: string } {
+export function resolveModel(o: Pick<SwarmBenchOptions, 'model' | 'dtype' | 'seed'>): { path: string; shape?: string } {
   if (existsSync(o.model)) return { path: o.model }
   const shape = parseShape(o.model)
   const path = join(tmpdir(), `layerswarm-bench-${shape.name}-${o.dtype}-s${o.seed}.gguf`)
@@ -87,7 +87,7 @@ export function evenSpans(from: number, to: number, peers: number): Array<[numbe
 }
 
 /** A prompt text that encodes to `n` tokens: pieces spread over the vocabulary, each kept if it adds exactly one. */
-function promptText(model: ModelFile, n: number): string {
+export function promptText(model: ModelFile, n: number): string {
   const tokenizer = createTokenizer(model.vocabulary!)
   const v = model.config.vocabSize
   const count = (text: string): number => tokenizer.encode(text).length

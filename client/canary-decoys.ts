@@ -195,6 +195,15 @@ export class DecoyPool {
     }
   }
 
+  /**
+   * A decoy whose plan is done: closed once `after` settles (its last steps' audits and scoring),
+   * as a real session closes after its last audits; a later probe opens a new one.
+   */
+  retire(key: string, decoy: Decoy, after: Promise<unknown>): void {
+    if (this.decoys.get(key) === decoy) this.decoys.delete(key)
+    after.finally(() => closeDecoy(decoy).catch(() => {}))
+  }
+
   async closeAll(): Promise<void> {
     const all = [...this.decoys.values()]
     this.decoys.clear()

@@ -18,6 +18,7 @@ import {
 } from '../canary/index.js'
 import type { DType, Host, Receipt } from '../protocol/index.js'
 import type { Kernels, ModelFile } from '../shards/index.js'
+import { AuditBatcher } from './audit-batch.js'
 import { CanaryMaterial, type Decoy, DecoyPool } from './canary-decoys.js'
 import type { CanaryEvidence, CanaryOptions, CanaryPeerReport, StepContext } from './canary-types.js'
 import { ChainedDecoy } from './chained-decoy.js'
@@ -49,6 +50,8 @@ export class CanaryMonitor {
   private readonly material: CanaryMaterial
   private readonly pool: DecoyPool
   private readonly inflight = new Map<string, Promise<void>>()
+  /** Chained decoys' scoring, per decoy in step order, waiting for their audit rounds. */
+  private readonly scoring = new Map<string, Promise<void>>()
   private readonly newlyExcluded: string[] = []
   private readonly sent = new Map<string, number>()
   private readonly last = new Map<string, Drift>()
@@ -64,6 +67,8 @@ export class CanaryMonitor {
   readonly receipts = new ReceiptLedger(this.replays)
   /** Canary and real steps seen (for the overhead report). */
   readonly counts = { realSteps: 0, canarySteps: 0, canaryComputeMs: 0 }
+  /** Audits of chained steps (real and decoy alike), sent in rounds. */
+  readonly audits: AuditBatcher
 
   constructor(
     private readonly host: Host,
@@ -92,6 +97,7 @@ export class CanaryMonitor {
       onBuild: options.onBuild
     })
     this.pool = new DecoyPool(this.material)
+    this.audits = new AuditBatcher(options.auditEvery)
   }
 
   /** Positions per canary: how long a decoy session can run. */
@@ -153,7 +159,10 @@ export class CanaryMonitor {
    */
   async settle(sessionId?: string): Promise<string[]> {
     if (sessionId !== undefined) this.material.endSession(sessionId)
-    await Promise.all(this.inflight.values())
+    await this.audits.drain(async () => {
+      await Promise.all(this.inflight.values())
+      await Promise.all(this.scoring.values())
+    })
     return this.takeExcluded()
   }
 
@@ -215,22 +224,42 @@ export class CanaryMonitor {
     const set = this.setFor(route[0].start)
     const { out, position, rows, stepId } = await this.pool.stepDecoy(key, decoy, async ({ startPosition, rows }, stepId) => {
       const input = inputFor(set, decoy.canary, startPosition, rows)
-      const got = await decoy.chain!.step(stepId, startPosition, input, set.dim, this.receipts, ctx.signal)
+      const audit = this.audits.audit.bind(this.audits, 'decoy')
+      const got = await decoy.chain!.step(stepId, startPosition, input, set.dim, this.receipts, audit, ctx.signal)
       return { out: got, position: startPosition, rows, stepId }
     })
     this.counts.canarySteps += route.length
     this.counts.canaryComputeMs += out.computeMs
-    const verdicts: PeerVerdict[] = []
-    for (let i = 0; i < Math.min(route.length, decoy.taintedFrom + 1); i++) {
-      const reference = referenceFor(set, decoy.canary, route[i].end, position, rows)
-      verdicts.push(this.score(route[i], decoy, stepId, position, rows, out.outputs[i], reference, out.receipts[i]))
-      if (
-        decoy.taintedFrom === route.length &&
-        densityRatio(this.benign, driftMetrics(out.outputs[i], reference), driftKey(this.wireOf(route[i])), position + rows) > 1
+    // Scored once the middle hops' outputs come with their audit round, in the decoy's step order
+    // (a hop found tampering taints the inputs of the hops after it for the rest of the decoy).
+    const scored = (this.scoring.get(key) ?? Promise.resolve())
+      .then(async () => {
+        const outputs = [...(await out.middle), out.last]
+        for (let i = 0; i < Math.min(route.length, decoy.taintedFrom + 1); i++) {
+          const reference = referenceFor(set, decoy.canary, route[i].end, position, rows)
+          const v = this.score(route[i], decoy, stepId, position, rows, outputs[i], reference, out.receipts[i])
+          if (v.excluded && v.excludedAfter === v.observations) this.newlyExcluded.push(v.peerId)
+          if (
+            decoy.taintedFrom === route.length &&
+            densityRatio(this.benign, driftMetrics(outputs[i], reference), driftKey(this.wireOf(route[i])), position + rows) > 1
+          )
+            decoy.taintedFrom = i
+        }
+      })
+      .catch((err: Error) =>
+        this.options.log?.({ event: 'canary-error', key, code: (err as { code?: string }).code, message: err.message })
       )
-        decoy.taintedFrom = i
+    this.scoring.set(key, scored)
+    scored.finally(() => {
+      if (this.scoring.get(key) === scored) this.scoring.delete(key)
+    })
+    if (decoy.next >= decoy.steps.length) {
+      // The decoy's session ends here: as a real one's end does (RemotePipeline.close), its last
+      // audits go out now, in a round for every session, and the session closes after them.
+      this.audits.round()
+      this.pool.retire(key, decoy, scored)
     }
-    return verdicts
+    return []
   }
 
   /** The wire dtype a hop was negotiated (a decoy uses it, as the real session does). */

@@ -20,6 +20,12 @@ export interface CanaryOptions {
    * max length), capped by the model context). Decoys copy real sessions' lengths up to this.
    */
   readonly length?: number
+  /**
+   * Chained forwarding: real chained steps per audit round (default 4, at most 8). Every chained
+   * step's middle hops are audited, real and decoy alike; the audits go out together each round
+   * (client/audit-batch.ts), and a decoy's middle hops are scored when its round comes back.
+   */
+  readonly auditEvery?: number
 }
 
 /** The real session the canaries mix into: its forwarding mode and max length (decoys copy them). */

@@ -77,8 +77,8 @@ export class ChainedDecoy {
 
   /**
    * One chained step: enters at the first hop, the last hop's output is awaited, receipts of every
-   * hop are checked (hash chain from what was sent to what came back), then the middle hops are
-   * audited. Returns each hop's output in route order, with the receipts.
+   * hop are checked (hash chain from what was sent to what came back), and the middle hops' audit
+   * is queued. Returns the last hop's output, the middle hops' (when audited), and the receipts.
    */
   async step(
     stepId: number,
@@ -86,6 +86,13 @@ export class ChainedDecoy {
     input: Float32Array,
     dim: number,
     ledger: ReceiptLedger,
+    audit: (
+      hops: readonly HopSession[],
+      sessionId: string,
+      stepId: number,
+      rows: number,
+      receipts: readonly Receipt[]
+    ) => Promise<Float32Array[]>,
     signal?: AbortSignal
   ) {
     const rows = input.length / dim
@@ -98,9 +105,12 @@ export class ChainedDecoy {
     const got = await Promise.race([result, ack.failed])
     first.settle(ack.requestId)
     await ledger.check(this.route, this.sessionId, stepId, got.receipts, ack.sent, got.received)
-    const middle = await auditChainedStep(this.hops, this.sessionId, stepId, rows, got.receipts, signal)
+    // the middle hops' outputs come with the next audit round (audit-batch.ts)
+    const middle = audit(this.hops, this.sessionId, stepId, rows, got.receipts)
+    middle.catch(() => {})
     return {
-      outputs: [...middle, got.hidden],
+      last: got.hidden,
+      middle,
       receipts: got.receipts,
       computeMs: got.timings.reduce((s, t) => s + t.computeMs, 0)
     }

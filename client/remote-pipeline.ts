@@ -2,7 +2,6 @@ import { type Host, RemoteError } from '../protocol/index.js'
 import type { BlockPipeline } from '../shards/index.js'
 import { HopSession, type HopTarget } from './hop.js'
 import type { CanaryMonitor } from './canary-monitor.js'
-import { auditChainedStep } from './chained-decoy.js'
 import { BadReceiptError, ReceiptLedger } from './receipts.js'
 import { NoRouteError } from './route.js'
 import { SnapshotKeeper } from './snapshots.js'
@@ -163,7 +162,9 @@ export class RemotePipeline implements BlockPipeline {
 
   async close(): Promise<void> {
     this.releaseChecks()
-    await Promise.all(this.offPath)
+    // the last steps' audits go out now rather than with a later round
+    const audits = this.init.canaries?.audits
+    await (audits ? audits.drain(() => Promise.all(this.offPath)) : Promise.all(this.offPath))
     // Canary steps run beside the real ones: a conviction landing after the last step still counts.
     const late = (await this.init.canaries?.settle(this.init.sessionId)) ?? []
     if (late.length > 0) this.exclude(late)
@@ -335,7 +336,7 @@ export class RemotePipeline implements BlockPipeline {
         await this.receipts.check(route, id, stepId, got.receipts, ack.sent, got.received)
         // With canaries on, every chained step's middle hops are audited, as decoy steps are, so
         // an audit does not single out a decoy (chained-decoy.ts); a false answer poisons the route.
-        if (this.init.canaries) await auditChainedStep(hops, id, stepId, rows, got.receipts, this.timeout(signal))
+        if (this.init.canaries) await this.init.canaries.audits.audit('real', hops, id, stepId, rows, got.receipts)
       })
       .catch((err) => {
         if (err instanceof BadReceiptError) this.poisoned ??= err

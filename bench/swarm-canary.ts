@@ -1,0 +1,159 @@
+/**
+ * What canaries cost a real swarm's decode: `npm run bench -- swarm-canary --model FILE|SHAPE
+ * [--peers 3] [--forwarding chain|relay] [--gen-tokens 256] [--rounds 5] [--threads N]`.
+ *
+ * Starts N real node processes on 127.0.0.1 (as `bench swarm`) and measures, in interleaved
+ * rounds on the same warm nodes, decode tokens/s of greedy generations from:
+ *  - `off`: a long-lived client with canaries off;
+ *  - `trusted`: a long-lived client with canaries at the default rate, its peers past start-up
+ *    (warmed with one generation first), as a client that keeps running sees them;
+ *  - `newClient`: a new client with default canaries each round, so its start-up burst against
+ *    every peer (new peers get more canaries, canary/adaptive-rate.ts) falls in the measured
+ *    generation; its canary set is built before the clock starts (a client does that once).
+ * The cost is 1 − (rate with canaries / rate without) per round, the median reported: the
+ * issue's target is under 5 % of decode throughput at the default rate. Prints one JSON object.
+ */
+import { availableParallelism } from 'node:os'
+import { parseArgs } from 'node:util'
+import { type LayerswarmClient as Client, createClient, type Forwarding } from '../client/index.js'
+import { type LocalNode, startLocalNode } from '../node/local-swarm.js'
+import { openModelFile, selectKernels } from '../shards/index.js'
+import { evenSpans, promptText, resolveModel } from './swarm.js'
+import { decodeRate } from './swarm-single.js'
+import { median, round } from './swarm-stats.js'
+
+interface Options {
+  readonly model: string
+  readonly peers: number
+  readonly forwarding: Forwarding
+  readonly genTokens: number
+  readonly rounds: number
+  readonly threads: number
+}
+
+async function decode(client: Client, prompt: string, maxTokens: number) {
+  const times: number[] = []
+  const it = client.stream(prompt, { maxTokens, temperature: 0 })
+  let r = await it.next()
+  while (!r.done) {
+    times.push(performance.now())
+    r = await it.next()
+  }
+  const sent = r.value.report.canaries.reduce((n: number, p: { canariesSent: number }) => n + p.canariesSent, 0)
+  return { rate: decodeRate(times), tokens: r.value.tokens, canariesSent: sent, excluded: r.value.report.excludedPeers.length }
+}
+
+export async function runSwarmCanaryBench(o: Options): Promise<Record<string, unknown>> {
+  const { path } = resolveModel({ model: o.model, dtype: 'q8_0', seed: 1 })
+  const model = openModelFile(path)
+  const c = model.config
+  const prompt = promptText(model, 16)
+  model.close()
+  const maxTokens = Math.min(o.genTokens, c.seqLen - 17)
+  const spans = evenSpans(1, c.nLayers - 1, o.peers)
+  const nodes: LocalNode[] = []
+  const kernels = selectKernels({ kind: 'auto', threads: o.threads })
+  const clients: Client[] = []
+  const open = async (canaries: boolean): Promise<Client> => {
+    const client = await createClient({
+      bootstrap: nodes.map((n) => n.addrs[0]),
+      model: path,
+      forwarding: o.forwarding,
+      kernels,
+      routeTimeoutMs: 60_000,
+      stepTimeoutMs: 120_000,
+      ...(canaries ? {} : { canaries: false as const })
+    })
+    clients.push(client)
+    return client
+  }
+  try {
+    const args = ['--threads', String(o.threads)]
+    nodes.push(await startLocalNode({ model: path, layers: `${spans[0][0]}:${spans[0][1]}`, args, startTimeoutMs: 600_000 }))
+    for (const [a, b] of spans.slice(1))
+      nodes.push(
+        await startLocalNode({ model: path, layers: `${a}:${b}`, bootstrap: [nodes[0].addrs[0]], args, startTimeoutMs: 600_000 })
+      )
+    const off = await open(false)
+    const trusted = await open(true)
+    // JIT on every side, routes, and the trusted client's start-up burst
+    await decode(off, prompt, maxTokens)
+    await decode(trusted, prompt, maxTokens)
+    const rounds: Array<Record<string, number>> = []
+    let sameTokens = true
+    for (let r = 0; r < o.rounds; r++) {
+      const fresh = await open(true)
+      // builds its canary set (once per client) before the clock starts
+      await decode(fresh, prompt, 2)
+      const a = await decode(off, prompt, maxTokens)
+      const t = await decode(trusted, prompt, maxTokens)
+      const n = await decode(fresh, prompt, maxTokens)
+      sameTokens &&= [t, n].every((x) => x.tokens.join() === a.tokens.join())
+      rounds.push({
+        off: round(a.rate, 2),
+        trusted: round(t.rate, 2),
+        newClient: round(n.rate, 2),
+        trustedCanaries: t.canariesSent,
+        newClientCanaries: n.canariesSent,
+        excluded: t.excluded + n.excluded
+      })
+      await fresh.close()
+      clients.splice(clients.indexOf(fresh), 1)
+    }
+    const cost = (k: 'trusted' | 'newClient') => round(median(rounds.map((x) => 1 - x[k] / x.off)))
+    return {
+      bench: 'swarm-canary',
+      model: path,
+      config: { dim: c.dim, layers: c.nLayers },
+      peers: o.peers,
+      spans,
+      forwarding: o.forwarding,
+      genTokens: maxTokens,
+      threads: o.threads,
+      decodeTokensPerSecond: {
+        off: round(median(rounds.map((x) => x.off)), 2),
+        trusted: round(median(rounds.map((x) => x.trusted)), 2),
+        newClient: round(median(rounds.map((x) => x.newClient)), 2)
+      },
+      // 1 − rate with canaries / rate without, median over interleaved rounds
+      canaryCost: { trusted: cost('trusted'), newClient: cost('newClient'), target: 0.05 },
+      sameTokens,
+      rounds
+    }
+  } finally {
+    await Promise.all(clients.map((x) => x.close()))
+    kernels.close?.()
+    await Promise.all(nodes.map((n) => n.stop()))
+  }
+}
+
+export async function main(argv: string[]): Promise<void> {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      model: { type: 'string' },
+      peers: { type: 'string', default: '3' },
+      forwarding: { type: 'string', default: 'chain' },
+      'gen-tokens': { type: 'string', default: '256' },
+      rounds: { type: 'string', default: '5' },
+      threads: { type: 'string' }
+    }
+  })
+  const int = (name: string, v: string | undefined, min: number): number => {
+    const n = Number(v)
+    if (!Number.isInteger(n) || n < min) throw new Error(`bench swarm-canary: --${name} must be an integer >= ${min}`)
+    return n
+  }
+  if (!values.model) throw new Error('bench swarm-canary: --model FILE or a shape (110m, 1.1b, ...) is required')
+  if (values.forwarding !== 'chain' && values.forwarding !== 'relay')
+    throw new Error('bench swarm-canary: --forwarding chain|relay')
+  const result = await runSwarmCanaryBench({
+    model: values.model,
+    peers: int('peers', values.peers, 1),
+    forwarding: values.forwarding,
+    genTokens: int('gen-tokens', values['gen-tokens'], 2),
+    rounds: int('rounds', values.rounds, 1),
+    threads: values.threads === undefined ? availableParallelism() : int('threads', values.threads, 1)
+  })
+  console.log(JSON.stringify(result, null, 2))
+}
