@@ -10,12 +10,23 @@
 import { createHost, createMessageChannel, serveSessionStream, SESSION_STREAM_LIMITS } from '../protocol/index.js'
 import { ECHO_PROTOCOL, SESSION_ECHO_PROTOCOL } from './hop-protocols.js'
 
+// LAYERSWARM_HOP_THRASH_MB: after answering, stream that many MB through the caches (as a hop's
+// kernels do between two of its steps), so the next message finds this process's caches cold.
+const thrashBytes = Number(process.env.LAYERSWARM_HOP_THRASH_MB ?? 0) * 2 ** 20
+const thrashBuffer = thrashBytes > 0 ? Buffer.alloc(thrashBytes) : undefined
+const thrash = (): void => {
+  if (thrashBuffer) setImmediate(() => thrashBuffer.indexOf(255))
+}
+
 const host = await createHost({ pubsub: false })
 await host.handle(
   ECHO_PROTOCOL,
   async (stream) => {
     const channel = createMessageChannel(stream)
-    for (let frame = await channel.read(); frame !== undefined; frame = await channel.read()) await channel.write(frame)
+    for (let frame = await channel.read(); frame !== undefined; frame = await channel.read()) {
+      await channel.write(frame)
+      thrash()
+    }
     await channel.close()
   },
   SESSION_STREAM_LIMITS
@@ -26,6 +37,7 @@ await host.handle(
     serveSessionStream(stream, async (req) => {
       if (req.type !== 'step') throw new Error('steps only')
       const s = req.step
+      thrash()
       return { type: 'result', result: { sessionId: s.sessionId, stepId: s.stepId, hidden: s.hidden, timings: [], receipts: [] } }
     }),
   SESSION_STREAM_LIMITS

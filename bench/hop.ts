@@ -1,5 +1,5 @@
 /**
- * `npm run bench -- hop [--model FILE] [--rounds N] [--gap-ms MS] [--wire f32|f16|q8_0] [--node-kernels KIND]`: the
+ * `npm run bench -- hop [--model FILE] [--rounds N] [--gap-ms MS] [--thrash-mb N] [--wire f32|f16|q8_0] [--node-kernels KIND]`: the
  * round trip of one activation row through each layer of a swarm hop, measured in one run so
  * the differences are the cost of each layer (medians in ms, JSON):
  *
@@ -13,6 +13,9 @@
  *                 client), until the client holds the output
  *
  * `--gap-ms` sleeps between round trips, as a client computing its own blocks would.
+ * `--thrash-mb N` streams N MB through the caches before each timed round trip, in this process
+ * and (after it answers) in the echo peer, as a hop's kernels do between its steps (libp2pEcho
+ * and sessionEcho are cold on both ends; nodeStep and chain3 on the client's only; rawTcp never).
  * `--warmup N` (default 2000) round trips of each kind run first, unmeasured: V8 runs the
  * libp2p stack's code interpreted until it has seen it about a thousand times (a cold loopback
  * echo takes ~0.6 ms, a warm one ~0.17 ms), and a node daemon is warm after minutes of serving.
@@ -41,11 +44,16 @@ const PEER = fileURLToPath(new URL('./hop-echo-peer.js', import.meta.url))
 const DEFAULT_MODEL = fileURLToPath(new URL('../../models/stories260K.gguf', import.meta.url))
 
 /** `warmup` unmeasured calls (JIT, first-use allocations), then `rounds` timed ones; `i` counts on across both. */
+/** `--thrash-mb`: a buffer streamed through the caches before each timed call (see main). */
+let thrashBuffer: Buffer | undefined
+
+/** `warmup` unmeasured calls (JIT, first-use allocations), then `rounds` timed ones; `i` counts on across both. */
 async function timed(rounds: number, gapMs: number, once: (i: number) => Promise<unknown>, warmup = 5): Promise<number[]> {
   for (let i = 0; i < warmup; i++) await once(i)
   const ms: number[] = []
   for (let i = warmup; i < rounds + warmup; i++) {
     if (gapMs > 0) await new Promise((r) => setTimeout(r, gapMs))
+    thrashBuffer?.indexOf(255)
     const t0 = performance.now()
     await once(i)
     ms.push(performance.now() - t0)
@@ -61,6 +69,7 @@ export async function main(argv: string[]): Promise<void> {
       rounds: { type: 'string', default: '200' },
       warmup: { type: 'string', default: '2000' },
       'gap-ms': { type: 'string', default: '0' },
+      'thrash-mb': { type: 'string', default: '0' },
       wire: { type: 'string', default: 'f32' },
       'node-kernels': { type: 'string', default: 'reference' }
     }
@@ -69,6 +78,15 @@ export async function main(argv: string[]): Promise<void> {
   const warmup = Number(values.warmup)
   if (!Number.isInteger(warmup) || warmup < 0) throw new Error('--warmup must be an integer >= 0')
   const gapMs = Number(values['gap-ms'])
+  // Stream this many MB through the caches before each timed round trip, here and (after each
+  // answer) in the echo peer: a hop's kernels stream its weights between two of its steps, so in
+  // a swarm every message meets caches the kernels have just emptied.
+  const thrashMb = Number(values['thrash-mb'])
+  if (!(thrashMb >= 0)) throw new Error('--thrash-mb must be a number >= 0')
+  if (thrashMb > 0) {
+    thrashBuffer = Buffer.alloc(Math.round(thrashMb * 2 ** 20))
+    process.env.LAYERSWARM_HOP_THRASH_MB = String(thrashMb)
+  }
   const wire = values.wire as DType
   const model = openModelFile(values.model!)
   const { dim, seqLen } = model.config
