@@ -41,9 +41,22 @@ export interface PeerVerdict {
   readonly maxDensityRatio: number
 }
 
+/** One peer's evidence, as `records()` gives it and `restore()` takes it back (a trust file). */
+export interface DetectorRecord {
+  readonly peerId: string
+  /** Summed log-likelihood ratio per tamper rate of the detector's grid, in its order. */
+  readonly sums: readonly number[]
+  readonly observations: number
+  readonly maxDensityRatio: number
+  readonly excluded: boolean
+  readonly excludedAfter?: number
+}
+
 export interface Detector {
   readonly prior: number
   readonly bound: number
+  /** The tamper rates r of the composite alternative (a record's sums are in this order). */
+  readonly rates: readonly number[]
   /**
    * Add one canary's drift for a peer (under wire dtype `wire`, when the model knows it), scored
    * against benign drift at the step's KV length `kvLength` (first position + rows) when given.
@@ -55,6 +68,14 @@ export interface Detector {
   report(): PeerVerdict[]
   /** Forget a peer's evidence (not its exclusion). */
   forget(peerId: string): void
+  /** Every peer's evidence so far. */
+  records(): DetectorRecord[]
+  /**
+   * Take back evidence from records() of a detector with the same benign model and rates (a
+   * client carrying its peers' records across runs); a peer with evidence here keeps its own.
+   * Throws CanaryArgumentError, restoring nothing, on a malformed record.
+   */
+  restore(records: readonly DetectorRecord[]): void
 }
 
 interface PeerState {
@@ -113,9 +134,28 @@ export function createDetector(options: DetectorOptions): Detector {
     }
   }
 
+  const checkRecord = (r: DetectorRecord): void => {
+    const count = (x: unknown): boolean => Number.isInteger(x) && (x as number) >= 0
+    const ok =
+      r &&
+      typeof r.peerId === 'string' &&
+      r.peerId.length > 0 &&
+      Array.isArray(r.sums) &&
+      r.sums.length === rates.length &&
+      r.sums.every((v) => typeof v === 'number' && Number.isFinite(v)) &&
+      count(r.observations) &&
+      typeof r.maxDensityRatio === 'number' &&
+      r.maxDensityRatio >= 0 &&
+      typeof r.excluded === 'boolean' &&
+      (r.excludedAfter === undefined || count(r.excludedAfter))
+    if (!ok)
+      throw new CanaryArgumentError(`malformed detector record${r && typeof r.peerId === 'string' ? ` for ${r.peerId}` : ''}`)
+  }
+
   return {
     prior,
     bound,
+    rates,
     observe(peerId, drift, wire, kvLength) {
       checkId(peerId)
       const ratio = densityRatio(benign, drift, wire, kvLength)
@@ -152,6 +192,30 @@ export function createDetector(options: DetectorOptions): Detector {
       s.sums.fill(0)
       s.n = 0
       s.maxRatio = 0
+    },
+    records() {
+      return [...peers].map(([peerId, s]) => ({
+        peerId,
+        sums: [...s.sums],
+        observations: s.n,
+        maxDensityRatio: s.maxRatio,
+        excluded: s.excluded,
+        ...(s.excludedAfter !== undefined ? { excludedAfter: s.excludedAfter } : {})
+      }))
+    },
+    restore(records) {
+      if (!Array.isArray(records)) throw new CanaryArgumentError('records must be an array')
+      for (const r of records) checkRecord(r)
+      for (const r of records) {
+        if (peers.has(r.peerId)) continue
+        peers.set(r.peerId, {
+          sums: Float64Array.from(r.sums),
+          n: r.observations,
+          excluded: r.excluded,
+          maxRatio: r.maxDensityRatio,
+          ...(r.excludedAfter !== undefined ? { excludedAfter: r.excludedAfter } : {})
+        })
+      }
     }
   }
 }

@@ -25,6 +25,7 @@ import { ChainedDecoy } from './chained-decoy.js'
 import { HopSession, type HopTarget } from './hop.js'
 import { ReceiptLedger } from './receipts.js'
 import { ReplayIndex } from './replay-index.js'
+import { detectorFingerprint, loadTrust, saveTrust } from './trust-file.js'
 
 export type { CanaryEvidence, CanaryOptions, CanaryPeerReport, StepContext } from './canary-types.js'
 
@@ -69,6 +70,10 @@ export class CanaryMonitor {
   readonly counts = { realSteps: 0, canarySteps: 0, canaryComputeMs: 0 }
   /** Audits of chained steps (real and decoy alike), sent in rounds. */
   readonly audits: AuditBatcher
+  /** Peers the trust file says were convicted (the client keeps them out of routes). */
+  readonly restoredExcluded: string[] = []
+  /** The trust file to write at close (unset when there is none, or it could not be read). */
+  private trustFile?: string
 
   constructor(
     private readonly host: Host,
@@ -98,6 +103,25 @@ export class CanaryMonitor {
     })
     this.pool = new DecoyPool(this.material)
     this.audits = new AuditBatcher(options.auditEvery)
+    if (options.trustFile !== undefined) this.restoreTrust(options.trustFile)
+  }
+
+  private restoreTrust(path: string): void {
+    try {
+      const records = loadTrust(path, this.modelId, detectorFingerprint(this.benign, this.detector))
+      this.detector.restore(records)
+      for (const r of records) if (r.excluded) this.restoredExcluded.push(r.peerId)
+      this.trustFile = path
+      this.options.log?.({ event: 'trust-file', path, peers: records.length, excluded: this.restoredExcluded.length })
+    } catch (err) {
+      // a file we cannot read is not ours to overwrite: evidence starts afresh, the file stays
+      this.options.log?.({
+        event: 'trust-file-ignored',
+        path,
+        code: (err as { code?: string }).code,
+        message: (err as Error).message
+      })
+    }
   }
 
   /** Positions per canary: how long a decoy session can run. */
@@ -129,7 +153,13 @@ export class CanaryMonitor {
     ctx: StepContext = { forwarding: 'relay', maxLength: this.options.maxLength }
   ): Promise<string[]> {
     this.counts.realSteps++
-    if (route.length > 0) this.material.observeStep(ctx, wireKey(this.wireOf(route[0])))
+    if (route.length > 0) {
+      // The canary set is built on first use (the whole model over every canary, seconds on a
+      // large one, synchronous): at a session's first step, not at its first canary, which at a
+      // trusted peer's base rate can fall in the middle of a generation and stall it.
+      this.material.setFor(route[0].start)
+      this.material.observeStep(ctx, wireKey(this.wireOf(route[0])))
+    }
     if (ctx.forwarding === 'chain' && route.length > 1) {
       // One chained decoy covers the whole route: at the rate of its most-wanted hop.
       const rate = Math.max(...route.map((h) => this.rateOf(h.peerId)))
@@ -307,5 +337,11 @@ export class CanaryMonitor {
   async close(): Promise<void> {
     await this.settle()
     await this.pool.closeAll()
+    if (this.trustFile === undefined) return
+    try {
+      saveTrust(this.trustFile, this.modelId, detectorFingerprint(this.benign, this.detector), this.detector.records())
+    } catch (err) {
+      this.options.log?.({ event: 'trust-file-unsaved', path: this.trustFile, message: (err as Error).message })
+    }
   }
 }

@@ -26,6 +26,13 @@ export interface CanaryOptions {
    * (client/audit-batch.ts), and a decoy's middle hops are scored when its round comes back.
    */
   readonly auditEvery?: number
+  /**
+   * A file (JSON, owner-only) where the client keeps its peers' canary records across runs, per
+   * model id: a peer checked in an earlier run skips the start-up burst, and one convicted stays
+   * excluded. Records count only under the same benign model and detector settings. A file that
+   * cannot be read is left alone (logged as `trust-file-ignored`). Default: none.
+   */
+  readonly trustFile?: string
 }
 
 /** The real session the canaries mix into: its forwarding mode and max length (decoys copy them). */

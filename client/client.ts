@@ -218,6 +218,8 @@ export class LayerswarmClient {
       log: this.init.log,
       onBuild: this.init.onCanaryBuild
     })
+    // peers convicted in an earlier run (trust file) stay out of routes, as a new conviction would
+    for (const peerId of this.canaries?.restoredExcluded.splice(0) ?? []) this.view.ban(peerId, 24 * 3600_000)
     const wireLedger = new WireLedger(this.span.remote[0], this.init.wireDtype ?? 'f32')
     const remote = new RemotePipeline({
       host: this.host,

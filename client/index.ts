@@ -24,4 +24,5 @@ export { WireLedger, type WireHopReport, type WireReport } from './wire-ledger.j
 export { BadReceiptError, ReceiptLedger, type ReceiptSummary } from './receipts.js'
 export { DEFAULT_REPLAY_WINDOW, ReplayIndex, type ReplayEvidence, type SignedStep, verifyReplayEvidence } from './replay-index.js'
 export { AuditBatcher, DEFAULT_AUDIT_EVERY, MAX_AUDIT_EVERY } from './audit-batch.js'
+export { detectorFingerprint, InvalidTrustFileError, loadTrust, saveTrust } from './trust-file.js'
 export { CanaryMonitor, type CanaryEvidence, type CanaryOptions, type CanaryPeerReport } from './canary-monitor.js'

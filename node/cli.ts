@@ -57,6 +57,7 @@ program
   .addOption(new Option('--forwarding <mode>', 'with --bootstrap: relay (client sends to each hop) or chain (hops forward)').choices(['relay', 'chain']).default('relay'))
   .addOption(new Option('--wire <dtype>', 'with --bootstrap: activation dtype on the wire, per hop. auto: f16 where the hop accepts it (half the bytes of f32, same greedy tokens on the bundled model), else f32, else int8. f32/f16/int8 (Q8_0 blocks; q8_0 = int8): that dtype on every hop, routing around peers that do not accept it').choices([...WIRE_CHOICES]).default('auto'))
   .addOption(new Option('--canary-rate <r>', 'with --bootstrap: base fraction of steps followed by a canary check of each hop (new or suspect peers are checked more often); 0 = off').argParser(float('--canary-rate', 0, 1)).default(0.03))
+  .option('--trust-file <path>', "with --bootstrap: keep peers' canary records in this file across runs (a peer checked in an earlier run skips the new-peer burst of canaries; one convicted stays excluded)")
   .addOption(new Option('--snapshot-every <n>', 'with --bootstrap: every n positions each hop seals a KV delta the client keeps (it cannot read it); a failover imports them and replays only the positions after; 0 = off').argParser(int('--snapshot-every', 0)).default(0))
   .option('--standby', 'with --snapshot-every: per span, a standby peer not on the route imports every sealed delta and takes over when a hop dies', false)
   .option('--verbose', 'with --bootstrap: log routing and failover events to stderr', false)
@@ -90,6 +91,7 @@ program
             forwarding: opts.forwarding,
             wire: opts.wire,
             canaryRate: opts.canaryRate,
+            trustFile: opts.trustFile,
             snapshotEvery: opts.snapshotEvery,
             standby: opts.standby,
             log: opts.verbose ? (e) => process.stderr.write(`${JSON.stringify(e)}\n`) : undefined

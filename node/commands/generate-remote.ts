@@ -20,6 +20,8 @@ export interface RemoteGenerateOptions {
   wire: WireChoice
   /** Canary checks per real step and hop; 0 turns them off. */
   canaryRate: number
+  /** Keep peers' canary records here across runs (client/trust-file.ts). */
+  trustFile?: string
   /** Sealed KV deltas every this many positions (0: off), and standby peers fed with them. */
   snapshotEvery?: number
   standby?: boolean
@@ -52,7 +54,7 @@ export async function runRemoteGenerate(
     edgeLast: o.edgeLast,
     forwarding: o.forwarding,
     wireDtype: parseWirePreference(o.wire),
-    canaries: o.canaryRate > 0 ? { rate: o.canaryRate } : false,
+    canaries: o.canaryRate > 0 ? { rate: o.canaryRate, ...(o.trustFile ? { trustFile: o.trustFile } : {}) } : false,
     onCanaryBuild: canaryProgress(),
     snapshotEvery: o.snapshotEvery,
     standby: o.standby,

@@ -1,3 +1,6 @@
+import { mkdtempSync, readFileSync, statSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createClient } from '../../client/index.js'
 import { type LocalNode, startLocalNode } from '../../node/local-swarm.js'
@@ -63,5 +66,54 @@ describe('verified inference: a tampering peer is caught by canaries and routed 
     } finally {
       await client.close()
     }
+  })
+
+  it("a trust file carries the conviction and the honest peers' records to the next client", { timeout: 120_000 }, async () => {
+    const trustFile = join(mkdtempSync(join(tmpdir(), 'layerswarm-trust-')), 'trust.json')
+    const { tamperer, honestA, honestB } = nodes
+    const run = async (seed: number) => {
+      const events: Array<Record<string, unknown>> = []
+      const client = await createClient({
+        bootstrap: Object.values(nodes).map((n) => n.addrs[0]),
+        model: GGUF_PATH,
+        kernels: createReferenceKernels(),
+        canaries: { seed, trustFile },
+        log: (e) => events.push(e)
+      })
+      try {
+        await client.view.waitForRoute(1, 4, 20_000)
+        const result = await client.generate(ref.prompt, { maxTokens: 64, temperature: 0 })
+        expect(result.tokens).toEqual(ref.generated_tokens)
+        return { result, events }
+      } finally {
+        await client.close()
+      }
+    }
+    // a new client: the tamperer is convicted (new peers get a burst of canaries)
+    const first = await run(11)
+    expect(first.result.report.excludedPeers).toContain(tamperer.peerId)
+    expect(statSync(trustFile).mode & 0o777).toBe(0o600)
+    const kept = JSON.parse(readFileSync(trustFile, 'utf8'))
+    const peers = Object.values(kept.models as Record<string, { peers: Array<{ peerId: string; excluded: boolean }> }>)[0].peers
+    expect(peers.find((p) => p.peerId === tamperer.peerId)?.excluded).toBe(true)
+    // the next client reads it: the tamperer is never routed, and the honest peers' records
+    // carry on (their observations count on from the first client's)
+    const second = await run(12)
+    expect(second.events.find((e) => e.event === 'trust-file')).toMatchObject({ excluded: 1 })
+    for (const route of second.result.report.routes) expect(route.map((h) => h.peerId)).not.toContain(tamperer.peerId)
+    expect(second.result.report.routes[0].map((h) => h.peerId)).toEqual([honestA.peerId, honestB.peerId])
+    expect(second.events.find((e) => e.event === 'trust-file')).toMatchObject({ peers: 3 })
+    const before = Object.fromEntries(first.result.report.canaries.map((v) => [v.peerId, v]))
+    const after = Object.fromEntries(second.result.report.canaries.map((v) => [v.peerId, v]))
+    for (const honest of [honestA, honestB]) {
+      const [b, a] = [before[honest.peerId], after[honest.peerId]]
+      // the detector goes on from the first client's evidence...
+      expect(a.observations).toBe(b.observations + a.canariesSent)
+      // ...past the new-peer burst the first client sent them
+      expect(b.observations).toBeGreaterThanOrEqual(16)
+      expect(a.canariesSent).toBeLessThan(b.canariesSent)
+      expect(a.excluded).toBe(false)
+    }
+    expect(second.result.report.excludedPeers).toContain(tamperer.peerId)
   })
 })

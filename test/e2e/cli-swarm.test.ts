@@ -1,4 +1,7 @@
 import { spawn } from 'node:child_process'
+import { mkdtempSync, statSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { type LocalNode, startLocalNode } from '../../node/local-swarm.js'
 import { CLI } from '../helpers/cli.js'
@@ -45,6 +48,22 @@ describe('CLI against a real local swarm', () => {
     const out = JSON.parse(j.stdout)
     expect(out.tokens).toEqual(ref.generated_tokens.slice(0, 16))
     expect(out.report.routes[0][0]).toEqual({ peerId: nodes[0].peerId, start: 2, end: 3 }) // a sub-span of [1, 3)
+  })
+
+  it("generate --trust-file keeps the peers' canary records, and the next run goes on from them", { timeout: 120_000 }, async () => {
+    const trustFile = join(mkdtempSync(join(tmpdir(), 'layerswarm-cli-trust-')), 'trust.json')
+    const args = ['generate', '--bootstrap', nodes[0].addrs[0], '--prompt', ref.prompt, '--max-tokens', '32', '--temperature', '0', '--json', '--trust-file', trustFile]
+    const observations = async () => {
+      const r = await cli(args)
+      expect(r.status).toBe(0)
+      const out = JSON.parse(r.stdout)
+      expect(out.tokens).toEqual(ref.generated_tokens.slice(0, 32))
+      return Object.fromEntries(out.report.canaries.map((v: { peerId: string; observations: number; canariesSent: number }) => [v.peerId, v]))
+    }
+    const first = await observations()
+    expect(statSync(trustFile).mode & 0o777).toBe(0o600)
+    const second = await observations()
+    for (const n of nodes) expect(second[n.peerId].observations).toBe(first[n.peerId].observations + second[n.peerId].canariesSent)
   })
 
   it('generate --bootstrap fails clearly when the swarm does not cover the model', { timeout: 90_000 }, async () => {

@@ -1,0 +1,73 @@
+import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs'
+import { dirname } from 'node:path'
+import type { Detector, DetectorRecord, DriftModel } from '../canary/index.js'
+import { serializeDriftModel } from '../canary/index.js'
+import { sha256 } from '../protocol/index.js'
+
+/** A trust file that cannot be read as one (the client leaves it alone and starts afresh). */
+export class InvalidTrustFileError extends Error {
+  readonly code = 'INVALID_TRUST_FILE'
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options)
+    this.name = 'InvalidTrustFileError'
+  }
+}
+
+interface TrustFileV1 {
+  version: 1
+  /** Per model id: the detector's fingerprint and its peers' records. */
+  models: Record<string, { fingerprint: string; savedAtMs: number; peers: DetectorRecord[] }>
+}
+
+/**
+ * What a detector's records mean depends on its benign model, prior, bound and rate grid: records
+ * are carried over only to a detector with the same ones.
+ */
+export function detectorFingerprint(benign: DriftModel, detector: Detector): string {
+  const text = JSON.stringify([serializeDriftModel(benign), detector.prior, detector.bound, detector.rates])
+  return Buffer.from(sha256(new TextEncoder().encode(text))).toString('hex')
+}
+
+function read(path: string): TrustFileV1 | undefined {
+  let text: string
+  try {
+    text = readFileSync(path, 'utf8')
+  } catch (e) {
+    if ((e as { code?: string }).code === 'ENOENT') return undefined
+    throw new InvalidTrustFileError(`cannot read trust file ${path}: ${(e as Error).message}`, { cause: e })
+  }
+  let f: TrustFileV1
+  try {
+    f = JSON.parse(text) as TrustFileV1
+  } catch (e) {
+    throw new InvalidTrustFileError(`trust file ${path} is not JSON`, { cause: e })
+  }
+  if (f?.version !== 1 || !f.models || typeof f.models !== 'object' || Array.isArray(f.models))
+    throw new InvalidTrustFileError(`trust file ${path} is not a version 1 trust file`)
+  return f
+}
+
+/**
+ * The peers' records a client kept for `modelId` under the same detector (empty when the file is
+ * absent, or was written for another detector). Throws InvalidTrustFileError on a file that is
+ * not a trust file; a malformed record is the detector's to refuse (restore()).
+ */
+export function loadTrust(path: string, modelId: string, fingerprint: string): DetectorRecord[] {
+  const entry = read(path)?.models[modelId]
+  if (!entry || entry.fingerprint !== fingerprint) return []
+  if (!Array.isArray(entry.peers)) throw new InvalidTrustFileError(`trust file ${path}: peers of ${modelId} is not a list`)
+  return entry.peers
+}
+
+/**
+ * Write the records for `modelId` (other models' entries are kept), readable by the owner only,
+ * through a temporary file and a rename, so a crash mid-write never leaves half a file.
+ */
+export function saveTrust(path: string, modelId: string, fingerprint: string, peers: DetectorRecord[]): void {
+  const f = read(path) ?? { version: 1, models: {} }
+  f.models[modelId] = { fingerprint, savedAtMs: Date.now(), peers }
+  mkdirSync(dirname(path), { recursive: true, mode: 0o700 })
+  const tmp = `${path}.${process.pid}.tmp`
+  writeFileSync(tmp, `${JSON.stringify(f)}\n`, { mode: 0o600 })
+  renameSync(tmp, path)
+}

@@ -1,0 +1,72 @@
+import { mkdtempSync, readFileSync, statSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { describe, expect, it } from 'vitest'
+import { CanaryArgumentError, createDetector, type DetectorRecord, defaultBenignModel } from '../../canary/index.js'
+import { detectorFingerprint, InvalidTrustFileError, loadTrust, saveTrust } from '../../client/index.js'
+
+const benign = defaultBenignModel()
+const drift = (rel: number) => ({ relL2: rel, cosine: (rel * rel) / 2, maxAbs: rel })
+
+describe('detector records', () => {
+  it('restore() takes back exactly what records() gave, and keeps evidence a peer already has', () => {
+    const a = createDetector({ benign })
+    for (let i = 0; i < 5; i++) a.observe('honest', drift(1e-3), 'f32', 40)
+    for (let i = 0; i < 3; i++) a.observe('tamperer', drift(0.5), 'f32', 40)
+    const b = createDetector({ benign })
+    b.observe('honest', drift(1e-3), 'f32', 40)
+    b.restore(a.records())
+    expect(b.verdict('tamperer')).toEqual(a.verdict('tamperer'))
+    expect(b.excluded()).toEqual(['tamperer'])
+    expect(b.verdict('honest').observations).toBe(1) // its own evidence stays
+    // and evidence goes on from the restored sums
+    const c = createDetector({ benign })
+    c.restore(a.records())
+    a.observe('honest', drift(2e-3), 'f32', 90)
+    c.observe('honest', drift(2e-3), 'f32', 90)
+    expect(c.verdict('honest')).toEqual(a.verdict('honest'))
+  })
+
+  it('refuses a malformed record and restores none of the batch', () => {
+    const good: DetectorRecord = { peerId: 'p', sums: [0, 0, 0, 0, 0, 0], observations: 1, maxDensityRatio: 0, excluded: false }
+    for (const bad of [
+      { ...good, sums: [0, 0] },
+      { ...good, sums: [0, 0, 0, 0, 0, Number.NaN] },
+      { ...good, observations: -1 },
+      { ...good, peerId: '' },
+      { ...good, excluded: 'no' }
+    ]) {
+      const d = createDetector({ benign })
+      expect(() => d.restore([good, bad as DetectorRecord])).toThrow(CanaryArgumentError)
+      expect(d.records()).toEqual([])
+    }
+  })
+})
+
+describe('trust file', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'layerswarm-trust-unit-'))
+  const det = createDetector({ benign })
+  det.observe('peer', drift(1e-3), 'f32', 40)
+  const fp = detectorFingerprint(benign, det)
+
+  it('keeps records per model id, owner-only, and gives none to another detector', () => {
+    const path = join(dir, 'nested', 'trust.json')
+    expect(loadTrust(path, 'm1', fp)).toEqual([]) // no file yet
+    saveTrust(path, 'm1', fp, det.records())
+    saveTrust(path, 'm2', fp, [])
+    expect(statSync(path).mode & 0o777).toBe(0o600)
+    expect(loadTrust(path, 'm1', fp)).toEqual(det.records())
+    expect(loadTrust(path, 'm2', fp)).toEqual([])
+    const strict = createDetector({ benign, bound: 0.999 })
+    expect(loadTrust(path, 'm1', detectorFingerprint(benign, strict))).toEqual([])
+  })
+
+  it('refuses a file that is not a trust file with a typed error', () => {
+    const path = join(dir, 'bad.json')
+    for (const text of ['not json', '{"version":2,"models":{}}', '[]']) {
+      writeFileSync(path, text)
+      expect(() => loadTrust(path, 'm1', fp)).toThrow(InvalidTrustFileError)
+      expect(readFileSync(path, 'utf8')).toBe(text)
+    }
+  })
+})
