@@ -173,6 +173,11 @@ export class CanaryMonitor {
     return this.takeExcluded()
   }
 
+  /** A verdict that has just convicted its peer (on this very observation) is reported once. */
+  private noteConviction(v: PeerVerdict): void {
+    if (v.excluded && v.excludedAfter === v.observations) this.newlyExcluded.push(v.peerId)
+  }
+
   /** Peers convicted since the last call, by canary drift or by replayed receipts. */
   private takeExcluded(): string[] {
     return [...new Set([...this.newlyExcluded.splice(0), ...this.replays.takeConvicted()])]
@@ -201,7 +206,7 @@ export class CanaryMonitor {
     if (this.inflight.has(key)) return
     const p = run()
       .then((verdicts) => {
-        for (const v of verdicts) if (v.excluded && v.excludedAfter === v.observations) this.newlyExcluded.push(v.peerId)
+        for (const v of verdicts) this.noteConviction(v)
       })
       // A hop that fails a canary step is the real path's to report; note it and go on.
       .catch((err: Error) =>
@@ -268,7 +273,7 @@ export class CanaryMonitor {
         for (let i = 0; i < Math.min(route.length, decoy.taintedFrom + 1); i++) {
           const reference = referenceFor(set, decoy.canary, route[i].end, position, rows)
           const v = this.score(route[i], decoy, stepId, position, rows, outputs[i], reference, out.receipts[i])
-          if (v.excluded && v.excludedAfter === v.observations) this.newlyExcluded.push(v.peerId)
+          this.noteConviction(v)
           if (
             decoy.taintedFrom === route.length &&
             densityRatio(this.benign, driftMetrics(outputs[i], reference), driftKey(this.wireOf(route[i])), position + rows) > 1

@@ -17,7 +17,7 @@ import {
   selectKernelsFor,
   type Tokenizer
 } from '../shards/index.js'
-import { type Forwarding, RemotePipeline } from './remote-pipeline.js'
+import { CONVICTED_BAN_MS, type Forwarding, RemotePipeline } from './remote-pipeline.js'
 import type { HopTarget } from './hop.js'
 import type { ReceiptSummary } from './receipts.js'
 import type { ReplayEvidence } from './replay-index.js'
@@ -219,7 +219,7 @@ export class LayerswarmClient {
       onBuild: this.init.onCanaryBuild
     })
     // peers convicted in an earlier run (trust file) stay out of routes, as a new conviction would
-    for (const peerId of this.canaries?.restoredExcluded.splice(0) ?? []) this.view.ban(peerId, 24 * 3600_000)
+    for (const peerId of this.canaries?.restoredExcluded.splice(0) ?? []) this.view.ban(peerId, CONVICTED_BAN_MS)
     const wireLedger = new WireLedger(this.span.remote[0], this.init.wireDtype ?? 'f32')
     const remote = new RemotePipeline({
       host: this.host,

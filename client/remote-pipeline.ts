@@ -53,6 +53,9 @@ export interface StepHopTiming {
   readonly rttMs?: number
 }
 
+/** How long a peer convicted by canaries or receipts stays out of routes, by default. */
+export const CONVICTED_BAN_MS = 24 * 3600_000
+
 /** Rows replayed per step when a new route rebuilds its KV caches. */
 const REPLAY_CHUNK_ROWS = 128
 
@@ -144,7 +147,7 @@ export class RemotePipeline implements BlockPipeline {
 
   private exclude(peers: readonly string[]): void {
     for (const peerId of peers) {
-      this.init.view.ban(peerId, this.init.excludeMs ?? 24 * 3600_000)
+      this.init.view.ban(peerId, this.init.excludeMs ?? CONVICTED_BAN_MS)
       this.convicted.push(peerId)
       this.init.log?.({ event: 'excluded', peerId, why: this.init.canaries?.whyExcluded(peerId) ?? 'canary drift', posterior: this.init.canaries?.detector.posterior(peerId) })
     }
