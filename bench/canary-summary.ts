@@ -127,7 +127,17 @@ export function summarize(results: ConfigResult[], b: BenignSummary) {
       // the 99th-percentile misses, and whether they qualify under the range readings
       missesVsRange: above
         .filter((r) => r.auroc < 1)
-        .map((r) => ({ span: r.span, profile: r.profile, wire: r.wire, mode: r.mode, size: r.size, rate: r.rate, auroc: round(r.auroc, 6), stepsAboveRange: round(r.stepsAboveRange), stepsAbovePeerMax: round(r.stepsAbovePeerMax) })),
+        .map((r) => ({
+          span: r.span,
+          profile: r.profile,
+          wire: r.wire,
+          mode: r.mode,
+          size: r.size,
+          rate: r.rate,
+          auroc: round(r.auroc, 6),
+          stepsAboveRange: round(r.stepsAboveRange),
+          stepsAbovePeerMax: round(r.stepsAbovePeerMax)
+        })),
       // configurations below 1.0 where only the median step exceeds the spread, per mode@size
       medianOnlyMisses: missAnalysis(median.filter((r) => r.stepsAboveSpread < 1))
     },

@@ -18,8 +18,8 @@ import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import { RemotePipeline } from '../client/remote-pipeline.js'
 import { SwarmView } from '../client/swarm-view.js'
-import { defaultModelPath } from '../node/paths.js'
 import { type LocalNode, startLocalNode } from '../node/local-swarm.js'
+import { defaultModelPath } from '../node/paths.js'
 import { createHost } from '../protocol/index.js'
 import { computeModelId, openModelFile, parseShape, writeRandomModel } from '../shards/index.js'
 
@@ -58,7 +58,8 @@ export async function main(argv: string[]): Promise<void> {
   const skipped = prefixes.filter((p) => p + 2 > seqLen)
   const [from, to] = [1, nLayers - 1]
   const nodeArgs = ['--kernels', values.kernels, '--announce-interval', '300']
-  const start = (bootstrap?: string[]) => startLocalNode({ model: path, layers: `${from}:${to}`, bootstrap, args: nodeArgs, startTimeoutMs: 600_000 })
+  const start = (bootstrap?: string[]) =>
+    startLocalNode({ model: path, layers: `${from}:${to}`, bootstrap, args: nodeArgs, startTimeoutMs: 600_000 })
   const nodes: LocalNode[] = [await start()]
   nodes.push(await start([nodes[0].addrs[0]]))
   const host = await createHost({ listen: [], bootstrap: nodes.map((n) => n.addrs[0]) })
@@ -69,7 +70,12 @@ export async function main(argv: string[]): Promise<void> {
       for (const mode of ['replay', 'snapshot', 'standby'] as const) {
         // a view per measurement, bootstrapped to the live peers (the killed one is gone)
         const stopView = new AbortController()
-        const view = new SwarmView(host, modelId, nodes.map((n) => n.addrs[0]), stopView.signal)
+        const view = new SwarmView(
+          host,
+          modelId,
+          nodes.map((n) => n.addrs[0]),
+          stopView.signal
+        )
         const events: Array<Record<string, unknown>> = []
         const pipeline = new RemotePipeline({
           host,
@@ -107,7 +113,11 @@ export async function main(argv: string[]): Promise<void> {
         const restore = after.find((e) => e.event === 'restore')
         const replay = after.find((e) => e.event === 'replay')
         const resume = after.find((e) => e.event === 'resume')
-        const [failedAt, routedAt, restoredAt] = [at('failover') ?? t0, at('route') ?? t0, ((restore ?? (mode === 'standby' ? resume : undefined))?.at as number | undefined) ?? end]
+        const [failedAt, routedAt, restoredAt] = [
+          at('failover') ?? t0,
+          at('route') ?? t0,
+          ((restore ?? (mode === 'standby' ? resume : undefined))?.at as number | undefined) ?? end
+        ]
         const ms = (x: number) => Math.round(x * 10) / 10
         results.push({
           prefix,
@@ -118,7 +128,12 @@ export async function main(argv: string[]): Promise<void> {
           replayedRows: resume?.replayedRows ?? replay?.positions ?? 0,
           // until the dead hop is noticed, until the new route's sessions are open, until its KV
           // is restored (snapshot mode: the import; replay mode: the whole replay and the step)
-          phasesMs: { detect: ms(failedAt - t0), route: ms(routedAt - failedAt), restore: ms(restoredAt - routedAt), rest: ms(end - restoredAt) }
+          phasesMs: {
+            detect: ms(failedAt - t0),
+            route: ms(routedAt - failedAt),
+            restore: ms(restoredAt - routedAt),
+            rest: ms(end - restoredAt)
+          }
         })
         process.stderr.write(`bench failover: prefix ${prefix} ${mode}: ${resumeMs.toFixed(1)} ms\n`)
         await pipeline.close()
@@ -139,5 +154,21 @@ export async function main(argv: string[]): Promise<void> {
     speedup[p] = Math.round((ms('replay') / ms('snapshot')) * 100) / 100
     standbySpeedup[p] = Math.round((ms('replay') / ms('standby')) * 100) / 100
   }
-  console.log(JSON.stringify({ model: path, nLayers, dim, seqLen, remote: [from, to], results, speedup, standbySpeedup, ...(skipped.length ? { skipped } : {}) }, null, 2))
+  console.log(
+    JSON.stringify(
+      {
+        model: path,
+        nLayers,
+        dim,
+        seqLen,
+        remote: [from, to],
+        results,
+        speedup,
+        standbySpeedup,
+        ...(skipped.length ? { skipped } : {})
+      },
+      null,
+      2
+    )
+  )
 }

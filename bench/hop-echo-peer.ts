@@ -7,7 +7,7 @@
  * - SESSION_ECHO_PROTOCOL: serveSessionStream answering each step with a result carrying the
  *   step's own tensor (plus protobuf session codec, tensor validation, request matching)
  */
-import { createHost, createMessageChannel, serveSessionStream, SESSION_STREAM_LIMITS } from '../protocol/index.js'
+import { createHost, createMessageChannel, SESSION_STREAM_LIMITS, serveSessionStream } from '../protocol/index.js'
 import { ECHO_PROTOCOL, SESSION_ECHO_PROTOCOL } from './hop-protocols.js'
 
 // LAYERSWARM_HOP_THRASH_MB: after answering, stream that many MB through the caches (as a hop's

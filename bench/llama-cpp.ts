@@ -30,10 +30,14 @@ function ensureInstalled(dir: string): void {
   mkdirSync(dir, { recursive: true })
   // --ignore-scripts: its postinstall would try to download or build llama.cpp; the prebuilt
   // @node-llama-cpp/<platform> packages come in as optional dependencies instead.
-  execFileSync('npm', ['install', '--prefix', dir, '--no-audit', '--no-fund', '--ignore-scripts', `node-llama-cpp@${LLAMA_CPP_VERSION}`], {
-    stdio: ['ignore', 'ignore', 'pipe'],
-    timeout: 600_000
-  })
+  execFileSync(
+    'npm',
+    ['install', '--prefix', dir, '--no-audit', '--no-fund', '--ignore-scripts', `node-llama-cpp@${LLAMA_CPP_VERSION}`],
+    {
+      stdio: ['ignore', 'ignore', 'pipe'],
+      timeout: 600_000
+    }
+  )
 }
 
 // Runs in the child (ESM, imported from the cache dir). Prints one JSON line.
@@ -65,21 +69,35 @@ console.log(JSON.stringify({ ok: true, prefill, decode, prefillMedian: median(pr
 await context.dispose(); await model.dispose(); await llama.dispose()
 `
 
-export function runLlamaCpp(modelPath: string, threads: number, promptTokens: number, genTokens: number, runs: number, vocab: number): LlamaCppResult {
+export function runLlamaCpp(
+  modelPath: string,
+  threads: number,
+  promptTokens: number,
+  genTokens: number,
+  runs: number,
+  vocab: number
+): LlamaCppResult {
   const dir = llamaCppDir()
   try {
     ensureInstalled(dir)
   } catch (e) {
     const err = e as { stderr?: Buffer; message?: string }
-    return { ok: false, error: `npm install node-llama-cpp@${LLAMA_CPP_VERSION} into ${dir} failed: ${(err.stderr?.toString() || err.message || String(e)).trim().slice(-400)}` }
+    return {
+      ok: false,
+      error: `npm install node-llama-cpp@${LLAMA_CPP_VERSION} into ${dir} failed: ${(err.stderr?.toString() || err.message || String(e)).trim().slice(-400)}`
+    }
   }
   const script = join(dir, 'layerswarm-bench.mjs')
   writeFileSync(script, CHILD)
-  const r = spawnSync(process.execPath, [script, modelPath, String(threads), String(promptTokens), String(genTokens), String(runs), String(vocab)], {
-    cwd: dir,
-    encoding: 'utf8',
-    timeout: 1_800_000
-  })
+  const r = spawnSync(
+    process.execPath,
+    [script, modelPath, String(threads), String(promptTokens), String(genTokens), String(runs), String(vocab)],
+    {
+      cwd: dir,
+      encoding: 'utf8',
+      timeout: 1_800_000
+    }
+  )
   const line = r.stdout?.trim().split('\n').pop() ?? ''
   try {
     const out = JSON.parse(line)
@@ -92,7 +110,10 @@ export function runLlamaCpp(modelPath: string, threads: number, promptTokens: nu
       prefillRuns: out.prefill.map(round)
     }
   } catch {
-    return { ok: false, error: `node-llama-cpp run failed (exit ${r.status}${r.signal ? `, ${r.signal}` : ''}): ${(r.stderr || line).trim().slice(-400)}` }
+    return {
+      ok: false,
+      error: `node-llama-cpp run failed (exit ${r.status}${r.signal ? `, ${r.signal}` : ''}): ${(r.stderr || line).trim().slice(-400)}`
+    }
   }
 }
 

@@ -33,7 +33,11 @@ export function decodeRate(times: number[]): number {
   return times.length < 2 ? Number.NaN : ((times.length - 1) * 1000) / (times[times.length - 1] - times[0])
 }
 
-export async function openSingleProcess(path: string, o: { kernels: KernelKind; threads: number }, prompt: string): Promise<SingleProcess> {
+export async function openSingleProcess(
+  path: string,
+  o: { kernels: KernelKind; threads: number },
+  prompt: string
+): Promise<SingleProcess> {
   const model = openModelFile(path)
   const kernels = selectKernels({ kind: o.kernels, threads: o.threads })
   const edge = createEdge({ model, kernels })
@@ -46,7 +50,14 @@ export async function openSingleProcess(path: string, o: { kernels: KernelKind; 
     const tokens: number[] = []
     const times: number[] = []
     const t0 = performance.now()
-    for await (const t of generateTokens({ edge, pipeline, promptTokens, maxTokens: n, temperature: 0, stopIds: tokenizer.stopIds })) {
+    for await (const t of generateTokens({
+      edge,
+      pipeline,
+      promptTokens,
+      maxTokens: n,
+      temperature: 0,
+      stopIds: tokenizer.stopIds
+    })) {
       tokens.push(t)
       times.push(performance.now())
     }

@@ -96,6 +96,16 @@ export function knownShape(c: { dim: number; nLayers: number; vocabSize: number 
 /** The headline numbers of one mode's result, for the `runs` comparison. */
 export function headline(r: unknown): Record<string, unknown> | undefined {
   if (r === undefined) return undefined
-  const m = r as { decodeTokensPerSecond: number; ratioToSingleProcess: number; sameTokensAsSingleProcess: boolean; latency: { tokenMs: number } }
-  return { decodeTokensPerSecond: m.decodeTokensPerSecond, ratioToSingleProcess: m.ratioToSingleProcess, sameTokens: m.sameTokensAsSingleProcess, tokenMs: m.latency.tokenMs }
+  const m = r as {
+    decodeTokensPerSecond: number
+    ratioToSingleProcess: number
+    sameTokensAsSingleProcess: boolean
+    latency: { tokenMs: number }
+  }
+  return {
+    decodeTokensPerSecond: m.decodeTokensPerSecond,
+    ratioToSingleProcess: m.ratioToSingleProcess,
+    sameTokens: m.sameTokensAsSingleProcess,
+    tokenMs: m.latency.tokenMs
+  }
 }

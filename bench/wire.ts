@@ -3,7 +3,7 @@
  * [--runs 1]`: wire compression of the edge link (issue 6 §5) on a real local swarm.
  *
  * Two `layerswarm node start` processes split the remote blocks; an in-process client runs
- * greedy generation of `--tokens` tokens for each reference prompt (/work/shared/reference)
+ * greedy generation of `--tokens` tokens for each reference prompt (test/vectors)
  * with the wire in f32, f16 and int8 (Q8_0 blocks), and a single process runs the same with
  * the same kernels. Per wire dtype it prints:
  * - bytes per token: activation bytes (the encoded tensors, client report) and TCP bytes (every
@@ -33,7 +33,11 @@ import {
 import { median, round } from './swarm-stats.js'
 import { bytesSentSince, firstDivergence, logitDrift, tcpBytesSent } from './wire-stats.js'
 
-const WIRES: ReadonlyArray<[string, DType]> = [['f32', 'f32'], ['f16', 'f16'], ['int8', 'q8_0']]
+const WIRES: ReadonlyArray<[string, DType]> = [
+  ['f32', 'f32'],
+  ['f16', 'f16'],
+  ['int8', 'q8_0']
+]
 const REFERENCE_PROMPTS = ['stories260K_greedy_bos', 'stories260K_greedy_once_upon_a_time']
 
 export interface WireBenchOptions {
@@ -51,7 +55,7 @@ interface Run {
 
 /** The reference prompts' text (the bundled ones; another model gets the same text). */
 function referencePrompts(): string[] {
-  const dir = join(packageRoot(), '..', 'shared', 'reference')
+  const dir = join(packageRoot(), 'test', 'vectors')
   if (!existsSync(dir)) return ['', 'Once upon a time']
   return REFERENCE_PROMPTS.map((name) => {
     const path = join(dir, `${name}.json`)
@@ -73,9 +77,15 @@ async function singleProcess(path: string, o: WireBenchOptions, prompts: string[
       const tokens: number[] = []
       const pipeline = createLocalPipeline([shard], `single-${i}`, promptTokens.length + o.tokens)
       for await (const t of generateTokens({
-        edge, pipeline, promptTokens, maxTokens: o.tokens, temperature: 0, stopIds: tokenizer.stopIds,
+        edge,
+        pipeline,
+        promptTokens,
+        maxTokens: o.tokens,
+        temperature: 0,
+        stopIds: tokenizer.stopIds,
         onLogits: (l) => logits.push(Float32Array.from(l))
-      })) tokens.push(t)
+      }))
+        tokens.push(t)
       await pipeline.close()
       runs.push({ tokens, logits })
     }
@@ -86,7 +96,14 @@ async function singleProcess(path: string, o: WireBenchOptions, prompts: string[
   }
 }
 
-async function throughSwarm(path: string, o: WireBenchOptions, nodes: LocalNode[], wire: DType, prompts: string[], single: Run[]) {
+async function throughSwarm(
+  path: string,
+  o: WireBenchOptions,
+  nodes: LocalNode[],
+  wire: DType,
+  prompts: string[],
+  single: Run[]
+) {
   const kernels = selectKernels({ kind: o.kernels })
   const client = await createClient({
     bootstrap: nodes.map((n) => n.addrs[0]),
@@ -108,7 +125,11 @@ async function throughSwarm(path: string, o: WireBenchOptions, nodes: LocalNode[
       for (let r = 0; r < o.runs; r++) {
         const logits: Float32Array[] = []
         const before = tcpBytesSent(pids)
-        const result = await client.generate(prompt, { maxTokens: o.tokens, temperature: 0, onLogits: (l) => logits.push(Float32Array.from(l)) })
+        const result = await client.generate(prompt, {
+          maxTokens: o.tokens,
+          temperature: 0,
+          onLogits: (l) => logits.push(Float32Array.from(l))
+        })
         tcp.push(bytesSentSince(before, tcpBytesSent(pids)))
         last = { result, logits }
       }
@@ -139,7 +160,8 @@ export async function runWireBench(o: WireBenchOptions): Promise<Record<string, 
   const model = openModelFile(o.model)
   const c = model.config
   model.close()
-  if (c.nLayers < 4) throw new Error(`${o.model} has ${c.nLayers} blocks; the bench splits the remote span over two nodes and needs 4`)
+  if (c.nLayers < 4)
+    throw new Error(`${o.model} has ${c.nLayers} blocks; the bench splits the remote span over two nodes and needs 4`)
   const prompts = referencePrompts()
   const single = await singleProcess(o.model, o, prompts)
   // edge 1 + 1 blocks on the client; two nodes split the rest
@@ -154,11 +176,22 @@ export async function runWireBench(o: WireBenchOptions): Promise<Record<string, 
     forwarding: o.forwarding,
     tokens: o.tokens,
     runs: o.runs,
-    spans: [[0, mid], [mid, c.nLayers]]
+    spans: [
+      [0, mid],
+      [mid, c.nLayers]
+    ]
   }
   try {
     nodes.push(await startLocalNode({ model: o.model, layers: `0:${mid}`, args, startTimeoutMs: 600_000 }))
-    nodes.push(await startLocalNode({ model: o.model, layers: `${mid}:${c.nLayers}`, bootstrap: [nodes[0].addrs[0]], args, startTimeoutMs: 600_000 }))
+    nodes.push(
+      await startLocalNode({
+        model: o.model,
+        layers: `${mid}:${c.nLayers}`,
+        bootstrap: [nodes[0].addrs[0]],
+        args,
+        startTimeoutMs: 600_000
+      })
+    )
     const wires: Record<string, unknown> = {}
     const perToken: Record<string, { activation: number; tcp: number }> = {}
     for (const [name, dtype] of WIRES) {
@@ -180,7 +213,10 @@ export async function runWireBench(o: WireBenchOptions): Promise<Record<string, 
     result.ratiosToF32 = Object.fromEntries(
       WIRES.slice(1).map(([name]) => [
         name,
-        { activationBytes: round(perToken[name].activation / perToken.f32.activation), tcpBytes: round(perToken[name].tcp / perToken.f32.tcp) }
+        {
+          activationBytes: round(perToken[name].activation / perToken.f32.activation),
+          tcpBytes: round(perToken[name].tcp / perToken.f32.tcp)
+        }
       ])
     )
   } finally {
@@ -207,7 +243,8 @@ export async function main(argv: string[]): Promise<void> {
   if (!Number.isInteger(tokens) || tokens < 1) throw new Error('--tokens must be a positive integer')
   if (!Number.isInteger(runs) || runs < 1) throw new Error('--runs must be a positive integer')
   const kernels = (values.kernels ?? (values.model ? 'auto' : 'reference')) as KernelKind
-  if (!['auto', 'reference', 'wasm', 'native'].includes(kernels)) throw new Error('--kernels must be auto, reference, wasm or native')
+  if (!['auto', 'reference', 'wasm', 'native'].includes(kernels))
+    throw new Error('--kernels must be auto, reference, wasm or native')
   const model = values.model ?? defaultModelPath()
   console.log(JSON.stringify(await runWireBench({ model, tokens, forwarding, kernels, runs }), null, 2))
 }

@@ -45,7 +45,14 @@ export {
   referenceFor
 } from './canary-set.js'
 export { calibrateDefault, calibrationRandomModels, defaultBenignModel } from './default-model.js'
-export { createDetector, DEFAULT_RATES, type Detector, type DetectorOptions, type DetectorRecord, type PeerVerdict } from './detector.js'
+export {
+  createDetector,
+  DEFAULT_RATES,
+  type Detector,
+  type DetectorOptions,
+  type DetectorRecord,
+  type PeerVerdict
+} from './detector.js'
 export { type Drift, driftMetrics, validateDrift } from './drift.js'
 export { type FitOptions, fitDriftModel } from './drift-fit.js'
 export {

@@ -17,11 +17,11 @@ import {
   selectKernelsFor,
   type Tokenizer
 } from '../shards/index.js'
-import { CONVICTED_BAN_MS, type Forwarding, RemotePipeline } from './remote-pipeline.js'
+import { type CanaryEvidence, CanaryMonitor, type CanaryOptions, type CanaryPeerReport } from './canary-monitor.js'
 import type { HopTarget } from './hop.js'
 import type { ReceiptSummary } from './receipts.js'
+import { CONVICTED_BAN_MS, type Forwarding, RemotePipeline } from './remote-pipeline.js'
 import type { ReplayEvidence } from './replay-index.js'
-import { type CanaryEvidence, CanaryMonitor, type CanaryOptions, type CanaryPeerReport } from './canary-monitor.js'
 import { type PeerRecord, SwarmView } from './swarm-view.js'
 import type { WirePreference } from './wire.js'
 import { WireLedger, type WireReport } from './wire-ledger.js'
@@ -113,7 +113,13 @@ function mergeReceipts(a: ReceiptSummary, b?: ReceiptSummary): ReceiptSummary {
 }
 
 /** Local blocks, then the remote span, then local blocks: one session's whole model. */
-function composePipeline(first: Shard | undefined, remote: RemotePipeline, last: Shard | undefined, sessionId: string, maxLength: number): BlockPipeline {
+function composePipeline(
+  first: Shard | undefined,
+  remote: RemotePipeline,
+  last: Shard | undefined,
+  sessionId: string,
+  maxLength: number
+): BlockPipeline {
   for (const s of [first, last]) s?.openSession(sessionId, { maxLength })
   return {
     async forward(hidden, startPos, signal) {
@@ -155,7 +161,9 @@ export class LayerswarmClient {
     const k = init.edgeFirst ?? 1
     const j = init.edgeLast ?? 1
     if (!Number.isInteger(k) || !Number.isInteger(j) || k < 0 || j < 0 || k + j >= n) {
-      throw new InvalidArgumentError(`edgeFirst ${k} + edgeLast ${j} must leave at least one of the model's ${n} blocks to the swarm`)
+      throw new InvalidArgumentError(
+        `edgeFirst ${k} + edgeLast ${j} must leave at least one of the model's ${n} blocks to the swarm`
+      )
     }
     if (!model.vocabulary) throw new InvalidArgumentError(`${model.path} holds no tokenizer; pass tokenizer`)
     this.tokenizer = createTokenizer(model.vocabulary)
@@ -210,14 +218,17 @@ export class LayerswarmClient {
     const maxLength = Math.min(seqLen, promptTokens.length + maxTokens)
     const sessionId = randomUUID()
     const forwarding = options.forwarding ?? this.init.forwarding ?? 'relay'
-    this.canaries ??= this.init.canaries === false ? undefined : new CanaryMonitor(this.host, this.model, this.modelId, {
-      ...this.init.canaries,
-      wireDtype: 'f32', // decoys use each hop's negotiated dtype; this is for hops without one
-      maxLength,
-      kernels: this.init.kernels ?? this.ownKernels,
-      log: this.init.log,
-      onBuild: this.init.onCanaryBuild
-    })
+    this.canaries ??=
+      this.init.canaries === false
+        ? undefined
+        : new CanaryMonitor(this.host, this.model, this.modelId, {
+            ...this.init.canaries,
+            wireDtype: 'f32', // decoys use each hop's negotiated dtype; this is for hops without one
+            maxLength,
+            kernels: this.init.kernels ?? this.ownKernels,
+            log: this.init.log,
+            onBuild: this.init.onCanaryBuild
+          })
     // peers convicted in an earlier run (trust file) stay out of routes, as a new conviction would
     for (const peerId of this.canaries?.restoredExcluded.splice(0) ?? []) this.view.ban(peerId, CONVICTED_BAN_MS)
     const wireLedger = new WireLedger(this.span.remote[0], this.init.wireDtype ?? 'f32')
@@ -247,7 +258,14 @@ export class LayerswarmClient {
     const generated: number[] = []
     let prev = promptTokens[promptTokens.length - 1]
     try {
-      for await (const token of generateTokens({ ...options, edge: this.edge, pipeline, promptTokens, maxTokens, stopIds: this.tokenizer.stopIds })) {
+      for await (const token of generateTokens({
+        ...options,
+        edge: this.edge,
+        pipeline,
+        promptTokens,
+        maxTokens,
+        stopIds: this.tokenizer.stopIds
+      })) {
         generated.push(token)
         yield { token, text: decoder.push(token, prev) }
         prev = token

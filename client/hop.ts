@@ -14,13 +14,13 @@ import {
 } from '../crypto/index.js'
 import {
   createSessionCaller,
-  decodeTensor,
   type DType,
+  decodeTensor,
   encodeTensor,
   fetchInfo,
+  type HopTiming,
   type Host,
   ProtocolError,
-  type HopTiming,
   type Receipt,
   SESSION_PROTOCOL,
   SESSION_STREAM_LIMITS,
@@ -82,7 +82,11 @@ async function verifiedHopKey(host: Host, target: HopTarget, signal?: AbortSigna
   if (!cache) hopKeyCache.set(host, (cache = new Map()))
   const known = cache.get(target.peerId)
   if (known) return known
-  const { info } = await fetchInfo(host, target.addrs.map((a) => multiaddr(a)), signal)
+  const { info } = await fetchInfo(
+    host,
+    target.addrs.map((a) => multiaddr(a)),
+    signal
+  )
   const pub = info.x25519PublicKey
   const binding = info.x25519Binding ?? new Uint8Array(0)
   if (pub.length !== 32 || binding.length === 0) throw new BadHopKeyError(target.peerId, 'offers no signed X25519 key')
@@ -118,10 +122,20 @@ export class HopSession {
     if (!mine) clientKeys.set(host, (mine = generateX25519KeyPair()))
     const span = [target.start, target.end] as const
     const sharedSecret = x25519SharedSecret(mine.secretKey, hopPub)
-    const keys = deriveHopKeys({ sharedSecret, sessionId: o.sessionId, span, clientPeerId: host.peerId.toString(), hopPeerId: target.peerId })
+    const keys = deriveHopKeys({
+      sharedSecret,
+      sessionId: o.sessionId,
+      span,
+      clientPeerId: host.peerId.toString(),
+      hopPeerId: target.peerId
+    })
     sharedSecret.fill(0)
     const snapshotKey = randomKey()
-    const wrappedSnapshotKey = wrapKeyUnder(keys.snapshotKeyWrapKey, snapshotKey, { recipientPeerId: target.peerId, sessionId: o.sessionId, span })
+    const wrappedSnapshotKey = wrapKeyUnder(keys.snapshotKeyWrapKey, snapshotKey, {
+      recipientPeerId: target.peerId,
+      sessionId: o.sessionId,
+      span
+    })
     const stream = await host.dialProtocol(addrs, SESSION_PROTOCOL, { ...SESSION_STREAM_LIMITS, signal: o.signal })
     const caller = createSessionCaller(stream)
     const hop = new HopSession(target, caller, dim, o.wireDtype, keys, hopPub, snapshotKey, o.ledger)
@@ -155,7 +169,13 @@ export class HopSession {
    * Run [T, dim] hidden states at startPos through this hop and return its output, with the
    * tensor bytes that went out and came back (what its receipt must hash).
    */
-  async step(sessionId: string, stepId: number, startPosition: number, hidden: Float32Array, signal?: AbortSignal): Promise<HopStepOutcome> {
+  async step(
+    sessionId: string,
+    stepId: number,
+    startPosition: number,
+    hidden: Float32Array,
+    signal?: AbortSignal
+  ): Promise<HopStepOutcome> {
     const step = this.stepMessage(sessionId, stepId, startPosition, hidden, false)
     const rows = hidden.length / this.dim
     this.ledger?.transfer(undefined, this.target, this.wireDtype, step.hidden.data.byteLength, rows)
@@ -179,7 +199,14 @@ export class HopSession {
    * route order: each gets the client's step tag under its stepMacKey, which it checks before
    * it runs the step.
    */
-  async stepChained(sessionId: string, stepId: number, startPosition: number, hidden: Float32Array, signal?: AbortSignal, downstream: readonly HopSession[] = []) {
+  async stepChained(
+    sessionId: string,
+    stepId: number,
+    startPosition: number,
+    hidden: Float32Array,
+    signal?: AbortSignal,
+    downstream: readonly HopSession[] = []
+  ) {
     const fields = { sessionId, stepId, startPosition, inputHash: CHAINED_STEP_INPUT_HASH }
     const hopAuth = downstream.map((h) => stepTag(h.keys.stepMacKey, fields))
     const step = { ...this.stepMessage(sessionId, stepId, startPosition, hidden, true), hopAuth, oneWay: true }
@@ -216,8 +243,19 @@ export class HopSession {
   }
 
   /** Ask the hop to seal its KV for [from, to) under the session's snapshot key; the sealed bytes. */
-  async exportKv(sessionId: string, from: number, to: number, sequence: number, prefixHash: Uint8Array, delta: boolean, signal?: AbortSignal): Promise<Uint8Array> {
-    const res = await this.caller.call({ type: 'exportKv', exportKv: { sessionId, from, to, sequence, prefixHash, delta } }, signal)
+  async exportKv(
+    sessionId: string,
+    from: number,
+    to: number,
+    sequence: number,
+    prefixHash: Uint8Array,
+    delta: boolean,
+    signal?: AbortSignal
+  ): Promise<Uint8Array> {
+    const res = await this.caller.call(
+      { type: 'exportKv', exportKv: { sessionId, from, to, sequence, prefixHash, delta } },
+      signal
+    )
     if (res.type !== 'snapshot') throw new Error(`hop ${this.target.peerId} answered an export without a snapshot`)
     return res.snapshot.snapshot
   }

@@ -1,13 +1,24 @@
 // The layerswarm SDK: swarm view, routing, multi-hop sessions with failover, generate()/stream().
 import '../protocol/polyfills.js'
 
-export { createClient, LayerswarmClient, type ClientInit, type GenerateOptions, type GenerateResult, type VerificationReport } from './client.js'
-export { planRoute, NoRouteError, type RouteCandidate, type RouteHop } from './route.js'
-export { SwarmView, type PeerRecord } from './swarm-view.js'
-export { RemotePipeline, type Forwarding } from './remote-pipeline.js'
-export { HopSession, type HopTarget } from './hop.js'
+export { AuditBatcher, DEFAULT_AUDIT_EVERY, MAX_AUDIT_EVERY } from './audit-batch.js'
+export { type CanaryEvidence, CanaryMonitor, type CanaryOptions, type CanaryPeerReport } from './canary-monitor.js'
 export {
-  type WireChoice,
+  type ClientInit,
+  createClient,
+  type GenerateOptions,
+  type GenerateResult,
+  LayerswarmClient,
+  type VerificationReport
+} from './client.js'
+export { HopSession, type HopTarget } from './hop.js'
+export { BadReceiptError, ReceiptLedger, type ReceiptSummary } from './receipts.js'
+export { type Forwarding, RemotePipeline } from './remote-pipeline.js'
+export { DEFAULT_REPLAY_WINDOW, type ReplayEvidence, ReplayIndex, type SignedStep, verifyReplayEvidence } from './replay-index.js'
+export { NoRouteError, planRoute, type RouteCandidate, type RouteHop } from './route.js'
+export { type PeerRecord, SwarmView } from './swarm-view.js'
+export { detectorFingerprint, InvalidTrustFileError, loadTrust, saveTrust } from './trust-file.js'
+export {
   ALL_WIRE_DTYPES,
   AUTO_WIRE_ORDER,
   InvalidWireError,
@@ -17,12 +28,8 @@ export {
   pickWire,
   UnsupportedWireError,
   WIRE_CHOICES,
+  type WireChoice,
   type WirePreference,
   wireName
 } from './wire.js'
-export { WireLedger, type WireHopReport, type WireReport } from './wire-ledger.js'
-export { BadReceiptError, ReceiptLedger, type ReceiptSummary } from './receipts.js'
-export { DEFAULT_REPLAY_WINDOW, ReplayIndex, type ReplayEvidence, type SignedStep, verifyReplayEvidence } from './replay-index.js'
-export { AuditBatcher, DEFAULT_AUDIT_EVERY, MAX_AUDIT_EVERY } from './audit-batch.js'
-export { detectorFingerprint, InvalidTrustFileError, loadTrust, saveTrust } from './trust-file.js'
-export { CanaryMonitor, type CanaryEvidence, type CanaryOptions, type CanaryPeerReport } from './canary-monitor.js'
+export { type WireHopReport, WireLedger, type WireReport } from './wire-ledger.js'

@@ -1,7 +1,7 @@
 import { type Host, RemoteError } from '../protocol/index.js'
 import type { BlockPipeline } from '../shards/index.js'
-import { HopSession, type HopTarget } from './hop.js'
 import type { CanaryMonitor } from './canary-monitor.js'
+import { HopSession, type HopTarget } from './hop.js'
 import { BadReceiptError, ReceiptLedger } from './receipts.js'
 import { NoRouteError } from './route.js'
 import { SnapshotKeeper } from './snapshots.js'
@@ -91,7 +91,18 @@ export class RemotePipeline implements BlockPipeline {
       const { host, view, modelId, dim, maxLength, wireLedger, log } = init
       const chained = init.forwarding === 'chain'
       const wirePreference = init.wireDtype
-      this.standbys = new StandbyKeeper({ host, view, snapshots: this.snapshots, modelId, dim, maxLength, chained, wirePreference, wireLedger, log })
+      this.standbys = new StandbyKeeper({
+        host,
+        view,
+        snapshots: this.snapshots,
+        modelId,
+        dim,
+        maxLength,
+        chained,
+        wirePreference,
+        wireLedger,
+        log
+      })
     }
   }
 
@@ -112,7 +123,11 @@ export class RemotePipeline implements BlockPipeline {
         if (!this.hops) await this.connect(startPos, signal)
         const out = await this.run(hidden, startPos, signal)
         this.remember(hidden, startPos)
-        if (this.init.snapshotEvery && (await this.snapshots.capture(this.hops!, this.hopSessionId, this.history, this.length, this.timeout(signal)))) await this.feedStandbys(signal)
+        if (
+          this.init.snapshotEvery &&
+          (await this.snapshots.capture(this.hops!, this.hopSessionId, this.history, this.length, this.timeout(signal)))
+        )
+          await this.feedStandbys(signal)
         await this.checkCanaries(signal, startPos, hidden.length / this.init.dim)
         return out
       } catch (err) {
@@ -149,7 +164,12 @@ export class RemotePipeline implements BlockPipeline {
     for (const peerId of peers) {
       this.init.view.ban(peerId, this.init.excludeMs ?? CONVICTED_BAN_MS)
       this.convicted.push(peerId)
-      this.init.log?.({ event: 'excluded', peerId, why: this.init.canaries?.whyExcluded(peerId) ?? 'canary drift', posterior: this.init.canaries?.detector.posterior(peerId) })
+      this.init.log?.({
+        event: 'excluded',
+        peerId,
+        why: this.init.canaries?.whyExcluded(peerId) ?? 'canary drift',
+        posterior: this.init.canaries?.detector.posterior(peerId)
+      })
     }
   }
 
@@ -223,7 +243,12 @@ export class RemotePipeline implements BlockPipeline {
     // A hop died with fed standbys: they take over their spans with their KV in place (relayed,
     // fresh peers take the other spans; chained, only a complete set takes over).
     const standby = this.route.length > 0 ? await this.standbys?.take(this.route) : undefined
-    const route = standby?.route ?? (await view.waitForRoute(from, to, this.init.routeTimeoutMs, signal, { preference: this.init.wireDtype, chained: this.init.forwarding === 'chain' }))
+    const route =
+      standby?.route ??
+      (await view.waitForRoute(from, to, this.init.routeTimeoutMs, signal, {
+        preference: this.init.wireDtype,
+        chained: this.init.forwarding === 'chain'
+      }))
     this.connects++
     const sessionId = this.hopSessionId
     const chain = this.init.forwarding === 'chain'
@@ -237,16 +262,19 @@ export class RemotePipeline implements BlockPipeline {
           hops.unshift(taken)
           continue
         }
-        const hop = await this.tagged(t.peerId, HopSession.open(this.init.host, t, dim, {
-          sessionId,
-          modelId: this.init.modelId,
-          maxLength: this.init.maxLength,
-          wireDtype: t.wireDtype ?? 'f32',
-          ledger: this.init.wireLedger,
-          next: chain ? route[i + 1] : undefined,
-          upstream: chain && i > 0 ? route[i - 1].peerId : undefined,
-          signal
-        }))
+        const hop = await this.tagged(
+          t.peerId,
+          HopSession.open(this.init.host, t, dim, {
+            sessionId,
+            modelId: this.init.modelId,
+            maxLength: this.init.maxLength,
+            wireDtype: t.wireDtype ?? 'f32',
+            ledger: this.init.wireLedger,
+            next: chain ? route[i + 1] : undefined,
+            upstream: chain && i > 0 ? route[i - 1].peerId : undefined,
+            signal
+          })
+        )
         hops.unshift(hop)
       }
     } catch (err) {
@@ -255,14 +283,26 @@ export class RemotePipeline implements BlockPipeline {
     }
     this.hops = hops
     this.routes.push(route)
-    this.init.log?.({ event: 'route', sessionId: this.init.sessionId, forwarding: this.init.forwarding, route: route.map((h) => ({ peerId: h.peerId, start: h.start, end: h.end, wire: h.wireDtype })) })
+    this.init.log?.({
+      event: 'route',
+      sessionId: this.init.sessionId,
+      forwarding: this.init.forwarding,
+      route: route.map((h) => ({ peerId: h.peerId, start: h.start, end: h.end, wire: h.wireDtype }))
+    })
     const replay = Math.min(upTo, this.length)
     // From sealed snapshots when every hop's span has them, else by replaying every input.
     const restored = await this.snapshots.restore(hops, sessionId, this.history, replay, this.timeout(signal), standby?.kept)
-    if (replay > 0 && restored === 0) this.init.log?.({ event: 'replay', positions: replay, route: route.map((h) => [h.peerId, h.start, h.end]) })
+    if (replay > 0 && restored === 0)
+      this.init.log?.({ event: 'replay', positions: replay, route: route.map((h) => [h.peerId, h.start, h.end]) })
     if (replay > 0) {
       const source = restored === 0 ? 'replay' : !standby ? 'snapshot' : standby.kept.size === hops.length ? 'standby' : 'mixed'
-      this.init.log?.({ event: 'resume', from: source, restoredPositions: restored, replayedRows: replay - restored, route: route.map((h) => h.peerId) })
+      this.init.log?.({
+        event: 'resume',
+        from: source,
+        restoredPositions: restored,
+        replayedRows: replay - restored,
+        route: route.map((h) => h.peerId)
+      })
     }
     for (let p = restored; p < replay; p += REPLAY_CHUNK_ROWS) {
       const rows = Math.min(REPLAY_CHUNK_ROWS, replay - p)

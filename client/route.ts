@@ -66,7 +66,9 @@ export function planRoute(candidates: readonly RouteCandidate[], from: number, t
     for (const c of candidates) for (let b = Math.max(c.start, from); b < Math.min(c.end, to); b++) covered.add(b)
     const gaps = []
     for (let b = from; b < to; b++) if (!covered.has(b)) gaps.push(b)
-    throw new NoRouteError(`no peers cover blocks [${from}, ${to})${gaps.length ? `: nobody serves block(s) ${gaps.join(', ')}` : ''}`)
+    throw new NoRouteError(
+      `no peers cover blocks [${from}, ${to})${gaps.length ? `: nobody serves block(s) ${gaps.join(', ')}` : ''}`
+    )
   }
   const hops: RouteHop[] = []
   for (let b = to; b !== from; ) {

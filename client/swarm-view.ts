@@ -1,8 +1,8 @@
 import type { PeerId } from '@libp2p/interface'
 import { multiaddr } from '@multiformats/multiaddr'
-import { type Announcement, dialBootstrap, type DType, fetchInfo, type Host, subscribeAnnouncements } from '../protocol/index.js'
-import { NoRouteError, planRoute, type RouteCandidate, type RouteHop } from './route.js'
+import { type Announcement, type DType, dialBootstrap, fetchInfo, type Host, subscribeAnnouncements } from '../protocol/index.js'
 import type { HopTarget } from './hop.js'
+import { NoRouteError, planRoute, type RouteCandidate, type RouteHop } from './route.js'
 import { acceptedDtypes, planWireRoute, type WirePreference } from './wire.js'
 
 /** Wire negotiation for a route: what the client asks for, and whether the route is a chain. */
@@ -39,10 +39,14 @@ export class SwarmView {
     signal?: AbortSignal
   ) {
     if (host.services.pubsub) {
-      subscribeAnnouncements(host, (a) => {
-        const prev = this.announced.get(a.peerId)
-        if (!prev || prev.issuedAtMs <= a.issuedAtMs) this.announced.set(a.peerId, a)
-      }, signal)
+      subscribeAnnouncements(
+        host,
+        (a) => {
+          const prev = this.announced.get(a.peerId)
+          if (!prev || prev.issuedAtMs <= a.issuedAtMs) this.announced.set(a.peerId, a)
+        },
+        signal
+      )
     }
   }
 
@@ -50,17 +54,23 @@ export class SwarmView {
   async refresh(signal?: AbortSignal): Promise<void> {
     await dialBootstrap(this.host, [...this.bootstrap], signal)
     const targets = new Map<string, { id?: PeerId; addrs: string[] }>()
-    for (const p of this.host.getPeers()) targets.set(p.toString(), { id: p, addrs: this.host.getConnections(p).map((c) => c.remoteAddr.toString()) })
+    for (const p of this.host.getPeers())
+      targets.set(p.toString(), { id: p, addrs: this.host.getConnections(p).map((c) => c.remoteAddr.toString()) })
     for (const a of this.announced.values()) {
       if (a.expiresAtMs < Date.now()) continue
-      if (!targets.has(a.peerId)) targets.set(a.peerId, { addrs: a.addrs.map((x) => (x.includes('/p2p/') ? x : `${x}/p2p/${a.peerId}`)) })
+      if (!targets.has(a.peerId))
+        targets.set(a.peerId, { addrs: a.addrs.map((x) => (x.includes('/p2p/') ? x : `${x}/p2p/${a.peerId}`)) })
     }
     for (const id of targets.keys()) if (this.isBanned(id)) targets.delete(id) // a stalled peer would hold up the refresh
     await Promise.all(
       [...targets].map(async ([id, t]) => {
         try {
           const target = t.id ?? t.addrs.map((x) => multiaddr(x))
-          const { info, rttMs } = await fetchInfo(this.host, target, AbortSignal.any([AbortSignal.timeout(5_000), ...(signal ? [signal] : [])]))
+          const { info, rttMs } = await fetchInfo(
+            this.host,
+            target,
+            AbortSignal.any([AbortSignal.timeout(5_000), ...(signal ? [signal] : [])])
+          )
           if (this.modelId !== undefined && info.modelId !== this.modelId) return
           const addrs = t.addrs.length > 0 ? t.addrs : this.host.getConnections(t.id!).map((c) => c.remoteAddr.toString())
           this.peers.set(id, {
@@ -110,7 +120,10 @@ export class SwarmView {
   route(from: number, to: number, wire?: RouteWire): HopTarget[] {
     const candidates = this.list().filter((p) => !this.isBanned(p.peerId))
     if (!wire) return planRoute(candidates, from, to).map((h) => this.target(h))
-    return planWireRoute(candidates, from, to, wire.preference, wire.chained).map((h) => ({ ...this.target(h), wireDtype: h.wireDtype }))
+    return planWireRoute(candidates, from, to, wire.preference, wire.chained).map((h) => ({
+      ...this.target(h),
+      wireDtype: h.wireDtype
+    }))
   }
 
   private target(h: RouteHop): HopTarget {

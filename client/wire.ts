@@ -50,16 +50,21 @@ export class UnsupportedWireError extends NoRouteError {
 export function parseWirePreference(name: string): WirePreference {
   if (name === 'auto') return 'auto'
   const d = dtypeFromName(name)
-  if (d === undefined) throw new InvalidWireError(`wire dtype must be one of ${WIRE_CHOICES.join(', ')}, got ${JSON.stringify(name)}`)
+  if (d === undefined)
+    throw new InvalidWireError(`wire dtype must be one of ${WIRE_CHOICES.join(', ')}, got ${JSON.stringify(name)}`)
   return d
 }
 
 /** A node's `--wire f32,f16,int8`: the dtypes it accepts, deduplicated, in the given order. */
 export function parseWireList(list: string): DType[] {
   const out: DType[] = []
-  for (const name of list.split(',').map((s) => s.trim()).filter(Boolean)) {
+  for (const name of list
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean)) {
     const d = dtypeFromName(name)
-    if (d === undefined) throw new InvalidWireError(`unknown wire dtype ${JSON.stringify(name)}: a node lists what it accepts from f32, f16, int8`)
+    if (d === undefined)
+      throw new InvalidWireError(`unknown wire dtype ${JSON.stringify(name)}: a node lists what it accepts from f32, f16, int8`)
     if (!out.includes(d)) out.push(d)
   }
   if (out.length === 0) throw new InvalidWireError('a node must accept at least one wire dtype')
@@ -96,7 +101,9 @@ export function negotiateWire(preference: WirePreference, hops: readonly WireHop
     const common = order.find((d) => hops.every((h) => acceptedDtypes(h.wireDtypes).includes(d)))
     if (common === undefined) {
       const lists = hops.map((h) => `${h.peerId}: ${acceptedDtypes(h.wireDtypes).map(wireName).join(',')}`).join('; ')
-      throw new UnsupportedWireError(`the hops of a chain must share a wire dtype (${preference === 'auto' ? 'any' : wireName(preference)}), they accept ${lists}`)
+      throw new UnsupportedWireError(
+        `the hops of a chain must share a wire dtype (${preference === 'auto' ? 'any' : wireName(preference)}), they accept ${lists}`
+      )
     }
     return hops.map(() => common)
   }
@@ -104,7 +111,9 @@ export function negotiateWire(preference: WirePreference, hops: readonly WireHop
     const d = pickWire(preference, h.wireDtypes)
     if (d === undefined) {
       const accepted = acceptedDtypes(h.wireDtypes).map(wireName).join(',')
-      throw new UnsupportedWireError(`hop ${h.peerId} accepts wire ${accepted}, not ${preference === 'auto' ? 'auto' : wireName(preference)}`)
+      throw new UnsupportedWireError(
+        `hop ${h.peerId} accepts wire ${accepted}, not ${preference === 'auto' ? 'auto' : wireName(preference)}`
+      )
     }
     return d
   })
@@ -134,7 +143,11 @@ export function planWireRoute(
 ): Array<RouteHop & { wireDtype: DType }> {
   const fits = (d: WirePreference) => candidates.filter((p) => acceptsWire(d, p.wireDtypes))
   const withDtypes = (hops: RouteHop[]) => {
-    const dtypes = negotiateWire(preference, hops.map((h) => candidates.find((c) => c.peerId === h.peerId)!), chained)
+    const dtypes = negotiateWire(
+      preference,
+      hops.map((h) => candidates.find((c) => c.peerId === h.peerId)!),
+      chained
+    )
     return hops.map((h, i) => ({ ...h, wireDtype: dtypes[i] }))
   }
   let hops: RouteHop[]
@@ -143,8 +156,12 @@ export function planWireRoute(
   } catch (err) {
     planRoute(candidates, from, to) // nobody covers the span: that NoRouteError is the one to report
     const left = candidates.filter((p) => !acceptsWire(preference, p.wireDtypes))
-    const lists = left.map((p) => `${p.peerId} [${p.start}, ${p.end}) accepts ${acceptedDtypes(p.wireDtypes).map(wireName).join(',')}`)
-    throw new UnsupportedWireError(`no route over blocks [${from}, ${to}) accepts wire ${preference === 'auto' ? 'auto' : wireName(preference)}: ${lists.join('; ')} (${(err as Error).message})`)
+    const lists = left.map(
+      (p) => `${p.peerId} [${p.start}, ${p.end}) accepts ${acceptedDtypes(p.wireDtypes).map(wireName).join(',')}`
+    )
+    throw new UnsupportedWireError(
+      `no route over blocks [${from}, ${to}) accepts wire ${preference === 'auto' ? 'auto' : wireName(preference)}: ${lists.join('; ')} (${(err as Error).message})`
+    )
   }
   try {
     return withDtypes(hops)

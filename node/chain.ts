@@ -1,17 +1,17 @@
 import { multiaddr } from '@multiformats/multiaddr'
 import {
-  type SessionRequest,
   createSessionCaller,
-  type Host,
   type HopTiming,
+  type Host,
   type NextHop,
-  type Receipt,
   NextHopFailedError,
+  type Receipt,
   RemoteError,
   RequestTimeoutError,
   SESSION_PROTOCOL,
   SESSION_STREAM_LIMITS,
   type SessionCaller,
+  type SessionRequest,
   type Step
 } from '../protocol/index.js'
 
@@ -42,13 +42,19 @@ export class ChainLink {
     if (!next) throw new Error('no next hop')
     try {
       this.caller ??= createSessionCaller(
-        await this.host.dialProtocol(next.addrs.length > 0 ? next.addrs.map((a) => multiaddr(a)) : peerIdOf(this.host, next.peerId), SESSION_PROTOCOL, {
-          ...SESSION_STREAM_LIMITS,
-          signal
-        })
+        await this.host.dialProtocol(
+          next.addrs.length > 0 ? next.addrs.map((a) => multiaddr(a)) : peerIdOf(this.host, next.peerId),
+          SESSION_PROTOCOL,
+          {
+            ...SESSION_STREAM_LIMITS,
+            signal
+          }
+        )
       )
       const res = await this.caller.call({ type: 'step', step }, signal)
-      return res.type === 'result' ? { timings: res.result.timings, receipts: res.result.receipts ?? [] } : { timings: [], receipts: [] }
+      return res.type === 'result'
+        ? { timings: res.result.timings, receipts: res.result.receipts ?? [] }
+        : { timings: [], receipts: [] }
     } catch (err) {
       this.caller?.abort(err as Error)
       this.caller = undefined
@@ -80,10 +86,14 @@ export class ChainLink {
 
   private async dial(next: NextHop, signal?: AbortSignal): Promise<SessionCaller> {
     this.caller ??= createSessionCaller(
-      await this.host.dialProtocol(next.addrs.length > 0 ? next.addrs.map((a) => multiaddr(a)) : peerIdOf(this.host, next.peerId), SESSION_PROTOCOL, {
-        ...SESSION_STREAM_LIMITS,
-        signal
-      })
+      await this.host.dialProtocol(
+        next.addrs.length > 0 ? next.addrs.map((a) => multiaddr(a)) : peerIdOf(this.host, next.peerId),
+        SESSION_PROTOCOL,
+        {
+          ...SESSION_STREAM_LIMITS,
+          signal
+        }
+      )
     )
     return this.caller
   }
@@ -162,11 +172,27 @@ export function requestShape(req: SessionRequest): Record<string, unknown> {
   switch (req.type) {
     case 'open': {
       const o = req.open
-      return { type: 'open', sessionId: o.sessionId, maxLength: o.maxLength, wire: o.wireDtype, next: o.nextHops.length, upstream: o.upstreamPeerId ?? '' }
+      return {
+        type: 'open',
+        sessionId: o.sessionId,
+        maxLength: o.maxLength,
+        wire: o.wireDtype,
+        next: o.nextHops.length,
+        upstream: o.upstreamPeerId ?? ''
+      }
     }
     case 'step': {
       const s = req.step
-      return { type: 'step', sessionId: s.sessionId, stepId: s.stepId, startPosition: s.startPosition, shape: s.hidden.shape, bytes: s.hidden.data.byteLength, chain: s.chain, hopAuth: s.hopAuth?.length ?? 0 }
+      return {
+        type: 'step',
+        sessionId: s.sessionId,
+        stepId: s.stepId,
+        startPosition: s.startPosition,
+        shape: s.hidden.shape,
+        bytes: s.hidden.data.byteLength,
+        chain: s.chain,
+        hopAuth: s.hopAuth?.length ?? 0
+      }
     }
     case 'await':
       return { type: 'await', sessionId: req.await.sessionId, stepId: req.await.stepId }

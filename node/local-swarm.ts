@@ -1,7 +1,7 @@
 import { type ChildProcess, spawn } from 'node:child_process'
 import { once } from 'node:events'
-import { createInterface } from 'node:readline'
 import { join } from 'node:path'
+import { createInterface } from 'node:readline'
 import { fileURLToPath } from 'node:url'
 import { packageRoot } from './paths.js'
 
@@ -30,7 +30,9 @@ export interface StartNodeOptions {
 }
 
 /** The compiled CLI, also when this module runs from source (tests): node processes run dist/. */
-const CLI = import.meta.url.endsWith('.ts') ? join(packageRoot(), 'dist', 'node', 'cli.js') : fileURLToPath(new URL('./cli.js', import.meta.url))
+const CLI = import.meta.url.endsWith('.ts')
+  ? join(packageRoot(), 'dist', 'node', 'cli.js')
+  : fileURLToPath(new URL('./cli.js', import.meta.url))
 
 /** Start a node process and wait for its "serving" JSON line. */
 export async function startLocalNode(o: StartNodeOptions = {}): Promise<LocalNode> {
@@ -44,7 +46,10 @@ export async function startLocalNode(o: StartNodeOptions = {}): Promise<LocalNod
   createInterface({ input: child.stderr! }).on('line', (l) => logs.push(l))
   const lines = createInterface({ input: child.stdout! })
   const first = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`node did not start within ${o.startTimeoutMs ?? 30_000} ms:\n${logs.join('\n')}`)), o.startTimeoutMs ?? 30_000)
+    const timer = setTimeout(
+      () => reject(new Error(`node did not start within ${o.startTimeoutMs ?? 30_000} ms:\n${logs.join('\n')}`)),
+      o.startTimeoutMs ?? 30_000
+    )
     lines.once('line', (l) => {
       clearTimeout(timer)
       resolve(l)

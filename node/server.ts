@@ -5,41 +5,41 @@ import { bindX25519Key } from '../crypto/index.js'
 import {
   createAnnouncer,
   createHost,
-  decodeTensor,
   type DType,
+  decodeTensor,
   dialBootstrap,
   encodeInfoResponse,
   encodeTensor,
+  type HopTiming,
   type Host,
   INFO_PROTOCOL,
   type InfoResponse,
+  MalformedMessageError,
+  type NoReply,
   PROTOCOL_VERSION,
   REQUEST_STREAM_LIMITS,
+  type Receipt,
   SESSION_PROTOCOL,
   SESSION_STREAM_LIMITS,
-  type HopTiming,
-  type Receipt,
   type SessionRequest,
-  sha256,
-  signReceipt,
   type SessionResponseBody,
-  type NoReply,
   serveRequest,
   serveSessionStream,
+  sha256,
+  signReceipt,
   stepTrace,
   subscribeAnnouncements,
-  MalformedMessageError,
   UnsupportedDtypeError,
   WrongDtypeError,
   WrongModelError
 } from '../protocol/index.js'
 import type { ModelFile, Shard } from '../shards/index.js'
-import { ChainLink, requestShape } from './chain.js'
 import { type BusyPoller, createBusyPoller } from './busy-poll.js'
+import { ChainLink, requestShape } from './chain.js'
 import { BusyError, LeavingError } from './errors.js'
+import type { Metrics } from './metrics.js'
 import { SessionCrypto } from './session-crypto.js'
 import { SessionManager } from './session-manager.js'
-import type { Metrics } from './metrics.js'
 import type { Tamper } from './tamper.js'
 
 export interface SwarmNodeInit {
@@ -168,7 +168,11 @@ export class SwarmNode {
     this.crypto.binding = await bindX25519Key(this.crypto.x25519.publicKey, async (b) => await this.identity.sign(b))
     // An InfoRequest is empty: cap it as decodeInfoRequest does, so no peer can make us buffer 64 MiB per info stream
     const infoLimits = { signal, maxMessageBytes: 1024 }
-    await host.handle(INFO_PROTOCOL, (stream) => serveRequest(stream, () => encodeInfoResponse(this.info()), infoLimits), REQUEST_STREAM_LIMITS)
+    await host.handle(
+      INFO_PROTOCOL,
+      (stream) => serveRequest(stream, () => encodeInfoResponse(this.info()), infoLimits),
+      REQUEST_STREAM_LIMITS
+    )
     await host.handle(
       SESSION_PROTOCOL,
       (stream, connection) => {
@@ -235,18 +239,31 @@ export class SwarmNode {
       case 'open': {
         const o = req.open
         if (this.leaving) throw new BusyError('this peer is leaving')
-        if (o.modelId !== this.init.modelId) throw new WrongModelError(`this peer serves model ${this.init.modelId}, not ${o.modelId}`)
+        if (o.modelId !== this.init.modelId)
+          throw new WrongModelError(`this peer serves model ${this.init.modelId}, not ${o.modelId}`)
         if (!this.wireDtypes.includes(o.wireDtype)) {
           throw new UnsupportedDtypeError(`this peer accepts wire dtypes ${this.wireDtypes.join(', ')}, not ${o.wireDtype}`)
         }
         const keys = this.crypto.keysFor(o, from)
-        this.sessions.open({ sessionId: o.sessionId, start: o.start, end: o.end, maxLength: o.maxLength, owner: from, upstream: o.upstreamPeerId })
+        this.sessions.open({
+          sessionId: o.sessionId,
+          start: o.start,
+          end: o.end,
+          maxLength: o.maxLength,
+          owner: from,
+          upstream: o.upstreamPeerId
+        })
         this.wire.set(o.sessionId, o.wireDtype)
         if (keys) this.crypto.set(o.sessionId, keys)
         this.init.metrics?.sessionsTotal.inc()
         this.reportSessions()
         if (o.nextHops.length > 0 || o.upstreamPeerId) this.chains.set(o.sessionId, new ChainLink(this.host, o.nextHops[0]))
-        this.init.log?.({ event: 'session-open', sessionId: o.sessionId, span: [o.start, o.end], chained: this.chains.has(o.sessionId) })
+        this.init.log?.({
+          event: 'session-open',
+          sessionId: o.sessionId,
+          span: [o.start, o.end],
+          chained: this.chains.has(o.sessionId)
+        })
         return { type: 'opened', opened: { sessionId: o.sessionId } }
       }
       case 'step': {
@@ -258,13 +275,24 @@ export class SwarmNode {
         // one); checked after the decode, so a malformed tensor is MALFORMED whatever its dtype
         const wire = this.wire.get(s.sessionId)
         if (wire !== undefined && s.hidden.dtype !== wire) {
-          throw new WrongDtypeError(`session ${s.sessionId} was opened with wire dtype ${wire}, this step carries ${s.hidden.dtype}`)
+          throw new WrongDtypeError(
+            `session ${s.sessionId} was opened with wire dtype ${wire}, this step carries ${s.hidden.dtype}`
+          )
         }
         const out = this.sessions.step(s.sessionId, from, s.stepId, s.startPosition, hidden)
         stepTrace('computed', s.stepId)
         const rows = hidden.length / dim
         // A tampering peer still signs what it sends: its receipt becomes the evidence.
-        const output = this.init.tamper ? this.init.tamper.apply({ sessionId: s.sessionId, stepId: s.stepId, input: hidden, output: out.output, startPosition: s.startPosition, rows }) : out.output
+        const output = this.init.tamper
+          ? this.init.tamper.apply({
+              sessionId: s.sessionId,
+              stepId: s.stepId,
+              input: hidden,
+              output: out.output,
+              startPosition: s.startPosition,
+              rows
+            })
+          : out.output
         const tensor = encodeTensor(output, [rows, dim], this.wire.get(s.sessionId) ?? 'f32')
         const timing = { peerId: this.peerId, computeMs: out.computeMs }
         this.init.metrics?.step(rows > 1 ? 'prefill' : 'decode', rows, out.computeMs / 1000)
@@ -315,7 +343,13 @@ export class SwarmNode {
         const got = await link.await(req.await.stepId, this.init.chainTimeoutMs ?? 30_000, signal)
         return {
           type: 'result',
-          result: { sessionId: req.await.sessionId, stepId: req.await.stepId, hidden: got.hidden, timings: got.timings, receipts: got.receipts }
+          result: {
+            sessionId: req.await.sessionId,
+            stepId: req.await.stepId,
+            hidden: got.hidden,
+            timings: got.timings,
+            receipts: got.receipts
+          }
         }
       }
       case 'rewind':
@@ -337,7 +371,15 @@ export class SwarmNode {
   private async receipt(sessionId: string, stepId: number, input: Uint8Array, output: Uint8Array): Promise<Receipt> {
     const [start, end] = this.init.shard.sessionSpan(sessionId)
     const fields = { sessionId, stepId, start, end, inputHash: sha256(input), outputHash: sha256(output) }
-    if (!this.init.privateKey) return { peerId: this.peerId, start, end, inputHash: fields.inputHash, outputHash: fields.outputHash, signature: new Uint8Array(64) }
+    if (!this.init.privateKey)
+      return {
+        peerId: this.peerId,
+        start,
+        end,
+        inputHash: fields.inputHash,
+        outputHash: fields.outputHash,
+        signature: new Uint8Array(64)
+      }
     return await signReceipt(fields, this.peerId, this.init.privateKey)
   }
 

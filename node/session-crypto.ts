@@ -1,13 +1,13 @@
 import { timingSafeEqual } from 'node:crypto'
 import {
-  CHAINED_STEP_INPUT_HASH,
   assertStepAuthorized,
+  CHAINED_STEP_INPUT_HASH,
   deriveHopKeys,
   generateX25519KeyPair,
   openSnapshot,
+  type SnapshotHeader,
   SnapshotMisboundError,
   SnapshotOrderError,
-  type SnapshotHeader,
   sealedSnapshotSize,
   sealSnapshot,
   unwrapKey,
@@ -90,7 +90,11 @@ export class SessionCrypto {
     const hop = deriveHopKeys({ sharedSecret, sessionId: o.sessionId, span, clientPeerId: from, hopPeerId: this.ctx.peerId })
     sharedSecret.fill(0)
     const snapshotKey = o.wrappedSnapshotKey?.length
-      ? unwrapKeyUnder(hop.snapshotKeyWrapKey, o.wrappedSnapshotKey, { recipientPeerId: this.ctx.peerId, sessionId: o.sessionId, span })
+      ? unwrapKeyUnder(hop.snapshotKeyWrapKey, o.wrappedSnapshotKey, {
+          recipientPeerId: this.ctx.peerId,
+          sessionId: o.sessionId,
+          span
+        })
       : undefined
     return { clientId: from, span, stepMacKey: hop.stepMacKey, snapshotKey, plain: new Uint8Array(0), sealed: new Uint8Array(0) }
   }
@@ -104,7 +108,12 @@ export class SessionCrypto {
     if (!this.ctx.sessions.has(s.sessionId) || this.ctx.sessions.isOwner(s.sessionId, from)) return tags
     const k = this.keys.get(s.sessionId)
     if (!k) throw new UnauthorizedError(`session ${s.sessionId} has no client key: a step from ${from} cannot be authorized`)
-    const fields = { sessionId: s.sessionId, stepId: s.stepId, startPosition: s.startPosition, inputHash: CHAINED_STEP_INPUT_HASH }
+    const fields = {
+      sessionId: s.sessionId,
+      stepId: s.stepId,
+      startPosition: s.startPosition,
+      inputHash: CHAINED_STEP_INPUT_HASH
+    }
     assertStepAuthorized(k.stepMacKey, fields, tags[0])
     return tags.slice(1)
   }
@@ -152,7 +161,8 @@ export class SessionCrypto {
     try {
       if (!k) throw new UnauthorizedError(`session ${im.sessionId} was opened without a client key`)
       const prior = im.append ? this.priorImport(k, im, shard.sessionLength(im.sessionId)) : undefined
-      if (!im.append && shard.sessionLength(im.sessionId) !== 0) throw new BadShapeError(`session ${im.sessionId} already holds KV: import only into a fresh session`)
+      if (!im.append && shard.sessionLength(im.sessionId) !== 0)
+        throw new BadShapeError(`session ${im.sessionId} already holds KV: import only into a fresh session`)
       key = this.unwrapImportKey(k, im.wrappedKey, im.sessionId)
       let total = 0
       for (const b of im.snapshots) total += b.length
@@ -174,7 +184,8 @@ export class SessionCrypto {
         }
         const o = openSnapshot(im.snapshots[i], key, expect, this.importScratch.subarray(used))
         used += o.payload.length
-        if ((i === 0 && !prior) !== (o.header.kind === 'full')) throw new SnapshotOrderError('snapshot refused: a full snapshot must come first, then deltas')
+        if ((i === 0 && !prior) !== (o.header.kind === 'full'))
+          throw new SnapshotOrderError('snapshot refused: a full snapshot must come first, then deltas')
         sequence = o.header.sequence
         end = o.header.tokenRange[1]
         opened.push({ from: o.header.tokenRange[0], payload: o.payload })
@@ -203,11 +214,19 @@ export class SessionCrypto {
   }
 
   /** What an appending import continues: the session's last import, with nothing run since. */
-  private priorImport(k: SessionKeys, im: { sessionId: string; snapshotSessionId: string }, length: number): NonNullable<SessionKeys['imported']> {
+  private priorImport(
+    k: SessionKeys,
+    im: { sessionId: string; snapshotSessionId: string },
+    length: number
+  ): NonNullable<SessionKeys['imported']> {
     const prior = k.imported
     if (!prior) throw new SnapshotOrderError(`snapshot refused: session ${im.sessionId} has no earlier import to append to`)
-    if (prior.snapshotSessionId !== im.snapshotSessionId) throw new SnapshotMisboundError('sessionId', 'snapshot refused: an append must continue the snapshots of the same session')
-    if (length !== prior.end) throw new SnapshotOrderError(`snapshot refused: session ${im.sessionId} holds ${length} positions, its imports ended at ${prior.end}`)
+    if (prior.snapshotSessionId !== im.snapshotSessionId)
+      throw new SnapshotMisboundError('sessionId', 'snapshot refused: an append must continue the snapshots of the same session')
+    if (length !== prior.end)
+      throw new SnapshotOrderError(
+        `snapshot refused: session ${im.sessionId} holds ${length} positions, its imports ended at ${prior.end}`
+      )
     return prior
   }
 }

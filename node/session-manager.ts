@@ -1,5 +1,12 @@
 import type { Shard } from '../shards/index.js'
-import { BadShapeError, BadSpanError, BusyError, DuplicateSessionError, UnauthorizedError, UnknownSessionError } from './errors.js'
+import {
+  BadShapeError,
+  BadSpanError,
+  BusyError,
+  DuplicateSessionError,
+  UnauthorizedError,
+  UnknownSessionError
+} from './errors.js'
 
 export interface SessionManagerInit {
   readonly shard: Shard

@@ -50,7 +50,9 @@ function announcementFromWire(w: Wire): Announcement {
     addrs: addrs.map((a, i) => stringField(a, `announcement.addrs[${i}]`, { max: MAX_ADDR_LENGTH, token: true })),
     issuedAtMs,
     expiresAtMs,
-    ...(w.x25519PublicKey?.length ? { x25519PublicKey: bytesField(w.x25519PublicKey, 'announcement.x25519_public_key', [32]) } : {}),
+    ...(w.x25519PublicKey?.length
+      ? { x25519PublicKey: bytesField(w.x25519PublicKey, 'announcement.x25519_public_key', [32]) }
+      : {}),
     ...(w.x25519Binding?.length ? { x25519Binding: bytesField(w.x25519Binding, 'announcement.x25519_binding', [64]) } : {})
   }
 }

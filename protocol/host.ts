@@ -7,6 +7,7 @@
  * dependency; discovery runs on bootstrap peers + gossipsub announcements (§7 allows either).
  */
 import './polyfills.js'
+import type { Socket } from 'node:net'
 import { noise } from '@chainsafe/libp2p-noise'
 import { yamux } from '@chainsafe/libp2p-yamux'
 import { StreamState, YamuxStream } from '@chainsafe/libp2p-yamux/stream'
@@ -15,7 +16,6 @@ import { type Identify, identify } from '@libp2p/identify'
 import type { ComponentLogger, Metrics, MultiaddrConnection, PeerId, PrivateKey, Transport, Upgrader } from '@libp2p/interface'
 import { KEEP_ALIVE } from '@libp2p/interface'
 import { tcp } from '@libp2p/tcp'
-import type { Socket } from 'node:net'
 import { multiaddr } from '@multiformats/multiaddr'
 import { createLibp2p, type Libp2p, type ServiceFactoryMap } from 'libp2p'
 import { PROTOCOL_VERSION } from './ids.js'
@@ -127,7 +127,10 @@ type TcpComponents = { logger: ComponentLogger; metrics?: Metrics }
 /** What we touch of @libp2p/tcp's MultiaddrConnection: its socket and its per-chunk sendData. */
 interface TcpConnection {
   socket?: Socket
-  sendData(data: Iterable<Uint8Array> & { byteLength: number; subarray(): Uint8Array }): { sentBytes: number; canSendMore: boolean }
+  sendData(data: Iterable<Uint8Array> & { byteLength: number; subarray(): Uint8Array }): {
+    sentBytes: number
+    canSendMore: boolean
+  }
 }
 
 /**

@@ -10,19 +10,21 @@ export * from './errors.js'
 export * from './framing.js'
 export * from './host.js'
 export * from './ids.js'
+export * from './info.js'
 export * from './limits.js'
 export {
   type DecodeOptions,
   decodeInfoRequest,
   decodeInfoResponse,
   decodeTensorMessage,
+  type ErrorReplyContext,
   encodeInfoRequest,
   encodeInfoResponse,
   encodeTensorMessage,
-  type ErrorReplyContext,
   errorFromReply,
   errorReplyFor
 } from './messages.js'
+export * from './receipt.js'
 export { protoPath } from './schema.js'
 export * from './session-messages.js'
 export * from './session-stream.js'
@@ -30,5 +32,3 @@ export * from './step-trace.js'
 export * from './tensor-codec.js'
 export type * from './types.js'
 export { DTYPE_VALUES, dtypeDisplayName, dtypeFromName } from './wire.js'
-export * from './info.js'
-export * from './receipt.js'

@@ -1,9 +1,9 @@
 import type { PeerId } from '@libp2p/interface'
 import type { Multiaddr } from '@multiformats/multiaddr'
 import { request } from './framing.js'
+import type { Host } from './host.js'
 import { INFO_PROTOCOL } from './ids.js'
 import { decodeInfoResponse, encodeInfoRequest } from './messages.js'
-import type { Host } from './host.js'
 import type { InfoResponse } from './types.js'
 
 /** Ask a peer what it serves; also returns the round trip in ms (stream open included). */

@@ -8,8 +8,8 @@
  */
 import type protobuf from 'protobufjs'
 import {
-  type ErrorCodeName,
   ErrorCode,
+  type ErrorCodeName,
   errorCodeName,
   errorCodeOf,
   MalformedMessageError,

@@ -12,4 +12,5 @@ if (typeof P.withResolvers !== 'function') {
     return { promise, resolve, reject }
   }
 }
+
 export {}

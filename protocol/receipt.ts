@@ -26,7 +26,10 @@ function signingKey(key: PrivateKey): KeyObject | null {
   let k = signingKeys.get(key)
   if (k === undefined) {
     // libp2p's Ed25519 private key is seed ‖ public key (64 bytes); anything else signs through libp2p
-    k = key.type === 'Ed25519' && key.raw.length === 64 ? createPrivateKey({ key: Buffer.concat([PKCS8_ED25519, key.raw.subarray(0, 32)]), format: 'der', type: 'pkcs8' }) : null
+    k =
+      key.type === 'Ed25519' && key.raw.length === 64
+        ? createPrivateKey({ key: Buffer.concat([PKCS8_ED25519, key.raw.subarray(0, 32)]), format: 'der', type: 'pkcs8' })
+        : null
     signingKeys.set(key, k)
   }
   return k
@@ -37,7 +40,10 @@ function verifyingKey(peerId: string): KeyObject | null {
   let k = verifyingKeys.get(peerId)
   if (k === undefined) {
     const pub = peerIdFromString(peerId).publicKey
-    k = pub?.type === 'Ed25519' && pub.raw.length === 32 ? createPublicKey({ key: Buffer.concat([SPKI_ED25519, pub.raw]), format: 'der', type: 'spki' }) : null
+    k =
+      pub?.type === 'Ed25519' && pub.raw.length === 32
+        ? createPublicKey({ key: Buffer.concat([SPKI_ED25519, pub.raw]), format: 'der', type: 'spki' })
+        : null
     if (verifyingKeys.size >= MAX_CACHED_PEERS) verifyingKeys.clear() // peers a client meets are few; bound it anyway
     verifyingKeys.set(peerId, k)
   }
@@ -89,7 +95,14 @@ export async function signReceipt(f: ReceiptFields, peerId: string, privateKey: 
 /** True when the receipt is `peerId`'s signature over these fields. */
 export async function verifyReceipt(r: Receipt, sessionId: string, stepId: number): Promise<boolean> {
   try {
-    const payload = receiptPayload({ sessionId, stepId, start: r.start, end: r.end, inputHash: r.inputHash, outputHash: r.outputHash })
+    const payload = receiptPayload({
+      sessionId,
+      stepId,
+      start: r.start,
+      end: r.end,
+      inputHash: r.inputHash,
+      outputHash: r.outputHash
+    })
     const fast = verifyingKey(r.peerId)
     if (fast) return r.signature.length === 64 && verify(null, payload, fast, r.signature)
     const key = peerIdFromString(r.peerId).publicKey

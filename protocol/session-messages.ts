@@ -32,7 +32,18 @@ import {
   type Wire
 } from './messages.js'
 import { schema } from './schema.js'
-import type { ExportKv, HopTiming, ImportKv, NextHop, OpenSession, Receipt, SessionRequest, SessionResponse, Step, StepResult } from './types.js'
+import type {
+  ExportKv,
+  HopTiming,
+  ImportKv,
+  NextHop,
+  OpenSession,
+  Receipt,
+  SessionRequest,
+  SessionResponse,
+  Step,
+  StepResult
+} from './types.js'
 import {
   arrayField,
   bytesField,
@@ -141,7 +152,8 @@ function oneWayFromWire(w: Wire): Pick<Step, 'oneWay' | 'timings' | 'receipts'> 
   const timings = arrayField(w.timings, 'step.timings', MAX_TIMINGS)
   const receipts = arrayField(w.receipts, 'step.receipts', MAX_TIMINGS)
   if (w.oneWay !== true) {
-    if (timings.length > 0 || receipts.length > 0) throw new MalformedMessageError('step.timings and step.receipts need step.one_way')
+    if (timings.length > 0 || receipts.length > 0)
+      throw new MalformedMessageError('step.timings and step.receipts need step.one_way')
     return {}
   }
   if (w.chain !== true) throw new MalformedMessageError('step.one_way needs step.chain')
@@ -266,7 +278,10 @@ function responseFromWire(w: Wire, maxElements?: number): SessionResponse {
         return {
           requestId,
           type: 'snapshot',
-          snapshot: { sessionId: sessionId(w.snapshot.sessionId, 'snapshot.session_id'), snapshot: bytesField(w.snapshot.snapshot, 'snapshot.snapshot') }
+          snapshot: {
+            sessionId: sessionId(w.snapshot.sessionId, 'snapshot.session_id'),
+            snapshot: bytesField(w.snapshot.snapshot, 'snapshot.snapshot')
+          }
         }
       case 'imported':
         return {

@@ -14,8 +14,8 @@ import { MalformedMessageError, NextHopFailedError, ProtocolError } from './erro
 import { createMessageChannel, type MessageChannel, type MessageChannelInit } from './framing.js'
 import { errorFromReply, errorReplyFor } from './messages.js'
 import { decodeSessionRequest, decodeSessionResponse, encodeSessionRequest, encodeSessionResponse } from './session-messages.js'
-import type { SessionRequest, SessionRequestBody, SessionResponse, SessionResponseBody } from './types.js'
 import { stepTrace } from './step-trace.js'
+import type { SessionRequest, SessionRequestBody, SessionResponse, SessionResponseBody } from './types.js'
 
 export interface SessionStreamInit extends MessageChannelInit {
   maxTensorElements?: number
@@ -116,7 +116,10 @@ export function createSessionCaller(stream: Stream, init: SessionStreamInit = {}
       if (failure !== undefined) throw failure
       signal?.throwIfAborted()
       const requestId = nextId++
-      stepTrace(`caller-send-${body.type}`, body.type === 'step' ? body.step.stepId : body.type === 'await' ? body.await.stepId : requestId)
+      stepTrace(
+        `caller-send-${body.type}`,
+        body.type === 'step' ? body.step.stepId : body.type === 'await' ? body.await.stepId : requestId
+      )
       const bytes = encodeSessionRequest({ requestId, ...body } as SessionRequest)
       let resolve!: (res: SessionResponse) => void
       let reject!: (err: Error) => void
@@ -264,7 +267,11 @@ export async function serveSessionStream(
           const failed = req
           body.failure.catch(async (err: Error) => {
             try {
-              await reply({ requestId: failed.requestId, type: 'error', error: errorReplyFor(err, { peerId: init.peerId, stepId: traceId }) })
+              await reply({
+                requestId: failed.requestId,
+                type: 'error',
+                error: errorReplyFor(err, { peerId: init.peerId, stepId: traceId })
+              })
             } catch {
               // the stream is gone: the caller learns of it that way
             }

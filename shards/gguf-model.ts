@@ -4,7 +4,7 @@ import { RangedFile } from './file-reader.js'
 import { type GgufTensorInfo, readGgufHeader } from './gguf-reader.js'
 import { type GgufValue, type ModelFile, sampleRange } from './model-file.js'
 import { vocabularyFromGguf } from './tokenizer-files.js'
-import type { ModelConfig, TensorName, Vocabulary, } from './types.js'
+import type { ModelConfig, TensorName, Vocabulary } from './types.js'
 
 function num(meta: ReadonlyMap<string, GgufValue>, key: string, path: string, fallback?: number): number {
   const v = meta.get(key)
@@ -18,7 +18,11 @@ function num(meta: ReadonlyMap<string, GgufValue>, key: string, path: string, fa
 }
 
 /** Llama hyper-parameters from `llama.*` keys (llama.cpp's llm_load_hparams). */
-export function llamaConfigFromGguf(meta: ReadonlyMap<string, GgufValue>, tensors: ReadonlyMap<string, GgufTensorInfo>, path: string): ModelConfig {
+export function llamaConfigFromGguf(
+  meta: ReadonlyMap<string, GgufValue>,
+  tensors: ReadonlyMap<string, GgufTensorInfo>,
+  path: string
+): ModelConfig {
   const arch = meta.get('general.architecture')
   if (arch !== 'llama') {
     throw new UnsupportedModelError(`${path}: architecture ${JSON.stringify(arch)} is not supported (only "llama")`)
@@ -33,7 +37,8 @@ export function llamaConfigFromGguf(meta: ReadonlyMap<string, GgufValue>, tensor
     throw new UnsupportedModelError(`${path}: ${dim} dims over ${nHeads} heads / ${nKvHeads} kv heads is not a valid Llama shape`)
   }
   const ropeDims = num(meta, 'llama.rope.dimension_count', path, headDim)
-  if (ropeDims !== headDim) throw new UnsupportedModelError(`${path}: partial RoPE (${ropeDims} of ${headDim} dims) is not supported`)
+  if (ropeDims !== headDim)
+    throw new UnsupportedModelError(`${path}: partial RoPE (${ropeDims} of ${headDim} dims) is not supported`)
   const config: ModelConfig = {
     architecture: 'llama',
     dim,

@@ -1,4 +1,10 @@
-import { BadMagicError, InvalidModelError, TruncatedFileError, UnsupportedModelError, UnsupportedTensorTypeError } from './errors.js'
+import {
+  BadMagicError,
+  InvalidModelError,
+  TruncatedFileError,
+  UnsupportedModelError,
+  UnsupportedTensorTypeError
+} from './errors.js'
 import type { RangedFile } from './file-reader.js'
 import type { GgufValue } from './model-file.js'
 import type { WeightMatrix } from './types.js'
@@ -27,8 +33,23 @@ export interface GgufHeader {
 
 const GGML_TYPES: Record<number, WeightMatrix['dtype']> = { 0: 'f32', 1: 'f16', 8: 'q8_0' }
 const GGML_TYPE_NAMES: Record<number, string> = {
-  2: 'Q4_0', 3: 'Q4_1', 6: 'Q5_0', 7: 'Q5_1', 9: 'Q8_1', 10: 'Q2_K', 11: 'Q3_K', 12: 'Q4_K',
-  13: 'Q5_K', 14: 'Q6_K', 15: 'Q8_K', 24: 'I8', 25: 'I16', 26: 'I32', 27: 'I64', 28: 'F64', 30: 'BF16'
+  2: 'Q4_0',
+  3: 'Q4_1',
+  6: 'Q5_0',
+  7: 'Q5_1',
+  9: 'Q8_1',
+  10: 'Q2_K',
+  11: 'Q3_K',
+  12: 'Q4_K',
+  13: 'Q5_K',
+  14: 'Q6_K',
+  15: 'Q8_K',
+  24: 'I8',
+  25: 'I16',
+  26: 'I32',
+  27: 'I64',
+  28: 'F64',
+  30: 'BF16'
 }
 const MAX_STRING_BYTES = 1 << 24
 const MAX_ARRAY_ITEMS = 1 << 26
@@ -56,16 +77,56 @@ class Cursor {
     return 0
   }
 
-  u8(): number { const o = this.need(1, 'u8'); this.pos += 1; return this.view.getUint8(o) }
-  i8(): number { const o = this.need(1, 'i8'); this.pos += 1; return this.view.getInt8(o) }
-  u16(): number { const o = this.need(2, 'u16'); this.pos += 2; return this.view.getUint16(o, true) }
-  i16(): number { const o = this.need(2, 'i16'); this.pos += 2; return this.view.getInt16(o, true) }
-  u32(): number { const o = this.need(4, 'u32'); this.pos += 4; return this.view.getUint32(o, true) }
-  i32(): number { const o = this.need(4, 'i32'); this.pos += 4; return this.view.getInt32(o, true) }
-  f32(): number { const o = this.need(4, 'f32'); this.pos += 4; return this.view.getFloat32(o, true) }
-  f64(): number { const o = this.need(8, 'f64'); this.pos += 8; return this.view.getFloat64(o, true) }
-  u64(): bigint { const o = this.need(8, 'u64'); this.pos += 8; return this.view.getBigUint64(o, true) }
-  i64(): bigint { const o = this.need(8, 'i64'); this.pos += 8; return this.view.getBigInt64(o, true) }
+  u8(): number {
+    const o = this.need(1, 'u8')
+    this.pos += 1
+    return this.view.getUint8(o)
+  }
+  i8(): number {
+    const o = this.need(1, 'i8')
+    this.pos += 1
+    return this.view.getInt8(o)
+  }
+  u16(): number {
+    const o = this.need(2, 'u16')
+    this.pos += 2
+    return this.view.getUint16(o, true)
+  }
+  i16(): number {
+    const o = this.need(2, 'i16')
+    this.pos += 2
+    return this.view.getInt16(o, true)
+  }
+  u32(): number {
+    const o = this.need(4, 'u32')
+    this.pos += 4
+    return this.view.getUint32(o, true)
+  }
+  i32(): number {
+    const o = this.need(4, 'i32')
+    this.pos += 4
+    return this.view.getInt32(o, true)
+  }
+  f32(): number {
+    const o = this.need(4, 'f32')
+    this.pos += 4
+    return this.view.getFloat32(o, true)
+  }
+  f64(): number {
+    const o = this.need(8, 'f64')
+    this.pos += 8
+    return this.view.getFloat64(o, true)
+  }
+  u64(): bigint {
+    const o = this.need(8, 'u64')
+    this.pos += 8
+    return this.view.getBigUint64(o, true)
+  }
+  i64(): bigint {
+    const o = this.need(8, 'i64')
+    this.pos += 8
+    return this.view.getBigInt64(o, true)
+  }
   /** A u64 that must fit in a JS number (counts, sizes, offsets). */
   size(what: string, max: number): number {
     const v = this.u64()
@@ -82,15 +143,24 @@ class Cursor {
 
 function readValue(c: Cursor, type: number, path: string): GgufValue {
   switch (type) {
-    case 0: return c.u8()
-    case 1: return c.i8()
-    case 2: return c.u16()
-    case 3: return c.i16()
-    case 4: return c.u32()
-    case 5: return c.i32()
-    case 6: return c.f32()
-    case 7: return c.u8() !== 0
-    case 8: return c.string()
+    case 0:
+      return c.u8()
+    case 1:
+      return c.i8()
+    case 2:
+      return c.u16()
+    case 3:
+      return c.i16()
+    case 4:
+      return c.u32()
+    case 5:
+      return c.i32()
+    case 6:
+      return c.f32()
+    case 7:
+      return c.u8() !== 0
+    case 8:
+      return c.string()
     case 9: {
       const itemType = c.u32()
       const n = c.size('array length', MAX_ARRAY_ITEMS)
@@ -98,9 +168,12 @@ function readValue(c: Cursor, type: number, path: string): GgufValue {
       for (let i = 0; i < n; i++) out[i] = readValue(c, itemType, path)
       return out
     }
-    case 10: return c.u64()
-    case 11: return c.i64()
-    case 12: return c.f64()
+    case 10:
+      return c.u64()
+    case 11:
+      return c.i64()
+    case 12:
+      return c.f64()
     default:
       throw new InvalidModelError(`${path}: unknown GGUF metadata value type ${type}`)
   }
@@ -123,7 +196,8 @@ export function readGgufHeader(file: RangedFile): GgufHeader {
     throw new BadMagicError(`${path}: not a GGUF file (magic 0x${magic.toString(16).padStart(8, '0')}, expected "GGUF")`)
   }
   const version = c.u32()
-  if (version !== 2 && version !== 3) throw new UnsupportedModelError(`${path}: GGUF version ${version} is not supported (2 or 3)`)
+  if (version !== 2 && version !== 3)
+    throw new UnsupportedModelError(`${path}: GGUF version ${version} is not supported (2 or 3)`)
   const nTensors = c.size('tensor count', 1 << 20)
   const nKv = c.size('metadata count', 1 << 20)
   const metadata = new Map<string, GgufValue>()
@@ -156,7 +230,9 @@ export function readGgufHeader(file: RangedFile): GgufHeader {
     const sizeBytes = tensorBytes(dtype, elements, ne[0], name, path)
     const offset = dataOffset + rel
     if (offset + sizeBytes > file.sizeBytes) {
-      throw new TruncatedFileError(`${path}: tensor ${name} ends at byte ${offset + sizeBytes} but the file has ${file.sizeBytes}`)
+      throw new TruncatedFileError(
+        `${path}: tensor ${name} ends at byte ${offset + sizeBytes} but the file has ${file.sizeBytes}`
+      )
     }
     tensors.set(name, { name, ne, dtype, offset, sizeBytes })
   }

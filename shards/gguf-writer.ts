@@ -15,7 +15,13 @@ import type { ModelConfig, Vocabulary, WeightMatrix } from './types.js'
 /** Scalar GGUF metadata types, named after gguf.md's GGUF_METADATA_VALUE_TYPE_*. */
 export type GgufScalarType = 'u8' | 'i8' | 'u16' | 'i16' | 'u32' | 'i32' | 'f32' | 'bool' | 'string' | 'u64' | 'i64' | 'f64'
 
-type ScalarOf<T extends GgufScalarType> = T extends 'bool' ? boolean : T extends 'string' ? string : T extends 'u64' | 'i64' ? number | bigint : number
+type ScalarOf<T extends GgufScalarType> = T extends 'bool'
+  ? boolean
+  : T extends 'string'
+    ? string
+    : T extends 'u64' | 'i64'
+      ? number | bigint
+      : number
 
 /** A metadata value with its explicit GGUF type (a JS number alone does not say u32 or f32). */
 export type GgufTypedValue =
@@ -45,11 +51,28 @@ const DEFAULT_ALIGNMENT = 32
 const MAX_TENSOR_NAME_BYTES = 64
 const MAX_KEY_BYTES = 65535
 const VALUE_TYPE: Record<GgufScalarType | 'array', number> = {
-  u8: 0, i8: 1, u16: 2, i16: 3, u32: 4, i32: 5, f32: 6, bool: 7, string: 8, array: 9, u64: 10, i64: 11, f64: 12
+  u8: 0,
+  i8: 1,
+  u16: 2,
+  i16: 3,
+  u32: 4,
+  i32: 5,
+  f32: 6,
+  bool: 7,
+  string: 8,
+  array: 9,
+  u64: 10,
+  i64: 11,
+  f64: 12
 }
 const GGML_TYPE: Record<WeightMatrix['dtype'], number> = { f32: 0, f16: 1, q8_0: 8 }
 const INT_RANGE: Partial<Record<GgufScalarType, readonly [number, number]>> = {
-  u8: [0, 0xff], i8: [-0x80, 0x7f], u16: [0, 0xffff], i16: [-0x8000, 0x7fff], u32: [0, 0xffffffff], i32: [-0x80000000, 0x7fffffff]
+  u8: [0, 0xff],
+  i8: [-0x80, 0x7f],
+  u16: [0, 0xffff],
+  i16: [-0x8000, 0x7fff],
+  u32: [0, 0xffffffff],
+  i32: [-0x80000000, 0x7fffffff]
 }
 const encoder = new TextEncoder()
 
@@ -71,16 +94,46 @@ class ByteWriter {
     return at
   }
 
-  u8(v: number): void { const o = this.reserve(1); this.view.setUint8(o, v) }
-  i8(v: number): void { const o = this.reserve(1); this.view.setInt8(o, v) }
-  u16(v: number): void { const o = this.reserve(2); this.view.setUint16(o, v, true) }
-  i16(v: number): void { const o = this.reserve(2); this.view.setInt16(o, v, true) }
-  u32(v: number): void { const o = this.reserve(4); this.view.setUint32(o, v, true) }
-  i32(v: number): void { const o = this.reserve(4); this.view.setInt32(o, v, true) }
-  f32(v: number): void { const o = this.reserve(4); this.view.setFloat32(o, v, true) }
-  f64(v: number): void { const o = this.reserve(8); this.view.setFloat64(o, v, true) }
-  u64(v: bigint): void { const o = this.reserve(8); this.view.setBigUint64(o, v, true) }
-  i64(v: bigint): void { const o = this.reserve(8); this.view.setBigInt64(o, v, true) }
+  u8(v: number): void {
+    const o = this.reserve(1)
+    this.view.setUint8(o, v)
+  }
+  i8(v: number): void {
+    const o = this.reserve(1)
+    this.view.setInt8(o, v)
+  }
+  u16(v: number): void {
+    const o = this.reserve(2)
+    this.view.setUint16(o, v, true)
+  }
+  i16(v: number): void {
+    const o = this.reserve(2)
+    this.view.setInt16(o, v, true)
+  }
+  u32(v: number): void {
+    const o = this.reserve(4)
+    this.view.setUint32(o, v, true)
+  }
+  i32(v: number): void {
+    const o = this.reserve(4)
+    this.view.setInt32(o, v, true)
+  }
+  f32(v: number): void {
+    const o = this.reserve(4)
+    this.view.setFloat32(o, v, true)
+  }
+  f64(v: number): void {
+    const o = this.reserve(8)
+    this.view.setFloat64(o, v, true)
+  }
+  u64(v: bigint): void {
+    const o = this.reserve(8)
+    this.view.setBigUint64(o, v, true)
+  }
+  i64(v: bigint): void {
+    const o = this.reserve(8)
+    this.view.setBigInt64(o, v, true)
+  }
   /** gguf_string_t: u64 byte length, then UTF-8 without a terminator. */
   string(s: string): void {
     const bytes = encoder.encode(s)
@@ -116,10 +169,18 @@ function checkScalar(type: GgufScalarType, value: unknown, key: string): void {
 }
 
 const SCALAR_WRITERS: { [T in GgufScalarType]: (w: ByteWriter, v: ScalarOf<T>) => void } = {
-  u8: (w, v) => w.u8(v), i8: (w, v) => w.i8(v), u16: (w, v) => w.u16(v), i16: (w, v) => w.i16(v),
-  u32: (w, v) => w.u32(v), i32: (w, v) => w.i32(v), f32: (w, v) => w.f32(v), f64: (w, v) => w.f64(v),
+  u8: (w, v) => w.u8(v),
+  i8: (w, v) => w.i8(v),
+  u16: (w, v) => w.u16(v),
+  i16: (w, v) => w.i16(v),
+  u32: (w, v) => w.u32(v),
+  i32: (w, v) => w.i32(v),
+  f32: (w, v) => w.f32(v),
+  f64: (w, v) => w.f64(v),
   bool: (w, v) => w.u8(v ? 1 : 0), // gguf.md: a bool is one byte, 0 or 1
-  string: (w, v) => w.string(v), u64: (w, v) => w.u64(BigInt(v)), i64: (w, v) => w.i64(BigInt(v))
+  string: (w, v) => w.string(v),
+  u64: (w, v) => w.u64(BigInt(v)),
+  i64: (w, v) => w.i64(BigInt(v))
 }
 
 function writeScalar(w: ByteWriter, type: GgufScalarType, value: unknown): void {
@@ -139,7 +200,8 @@ export function ggufPlainValue(v: GgufTypedValue): GgufValue {
 
 /** Bytes of a tensor's data: rows of ne[0] elements, times the other dimensions. */
 export function ggufTensorBytes(dtype: WeightMatrix['dtype'], shape: readonly number[]): number {
-  if (shape.length < 1 || shape.length > 4) throw new InvalidArgumentError(`a GGUF tensor has 1 to 4 dimensions, got ${shape.length}`)
+  if (shape.length < 1 || shape.length > 4)
+    throw new InvalidArgumentError(`a GGUF tensor has 1 to 4 dimensions, got ${shape.length}`)
   for (const n of shape) if (!Number.isSafeInteger(n) || n < 1) throw new InvalidArgumentError(`bad tensor dimension ${n}`)
   return rowBytes(dtype, shape[0]) * shape.slice(1).reduce((a, b) => a * b, 1)
 }
@@ -195,7 +257,8 @@ function buildHeader(init: GgufInit, alignment: number): { header: Uint8Array; s
     const n = encoder.encode(t.name).length
     if (n === 0 || n > MAX_TENSOR_NAME_BYTES) throw new InvalidArgumentError(`tensor name "${t.name}" must be 1..64 bytes`)
     if (names.has(t.name)) throw new InvalidArgumentError(`tensor ${t.name} appears twice`)
-    if (!Object.hasOwn(GGML_TYPE, t.dtype)) throw new InvalidArgumentError(`tensor ${t.name}: unsupported dtype ${String(t.dtype)}`)
+    if (!Object.hasOwn(GGML_TYPE, t.dtype))
+      throw new InvalidArgumentError(`tensor ${t.name}: unsupported dtype ${String(t.dtype)}`)
     names.add(t.name)
     const size = ggufTensorBytes(t.dtype, t.shape)
     w.string(t.name)
@@ -262,8 +325,14 @@ const FILE_TYPE: Record<WeightMatrix['dtype'], number> = { f32: 0, f16: 1, q8_0:
  * The metadata llama.cpp reads for `general.architecture = llama` and its SentencePiece
  * tokenizer (gguf.md "LLaMA" and "Tokenizer" sections), in the order its converter writes them.
  */
-export function llamaGgufMetadata(name: string, c: ModelConfig, v: Vocabulary, dtype: WeightMatrix['dtype']): Array<[string, GgufTypedValue]> {
-  if (v?.pieces?.length !== c?.vocabSize) throw new InvalidArgumentError(`vocabulary has ${v?.pieces?.length} pieces, model ${c?.vocabSize}`)
+export function llamaGgufMetadata(
+  name: string,
+  c: ModelConfig,
+  v: Vocabulary,
+  dtype: WeightMatrix['dtype']
+): Array<[string, GgufTypedValue]> {
+  if (v?.pieces?.length !== c?.vocabSize)
+    throw new InvalidArgumentError(`vocabulary has ${v?.pieces?.length} pieces, model ${c?.vocabSize}`)
   if (!Object.hasOwn(FILE_TYPE, dtype)) throw new InvalidArgumentError(`unknown dtype ${dtype}`)
   const u32 = (value: number): GgufTypedValue => ({ type: 'u32', value })
   const f32 = (value: number): GgufTypedValue => ({ type: 'f32', value })
@@ -272,18 +341,32 @@ export function llamaGgufMetadata(name: string, c: ModelConfig, v: Vocabulary, d
     ['general.name', { type: 'string', value: name }],
     ['general.file_type', u32(FILE_TYPE[dtype])],
     ['general.quantization_version', u32(2)], // GGML_QNT_VERSION, written by llama.cpp's converter
-    ...([
-      ['vocab_size', c.vocabSize], ['context_length', c.seqLen], ['embedding_length', c.dim],
-      ['feed_forward_length', c.hiddenDim], ['block_count', c.nLayers], ['attention.head_count', c.nHeads],
-      ['attention.head_count_kv', c.nKvHeads], ['rope.dimension_count', c.headDim]
-    ] as const).map(([k, n]): [string, GgufTypedValue] => [`llama.${k}`, u32(n)]),
+    ...(
+      [
+        ['vocab_size', c.vocabSize],
+        ['context_length', c.seqLen],
+        ['embedding_length', c.dim],
+        ['feed_forward_length', c.hiddenDim],
+        ['block_count', c.nLayers],
+        ['attention.head_count', c.nHeads],
+        ['attention.head_count_kv', c.nKvHeads],
+        ['rope.dimension_count', c.headDim]
+      ] as const
+    ).map(([k, n]): [string, GgufTypedValue] => [`llama.${k}`, u32(n)]),
     ['llama.rope.freq_base', f32(c.ropeTheta)],
     ['llama.attention.layer_norm_rms_epsilon', f32(c.rmsEps)],
     ['tokenizer.ggml.model', { type: 'string', value: 'llama' }],
     // SentencePiece stores spaces as U+2581 (LOWER ONE EIGHTH BLOCK).
     ['tokenizer.ggml.tokens', { type: 'array', itemType: 'string', value: v.pieces.map((p) => p.replaceAll(' ', '\u2581')) }],
     ['tokenizer.ggml.scores', { type: 'array', itemType: 'f32', value: Array.from(v.scores) }],
-    ...(v.types ? [['tokenizer.ggml.token_type', { type: 'array', itemType: 'i32', value: Array.from(v.types) }] as [string, GgufTypedValue]] : []),
+    ...(v.types
+      ? [
+          ['tokenizer.ggml.token_type', { type: 'array', itemType: 'i32', value: Array.from(v.types) }] as [
+            string,
+            GgufTypedValue
+          ]
+        ]
+      : []),
     ['tokenizer.ggml.bos_token_id', u32(v.bosId)],
     ['tokenizer.ggml.eos_token_id', u32(v.eosId)],
     ['tokenizer.ggml.unknown_token_id', u32(v.unkId)],

@@ -1,26 +1,49 @@
 // The model engine: formats, tokenizer, kernels, spans of blocks, edge parts, sampler.
-export * from './errors.js'
-export type * from './types.js'
-export { BLOCK_TENSORS } from './types.js'
-export { type GgufValue, type ModelFile, sampleRange } from './model-file.js'
-export { openModelFile, type OpenModelOptions } from './open-model.js'
-export { readGgufHeader, type GgufHeader, type GgufTensorInfo } from './gguf-reader.js'
-export { f16ToF32, f32ToF16 } from './f16.js'
-export { dequantizeRow, quantizeMatrix, rowBytes, Q8_0_BLOCK, Q8_0_BLOCK_BYTES } from './quant.js'
-export type { AttentionShape, Kernels, KvLayer } from './kernels.js'
-export { createReferenceKernels } from './kernels-ref.js'
-export { KvCache, type KvDType } from './kv-cache.js'
-export { createShard, Shard, type ShardInit, type SessionOptions } from './shard.js'
+
 export { createEdge, Edge, type EdgeInit } from './edge.js'
-export { createSampler, logSoftmax, Xorshift64, type Sampler, type SamplerOptions } from './sampler.js'
-export { createLocalPipeline, generateTokens, type BlockPipeline, type GenerateInit, type LocalPipelineOptions } from './generate.js'
+export * from './errors.js'
+export { f16ToF32, f32ToF16 } from './f16.js'
+export {
+  type BlockPipeline,
+  createLocalPipeline,
+  type GenerateInit,
+  generateTokens,
+  type LocalPipelineOptions
+} from './generate.js'
+export { type GgufHeader, type GgufTensorInfo, readGgufHeader } from './gguf-reader.js'
+export { type GgufInit, type GgufTypedValue, writeGguf } from './gguf-writer.js'
+export { SMALL_MODEL_DIM, selectKernelsFor } from './kernel-policy.js'
+export type { AttentionShape, Kernels, KvLayer } from './kernels.js'
+export {
+  createFastKernels,
+  type FastKernelOptions,
+  type FastKernels,
+  type KernelKind,
+  KernelsUnavailableError,
+  type SelectKernelsOptions,
+  selectKernels
+} from './kernels-fast.js'
+export { createReferenceKernels } from './kernels-ref.js'
+export { KernelMemoryError } from './kernels-wasm/heap.js'
+export { KernelThreadError } from './kernels-wasm/pool.js'
+export { type KvAllocator, KvCache, type KvDType, kvAllocatorOf } from './kv-cache.js'
+export { type GgufValue, type ModelFile, sampleRange } from './model-file.js'
+export { computeModelId } from './model-id.js'
+export { type OpenModelOptions, openModelFile } from './open-model.js'
+export { dequantizeRow, Q8_0_BLOCK, Q8_0_BLOCK_BYTES, quantizeMatrix, rowBytes } from './quant.js'
+export {
+  createRandomModel,
+  MODEL_SHAPES,
+  type ModelShape,
+  parseShape,
+  type RandomModelOptions,
+  randomModelConfig,
+  syntheticVocabulary,
+  writeRandomModel
+} from './random-model.js'
+export { createSampler, logSoftmax, type Sampler, type SamplerOptions, Xorshift64 } from './sampler.js'
+export { createShard, type SessionOptions, Shard, type ShardInit } from './shard.js'
 export * from './tokenizer.js'
 export * from './tokenizer-files.js'
-export { computeModelId } from './model-id.js'
-export { createRandomModel, MODEL_SHAPES, parseShape, randomModelConfig, syntheticVocabulary, writeRandomModel, type ModelShape, type RandomModelOptions } from './random-model.js'
-export { writeGguf, type GgufInit, type GgufTypedValue } from './gguf-writer.js'
-export { createFastKernels, KernelsUnavailableError, selectKernels, type FastKernelOptions, type FastKernels, type KernelKind, type SelectKernelsOptions } from './kernels-fast.js'
-export { KernelThreadError } from './kernels-wasm/pool.js'
-export { KernelMemoryError } from './kernels-wasm/heap.js'
-export { kvAllocatorOf, type KvAllocator } from './kv-cache.js'
-export { selectKernelsFor, SMALL_MODEL_DIM } from './kernel-policy.js'
+export type * from './types.js'
+export { BLOCK_TENSORS } from './types.js'

@@ -26,15 +26,28 @@ interface Region {
 
 export function readLlama2cConfig(file: RangedFile): { config: ModelConfig; regions: Map<string, Region> } {
   const path = file.path
-  if (file.sizeBytes < HEADER_BYTES) throw new TruncatedFileError(`${path}: ${file.sizeBytes} bytes is too short for a llama2.c checkpoint`)
+  if (file.sizeBytes < HEADER_BYTES)
+    throw new TruncatedFileError(`${path}: ${file.sizeBytes} bytes is too short for a llama2.c checkpoint`)
   const h = new Int32Array(file.read(0, HEADER_BYTES, 'llama2.c header').buffer)
-  if (h[0] === V1_MAGIC) throw new UnsupportedModelError(`${path}: llama2.c version ${h[1]} export; only the legacy v0 format is supported`)
+  if (h[0] === V1_MAGIC)
+    throw new UnsupportedModelError(`${path}: llama2.c version ${h[1]} export; only the legacy v0 format is supported`)
   const [dim, hiddenDim, nLayers, nHeads, nKvHeads, rawVocab, seqLen] = h
   const vocabSize = Math.abs(rawVocab)
   const plausible =
-    dim > 0 && hiddenDim > 0 && nLayers > 0 && nHeads > 0 && nKvHeads > 0 && vocabSize > 0 && seqLen > 0 &&
-    dim < 1 << 16 && hiddenDim < 1 << 18 && nLayers < 1024 && vocabSize < 1 << 22 && seqLen < 1 << 22 &&
-    dim % nHeads === 0 && nHeads % nKvHeads === 0
+    dim > 0 &&
+    hiddenDim > 0 &&
+    nLayers > 0 &&
+    nHeads > 0 &&
+    nKvHeads > 0 &&
+    vocabSize > 0 &&
+    seqLen > 0 &&
+    dim < 1 << 16 &&
+    hiddenDim < 1 << 18 &&
+    nLayers < 1024 &&
+    vocabSize < 1 << 22 &&
+    seqLen < 1 << 22 &&
+    dim % nHeads === 0 &&
+    nHeads % nKvHeads === 0
   if (!plausible) {
     throw new BadMagicError(`${path}: not a llama2.c checkpoint (header ${Array.from(h).join(', ')} is not a valid config)`)
   }
@@ -42,8 +55,19 @@ export function readLlama2cConfig(file: RangedFile): { config: ModelConfig; regi
   if (headDim % 2 !== 0) throw new UnsupportedModelError(`${path}: head size ${headDim} is odd`)
   const kvDim = nKvHeads * headDim
   const config: ModelConfig = {
-    architecture: 'llama', dim, hiddenDim, nLayers, nHeads, nKvHeads, headDim, kvDim, vocabSize, seqLen,
-    ropeTheta: 10000, rmsEps: 1e-5, tiedEmbeddings: rawVocab > 0
+    architecture: 'llama',
+    dim,
+    hiddenDim,
+    nLayers,
+    nHeads,
+    nKvHeads,
+    headDim,
+    kvDim,
+    vocabSize,
+    seqLen,
+    ropeTheta: 10000,
+    rmsEps: 1e-5,
+    tiedEmbeddings: rawVocab > 0
   }
   const regions = new Map<string, Region>()
   let offset = HEADER_BYTES
@@ -95,7 +119,9 @@ export function openLlama2cModel(path: string, options: { tokenizerPath?: string
     if (tokenizerPath !== undefined) {
       vocabulary = readLlama2cTokenizer(tokenizerPath, config.vocabSize)
       if (vocabulary.pieces.length !== config.vocabSize) {
-        throw new TokenizerMismatchError(`${tokenizerPath}: ${vocabulary.pieces.length} tokens, the model has ${config.vocabSize}`)
+        throw new TokenizerMismatchError(
+          `${tokenizerPath}: ${vocabulary.pieces.length} tokens, the model has ${config.vocabSize}`
+        )
       }
     }
     const region = (name: TensorName): Region => {

@@ -17,7 +17,17 @@ export function computeModelId(model: ModelFile): string {
   const names: TensorName[] = ['token_embd', 'output_norm']
   if (!c.tiedEmbeddings) names.push('output')
   for (let l = 0; l < c.nLayers; l++) {
-    for (const t of ['attn_norm', 'attn_q', 'attn_k', 'attn_v', 'attn_output', 'ffn_norm', 'ffn_gate', 'ffn_up', 'ffn_down'] as const) {
+    for (const t of [
+      'attn_norm',
+      'attn_q',
+      'attn_k',
+      'attn_v',
+      'attn_output',
+      'ffn_norm',
+      'ffn_gate',
+      'ffn_up',
+      'ffn_down'
+    ] as const) {
       names.push(`blk.${l}.${t}`)
     }
   }

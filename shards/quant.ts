@@ -1,5 +1,5 @@
-import { f16Table, f32ToF16 } from './f16.js'
 import { InvalidArgumentError } from './errors.js'
+import { f16Table, f32ToF16 } from './f16.js'
 import type { WeightMatrix } from './types.js'
 
 /** GGUF Q8_0: 32 weights per block, one f16 scale then 32 int8 (34 bytes). */

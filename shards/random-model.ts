@@ -3,7 +3,14 @@ import { EngineError, InvalidArgumentError, InvalidModelError } from './errors.j
 import { ggufPlainValue, llamaGgufMetadata, writeGguf } from './gguf-writer.js'
 import { type GgufValue, type ModelFile, sampleRange } from './model-file.js'
 import { quantizeMatrix, rowBytes } from './quant.js'
-import { BLOCK_TENSORS, type BlockTensor, type ModelConfig, type TensorName, type Vocabulary, type WeightMatrix } from './types.js'
+import {
+  BLOCK_TENSORS,
+  type BlockTensor,
+  type ModelConfig,
+  type TensorName,
+  type Vocabulary,
+  type WeightMatrix
+} from './types.js'
 
 // Random-weight Llama models for tests and benchmarks: the same seed gives the same weights
 // in memory (createRandomModel) and on disk (writeRandomModel, GGUF as llama.cpp lays out a
@@ -24,8 +31,17 @@ export interface ModelShape {
   readonly seqLen: number
 }
 
-const shape = (name: string, dim: number, nLayers: number, nHeads: number, nKvHeads: number, hiddenDim: number, vocabSize: number, tied: boolean, seqLen: number): ModelShape =>
-  ({ name, dim, nLayers, nHeads, nKvHeads, hiddenDim, vocabSize, tied, seqLen })
+const shape = (
+  name: string,
+  dim: number,
+  nLayers: number,
+  nHeads: number,
+  nKvHeads: number,
+  hiddenDim: number,
+  vocabSize: number,
+  tied: boolean,
+  seqLen: number
+): ModelShape => ({ name, dim, nLayers, nHeads, nKvHeads, hiddenDim, vocabSize, tied, seqLen })
 
 /** 15m/42m/110m are llama2.c's TinyStories configs, 1.1b is TinyLlama-1.1B. */
 export const MODEL_SHAPES: Readonly<Record<string, ModelShape>> = {
@@ -43,13 +59,15 @@ const CUSTOM_SEQ_LEN = 512 // default context of a "dim,layers,..." shape
 /** Throws InvalidArgumentError unless the shape is one a Llama forward pass can run. */
 export function validateShape(s: ModelShape): void {
   for (const f of ['dim', 'nLayers', 'nHeads', 'nKvHeads', 'hiddenDim', 'vocabSize', 'seqLen'] as const) {
-    if (!Number.isSafeInteger(s?.[f]) || s[f] < 1) throw new InvalidArgumentError(`shape ${f} must be a positive integer, got ${s?.[f]}`)
+    if (!Number.isSafeInteger(s?.[f]) || s[f] < 1)
+      throw new InvalidArgumentError(`shape ${f} must be a positive integer, got ${s?.[f]}`)
   }
   if (s.dim % s.nHeads !== 0) throw new InvalidArgumentError(`dim ${s.dim} is not a multiple of heads ${s.nHeads}`)
   if (s.nHeads % s.nKvHeads !== 0) throw new InvalidArgumentError(`heads ${s.nHeads} is not a multiple of kvHeads ${s.nKvHeads}`)
   // RoPE rotates pairs of dimensions within a head.
   if ((s.dim / s.nHeads) % 2 !== 0) throw new InvalidArgumentError(`head size ${s.dim / s.nHeads} must be even for RoPE`)
-  if (s.vocabSize < MIN_VOCAB_SIZE) throw new InvalidArgumentError(`vocab ${s.vocabSize} is below ${MIN_VOCAB_SIZE} (specials + 256 byte tokens)`)
+  if (s.vocabSize < MIN_VOCAB_SIZE)
+    throw new InvalidArgumentError(`vocab ${s.vocabSize} is below ${MIN_VOCAB_SIZE} (specials + 256 byte tokens)`)
   if (typeof s.tied !== 'boolean') throw new InvalidArgumentError('shape tied must be a boolean')
 }
 
@@ -60,15 +78,19 @@ export function parseShape(spec: string): ModelShape {
   if (Object.hasOwn(MODEL_SHAPES, key)) return MODEL_SHAPES[key]
   const parts = spec.split(',').map((p) => p.trim())
   if (parts.length !== 6 && parts.length !== 7) {
-    throw new InvalidArgumentError(`unknown shape "${spec}": use one of ${Object.keys(MODEL_SHAPES).join(', ')} or dim,layers,heads,kvHeads,ffn,vocab[,tied]`)
+    throw new InvalidArgumentError(
+      `unknown shape "${spec}": use one of ${Object.keys(MODEL_SHAPES).join(', ')} or dim,layers,heads,kvHeads,ffn,vocab[,tied]`
+    )
   }
   const names = ['dim', 'layers', 'heads', 'kvHeads', 'ffn', 'vocab']
   const nums = parts.slice(0, 6).map((p, i) => {
-    if (!/^0*[1-9]\d{0,8}$/.test(p)) throw new InvalidArgumentError(`shape "${spec}": ${names[i]} "${p}" is not a positive integer`)
+    if (!/^0*[1-9]\d{0,8}$/.test(p))
+      throw new InvalidArgumentError(`shape "${spec}": ${names[i]} "${p}" is not a positive integer`)
     return Number(p)
   })
   const tiedWord = parts[6] ?? 'untied'
-  if (tiedWord !== 'tied' && tiedWord !== 'untied') throw new InvalidArgumentError(`shape "${spec}": 7th field must be tied or untied`)
+  if (tiedWord !== 'tied' && tiedWord !== 'untied')
+    throw new InvalidArgumentError(`shape "${spec}": 7th field must be tied or untied`)
   const [dim, nLayers, nHeads, nKvHeads, hiddenDim, vocabSize] = nums
   const s = shape(parts.join(','), dim, nLayers, nHeads, nKvHeads, hiddenDim, vocabSize, tiedWord === 'tied', CUSTOM_SEQ_LEN)
   validateShape(s)
@@ -77,11 +99,13 @@ export function parseShape(spec: string): ModelShape {
 
 // Fry's first 100 words and a few story words; with every prefix added, SentencePiece's
 // greedy pair merging can actually reach each word from its letters.
-const WORDS = ('the of and a to in is you that it he was for on are as with his they I at be this have from or one had by ' +
+const WORDS = (
+  'the of and a to in is you that it he was for on are as with his they I at be this have from or one had by ' +
   'word but not what all were we when your can said there use an each which she do how their if will up other about out ' +
   'many then them these so some her would make like him into time has look two more write go see number no way could ' +
   'people my than first water been call who oil its now find long down day did get come made may part once upon little ' +
-  'girl boy happy story hello world').split(' ')
+  'girl boy happy story hello world'
+).split(' ')
 
 /**
  * A SentencePiece (llama) vocabulary of exactly `vocabSize` pieces: <unk>, <s>, </s>, the 256
@@ -127,19 +151,34 @@ export function syntheticVocabulary(vocabSize: number): Vocabulary {
  * The ModelConfig of a shape. ropeTheta and rmsEps are rounded to f32 because GGUF stores
  * them as f32, so a model read back from its file has exactly this config.
  */
-export function randomModelConfig(s: ModelShape, opts: { seqLen?: number; ropeTheta?: number; rmsEps?: number } = {}): ModelConfig {
+export function randomModelConfig(
+  s: ModelShape,
+  opts: { seqLen?: number; ropeTheta?: number; rmsEps?: number } = {}
+): ModelConfig {
   validateShape(s)
   const seqLen = opts.seqLen ?? s.seqLen
   const ropeTheta = opts.ropeTheta ?? 10000
   const rmsEps = opts.rmsEps ?? 1e-5
-  if (!Number.isSafeInteger(seqLen) || seqLen < 1) throw new InvalidArgumentError(`seqLen must be a positive integer, got ${seqLen}`)
-  if (!(ropeTheta > 0 && Number.isFinite(ropeTheta))) throw new InvalidArgumentError(`ropeTheta must be positive, got ${ropeTheta}`)
+  if (!Number.isSafeInteger(seqLen) || seqLen < 1)
+    throw new InvalidArgumentError(`seqLen must be a positive integer, got ${seqLen}`)
+  if (!(ropeTheta > 0 && Number.isFinite(ropeTheta)))
+    throw new InvalidArgumentError(`ropeTheta must be positive, got ${ropeTheta}`)
   if (!(rmsEps > 0 && Number.isFinite(rmsEps))) throw new InvalidArgumentError(`rmsEps must be positive, got ${rmsEps}`)
   const headDim = s.dim / s.nHeads
   return {
-    architecture: 'llama', dim: s.dim, hiddenDim: s.hiddenDim, nLayers: s.nLayers, nHeads: s.nHeads,
-    nKvHeads: s.nKvHeads, headDim, kvDim: s.nKvHeads * headDim, vocabSize: s.vocabSize, seqLen,
-    ropeTheta: Math.fround(ropeTheta), rmsEps: Math.fround(rmsEps), tiedEmbeddings: s.tied
+    architecture: 'llama',
+    dim: s.dim,
+    hiddenDim: s.hiddenDim,
+    nLayers: s.nLayers,
+    nHeads: s.nHeads,
+    nKvHeads: s.nKvHeads,
+    headDim,
+    kvDim: s.nKvHeads * headDim,
+    vocabSize: s.vocabSize,
+    seqLen,
+    ropeTheta: Math.fround(ropeTheta),
+    rmsEps: Math.fround(rmsEps),
+    tiedEmbeddings: s.tied
   }
 }
 
@@ -150,8 +189,14 @@ type TensorSpec = { readonly name: TensorName; readonly rows: number; readonly c
 function llamaTensors(c: ModelConfig): TensorSpec[] {
   const m = (name: TensorName, rows: number, cols: number): TensorSpec => ({ name, rows, cols, vector: rows === 0 })
   const block: Record<BlockTensor, [rows: number, cols: number]> = {
-    attn_norm: [0, c.dim], attn_q: [c.dim, c.dim], attn_k: [c.kvDim, c.dim], attn_v: [c.kvDim, c.dim],
-    attn_output: [c.dim, c.dim], ffn_norm: [0, c.dim], ffn_gate: [c.hiddenDim, c.dim], ffn_up: [c.hiddenDim, c.dim],
+    attn_norm: [0, c.dim],
+    attn_q: [c.dim, c.dim],
+    attn_k: [c.kvDim, c.dim],
+    attn_v: [c.kvDim, c.dim],
+    attn_output: [c.dim, c.dim],
+    ffn_norm: [0, c.dim],
+    ffn_gate: [c.hiddenDim, c.dim],
+    ffn_up: [c.hiddenDim, c.dim],
     ffn_down: [c.dim, c.hiddenDim]
   }
   const out = [m('token_embd', c.vocabSize, c.dim)]
@@ -221,7 +266,8 @@ export interface RandomModelOptions {
 }
 
 function prepare(s: ModelShape, opts: RandomModelOptions) {
-  if (!['f32', 'f16', 'q8_0'].includes(opts?.dtype)) throw new InvalidArgumentError(`dtype must be f32, f16 or q8_0, got ${opts?.dtype}`)
+  if (!['f32', 'f16', 'q8_0'].includes(opts?.dtype))
+    throw new InvalidArgumentError(`dtype must be f32, f16 or q8_0, got ${opts?.dtype}`)
   if (!Number.isSafeInteger(opts.seed)) throw new InvalidArgumentError(`seed must be a safe integer, got ${opts.seed}`)
   const config = randomModelConfig(s, { seqLen: opts.seqLen })
   if (opts.dtype === 'q8_0' && (config.dim % 32 !== 0 || config.hiddenDim % 32 !== 0)) {

@@ -63,7 +63,8 @@ function check(options: SamplerOptions): Required<SamplerOptions> {
     repetitionPenalty: options.repetitionPenalty ?? 1,
     repetitionWindow: options.repetitionWindow ?? 64
   }
-  if (!(o.temperature >= 0) || !Number.isFinite(o.temperature)) throw new InvalidArgumentError(`temperature must be ≥ 0, got ${o.temperature}`)
+  if (!(o.temperature >= 0) || !Number.isFinite(o.temperature))
+    throw new InvalidArgumentError(`temperature must be ≥ 0, got ${o.temperature}`)
   if (!Number.isInteger(o.topK) || o.topK < 0) throw new InvalidArgumentError(`topK must be an integer ≥ 0, got ${o.topK}`)
   if (!(o.topP > 0 && o.topP <= 1)) throw new InvalidArgumentError(`topP must be in (0, 1], got ${o.topP}`)
   if (!Number.isFinite(o.seed)) throw new InvalidArgumentError(`seed must be a finite number, got ${o.seed}`)

@@ -37,11 +37,7 @@ export interface WeightMatrix {
 }
 
 /** GGUF tensor names the engine uses; llama2.c files are mapped onto them. */
-export type TensorName =
-  | 'token_embd'
-  | 'output_norm'
-  | 'output'
-  | `blk.${number}.${BlockTensor}`
+export type TensorName = 'token_embd' | 'output_norm' | 'output' | `blk.${number}.${BlockTensor}`
 
 export type BlockTensor =
   | 'attn_norm'

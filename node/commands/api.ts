@@ -133,12 +133,18 @@ export function registerApi(program: Command): void {
         .default('relay')
     )
     .addOption(
-      new Option('--wire <dtype>', 'activation dtype on the wire, per hop. auto: f16 where the hop accepts it (half the bytes of f32, same greedy tokens on the bundled model), else f32, else int8. f32/f16/int8 (Q8_0 blocks; q8_0 = int8): that dtype on every hop, routing around peers that do not accept it')
+      new Option(
+        '--wire <dtype>',
+        'activation dtype on the wire, per hop. auto: f16 where the hop accepts it (half the bytes of f32, same greedy tokens on the bundled model), else f32, else int8. f32/f16/int8 (Q8_0 blocks; q8_0 = int8): that dtype on every hop, routing around peers that do not accept it'
+      )
         .choices([...WIRE_CHOICES])
         .default('auto')
     )
     .addOption(
-      new Option('--canary-rate <r>', 'base fraction of steps followed by a canary check of each hop (new or suspect peers are checked more often); 0 = off')
+      new Option(
+        '--canary-rate <r>',
+        'base fraction of steps followed by a canary check of each hop (new or suspect peers are checked more often); 0 = off'
+      )
         .argParser(float('--canary-rate', 0, 1))
         .default(0.03)
     )

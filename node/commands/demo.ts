@@ -10,7 +10,9 @@ const FAST_ANNOUNCE = ['--announce-interval', '500']
 export function registerDemo(program: Command): void {
   program
     .command('demo')
-    .description('Start a real local swarm (3 node processes on 127.0.0.1 serving the bundled model), generate a story through it, show the route, stop everything.')
+    .description(
+      'Start a real local swarm (3 node processes on 127.0.0.1 serving the bundled model), generate a story through it, show the route, stop everything.'
+    )
     .option('--prompt <text>', 'the prompt', 'Once upon a time')
     .option('--max-tokens <n>', 'new tokens', int('--max-tokens', 1), 96)
     .option('--forwarding <mode>', 'relay or chain', 'chain')
@@ -21,10 +23,17 @@ export function registerDemo(program: Command): void {
       }
       const nodes: LocalNode[] = []
       try {
-        say('starting 3 peers on 127.0.0.1 (stories260K: blocks [1,2), [2,3), [3,4); the client keeps block 0, block 4 and the head)')
+        say(
+          'starting 3 peers on 127.0.0.1 (stories260K: blocks [1,2), [2,3), [3,4); the client keeps block 0, block 4 and the head)'
+        )
         nodes.push(await startLocalNode({ model, layers: '1:2', args: FAST_ANNOUNCE }))
         const bootstrap = [nodes[0].addrs[0]]
-        nodes.push(...(await Promise.all([startLocalNode({ model, layers: '2:3', bootstrap, args: FAST_ANNOUNCE }), startLocalNode({ model, layers: '3:4', bootstrap, args: FAST_ANNOUNCE })])))
+        nodes.push(
+          ...(await Promise.all([
+            startLocalNode({ model, layers: '2:3', bootstrap, args: FAST_ANNOUNCE }),
+            startLocalNode({ model, layers: '3:4', bootstrap, args: FAST_ANNOUNCE })
+          ]))
+        )
         for (const n of nodes) say(`  peer ${n.peerId} serves [${n.layers[0]}, ${n.layers[1]}) at ${n.addrs[0]}`)
         const client = await createClient({ bootstrap, model, forwarding: opts.forwarding })
         try {

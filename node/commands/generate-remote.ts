@@ -1,5 +1,5 @@
-import { createClient, type GenerateResult, parseWirePreference, type WireChoice } from '../../client/index.js'
 import type { Forwarding } from '../../client/index.js'
+import { createClient, type GenerateResult, parseWirePreference, type WireChoice } from '../../client/index.js'
 import { progress } from '../log.js'
 
 export interface RemoteGenerateOptions {
@@ -78,7 +78,14 @@ export async function runRemoteGenerate(
       r = await it.next()
     }
     const w = r.value.report.wire
-    o.log?.({ event: 'wire', requested: w.requested, hops: w.hops, activationBytes: w.activationBytes, positions: w.positions, bytesPerToken: w.bytesPerToken })
+    o.log?.({
+      event: 'wire',
+      requested: w.requested,
+      hops: w.hops,
+      activationBytes: w.activationBytes,
+      positions: w.positions,
+      bytesPerToken: w.bytesPerToken
+    })
     return { ...r.value, model: o.model, seed: o.seed, completion: r.value.text, text: promptText + r.value.text }
   } finally {
     await client.close()

@@ -66,7 +66,14 @@ export async function runLocalGenerate(
     const tokenizer = createTokenizer(model.vocabulary)
     const edge = createEdge({ model, kernels })
     const bar = progress('loading blocks', model.config.nLayers, { unit: 'blocks' }) // draws only on a terminal
-    const shard = createShard({ model, start: 0, end: model.config.nLayers, kernels, kvDType: o.kvDType, onProgress: (n) => bar.update(n) })
+    const shard = createShard({
+      model,
+      start: 0,
+      end: model.config.nLayers,
+      kernels,
+      kvDType: o.kvDType,
+      onProgress: (n) => bar.update(n)
+    })
     bar.done()
     const promptTokens = tokenizer.encode(o.prompt)
     const room = model.config.seqLen - promptTokens.length

@@ -1,6 +1,6 @@
 import { mkdirSync } from 'node:fs'
 import { dirname, resolve } from 'node:path'
-import { InvalidArgumentError as CommanderArgError, type Command, Option } from 'commander'
+import { type Command, InvalidArgumentError as CommanderArgError, Option } from 'commander'
 import { openModelFile, parseShape, writeRandomModel } from '../../shards/index.js'
 import type { WeightDType } from '../../shards/types.js'
 
@@ -77,7 +77,9 @@ export function registerMakeModel(program: Command): void {
       const tty = process.stderr.isTTY === true
       const result = runMakeModel(
         { shape: opts.shape, dtype: opts.dtype, seed: opts.seed, out: opts.out, context: opts.context },
-        tty ? (done, total) => process.stderr.write(`\rmake-model: ${done}/${total} tensors${done === total ? '\n' : ''}`) : undefined
+        tty
+          ? (done, total) => process.stderr.write(`\rmake-model: ${done}/${total} tensors${done === total ? '\n' : ''}`)
+          : undefined
       )
       process.stdout.write(`${JSON.stringify(result)}\n`)
     })

@@ -1,11 +1,11 @@
 import { generateKeyPair } from '@libp2p/crypto/keys'
 import { multiaddr } from '@multiformats/multiaddr'
 import { type Command, InvalidArgumentError, Option } from 'commander'
-import { computeModelId, createShard, openModelFile, selectKernelsFor, type Shard } from '../../shards/index.js'
-import { createHost, dialBootstrap, type DType, dtypeFromName, fetchInfo } from '../../protocol/index.js'
-import { defaultModelPath } from '../paths.js'
+import { createHost, type DType, dialBootstrap, dtypeFromName, fetchInfo } from '../../protocol/index.js'
+import { computeModelId, createShard, openModelFile, type Shard, selectKernelsFor } from '../../shards/index.js'
 import { addLogLevelOption, createLogger, eventLog, progress } from '../log.js'
 import { Metrics, serveMetrics } from '../metrics.js'
+import { defaultModelPath } from '../paths.js'
 import { SwarmNode } from '../server.js'
 import { chooseSpan } from '../span-selection.js'
 import { createTamper, TAMPER_MODES } from '../tamper.js'
@@ -46,7 +46,10 @@ async function pickSpan(nLayers: number, numBlocks: number, modelId: string, boo
 /** `--wire f32,f16,int8` → the dtypes a node accepts (int8 = q8_0 on the wire). */
 function wireList(text: string): DType[] {
   const out: DType[] = []
-  for (const name of text.split(',').map((x) => x.trim()).filter(Boolean)) {
+  for (const name of text
+    .split(',')
+    .map((x) => x.trim())
+    .filter(Boolean)) {
     const d = dtypeFromName(name)
     if (d === undefined) throw new InvalidArgumentError(`--wire ${text}: ${name} is not one of f32, f16, int8`)
     if (!out.includes(d)) out.push(d)
@@ -60,34 +63,71 @@ export function registerNodeStart(program: Command): void {
   const start = node.command('start')
   addLogLevelOption(start)
   start
-    .description('Serve a span of blocks of a model to the swarm. Prints one JSON line {peerId, addrs, layers, modelId} once serving.')
+    .description(
+      'Serve a span of blocks of a model to the swarm. Prints one JSON line {peerId, addrs, layers, modelId} once serving.'
+    )
     .option('--model <path>', 'model file (GGUF or llama2.c .bin); default: the bundled stories260K.gguf')
     .option('--layers <a:b>', 'serve blocks [a, b); default: the span that most raises the swarm bottleneck (Petals)')
-    .addOption(new Option('--num-blocks <n>', 'blocks to serve when --layers is not given (default: half the model)').argParser(int('--num-blocks', 1)))
+    .addOption(
+      new Option('--num-blocks <n>', 'blocks to serve when --layers is not given (default: half the model)').argParser(
+        int('--num-blocks', 1)
+      )
+    )
     .option('--listen <multiaddr...>', 'listen addresses', ['/ip4/127.0.0.1/tcp/0'])
     .option('--bootstrap <addrs>', 'comma-separated multiaddrs (with /p2p/<peer id>) of peers to join')
-    .addOption(new Option('--max-sessions <n>', 'sessions served at once; more get BUSY').argParser(int('--max-sessions', 1)).default(16))
-    .addOption(new Option('--idle-timeout <ms>', 'free a session after this long without requests').argParser(int('--idle-timeout', 1)).default(300_000))
+    .addOption(
+      new Option('--max-sessions <n>', 'sessions served at once; more get BUSY').argParser(int('--max-sessions', 1)).default(16)
+    )
+    .addOption(
+      new Option('--idle-timeout <ms>', 'free a session after this long without requests')
+        .argParser(int('--idle-timeout', 1))
+        .default(300_000)
+    )
     .addOption(new Option('--threads <n>', 'kernel threads (default: all cores)').argParser(int('--threads', 1)))
     .addOption(new Option('--kernels <kind>', 'kernel set').choices(['auto', 'reference', 'wasm', 'native']).default('auto'))
-    .addOption(new Option('--announce-interval <ms>', 'how often to announce the span over gossipsub').argParser(int('--announce-interval', 100)).default(5_000))
+    .addOption(
+      new Option('--announce-interval <ms>', 'how often to announce the span over gossipsub')
+        .argParser(int('--announce-interval', 100))
+        .default(5_000)
+    )
     .addOption(new Option('--tamper <mode>', 'for measuring the detector: return wrong outputs').choices([...TAMPER_MODES]))
-    .addOption(new Option('--tamper-size <s>', 'tamper strength (noise/bias: × output RMS; scale: factor − 1; zero: fraction; lowprec: mantissa bits)').argParser(float('--tamper-size', -1)).default(0.1))
+    .addOption(
+      new Option(
+        '--tamper-size <s>',
+        'tamper strength (noise/bias: × output RMS; scale: factor − 1; zero: fraction; lowprec: mantissa bits)'
+      )
+        .argParser(float('--tamper-size', -1))
+        .default(0.1)
+    )
     .addOption(new Option('--tamper-rate <r>', 'fraction of steps tampered').argParser(float('--tamper-rate', 0, 1)).default(1))
     .addOption(new Option('--tamper-seed <n>', 'seed of the tampered-step choice').argParser(int('--tamper-seed', 0)).default(1))
-    .addOption(new Option('--tamper-after <pos>', 'tamper only rows at positions ≥ POS (a peer that cheats late in sessions)').argParser(int('--tamper-after', 0)).default(0))
+    .addOption(
+      new Option('--tamper-after <pos>', 'tamper only rows at positions ≥ POS (a peer that cheats late in sessions)')
+        .argParser(int('--tamper-after', 0))
+        .default(0)
+    )
     .option('--metrics <host:port>', 'serve Prometheus metrics at http://HOST:PORT/metrics')
     .addOption(
-      new Option('--wire <dtypes>', 'comma-separated activation dtypes this node accepts and announces: f32, f16, int8 (Q8_0 blocks; q8_0 is an alias); sessions asking for another get UNSUPPORTED_DTYPE')
+      new Option(
+        '--wire <dtypes>',
+        'comma-separated activation dtypes this node accepts and announces: f32, f16, int8 (Q8_0 blocks; q8_0 is an alias); sessions asking for another get UNSUPPORTED_DTYPE'
+      )
         .argParser(wireList)
         .default(['f32', 'f16', 'q8_0'], 'f32,f16,int8')
     )
     .addOption(
-      new Option('--busy-poll <ms>', 'after each session request keep polling the network this long instead of sleeping (a core at 100% meanwhile; for dedicated machines, 0: off)')
+      new Option(
+        '--busy-poll <ms>',
+        'after each session request keep polling the network this long instead of sleeping (a core at 100% meanwhile; for dedicated machines, 0: off)'
+      )
         .argParser(int('--busy-poll', 0))
         .default(0)
     )
-    .addOption(new Option('--drain <ms>', 'on SIGTERM, wait this long for clients to move their sessions (planned leave)').argParser(int('--drain', 0)).default(3_000))
+    .addOption(
+      new Option('--drain <ms>', 'on SIGTERM, wait this long for clients to move their sessions (planned leave)')
+        .argParser(int('--drain', 0))
+        .default(3_000)
+    )
     .action(async (opts) => {
       // pino: pretty on a terminal, JSON lines in a pipe (tests and log collectors read those)
       const log = eventLog(createLogger({ level: opts.logLevel, name: 'layerswarm-node' }), 'info')
@@ -104,24 +144,46 @@ export function registerNodeStart(program: Command): void {
       const shard = createShard({ model, start, end, kernels, onProgress: (done) => bar.update(done) })
       bar.done()
       const throughput = measureThroughput(shard, model.config.dim)
-      const tamper = opts.tamper ? createTamper({ mode: opts.tamper, size: opts.tamperSize, rate: opts.tamperRate, seed: opts.tamperSeed, after: opts.tamperAfter }) : undefined
+      const tamper = opts.tamper
+        ? createTamper({
+            mode: opts.tamper,
+            size: opts.tamperSize,
+            rate: opts.tamperRate,
+            seed: opts.tamperSeed,
+            after: opts.tamperAfter
+          })
+        : undefined
       if (tamper) log({ event: 'tampering', mode: tamper.mode, size: tamper.size, rate: tamper.rate, after: tamper.after })
       const metrics = opts.metrics ? new Metrics({ role: 'node', labels: { span: `${start}:${end}` } }) : undefined
       const metricsServer = metrics ? await serveMetrics(opts.metrics, metrics.registry) : undefined
       if (metricsServer) log({ event: 'metrics', url: metricsServer.url })
       const privateKey = await generateKeyPair('Ed25519')
       const swarmNode = await SwarmNode.create({
-        model, modelId, shard, throughput, privateKey, bootstrap,
+        model,
+        modelId,
+        shard,
+        throughput,
+        privateKey,
+        bootstrap,
         traceRequests: opts.logLevel === 'trace',
         busyPollMs: opts.busyPoll,
-        listen: opts.listen, tamper, metrics, wireDtypes: opts.wire, maxSessions: opts.maxSessions, idleTimeoutMs: opts.idleTimeout, announceIntervalMs: opts.announceInterval, log
+        listen: opts.listen,
+        tamper,
+        metrics,
+        wireDtypes: opts.wire,
+        maxSessions: opts.maxSessions,
+        idleTimeoutMs: opts.idleTimeout,
+        announceIntervalMs: opts.announceInterval,
+        log
       })
       // Listen for signals before announcing we serve: a SIGTERM right after the line must stop us cleanly.
       const stopped = new Promise<string>((resolve) => {
         process.once('SIGINT', () => resolve('SIGINT'))
         process.once('SIGTERM', () => resolve('SIGTERM'))
       })
-      process.stdout.write(`${JSON.stringify({ peerId: swarmNode.peerId, addrs: swarmNode.addrs, layers: [start, end], modelId })}\n`)
+      process.stdout.write(
+        `${JSON.stringify({ peerId: swarmNode.peerId, addrs: swarmNode.addrs, layers: [start, end], modelId })}\n`
+      )
       log({ event: 'serving', peerId: swarmNode.peerId, throughput })
       const sig = await stopped
       log({ event: 'stopping', signal: sig, sessions: swarmNode.sessions.active, busyPolledMs: swarmNode.busyPolledMs })

@@ -15,14 +15,22 @@ describe('receipt ledger', () => {
     const sent = new Uint8Array([1, 2, 3])
     const mid = new Uint8Array([4, 5])
     const got = new Uint8Array([6])
-    const ra = await signReceipt({ sessionId: 's', stepId: 1, start: 1, end: 2, inputHash: sha256(sent), outputHash: sha256(mid) }, a.peerId, a.key)
-    const rb = await signReceipt({ sessionId: 's', stepId: 1, start: 2, end: 4, inputHash: sha256(mid), outputHash: sha256(got) }, b.peerId, b.key)
+    const ra = await signReceipt(
+      { sessionId: 's', stepId: 1, start: 1, end: 2, inputHash: sha256(sent), outputHash: sha256(mid) },
+      a.peerId,
+      a.key
+    )
+    const rb = await signReceipt(
+      { sessionId: 's', stepId: 1, start: 2, end: 4, inputHash: sha256(mid), outputHash: sha256(got) },
+      b.peerId,
+      b.key
+    )
     const ledger = new ReceiptLedger()
     await ledger.check([a, b], 's', 1, [ra, rb], sent, got)
     expect(ledger.summary()).toMatchObject({ checked: 2, invalid: 0 })
     expect(ledger.evidence(a.peerId)[0].receipt).toBe(ra)
 
-    const bad = async (receipts: typeof ra[], received = got, stepId = 1) => {
+    const bad = async (receipts: (typeof ra)[], received = got, stepId = 1) => {
       const err = await new ReceiptLedger().check([a, b], 's', stepId, receipts, sent, received).catch((e) => e)
       expect(err).toBeInstanceOf(BadReceiptError)
       return (err as BadReceiptError).peerId

@@ -2,7 +2,11 @@ import { describe, expect, it } from 'vitest'
 import { NoRouteError, planRoute, type RouteCandidate } from '../../client/route.js'
 
 const peer = (peerId: string, start: number, end: number, rttMs = 1, throughput = 100): RouteCandidate => ({
-  peerId, start, end, rttMs, throughput
+  peerId,
+  start,
+  end,
+  rttMs,
+  throughput
 })
 
 describe('planRoute', () => {

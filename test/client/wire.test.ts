@@ -1,6 +1,5 @@
 import { describe, expect, it } from 'vitest'
 import { NoRouteError } from '../../client/route.js'
-import { WireLedger } from '../../client/wire-ledger.js'
 import {
   InvalidWireError,
   negotiateWire,
@@ -11,10 +10,16 @@ import {
   UnsupportedWireError,
   type WireCandidate
 } from '../../client/wire.js'
+import { WireLedger } from '../../client/wire-ledger.js'
 import { type DType, dtypeDisplayName, dtypeFromName } from '../../protocol/index.js'
 
 const peer = (peerId: string, start: number, end: number, wireDtypes?: DType[], throughput = 100): WireCandidate => ({
-  peerId, start, end, rttMs: 1, throughput, wireDtypes
+  peerId,
+  start,
+  end,
+  rttMs: 1,
+  throughput,
+  wireDtypes
 })
 
 describe('wire dtype names', () => {
@@ -47,7 +52,10 @@ describe('per-hop negotiation', () => {
   })
 
   it('relayed, each hop gets its own dtype; an explicit dtype a hop lacks is a typed error', () => {
-    const hops = [{ peerId: 'a', wireDtypes: ['f32', 'f16'] as DType[] }, { peerId: 'b', wireDtypes: ['f32'] as DType[] }]
+    const hops = [
+      { peerId: 'a', wireDtypes: ['f32', 'f16'] as DType[] },
+      { peerId: 'b', wireDtypes: ['f32'] as DType[] }
+    ]
     expect(negotiateWire('auto', hops, false)).toEqual(['f16', 'f32'])
     expect(negotiateWire('f32', hops, false)).toEqual(['f32', 'f32'])
     const err = (() => {
@@ -63,9 +71,21 @@ describe('per-hop negotiation', () => {
   })
 
   it('chained, every link shares one dtype all hops accept', () => {
-    const hops = [{ peerId: 'a', wireDtypes: ['f16', 'q8_0'] as DType[] }, { peerId: 'b', wireDtypes: ['q8_0', 'f32'] as DType[] }]
+    const hops = [
+      { peerId: 'a', wireDtypes: ['f16', 'q8_0'] as DType[] },
+      { peerId: 'b', wireDtypes: ['q8_0', 'f32'] as DType[] }
+    ]
     expect(negotiateWire('auto', hops, true)).toEqual(['q8_0', 'q8_0'])
-    expect(() => negotiateWire('auto', [{ peerId: 'a', wireDtypes: ['f16'] }, { peerId: 'b', wireDtypes: ['f32'] }], true)).toThrow(UnsupportedWireError)
+    expect(() =>
+      negotiateWire(
+        'auto',
+        [
+          { peerId: 'a', wireDtypes: ['f16'] },
+          { peerId: 'b', wireDtypes: ['f32'] }
+        ],
+        true
+      )
+    ).toThrow(UnsupportedWireError)
     // one hop is a chain of one: its own choice
     expect(negotiateWire('auto', [{ peerId: 'a', wireDtypes: ['f16'] }], true)).toEqual(['f16'])
   })
@@ -99,13 +119,21 @@ describe('routes that respect wire dtypes', () => {
   it('chained auto falls back to a route whose hops share a dtype', () => {
     // the fastest chain (a f16-only → b f32-only) shares nothing; c+d share f32
     const cands = [
-      peer('a', 0, 2, ['f16'], 1000), peer('b', 2, 4, ['f32'], 1000),
-      peer('c', 0, 2, ['f32'], 10), peer('d', 2, 4, ['f32', 'f16'], 10)
+      peer('a', 0, 2, ['f16'], 1000),
+      peer('b', 2, 4, ['f32'], 1000),
+      peer('c', 0, 2, ['f32'], 10),
+      peer('d', 2, 4, ['f32', 'f16'], 10)
     ]
     const route = planWireRoute(cands, 0, 4, 'auto', true)
     expect(new Set(route.map((h) => h.wireDtype)).size).toBe(1)
     expect(route.map((h) => h.start)).toEqual([0, 2])
-    expect(negotiateWire('auto', route.map((h) => cands.find((c) => c.peerId === h.peerId)!), true)).toEqual(route.map((h) => h.wireDtype))
+    expect(
+      negotiateWire(
+        'auto',
+        route.map((h) => cands.find((c) => c.peerId === h.peerId)!),
+        true
+      )
+    ).toEqual(route.map((h) => h.wireDtype))
   })
 })
 

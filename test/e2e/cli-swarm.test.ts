@@ -30,7 +30,14 @@ describe('CLI against a real local swarm', () => {
 
   beforeAll(async () => {
     nodes.push(await startLocalNode({ model: GGUF_PATH, layers: '1:3', args: ['--announce-interval', '300'] }))
-    nodes.push(await startLocalNode({ model: GGUF_PATH, layers: '3:4', bootstrap: [nodes[0].addrs[0]], args: ['--announce-interval', '300'] }))
+    nodes.push(
+      await startLocalNode({
+        model: GGUF_PATH,
+        layers: '3:4',
+        bootstrap: [nodes[0].addrs[0]],
+        args: ['--announce-interval', '300']
+      })
+    )
   })
 
   afterAll(async () => {
@@ -39,31 +46,76 @@ describe('CLI against a real local swarm', () => {
 
   it('generate --bootstrap prints the reference story, in both forwarding modes', { timeout: 180_000 }, async () => {
     for (const forwarding of ['relay', 'chain']) {
-      const r = await cli(['generate', '--bootstrap', nodes[0].addrs[0], '--prompt', ref.prompt, '--max-tokens', '64', '--temperature', '0', '--forwarding', forwarding])
+      const r = await cli([
+        'generate',
+        '--bootstrap',
+        nodes[0].addrs[0],
+        '--prompt',
+        ref.prompt,
+        '--max-tokens',
+        '64',
+        '--temperature',
+        '0',
+        '--forwarding',
+        forwarding
+      ])
       expect(r.stderr).toBe('')
       expect(r.status).toBe(0)
       expect(r.stdout).toBe(`${ref.text}\n`)
     }
-    const j = await cli(['generate', '--bootstrap', nodes[0].addrs[0], '--prompt', ref.prompt, '--max-tokens', '16', '--temperature', '0', '--json', '--edge-first', '2', '--edge-last', '1'])
+    const j = await cli([
+      'generate',
+      '--bootstrap',
+      nodes[0].addrs[0],
+      '--prompt',
+      ref.prompt,
+      '--max-tokens',
+      '16',
+      '--temperature',
+      '0',
+      '--json',
+      '--edge-first',
+      '2',
+      '--edge-last',
+      '1'
+    ])
     const out = JSON.parse(j.stdout)
     expect(out.tokens).toEqual(ref.generated_tokens.slice(0, 16))
     expect(out.report.routes[0][0]).toEqual({ peerId: nodes[0].peerId, start: 2, end: 3 }) // a sub-span of [1, 3)
   })
 
-  it("generate --trust-file keeps the peers' canary records, and the next run goes on from them", { timeout: 120_000 }, async () => {
+  it("generate --trust-file keeps the peers' canary records, and the next run goes on from them", {
+    timeout: 120_000
+  }, async () => {
     const trustFile = join(mkdtempSync(join(tmpdir(), 'layerswarm-cli-trust-')), 'trust.json')
-    const args = ['generate', '--bootstrap', nodes[0].addrs[0], '--prompt', ref.prompt, '--max-tokens', '32', '--temperature', '0', '--json', '--trust-file', trustFile]
+    const args = [
+      'generate',
+      '--bootstrap',
+      nodes[0].addrs[0],
+      '--prompt',
+      ref.prompt,
+      '--max-tokens',
+      '32',
+      '--temperature',
+      '0',
+      '--json',
+      '--trust-file',
+      trustFile
+    ]
     const observations = async () => {
       const r = await cli(args)
       expect(r.status).toBe(0)
       const out = JSON.parse(r.stdout)
       expect(out.tokens).toEqual(ref.generated_tokens.slice(0, 32))
-      return Object.fromEntries(out.report.canaries.map((v: { peerId: string; observations: number; canariesSent: number }) => [v.peerId, v]))
+      return Object.fromEntries(
+        out.report.canaries.map((v: { peerId: string; observations: number; canariesSent: number }) => [v.peerId, v])
+      )
     }
     const first = await observations()
     expect(statSync(trustFile).mode & 0o777).toBe(0o600)
     const second = await observations()
-    for (const n of nodes) expect(second[n.peerId].observations).toBe(first[n.peerId].observations + second[n.peerId].canariesSent)
+    for (const n of nodes)
+      expect(second[n.peerId].observations).toBe(first[n.peerId].observations + second[n.peerId].canariesSent)
   })
 
   it('generate --bootstrap fails clearly when the swarm does not cover the model', { timeout: 90_000 }, async () => {
@@ -84,7 +136,11 @@ describe('CLI against a real local swarm', () => {
   it('a node started without --layers picks the blocks nobody serves (Petals block selection)', async () => {
     // the swarm serves [1, 3) and [3, 4): blocks 0 and 4 are the bottleneck
     const one = await startLocalNode({ model: GGUF_PATH, bootstrap: [nodes[0].addrs[0]], args: ['--num-blocks', '1'] })
-    const two = await startLocalNode({ model: GGUF_PATH, bootstrap: [nodes[0].addrs[0], nodes[1].addrs[0], one.addrs[0]], args: ['--num-blocks', '2'] })
+    const two = await startLocalNode({
+      model: GGUF_PATH,
+      bootstrap: [nodes[0].addrs[0], nodes[1].addrs[0], one.addrs[0]],
+      args: ['--num-blocks', '2']
+    })
     try {
       expect(one.layers).toEqual([0, 1]) // the earliest of the unserved windows
       expect(two.layers).toEqual([3, 5]) // the only window that still holds an unserved block (4)

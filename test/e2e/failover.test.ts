@@ -15,7 +15,9 @@ describe('failover: a node killed mid-generation changes no token', () => {
     // Four peers serve the same span [1, 4): each run takes out the one it is using.
     nodes.push(await startLocalNode({ model: GGUF_PATH, layers: '1:4', args: FAST }))
     const bootstrap = [nodes[0].addrs[0]]
-    nodes.push(...(await Promise.all([0, 1, 2].map(() => startLocalNode({ model: GGUF_PATH, layers: '1:4', bootstrap, args: FAST })))))
+    nodes.push(
+      ...(await Promise.all([0, 1, 2].map(() => startLocalNode({ model: GGUF_PATH, layers: '1:4', bootstrap, args: FAST }))))
+    )
   })
 
   afterAll(async () => {
@@ -38,8 +40,12 @@ describe('failover: a node killed mid-generation changes no token', () => {
       })
       try {
         await client.view.waitForRoute(1, 4, 20_000)
-        const { tokens, result, victim: killed } = await generateWithFault(client, events, alive, { at: 20, fault: (n) => n.kill() })
-          expect(tokens).toEqual(ref.generated_tokens)
+        const {
+          tokens,
+          result,
+          victim: killed
+        } = await generateWithFault(client, events, alive, { at: 20, fault: (n) => n.kill() })
+        expect(tokens).toEqual(ref.generated_tokens)
         expect(result.tokens).toEqual(ref.generated_tokens)
         const { report } = result
         expect(report.failovers).toBeGreaterThanOrEqual(1)
@@ -86,7 +92,9 @@ describe('failover in a chain of hops', () => {
     // A [1,2) then B or C [2,4): the route is two hops; the test kills the second.
     nodes.push(await startLocalNode({ model: GGUF_PATH, layers: '1:2', args: FAST }))
     const bootstrap = [nodes[0].addrs[0]]
-    nodes.push(...(await Promise.all([0, 1].map(() => startLocalNode({ model: GGUF_PATH, layers: '2:4', bootstrap, args: FAST })))))
+    nodes.push(
+      ...(await Promise.all([0, 1].map(() => startLocalNode({ model: GGUF_PATH, layers: '2:4', bootstrap, args: FAST }))))
+    )
   })
 
   afterAll(async () => {

@@ -14,7 +14,12 @@ describe('node --metrics', () => {
   })
 
   it('exposes Prometheus counters of real traffic', async () => {
-    const client = await createClient({ bootstrap: [node.addrs[0]], model: GGUF_PATH, kernels: createReferenceKernels(), canaries: false })
+    const client = await createClient({
+      bootstrap: [node.addrs[0]],
+      model: GGUF_PATH,
+      kernels: createReferenceKernels(),
+      canaries: false
+    })
     try {
       await client.view.waitForRoute(1, 4, 20_000)
       await client.generate('Once upon a time', { maxTokens: 10, temperature: 0 })
@@ -25,7 +30,10 @@ describe('node --metrics', () => {
     expect(line).toBeDefined()
     const { url } = JSON.parse(line!) as { url: string }
     const text = await (await fetch(url)).text()
-    const tokens = text.split('\n').filter((l) => l.startsWith('layerswarm_tokens_total{')).map((l) => Number(l.split(' ').at(-1)))
+    const tokens = text
+      .split('\n')
+      .filter((l) => l.startsWith('layerswarm_tokens_total{'))
+      .map((l) => Number(l.split(' ').at(-1)))
     expect(tokens.reduce((a, b) => a + b, 0)).toBe(5 + 9) // the prompt (BOS + 4 tokens), then 9 decode steps
     expect(text).toContain('layerswarm_step_duration_seconds_bucket')
     expect(text).toContain('layerswarm_wire_bytes_total')

@@ -40,7 +40,11 @@ describe('failover from sealed KV snapshots', () => {
     })
     try {
       await client.view.waitForRoute(1, 4, 20_000)
-      const { tokens, result, victim: killed } = await generateWithFault(client, events, nodes, { at: 40, fault: (n) => n.kill() })
+      const {
+        tokens,
+        result,
+        victim: killed
+      } = await generateWithFault(client, events, nodes, { at: 40, fault: (n) => n.kill() })
       expect(tokens).toEqual(ref.generated_tokens)
       const { report } = result
       expect(report.failovers).toBeGreaterThanOrEqual(1)

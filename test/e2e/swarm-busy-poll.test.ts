@@ -15,7 +15,9 @@ describe('3 node processes with --busy-poll', () => {
   beforeAll(async () => {
     nodes.push(await startLocalNode({ model: GGUF_PATH, layers: '1:2', args: ARGS }))
     const bootstrap = [nodes[0].addrs[0]]
-    nodes.push(...(await Promise.all(['2:3', '3:4'].map((layers) => startLocalNode({ model: GGUF_PATH, layers, bootstrap, args: ARGS })))))
+    nodes.push(
+      ...(await Promise.all(['2:3', '3:4'].map((layers) => startLocalNode({ model: GGUF_PATH, layers, bootstrap, args: ARGS }))))
+    )
   })
 
   afterAll(async () => {
@@ -34,7 +36,11 @@ describe('3 node processes with --busy-poll', () => {
       try {
         const result = await client.generate(ref.prompt, { maxTokens: N_TOKENS, temperature: 0 })
         expect(result.tokens).toEqual(ref.generated_tokens.slice(0, N_TOKENS))
-        expect(result.report.routes[0].map((h) => [h.start, h.end])).toEqual([[1, 2], [2, 3], [3, 4]])
+        expect(result.report.routes[0].map((h) => [h.start, h.end])).toEqual([
+          [1, 2],
+          [2, 3],
+          [3, 4]
+        ])
         expect(result.report.failovers).toBe(0)
       } finally {
         await client.close()

@@ -46,15 +46,26 @@ describe('generation through 3 node processes on 127.0.0.1', () => {
     // Overlapping spans, so every edge split has a route: A [0,2), B [2,4), C [3,5).
     nodes.push(await startLocalNode({ model: GGUF_PATH, layers: '0:2', args: FAST }))
     bootstrap = [nodes[0].addrs[0]] // the client knows only A and finds B and C by their announcements
-    nodes.push(...(await Promise.all(['2:4', '3:5'].map((layers) => startLocalNode({ model: GGUF_PATH, layers, bootstrap, args: FAST })))))
+    nodes.push(
+      ...(await Promise.all(['2:4', '3:5'].map((layers) => startLocalNode({ model: GGUF_PATH, layers, bootstrap, args: FAST }))))
+    )
   })
 
   afterAll(async () => {
     await Promise.all(nodes.map((n) => n.stop()))
   })
 
-  async function withClient<T>(init: { edgeFirst: number; edgeLast: number; forwarding: 'relay' | 'chain' }, fn: (c: LayerswarmClient) => Promise<T>) {
-    const client = await createClient({ bootstrap, model: GGUF_PATH, kernels: createReferenceKernels(), routeTimeoutMs: 20_000, ...init })
+  async function withClient<T>(
+    init: { edgeFirst: number; edgeLast: number; forwarding: 'relay' | 'chain' },
+    fn: (c: LayerswarmClient) => Promise<T>
+  ) {
+    const client = await createClient({
+      bootstrap,
+      model: GGUF_PATH,
+      kernels: createReferenceKernels(),
+      routeTimeoutMs: 20_000,
+      ...init
+    })
     try {
       return await fn(client)
     } finally {
@@ -63,7 +74,11 @@ describe('generation through 3 node processes on 127.0.0.1', () => {
   }
 
   for (const forwarding of ['relay', 'chain'] as const) {
-    for (const [edgeFirst, edgeLast] of [[1, 1], [0, 0], [2, 1]]) {
+    for (const [edgeFirst, edgeLast] of [
+      [1, 1],
+      [0, 0],
+      [2, 1]
+    ]) {
       it(`${forwarding}, edge ${edgeFirst}+${edgeLast}: greedy tokens of llama2.c and bit-identical logits`, async () => {
         const local = await localRun({ temperature: 0 })
         const logits: Float32Array[] = []
@@ -89,7 +104,9 @@ describe('generation through 3 node processes on 127.0.0.1', () => {
     it(`${forwarding}: seeded sampling gives the tokens of one process`, async () => {
       const sampling = { temperature: 0.9, topK: 40, seed: 1234 }
       const local = await localRun(sampling)
-      const result = await withClient({ edgeFirst: 1, edgeLast: 1, forwarding }, (c) => c.generate(ref.prompt, { maxTokens: N_TOKENS, ...sampling }))
+      const result = await withClient({ edgeFirst: 1, edgeLast: 1, forwarding }, (c) =>
+        c.generate(ref.prompt, { maxTokens: N_TOKENS, ...sampling })
+      )
       expect(result.tokens).toEqual(local.tokens)
       expect(result.tokens).not.toEqual(ref.generated_tokens.slice(0, N_TOKENS))
     })
@@ -99,7 +116,11 @@ describe('generation through 3 node processes on 127.0.0.1', () => {
     await withClient({ edgeFirst: 1, edgeLast: 1, forwarding: 'relay' }, async (c) => {
       await c.view.waitForRoute(0, 5, 20_000)
       const peers = await c.swarm()
-      expect(peers.map((p) => [p.start, p.end])).toEqual([[0, 2], [2, 4], [3, 5]])
+      expect(peers.map((p) => [p.start, p.end])).toEqual([
+        [0, 2],
+        [2, 4],
+        [3, 5]
+      ])
       expect(new Set(peers.map((p) => p.modelId)).size).toBe(1)
     })
   })

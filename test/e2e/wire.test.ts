@@ -68,13 +68,22 @@ describe('wire dtypes negotiated per hop across 3 node processes', () => {
     o: { forwarding?: 'relay' | 'chain'; ban?: string[]; routeTimeoutMs?: number } = {}
   ): Promise<{ result: GenerateResult; logits: Float32Array[] }> {
     const client = await createClient({
-      bootstrap, model: GGUF_PATH, kernels: createReferenceKernels(), wireDtype: wire,
-      forwarding: o.forwarding ?? 'relay', routeTimeoutMs: o.routeTimeoutMs ?? 20_000, canaries: false
+      bootstrap,
+      model: GGUF_PATH,
+      kernels: createReferenceKernels(),
+      wireDtype: wire,
+      forwarding: o.forwarding ?? 'relay',
+      routeTimeoutMs: o.routeTimeoutMs ?? 20_000,
+      canaries: false
     })
     try {
       for (const id of o.ban ?? []) client.view.ban(id, 600_000)
       const logits: Float32Array[] = []
-      const result = await client.generate(ref.prompt, { maxTokens: N_TOKENS, temperature: 0, onLogits: (l) => logits.push(Float32Array.from(l)) })
+      const result = await client.generate(ref.prompt, {
+        maxTokens: N_TOKENS,
+        temperature: 0,
+        onLogits: (l) => logits.push(Float32Array.from(l))
+      })
       return { result, logits }
     } finally {
       await client.close()
@@ -84,7 +93,14 @@ describe('wire dtypes negotiated per hop across 3 node processes', () => {
   it('nodes announce what they accept: B only f32', async () => {
     const host = await createHost({ listen: [], pubsub: false })
     try {
-      const infoOf = async (n: LocalNode) => (await fetchInfo(host, n.addrs.map((x) => multiaddr(x)), AbortSignal.timeout(10_000))).info.wireDtypes
+      const infoOf = async (n: LocalNode) =>
+        (
+          await fetchInfo(
+            host,
+            n.addrs.map((x) => multiaddr(x)),
+            AbortSignal.timeout(10_000)
+          )
+        ).info.wireDtypes
       expect(await infoOf(a)).toEqual(['f32', 'f16', 'q8_0'])
       expect(await infoOf(b)).toEqual(['f32'])
     } finally {
@@ -101,8 +117,14 @@ describe('wire dtypes negotiated per hop across 3 node processes', () => {
     expect(int8.result.tokens).toHaveLength(N_TOKENS)
     // every hop used the dtype asked for (f16 and int8 routed around B, which accepts only f32)
     expect(f32.result.report.wire.hops.map((h) => h.wireDtype)).toEqual(['f32', 'f32'])
-    expect(f16.result.report.wire.hops.map((h) => [h.peerId, h.wireDtype])).toEqual([[a.peerId, 'f16'], [c.peerId, 'f16']])
-    expect(int8.result.report.wire.hops.map((h) => [h.peerId, h.wireDtype])).toEqual([[a.peerId, 'int8'], [c.peerId, 'int8']])
+    expect(f16.result.report.wire.hops.map((h) => [h.peerId, h.wireDtype])).toEqual([
+      [a.peerId, 'f16'],
+      [c.peerId, 'f16']
+    ])
+    expect(int8.result.report.wire.hops.map((h) => [h.peerId, h.wireDtype])).toEqual([
+      [a.peerId, 'int8'],
+      [c.peerId, 'int8']
+    ])
     // bytes: 2 hops × (in + out) × one row of 64 values per position
     const positions = ref.prompt_tokens.length + N_TOKENS - 1
     expect(f32.result.report.wire.positions).toBe(positions)
@@ -114,7 +136,16 @@ describe('wire dtypes negotiated per hop across 3 node processes', () => {
     // drift of the final logits against the f32 wire: none for f32 runs, some for f16, more for int8
     const drift16 = maxRelL2(f16.logits, f32.logits)
     const drift8 = maxRelL2(int8.logits, f32.logits)
-    console.log(JSON.stringify({ wire: { ratio16, ratio8, maxRelL2: { f16: drift16, int8: drift8 }, int8SameTokens: int8.result.tokens.every((t, i) => t === f32.result.tokens[i]) } }))
+    console.log(
+      JSON.stringify({
+        wire: {
+          ratio16,
+          ratio8,
+          maxRelL2: { f16: drift16, int8: drift8 },
+          int8SameTokens: int8.result.tokens.every((t, i) => t === f32.result.tokens[i])
+        }
+      })
+    )
     expect(drift16).toBeGreaterThan(0)
     expect(drift8).toBeGreaterThan(drift16)
     expect(Number.isFinite(drift8)).toBe(true)
@@ -123,11 +154,17 @@ describe('wire dtypes negotiated per hop across 3 node processes', () => {
   it('auto gives f16 where a hop accepts it and f32 on the node started with --wire f32', async () => {
     const relay = await run('auto', { ban: [c.peerId] })
     expect(relay.result.report.wire.requested).toBe('auto')
-    expect(relay.result.report.wire.hops.map((h) => [h.peerId, h.wireDtype])).toEqual([[a.peerId, 'f16'], [b.peerId, 'f32']])
+    expect(relay.result.report.wire.hops.map((h) => [h.peerId, h.wireDtype])).toEqual([
+      [a.peerId, 'f16'],
+      [b.peerId, 'f32']
+    ])
     expect(relay.result.tokens).toEqual(ref.generated_tokens.slice(0, N_TOKENS))
     // chained, the link A → B carries one dtype both accept
     const chain = await run('auto', { ban: [c.peerId], forwarding: 'chain' })
-    expect(chain.result.report.wire.hops.map((h) => [h.peerId, h.wireDtype])).toEqual([[a.peerId, 'f32'], [b.peerId, 'f32']])
+    expect(chain.result.report.wire.hops.map((h) => [h.peerId, h.wireDtype])).toEqual([
+      [a.peerId, 'f32'],
+      [b.peerId, 'f32']
+    ])
     expect(chain.result.tokens).toEqual(ref.generated_tokens.slice(0, N_TOKENS))
   })
 
@@ -140,7 +177,13 @@ describe('wire dtypes negotiated per hop across 3 node processes', () => {
   it('a node refuses an unsupported dtype at open and a step in another dtype than negotiated, and keeps serving', async () => {
     const host: Host = await createHost({ listen: [], pubsub: false })
     const dial = async (n: LocalNode) =>
-      createSessionCaller(await host.dialProtocol(n.addrs.map((x) => multiaddr(x)), SESSION_PROTOCOL, SESSION_STREAM_LIMITS))
+      createSessionCaller(
+        await host.dialProtocol(
+          n.addrs.map((x) => multiaddr(x)),
+          SESSION_PROTOCOL,
+          SESSION_STREAM_LIMITS
+        )
+      )
     const open = (sessionId: string, start: number, end: number, wireDtype: 'f32' | 'f16' | 'q8_0'): SessionRequestBody => ({
       type: 'open',
       open: { sessionId, modelId: a.modelId, start, end, maxLength: 8, wireDtype, nextHops: [] }
@@ -151,7 +194,10 @@ describe('wire dtypes negotiated per hop across 3 node processes', () => {
       step: { sessionId, stepId, startPosition: 0, hidden: encodeTensor(row, [1, DIM], dtype), chain: false }
     })
     const refused = async (p: Promise<unknown>) => {
-      const e = await p.then(() => undefined, (x: unknown) => x)
+      const e = await p.then(
+        () => undefined,
+        (x: unknown) => x
+      )
       expect(e).toBeInstanceOf(RemoteError)
       return (e as RemoteError).code
     }
@@ -179,7 +225,25 @@ describe('wire dtypes negotiated per hop across 3 node processes', () => {
   })
 
   it('CLI: generate --wire int8 --json reports the dtype of each hop and the bytes per token; node start refuses a bad --wire', () => {
-    const r = runCli(['generate', '--bootstrap', a.addrs[0], '--prompt', ref.prompt, '--max-tokens', '8', '--temperature', '0', '--wire', 'int8', '--json', '--canary-rate', '0'], 120_000)
+    const r = runCli(
+      [
+        'generate',
+        '--bootstrap',
+        a.addrs[0],
+        '--prompt',
+        ref.prompt,
+        '--max-tokens',
+        '8',
+        '--temperature',
+        '0',
+        '--wire',
+        'int8',
+        '--json',
+        '--canary-rate',
+        '0'
+      ],
+      120_000
+    )
     expect(r.status, r.stderr).toBe(0)
     const out = JSON.parse(r.stdout) as GenerateResult
     expect(out.report.wire.requested).toBe('int8')

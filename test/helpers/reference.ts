@@ -7,8 +7,8 @@ export const MODELS = join(ROOT, 'models')
 export const GGUF_PATH = join(MODELS, 'stories260K.gguf')
 export const BIN_PATH = join(MODELS, 'stories260K.bin')
 export const TOK_PATH = join(MODELS, 'tok512.bin')
-/** llama2.c's own outputs, read-only beside the repo (../shared/reference). */
-export const REFERENCE_DIR = join(ROOT, '..', 'shared', 'reference')
+/** llama2.c's own outputs (test/vectors, provenance in its README). */
+export const REFERENCE_DIR = join(ROOT, 'test', 'vectors')
 
 export interface ReferenceLogits {
   pos: number

@@ -1,4 +1,4 @@
-import { createServer, connect } from 'node:net'
+import { connect, createServer } from 'node:net'
 import { describe, expect, it } from 'vitest'
 import { createBusyPoller } from '../../node/busy-poll.js'
 

@@ -14,8 +14,18 @@ describe('layerswarm generate (local)', () => {
 
   it('prints the same for the llama2.c .bin with tok512.bin, as JSON', () => {
     const r = runCli([
-      'generate', '--model', BIN_PATH, '--tokenizer', TOK_PATH, '--prompt', 'Once upon a time',
-      '--max-tokens', '64', '--temperature', '0', '--json'
+      'generate',
+      '--model',
+      BIN_PATH,
+      '--tokenizer',
+      TOK_PATH,
+      '--prompt',
+      'Once upon a time',
+      '--max-tokens',
+      '64',
+      '--temperature',
+      '0',
+      '--json'
     ])
     expect(r.status).toBe(0)
     const out = JSON.parse(r.stdout)
@@ -25,7 +35,20 @@ describe('layerswarm generate (local)', () => {
   })
 
   it('seeded sampling is reproducible', () => {
-    const args = ['generate', '--prompt', 'The dog', '--max-tokens', '30', '--temperature', '0.9', '--top-k', '40', '--seed', '123', '--json']
+    const args = [
+      'generate',
+      '--prompt',
+      'The dog',
+      '--max-tokens',
+      '30',
+      '--temperature',
+      '0.9',
+      '--top-k',
+      '40',
+      '--seed',
+      '123',
+      '--json'
+    ]
     const a = JSON.parse(runCli(args).stdout)
     const b = JSON.parse(runCli(args).stdout)
     expect(a.tokens).toEqual(b.tokens)

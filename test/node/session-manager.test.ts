@@ -1,5 +1,12 @@
 import { describe, expect, it } from 'vitest'
-import { BadShapeError, BadSpanError, BusyError, DuplicateSessionError, UnauthorizedError, UnknownSessionError } from '../../node/errors.js'
+import {
+  BadShapeError,
+  BadSpanError,
+  BusyError,
+  DuplicateSessionError,
+  UnauthorizedError,
+  UnknownSessionError
+} from '../../node/errors.js'
 import { SessionManager } from '../../node/session-manager.js'
 import { createEdge, createShard, openModelFile } from '../../shards/index.js'
 import { GGUF_PATH } from '../helpers/reference.js'
@@ -11,7 +18,14 @@ const dim = model.config.dim
 function setup(overrides: Partial<{ maxSessions: number; maxCacheTokens: number }> = {}) {
   let clock = 1_000
   const shard = createShard({ model, start: 1, end: 4 })
-  const m = new SessionManager({ shard, maxSessions: 3, maxCacheTokens: 1_000, idleTimeoutMs: 500, now: () => clock, ...overrides })
+  const m = new SessionManager({
+    shard,
+    maxSessions: 3,
+    maxCacheTokens: 1_000,
+    idleTimeoutMs: 500,
+    now: () => clock,
+    ...overrides
+  })
   return { m, shard, tick: (ms: number) => (clock += ms) }
 }
 

@@ -1,4 +1,5 @@
 import { generateKeyPair } from '@libp2p/crypto/keys'
+import { peerIdFromPrivateKey } from '@libp2p/peer-id'
 import { afterEach, describe, expect, it } from 'vitest'
 import {
   type Announcement,
@@ -16,7 +17,6 @@ import {
   subscribeAnnouncements,
   verifyAnnouncement
 } from '../../protocol/index.js'
-import { peerIdFromPrivateKey } from '@libp2p/peer-id'
 
 const NOW = 1_700_000_000_000
 

@@ -11,7 +11,8 @@ import { schema } from '../../protocol/schema.js'
 
 const bytes = (n: number) => new Uint8Array(randomBytes(n))
 /** Big byte arrays compared as buffers (a deep toEqual walks them element by element). */
-const same = (a: Uint8Array, b: Uint8Array) => Buffer.from(a.buffer, a.byteOffset, a.byteLength).equals(Buffer.from(b.buffer, b.byteOffset, b.byteLength))
+const same = (a: Uint8Array, b: Uint8Array) =>
+  Buffer.from(a.buffer, a.byteOffset, a.byteLength).equals(Buffer.from(b.buffer, b.byteOffset, b.byteLength))
 
 describe('bulk codec for sealed KV messages', () => {
   for (const append of [false, true]) {
@@ -45,7 +46,11 @@ describe('bulk codec for sealed KV messages', () => {
       expect(same(encodeSessionResponse({ requestId, type: 'snapshot', snapshot }), fast)).toBe(true)
       const back = decodeSessionResponse(fast)
       if (back.type !== 'snapshot') throw new Error(`decoded a ${back.type}`)
-      expect([back.requestId, back.snapshot.sessionId, same(back.snapshot.snapshot, snapshot.snapshot)]).toEqual([requestId, 's.1', true])
+      expect([back.requestId, back.snapshot.sessionId, same(back.snapshot.snapshot, snapshot.snapshot)]).toEqual([
+        requestId,
+        's.1',
+        true
+      ])
     }
   })
 })

@@ -76,7 +76,16 @@ const requests: SessionRequest[] = [
       hopAuth: [new Uint8Array(32).fill(1)],
       oneWay: true,
       timings: [{ peerId: '12D3KooWabc', computeMs: 0.5 }],
-      receipts: [{ peerId: '12D3KooWabc', start: 0, end: 12, inputHash: new Uint8Array(32), outputHash: new Uint8Array(32).fill(2), signature: new Uint8Array(64).fill(3) }]
+      receipts: [
+        {
+          peerId: '12D3KooWabc',
+          start: 0,
+          end: 12,
+          inputHash: new Uint8Array(32),
+          outputHash: new Uint8Array(32).fill(2),
+          signature: new Uint8Array(64).fill(3)
+        }
+      ]
     }
   },
   { requestId: 3, type: 'rewind', rewind: { sessionId: 's-1', length: 0 } },
@@ -222,13 +231,26 @@ describe('validation', () => {
   })
 
   it('one-way steps: receipts and timings only with one_way, one_way only chained, receipts checked', () => {
-    const receipt = { peerId: '12D3KooWabc', start: 0, end: 4, inputHash: new Uint8Array(32), outputHash: new Uint8Array(32), signature: new Uint8Array(64) }
+    const receipt = {
+      peerId: '12D3KooWabc',
+      start: 0,
+      end: 4,
+      inputHash: new Uint8Array(32),
+      outputHash: new Uint8Array(32),
+      signature: new Uint8Array(64)
+    }
     const decode = (over: object) => decodeSessionRequest(raw(schema.SessionRequest, stepWire(over)))
-    expect(stepOf(decode({ chain: true, oneWay: true, receipts: [receipt] }))).toMatchObject({ oneWay: true, receipts: [receipt], timings: [] })
+    expect(stepOf(decode({ chain: true, oneWay: true, receipts: [receipt] }))).toMatchObject({
+      oneWay: true,
+      receipts: [receipt],
+      timings: []
+    })
     expect(() => decode({ chain: true, receipts: [receipt] })).toThrow(MalformedMessageError)
     expect(() => decode({ chain: true, timings: [{ peerId: '12D3KooWabc', computeMs: 1 }] })).toThrow(MalformedMessageError)
     expect(() => decode({ oneWay: true })).toThrow(MalformedMessageError)
-    expect(() => decode({ chain: true, oneWay: true, receipts: [{ ...receipt, signature: new Uint8Array(10) }] })).toThrow(MalformedMessageError)
+    expect(() => decode({ chain: true, oneWay: true, receipts: [{ ...receipt, signature: new Uint8Array(10) }] })).toThrow(
+      MalformedMessageError
+    )
     expect(() => decode({ chain: true, oneWay: true, receipts: new Array(65).fill(receipt) })).toThrow()
   })
 

@@ -7,7 +7,14 @@ describe('step receipts', () => {
   it('sign and verify; any changed field or another key fails', async () => {
     const key = await generateKeyPair('Ed25519')
     const peerId = peerIdFromPrivateKey(key).toString()
-    const fields = { sessionId: 's-1', stepId: 7, start: 2, end: 4, inputHash: sha256(new Uint8Array([1, 2])), outputHash: sha256(new Uint8Array([3])) }
+    const fields = {
+      sessionId: 's-1',
+      stepId: 7,
+      start: 2,
+      end: 4,
+      inputHash: sha256(new Uint8Array([1, 2])),
+      outputHash: sha256(new Uint8Array([3]))
+    }
     const r = await signReceipt(fields, peerId, key)
     expect(await verifyReceipt(r, 's-1', 7)).toBe(true)
     expect(await verifyReceipt(r, 's-2', 7)).toBe(false)
@@ -20,7 +27,14 @@ describe('step receipts', () => {
   })
 
   it('the payload is domain-separated and fixed-width', () => {
-    const f = { sessionId: 'ab', stepId: 1, start: 0, end: 1, inputHash: new Uint8Array(32), outputHash: new Uint8Array(32).fill(1) }
+    const f = {
+      sessionId: 'ab',
+      stepId: 1,
+      start: 0,
+      end: 1,
+      inputHash: new Uint8Array(32),
+      outputHash: new Uint8Array(32).fill(1)
+    }
     const p = receiptPayload(f)
     expect(new TextDecoder().decode(p.subarray(0, 22))).toBe('layerswarm-receipt:v1\n')
     expect(p.length).toBe(22 + 4 + 2 + 16 + 64)

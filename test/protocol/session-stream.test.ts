@@ -36,7 +36,12 @@ function toyHandler(peerId: string) {
         // one way: a negative input fails later (as a chain's later hop would), others never answer
         if (req.step.oneWay) {
           if (x[0] >= 0) return { type: 'noReply', failure: Promise.resolve() }
-          return { type: 'noReply', failure: new Promise<void>((_, reject) => setTimeout(() => reject(new BusyError(`step ${stepId} failed downstream`)), 30)) }
+          return {
+            type: 'noReply',
+            failure: new Promise<void>((_, reject) =>
+              setTimeout(() => reject(new BusyError(`step ${stepId} failed downstream`)), 30)
+            )
+          }
         }
         for (let i = 0; i < x.length; i++) x[i] += 1
         const out = encodeTensor(x, hidden.shape, hidden.dtype)
@@ -116,7 +121,10 @@ describe('session streams over real libp2p hosts', () => {
 
   it('one-way requests get no answer unless they fail, then a typed error after later answers', async () => {
     const s = await open('s')
-    const oneWay = (sessionId: string, stepId: number, value: number) => ({ type: 'step' as const, step: { ...step(sessionId, stepId, value).step, chain: true, oneWay: true } })
+    const oneWay = (sessionId: string, stepId: number, value: number) => ({
+      type: 'step' as const,
+      step: { ...step(sessionId, stepId, value).step, chain: true, oneWay: true }
+    })
     const ok = await s.send(oneWay('s', 1, 1))
     // the next call's answer is its own, not something for the one-way step
     expect(await s.call(step('s', 2, 2))).toMatchObject({ type: 'result', result: { stepId: 2 } })

@@ -2,11 +2,11 @@ import { describe, expect, it } from 'vitest'
 import {
   createEdge,
   createShard,
-  OutOfCacheError,
-  PositionError,
-  UnknownSessionError,
   InvalidArgumentError,
-  openModelFile
+  OutOfCacheError,
+  openModelFile,
+  PositionError,
+  UnknownSessionError
 } from '../../shards/index.js'
 import { GGUF_PATH, loadReference } from '../helpers/reference.js'
 
@@ -38,7 +38,12 @@ describe('shards and sessions', () => {
     // and in chunks of uneven size (a prompt, then several tokens to verify at once)
     whole.openSession('chunks')
     const chunked = new Float32Array(TOKENS.length * dim)
-    for (const [a, b] of [[0, 7], [7, 8], [8, 13], [13, 24]]) {
+    for (const [a, b] of [
+      [0, 7],
+      [7, 8],
+      [8, 13],
+      [13, 24]
+    ]) {
       chunked.set(whole.forward('chunks', edge.embed(TOKENS.slice(a, b)), a), a * dim)
     }
     expect(bitsEqual(batched, chunked)).toBe(true)
@@ -52,7 +57,9 @@ describe('shards and sessions', () => {
     const x = edge.embed(TOKENS)
     expect(bitsEqual(whole.forward('s', x, 0), b.forward('s', a.forward('s', x, 0), 0))).toBe(true)
     const next = edge.embed([300])
-    expect(bitsEqual(whole.forward('s', next, TOKENS.length), b.forward('s', a.forward('s', next, TOKENS.length), TOKENS.length))).toBe(true)
+    expect(
+      bitsEqual(whole.forward('s', next, TOKENS.length), b.forward('s', a.forward('s', next, TOKENS.length), TOKENS.length))
+    ).toBe(true)
   })
 
   it('rewinding a session recomputes the same outputs (rejected speculative tokens)', () => {

@@ -103,7 +103,8 @@ describe('fast kernels through Shard and Edge', () => {
     for (const dtype of ['f32', 'q8_0'] as const) {
       const spinning = logitsOf(track(createFastKernels({ threads: 2 })), dtype, 'f32')
       const resting = logitsOf(track(createFastKernels({ threads: 2 })), dtype, 'f32', true)
-      for (let i = 0; i < spinning.length; i++) expect(Buffer.from(resting[i].buffer).equals(Buffer.from(spinning[i].buffer))).toBe(true)
+      for (let i = 0; i < spinning.length; i++)
+        expect(Buffer.from(resting[i].buffer).equals(Buffer.from(spinning[i].buffer))).toBe(true)
     }
   })
 

@@ -80,7 +80,9 @@ describe('model files: typed errors for bad input', () => {
   })
 
   it('truncated and inconsistent llama2.c checkpoints', () => {
-    expect(() => openModelFile(write('short.bin', bin.subarray(0, 100_000)), { tokenizerPath: TOK_PATH })).toThrow(TruncatedFileError)
+    expect(() => openModelFile(write('short.bin', bin.subarray(0, 100_000)), { tokenizerPath: TOK_PATH })).toThrow(
+      TruncatedFileError
+    )
     expect(() => openModelFile(write('hdr.bin', bin.subarray(0, 10)))).toThrow(TruncatedFileError)
     const v1 = Buffer.from(bin)
     v1.writeUInt32LE(0x616b3432, 0)

@@ -33,23 +33,35 @@ function parseGguf(file: Uint8Array) {
   }
   const scalar = (t: number): unknown => {
     switch (t) {
-      case 0: return dv.getUint8(at(1))
-      case 1: return dv.getInt8(at(1))
-      case 2: return dv.getUint16(at(2), true)
-      case 3: return dv.getInt16(at(2), true)
-      case 4: return u32()
-      case 5: return dv.getInt32(at(4), true)
-      case 6: return dv.getFloat32(at(4), true)
-      case 7: return dv.getUint8(at(1))
-      case 8: return str()
+      case 0:
+        return dv.getUint8(at(1))
+      case 1:
+        return dv.getInt8(at(1))
+      case 2:
+        return dv.getUint16(at(2), true)
+      case 3:
+        return dv.getInt16(at(2), true)
+      case 4:
+        return u32()
+      case 5:
+        return dv.getInt32(at(4), true)
+      case 6:
+        return dv.getFloat32(at(4), true)
+      case 7:
+        return dv.getUint8(at(1))
+      case 8:
+        return str()
       case 9: {
         const itemType = u32()
         const n = Number(u64())
         return { itemType, items: Array.from({ length: n }, () => scalar(itemType)) }
       }
-      case 10: return u64()
-      case 11: return dv.getBigInt64(at(8), true)
-      case 12: return dv.getFloat64(at(8), true)
+      case 10:
+        return u64()
+      case 11:
+        return dv.getBigInt64(at(8), true)
+      case 12:
+        return dv.getFloat64(at(8), true)
     }
     throw new Error(`bad type ${t}`)
   }
@@ -109,17 +121,28 @@ describe('writeGguf', () => {
   it('round-trips every metadata type, tensor infos, aligned offsets and f32/f16/q8_0 data', () => {
     const path = join(dir, 'all.gguf')
     const f16 = new Uint8Array(new Uint16Array([1, 2, 3, 4, 5, 6, 7, 8].map((x) => f32ToF16(x / 3))).buffer)
-    const q8 = quantizeMatrix(Float32Array.from({ length: 64 }, (_, i) => Math.sin(i)), 2, 32, 'q8_0').data
+    const q8 = quantizeMatrix(
+      Float32Array.from({ length: 64 }, (_, i) => Math.sin(i)),
+      2,
+      32,
+      'q8_0'
+    ).data
     const f32 = f32Bytes([0.25, -1, 3])
     let calls = 0
     const metadata: Array<[string, GgufTypedValue]> = [
       ['general.architecture', { type: 'string', value: 'llama' }],
-      ['t.u8', { type: 'u8', value: 255 }], ['t.i8', { type: 'i8', value: -128 }],
-      ['t.u16', { type: 'u16', value: 65535 }], ['t.i16', { type: 'i16', value: -2 }],
-      ['t.u32', { type: 'u32', value: 0xfffffffe }], ['t.i32', { type: 'i32', value: -7 }],
-      ['t.f32', { type: 'f32', value: 0.1 }], ['t.f64', { type: 'f64', value: 0.1 }],
-      ['t.bool', { type: 'bool', value: true }], ['t.str', { type: 'string', value: 'h\u00e9llo \u2581' }],
-      ['t.u64', { type: 'u64', value: 2n ** 63n + 5n }], ['t.i64', { type: 'i64', value: -3 }],
+      ['t.u8', { type: 'u8', value: 255 }],
+      ['t.i8', { type: 'i8', value: -128 }],
+      ['t.u16', { type: 'u16', value: 65535 }],
+      ['t.i16', { type: 'i16', value: -2 }],
+      ['t.u32', { type: 'u32', value: 0xfffffffe }],
+      ['t.i32', { type: 'i32', value: -7 }],
+      ['t.f32', { type: 'f32', value: 0.1 }],
+      ['t.f64', { type: 'f64', value: 0.1 }],
+      ['t.bool', { type: 'bool', value: true }],
+      ['t.str', { type: 'string', value: 'h\u00e9llo \u2581' }],
+      ['t.u64', { type: 'u64', value: 2n ** 63n + 5n }],
+      ['t.i64', { type: 'i64', value: -3 }],
       ['t.arr', { type: 'array', itemType: 'i32', value: [1, -2, 3] }],
       ['t.strs', { type: 'array', itemType: 'string', value: ['a', '', '\u2581b'] }]
     ]
@@ -128,10 +151,15 @@ describe('writeGguf', () => {
       metadata,
       tensors: [
         { name: 'x.f32', dtype: 'f32', shape: [3], data: f32 },
-        { name: 'x.f16', dtype: 'f16', shape: [4, 2], data: () => {
-          calls++
-          return f16
-        } },
+        {
+          name: 'x.f16',
+          dtype: 'f16',
+          shape: [4, 2],
+          data: () => {
+            calls++
+            return f16
+          }
+        },
         { name: 'x.q8', dtype: 'q8_0', shape: [32, 2], data: q8 }
       ]
     })
@@ -142,18 +170,29 @@ describe('writeGguf', () => {
     expect(g.kv.get('general.alignment')).toEqual({ type: 4, value: 64 })
     const v = (k: string) => g.kv.get(k)
     expect([v('t.u8'), v('t.i8'), v('t.u16'), v('t.i16')]).toEqual([
-      { type: 0, value: 255 }, { type: 1, value: -128 }, { type: 2, value: 65535 }, { type: 3, value: -2 }
+      { type: 0, value: 255 },
+      { type: 1, value: -128 },
+      { type: 2, value: 65535 },
+      { type: 3, value: -2 }
     ])
     expect([v('t.u32'), v('t.i32'), v('t.f32'), v('t.f64')]).toEqual([
-      { type: 4, value: 0xfffffffe }, { type: 5, value: -7 }, { type: 6, value: Math.fround(0.1) }, { type: 12, value: 0.1 }
+      { type: 4, value: 0xfffffffe },
+      { type: 5, value: -7 },
+      { type: 6, value: Math.fround(0.1) },
+      { type: 12, value: 0.1 }
     ])
     expect([v('t.bool'), v('t.str'), v('t.u64'), v('t.i64')]).toEqual([
-      { type: 7, value: 1 }, { type: 8, value: 'h\u00e9llo \u2581' }, { type: 10, value: 2n ** 63n + 5n }, { type: 11, value: -3n }
+      { type: 7, value: 1 },
+      { type: 8, value: 'h\u00e9llo \u2581' },
+      { type: 10, value: 2n ** 63n + 5n },
+      { type: 11, value: -3n }
     ])
     expect(v('t.arr')).toEqual({ type: 9, value: { itemType: 5, items: [1, -2, 3] } })
     expect(v('t.strs')).toEqual({ type: 9, value: { itemType: 8, items: ['a', '', '\u2581b'] } })
     expect(g.tensors.map((t) => [t.name, t.ne, t.type, t.offset])).toEqual([
-      ['x.f32', [3], 0, 0], ['x.f16', [4, 2], 1, 64], ['x.q8', [32, 2], 8, 128]
+      ['x.f32', [3], 0, 0],
+      ['x.f16', [4, 2], 1, 64],
+      ['x.q8', [32, 2], 8, 128]
     ])
     expect(g.dataStart % 64).toBe(0)
     expect(g.dataStart - g.headerEnd).toBeLessThan(64)
@@ -215,9 +254,25 @@ describe('syntheticVocabulary', () => {
 describe('parseShape', () => {
   it('knows the named shapes and parses custom ones', () => {
     expect(parseShape('tiny')).toMatchObject({ dim: 64, nLayers: 3, nHeads: 4, nKvHeads: 2, hiddenDim: 96, vocabSize: 300 })
-    expect(parseShape('110m')).toMatchObject({ dim: 768, nLayers: 12, nHeads: 12, nKvHeads: 12, hiddenDim: 2048, vocabSize: 32000, tied: true })
+    expect(parseShape('110m')).toMatchObject({
+      dim: 768,
+      nLayers: 12,
+      nHeads: 12,
+      nKvHeads: 12,
+      hiddenDim: 2048,
+      vocabSize: 32000,
+      tied: true
+    })
     expect(parseShape('1.1B')).toMatchObject({ dim: 2048, nLayers: 22, nHeads: 32, nKvHeads: 4, hiddenDim: 5632, tied: false })
-    expect(parseShape(' 128, 2, 8, 4, 256, 512 ')).toMatchObject({ dim: 128, nLayers: 2, nHeads: 8, nKvHeads: 4, hiddenDim: 256, vocabSize: 512, tied: false })
+    expect(parseShape(' 128, 2, 8, 4, 256, 512 ')).toMatchObject({
+      dim: 128,
+      nLayers: 2,
+      nHeads: 8,
+      nKvHeads: 4,
+      hiddenDim: 256,
+      vocabSize: 512,
+      tied: false
+    })
     expect(parseShape('128,2,8,4,256,512,tied').tied).toBe(true)
   })
 
@@ -341,7 +396,11 @@ describe('writeRandomModel', () => {
     const g = parseGguf(file)
     const types = new Map(g.tensors.map((t) => [t.name, t.type]))
     const ggmlType = { f32: 0, f16: 1, q8_0: 8 }[dtype]
-    expect([types.get('token_embd.weight'), types.get('blk.0.ffn_up.weight'), types.get('output_norm.weight')]).toEqual([ggmlType, ggmlType, 0])
+    expect([types.get('token_embd.weight'), types.get('blk.0.ffn_up.weight'), types.get('output_norm.weight')]).toEqual([
+      ggmlType,
+      ggmlType,
+      0
+    ])
     expect(types.has('output.weight')).toBe(!shape.tied)
     expect(g.tensors.every((t) => t.offset % 32 === 0)).toBe(true)
 

@@ -15,7 +15,11 @@ const FORMATS: Array<[string, () => ModelFile]> = [
   ['gguf', () => openModelFile(GGUF_PATH)],
   ['llama2.c bin', () => openModelFile(BIN_PATH, { tokenizerPath: TOK_PATH })]
 ]
-const SPLITS: number[][] = [[0, 5], [0, 2, 5], [0, 1, 3, 4, 5]]
+const SPLITS: number[][] = [
+  [0, 5],
+  [0, 2, 5],
+  [0, 1, 3, 4, 5]
+]
 
 /** Greedy generation through `shards`, collecting logits of every position in the reference. */
 async function runReference(model: ModelFile, shards: Shard[], refName: (typeof REFS)[number]) {

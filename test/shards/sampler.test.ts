@@ -60,7 +60,12 @@ describe('sampler', () => {
     expect(createSampler({ temperature: 0 }).sample(l, [0])).toBe(0)
     expect(s.sample(l, [0])).toBe(1)
     expect(s.sample(shifted, [0])).toBe(1)
-    expect(s.sample(l.map((x) => x + 100), [0])).toBe(1)
+    expect(
+      s.sample(
+        l.map((x) => x + 100),
+        [0]
+      )
+    ).toBe(1)
     // outside the window the penalty does not apply
     const w = createSampler({ temperature: 0, repetitionPenalty: 1.3, repetitionWindow: 1 })
     expect(w.sample(l, [0, 2])).toBe(0)

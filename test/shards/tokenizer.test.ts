@@ -5,14 +5,14 @@ import { fileURLToPath } from 'node:url'
 import { describe, expect, it } from 'vitest'
 import { InvalidArgumentError, TokenizerMismatchError, TruncatedFileError, UnsupportedModelError } from '../../shards/errors.js'
 import type { GgufValue } from '../../shards/model-file.js'
-import { readLlama2cTokenizer, vocabularyFromGguf } from '../../shards/tokenizer-files.js'
 import { createTokenizer } from '../../shards/tokenizer.js'
+import { readLlama2cTokenizer, vocabularyFromGguf } from '../../shards/tokenizer-files.js'
 import type { Vocabulary } from '../../shards/types.js'
 
 const MODELS = fileURLToPath(new URL('../../models', import.meta.url))
 const TOK512 = join(MODELS, 'tok512.bin')
 const GGUF = join(MODELS, 'stories260K.gguf')
-const REFERENCE = '/work/shared/reference'
+const REFERENCE = fileURLToPath(new URL('../vectors', import.meta.url))
 
 interface Reference {
   prompt: string
