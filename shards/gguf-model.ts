@@ -89,9 +89,13 @@ export function openGgufModel(path: string): ModelFile {
   try {
     const header = readGgufHeader(file)
     const config = llamaConfigFromGguf(header.metadata, header.tensors, path)
-    const vocabulary: Vocabulary | undefined = header.metadata.has('tokenizer.ggml.tokens')
-      ? vocabularyFromGguf(header.metadata, config.vocabSize)
-      : undefined
+    // Built on first use: nodes never tokenize, so opening a span must not parse (or reject) it.
+    let vocabulary: Vocabulary | undefined
+    const loadVocabulary = (): Vocabulary | undefined => {
+      if (vocabulary === undefined && header.metadata.has('tokenizer.ggml.tokens'))
+        vocabulary = vocabularyFromGguf(header.metadata, config.vocabSize)
+      return vocabulary
+    }
     const info = (name: TensorName): GgufTensorInfo => {
       const t = header.tensors.get(`${name}.weight`)
       if (!t) throw new InvalidModelError(`${path}: tensor ${name}.weight is missing`)
@@ -107,7 +111,9 @@ export function openGgufModel(path: string): ModelFile {
       format: 'gguf',
       path,
       config,
-      vocabulary,
+      get vocabulary() {
+        return loadVocabulary()
+      },
       metadata: header.metadata,
       weightDType: info('blk.0.attn_q').dtype,
       hasTensor: (name) => header.tensors.has(`${name}.weight`),

@@ -1,6 +1,6 @@
 import { statSync } from 'node:fs'
 import { EngineError, InvalidArgumentError, InvalidModelError } from './errors.js'
-import { ggufPlainValue, llamaGgufMetadata, writeGguf } from './gguf-writer.js'
+import { type GgufTypedValue, ggufPlainValue, llamaGgufMetadata, writeGguf } from './gguf-writer.js'
 import { type GgufValue, type ModelFile, sampleRange } from './model-file.js'
 import { quantizeMatrix, rowBytes } from './quant.js'
 import {
@@ -11,6 +11,7 @@ import {
   type Vocabulary,
   type WeightMatrix
 } from './types.js'
+import { withTokenizerMetadata } from './vocab-packages.js'
 
 // Random-weight Llama models for tests and benchmarks: the same seed gives the same weights
 // in memory (createRandomModel) and on disk (writeRandomModel, GGUF as llama.cpp lays out a
@@ -137,7 +138,7 @@ export function syntheticVocabulary(vocabSize: number): Vocabulary {
   }
   for (let n = 0; pieces.length + normal.size < vocabSize; n++) add(` tok${n}`)
   const nSpecial = pieces.length
-  pieces.push(...normal)
+  for (const p of normal) pieces.push(p) // no spread: a 128k vocabulary overflows the call stack
   const scores = new Float32Array(vocabSize)
   const types = new Int32Array(vocabSize)
   types.set([2, 3, 3]) // <unk> unknown, <s> and </s> control
@@ -263,6 +264,8 @@ export interface RandomModelOptions {
   readonly dtype: WeightMatrix['dtype']
   readonly seed: number
   readonly seqLen?: number
+  /** tokenizer.* metadata to write instead of the synthetic vocabulary's (vocab-packages.ts). */
+  readonly tokenizerMetadata?: ReadonlyArray<[string, GgufTypedValue]>
 }
 
 function prepare(s: ModelShape, opts: RandomModelOptions) {
@@ -274,7 +277,8 @@ function prepare(s: ModelShape, opts: RandomModelOptions) {
     throw new InvalidArgumentError(`q8_0 needs dim and ffn to be multiples of 32 (got ${config.dim}, ${config.hiddenDim})`)
   }
   const vocabulary = syntheticVocabulary(config.vocabSize)
-  const metadata = llamaGgufMetadata(`random ${s.name} seed ${opts.seed}`, config, vocabulary, opts.dtype)
+  const base = llamaGgufMetadata(`random ${s.name} seed ${opts.seed}`, config, vocabulary, opts.dtype)
+  const metadata = opts.tokenizerMetadata ? withTokenizerMetadata(base, opts.tokenizerMetadata) : base
   return { config, vocabulary, metadata, tensors: llamaTensors(config) }
 }
 
