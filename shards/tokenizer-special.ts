@@ -36,7 +36,7 @@ export function createSpecialSplitter(
   }
   const build = (m: Map<string, number>): RegExp | undefined => {
     if (m.size === 0) return undefined
-    const alternatives = [...m.keys()].sort((a, b) => b.length - a.length).map(escape)
+    const alternatives = [...m.keys()].sort((a, b) => b.length - a.length).map(escapeRegExp)
     return new RegExp(alternatives.join('|'), 'gu')
   }
   const allRe = build(all)
@@ -57,7 +57,7 @@ export function createSpecialSplitter(
   }
 }
 
-function escape(s: string): string {
+function escapeRegExp(s: string): string {
   // Syntax characters only: in 'u' mode any other escape (e.g. `\-`) is a SyntaxError.
   return s.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')
 }
