@@ -1,3 +1,5 @@
+import type { QuantDType } from './quant-blocks.js'
+
 /** Hyper-parameters of a Llama-family model (llama2.c Config, GGUF `llama.*`). */
 export interface ModelConfig {
   readonly architecture: 'llama'
@@ -21,8 +23,11 @@ export interface ModelConfig {
   readonly tiedEmbeddings: boolean
 }
 
-/** Storage types of weight matrices. Q8_0: blocks of 32 int8 with one f16 scale (GGUF). */
-export type WeightDType = 'f32' | 'f16' | 'q8_0'
+/**
+ * Storage types of weight matrices. Q8_0: blocks of 32 int8 with one f16 scale (GGUF); the
+ * other block types are listed in quant-blocks.ts.
+ */
+export type WeightDType = 'f32' | 'f16' | 'q8_0' | QuantDType
 
 /**
  * A row-major weight matrix exactly as stored in the file: `rows` rows of `cols` elements.

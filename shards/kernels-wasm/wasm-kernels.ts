@@ -1,8 +1,10 @@
 import { InvalidArgumentError } from '../errors.js'
 import type { AttentionShape, Kernels, KvLayer } from '../kernels.js'
 import { createReferenceKernels } from '../kernels-ref.js'
+import { matmulExact } from '../kernels-ref-exact.js'
 import type { NativeAddon } from '../native/load.js'
 import { rowBytes } from '../quant.js'
+import { isQuantDType, QUANT_LAYOUTS } from '../quant-blocks.js'
 import type { WeightMatrix } from '../types.js'
 import { createFusedBlock } from './fused-block.js'
 import { createWasmHeap, KernelMemoryError } from './heap.js'
@@ -181,14 +183,19 @@ export function createWasmKernels(options: WasmKernelOptions): FastKernels {
     },
 
     matmul(out, x, w, T) {
+      const quant = isQuantDType(w.dtype)
+      // Block types without the addon's kernels: their exact definition in TypeScript (same bits).
+      if (quant && !native?.quantTypes) return matmulExact(out, x, w, T)
       const wp = weightOffset(w)
-      if (wp === null) return ref.matmul(out, x, w, T)
+      if (wp === null) return quant ? matmulExact(out, x, w, T) : ref.matmul(out, x, w, T)
       const { rows, cols } = w
       const xp = scratch.get('x', T * cols * 4)
       heap.f32().set(x.subarray(0, T * cols), xp >>> 2)
       const op = scratch.get('out', T * rows * 4)
       let args: number[]
-      if (w.dtype === 'q8_0') {
+      if (isQuantDType(w.dtype)) {
+        args = [L.OP_MATMUL_QUANT, wp, xp, QUANT_LAYOUTS[w.dtype].ggmlType, op, rows, cols, T]
+      } else if (w.dtype === 'q8_0') {
         const xq = scratch.get('xq', T * cols * 2)
         const xd = scratch.get('xd', T * (cols / 32) * 4)
         exports.quantizeQ8(xp, xq, xd, cols, T)
@@ -197,7 +204,7 @@ export function createWasmKernels(options: WasmKernelOptions): FastKernels {
         args = [w.dtype === 'f32' ? L.OP_MATMUL_F32 : L.OP_MATMUL_F16, wp, xp, 0, op, rows, cols, T]
       }
       setArgs(args)
-      pool.run(useNative(w.dtype, T) ? 'native' : 'wasm')
+      pool.run(quant || useNative(w.dtype, T) ? 'native' : 'wasm')
       out.set(heap.f32().subarray(op >>> 2, (op >>> 2) + T * rows))
     },
 

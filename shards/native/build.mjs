@@ -42,6 +42,7 @@ try {
     join(here, 'block.cc'),
     join(here, 'ops.cc'),
     join(here, 'attention.cc'),
+    join(here, 'quant-dot.cc'),
     '-o',
     out
   ]
