@@ -60,9 +60,13 @@ export function loadBlock(model: ModelFile, layer: number, kernels: Kernels): Bl
       t.map((n) => `blk.${layer}.${n}` as const),
       kernels
     )
+  // Mixtures like Q4_K_M give attn_v another type than attn_q/attn_k in some layers (files
+  // without matrixInfo, llama2.c's, hold one dtype throughout).
+  const info = model.matrixInfo?.bind(model)
+  const separateV = info !== undefined && info(`blk.${layer}.attn_v`).dtype !== info(`blk.${layer}.attn_q`).dtype
   return {
     attnNorm: model.readVector(`blk.${layer}.attn_norm`),
-    wqkv: m('attn_q', 'attn_k', 'attn_v'),
+    ...(separateV ? { wqkv: m('attn_q', 'attn_k'), wv: m('attn_v') } : { wqkv: m('attn_q', 'attn_k', 'attn_v') }),
     wo: m('attn_output'),
     ffnNorm: model.readVector(`blk.${layer}.ffn_norm`),
     w13: m('ffn_gate', 'ffn_up'),
@@ -72,7 +76,7 @@ export function loadBlock(model: ModelFile, layer: number, kernels: Kernels): Bl
 
 /** Bytes of a block's weights (matrices as stored, norms as f32). */
 export function blockWeightBytes(b: BlockWeights): number {
-  const m = [b.wqkv, b.wo, b.w13, b.w2].reduce((n, w) => n + w.data.byteLength, 0)
+  const m = [b.wqkv, b.wv, b.wo, b.w13, b.w2].reduce((n, w) => n + (w?.data.byteLength ?? 0), 0)
   return m + (b.attnNorm.length + b.ffnNorm.length) * 4
 }
 
@@ -129,11 +133,22 @@ export function blockForward(
   const { dim, kvDim, hiddenDim, nHeads, nKvHeads, headDim, rmsEps, ropeTheta } = config
   // attention: xb = rmsnorm(x); [q k v] = xb [Wq; Wk; Wv]ᵀ; RoPE on q and k
   kernels.rmsnorm(s.xb, x, w.attnNorm, T, rmsEps)
-  kernels.matmul(s.qkv, s.xb, w.wqkv, T)
-  const [q, k, v] =
-    T === 1
-      ? [s.qkv.subarray(0, dim), s.qkv.subarray(dim, dim + kvDim), s.qkv.subarray(dim + kvDim)]
-      : split(s.qkv, T, [s.q, s.k, s.v], [dim, kvDim, kvDim])
+  let q: Float32Array
+  let k: Float32Array
+  let v: Float32Array
+  if (w.wv) {
+    const qk = s.qkv.subarray(0, T * (dim + kvDim))
+    kernels.matmul(qk, s.xb, w.wqkv, T)
+    kernels.matmul(s.v, s.xb, w.wv, T)
+    ;[q, k] = T === 1 ? [qk.subarray(0, dim), qk.subarray(dim)] : split(qk, T, [s.q, s.k], [dim, kvDim])
+    v = s.v.subarray(0, T * kvDim)
+  } else {
+    kernels.matmul(s.qkv, s.xb, w.wqkv, T)
+    ;[q, k, v] =
+      T === 1
+        ? [s.qkv.subarray(0, dim), s.qkv.subarray(dim, dim + kvDim), s.qkv.subarray(dim + kvDim)]
+        : split(s.qkv, T, [s.q, s.k, s.v], [dim, kvDim, kvDim])
+  }
   kernels.rope(q, T, nHeads, headDim, startPos, ropeTheta)
   kernels.rope(k, T, nKvHeads, headDim, startPos, ropeTheta)
   cache.write(cacheLayer, startPos, T, k, v)

@@ -25,7 +25,12 @@ export interface AttentionShape {
 /** The weights of one transformer block as the forward pass holds them (shards/block.ts). */
 export interface BlockMatrices {
   readonly attnNorm: Float32Array // [dim]
-  readonly wqkv: WeightMatrix // [dim + 2 kvDim, dim]
+  readonly wqkv: WeightMatrix // [dim + 2 kvDim, dim], or [dim + kvDim, dim] when wv is set
+  /**
+   * Wv [kvDim, dim] on its own when its dtype differs from Wq/Wk's (llama.cpp's Q4_K_M and
+   * Q5_K_M mixtures give some layers' attn_v Q6_K): then wqkv holds [Wq; Wk] only.
+   */
+  readonly wv?: WeightMatrix
   readonly wo: WeightMatrix // [dim, dim]
   readonly ffnNorm: Float32Array // [dim]
   readonly w13: WeightMatrix // gate then up [2 hidden, dim]

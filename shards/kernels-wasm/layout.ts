@@ -32,6 +32,8 @@ export const OP_MATMUL_QUANT = 8
 export const BLOCK_DESC_SLOTS = 22
 export const BLOCK_DESC_EPS_BYTE = 96
 export const BLOCK_DESC_BYTES = 128
+/** i32 types of wqkv, wo, w13, w2 (ggml ids), then Wv's offset (0: stacked in wqkv) and type. */
+export const BLOCK_DESC_TYPES_BYTE = 104
 /** Claim and done counters of the block's 5 phases, 16 i32 apart (own cache lines). */
 export const BLOCK_SYNC_BYTES = 5 * 2 * 16 * 4
 

@@ -47,10 +47,14 @@ namespace {
 
 bool isK(int type) { return type >= kTypeQ2_K && type <= kTypeQ6_K; }
 
-// This thread's activations: int8 quants, one scale per block, Σq per block (Q8_0) or per 16 (Q8_K).
-thread_local std::vector<int8_t> tlXs;
-thread_local std::vector<float> tlXd;
-thread_local std::vector<int32_t> tlXsum;
+// This thread's activations: int8 quants, one scale per block, Σq per block (Q8_0) or per 16
+// (Q8_K); one set per format, so a phase of the fused block may mix legacy and K types.
+struct Acts {
+  std::vector<int8_t> xs;
+  std::vector<float> xd;
+  std::vector<int32_t> xsum;
+};
+thread_local Acts tlLegacy, tlK;
 
 inline float half(const uint8_t* p) {
   uint16_t h;
@@ -377,15 +381,16 @@ void bf16Rows(const uint8_t* w, const float* xAll, float* out, int rows, int col
 void quantPrepare(int type, const float* x, int cols, int T) {
   if (type == kTypeBF16) return;
   const bool k = isK(type);
+  Acts& a = k ? tlK : tlLegacy;
   const int nb = cols / (k ? 256 : 32);
-  tlXs.resize(size_t(T) * cols);
-  tlXd.resize(size_t(T) * nb);
-  tlXsum.resize(size_t(T) * (k ? cols / 16 : nb));
+  a.xs.resize(size_t(T) * cols);
+  a.xd.resize(size_t(T) * nb);
+  a.xsum.resize(size_t(T) * (k ? cols / 16 : nb));
   for (int t = 0; t < T; t++) {
     const float* row = x + size_t(t) * cols;
-    int8_t* xs = tlXs.data() + size_t(t) * cols;
-    if (k) quantizeRowQ8K(row, xs, tlXd.data() + size_t(t) * nb, tlXsum.data() + size_t(t) * (cols / 16), cols);
-    else quantizeRowQ8(row, xs, tlXd.data() + size_t(t) * nb, tlXsum.data() + size_t(t) * nb, cols, 1);
+    int8_t* xs = a.xs.data() + size_t(t) * cols;
+    if (k) quantizeRowQ8K(row, xs, a.xd.data() + size_t(t) * nb, a.xsum.data() + size_t(t) * (cols / 16), cols);
+    else quantizeRowQ8(row, xs, a.xd.data() + size_t(t) * nb, a.xsum.data() + size_t(t) * nb, cols, 1);
   }
 }
 
@@ -399,12 +404,13 @@ void quantRows(int type, const uint8_t* w, const float* x, float* out, int rows,
   const int nb = cols / (k ? 256 : 32);
   const size_t sumStride = k ? size_t(cols) / 16 : size_t(nb);
   const Legacy L = legacy(type);
+  const Acts& a = k ? tlK : tlLegacy;
   for (int r = r0; r < r1; r++) {
     const uint8_t* row = w + size_t(r) * rb;
     for (int t = 0; t < T; t++) {
-      const int8_t* xs = tlXs.data() + size_t(t) * cols;
-      const float* xd = tlXd.data() + size_t(t) * nb;
-      const int32_t* bs = tlXsum.data() + size_t(t) * sumStride;
+      const int8_t* xs = a.xs.data() + size_t(t) * cols;
+      const float* xd = a.xd.data() + size_t(t) * nb;
+      const int32_t* bs = a.xsum.data() + size_t(t) * sumStride;
       float v;
       switch (type) {
         case kTypeQ4_K: v = dotQ45K(row, xs, xd, bs, nb, false); break;
