@@ -43,6 +43,7 @@ try {
     join(here, 'ops.cc'),
     join(here, 'attention.cc'),
     join(here, 'quant-dot.cc'),
+    join(here, 'quant-batch.cc'),
     '-o',
     out
   ]

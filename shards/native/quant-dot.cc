@@ -17,6 +17,7 @@
 #endif
 
 #include "ops.h"
+#include "quant-internal.h"
 
 namespace ls {
 
@@ -47,13 +48,13 @@ namespace {
 
 bool isK(int type) { return type >= kTypeQ2_K && type <= kTypeQ6_K; }
 
+// From this batch size on the batched kernels take the rows (as matmulQ8Rows for Q8_0; block.cc
+// kBatchedFrom and shards/kernels-wasm/wasm-kernels.ts nativeMinBatch agree).
+constexpr int kBatchedFrom = 8;
+
 // This thread's activations: int8 quants, one scale per block, Σq per block (Q8_0) or per 16
 // (Q8_K); one set per format, so a phase of the fused block may mix legacy and K types.
-struct Acts {
-  std::vector<int8_t> xs;
-  std::vector<float> xd;
-  std::vector<int32_t> xsum;
-};
+using Acts = QuantActs;
 thread_local Acts tlLegacy, tlK;
 
 inline float half(const uint8_t* p) {
@@ -135,133 +136,10 @@ inline __m256i dotU8(__m256i u, __m256i s) {
 inline __m256i pair16(int lo, int hi) { return _mm256_set_m128i(_mm_set1_epi16(short(hi)), _mm_set1_epi16(short(lo))); }
 
 // ---- K-quants: one row against one token's Q8_K activations --------------------------------
-
-// Q4_K (five = false) and Q5_K: 8 sub-blocks of 32, 6-bit scales and mins (get_scale_min_k4).
-float dotQ45K(const uint8_t* row, const int8_t* xs, const float* xd, const int32_t* bs, int nb, bool five) {
-  const __m256i m4 = _mm256_set1_epi8(0x0f), one = _mm256_set1_epi8(1);
-  float sumf = 0;
-  for (int b = 0; b < nb; b++) {
-    const uint8_t* blk = row + size_t(b) * (five ? 176 : 144);
-    const uint8_t* s = blk + 4;
-    int sc[8], mn[8];
-    for (int j = 0; j < 4; j++) sc[j] = s[j] & 63, mn[j] = s[j + 4] & 63;
-    for (int j = 4; j < 8; j++) sc[j] = (s[j + 4] & 0xf) | ((s[j - 4] >> 6) << 4), mn[j] = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
-    const uint8_t* qs = blk + (five ? 48 : 16);
-    const int8_t* x = xs + size_t(b) * 256;
-    const __m256i hb = five ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 16)) : _mm256_setzero_si256();
-    __m256i acc = _mm256_setzero_si256();
-    for (int k = 0; k < 4; k++) {
-      const __m256i qv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * k));
-      __m256i lo = _mm256_and_si256(qv, m4), hi = _mm256_and_si256(srl16(qv, 4), m4);
-      if (five) {
-        lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(srl16(hb, 2 * k), one), 4));
-        hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(srl16(hb, 2 * k + 1), one), 4));
-      }
-      acc = dotScaled(acc, lo, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 64 * k)), _mm256_set1_epi16(short(sc[2 * k])));
-      acc = dotScaled(acc, hi, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 64 * k + 32)), _mm256_set1_epi16(short(sc[2 * k + 1])));
-    }
-    const int sumi = hsum8(acc);
-    const int32_t* bb = bs + b * 16;
-    int summ = 0;
-    for (int j = 0; j < 8; j++) summ += mn[j] * (bb[2 * j] + bb[2 * j + 1]);
-    const float dx = xd[b];
-    const float main = (dx * half(blk)) * float(sumi);
-    sumf = sumf + (main - (dx * half(blk + 2)) * float(summ));
-  }
-  return sumf;
-}
-
-// Q6_K: 16 sub-blocks of 16, int8 scales, quants 0..63 offset by −32 (Σ sc·32·Σx subtracted).
-float dotQ6K(const uint8_t* row, const int8_t* xs, const float* xd, const int32_t* bs, int nb) {
-  const __m256i m4 = _mm256_set1_epi8(0x0f), m2 = _mm256_set1_epi8(3);
-  float sumf = 0;
-  for (int b = 0; b < nb; b++) {
-    const uint8_t* blk = row + size_t(b) * 210;
-    const int8_t* sc = reinterpret_cast<const int8_t*>(blk + 192);
-    const int8_t* x = xs + size_t(b) * 256;
-    __m256i acc = _mm256_setzero_si256();
-    for (int n = 0; n < 2; n++) {
-      const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * n));
-      const __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * n + 32));
-      const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 128 + 32 * n));
-      const __m256i q[4] = {
-          _mm256_or_si256(_mm256_and_si256(a, m4), _mm256_slli_epi16(_mm256_and_si256(h, m2), 4)),
-          _mm256_or_si256(_mm256_and_si256(c, m4), _mm256_slli_epi16(_mm256_and_si256(srl16(h, 2), m2), 4)),
-          _mm256_or_si256(_mm256_and_si256(srl16(a, 4), m4), _mm256_slli_epi16(_mm256_and_si256(srl16(h, 4), m2), 4)),
-          _mm256_or_si256(_mm256_and_si256(srl16(c, 4), m4), _mm256_slli_epi16(_mm256_and_si256(srl16(h, 6), m2), 4))};
-      for (int k = 0; k < 4; k++)
-        acc = dotScaled(acc, q[k], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 128 * n + 32 * k)),
-                        pair16(sc[8 * n + 2 * k], sc[8 * n + 2 * k + 1]));
-    }
-    const int32_t* bb = bs + b * 16;
-    int corr = 0;
-    for (int s = 0; s < 16; s++) corr += sc[s] * bb[s];
-    const int sumi = hsum8(acc) - 32 * corr;
-    sumf = sumf + (xd[b] * half(blk + 208)) * float(sumi);
-  }
-  return sumf;
-}
-
-// Q3_K: 16 sub-blocks of 16, 6-bit scales − 32, quants 2 low bits + high bit (hmask), value
-// low − 4·(1 − high), taken here as (low + 4·high) − 4.
-float dotQ3K(const uint8_t* row, const int8_t* xs, const float* xd, const int32_t* bs, int nb) {
-  const __m256i m2 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
-  float sumf = 0;
-  for (int b = 0; b < nb; b++) {
-    const uint8_t* blk = row + size_t(b) * 110;
-    const uint8_t* s = blk + 96;
-    int sc[16];
-    for (int j = 0; j < 16; j++) {
-      const int lo = j < 8 ? s[j] & 0xf : s[j - 8] >> 4;
-      const int hi = (s[8 + (j & 3)] >> (2 * (j >> 2))) & 3;
-      sc[j] = (lo | (hi << 4)) - 32;
-    }
-    const int8_t* x = xs + size_t(b) * 256;
-    const __m256i hm = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk));
-    __m256i acc = _mm256_setzero_si256();
-    for (int n = 0; n < 2; n++) {
-      const __m256i qv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 32 + 32 * n));
-      for (int j = 0; j < 4; j++) {
-        const __m256i low = _mm256_and_si256(srl16(qv, 2 * j), m2);
-        const __m256i high = _mm256_slli_epi16(_mm256_and_si256(srl16(hm, 4 * n + j), one), 2);
-        acc = dotScaled(acc, _mm256_or_si256(low, high), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 128 * n + 32 * j)),
-                        pair16(sc[8 * n + 2 * j], sc[8 * n + 2 * j + 1]));
-      }
-    }
-    const int32_t* bb = bs + b * 16;
-    int corr = 0;
-    for (int j = 0; j < 16; j++) corr += sc[j] * bb[j];
-    const int sumi = hsum8(acc) - 4 * corr;
-    sumf = sumf + (xd[b] * half(blk + 108)) * float(sumi);
-  }
-  return sumf;
-}
-
-// Q2_K: 16 sub-blocks of 16, 4-bit scale (low nibble) and min (high nibble), quants 0..3.
-float dotQ2K(const uint8_t* row, const int8_t* xs, const float* xd, const int32_t* bs, int nb) {
-  const __m256i m2 = _mm256_set1_epi8(3);
-  float sumf = 0;
-  for (int b = 0; b < nb; b++) {
-    const uint8_t* blk = row + size_t(b) * 84;
-    const int8_t* x = xs + size_t(b) * 256;
-    __m256i acc = _mm256_setzero_si256();
-    for (int n = 0; n < 2; n++) {
-      const __m256i qv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 16 + 32 * n));
-      for (int j = 0; j < 4; j++)
-        acc = dotScaled(acc, _mm256_and_si256(srl16(qv, 2 * j), m2), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 128 * n + 32 * j)),
-                        pair16(blk[8 * n + 2 * j] & 0xf, blk[8 * n + 2 * j + 1] & 0xf));
-    }
-    const int32_t* bb = bs + b * 16;
-    int summ = 0;
-    for (int j = 0; j < 16; j++) summ += (blk[j] >> 4) * bb[j];
-    const float dx = xd[b];
-    const float main = (dx * half(blk + 80)) * float(hsum8(acc));
-    sumf = sumf + (main - (dx * half(blk + 82)) * float(summ));
-  }
-  return sumf;
-}
-
-// ---- legacy 32-blocks: one row against one token's Q8_0 activations -----------------------
+// Each block type gives, per super-block, i32 lane vectors p (lanes sum to Σ sc·(q·qx), offsets
+// folded in exactly) and m (lanes sum to Σ mn·Σqx, types with mins). Eight super-blocks are
+// reduced at once (reduce8) and their float terms computed 8 wide; the terms then join the
+// row's sum one by one in block order, the canonical chain.
 
 // Lane i = horizontal sum of p[i] (integer, exact in any order).
 inline __m256i reduce8(const __m256i* p) {
@@ -271,28 +149,138 @@ inline __m256i reduce8(const __m256i* p) {
   return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20), _mm256_permute2x128_si256(a, b, 0x31));
 }
 
-struct Legacy {
-  int bytes, qsAt, offset;
-  bool five, withMin;
-};
+inline __m256i load(const void* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
 
-Legacy legacy(int type) {
-  switch (type) {
-    case kTypeQ4_0: return {18, 2, 8, false, false};
-    case kTypeQ4_1: return {20, 4, 0, false, true};
-    case kTypeQ5_0: return {22, 6, 16, true, false};
-    default: return {24, 8, 0, true, true};  // Q5_1
+// Q4_K (Five = false) and Q5_K: 8 sub-blocks of 32, 6-bit scales and mins (get_scale_min_k4,
+// taken 4 bytes at a time: scales 0..3 and mins 0..3 are the low 6 bits of bytes 0..3 / 4..7;
+// 4..7 take their low nibble from bytes 8..11 and the top 2 bits from bytes 0..3 / 4..7).
+template <bool Five>
+inline void blockQ45K(const uint8_t* blk, const int8_t* x, const int32_t* bs, __m256i& p, __m256i& m) {
+  uint32_t u[3];
+  std::memcpy(u, blk + 4, 12);
+  alignas(16) uint32_t sm[4] = {u[0] & 0x3f3f3f3f, (u[2] & 0x0f0f0f0f) | (((u[0] >> 6) & 0x03030303) << 4), u[1] & 0x3f3f3f3f,
+                                ((u[2] >> 4) & 0x0f0f0f0f) | (((u[1] >> 6) & 0x03030303) << 4)};
+  const uint8_t* sc = reinterpret_cast<const uint8_t*>(sm);
+  const __m256i m4 = _mm256_set1_epi8(0x0f), one = _mm256_set1_epi8(1);
+  const uint8_t* qs = blk + (Five ? 48 : 16);
+  const __m256i hb = Five ? load(blk + 16) : _mm256_setzero_si256();
+  __m256i acc = _mm256_setzero_si256();
+  for (int k = 0; k < 4; k++) {
+    const __m256i qv = load(qs + 32 * k);
+    __m256i lo = _mm256_and_si256(qv, m4), hi = _mm256_and_si256(srl16(qv, 4), m4);
+    if (Five) {
+      lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(srl16(hb, 2 * k), one), 4));
+      hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(srl16(hb, 2 * k + 1), one), 4));
+    }
+    acc = dotScaled(acc, lo, load(x + 64 * k), _mm256_set1_epi16(short(sc[2 * k])));
+    acc = dotScaled(acc, hi, load(x + 64 * k + 32), _mm256_set1_epi16(short(sc[2 * k + 1])));
   }
+  p = acc;
+  // Σqx per 32 from the per-16 sums, times the 8 mins.
+  const __m256i b16 = load(bs), b16hi = load(bs + 8);
+  const __m256i pairs = _mm256_permute4x64_epi64(_mm256_hadd_epi32(b16, b16hi), 0xd8);
+  m = _mm256_mullo_epi32(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc + 8))), pairs);
 }
+
+// Q6_K: 16 sub-blocks of 16, int8 scales, quants 0..63 offset by −32 (32·Σ sc·Σqx subtracted).
+inline void blockQ6K(const uint8_t* blk, const int8_t* x, const int32_t* bs, __m256i& p, __m256i&) {
+  const __m256i m4 = _mm256_set1_epi8(0x0f), m2 = _mm256_set1_epi8(3);
+  const int8_t* sc = reinterpret_cast<const int8_t*>(blk + 192);
+  __m256i acc = _mm256_setzero_si256();
+  for (int n = 0; n < 2; n++) {
+    const __m256i a = load(blk + 64 * n), c = load(blk + 64 * n + 32), h = load(blk + 128 + 32 * n);
+    const __m256i q[4] = {_mm256_or_si256(_mm256_and_si256(a, m4), _mm256_slli_epi16(_mm256_and_si256(h, m2), 4)),
+                          _mm256_or_si256(_mm256_and_si256(c, m4), _mm256_slli_epi16(_mm256_and_si256(srl16(h, 2), m2), 4)),
+                          _mm256_or_si256(_mm256_and_si256(srl16(a, 4), m4), _mm256_slli_epi16(_mm256_and_si256(srl16(h, 4), m2), 4)),
+                          _mm256_or_si256(_mm256_and_si256(srl16(c, 4), m4), _mm256_slli_epi16(_mm256_and_si256(srl16(h, 6), m2), 4))};
+    for (int k = 0; k < 4; k++) acc = dotScaled(acc, q[k], load(x + 128 * n + 32 * k), pair16(sc[8 * n + 2 * k], sc[8 * n + 2 * k + 1]));
+  }
+  const __m128i s16 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(sc));
+  const __m256i corr = _mm256_add_epi32(_mm256_mullo_epi32(_mm256_cvtepi8_epi32(s16), load(bs)),
+                                        _mm256_mullo_epi32(_mm256_cvtepi8_epi32(_mm_srli_si128(s16, 8)), load(bs + 8)));
+  p = _mm256_sub_epi32(acc, _mm256_slli_epi32(corr, 5));
+}
+
+// Q3_K: 16 sub-blocks of 16, 6-bit scales − 32, quants 2 low bits + high bit (hmask), value
+// low − 4·(1 − high), taken here as (low + 4·high) − 4.
+inline void blockQ3K(const uint8_t* blk, const int8_t* x, const int32_t* bs, __m256i& p, __m256i&) {
+  const __m256i m2 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
+  const uint8_t* s = blk + 96;
+  alignas(32) int32_t sc[16];
+  for (int j = 0; j < 16; j++) {
+    const int lo = j < 8 ? s[j] & 0xf : s[j - 8] >> 4;
+    sc[j] = (lo | (((s[8 + (j & 3)] >> (2 * (j >> 2))) & 3) << 4)) - 32;
+  }
+  const __m256i hm = load(blk);
+  __m256i acc = _mm256_setzero_si256();
+  for (int n = 0; n < 2; n++) {
+    const __m256i qv = load(blk + 32 + 32 * n);
+    for (int j = 0; j < 4; j++) {
+      const __m256i low = _mm256_and_si256(srl16(qv, 2 * j), m2);
+      const __m256i high = _mm256_slli_epi16(_mm256_and_si256(srl16(hm, 4 * n + j), one), 2);
+      acc = dotScaled(acc, _mm256_or_si256(low, high), load(x + 128 * n + 32 * j), pair16(sc[8 * n + 2 * j], sc[8 * n + 2 * j + 1]));
+    }
+  }
+  const __m256i corr = _mm256_add_epi32(_mm256_mullo_epi32(load(sc), load(bs)), _mm256_mullo_epi32(load(sc + 8), load(bs + 8)));
+  p = _mm256_sub_epi32(acc, _mm256_slli_epi32(corr, 2));
+}
+
+// Q2_K: 16 sub-blocks of 16, 4-bit scale (low nibble) and min (high nibble), quants 0..3.
+inline void blockQ2K(const uint8_t* blk, const int8_t* x, const int32_t* bs, __m256i& p, __m256i& m) {
+  const __m256i m2 = _mm256_set1_epi8(3);
+  __m256i acc = _mm256_setzero_si256();
+  for (int n = 0; n < 2; n++) {
+    const __m256i qv = load(blk + 16 + 32 * n);
+    for (int j = 0; j < 4; j++)
+      acc = dotScaled(acc, _mm256_and_si256(srl16(qv, 2 * j), m2), load(x + 128 * n + 32 * j),
+                      pair16(blk[8 * n + 2 * j] & 0xf, blk[8 * n + 2 * j + 1] & 0xf));
+  }
+  p = acc;
+  const __m128i s16 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk));
+  const __m128i mins = _mm_and_si128(_mm_srli_epi16(s16, 4), _mm_set1_epi8(0x0f));
+  m = _mm256_add_epi32(_mm256_mullo_epi32(_mm256_cvtepu8_epi32(mins), load(bs)),
+                       _mm256_mullo_epi32(_mm256_cvtepu8_epi32(_mm_srli_si128(mins, 8)), load(bs + 8)));
+}
+
+// One row: super-blocks 8 at a time. BlockBytes, the d (and dmin) byte offsets and whether the
+// type has mins come from the layout (ggml-common.h).
+template <void (*Block)(const uint8_t*, const int8_t*, const int32_t*, __m256i&, __m256i&), int BlockBytes, int DAt, int DminAt>
+float dotK(const uint8_t* row, const int8_t* xs, const float* xd, const int32_t* bs, int nb) {
+  float sumf = 0;
+  for (int b0 = 0; b0 < nb; b0 += 8) {
+    const int n = nb - b0 < 8 ? nb - b0 : 8;
+    __m256i p[8], m[8];
+    alignas(32) float d[8] = {}, dmin[8] = {}, dx[8] = {};
+    for (int i = 0; i < 8; i++) {
+      p[i] = m[i] = _mm256_setzero_si256();
+      if (i >= n) continue;
+      const uint8_t* blk = row + size_t(b0 + i) * BlockBytes;
+      Block(blk, xs + size_t(b0 + i) * 256, bs + size_t(b0 + i) * 16, p[i], m[i]);
+      d[i] = half(blk + DAt);
+      if (DminAt >= 0) dmin[i] = half(blk + DminAt);
+      dx[i] = xd[b0 + i];
+    }
+    const __m256 dxv = _mm256_load_ps(dx);
+    __m256 term = _mm256_mul_ps(_mm256_mul_ps(dxv, _mm256_load_ps(d)), _mm256_cvtepi32_ps(reduce8(p)));
+    if (DminAt >= 0) term = _mm256_sub_ps(term, _mm256_mul_ps(_mm256_mul_ps(dxv, _mm256_load_ps(dmin)), _mm256_cvtepi32_ps(reduce8(m))));
+    alignas(32) float lanes[8];
+    _mm256_store_ps(lanes, term);
+    for (int i = 0; i < n; i++) sumf = sumf + lanes[i];
+  }
+  return sumf;
+}
+
+// ---- legacy 32-blocks: one row against one token's Q8_0 activations -----------------------
 
 // The block's 32 quants as u8 (0..31, before the offset): low nibbles are elements 0..15, high
 // nibbles 16..31; Q5's 32-bit qh gives bit 4 of element j from bit j.
-inline __m256i unpackLegacy(const uint8_t* blk, const Legacy& L) {
-  const __m128i t = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + L.qsAt));
+template <int QsAt, bool Five>
+inline __m256i unpackLegacy(const uint8_t* blk) {
+  const __m128i t = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + QsAt));
   __m256i q = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(t, 4), t), _mm256_set1_epi8(0x0f));
-  if (L.five) {
+  if (Five) {
     uint32_t qh;
-    std::memcpy(&qh, blk + L.qsAt - 4, 4);
+    std::memcpy(&qh, blk + QsAt - 4, 4);
     const __m256i spread = _mm256_shuffle_epi8(_mm256_set1_epi32(int(qh)),
                                                _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0));
     const __m256i bit = _mm256_set1_epi64x(int64_t(0x8040201008040201));
@@ -302,38 +290,46 @@ inline __m256i unpackLegacy(const uint8_t* blk, const Legacy& L) {
   return q;
 }
 
-float legacyTail(const uint8_t* blk, const Legacy& L, const int8_t* x, float dx, int32_t sx) {
-  alignas(32) uint8_t q[32];
-  _mm256_store_si256(reinterpret_cast<__m256i*>(q), unpackLegacy(blk, L));
-  int isum = 0;
-  for (int i = 0; i < 32; i++) isum += (int(q[i]) - L.offset) * x[i];
-  const float main = float(isum) * (half(blk) * dx);
-  return L.withMin ? main + half(blk + 2) * (dx * float(sx)) : main;
+// IEEE half bit patterns (low 16 bits of each lane) to f32 exactly as halfToFloatExact.
+inline __m256 half8(__m256i h) {
+  const __m256i em = _mm256_slli_epi32(_mm256_and_si256(h, _mm256_set1_epi32(0x7fff)), 13);
+  const __m256 f = _mm256_mul_ps(_mm256_castsi256_ps(em), _mm256_set1_ps(5.192296858534828e33f));
+  const __m256i sign = _mm256_slli_epi32(_mm256_and_si256(h, _mm256_set1_epi32(0x8000)), 16);
+  return _mm256_or_ps(f, _mm256_castsi256_ps(sign));
 }
 
-float dotLegacy(const uint8_t* row, const Legacy& L, const int8_t* xs, const float* xd, const int32_t* xsum, int nb) {
+// One row: blocks 8 at a time (reduce8, 8-wide float terms), the terms then summed in block
+// order. isum = Σ u8·qx − Offset·Σqx; legacy with min adds m · (dx · Σqx).
+template <int Bytes, int QsAt, int Offset, bool Five, bool Min>
+float dotLegacy(const uint8_t* row, const int8_t* xs, const float* xd, const int32_t* xsum, int nb) {
   float sumf = 0;
+  const __m256i idx = _mm256_setr_epi32(0, Bytes, 2 * Bytes, 3 * Bytes, 4 * Bytes, 5 * Bytes, 6 * Bytes, 7 * Bytes);
   int b = 0;
   for (; b + 8 <= nb; b += 8) {
     __m256i p[8];
-    alignas(32) float dw[8], mw[8];
-    for (int i = 0; i < 8; i++) {
-      const uint8_t* blk = row + size_t(b + i) * L.bytes;
-      p[i] = dotU8(unpackLegacy(blk, L), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xs + size_t(b + i) * 32)));
-      dw[i] = half(blk);
-      mw[i] = L.withMin ? half(blk + 2) : 0;
-    }
-    const __m256i sx = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xsum + b));
+    const uint8_t* blk = row + size_t(b) * Bytes;
+    for (int i = 0; i < 8; i++) p[i] = dotU8(unpackLegacy<QsAt, Five>(blk + i * Bytes), load(xs + size_t(b + i) * 32));
+    const __m256i sx = load(xsum + b);
     __m256i isum = reduce8(p);
-    if (L.offset) isum = _mm256_sub_epi32(isum, _mm256_mullo_epi32(sx, _mm256_set1_epi32(L.offset)));
+    if (Offset) isum = _mm256_sub_epi32(isum, _mm256_mullo_epi32(sx, _mm256_set1_epi32(Offset)));
     const __m256 dx = _mm256_loadu_ps(xd + b);
-    __m256 term = _mm256_mul_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(_mm256_load_ps(dw), dx));
-    if (L.withMin) term = _mm256_add_ps(term, _mm256_mul_ps(_mm256_load_ps(mw), _mm256_mul_ps(dx, _mm256_cvtepi32_ps(sx))));
+    const __m256i dm = _mm256_i32gather_epi32(reinterpret_cast<const int*>(blk), idx, 1);
+    __m256 term = _mm256_mul_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(half8(dm), dx));
+    if (Min) term = _mm256_add_ps(term, _mm256_mul_ps(half8(_mm256_srli_epi32(dm, 16)), _mm256_mul_ps(dx, _mm256_cvtepi32_ps(sx))));
     alignas(32) float lanes[8];
     _mm256_store_ps(lanes, term);
     for (int i = 0; i < 8; i++) sumf = sumf + lanes[i];
   }
-  for (; b < nb; b++) sumf = sumf + legacyTail(row + size_t(b) * L.bytes, L, xs + size_t(b) * 32, xd[b], xsum[b]);
+  for (; b < nb; b++) {
+    const uint8_t* blk = row + size_t(b) * Bytes;
+    alignas(32) uint8_t q[32];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(q), unpackLegacy<QsAt, Five>(blk));
+    int isum = 0;
+    for (int i = 0; i < 32; i++) isum += (int(q[i]) - Offset) * xs[size_t(b) * 32 + i];
+    const float dx = xd[b];
+    const float main = float(isum) * (half(blk) * dx);
+    sumf = sumf + (Min ? main + half(blk + 2) * (dx * float(xsum[b])) : main);
+  }
   return sumf;
 }
 
@@ -392,6 +388,7 @@ void quantPrepare(int type, const float* x, int cols, int T) {
     if (k) quantizeRowQ8K(row, xs, a.xd.data() + size_t(t) * nb, a.xsum.data() + size_t(t) * (cols / 16), cols);
     else quantizeRowQ8(row, xs, a.xd.data() + size_t(t) * nb, a.xsum.data() + size_t(t) * nb, cols, 1);
   }
+  if (T >= kBatchedFrom && quantBatchAvailable()) quantBatchPrepare(k, a, cols, T);
 }
 
 void quantRows(int type, const uint8_t* w, const float* x, float* out, int rows, int cols, int T, int r0, int r1) {
@@ -403,8 +400,11 @@ void quantRows(int type, const uint8_t* w, const float* x, float* out, int rows,
   const bool k = isK(type);
   const int nb = cols / (k ? 256 : 32);
   const size_t sumStride = k ? size_t(cols) / 16 : size_t(nb);
-  const Legacy L = legacy(type);
   const Acts& a = k ? tlK : tlLegacy;
+  if (T >= kBatchedFrom && quantBatchAvailable()) {
+    quantRowsBatched(type, w, out, rows, cols, T, r0, r1);
+    return;
+  }
   for (int r = r0; r < r1; r++) {
     const uint8_t* row = w + size_t(r) * rb;
     for (int t = 0; t < T; t++) {
@@ -413,12 +413,15 @@ void quantRows(int type, const uint8_t* w, const float* x, float* out, int rows,
       const int32_t* bs = a.xsum.data() + size_t(t) * sumStride;
       float v;
       switch (type) {
-        case kTypeQ4_K: v = dotQ45K(row, xs, xd, bs, nb, false); break;
-        case kTypeQ5_K: v = dotQ45K(row, xs, xd, bs, nb, true); break;
-        case kTypeQ6_K: v = dotQ6K(row, xs, xd, bs, nb); break;
-        case kTypeQ3_K: v = dotQ3K(row, xs, xd, bs, nb); break;
-        case kTypeQ2_K: v = dotQ2K(row, xs, xd, bs, nb); break;
-        default: v = dotLegacy(row, L, xs, xd, bs, nb); break;
+        case kTypeQ4_K: v = dotK<blockQ45K<false>, 144, 0, 2>(row, xs, xd, bs, nb); break;
+        case kTypeQ5_K: v = dotK<blockQ45K<true>, 176, 0, 2>(row, xs, xd, bs, nb); break;
+        case kTypeQ6_K: v = dotK<blockQ6K, 210, 208, -1>(row, xs, xd, bs, nb); break;
+        case kTypeQ3_K: v = dotK<blockQ3K, 110, 108, -1>(row, xs, xd, bs, nb); break;
+        case kTypeQ2_K: v = dotK<blockQ2K, 84, 80, 82>(row, xs, xd, bs, nb); break;
+        case kTypeQ4_0: v = dotLegacy<18, 2, 8, false, false>(row, xs, xd, bs, nb); break;
+        case kTypeQ4_1: v = dotLegacy<20, 4, 0, false, true>(row, xs, xd, bs, nb); break;
+        case kTypeQ5_0: v = dotLegacy<22, 6, 16, true, false>(row, xs, xd, bs, nb); break;
+        default: v = dotLegacy<24, 8, 0, true, true>(row, xs, xd, bs, nb); break;
       }
       out[size_t(t) * rows + r] = v;
     }
