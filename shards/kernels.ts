@@ -91,4 +91,18 @@ export interface Kernels {
   rest?(): void
   /** Release threads or memory the kernel set holds. */
   close?(): void
+  /**
+   * Optional: where the weights prepared so far run. Weights the fast kernels cannot take (a
+   * span past the 4 GiB WebAssembly heap without the native addon, a block type without a
+   * kernel here) run on the slow TypeScript definitions; this says how many bytes and why.
+   */
+  placement?(): KernelPlacement
+}
+
+export interface KernelPlacement {
+  /** Bytes of prepared weights in total, and those that run on the slow TypeScript kernels. */
+  readonly weightBytes: number
+  readonly slowWeightBytes: number
+  /** One line per cause of slow weights (empty when none). */
+  readonly reasons: readonly string[]
 }

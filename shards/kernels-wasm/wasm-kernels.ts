@@ -89,6 +89,21 @@ export function createWasmKernels(options: WasmKernelOptions): FastKernels {
   const scratch = createScratch(heap)
   const rope = createRopeTables()
   const weights = new WeakMap<WeightMatrix, number | null>()
+  // Bytes of weights placed, and those left to the slow TypeScript kernels with the cause
+  // (placement(): a node says so rather than serving slowly in silence).
+  let weightBytes = 0
+  const slow = new Map<string, number>()
+  const noteSlow = (reason: string, bytes: number): void => void slow.set(reason, (slow.get(reason) ?? 0) + bytes)
+  const HEAP_FULL = 'weights past the 4 GiB WebAssembly heap run on the TypeScript reference kernels (no native addon takes them)'
+  const noQuantKernel = (dtype: string): string =>
+    `${dtype} weights run on their TypeScript definition (the native addon with block-type kernels is not loaded)`
+  /** Account for a placed matrix: its bytes, and whether (and why) it runs slowly. */
+  function account(w: Omit<WeightMatrix, 'data'>, inHeap: boolean): void {
+    const bytes = rowBytes(w.dtype, w.cols) * w.rows
+    weightBytes += bytes
+    if (!inHeap) noteSlow(HEAP_FULL, bytes)
+    else if (isQuantDType(w.dtype) && !native?.quantTypes) noteSlow(noQuantKernel(w.dtype), bytes)
+  }
   const kvOffsets = new WeakMap<object, number>()
   const reclaim = new FinalizationRegistry<number>((offset) => heap.free(offset))
 
@@ -145,6 +160,7 @@ export function createWasmKernels(options: WasmKernelOptions): FastKernels {
     prepare(w) {
       if (weights.has(w)) return w
       const placed = place(w)
+      account(w, placed !== null)
       if (!placed) {
         weights.set(w, null)
         return w
@@ -162,7 +178,9 @@ export function createWasmKernels(options: WasmKernelOptions): FastKernels {
         offset = heap.alloc(bytes)
       } catch (e) {
         if (!(e instanceof KernelMemoryError)) throw e
-        // Does not fit the 4 GiB wasm32 heap: an ordinary buffer, run by the reference kernels.
+        // Does not fit the 4 GiB wasm32 heap: an ordinary buffer, run by the reference kernels
+        // (reported by placement()).
+        account(shape, false)
         const data = new Uint8Array(bytes)
         fill(data)
         const w: WeightMatrix = { ...shape, data }
@@ -177,6 +195,7 @@ export function createWasmKernels(options: WasmKernelOptions): FastKernels {
         throw e
       }
       const prepared: WeightMatrix = { dtype: shape.dtype, rows: shape.rows, cols: shape.cols, data }
+      account(shape, true)
       weights.set(prepared, offset)
       reclaim.register(prepared, offset)
       return prepared
@@ -250,6 +269,11 @@ export function createWasmKernels(options: WasmKernelOptions): FastKernels {
     },
 
     memoryBytes: () => heap.used(),
+    placement: () => ({
+      weightBytes,
+      slowWeightBytes: [...slow.values()].reduce((a, b) => a + b, 0),
+      reasons: [...slow.keys()]
+    }),
     ready: () => pool.ready(),
     rest: () => pool.rest(),
 

@@ -108,7 +108,7 @@ describe('block-type matmul', () => {
       [37, unit * 9 + (dtype === 'bf16' ? 3 : 0)]
     ]
     for (const [rows, cols] of shapes) {
-      for (const T of [1, 3, 9]) {
+      for (const T of [1, 3, 9, 17]) {
         it(`${dtype} ${rows}x${cols} T=${T}: exact vs TS definition, 1 = 2 threads, within tolerance of the reference`, () => {
           const w = randomMatrix(dtype, rows, cols, rows * 7919 + cols + T)
           const x = randn(T * cols, rng(T * 31 + cols), 2)
@@ -151,6 +151,28 @@ describe('block-type matmul', () => {
       const batched = run(two, w, x, T)
       for (let t = 0; t < T; t++)
         expect(run(two, w, x.subarray(t * cols, (t + 1) * cols), 1)).toEqual(batched.subarray(t * 21, (t + 1) * 21))
+    }
+  })
+})
+
+describe('placement: a span on slow kernels says so', () => {
+  it('block types without the native addon are reported with their bytes and cause; with it, none', () => {
+    const wasmOnly = createFastKernels({ threads: 1, native: false })
+    kernels.push(wasmOnly)
+    const w = randomMatrix('q4_k', 8, 256, 1)
+    const x = randn(256, rng(2))
+    const out = new Float32Array(8)
+    wasmOnly.matmul(out, x, wasmOnly.prepare(w), 1)
+    const exact = new Float32Array(8)
+    matmulExact(exact, x, w, 1)
+    expect(out).toEqual(exact)
+    const p = wasmOnly.placement?.()
+    expect(p?.slowWeightBytes).toBe(w.data.byteLength)
+    expect(p?.reasons.join('\n')).toMatch(/q4_k weights run on their TypeScript definition/)
+    if (addon?.quantTypes) {
+      const k = fast(1)
+      k.prepare(w)
+      expect(k.placement?.()).toEqual({ weightBytes: w.data.byteLength, slowWeightBytes: 0, reasons: [] })
     }
   })
 })
