@@ -14,17 +14,20 @@ import {
 } from '../crypto/index.js'
 import {
   createSessionCaller,
+  DEFAULT_MAX_MESSAGE_BYTES,
   type DType,
   decodeTensor,
   encodeTensor,
   fetchInfo,
   type HopTiming,
   type Host,
+  MAX_CONTROL_BYTES,
   ProtocolError,
   type Receipt,
   SESSION_PROTOCOL,
   SESSION_STREAM_LIMITS,
   type SessionCaller,
+  STEP_SLACK_BYTES,
   tensorByteLength
 } from '../protocol/index.js'
 import type { RouteHop } from './route.js'
@@ -137,7 +140,13 @@ export class HopSession {
       span
     })
     const stream = await host.dialProtocol(addrs, SESSION_PROTOCOL, { ...SESSION_STREAM_LIMITS, signal: o.signal })
-    const caller = createSessionCaller(stream)
+    // a result carries at most max length rows of f32 (the widest dtype); snapshots are bulk;
+    // every other reply is a control message (issue #17: caps on every reply, before decoding)
+    const resultCap = tensorByteLength([o.maxLength, dim], 'f32') + STEP_SLACK_BYTES
+    const caller = createSessionCaller(stream, {
+      maxBodyBytes: (body) =>
+        body === 'result' ? resultCap : body === 'snapshot' ? DEFAULT_MAX_MESSAGE_BYTES : MAX_CONTROL_BYTES
+    })
     const hop = new HopSession(target, caller, dim, o.wireDtype, keys, hopPub, snapshotKey, o.ledger)
     try {
       await caller.call(

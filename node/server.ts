@@ -5,6 +5,7 @@ import { bindX25519Key } from '../crypto/index.js'
 import {
   createAnnouncer,
   createHost,
+  DEFAULT_MAX_MESSAGE_BYTES,
   type DType,
   decodeTensor,
   dialBootstrap,
@@ -14,6 +15,8 @@ import {
   type Host,
   INFO_PROTOCOL,
   type InfoResponse,
+  MAX_CONTROL_BYTES,
+  MAX_INFO_REQUEST_BYTES,
   MalformedMessageError,
   type NoReply,
   PROTOCOL_VERSION,
@@ -23,12 +26,14 @@ import {
   SESSION_STREAM_LIMITS,
   type SessionRequest,
   type SessionResponseBody,
+  STEP_SLACK_BYTES,
   serveRequest,
   serveSessionStream,
   sha256,
   signReceipt,
   stepTrace,
   subscribeAnnouncements,
+  tensorByteLength,
   UnsupportedDtypeError,
   WrongDtypeError,
   WrongModelError
@@ -167,7 +172,7 @@ export class SwarmNode {
     setMaxListeners(Infinity, signal)
     this.crypto.binding = await bindX25519Key(this.crypto.x25519.publicKey, async (b) => await this.identity.sign(b))
     // An InfoRequest is empty: cap it as decodeInfoRequest does, so no peer can make us buffer 64 MiB per info stream
-    const infoLimits = { signal, maxMessageBytes: 1024 }
+    const infoLimits = { signal, maxMessageBytes: MAX_INFO_REQUEST_BYTES }
     await host.handle(
       INFO_PROTOCOL,
       (stream) => serveRequest(stream, () => encodeInfoResponse(this.info()), infoLimits),
@@ -188,6 +193,8 @@ export class SwarmNode {
         return serveSessionStream(stream, handler, {
           peerId: this.peerId,
           signal,
+          frameCap: () => (this.sessions.holdsAny(from) ? DEFAULT_MAX_MESSAGE_BYTES : MAX_CONTROL_BYTES),
+          maxBodyBytes: (body, sessionId) => this.maxBodyBytes(body, sessionId, from),
           onError: (err, req) => {
             const code = (err as { code?: string }).code ?? 'INTERNAL'
             this.init.metrics?.error(code)
@@ -230,6 +237,22 @@ export class SwarmNode {
         onError: () => {}
       })
     }
+  }
+
+  /**
+   * Size caps per request body, checked before decoding (issue #17): a step carries at most its
+   * session's max length of rows; steps and imports to a session `from` may not use are capped
+   * like control messages, so a stranger never gets more than MAX_CONTROL_BYTES decoded.
+   */
+  private maxBodyBytes(body: string, sessionId: string | undefined, from: string): number {
+    const s = sessionId === undefined ? undefined : this.sessions.describe(sessionId)
+    const mayUse = s !== undefined && (s.owner === from || s.upstream === from)
+    if (body === 'step' && mayUse) {
+      const dtype = this.wire.get(sessionId as string) ?? 'f32'
+      return tensorByteLength([s.maxLength, this.init.model.config.dim], dtype) + STEP_SLACK_BYTES
+    }
+    if (body === 'importKv' && s?.owner === from) return DEFAULT_MAX_MESSAGE_BYTES
+    return MAX_CONTROL_BYTES
   }
 
   private async handle(req: SessionRequest, from: string, signal?: AbortSignal): Promise<SessionResponseBody | NoReply> {

@@ -153,6 +153,17 @@ export class SessionManager {
     if (s) s.last = undefined
   }
 
+  /** A session's owner, upstream and max length, or undefined (read before a request is decoded). */
+  describe(sessionId: string): { owner: string; upstream?: string; maxLength: number } | undefined {
+    return this.sessions.get(sessionId)
+  }
+
+  /** True when `from` owns or feeds (chained upstream) at least one session here. */
+  holdsAny(from: string): boolean {
+    for (const s of this.sessions.values()) if (s.owner === from || s.upstream === from) return true
+    return false
+  }
+
   has(sessionId: string): boolean {
     return this.sessions.has(sessionId)
   }

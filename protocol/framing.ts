@@ -19,6 +19,12 @@ export interface MessageChannelInit {
    * one full frame can be pipelined behind another). Beyond it the stream is reset.
    */
   maxBufferedBytes?: number
+  /**
+   * The cap for the next frame, asked before each read (at most maxMessageBytes): a node gives
+   * a peer that holds no session MAX_CONTROL_BYTES, so a stranger's frame is refused on its
+   * length prefix, before any of it is buffered.
+   */
+  frameCap?: () => number
 }
 
 /** One framed, bidirectional message channel over one stream. Use a single reader. */
@@ -58,6 +64,7 @@ export function createMessageChannel(stream: Stream, init: MessageChannelInit = 
   if (stream.maxReadBufferLength < maxBuffered) stream.maxReadBufferLength = maxBuffered
   const maxLengthBytes = varintLength(maxMessageBytes)
   let lengthBytesSeen = 0
+  let frameCap = maxMessageBytes
 
   // Our own decoder: it records how far into a length prefix we are (to tell a clean end
   // of stream from a truncated frame) and refuses over-long prefixes itself, since lpStream
@@ -70,8 +77,7 @@ export function createMessageChannel(stream: Stream, init: MessageChannelInit = 
       const b = buf.get(i)
       value += (b & 0x7f) * scale
       if ((b & 0x80) === 0) {
-        if (value > maxMessageBytes)
-          throw new MessageTooLargeError(`frame of ${value} bytes exceeds the ${maxMessageBytes} byte cap`)
+        if (value > frameCap) throw new MessageTooLargeError(`frame of ${value} bytes exceeds the ${frameCap} byte cap`)
         return value
       }
       scale *= 128
@@ -110,6 +116,7 @@ export function createMessageChannel(stream: Stream, init: MessageChannelInit = 
       if (failure !== undefined) throw failure
       if (ended) return undefined
       lengthBytesSeen = 0
+      frameCap = Math.min(maxMessageBytes, init.frameCap?.() ?? maxMessageBytes)
       try {
         const frame = (await lp.read({ signal })).subarray()
         // Node hands out Buffers; callers get plain Uint8Array views (no copy)
