@@ -1,7 +1,7 @@
 import { peerIdFromString } from '@libp2p/peer-id'
 import { multiaddr } from '@multiformats/multiaddr'
 import {
-  CHAINED_STEP_INPUT_HASH,
+  chainedStepBinding,
   deriveHopKeys,
   generateX25519KeyPair,
   type HopKeys,
@@ -70,6 +70,20 @@ export class BadHopKeyError extends ProtocolError {
     super(`hop ${peerId}: ${message}`)
     this.hopPeerId = peerId
   }
+}
+
+/**
+ * A next hop's addresses as a node dials them: each ending in /p2p/<its peer id> (nodes refuse
+ * others: the dial must be a handshake with that identity, issue #17); another peer's address is dropped.
+ */
+export function nextHopAddrs(next: HopTarget): string[] {
+  const suffix = `/p2p/${next.peerId}`
+  const out: string[] = []
+  for (const a of next.addrs) {
+    if (a.endsWith(suffix)) out.push(a)
+    else if (!a.includes('/p2p/')) out.push(`${a}${suffix}`)
+  }
+  return out
 }
 
 /** One X25519 key pair per client host (its sessions' key agreement), and verified hop keys. */
@@ -159,7 +173,9 @@ export class HopSession {
             end: target.end,
             maxLength: o.maxLength,
             wireDtype: o.wireDtype,
-            nextHops: o.next ? [{ peerId: o.next.peerId, addrs: [...o.next.addrs], start: o.next.start, end: o.next.end }] : [],
+            nextHops: o.next
+              ? [{ peerId: o.next.peerId, addrs: nextHopAddrs(o.next), start: o.next.start, end: o.next.end }]
+              : [],
             ...(o.upstream ? { upstreamPeerId: o.upstream } : {}),
             clientX25519PublicKey: mine.publicKey,
             wrappedSnapshotKey
@@ -216,7 +232,7 @@ export class HopSession {
     signal?: AbortSignal,
     downstream: readonly HopSession[] = []
   ) {
-    const fields = { sessionId, stepId, startPosition, inputHash: CHAINED_STEP_INPUT_HASH }
+    const fields = { sessionId, stepId, startPosition, inputHash: chainedStepBinding(hidden.length / this.dim) }
     const hopAuth = downstream.map((h) => stepTag(h.keys.stepMacKey, fields))
     const step = { ...this.stepMessage(sessionId, stepId, startPosition, hidden, true), hopAuth, oneWay: true }
     if (this.ledger) {

@@ -18,6 +18,19 @@ import {
   RemoteError
 } from './errors.js'
 import {
+  arrayField,
+  bytesField,
+  checkUint64,
+  dtypeFromWire,
+  dtypeListFromWire,
+  dtypeToWire,
+  finiteField,
+  safeUint64,
+  spanFields,
+  stringField,
+  uint32Field
+} from './field-checks.js'
+import {
   DEFAULT_MAX_MESSAGE_BYTES,
   MAX_ERROR_MESSAGE_LENGTH,
   MAX_INFO_REQUEST_BYTES,
@@ -34,19 +47,6 @@ import {
 import { schema } from './schema.js'
 import { validateTensor } from './tensor-codec.js'
 import type { ErrorReply, InfoRequest, InfoResponse, Tensor } from './types.js'
-import {
-  arrayField,
-  bytesField,
-  checkUint64,
-  dtypeFromWire,
-  dtypeListFromWire,
-  dtypeToWire,
-  finiteField,
-  safeUint64,
-  spanFields,
-  stringField,
-  uint32Field
-} from './wire.js'
 import { peekStringField, scanMessage, topLevelMember } from './wire-scan.js'
 
 // biome-ignore lint/suspicious/noExplicitAny: protobufjs messages are untyped until validated

@@ -12,6 +12,19 @@ import type protobuf from 'protobufjs'
 import { encodeImportKvRequest, encodeSnapshotResponse } from './bulk-codec.js'
 import { MalformedMessageError, ProtocolError } from './errors.js'
 import {
+  arrayField,
+  bytesField,
+  checkUint64,
+  dtypeFromWire,
+  dtypeToWire,
+  finiteField,
+  safeUint64,
+  spanFields,
+  stringField,
+  uint32Field,
+  withRequestId
+} from './field-checks.js'
+import {
   DEFAULT_MAX_MESSAGE_BYTES,
   MAX_ADDR_LENGTH,
   MAX_ADDRS,
@@ -50,19 +63,6 @@ import type {
   Step,
   StepResult
 } from './types.js'
-import {
-  arrayField,
-  bytesField,
-  checkUint64,
-  dtypeFromWire,
-  dtypeToWire,
-  finiteField,
-  safeUint64,
-  spanFields,
-  stringField,
-  uint32Field,
-  withRequestId
-} from './wire.js'
 import { peekVarintField } from './wire-scan.js'
 
 const REQUEST_BODIES = ['open', 'step', 'rewind', 'close', 'awaitResult', 'exportKv', 'importKv'] as const
