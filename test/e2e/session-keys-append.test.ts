@@ -216,9 +216,11 @@ describe('appending imports and owner-only control messages', () => {
     ]
     for (const host of [upstream, stranger]) {
       const c = await dial(host)
+      // control messages name the owner's sessions only: to anyone else the session is unknown
       for (const body of control())
-        // control messages name the owner's sessions only: to anyone else the session is unknown
-        expect(await refused(c, body), `${body.type} from ${host === upstream ? 'upstream' : 'a stranger'}`).toBe('UNKNOWN_SESSION')
+        expect(await refused(c, body), `${body.type} from ${host === upstream ? 'upstream' : 'a stranger'}`).toBe(
+          'UNKNOWN_SESSION'
+        )
     }
     // nothing changed: the owner's next step continues at position 6, bit-identically
     const res = await owner.call(step(id, 2, 6, input(6, 7)))
