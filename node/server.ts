@@ -3,7 +3,9 @@ import { generateKeyPair } from '@libp2p/crypto/keys'
 import type { PrivateKey } from '@libp2p/interface'
 import { bindX25519Key } from '../crypto/index.js'
 import {
+  type ByteBudget,
   createAnnouncer,
+  createByteBudget,
   createHost,
   DEFAULT_MAX_MESSAGE_BYTES,
   type DType,
@@ -29,6 +31,8 @@ import type { ModelFile, Shard } from '../shards/index.js'
 import { type BusyPoller, createBusyPoller } from './busy-poll.js'
 import { createNextHopPolicy } from './chain.js'
 import type { Metrics } from './metrics.js'
+import { DEFAULT_BYTES_IN_FLIGHT, type PeerLimitOptions } from './options.js'
+import { PeerLimits } from './peer-limits.js'
 import { SessionCrypto } from './session-crypto.js'
 import { SessionManager } from './session-manager.js'
 import { SessionRequests } from './session-requests.js'
@@ -65,6 +69,10 @@ export interface SwarmNodeInit {
   readonly maxSessionsPerPeer?: number
   /** Dial next hops at private and loopback addresses (`--allow-private-next-hops`: local swarms, tests). */
   readonly allowPrivateNextHops?: boolean
+  /** Per-peer token buckets (node/options.ts DEFAULT_PEER_LIMITS). */
+  readonly peerLimits?: Partial<PeerLimitOptions>
+  /** Request bytes held in flight over all streams (default DEFAULT_BYTES_IN_FLIGHT). */
+  readonly bytesInFlight?: number
 }
 
 /**
@@ -77,6 +85,9 @@ export class SwarmNode {
   /** Hop keys, key agreement and sealed KV export/import of the sessions. */
   private readonly crypto: SessionCrypto
   private readonly requests: SessionRequests
+  /** Per-peer request and byte rates, and the node-wide budget of request bytes in flight (issue #17). */
+  private readonly peerLimits: PeerLimits
+  private readonly budget: ByteBudget
   /** Set by drain(): no new sessions or steps, only exports and closes. */
   private leaving = false
   private readonly abort = new AbortController()
@@ -108,6 +119,8 @@ export class SwarmNode {
         this.init.log?.({ event: 'import-refused', sessionId: session.id, code })
       }
     })
+    this.peerLimits = new PeerLimits(init.peerLimits)
+    this.budget = createByteBudget(init.bytesInFlight ?? DEFAULT_BYTES_IN_FLIGHT)
     this.requests = new SessionRequests({
       host,
       init,
@@ -195,6 +208,8 @@ export class SwarmNode {
           peerId: this.peerId,
           signal,
           frameCap: () => (this.sessions.holdsAny(from) ? DEFAULT_MAX_MESSAGE_BYTES : MAX_CONTROL_BYTES),
+          budget: this.budget,
+          admit: (bytes) => this.peerLimits.take(from, bytes),
           maxBodyBytes: (body, sessionId) => this.requests.maxBodyBytes(body, sessionId, from),
           onError: (err, req) => {
             const code = (err as { code?: string }).code ?? 'INTERNAL'

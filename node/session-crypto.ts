@@ -36,7 +36,7 @@ export interface SessionKeys {
   sealed: Uint8Array
   /**
    * The last wrapped import key and what it unwrapped to: a standby, or a snapshot streamed in
-   * frames, gets the same wrapped key with every import, and X25519 in tweetnacl costs ms.
+   * frames, gets the same wrapped key with every import, and an X25519 exchange is the costliest step of an import.
    */
   importKey?: { readonly wrapped: Uint8Array; readonly key: Uint8Array }
   /** Where this session's imports left off (a standby fed with deltas appends after it). */

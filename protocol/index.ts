@@ -6,6 +6,7 @@ import './polyfills.js'
 
 export * from './announce.js'
 export * from './announcement-messages.js'
+export * from './byte-budget.js'
 export * from './errors.js'
 export { DTYPE_VALUES, dtypeDisplayName, dtypeFromName } from './field-checks.js'
 export * from './framing.js'

@@ -53,3 +53,11 @@ export const MAX_INFO_RESPONSE_BYTES = 4 * 1024
 export const MAX_CONTROL_BYTES = 64 * 1024
 /** Bytes a step or step result may carry beside its tensor (hop tags, timings, receipts, ids). */
 export const STEP_SLACK_BYTES = 64 * 1024
+
+/**
+ * A frame must arrive within FRAME_DEADLINE_MS of its first byte, plus one second per
+ * MIN_FRAME_BYTES_PER_SECOND it announces (issue #17: a peer could hold a stream and its buffer
+ * forever by sending a frame one byte at a time, yamux keepalives keeping TCP up).
+ */
+export const FRAME_DEADLINE_MS = 10_000
+export const MIN_FRAME_BYTES_PER_SECOND = 1024 * 1024

@@ -16,6 +16,7 @@ import { type DecodeOptions, errorFromReply, errorReplyFor } from './messages.js
 import { decodeSessionRequest, decodeSessionResponse, encodeSessionRequest, encodeSessionResponse } from './session-messages.js'
 import { stepTrace } from './step-trace.js'
 import type { SessionRequest, SessionRequestBody, SessionResponse, SessionResponseBody } from './types.js'
+import { peekVarintField } from './wire-scan.js'
 
 export interface SessionStreamInit extends MessageChannelInit {
   maxTensorElements?: number
@@ -218,6 +219,11 @@ export interface SessionServerInit extends SessionStreamInit {
   signal?: AbortSignal
   /** Called for every request that failed (after its ErrorReply was sent). */
   onError?(err: Error, request?: SessionRequest): void
+  /**
+   * Called with each frame's size before it is decoded; throwing (e.g. a per-peer rate limit's
+   * BusyError) refuses that request with the error and keeps the stream.
+   */
+  admit?(frameBytes: number): void
 }
 
 /**
@@ -265,6 +271,14 @@ export async function serveSessionStream(
       if (bytes === undefined) break
       let req: SessionRequest | undefined
       try {
+        try {
+          init.admit?.(bytes.byteLength)
+        } catch (err) {
+          const requestId = peekVarintField(bytes, 1)
+          if (err instanceof ProtocolError && requestId !== undefined && Number.isSafeInteger(requestId) && requestId > 0)
+            err.requestId = requestId
+          throw err
+        }
         req = decodeSessionRequest(bytes, {
           maxMessageBytes: channel.maxMessageBytes,
           maxTensorElements: init.maxTensorElements,
