@@ -1,5 +1,11 @@
 // The model engine: formats, tokenizer, kernels, spans of blocks, edge parts, sampler.
 
+export {
+  llama3RopeFactors,
+  neoxToNormOrder,
+  ropeFrequencies,
+  SUPPORTED_ARCHITECTURES
+} from './architectures.js'
 export { createEdge, Edge, type EdgeInit } from './edge.js'
 export * from './errors.js'
 export { f16ToF32, f32ToF16 } from './f16.js'
@@ -41,6 +47,7 @@ export {
   syntheticVocabulary,
   writeRandomModel
 } from './random-model.js'
+export { type ArchSpec, archConfig } from './random-arch.js'
 export { createSampler, logSoftmax, type Sampler, type SamplerOptions, Xorshift64 } from './sampler.js'
 export { createShard, type SessionOptions, Shard, type ShardInit } from './shard.js'
 export * from './tokenizer.js'
