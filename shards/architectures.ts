@@ -40,7 +40,9 @@ export function extraTensorLength(t: BlockExtraTensor, c: ModelConfig): number {
  * freqScale * θ^(-2j/headDim) / factor[j] (ggml_rope_ext with freq_factors). Without scaling
  * it is exactly the llama2.c expression 1 / θ^(2j/headDim) (×1 and ÷1 change no bits).
  */
-export function ropeFrequencies(c: Pick<ModelConfig, 'headDim' | 'ropeTheta' | 'ropeFreqScale' | 'ropeFreqFactors'>): Float64Array {
+export function ropeFrequencies(
+  c: Pick<ModelConfig, 'headDim' | 'ropeTheta' | 'ropeFreqScale' | 'ropeFreqFactors'>
+): Float64Array {
   const half = c.headDim >> 1
   const out = new Float64Array(half)
   for (let j = 0; j < half; j++) {

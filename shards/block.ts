@@ -1,4 +1,4 @@
-import { extraBlockTensors, neoxToNormOrder, permuteHeads, permutedRow, ropeFrequencies } from './architectures.js'
+import { extraBlockTensors, neoxToNormOrder, permutedRow, permuteHeads, ropeFrequencies } from './architectures.js'
 import { InvalidModelError } from './errors.js'
 import type { BlockMatrices, Kernels } from './kernels.js'
 import type { KvCache } from './kv-cache.js'

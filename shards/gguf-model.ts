@@ -16,7 +16,8 @@ export function openGgufModel(path: string): ModelFile {
     const decodeVector = (t: GgufTensorInfo, name: string): Float32Array => {
       const bytes = file.read(t.offset, t.sizeBytes, name)
       if (t.dtype === 'f32') return new Float32Array(bytes.buffer, bytes.byteOffset, t.sizeBytes / 4)
-      if (t.dtype === 'f16') return Float32Array.from(new Uint16Array(bytes.buffer, bytes.byteOffset, t.sizeBytes / 2), (x) => f16[x])
+      if (t.dtype === 'f16')
+        return Float32Array.from(new Uint16Array(bytes.buffer, bytes.byteOffset, t.sizeBytes / 2), (x) => f16[x])
       throw new InvalidModelError(`${path}: 1-D tensor ${name} is ${t.dtype}; expected f32 or f16`)
     }
     const config = configFromGguf(header.metadata, header.tensors, path, () => {

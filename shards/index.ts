@@ -37,6 +37,7 @@ export { type GgufValue, type ModelFile, sampleRange } from './model-file.js'
 export { computeModelId } from './model-id.js'
 export { type OpenModelOptions, openModelFile } from './open-model.js'
 export { dequantizeRow, Q8_0_BLOCK, Q8_0_BLOCK_BYTES, quantizeMatrix, rowBytes } from './quant.js'
+export { type ArchSpec, archConfig } from './random-arch.js'
 export {
   createRandomModel,
   MODEL_SHAPES,
@@ -47,7 +48,6 @@ export {
   syntheticVocabulary,
   writeRandomModel
 } from './random-model.js'
-export { type ArchSpec, archConfig } from './random-arch.js'
 export { createSampler, logSoftmax, type Sampler, type SamplerOptions, Xorshift64 } from './sampler.js'
 export { createShard, type SessionOptions, Shard, type ShardInit } from './shard.js'
 export * from './tokenizer.js'

@@ -62,15 +62,7 @@ export interface Kernels {
    * Pair j turns by position * freqs[j] when `freqs` is given (scaled RoPE, architectures.ts
    * ropeFrequencies), else by position / theta^(2j/headDim).
    */
-  rope(
-    x: Float32Array,
-    T: number,
-    nHeads: number,
-    headDim: number,
-    startPos: number,
-    theta: number,
-    freqs?: Float64Array
-  ): void
+  rope(x: Float32Array, T: number, nHeads: number, headDim: number, startPos: number, theta: number, freqs?: Float64Array): void
   /** out[T, nHeads*headDim] = causal softmax(q kᵀ / √headDim) v over cache rows 0 .. startPos+t. */
   attention(out: Float32Array, q: Float32Array, kv: KvLayer, shape: AttentionShape): void
   /** gate[i] = silu(gate[i]) * up[i] for i < n */

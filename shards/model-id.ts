@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto'
-import type { ModelFile } from './model-file.js'
 import { extraBlockTensors } from './architectures.js'
+import type { ModelFile } from './model-file.js'
 import type { ModelConfig, TensorName } from './types.js'
 
 /**

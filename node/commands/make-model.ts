@@ -91,7 +91,9 @@ function positive(name: string) {
 export function registerMakeModel(program: Command): void {
   program
     .command('make-model')
-    .description('Write a random-weight llama, qwen2 or qwen3 GGUF with a synthetic SentencePiece vocabulary (for benchmarks and tests).')
+    .description(
+      'Write a random-weight llama, qwen2 or qwen3 GGUF with a synthetic SentencePiece vocabulary (for benchmarks and tests).'
+    )
     .requiredOption('--shape <shape>', 'tiny, 15m, 42m, 110m, 1.1b, or dim,layers,heads,kvHeads,ffn,vocab[,tied|untied]')
     .addOption(new Option('--dtype <dtype>', 'weight storage type').choices(['f32', 'f16', 'q8_0']).default('f32'))
     .addOption(new Option('--seed <s>', 'random seed').argParser(int('--seed', 0)).default(1))
@@ -101,9 +103,15 @@ export function registerMakeModel(program: Command): void {
     .addOption(new Option('--head-dim <n>', 'qwen3: head size independent of dim / heads').argParser(int('--head-dim', 2)))
     .addOption(new Option('--rope-theta <θ>', 'RoPE base (rope.freq_base, default 10000)').argParser(positive('--rope-theta')))
     .addOption(
-      new Option('--rope-scaling <kind>', 'llama3 (writes rope_freqs) or linear').choices(['none', 'llama3', 'linear']).default('none')
+      new Option('--rope-scaling <kind>', 'llama3 (writes rope_freqs) or linear')
+        .choices(['none', 'llama3', 'linear'])
+        .default('none')
     )
-    .addOption(new Option('--rope-scaling-factor <f>', 'scaling factor (llama3: 8, linear: 2)').argParser(positive('--rope-scaling-factor')))
+    .addOption(
+      new Option('--rope-scaling-factor <f>', 'scaling factor (llama3: 8, linear: 2)').argParser(
+        positive('--rope-scaling-factor')
+      )
+    )
     .action((opts) => {
       const arch: ArchSpec = {
         architecture: opts.arch as Architecture,

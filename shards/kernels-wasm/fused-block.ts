@@ -1,6 +1,6 @@
+import { ropeFrequencies } from '../architectures.js'
 import type { BlockMatrices, KvLayer } from '../kernels.js'
 import type { NativeAddon } from '../native/load.js'
-import { ropeFrequencies } from '../architectures.js'
 import type { ModelConfig, WeightMatrix } from '../types.js'
 import type { WasmHeap } from './heap.js'
 import * as L from './layout.js'
