@@ -1,6 +1,7 @@
 import { InvalidArgumentError } from './errors.js'
-import { createBpeEncoder } from './tokenizer-bpe.js'
+import { createGpt2Tokenizer } from './tokenizer-gpt2.js'
 import { createSpecialSplitter } from './tokenizer-special.js'
+import { idChecker, streamDecoder } from './tokenizer-stream.js'
 import type { Vocabulary } from './types.js'
 
 /**
@@ -129,74 +130,6 @@ function checkVocabulary(vocab: Vocabulary): void {
 export function createTokenizer(vocab: Vocabulary): Tokenizer {
   checkVocabulary(vocab)
   return vocab.model === 'gpt2' ? createGpt2Tokenizer(vocab) : createSpmTokenizer(vocab)
-}
-
-/**
- * Turns token bytes into text as they arrive. A TextDecoder in stream mode holds back a UTF-8
- * sequence split across byte tokens until it is complete, so per token this costs the token's
- * own bytes only.
- */
-function streamDecoder(
-  tokenBytes: readonly Uint8Array[],
-  checkId: (id: number, what: string) => void,
-  adjust?: (id: number, prevId: number, bytes: Uint8Array) => Uint8Array
-): StreamDecoder {
-  // Non-fatal: stray bytes become U+FFFD where run.c would print them raw.
-  const decoder = new TextDecoder('utf-8')
-  return {
-    push(id: number, prevId: number): string {
-      checkId(id, 'token')
-      if (prevId !== -1) checkId(prevId, 'previous token')
-      const bytes = adjust ? adjust(id, prevId, tokenBytes[id]) : tokenBytes[id]
-      return decoder.decode(bytes, { stream: true })
-    },
-    flush(): string {
-      return decoder.decode()
-    }
-  }
-}
-
-function idChecker(vocabSize: number): (id: number, what: string) => void {
-  return (id, what) => {
-    if (!Number.isInteger(id) || id < 0 || id >= vocabSize) {
-      throw new InvalidArgumentError(`${what} ${id} is not a token id below ${vocabSize}`)
-    }
-  }
-}
-
-/** Byte-level BPE (GGUF gpt2): tokenizer-bpe.ts does the work; BOS/EOS as the file says. */
-function createGpt2Tokenizer(vocab: Vocabulary): Tokenizer {
-  const { pieces, bosId, eosId } = vocab
-  const encoder = createBpeEncoder(vocab)
-  const checkId = idChecker(pieces.length)
-  const text = new TextDecoder('utf-8')
-  const createDecoder = (): StreamDecoder => streamDecoder(encoder.tokenBytes, checkId)
-  return {
-    kind: 'gpt2',
-    vocabSize: pieces.length,
-    bosId,
-    eosId,
-    stopIds: vocab.stopIds,
-    encode(input: string, options: EncodeOptions = {}): number[] {
-      if (typeof input !== 'string') throw new InvalidArgumentError('encode() needs a string')
-      const ids = encoder.encodeText(input, options.special ?? false)
-      if (options.bos ?? vocab.addBos ?? true) ids.unshift(bosId)
-      if (options.eos ?? vocab.addEos ?? false) ids.push(eosId)
-      return ids
-    },
-    decode(ids: readonly number[]): string {
-      const stream = createDecoder()
-      let out = ''
-      for (const id of ids) out += stream.push(id, -1)
-      return out + stream.flush()
-    },
-    createDecoder,
-    pieceOf(id: number): string {
-      checkId(id, 'token')
-      const bytes = encoder.tokenBytes[id]
-      return bytes.length === 0 ? pieces[id] : text.decode(bytes)
-    }
-  }
 }
 
 function createSpmTokenizer(vocab: Vocabulary): Tokenizer {

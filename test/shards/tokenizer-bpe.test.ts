@@ -1,6 +1,7 @@
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
 import { afterAll, describe, expect, it } from 'vitest'
 import { preTokenize, preTokenizerFor } from '../../shards/bpe-pretokenize.js'
 import { UnsupportedModelError } from '../../shards/errors.js'
@@ -108,5 +109,19 @@ describe('nodes never build the tokenizer', () => {
     } finally {
       model.close()
     }
+  })
+})
+
+describe('SentencePiece with special tokens', () => {
+  it('control tokens written as text are tokens with special; each text run gets the dummy prefix (llama.cpp)', () => {
+    const m = openModelFile(fileURLToPath(new URL('../../models/stories260K.gguf', import.meta.url)))
+    const tok = createTokenizer(m.vocabulary!)
+    m.close()
+    expect(tok.encode('Hi</s>there', { special: true })).toEqual([
+      ...tok.encode('Hi'),
+      tok.eosId,
+      ...tok.encode('there', { bos: false })
+    ])
+    expect(tok.encode('Hi</s>there')).not.toContain(tok.eosId)
   })
 })
