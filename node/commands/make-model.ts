@@ -99,7 +99,7 @@ export function registerMakeModel(program: Command): void {
   program
     .command('make-model')
     .description(
-      'Write a random-weight llama, qwen2 or qwen3 GGUF with a synthetic SentencePiece vocabulary (for benchmarks and tests).'
+      'Write a random-weight llama, qwen2 or qwen3 GGUF with a synthetic SentencePiece vocabulary, or a real one with --vocab (for benchmarks and tests).'
     )
     .requiredOption('--shape <shape>', 'tiny, 15m, 42m, 110m, 1.1b, or dim,layers,heads,kvHeads,ffn,vocab[,tied|untied]')
     .addOption(new Option('--dtype <dtype>', 'weight storage type').choices(['f32', 'f16', 'q8_0']).default('f32'))

@@ -5,6 +5,7 @@ import OpenAI from 'openai'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { type RunningApi, runApi } from '../../node/commands/api.js'
 import { runLocalGenerate } from '../../node/commands/generate.js'
+import { runRemoteGenerate } from '../../node/commands/generate-remote.js'
 import { type LocalNode, startLocalNode } from '../../node/local-swarm.js'
 import { createLogger } from '../../node/log.js'
 import { createTokenizer, openModelFile, parseShape, writeRandomModel } from '../../shards/index.js'
@@ -87,5 +88,28 @@ describe('gateway chat on a Llama 3 vocabulary model over a 2-process swarm', ()
     )
     expect(local.promptTokens).toEqual(promptTokens)
     expect(res.choices[0].message.content).toBe(local.completion)
+    // generate --chat --bootstrap: the same prompt tokens and completion through the swarm.
+    const remote = await runRemoteGenerate(
+      {
+        model,
+        chat: true,
+        bootstrap: [nodes[0].addrs[0]],
+        prompt: 'Hi',
+        maxTokens: res.usage?.completion_tokens ?? 0,
+        temperature: 0,
+        topK: 0,
+        topP: 1,
+        seed: 1,
+        repetitionPenalty: 1,
+        edgeFirst: 1,
+        edgeLast: 1,
+        forwarding: 'relay',
+        wire: 'f32',
+        canaryRate: 0,
+        json: true
+      },
+      () => {}
+    )
+    expect(remote.completion).toBe(local.completion)
   })
 })
