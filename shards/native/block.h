@@ -5,8 +5,8 @@
 #pragma once
 #include <cstdint>
 
-#define BLOCK_DESC_SLOTS 22
-#define BLOCK_DESC_EPS_BYTE 96
+#define BLOCK_DESC_SLOTS 26
+#define BLOCK_DESC_EPS_BYTE 112
 #define BLOCK_DESC_BYTES 128
 
 namespace ls {
