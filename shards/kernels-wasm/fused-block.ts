@@ -120,11 +120,7 @@ export function createFusedBlock(deps: FusedBlockDeps): FusedBlock {
       kv.dtype === 'f16' ? 1 : 0,
       at.rope,
       at.act,
-      at.sync,
-      c.qDim,
-      w.bqkv ? normOffset(w.bqkv) : 0,
-      w.qNorm ? normOffset(w.qNorm) : 0,
-      w.kNorm ? normOffset(w.kNorm) : 0
+      at.sync
     ]
   }
 
@@ -153,6 +149,13 @@ export function createFusedBlock(deps: FusedBlockDeps): FusedBlock {
         const at = desc + i * L.BLOCK_DESC_BYTES
         heap.i32().set(all[i], at >>> 2)
         heap.u8().set(epsBytes, at + L.BLOCK_DESC_EPS_BYTE)
+        const w = ws[i]
+        heap
+          .i32()
+          .set(
+            [c.qDim, w.bqkv ? normOffset(w.bqkv) : 0, w.qNorm ? normOffset(w.qNorm) : 0, w.kNorm ? normOffset(w.kNorm) : 0],
+            (at + L.BLOCK_DESC_ARCH_BYTE) >>> 2
+          )
       }
       deps.setArgs([L.OP_DECODE_BLOCK, desc, n])
       pool.run('native')

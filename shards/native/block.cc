@@ -58,7 +58,9 @@ Desc readDesc(const uint8_t* base, uint32_t at) {
   d.wqkv = uint32_t(s[12]), d.wo = uint32_t(s[13]), d.w13 = uint32_t(s[14]), d.w2 = uint32_t(s[15]);
   d.keys = uint32_t(s[16]), d.values = uint32_t(s[17]), d.kvHalf = s[18];
   d.rope = uint32_t(s[19]), d.scratch = uint32_t(s[20]), d.sync = uint32_t(s[21]);
-  d.qDim = s[22], d.bias = uint32_t(s[23]), d.qNorm = uint32_t(s[24]), d.kNorm = uint32_t(s[25]);
+  int32_t a[BLOCK_DESC_ARCH_SLOTS];
+  std::memcpy(a, base + at + BLOCK_DESC_ARCH_BYTE, sizeof a);
+  d.qDim = a[0], d.bias = uint32_t(a[1]), d.qNorm = uint32_t(a[2]), d.kNorm = uint32_t(a[3]);
   std::memcpy(&d.eps, base + at + BLOCK_DESC_EPS_BYTE, 8);
   return d;
 }

@@ -5,9 +5,13 @@
 #pragma once
 #include <cstdint>
 
-#define BLOCK_DESC_SLOTS 26
-#define BLOCK_DESC_EPS_BYTE 112
-#define BLOCK_DESC_BYTES 128
+#define BLOCK_DESC_SLOTS 22
+#define BLOCK_DESC_EPS_BYTE 96
+#define BLOCK_DESC_BYTES 192
+// Architecture slots (i32 from this byte): qDim, then heap offsets of the QKV bias and the Q and
+// K norm weights (0: none).
+#define BLOCK_DESC_ARCH_BYTE 128
+#define BLOCK_DESC_ARCH_SLOTS 4
 
 namespace ls {
 

@@ -171,7 +171,7 @@ describe('family files', () => {
     expect(ids.size).toBe(FAMILIES.length + 1)
   })
 
-  it('another architecture is refused with ERR_UNSUPPORTED_MODEL naming it and the supported ones', () => {
+  it('another architecture is refused with UNSUPPORTED_MODEL naming it and the supported ones', () => {
     const path = join(dir, 'gemma.gguf')
     writeGguf(path, {
       metadata: [
@@ -187,7 +187,7 @@ describe('family files', () => {
       err = e
     }
     expect(err).toBeInstanceOf(UnsupportedModelError)
-    expect((err as UnsupportedModelError).code).toBe('ERR_UNSUPPORTED_MODEL')
+    expect((err as UnsupportedModelError).code).toBe('UNSUPPORTED_MODEL')
     expect(String((err as Error).message)).toMatch(/"gemma".*llama, qwen2, qwen3/)
   })
 })
