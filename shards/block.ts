@@ -46,10 +46,11 @@ export function loadMatrices(
     readInto &&
     ((name: TensorName, into: Uint8Array): void => {
       const order = rowOrder?.(name)
-      if (!order) return readInto.call(model, name, into)
+      if (!order || !matrixInfo) return readInto.call(model, name, into)
       const tmp = new Uint8Array(into.byteLength)
       readInto.call(model, name, tmp)
-      reorderRows(tmp, into, into.byteLength / order.length, order)
+      const { rows } = matrixInfo.call(model, name)
+      reorderRows(tmp, into, into.byteLength / rows, order)
     })
   if (matrixInfo && readMatrixInto && kernels.prepareInto) {
     const infos = names.map((n) => matrixInfo.call(model, n))
@@ -71,15 +72,14 @@ export function loadMatrices(
     const order = rowOrder?.(n)
     if (!order) return m
     const data = new Uint8Array(m.data.byteLength)
-    reorderRows(m.data, data, rowBytes(m.dtype, m.cols) * order.length, order)
+    reorderRows(m.data, data, rowBytes(m.dtype, m.cols), order)
     return { ...m, data }
   })
   return kernels.prepare(ms.length === 1 ? ms[0] : stackRows(ms))
 }
 
-/** Copy heads of rows (headBytes each: order.length rows) from src to dst in the row order `order`. */
-function reorderRows(src: Uint8Array, dst: Uint8Array, headBytes: number, order: Int32Array): void {
-  const rb = headBytes / order.length
+/** Copy rows (rb bytes each) from src to dst, row r of dst from row permutedRow(r, order) of src. */
+function reorderRows(src: Uint8Array, dst: Uint8Array, rb: number, order: Int32Array): void {
   const rows = src.byteLength / rb
   for (let r = 0; r < rows; r++) {
     const from = permutedRow(r, order)
@@ -112,9 +112,13 @@ export function loadBlock(model: ModelFile, layer: number, kernels: Kernels): Bl
     bqkv.set(vec(`blk.${layer}.attn_k.bias`, true), c.qDim)
     bqkv.set(vec(`blk.${layer}.attn_v.bias`, false), c.qDim + c.kvDim)
   }
+  // Mixtures like Q4_K_M give attn_v another type than attn_q/attn_k in some layers (files
+  // without matrixInfo, llama2.c's, hold one dtype throughout).
+  const info = model.matrixInfo?.bind(model)
+  const separateV = info !== undefined && info(`blk.${layer}.attn_v`).dtype !== info(`blk.${layer}.attn_q`).dtype
   return {
     attnNorm: model.readVector(`blk.${layer}.attn_norm`),
-    wqkv: m('attn_q', 'attn_k', 'attn_v'),
+    ...(separateV ? { wqkv: m('attn_q', 'attn_k'), wv: m('attn_v') } : { wqkv: m('attn_q', 'attn_k', 'attn_v') }),
     bqkv,
     qNorm: extra.has('attn_q_norm') ? vec(`blk.${layer}.attn_q_norm`, true) : undefined,
     kNorm: extra.has('attn_k_norm') ? vec(`blk.${layer}.attn_k_norm`, true) : undefined,
@@ -127,7 +131,7 @@ export function loadBlock(model: ModelFile, layer: number, kernels: Kernels): Bl
 
 /** Bytes of a block's weights (matrices as stored, norms as f32). */
 export function blockWeightBytes(b: BlockWeights): number {
-  const m = [b.wqkv, b.wo, b.w13, b.w2].reduce((n, w) => n + w.data.byteLength, 0)
+  const m = [b.wqkv, b.wv, b.wo, b.w13, b.w2].reduce((n, w) => n + (w?.data.byteLength ?? 0), 0)
   const extra = (b.bqkv?.length ?? 0) + (b.qNorm?.length ?? 0) + (b.kNorm?.length ?? 0)
   return m + (b.attnNorm.length + b.ffnNorm.length + extra) * 4
 }
@@ -143,6 +147,7 @@ export class Scratch {
   hb = new Float32Array(0) // [T, hidden]
   hb2 = new Float32Array(0) // [T, hidden]
   qkv = new Float32Array(0) // [T, qDim + 2 kvDim]
+  qk = new Float32Array(0) // [T, qDim + kvDim] (a separate Wv, BlockMatrices.wv)
   h13 = new Float32Array(0) // [T, 2 hidden]
   /** RoPE angle per position of each pair (architectures.ts ropeFrequencies). */
   readonly ropeFreqs: Float64Array
@@ -163,6 +168,7 @@ export class Scratch {
     this.hb = new Float32Array(T * hiddenDim)
     this.hb2 = new Float32Array(T * hiddenDim)
     this.qkv = new Float32Array(T * (qDim + 2 * kvDim))
+    this.qk = new Float32Array(T * (qDim + kvDim))
     this.h13 = new Float32Array(T * 2 * hiddenDim)
   }
 }
@@ -190,7 +196,19 @@ export function blockForward(
   // attention: xb = rmsnorm(x); [q k v] = xb [Wq; Wk; Wv]ᵀ (+ [bq bk bv], qwen2);
   // per-head RMSNorm on q and k (qwen3); RoPE on q and k
   kernels.rmsnorm(s.xb, x, w.attnNorm, T, rmsEps)
-  kernels.matmul(s.qkv, s.xb, w.wqkv, T)
+  if (w.wv) {
+    // [Wq; Wk] and Wv of different dtypes: two matmuls, joined into qkv's rows.
+    const qkWidth = qDim + kvDim
+    const qk = s.qk.subarray(0, T * qkWidth)
+    kernels.matmul(qk, s.xb, w.wqkv, T)
+    kernels.matmul(s.v, s.xb, w.wv, T)
+    for (let t = 0; t < T; t++) {
+      s.qkv.set(qk.subarray(t * qkWidth, (t + 1) * qkWidth), t * (qkWidth + kvDim))
+      s.qkv.set(s.v.subarray(t * kvDim, (t + 1) * kvDim), t * (qkWidth + kvDim) + qkWidth)
+    }
+  } else {
+    kernels.matmul(s.qkv, s.xb, w.wqkv, T)
+  }
   if (w.bqkv) addBias(s.qkv, w.bqkv, T)
   const [q, k, v] =
     T === 1

@@ -25,7 +25,12 @@ export interface AttentionShape {
 /** The weights of one transformer block as the forward pass holds them (shards/block.ts). */
 export interface BlockMatrices {
   readonly attnNorm: Float32Array // [dim]
-  readonly wqkv: WeightMatrix // [qDim + 2 kvDim, dim]
+  readonly wqkv: WeightMatrix // [qDim + 2 kvDim, dim], or [qDim + kvDim, dim] when wv is set
+  /**
+   * Wv [kvDim, dim] on its own when its dtype differs from Wq/Wk's (llama.cpp's Q4_K_M and
+   * Q5_K_M mixtures give some layers' attn_v Q6_K): then wqkv holds [Wq; Wk] only.
+   */
+  readonly wv?: WeightMatrix
   /** Q, K, V biases [qDim + 2 kvDim] (qwen2), added to wqkv's output. */
   readonly bqkv?: Float32Array
   /** Per-head RMSNorm weights [headDim] on queries and on keys, before RoPE (qwen3). */
@@ -95,4 +100,18 @@ export interface Kernels {
   rest?(): void
   /** Release threads or memory the kernel set holds. */
   close?(): void
+  /**
+   * Optional: where the weights prepared so far run. Weights the fast kernels cannot take (a
+   * span past the 4 GiB WebAssembly heap without the native addon, a block type without a
+   * kernel here) run on the slow TypeScript definitions; this says how many bytes and why.
+   */
+  placement?(): KernelPlacement
+}
+
+export interface KernelPlacement {
+  /** Bytes of prepared weights in total, and those that run on the slow TypeScript kernels. */
+  readonly weightBytes: number
+  readonly slowWeightBytes: number
+  /** One line per cause of slow weights (empty when none). */
+  readonly reasons: readonly string[]
 }

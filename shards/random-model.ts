@@ -139,7 +139,7 @@ export function syntheticVocabulary(vocabSize: number): Vocabulary {
   }
   for (let n = 0; pieces.length + normal.size < vocabSize; n++) add(` tok${n}`)
   const nSpecial = pieces.length
-  pieces.push(...normal)
+  for (const p of normal) pieces.push(p) // not push(...normal): 128K arguments overflow the stack (8b vocab)
   const scores = new Float32Array(vocabSize)
   const types = new Int32Array(vocabSize)
   types.set([2, 3, 3]) // <unk> unknown, <s> and </s> control

@@ -1,3 +1,5 @@
+import type { QuantDType } from './quant-blocks.js'
+
 /** GGUF `general.architecture` values the engine runs (shards/architectures.ts). */
 export type Architecture = 'llama' | 'qwen2' | 'qwen3'
 
@@ -42,8 +44,11 @@ export interface ModelConfig {
   readonly qkNorm: boolean
 }
 
-/** Storage types of weight matrices. Q8_0: blocks of 32 int8 with one f16 scale (GGUF). */
-export type WeightDType = 'f32' | 'f16' | 'q8_0'
+/**
+ * Storage types of weight matrices. Q8_0: blocks of 32 int8 with one f16 scale (GGUF); the
+ * other block types are listed in quant-blocks.ts.
+ */
+export type WeightDType = 'f32' | 'f16' | 'q8_0' | QuantDType
 
 /**
  * A row-major weight matrix exactly as stored in the file: `rows` rows of `cols` elements.

@@ -2,7 +2,7 @@ import { generateKeyPair } from '@libp2p/crypto/keys'
 import { multiaddr } from '@multiformats/multiaddr'
 import { type Command, InvalidArgumentError, Option } from 'commander'
 import { createHost, type DType, dialBootstrap, dtypeFromName, fetchInfo } from '../../protocol/index.js'
-import { computeModelId, createShard, openModelFile, type Shard, selectKernelsFor } from '../../shards/index.js'
+import { computeModelId, createShard, openModelFile, type Shard, selectKernelsFor, spanKernelReport } from '../../shards/index.js'
 import { addLogLevelOption, createLogger, eventLog, progress } from '../log.js'
 import { Metrics, serveMetrics } from '../metrics.js'
 import { defaultModelPath } from '../paths.js'
@@ -144,6 +144,9 @@ export function registerNodeStart(program: Command): void {
       const bar = progress('loading blocks', end - start, { unit: 'blocks' })
       const shard = createShard({ model, start, end, kernels, onProgress: (done) => bar.update(done) })
       bar.done()
+      // One line on the kernels the span runs on; a span (partly) on the slow TypeScript kernels says why.
+      const report = spanKernelReport(kernels, shard)
+      log({ event: report.slowWeightBytes ? 'kernels-slow' : 'kernels', ...report })
       const throughput = measureThroughput(shard, model.config.dim)
       const tamper = opts.tamper
         ? createTamper({
@@ -184,7 +187,7 @@ export function registerNodeStart(program: Command): void {
         process.once('SIGTERM', () => resolve('SIGTERM'))
       })
       process.stdout.write(
-        `${JSON.stringify({ peerId: swarmNode.peerId, addrs: swarmNode.addrs, layers: [start, end], modelId })}\n`
+        `${JSON.stringify({ peerId: swarmNode.peerId, addrs: swarmNode.addrs, layers: [start, end], modelId, kernels: report.kernels, weightBytes: report.weightBytes, kvBytes: report.kvBytes })}\n`
       )
       log({ event: 'serving', peerId: swarmNode.peerId, throughput })
       const sig = await stopped

@@ -1,6 +1,7 @@
 import { ropeFrequencies } from '../architectures.js'
 import type { BlockMatrices, KvLayer } from '../kernels.js'
 import type { NativeAddon } from '../native/load.js'
+import { isQuantDType, QUANT_LAYOUTS } from '../quant-blocks.js'
 import type { ModelConfig, WeightMatrix } from '../types.js'
 import type { WasmHeap } from './heap.js'
 import * as L from './layout.js'
@@ -92,17 +93,29 @@ export function createFusedBlock(deps: FusedBlockDeps): FusedBlock {
     c: ModelConfig,
     T: number,
     startPos: number,
-    at: Record<string, number>
+    at: Record<string, number> & { types?: number[] }
   ): number[] | null {
     const mats = [w.wqkv, w.wo, w.w13, w.w2]
-    const dtype = w.wqkv.dtype
-    if ((dtype !== 'q8_0' && dtype !== 'f32') || mats.some((m) => m.dtype !== dtype)) return null
+    // Per matrix: f32, Q8_0, or a block type when the addon multiplies those (quant-dot.cc).
+    const typeOf = (m: WeightMatrix): number | null =>
+      m.dtype === 'f32'
+        ? 0
+        : m.dtype === 'q8_0'
+          ? 8
+          : isQuantDType(m.dtype) && native.quantTypes
+            ? QUANT_LAYOUTS[m.dtype].ggmlType
+            : null
+    const types = mats.map(typeOf)
+    const wvType = w.wv ? typeOf(w.wv) : 0
+    if (types.some((t) => t === null) || wvType === null) return null
     const offsets = mats.map((m) => deps.weightOffset(m))
+    const wvOffset = w.wv ? deps.weightOffset(w.wv) : 0
     const kp = deps.kvOffset(kv.keys)
     const vp = deps.kvOffset(kv.values)
-    if (offsets.some((o) => o === null) || kp === undefined || vp === undefined) return null
+    if (offsets.some((o) => o === null) || wvOffset === null || kp === undefined || vp === undefined) return null
+    at.types = [...(types as number[]), wvOffset, wvType]
     return [
-      dtype === 'q8_0' ? 1 : 0,
+      types[0] === 8 ? 1 : 0,
       c.dim,
       c.kvDim,
       c.hiddenDim,
@@ -137,10 +150,13 @@ export function createFusedBlock(deps: FusedBlockDeps): FusedBlock {
       const sync = scratch.get('blk-sync', n * L.BLOCK_SYNC_BYTES)
       const desc = scratch.get('blk-desc', n * L.BLOCK_DESC_BYTES)
       const all: number[][] = []
+      const types: number[][] = []
       for (let i = 0; i < n; i++) {
-        const slots = blockSlots(ws[i], kvs[i], c, T, startPos, { x: xp, rope, act, sync: sync + i * L.BLOCK_SYNC_BYTES })
-        if (!slots) return false
+        const at: Record<string, number> & { types?: number[] } = { x: xp, rope, act, sync: sync + i * L.BLOCK_SYNC_BYTES }
+        const slots = blockSlots(ws[i], kvs[i], c, T, startPos, at)
+        if (!slots || !at.types) return false
         all.push(slots)
+        types.push(at.types)
       }
       heap.f32().set(x.subarray(0, T * dim), xp >>> 2)
       heap.u8().fill(0, sync, sync + n * L.BLOCK_SYNC_BYTES)
@@ -156,6 +172,7 @@ export function createFusedBlock(deps: FusedBlockDeps): FusedBlock {
             [c.qDim, w.bqkv ? normOffset(w.bqkv) : 0, w.qNorm ? normOffset(w.qNorm) : 0, w.kNorm ? normOffset(w.kNorm) : 0],
             (at + L.BLOCK_DESC_ARCH_BYTE) >>> 2
           )
+        heap.i32().set(types[i], (at + L.BLOCK_DESC_TYPES_BYTE) >>> 2)
       }
       deps.setArgs([L.OP_DECODE_BLOCK, desc, n])
       pool.run('native')

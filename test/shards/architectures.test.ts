@@ -159,6 +159,16 @@ describe('family files', () => {
       a.forEach((l, i) => {
         expect(same(l, b[i])).toBe(true)
       })
+      // The fast kernels read a file's tensors straight into their memory (reordering NEOX rows
+      // on the way): the same bits as from the in-memory model.
+      const k1 = createFastKernels({ threads: 2 })
+      const k2 = createFastKernels({ threads: 2 })
+      open.push(k1, k2)
+      const fa = engineLogits(file, [1, 5, 6, 7], [8, 9], [0, shape.nLayers], k1)
+      const fb = engineLogits(mem, [1, 5, 6, 7], [8, 9], [0, 1, shape.nLayers], k2)
+      fa.forEach((l, i) => {
+        expect(same(l, fb[i]), `${f.what} fast, position ${i}`).toBe(true)
+      })
       ids.add(computeModelId(file))
       file.close()
     }
