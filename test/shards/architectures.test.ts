@@ -200,4 +200,27 @@ describe('family files', () => {
     expect((err as UnsupportedModelError).code).toBe('UNSUPPORTED_MODEL')
     expect(String((err as Error).message)).toMatch(/"gemma".*llama, qwen2, qwen3/)
   })
+
+  it('qwen3 KV (head size 32 ≠ dim/heads) moves between shards as sealed failover does: the same bits after', () => {
+    const model = createRandomModel(parseShape('64,3,4,2,96,300'), { dtype: 'q8_0', seed: 8, seqLen: 64, arch: FAMILIES[3].arch })
+    const kernels = createFastKernels({ threads: 2 })
+    open.push(kernels)
+    const edge = createEdge({ model, kernels })
+    const mk = () => createShard({ model, start: 0, end: 3, kernels, kvDType: 'f16' })
+    const a = mk()
+    const b = mk()
+    a.openSession('s', { maxLength: 32 })
+    b.openSession('s', { maxLength: 32 })
+    a.forward('s', edge.embed([1, 2, 3, 4, 5]), 0)
+    expect(a.kvBytesPerPosition('s')).toBe(3 * 2 * model.config.kvDim * 2)
+    expect(model.config.kvDim).toBe(2 * 32)
+    b.importKv('s', 0, a.exportKv('s', 0, 5))
+    for (const [pos, id] of [
+      [5, 9],
+      [6, 10],
+      [7, 11]
+    ]) {
+      expect(same(a.forward('s', edge.embed([id]), pos), b.forward('s', edge.embed([id]), pos))).toBe(true)
+    }
+  })
 })
