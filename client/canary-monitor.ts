@@ -220,18 +220,18 @@ export class CanaryMonitor {
   async probe(target: HopTarget, ctx: StepContext): Promise<PeerVerdict[]> {
     const key = `${target.peerId}/${target.start}/${target.end}`
     const decoy = await this.pool.decoyFor(key, [target], ctx, async (sessionId, maxLength) => ({
-      hop: await HopSession.open(this.host, target, this.setFor(target.start).dim, {
-        sessionId,
-        modelId: this.modelId,
-        maxLength,
-        wireDtype: this.wireOf(target),
-        signal: ctx.signal
-      })
+      hop: await HopSession.open(
+        this.host,
+        target,
+        this.setFor(target.start).dim,
+        { sessionId, modelId: this.modelId, maxLength, wireDtype: this.wireOf(target) },
+        { signal: ctx.signal }
+      )
     }))
     const set = this.setFor(target.start)
     return await this.pool.stepDecoy(key, decoy, async ({ startPosition: position, rows }, stepId) => {
       const input = inputFor(set, decoy.canary, position, rows)
-      const out = await decoy.hop!.step(decoy.sessionId, stepId, position, input, ctx.signal)
+      const out = await decoy.hop!.step(stepId, position, input, { signal: ctx.signal })
       await this.receipts.check([target], decoy.sessionId, stepId, out.receipts, out.sent, out.received)
       this.counts.canarySteps++
       this.counts.canaryComputeMs += out.timings[0]?.computeMs ?? 0
@@ -248,19 +248,19 @@ export class CanaryMonitor {
   async probeChained(route: readonly HopTarget[], ctx: StepContext): Promise<PeerVerdict[]> {
     const key = route.map((h) => `${h.peerId}/${h.start}/${h.end}`).join('>')
     const decoy = await this.pool.decoyFor(key, route, ctx, async (sessionId, maxLength) => ({
-      chain: await ChainedDecoy.open(this.host, route, this.setFor(route[0].start).dim, {
-        sessionId,
-        modelId: this.modelId,
-        maxLength,
-        wireDtype: this.wireOf(route[0]),
-        signal: ctx.signal
-      })
+      chain: await ChainedDecoy.open(
+        this.host,
+        route,
+        this.setFor(route[0].start).dim,
+        { sessionId, modelId: this.modelId, maxLength, wireDtype: this.wireOf(route[0]) },
+        { signal: ctx.signal }
+      )
     }))
     const set = this.setFor(route[0].start)
     const { out, position, rows, stepId } = await this.pool.stepDecoy(key, decoy, async ({ startPosition, rows }, stepId) => {
       const input = inputFor(set, decoy.canary, startPosition, rows)
       const audit = this.audits.audit.bind(this.audits, 'decoy')
-      const got = await decoy.chain!.step(stepId, startPosition, input, set.dim, this.receipts, audit, ctx.signal)
+      const got = await decoy.chain!.step(stepId, startPosition, input, set.dim, this.receipts, audit, { signal: ctx.signal })
       return { out: got, position: startPosition, rows, stepId }
     })
     this.counts.canarySteps += route.length

@@ -8,7 +8,7 @@
  */
 import type { DType } from '../protocol/index.js'
 import type { RouteHop } from './route.js'
-import { type WirePreference, wireName } from './wire.js'
+import { type WirePreference, wireName } from './wire-negotiation.js'
 
 export interface WireHopReport {
   readonly peerId: string

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import { NoRouteError } from '../../client/route.js'
+import { WireLedger } from '../../client/wire-ledger.js'
 import {
   InvalidWireError,
   negotiateWire,
@@ -9,8 +10,7 @@ import {
   planWireRoute,
   UnsupportedWireError,
   type WireCandidate
-} from '../../client/wire.js'
-import { WireLedger } from '../../client/wire-ledger.js'
+} from '../../client/wire-negotiation.js'
 import { type DType, dtypeDisplayName, dtypeFromName } from '../../protocol/index.js'
 
 const peer = (peerId: string, start: number, end: number, wireDtypes?: DType[], throughput = 100): WireCandidate => ({
