@@ -41,6 +41,7 @@ export { type WireHopReport, WireLedger, type WireReport } from './wire-ledger.j
 export {
   ALL_WIRE_DTYPES,
   AUTO_WIRE_ORDER,
+  DEPRECATED_WIRE_NAMES,
   InvalidWireError,
   negotiateWire,
   parseWireList,
@@ -48,7 +49,8 @@ export {
   pickWire,
   UnsupportedWireError,
   WIRE_CHOICES,
+  WIRE_CLI_CHOICES,
   type WireChoice,
   type WirePreference,
-  wireName
+  wireDtypeFromName
 } from './wire-negotiation.js'

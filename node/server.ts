@@ -30,6 +30,7 @@ import {
   stepTrace,
   subscribeAnnouncements,
   UnsupportedDtypeError,
+  WIRE_DTYPES,
   WrongDtypeError,
   WrongModelError
 } from '../protocol/index.js'
@@ -156,7 +157,7 @@ export class SwarmNode {
   }
 
   private get wireDtypes(): DType[] {
-    return this.init.wireDtypes ?? ['f32', 'f16', 'q8_0']
+    return this.init.wireDtypes ?? [...WIRE_DTYPES]
   }
 
   private async start(): Promise<void> {
