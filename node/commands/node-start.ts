@@ -3,7 +3,7 @@ import { multiaddr } from '@multiformats/multiaddr'
 import { type Command, InvalidArgumentError, Option } from 'commander'
 import { wireDtypeFromName } from '../../client/index.js'
 import { createHost, type DType, dialBootstrap, fetchInfo, WIRE_DTYPES } from '../../protocol/index.js'
-import { computeModelId, createShard, openModelFile, type Shard, selectKernelsFor } from '../../shards/index.js'
+import { computeModelId, createShard, openModelFile, type Shard, selectKernelsFor, spanKernelReport } from '../../shards/index.js'
 import { addLogLevelOption, createLogger, eventLog, progress } from '../log.js'
 import { Metrics, serveMetrics } from '../metrics.js'
 import { defaultModelPath } from '../paths.js'
@@ -76,6 +76,7 @@ export function registerNodeStart(program: Command): void {
     )
     .option('--listen <multiaddr...>', 'listen addresses', ['/ip4/127.0.0.1/tcp/0'])
     .option('--bootstrap <addrs>', 'comma-separated multiaddrs (with /p2p/<peer id>) of peers to join')
+    .option('--allow-private-next-hops', 'chained steps may dial private/loopback next hops', false)
     .addOption(
       new Option('--max-sessions <n>', 'sessions served at once; more get BUSY').argParser(int('--max-sessions', 1)).default(16)
     )
@@ -144,6 +145,9 @@ export function registerNodeStart(program: Command): void {
       const bar = progress('loading blocks', end - start, { unit: 'blocks' })
       const shard = createShard({ model, start, end, kernels, onProgress: (done) => bar.update(done) })
       bar.done()
+      // One line on the kernels the span runs on; a span (partly) on the slow TypeScript kernels says why.
+      const report = spanKernelReport(kernels, shard)
+      log({ event: report.slowWeightBytes ? 'kernels-slow' : 'kernels', ...report })
       const throughput = measureThroughput(shard, model.config.dim)
       const tamper = opts.tamper
         ? createTamper({
@@ -173,6 +177,7 @@ export function registerNodeStart(program: Command): void {
         metrics,
         wireDtypes: opts.wire,
         maxSessions: opts.maxSessions,
+        allowPrivateNextHops: opts.allowPrivateNextHops,
         idleTimeoutMs: opts.idleTimeout,
         announceIntervalMs: opts.announceInterval,
         log
@@ -183,7 +188,7 @@ export function registerNodeStart(program: Command): void {
         process.once('SIGTERM', () => resolve('SIGTERM'))
       })
       process.stdout.write(
-        `${JSON.stringify({ peerId: swarmNode.peerId, addrs: swarmNode.addrs, layers: [start, end], modelId })}\n`
+        `${JSON.stringify({ peerId: swarmNode.peerId, addrs: swarmNode.addrs, layers: [start, end], modelId, kernels: report.kernels, weightBytes: report.weightBytes, kvBytes: report.kvBytes })}\n`
       )
       log({ event: 'serving', peerId: swarmNode.peerId, throughput })
       const sig = await stopped
