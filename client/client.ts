@@ -23,8 +23,8 @@ import type { ReceiptSummary } from './receipts.js'
 import { CONVICTED_BAN_MS, type Forwarding, RemotePipeline } from './remote-pipeline.js'
 import type { ReplayEvidence } from './replay-index.js'
 import { type PeerRecord, SwarmView } from './swarm-view.js'
-import type { WirePreference } from './wire.js'
 import { WireLedger, type WireReport } from './wire-ledger.js'
+import type { WirePreference } from './wire-negotiation.js'
 
 export interface ClientInit {
   /** Multiaddrs (with /p2p/<id>) of swarm peers to join through. */

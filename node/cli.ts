@@ -5,7 +5,7 @@ import { EngineError } from '../shards/index.js'
 import { registerApi } from './commands/api.js'
 import { registerDemo } from './commands/demo.js'
 import { runLocalGenerate } from './commands/generate.js'
-import { runRemoteGenerate, WIRE_CHOICES } from './commands/generate-remote.js'
+import { runRemoteGenerate, WIRE_CLI_CHOICES } from './commands/generate-remote.js'
 import { registerInspect } from './commands/inspect.js'
 import { registerMakeModel } from './commands/make-model.js'
 import { registerNodeStart } from './commands/node-start.js'
@@ -81,9 +81,9 @@ program
   .addOption(
     new Option(
       '--wire <dtype>',
-      'with --bootstrap: activation dtype on the wire, per hop. auto: f16 where the hop accepts it (half the bytes of f32, same greedy tokens on the bundled model), else f32, else int8. f32/f16/int8 (Q8_0 blocks; q8_0 = int8): that dtype on every hop, routing around peers that do not accept it'
+      'with --bootstrap: activation dtype on the wire, per hop. auto: f16 where the hop accepts it (half the bytes of f32, same greedy tokens on the bundled model), else f32, else q8_0. f32/f16/q8_0 (GGUF Q8_0 blocks; int8 is a deprecated name for it): that dtype on every hop, routing around peers that do not accept it'
     )
-      .choices([...WIRE_CHOICES])
+      .choices([...WIRE_CLI_CHOICES])
       .default('auto')
   )
   .addOption(

@@ -30,7 +30,7 @@ export interface RemoteGenerateOptions {
   edgeFirst: number
   edgeLast: number
   forwarding: Forwarding
-  /** auto, f32, f16, int8 (or its alias q8_0): see client/wire.ts. */
+  /** auto, f32, f16, q8_0 (or its deprecated name int8): see client/wire-negotiation.ts. */
   wire: WireChoice
   /** Canary checks per real step and hop; 0 turns them off. */
   canaryRate: number
@@ -110,4 +110,4 @@ export async function runRemoteGenerate(
   }
 }
 
-export { WIRE_CHOICES } from '../../client/index.js'
+export { WIRE_CLI_CHOICES } from '../../client/index.js'
