@@ -62,5 +62,5 @@ export class InvalidArgumentError extends EngineError {
 
 /** An optional npm package a command needs (e.g. a vocabulary package for make-model --vocab) is not installed. */
 export class MissingPackageError extends EngineError {
-  override readonly code = 'ERR_MISSING_PACKAGE'
+  override readonly code = 'MISSING_PACKAGE'
 }

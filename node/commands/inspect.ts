@@ -1,7 +1,7 @@
 import type { Command } from 'commander'
 import { Option } from 'commander'
 import { RangedFile } from '../../shards/file-reader.js'
-import { type GgufValue, type KvDType, openModelFile, readGgufHeader } from '../../shards/index.js'
+import { EngineError, type GgufValue, type KvDType, openModelFile, readGgufHeader, type Vocabulary } from '../../shards/index.js'
 import { defaultModelPath } from '../paths.js'
 import { int } from './options.js'
 
@@ -26,6 +26,8 @@ export interface InspectResult {
   readonly tensorTypes: Record<string, { count: number; bytes: number }>
   readonly tokenizer?: {
     kind: string
+    /** Why this engine cannot build it (the file still serves spans: nodes never tokenize). */
+    error?: string
     pre?: string
     vocabSize: number
     bos: string
@@ -76,7 +78,14 @@ export function runInspect(o: InspectOptions): InspectResult {
     const weightBytes = Math.max(0, ...blockBytes.values())
     // One session's K and V rows for every position of the context (kv-cache.ts layout).
     const kvBytes = 2 * context * c.kvDim * KV_BYTES[o.kvDType]
-    const vocab = model.vocabulary
+    let vocab: Vocabulary | undefined
+    let vocabError: string | undefined
+    try {
+      vocab = model.vocabulary
+    } catch (err) {
+      if (!(err instanceof EngineError)) throw err
+      vocabError = `${err.message} (${err.code})`
+    }
     const meta = (k: string): GgufValue | undefined => model.metadata.get(k)
     const template = meta('tokenizer.chat_template')
     const tokenizer = vocab
@@ -89,7 +98,17 @@ export function runInspect(o: InspectOptions): InspectResult {
           stops: vocab.stopIds.map((id) => vocab.pieces[id]),
           addBos: vocab.addBos ?? true
         }
-      : undefined
+      : vocabError !== undefined
+        ? {
+            kind: String(meta('tokenizer.ggml.model')),
+            error: vocabError,
+            vocabSize: 0,
+            bos: '',
+            eos: '',
+            stops: [],
+            addBos: false
+          }
+        : undefined
     const arch = meta('general.architecture')
     const name = meta('general.name')
     return {
@@ -125,9 +144,11 @@ function print(r: InspectResult): string {
     `tensors       ${Object.entries(r.tensorTypes)
       .map(([t, v]) => `${t} ×${v.count} (${mib(v.bytes)})`)
       .join(', ')}`,
-    r.tokenizer
-      ? `tokenizer     ${r.tokenizer.kind}${r.tokenizer.pre ? ` (pre ${r.tokenizer.pre})` : ''}, ${r.tokenizer.vocabSize} tokens, bos ${JSON.stringify(r.tokenizer.bos)}${r.tokenizer.addBos ? ' (added)' : ''}, stops ${r.tokenizer.stops.map((s) => JSON.stringify(s)).join(' ')}`
-      : 'tokenizer     none in the file',
+    r.tokenizer?.error
+      ? `tokenizer     ${r.tokenizer.kind}: ${r.tokenizer.error}`
+      : r.tokenizer
+        ? `tokenizer     ${r.tokenizer.kind}${r.tokenizer.pre ? ` (pre ${r.tokenizer.pre})` : ''}, ${r.tokenizer.vocabSize} tokens, bos ${JSON.stringify(r.tokenizer.bos)}${r.tokenizer.addBos ? ' (added)' : ''}, stops ${r.tokenizer.stops.map((s) => JSON.stringify(s)).join(' ')}`
+        : 'tokenizer     none in the file',
     `chat template ${r.chatTemplate ? `${r.chatTemplate.length} characters: ${JSON.stringify(r.chatTemplate.slice(0, 60))}…` : 'none (plain chat format)'}`,
     `per block     ${mib(r.perBlock.totalBytes)} = weights ${mib(r.perBlock.weightBytes)} + KV ${mib(r.perBlock.kvBytes)} (${r.perBlock.kvDType}, ${r.perBlock.context} positions, one session)`,
     `edge weights  ${mib(r.edgeWeightBytes)} (embeddings, output norm and head: the client's)`

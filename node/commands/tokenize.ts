@@ -68,6 +68,8 @@ export function registerTokenize(program: Command): void {
         return
       }
       const lines = r.ids.map((id, i) => `${String(id).padStart(7)}  ${JSON.stringify(r.pieces[i])}`)
-      process.stdout.write(`${lines.join('\n')}\n${r.ids.length} tokens (${r.kind}${r.pre ? `, pre ${r.pre}` : ''})\n`)
+      process.stdout.write(
+        `${lines.join('\n')}\n${r.ids.length} token${r.ids.length === 1 ? '' : 's'} (${r.kind}${r.pre ? `, pre ${r.pre}` : ''})\n`
+      )
     })
 }

@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { afterAll, describe, expect, it } from 'vitest'
+import { runInspect } from '../../node/commands/inspect.js'
 import { preTokenize, preTokenizerFor } from '../../shards/bpe-pretokenize.js'
 import { UnsupportedModelError } from '../../shards/errors.js'
 import { type GgufTypedValue, ggufPlainValue } from '../../shards/gguf-writer.js'
@@ -39,7 +40,7 @@ describe('pre-tokenizers named by tokenizer.ggml.pre (llama.cpp llm_tokenizer_bp
     expect(preTokenize(preTokenizerFor('gpt-2'), 'a\tb')).toEqual(['a', '\t', 'b'])
   })
 
-  it('an unknown name is ERR_UNSUPPORTED_MODEL naming the supported ones', () => {
+  it('an unknown name is UNSUPPORTED_MODEL naming the supported ones', () => {
     expect(() => preTokenizerFor('tekken')).toThrow(UnsupportedModelError)
     expect(() => preTokenizerFor('tekken')).toThrow(/llama-bpe.*qwen2.*smollm/)
   })
@@ -109,6 +110,9 @@ describe('nodes never build the tokenizer', () => {
     } finally {
       model.close()
     }
+    // inspect still describes it, saying why the tokenizer cannot be built.
+    const info = runInspect({ model: path, kvDType: 'f32' })
+    expect(info.tokenizer).toMatchObject({ kind: 'no-such-tokenizer', error: expect.stringMatching(/UNSUPPORTED_MODEL/) })
   })
 })
 
