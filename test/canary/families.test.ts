@@ -3,7 +3,7 @@ import { calibrate } from '../../canary/calibrate.js'
 import { createRandomModel, parseShape } from '../../shards/index.js'
 
 // Canary calibration on qwen-shaped models: the benign variation (fast kernels at 2 threads,
-// an f16 KV cache, f16 and int8 wires, against the reference kernels) is measured on the
+// an f16 KV cache, f16 and q8_0 wires, against the reference kernels) is measured on the
 // family's own forward pass and stays far below a tampering peer's drift (relL2 > 0.1 in the
 // e2e canary tests).
 
@@ -14,7 +14,7 @@ describe('canary calibration on other families', () => {
       const cal = calibrate({
         targets: [{ model, boundaries: [1, 2] }],
         profiles: ['wasm-2t', 'reference-kvf16'],
-        wires: ['f32', 'f16', 'int8'],
+        wires: ['f32', 'f16', 'q8_0'],
         prompts: ['once upon a time', 'the girl was happy'],
         tokensPerPrompt: 32,
         seed: 1
