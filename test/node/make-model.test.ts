@@ -66,4 +66,48 @@ describe('layerswarm make-model', () => {
     expect(r.status).toBe(1)
     expect(r.stderr).toMatch(/INVALID_ARGUMENT/)
   })
+
+  it('--arch qwen3 --head-dim and --rope-scaling llama3 write those families (metadata as llama.cpp names it)', () => {
+    const q3 = join(dir, 'q3.gguf')
+    const r = runCli([
+      'make-model',
+      '--shape',
+      'tiny',
+      '--arch',
+      'qwen3',
+      '--head-dim',
+      '32',
+      '--rope-theta',
+      '1000000',
+      '--out',
+      q3
+    ])
+    expect(r.status, r.stderr).toBe(0)
+    const summary = JSON.parse(r.stdout.trim().split('\n').pop() ?? '')
+    expect(summary.config).toMatchObject({
+      architecture: 'qwen3',
+      headDim: 32,
+      qDim: 128,
+      kvDim: 64,
+      qkNorm: true,
+      ropeType: 'neox'
+    })
+    const model = openModelFile(q3)
+    expect(model.metadata.get('qwen3.attention.key_length')).toBe(32)
+    expect(model.metadata.get('qwen3.rope.freq_base')).toBe(1000000)
+    expect(model.hasTensor('blk.0.attn_q_norm')).toBe(true)
+    model.close()
+    const l3 = join(dir, 'l3.gguf')
+    const r3 = runCli(['make-model', '--shape', 'tiny', '--rope-scaling', 'llama3', '--rope-theta', '500000', '--out', l3])
+    expect(r3.status, r3.stderr).toBe(0)
+    const m3 = openModelFile(l3)
+    expect(m3.hasTensor('rope_freqs')).toBe(true)
+    expect(m3.config.ropeFreqFactors?.length).toBe(8)
+    expect(m3.config.ropeFreqFactors?.[0]).toBe(1)
+    expect(m3.config.ropeFreqFactors?.[7]).toBe(8)
+    m3.close()
+    const bad = runCli(['make-model', '--shape', 'tiny', '--arch', 'llama', '--head-dim', '32', '--out', join(dir, 'x.gguf')])
+    expect(bad.status).not.toBe(0)
+    expect(bad.stderr).toMatch(/qwen3/)
+  })
 })

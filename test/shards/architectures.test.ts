@@ -110,7 +110,7 @@ describe('model families against an independent float64 forward', () => {
   const addon = loadNativeAddon()
   for (const f of FAMILIES) {
     for (const dtype of ['f32', 'q8_0'] as const) {
-      it(`${f.what}, ${dtype}: fast kernels (fused block on and off give the same bits)`, () => {
+      it(`${f.what}, ${dtype}: fast kernels (fused block, op by op and WebAssembly-only give the same bits)`, () => {
         const model = createRandomModel(parseShape(f.spec), { dtype, seed: 4, seqLen: 64, arch: f.arch })
         const fused = createFastKernels({ threads: 2 })
         const plain = createFastKernels({ threads: 2, fusedBlock: false })
@@ -127,8 +127,13 @@ describe('model families against an independent float64 forward', () => {
         }
         const a = engineLogits(model, tokens, extra, [0, 1, model.config.nLayers], fused)
         const b = engineLogits(model, tokens, extra, [0, model.config.nLayers], plain)
+        // WebAssembly only (no addon): the same bits again.
+        const wasm = createFastKernels({ threads: 2, native: false })
+        open.push(wasm)
+        const w = engineLogits(model, tokens, extra, [0, model.config.nLayers], wasm)
         a.forEach((l, i) => {
           expect(same(l, b[i]), `position ${i}`).toBe(true)
+          expect(same(l, w[i]), `wasm, position ${i}`).toBe(true)
         })
         const naive = createNaiveFamilyModel(model, { llama3Factor: f.llama3Factor })
         // Q8_0 activations are quantized by the fast kernels (as ggml does): a looser bound.
