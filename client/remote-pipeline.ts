@@ -104,7 +104,7 @@ export class RemotePipeline implements BlockPipeline {
     return this.routes[this.routes.length - 1] ?? []
   }
 
-  async forward(hidden: Float32Array, startPos: number, signal?: AbortSignal): Promise<Float32Array> {
+  async forward(hidden: Float32Array, startPos: number, { signal }: AbortOptions = {}): Promise<Float32Array> {
     let lastErr: unknown
     for (let attempt = 0; attempt <= this.init.maxFailovers; attempt++) {
       signal?.throwIfAborted()

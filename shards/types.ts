@@ -109,3 +109,8 @@ export interface Vocabulary {
   /** Generation also stops on this id (llama2.c stops when it samples BOS). */
   readonly stopIds: readonly number[]
 }
+
+/** Cancellation of an async call, the last argument of every one (the shape of libp2p's AbortOptions). */
+export interface AbortOptions {
+  readonly signal?: AbortSignal
+}
