@@ -207,8 +207,8 @@ export class LayerswarmClient {
   }
 
   /** Who serves what (refreshed now). */
-  async swarm(signal?: AbortSignal): Promise<PeerRecord[]> {
-    await this.view.refresh(signal)
+  async swarm(options: AbortOptions = {}): Promise<PeerRecord[]> {
+    await this.view.refresh(options)
     return this.view.list()
   }
 

@@ -218,10 +218,13 @@ export class RemotePipeline implements BlockPipeline {
     const standby = await this.kv.takeover(this.route)
     const route =
       standby?.route ??
-      (await view.waitForRoute(from, to, this.init.routeTimeoutMs, options.signal, {
-        preference: this.init.wireDtype,
-        chained: this.init.forwarding === 'chain'
-      }))
+      (await view.waitForRoute(
+        from,
+        to,
+        this.init.routeTimeoutMs,
+        { preference: this.init.wireDtype, chained: this.init.forwarding === 'chain' },
+        options
+      ))
     this.connects++
     const sessionId = this.sessionIdOf(this.connects)
     const chain = this.init.forwarding === 'chain'
