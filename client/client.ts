@@ -81,6 +81,8 @@ export interface GenerateOptions extends SamplerOptions {
   readonly forwarding?: Forwarding
   /** Sees the logits of every step (for tests and tools). */
   readonly onLogits?: (logits: Float32Array, position: number) => void
+  /** The prompt is a chat template's output: its control tokens (`<|eot_id|>`) are tokens, not text. */
+  readonly special?: boolean
 }
 
 export interface VerificationReport {
@@ -229,7 +231,7 @@ export class LayerswarmClient {
 
   /** Yields each token with its text as it is generated; returns the full result. */
   async *stream(prompt: string, options: GenerateOptions = {}): AsyncGenerator<{ token: number; text: string }, GenerateResult> {
-    const promptTokens = this.tokenizer.encode(prompt)
+    const promptTokens = this.tokenizer.encode(prompt, { special: options.special ?? false })
     const seqLen = this.model.config.seqLen
     const maxTokens = Math.max(0, Math.min(options.maxTokens ?? DEFAULT_MAX_TOKENS, seqLen - promptTokens.length))
     const maxLength = Math.min(seqLen, promptTokens.length + maxTokens)

@@ -7,9 +7,11 @@ import { registerApi } from './commands/api.js'
 import { registerDemo } from './commands/demo.js'
 import { runLocalGenerate } from './commands/generate.js'
 import { runRemoteGenerate, WIRE_CLI_CHOICES } from './commands/generate-remote.js'
+import { registerInspect } from './commands/inspect.js'
 import { registerMakeModel } from './commands/make-model.js'
 import { registerNodeStart } from './commands/node-start.js'
 import { registerSwarm } from './commands/swarm.js'
+import { registerTokenize } from './commands/tokenize.js'
 import { withConfigEverywhere } from './config.js'
 import { defaultModelPath } from './paths.js'
 
@@ -57,6 +59,7 @@ program
       .default(1)
   )
   .option('--json', 'print one JSON object instead of streaming text', false)
+  .option('--chat', "wrap the prompt in the model's chat template (GGUF tokenizer.chat_template) as one user turn", false)
   .addOption(new Option('--threads <n>', 'kernel threads (default: all cores)').argParser(int('--threads', 1)))
   .addOption(new Option('--kernels <kind>', 'kernel set').choices(['auto', 'reference', 'wasm', 'native']).default('auto'))
   .addOption(new Option('--kv-dtype <dtype>', 'KV cache storage').choices(['f32', 'f16']).default('f32'))
@@ -126,7 +129,8 @@ program
       topP: opts.topP === 0 ? 1 : opts.topP,
       seed: opts.seed ?? Math.floor(Math.random() * 2 ** 31),
       repetitionPenalty: opts.repetitionPenalty,
-      json: opts.json
+      json: opts.json,
+      chat: opts.chat
     }
     const write = (piece: string): void => {
       process.stdout.write(piece)
@@ -162,6 +166,8 @@ registerNodeStart(program)
 registerSwarm(program)
 registerDemo(program)
 registerApi(program)
+registerTokenize(program)
+registerInspect(program)
 withConfigEverywhere(program)
 
 try {

@@ -65,7 +65,8 @@ export async function runApi(
   const chat = createChatFormatter({
     template: typeof template === 'string' ? template : undefined,
     bosToken: tk.pieceOf(tk.bosId),
-    eosToken: tk.pieceOf(tk.eosId)
+    eosToken: tk.pieceOf(tk.eosId),
+    addsBos: tk.encode('').length > 0
   })
   const metrics = o.metrics ? new Metrics({ role: 'gateway' }) : undefined
   let gateway: Gateway
