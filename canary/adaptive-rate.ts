@@ -1,4 +1,5 @@
 import { CanaryArgumentError } from './errors.js'
+import { DEFAULT_CANARY_RATE } from './options.js'
 
 /*
  * Per-peer canary rate, trust on evidence. A form of Dodge's continuous sampling plan (CSP-1,
@@ -84,7 +85,7 @@ export function startCanariesFor(targetSteps: number, q: number, base: number, s
 }
 
 export function createAdaptiveRate(options: AdaptiveRateOptions = {}): AdaptiveRate {
-  const base = options.base ?? 0.03
+  const base = options.base ?? DEFAULT_CANARY_RATE
   const start = options.start ?? 1
   const suspectPosterior = options.suspectPosterior ?? 0.1
   const suspectRate = options.suspectRate ?? 1

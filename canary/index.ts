@@ -70,6 +70,7 @@ export {
 } from './drift-model.js'
 export * from './errors.js'
 export * from './mixing.js'
+export { DEFAULT_CANARY_RATE } from './options.js'
 export { measureCanaryOverhead } from './overhead.js'
 export { DEFAULT_CANARY_PROMPTS, HELD_OUT_PROMPTS } from './prompts.js'
 export { createRandom, hashSeed, type Random } from './rng.js'

@@ -1,5 +1,6 @@
 import type { CanarySet } from './canary-set.js'
 import { CanaryArgumentError } from './errors.js'
+import { DEFAULT_CANARY_RATE } from './options.js'
 import { createRandom } from './rng.js'
 import { WIRE_DTYPES, type WireDType } from './wire-roundtrip.js'
 
@@ -44,7 +45,7 @@ export interface CanarySchedulerOptions {
  * so rate = N / (2N + (1 − p)/p), i.e. p = 1 / (1 + N(1 − 2·rate)/rate).
  */
 export function createCanaryScheduler(options: CanarySchedulerOptions = {}): CanaryScheduler {
-  const rate = options.rate ?? 0.03
+  const rate = options.rate ?? DEFAULT_CANARY_RATE
   if (typeof rate !== 'number' || !(rate > 0 && rate <= 0.5))
     throw new CanaryArgumentError(`rate must be in (0, 0.5], got ${rate}`)
   const mean = options.meanSessionSteps ?? 16

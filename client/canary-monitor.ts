@@ -4,6 +4,7 @@ import {
   createAdaptiveRate,
   createDetector,
   createRandom,
+  DEFAULT_CANARY_RATE,
   type Detector,
   type Drift,
   type DriftModel,
@@ -86,7 +87,7 @@ export class CanaryMonitor {
   ) {
     this.benign = options.benign ?? defaultBenignModel()
     this.detector = createDetector({ benign: this.benign, prior: options.prior, bound: options.bound })
-    const base = options.rate ?? 0.03
+    const base = options.rate ?? DEFAULT_CANARY_RATE
     this.rates = options.adaptive === false ? fixedRate(base) : createAdaptiveRate({ ...options.adaptive, base })
     this.random = createRandom(options.seed ?? Date.now())
     this.material = new CanaryMaterial(model, {

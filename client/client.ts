@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto'
+import type { AbortOptions } from '@libp2p/interface'
 import { createHost, type Host } from '../protocol/index.js'
 import {
   type BlockPipeline,
@@ -19,6 +20,16 @@ import {
 } from '../shards/index.js'
 import { type CanaryEvidence, CanaryMonitor, type CanaryOptions, type CanaryPeerReport } from './canary-monitor.js'
 import type { HopTarget } from './hop.js'
+import {
+  DEFAULT_BAN_MS,
+  DEFAULT_EDGE_FIRST,
+  DEFAULT_EDGE_LAST,
+  DEFAULT_MAX_FAILOVERS,
+  DEFAULT_MAX_TOKENS,
+  DEFAULT_ROUTE_TIMEOUT_MS,
+  DEFAULT_STEP_TIMEOUT_MS,
+  DEFAULT_WIRE
+} from './options.js'
 import type { ReceiptSummary } from './receipts.js'
 import { CONVICTED_BAN_MS, type Forwarding, RemotePipeline } from './remote-pipeline.js'
 import type { ReplayEvidence } from './replay-index.js'
@@ -124,12 +135,12 @@ function composePipeline(
 ): BlockPipeline {
   for (const s of [first, last]) s?.openSession(sessionId, { maxLength })
   return {
-    async forward(hidden, startPos, signal) {
+    async forward(hidden, startPos, options) {
       let h = first ? first.forward(sessionId, hidden, startPos) : hidden
       // the peers compute next: free the cores this client's kernel threads would spin on
       first?.rest()
       last?.rest()
-      h = await remote.forward(h, startPos, signal)
+      h = await remote.forward(h, startPos, options)
       return last ? last.forward(sessionId, h, startPos) : h
     },
     async close() {
@@ -160,8 +171,8 @@ export class LayerswarmClient {
     private readonly init: ClientInit
   ) {
     const n = model.config.nLayers
-    const k = init.edgeFirst ?? 1
-    const j = init.edgeLast ?? 1
+    const k = init.edgeFirst ?? DEFAULT_EDGE_FIRST
+    const j = init.edgeLast ?? DEFAULT_EDGE_LAST
     if (!Number.isInteger(k) || !Number.isInteger(j) || k < 0 || j < 0 || k + j >= n) {
       throw new InvalidArgumentError(
         `edgeFirst ${k} + edgeLast ${j} must leave at least one of the model's ${n} blocks to the swarm`
@@ -179,9 +190,15 @@ export class LayerswarmClient {
     this.view = new SwarmView(host, this.modelId, init.bootstrap)
   }
 
-  static async create(init: ClientInit): Promise<LayerswarmClient> {
+  static async create(init: ClientInit, options: AbortOptions = {}): Promise<LayerswarmClient> {
     const model = openModelFile(init.model, init.tokenizer !== undefined ? { tokenizerPath: init.tokenizer } : {})
-    const host = await createHost({ listen: [], bootstrap: [...init.bootstrap] })
+    let host: Host
+    try {
+      host = await createHost({ listen: [], bootstrap: [...init.bootstrap] }, options)
+    } catch (err) {
+      model.close()
+      throw err
+    }
     try {
       return new LayerswarmClient(host, model, init)
     } catch (err) {
@@ -192,8 +209,8 @@ export class LayerswarmClient {
   }
 
   /** Who serves what (refreshed now). */
-  async swarm(signal?: AbortSignal): Promise<PeerRecord[]> {
-    await this.view.refresh(signal)
+  async swarm(options: AbortOptions = {}): Promise<PeerRecord[]> {
+    await this.view.refresh(options)
     return this.view.list()
   }
 
@@ -216,7 +233,7 @@ export class LayerswarmClient {
   async *stream(prompt: string, options: GenerateOptions = {}): AsyncGenerator<{ token: number; text: string }, GenerateResult> {
     const promptTokens = this.tokenizer.encode(prompt, { special: options.special ?? false })
     const seqLen = this.model.config.seqLen
-    const maxTokens = Math.max(0, Math.min(options.maxTokens ?? 256, seqLen - promptTokens.length))
+    const maxTokens = Math.max(0, Math.min(options.maxTokens ?? DEFAULT_MAX_TOKENS, seqLen - promptTokens.length))
     const maxLength = Math.min(seqLen, promptTokens.length + maxTokens)
     const sessionId = randomUUID()
     const forwarding = options.forwarding ?? this.init.forwarding ?? 'relay'
@@ -233,7 +250,7 @@ export class LayerswarmClient {
           })
     // peers convicted in an earlier run (trust file) stay out of routes, as a new conviction would
     for (const peerId of this.canaries?.restoredExcluded.splice(0) ?? []) this.view.ban(peerId, CONVICTED_BAN_MS)
-    const wireLedger = new WireLedger(this.span.remote[0], this.init.wireDtype ?? 'f32')
+    const wireLedger = new WireLedger(this.span.remote[0], this.init.wireDtype ?? DEFAULT_WIRE)
     const remote = new RemotePipeline({
       host: this.host,
       view: this.view,
@@ -244,12 +261,12 @@ export class LayerswarmClient {
       sessionId,
       maxLength,
       forwarding,
-      wireDtype: this.init.wireDtype ?? 'f32',
+      wireDtype: this.init.wireDtype ?? DEFAULT_WIRE,
       wireLedger,
-      stepTimeoutMs: this.init.stepTimeoutMs ?? 10_000,
-      banMs: this.init.banMs ?? 60_000,
-      maxFailovers: this.init.maxFailovers ?? 3,
-      routeTimeoutMs: this.init.routeTimeoutMs ?? 10_000,
+      stepTimeoutMs: this.init.stepTimeoutMs ?? DEFAULT_STEP_TIMEOUT_MS,
+      banMs: this.init.banMs ?? DEFAULT_BAN_MS,
+      maxFailovers: this.init.maxFailovers ?? DEFAULT_MAX_FAILOVERS,
+      routeTimeoutMs: this.init.routeTimeoutMs ?? DEFAULT_ROUTE_TIMEOUT_MS,
       log: this.init.log,
       canaries: this.canaries,
       snapshotEvery: this.init.snapshotEvery,
@@ -305,6 +322,6 @@ export class LayerswarmClient {
   }
 }
 
-export async function createClient(init: ClientInit): Promise<LayerswarmClient> {
-  return await LayerswarmClient.create(init)
+export async function createClient(init: ClientInit, options: AbortOptions = {}): Promise<LayerswarmClient> {
+  return await LayerswarmClient.create(init, options)
 }

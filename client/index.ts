@@ -21,6 +21,7 @@ export {
   type KvImport
 } from './hop.js'
 export { KvRecovery, type KvRecoveryInit } from './kv-recovery.js'
+export * from './options.js'
 export {
   CanaryObserver,
   type CompletedStep,

@@ -104,7 +104,7 @@ export class RemotePipeline implements BlockPipeline {
     return this.routes[this.routes.length - 1] ?? []
   }
 
-  async forward(hidden: Float32Array, startPos: number, signal?: AbortSignal): Promise<Float32Array> {
+  async forward(hidden: Float32Array, startPos: number, { signal }: AbortOptions = {}): Promise<Float32Array> {
     let lastErr: unknown
     for (let attempt = 0; attempt <= this.init.maxFailovers; attempt++) {
       signal?.throwIfAborted()
@@ -218,10 +218,13 @@ export class RemotePipeline implements BlockPipeline {
     const standby = await this.kv.takeover(this.route)
     const route =
       standby?.route ??
-      (await view.waitForRoute(from, to, this.init.routeTimeoutMs, options.signal, {
-        preference: this.init.wireDtype,
-        chained: this.init.forwarding === 'chain'
-      }))
+      (await view.waitForRoute(
+        from,
+        to,
+        this.init.routeTimeoutMs,
+        { preference: this.init.wireDtype, chained: this.init.forwarding === 'chain' },
+        options
+      ))
     this.connects++
     const sessionId = this.sessionIdOf(this.connects)
     const chain = this.init.forwarding === 'chain'

@@ -1,4 +1,4 @@
-import type { PeerId } from '@libp2p/interface'
+import type { AbortOptions, PeerId } from '@libp2p/interface'
 import { multiaddr } from '@multiformats/multiaddr'
 import { type Announcement, type DType, dialBootstrap, fetchInfo, type Host, subscribeAnnouncements } from '../protocol/index.js'
 import type { HopTarget } from './hop.js'
@@ -51,7 +51,7 @@ export class SwarmView {
   }
 
   /** Query every known peer's info; drops peers that do not answer. */
-  async refresh(signal?: AbortSignal): Promise<void> {
+  async refresh({ signal }: AbortOptions = {}): Promise<void> {
     await dialBootstrap(this.host, [...this.bootstrap], signal)
     const targets = new Map<string, { id?: PeerId; addrs: string[] }>()
     for (const p of this.host.getPeers())
@@ -132,10 +132,16 @@ export class SwarmView {
   }
 
   /** Refresh until a route exists (announcements take a moment to arrive), or throw NoRouteError. */
-  async waitForRoute(from: number, to: number, timeoutMs: number, signal?: AbortSignal, wire?: RouteWire): Promise<HopTarget[]> {
+  async waitForRoute(
+    from: number,
+    to: number,
+    timeoutMs: number,
+    wire?: RouteWire,
+    { signal }: AbortOptions = {}
+  ): Promise<HopTarget[]> {
     const deadline = Date.now() + timeoutMs
     for (;;) {
-      await this.refresh(signal)
+      await this.refresh({ signal })
       try {
         return this.route(from, to, wire)
       } catch (err) {

@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 import '../protocol/polyfills.js'
 import { Command, InvalidArgumentError as CommanderArgError, Option } from 'commander'
+import { DEFAULT_CANARY_RATE } from '../canary/index.js'
 import { EngineError } from '../shards/index.js'
 import { registerApi } from './commands/api.js'
 import { registerDemo } from './commands/demo.js'
@@ -92,7 +93,7 @@ program
       'with --bootstrap: base fraction of steps followed by a canary check of each hop (new or suspect peers are checked more often); 0 = off'
     )
       .argParser(float('--canary-rate', 0, 1))
-      .default(0.03)
+      .default(DEFAULT_CANARY_RATE)
   )
   .option(
     '--trust-file <path>',

@@ -26,5 +26,8 @@ export const DEFAULT_PEER_LIMITS: PeerLimitOptions = {
   maxTrackedPeers: 4_096
 }
 
+/** Sessions a node serves at once (`node start --max-sessions`); more get BUSY. */
+export const DEFAULT_MAX_SESSIONS = 16
+
 /** Bytes of request frames a node holds in flight over all streams (protocol/byte-budget.ts). */
 export const DEFAULT_BYTES_IN_FLIGHT = 512 * 1024 * 1024

@@ -32,7 +32,7 @@ import type { ModelFile, Shard } from '../shards/index.js'
 import { type BusyPoller, createBusyPoller } from './busy-poll.js'
 import { createNextHopPolicy } from './chain.js'
 import type { Metrics } from './metrics.js'
-import { DEFAULT_BYTES_IN_FLIGHT, type PeerLimitOptions } from './options.js'
+import { DEFAULT_BYTES_IN_FLIGHT, DEFAULT_MAX_SESSIONS, type PeerLimitOptions } from './options.js'
 import { PeerLimits } from './peer-limits.js'
 import { SessionCrypto } from './session-crypto.js'
 import { SessionManager } from './session-manager.js'
@@ -100,7 +100,7 @@ export class SwarmNode {
     private readonly init: SwarmNodeInit,
     private readonly identity: PrivateKey
   ) {
-    const maxSessions = init.maxSessions ?? 16
+    const maxSessions = init.maxSessions ?? DEFAULT_MAX_SESSIONS
     this.poller = createBusyPoller(init.busyPollMs ?? 0)
     this.sessions = new SessionManager({
       shard: init.shard,
@@ -167,7 +167,7 @@ export class SwarmNode {
       end: shard.end,
       throughput: this.init.throughput,
       freeCacheTokens: this.sessions.freeCacheTokens,
-      maxSessions: this.init.maxSessions ?? 16,
+      maxSessions: this.init.maxSessions ?? DEFAULT_MAX_SESSIONS,
       activeSessions: this.sessions.active,
       wireDtypes: this.wireDtypes,
       x25519PublicKey: this.crypto.x25519.publicKey,

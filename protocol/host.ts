@@ -13,7 +13,16 @@ import { yamux } from '@chainsafe/libp2p-yamux'
 import { StreamState, YamuxStream } from '@chainsafe/libp2p-yamux/stream'
 import { type GossipSub, gossipsub } from '@libp2p/gossipsub'
 import { type Identify, identify } from '@libp2p/identify'
-import type { ComponentLogger, Metrics, MultiaddrConnection, PeerId, PrivateKey, Transport, Upgrader } from '@libp2p/interface'
+import type {
+  AbortOptions,
+  ComponentLogger,
+  Metrics,
+  MultiaddrConnection,
+  PeerId,
+  PrivateKey,
+  Transport,
+  Upgrader
+} from '@libp2p/interface'
 import { KEEP_ALIVE } from '@libp2p/interface'
 import { tcp } from '@libp2p/tcp'
 import { multiaddr } from '@multiformats/multiaddr'
@@ -65,11 +74,10 @@ export interface HostInit {
   maxConnections?: number
   /** Largest frame our streams accept; sizes the muxer's read buffers (default 64 MiB). */
   maxMessageBytes?: number
-  signal?: AbortSignal
 }
 
-export async function createHost(init: HostInit = {}): Promise<Host> {
-  init.signal?.throwIfAborted()
+export async function createHost(init: HostInit = {}, { signal }: AbortOptions = {}): Promise<Host> {
+  signal?.throwIfAborted()
   const maxMessageBytes = init.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES
   const services: ServiceFactoryMap<HostServices> = { identify: identify() }
   if (init.pubsub !== false) {
@@ -112,9 +120,9 @@ export async function createHost(init: HostInit = {}): Promise<Host> {
   })
 
   try {
-    init.signal?.throwIfAborted()
-    await dialBootstrap(node, init.bootstrap ?? [], init.signal)
-    init.signal?.throwIfAborted()
+    signal?.throwIfAborted()
+    await dialBootstrap(node, init.bootstrap ?? [], signal)
+    signal?.throwIfAborted()
   } catch (err) {
     await node.stop()
     throw err

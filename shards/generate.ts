@@ -2,6 +2,7 @@ import type { Edge } from './edge.js'
 import { InvalidArgumentError } from './errors.js'
 import { createSampler, type SamplerOptions } from './sampler.js'
 import type { Shard } from './shard.js'
+import type { AbortOptions } from './types.js'
 
 /**
  * Everything between the edge's embedding and its head: local shards, or (in client/) a chain
@@ -9,7 +10,7 @@ import type { Shard } from './shard.js'
  */
 export interface BlockPipeline {
   /** Hidden states [T, dim] at positions startPos .. startPos+T-1 → outputs [T, dim]. */
-  forward(hidden: Float32Array, startPos: number, signal?: AbortSignal): Promise<Float32Array>
+  forward(hidden: Float32Array, startPos: number, options?: AbortOptions): Promise<Float32Array>
   close(): Promise<void>
 }
 
@@ -28,7 +29,7 @@ export function createLocalPipeline(
   for (const s of shards) s.openSession(sessionId, { maxLength })
   const total = shards.reduce((n, s) => n + s.end - s.start, 0)
   return {
-    async forward(hidden, startPos, signal) {
+    async forward(hidden, startPos, { signal } = {}) {
       let h = hidden
       let before = 0
       const rows = hidden.length / (shards[0]?.config.dim ?? 1)
@@ -79,7 +80,7 @@ export async function* generateTokens(init: GenerateInit): AsyncGenerator<number
   let pos = 0
   for (let i = 0; i < maxTokens; i++) {
     signal?.throwIfAborted()
-    const out = await pipeline.forward(edge.embed(input), pos, signal)
+    const out = await pipeline.forward(edge.embed(input), pos, { signal })
     pos += input.length
     const logits = edge.lastLogits(out, input.length)
     init.onLogits?.(logits, pos - 1)

@@ -38,6 +38,7 @@ export { type KvAllocator, KvCache, type KvDType, kvAllocatorOf } from './kv-cac
 export { type GgufValue, type ModelFile, sampleRange } from './model-file.js'
 export { computeModelId } from './model-id.js'
 export { type OpenModelOptions, openModelFile } from './open-model.js'
+export { NATIVE_BATCHED_FROM } from './options.js'
 export { dequantizeRow, Q8_0_BLOCK, Q8_0_BLOCK_BYTES, quantizeMatrix, rowBytes } from './quant.js'
 export { type ArchSpec, archConfig } from './random-arch.js'
 export {

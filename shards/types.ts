@@ -121,3 +121,8 @@ export interface Vocabulary {
   readonly addBos?: boolean
   readonly addEos?: boolean
 }
+
+/** Cancellation of an async call, the last argument of every one (the shape of libp2p's AbortOptions). */
+export interface AbortOptions {
+  readonly signal?: AbortSignal
+}

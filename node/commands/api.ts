@@ -1,5 +1,6 @@
 import { basename, extname } from 'node:path'
 import { type Command, Option } from 'commander'
+import { DEFAULT_CANARY_RATE } from '../../canary/index.js'
 import { createClient, parseWirePreference, WIRE_CLI_CHOICES, type WireChoice } from '../../client/index.js'
 import { openModelFile } from '../../shards/index.js'
 import { parseHostPort, withConfig } from '../config.js'
@@ -147,7 +148,7 @@ export function registerApi(program: Command): void {
         'base fraction of steps followed by a canary check of each hop (new or suspect peers are checked more often); 0 = off'
       )
         .argParser(float('--canary-rate', 0, 1))
-        .default(0.03)
+        .default(DEFAULT_CANARY_RATE)
     )
     .addOption(
       new Option('--route-timeout <ms>', 'how long a request waits for the swarm to cover the model')

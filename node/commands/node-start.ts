@@ -6,6 +6,7 @@ import { createHost, type DType, dialBootstrap, fetchInfo, WIRE_DTYPES } from '.
 import { computeModelId, createShard, openModelFile, type Shard, selectKernelsFor, spanKernelReport } from '../../shards/index.js'
 import { addLogLevelOption, createLogger, eventLog, progress } from '../log.js'
 import { Metrics, serveMetrics } from '../metrics.js'
+import { DEFAULT_MAX_SESSIONS } from '../options.js'
 import { defaultModelPath } from '../paths.js'
 import { SwarmNode } from '../server.js'
 import { chooseSpan } from '../span-selection.js'
@@ -78,7 +79,9 @@ export function registerNodeStart(program: Command): void {
     .option('--bootstrap <addrs>', 'comma-separated multiaddrs (with /p2p/<peer id>) of peers to join')
     .option('--allow-private-next-hops', 'chained steps may dial private/loopback next hops', false)
     .addOption(
-      new Option('--max-sessions <n>', 'sessions served at once; more get BUSY').argParser(int('--max-sessions', 1)).default(16)
+      new Option('--max-sessions <n>', 'sessions served at once; more get BUSY')
+        .argParser(int('--max-sessions', 1))
+        .default(DEFAULT_MAX_SESSIONS)
     )
     .addOption(
       new Option('--idle-timeout <ms>', 'free a session after this long without requests')

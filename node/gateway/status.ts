@@ -51,7 +51,7 @@ export function registerStatus(app: FastifyInstance, init: StatusInit): void {
   const refresh = (): Promise<void> => {
     if (Date.now() - refreshedAt < refreshMs) return Promise.resolve()
     inflight ??= ctx.client
-      .swarm(AbortSignal.timeout(8_000))
+      .swarm({ signal: AbortSignal.timeout(8_000) })
       .then(
         (list) => {
           peers = list

@@ -1,6 +1,7 @@
 import { ropeFrequencies } from '../architectures.js'
 import type { BlockMatrices, KvLayer } from '../kernels.js'
 import type { NativeAddon } from '../native/load.js'
+import { NATIVE_BATCHED_FROM } from '../options.js'
 import { isQuantDType, QUANT_LAYOUTS } from '../quant-blocks.js'
 import type { ModelConfig, WeightMatrix } from '../types.js'
 import type { WasmHeap } from './heap.js'
@@ -140,7 +141,7 @@ export function createFusedBlock(deps: FusedBlockDeps): FusedBlock {
   return {
     run(x, T, startPos, ws, kvs, c) {
       const n = ws.length
-      if (!native.fusedBlock || n === 0 || kvs.length !== n || deps.batchedFrom !== 8) return false
+      if (!native.fusedBlock || n === 0 || kvs.length !== n || deps.batchedFrom !== NATIVE_BATCHED_FROM) return false
       if (c.headDim % 2 !== 0 || c.nKvHeads <= 0 || c.nHeads % c.nKvHeads !== 0) return false
       const { dim, qDim, kvDim, hiddenDim } = c
       if (c.qDim !== c.nHeads * c.headDim || (c.qkNorm && c.headDim % 2 !== 0)) return false

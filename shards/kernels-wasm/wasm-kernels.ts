@@ -3,6 +3,7 @@ import type { AttentionShape, Kernels, KvLayer } from '../kernels.js'
 import { createReferenceKernels } from '../kernels-ref.js'
 import { matmulExact } from '../kernels-ref-exact.js'
 import type { NativeAddon } from '../native/load.js'
+import { NATIVE_BATCHED_FROM } from '../options.js'
 import { rowBytes } from '../quant.js'
 import { isQuantDType, QUANT_LAYOUTS } from '../quant-blocks.js'
 import type { WeightMatrix } from '../types.js'
@@ -70,7 +71,7 @@ export function createWasmKernels(options: WasmKernelOptions): FastKernels {
   const memoryBase = new Uint8Array(heap.memory.buffer, 0, 1)
   // Measured (bench/kernels.ts, this machine): native wins from T = 8 (1.3-1.9× f32, 1.9-3.8× q8_0);
   // below that its 16-token groups waste lanes and WebAssembly is as fast or faster.
-  const nativeMinBatch = options.nativeMinBatch ?? 8
+  const nativeMinBatch = options.nativeMinBatch ?? NATIVE_BATCHED_FROM
   // Below that, the addon's decode kernels (shards/native/decode.cc, same bits) where it has
   // them: V8's WebAssembly code spills registers in the Q8_0 matvec and stays far from DRAM speed.
   const nativeDecode = options.nativeDecode ?? true

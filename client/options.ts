@@ -1,0 +1,21 @@
+/**
+ * Defaults of the SDK (createClient's ClientInit and generate's options), in one place. The CLI's
+ * defaults come from here too, so `layerswarm generate` and the SDK agree.
+ */
+import type { WirePreference } from './wire-negotiation.js'
+
+/** Blocks the client runs itself before and after the remote span. */
+export const DEFAULT_EDGE_FIRST = 1
+export const DEFAULT_EDGE_LAST = 1
+/** The SDK's wire dtype: f32 keeps logits bit-identical to one process (the CLI asks for auto). */
+export const DEFAULT_WIRE: WirePreference = 'f32'
+/** A hop that does not answer a step within this is treated as dead. */
+export const DEFAULT_STEP_TIMEOUT_MS = 10_000
+/** How long a peer that failed a step stays out of routes. */
+export const DEFAULT_BAN_MS = 60_000
+/** Failovers one step may take before the generation fails. */
+export const DEFAULT_MAX_FAILOVERS = 3
+/** How long to wait for announcements until the remote blocks are covered. */
+export const DEFAULT_ROUTE_TIMEOUT_MS = 10_000
+/** New tokens at most, when generate() is not told. */
+export const DEFAULT_MAX_TOKENS = 256
