@@ -184,7 +184,7 @@ export function mutate(bytes: Uint8Array, ctx: FrameContext): { bytes: Uint8Arra
  * (compute, rewind, export, import) instead of stopping at field validation.
  */
 export function validRequest(type: string, ctx: FrameContext, modelId: string): Record<string, unknown> {
-  const { rng, dim } = ctx
+  const { rng } = ctx
   const sessionId = rng() < 0.8 ? 'fz' : pick(rng, ctx.strings)
   const edge = (max: number): number => pick(rng, [0, 1, max - 1, max, max + 1, int(rng, max)])
   switch (type) {
