@@ -41,6 +41,8 @@ export interface ClientFuzzSummary {
   readonly outcomes: Record<string, number>
   /** Rejections that were not typed errors (a ProtocolError or an error with a code). */
   readonly untypedErrors: number
+  /** Streams or connections the hostile peer broke before a request could be sent (retried). */
+  readonly dialFailures: number
   readonly unhandledRejections: number
   readonly seconds: number
 }
@@ -111,17 +113,21 @@ export async function fuzzClient(o: ClientFuzzOptions): Promise<ClientFuzzSummar
           body === 'result' ? resultCap : body === 'snapshot' ? DEFAULT_MAX_MESSAGE_BYTES : MAX_CONTROL_BYTES
       })
     let next = 0
+    let dialFailures = 0
     // CONCURRENT workers, each with its own stream: a reply that kills a stream costs only its worker a re-dial
     const worker = async (): Promise<void> => {
       let caller: SessionCaller | undefined
       while (next < o.replies) {
-        const i = next++
         try {
           caller ??= await dial()
         } catch (err) {
-          count(`dial failed ${(err as Error).name}`) // the hostile peer reset the stream under negotiation
+          // the hostile peer reset the stream under negotiation, or its connection went: a fresh one
+          dialFailures++
+          if (dialFailures > o.replies) throw new Error(`client fuzz: cannot reach the hostile peer (${(err as Error).name})`)
+          await client.hangUp(evil.peerId).catch(() => {})
           continue
         }
+        const i = next++
         try {
           const res = await caller.call(
             { type: 'step', step: { sessionId: 's', stepId: i + 1, startPosition: 0, hidden, chain: false } },
@@ -156,6 +162,7 @@ export async function fuzzClient(o: ClientFuzzOptions): Promise<ClientFuzzSummar
       infoReplies: Math.ceil(o.replies / 10),
       outcomes,
       untypedErrors: untyped,
+      dialFailures,
       unhandledRejections: unhandled,
       seconds: Math.round((performance.now() - t0) / 100) / 10
     }
