@@ -8,6 +8,7 @@ type BenchMain = (argv: string[]) => Promise<void>
 
 const BENCHES: Record<string, () => Promise<BenchMain>> = {
   canary: async () => (await import('./canary.js')).main,
+  churn: async () => (await import('./churn.js')).main,
   failover: async () => (await import('./failover.js')).main,
   hop: async () => (await import('./hop.js')).main,
   seal: async () => (await import('./seal.js')).main,

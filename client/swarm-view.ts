@@ -22,6 +22,9 @@ export interface PeerRecord extends RouteCandidate {
   readonly wireDtypes: readonly DType[]
 }
 
+/** Announcements remembered at once; each refresh asks these peers for their info. */
+const MAX_ANNOUNCED_PEERS = 256
+
 /**
  * The client's view of the swarm: peers learned from bootstrap addresses and signed gossipsub
  * announcements, each checked with an `info` request (which also measures its round trip).
@@ -42,11 +45,26 @@ export class SwarmView {
       subscribeAnnouncements(
         host,
         (a) => {
+          // only what this client could use is kept, and only so many (issue #17: the map grew forever)
+          if (this.modelId !== undefined && a.modelId !== this.modelId) return
           const prev = this.announced.get(a.peerId)
-          if (!prev || prev.issuedAtMs <= a.issuedAtMs) this.announced.set(a.peerId, a)
+          if (prev && prev.issuedAtMs > a.issuedAtMs) return
+          this.announced.delete(a.peerId) // re-inserted last: the map stays in arrival order
+          this.announced.set(a.peerId, a)
+          this.pruneAnnouncements()
         },
         signal
       )
+    }
+  }
+
+  /** Drops expired announcements, then the oldest beyond MAX_ANNOUNCED_PEERS. */
+  private pruneAnnouncements(): void {
+    const now = Date.now()
+    for (const [id, a] of this.announced) if (a.expiresAtMs < now) this.announced.delete(id)
+    for (const id of this.announced.keys()) {
+      if (this.announced.size <= MAX_ANNOUNCED_PEERS) break
+      this.announced.delete(id)
     }
   }
 
@@ -56,8 +74,8 @@ export class SwarmView {
     const targets = new Map<string, { id?: PeerId; addrs: string[] }>()
     for (const p of this.host.getPeers())
       targets.set(p.toString(), { id: p, addrs: this.host.getConnections(p).map((c) => c.remoteAddr.toString()) })
+    this.pruneAnnouncements()
     for (const a of this.announced.values()) {
-      if (a.expiresAtMs < Date.now()) continue
       if (!targets.has(a.peerId))
         targets.set(a.peerId, { addrs: a.addrs.map((x) => (x.includes('/p2p/') ? x : `${x}/p2p/${a.peerId}`)) })
     }

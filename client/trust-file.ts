@@ -1,4 +1,5 @@
-import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs'
+import { randomBytes } from 'node:crypto'
+import { mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs'
 import { dirname } from 'node:path'
 import type { Detector, DetectorRecord, DriftModel } from '../canary/index.js'
 import { serializeDriftModel } from '../canary/index.js'
@@ -67,7 +68,14 @@ export function saveTrust(path: string, modelId: string, fingerprint: string, pe
   const f = read(path) ?? { version: 1, models: {} }
   f.models[modelId] = { fingerprint, savedAtMs: Date.now(), peers }
   mkdirSync(dirname(path), { recursive: true, mode: 0o700 })
-  const tmp = `${path}.${process.pid}.tmp`
-  writeFileSync(tmp, `${JSON.stringify(f)}\n`, { mode: 0o600 })
-  renameSync(tmp, path)
+  // An unpredictable temporary name, created exclusively (O_CREAT | O_EXCL: an existing file or a
+  // symlink planted at that name makes the write fail instead of being followed, issue #17).
+  const tmp = `${path}.${randomBytes(16).toString('hex')}.tmp`
+  try {
+    writeFileSync(tmp, `${JSON.stringify(f)}\n`, { mode: 0o600, flag: 'wx' })
+    renameSync(tmp, path) // replaces a symlink at `path` itself rather than writing through it
+  } catch (err) {
+    rmSync(tmp, { force: true })
+    throw err
+  }
 }

@@ -51,20 +51,21 @@ export async function runGeneration(
   req: GenerationRequest,
   onText?: (text: string) => void
 ): Promise<GenerationOutcome> {
-  const promptLength = ctx.client.tokenizer.encode(req.prompt, { special: req.special ?? false }).length
-  if (promptLength >= ctx.contextLength) {
-    throw invalidRequest(
-      `This model's maximum context length is ${ctx.contextLength} tokens; your prompt has ${promptLength}.`,
-      req.endpoint === 'chat' ? 'messages' : 'prompt',
-      'context_length_exceeded'
-    )
-  }
+  // busy first: tokenizing a prompt of up to the body limit costs more than refusing it (issue #17)
   if (ctx.stats.active >= ctx.maxConcurrent) {
     throw new ApiError(
       429,
       `The gateway is busy: ${ctx.stats.active} generations running (--max-concurrent ${ctx.maxConcurrent}). Retry shortly.`,
       'rate_limit_error',
       'busy'
+    )
+  }
+  const promptLength = ctx.client.tokenizer.encode(req.prompt, { special: req.special ?? false }).length
+  if (promptLength >= ctx.contextLength) {
+    throw invalidRequest(
+      `This model's maximum context length is ${ctx.contextLength} tokens; your prompt has ${promptLength}.`,
+      req.endpoint === 'chat' ? 'messages' : 'prompt',
+      'context_length_exceeded'
     )
   }
   // OpenAI's defaults: 16 tokens for completions, up to the context for chat.

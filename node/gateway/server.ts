@@ -1,4 +1,5 @@
 import { timingSafeEqual } from 'node:crypto'
+import { isIP } from 'node:net'
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from 'fastify'
 import type { LayerswarmClient } from '../../client/index.js'
 import { isLoopbackHost, parseHostPort } from '../config.js'
@@ -52,6 +53,16 @@ function keyMatches(header: string | undefined, key: Buffer): boolean {
   return given.length === key.length && timingSafeEqual(given, key)
 }
 
+/**
+ * Host headers a keyless (loopback-only) gateway answers: loopback names and addresses, with
+ * any port. Anything else reached a loopback socket through a name that is not ours.
+ */
+export function hostAllowed(host: string | undefined): boolean {
+  if (host === undefined) return false
+  const name = host.startsWith('[') ? host.slice(1, host.indexOf(']')) : host.replace(/:\d+$/, '')
+  return name === 'localhost' || name.endsWith('.localhost') || (isIP(name) !== 0 && isLoopbackHost(name))
+}
+
 /** Where the gateway may listen: anything but loopback only with an API key. Throws GatewayConfigError. */
 export function checkListen(listen: string, apiKey?: string): { host: string; port: number } {
   const { host, port } = parseHostPort(listen, '--listen')
@@ -93,6 +104,16 @@ export async function startGateway(o: GatewayOptions): Promise<Gateway> {
     if (len > 0) o.metrics?.bytes('in', len)
     // The page's own files hold no data and a browser cannot send a bearer header when it
     // navigates; the page asks for the key and sends it with each /status.json poll.
+    // Keyless, the gateway trusts whoever reaches loopback; a web page can reach it too through
+    // DNS rebinding (its own name resolving to 127.0.0.1), which shows in the Host header.
+    if (!key && !hostAllowed(req.headers.host)) {
+      throw new ApiError(
+        403,
+        'Host not allowed: without --api-key the gateway answers only to localhost names.',
+        'invalid_request_error',
+        'host_not_allowed'
+      )
+    }
     const path = req.url.split('?')[0]
     if (!key || (req.method === 'GET' && path in STATIC_FILES)) return
     if (!keyMatches(req.headers.authorization, key)) {

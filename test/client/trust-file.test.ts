@@ -1,4 +1,4 @@
-import { mkdtempSync, readFileSync, statSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, readdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
@@ -59,6 +59,19 @@ describe('trust file', () => {
     expect(loadTrust(path, 'm2', fp)).toEqual([])
     const strict = createDetector({ benign, bound: 0.999 })
     expect(loadTrust(path, 'm1', detectorFingerprint(benign, strict))).toEqual([])
+  })
+
+  it('writes through an unpredictable, exclusively created temporary file and never through a planted symlink', () => {
+    const d = mkdtempSync(join(tmpdir(), 'trust-link-'))
+    const path = join(d, 'trust.json')
+    const victim = join(d, 'victim.txt')
+    writeFileSync(victim, 'untouched')
+    // the old temporary name (pid-based) planted as a symlink to a file the attacker wants overwritten
+    symlinkSync(victim, `${path}.${process.pid}.tmp`)
+    saveTrust(path, 'm1', fp, det.records())
+    expect(readFileSync(victim, 'utf8')).toBe('untouched')
+    expect(loadTrust(path, 'm1', fp)).toEqual(det.records())
+    expect(readdirSync(d).filter((n) => n.endsWith('.tmp') && !n.includes(String(process.pid)))).toEqual([])
   })
 
   it('refuses a file that is not a trust file with a typed error', () => {

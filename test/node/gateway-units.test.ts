@@ -6,6 +6,7 @@ import { describe, expect, it } from 'vitest'
 import { applyConfig, isLoopbackHost, parseHostPort, withConfig } from '../../node/config.js'
 import { createChatFormatter, PLAIN_STOP } from '../../node/gateway/chat-template.js'
 import { toApiError } from '../../node/gateway/errors.js'
+import { hostAllowed } from '../../node/gateway/server.js'
 import { coverageGaps } from '../../node/gateway/status.js'
 import { StopMatcher } from '../../node/gateway/stop-sequences.js'
 import { progress } from '../../node/log.js'
@@ -155,6 +156,17 @@ describe('gateway errors and status', () => {
     })
     expect(toApiError(Object.assign(new Error('big'), { code: 'FST_ERR_CTP_BODY_TOO_LARGE', statusCode: 413 })).status).toBe(413)
     expect(toApiError(new Error('boom')).status).toBe(500)
+    // a 500 names the code only: an internal message may carry paths or another request's state
+    const internal = toApiError(Object.assign(new Error('/home/x/secret.gguf: EACCES'), { code: 'EACCES' })).toJSON().error
+    expect(internal.message).not.toContain('secret')
+    expect(internal.code).toBe('EACCES')
+  })
+
+  it('answers keyless only to loopback Host headers (no DNS rebinding)', () => {
+    for (const h of ['localhost', 'localhost:8080', '127.0.0.1:8080', '[::1]:8080', 'app.localhost:1'])
+      expect(hostAllowed(h), h).toBe(true)
+    for (const h of [undefined, 'evil.example:8080', 'evil.example', '10.0.0.1:8080', '127.0.0.1.evil.example'])
+      expect(hostAllowed(h), String(h)).toBe(false)
   })
   it('finds coverage gaps as ranges inside the remote span', () => {
     expect(coverageGaps([1, 0, 0, 2, 0, 0], 1, 5)).toEqual([

@@ -1,0 +1,192 @@
+/**
+ * Churn soak (issue #17): `npm run bench -- churn [--generations 100] [--tokens 24] [--seed 1]
+ * [--model FILE]`. Five node processes serve the remote blocks of stories260K with spare capacity
+ * ([1,4) twice, [1,2) once, [2,4) twice). During each generation a random peer may be killed
+ * (SIGKILL) or stopped (SIGTERM, a planned leave) at a random moment, and a fresh peer for its
+ * span is started in its place before the next one. Every generation's greedy tokens must equal
+ * one process's; after the run the surviving peers' metrics (`node start --metrics`) must show no
+ * session and no KV position still held once their idle timeout passed. Prints one JSON object
+ * with the median slowdown per failover (a generation's time over the median clean one, per failover).
+ */
+import { parseArgs } from 'node:util'
+import { createClient } from '../client/index.js'
+import { type LocalNode, startLocalNode } from '../node/local-swarm.js'
+import { defaultModelPath } from '../node/paths.js'
+import {
+  createEdge,
+  createLocalPipeline,
+  createReferenceKernels,
+  createShard,
+  createTokenizer,
+  generateTokens,
+  openModelFile
+} from '../shards/index.js'
+
+const SPANS = ['1:4', '1:4', '1:2', '2:4', '2:4']
+const IDLE_TIMEOUT_MS = 4_000
+const PROMPT = 'Once upon a time'
+
+function median(xs: number[]): number | null {
+  if (xs.length === 0) return null
+  const s = [...xs].sort((a, b) => a - b)
+  const m = s.length >> 1
+  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2
+}
+
+async function oneProcessTokens(modelPath: string, maxTokens: number): Promise<number[]> {
+  const model = openModelFile(modelPath)
+  try {
+    const tokenizer = createTokenizer(model.vocabulary!)
+    const out: number[] = []
+    for await (const t of generateTokens({
+      temperature: 0,
+      edge: createEdge({ model }),
+      pipeline: createLocalPipeline([createShard({ model, start: 0, end: model.config.nLayers })], 'local', 512),
+      promptTokens: tokenizer.encode(PROMPT),
+      maxTokens,
+      stopIds: tokenizer.stopIds
+    }))
+      out.push(t)
+    return out
+  } finally {
+    model.close()
+  }
+}
+
+/** Sessions open and KV positions held, from a node's Prometheus text. */
+async function held(node: LocalNode): Promise<{ sessions: number; kvTokens: number }> {
+  const line = node.logs.find((l) => l.includes('"msg":"metrics"'))
+  if (!line) throw new Error(`node ${node.peerId} serves no metrics`)
+  const text = await (await fetch((JSON.parse(line) as { url: string }).url)).text()
+  // a gauge never set (no session was ever opened there) has no line: nothing held
+  const value = (re: RegExp): number =>
+    Number(
+      text
+        .split('\n')
+        .find((l) => re.test(l))
+        ?.split(' ')
+        .at(-1) ?? 0
+    )
+  return { sessions: value(/^layerswarm_sessions_active/), kvTokens: value(/^layerswarm_kv_cache_tokens\{[^}]*state="used"/) }
+}
+
+export async function main(argv: string[]): Promise<void> {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      generations: { type: 'string', default: '100' },
+      tokens: { type: 'string', default: '24' },
+      seed: { type: 'string', default: '1' },
+      'churn-rate': { type: 'string', default: '0.5' },
+      model: { type: 'string' }
+    }
+  })
+  const generations = Number(values.generations)
+  const maxTokens = Number(values.tokens)
+  const churnRate = Number(values['churn-rate'])
+  const modelPath = values.model ?? defaultModelPath()
+  let rng = Number(values.seed) >>> 0 || 1
+  const random = (): number => {
+    rng ^= rng << 13
+    rng ^= rng >>> 17
+    rng ^= rng << 5
+    return (rng >>> 0) / 4294967296
+  }
+  const args = [
+    '--kernels',
+    'reference',
+    '--announce-interval',
+    '300',
+    '--idle-timeout',
+    String(IDLE_TIMEOUT_MS),
+    '--metrics',
+    '127.0.0.1:0'
+  ]
+  const start = (layers: string, bootstrap?: string[]) => startLocalNode({ model: modelPath, layers, bootstrap, args })
+  const nodes: LocalNode[] = [await start(SPANS[0])]
+  for (const span of SPANS.slice(1)) nodes.push(await start(span, [nodes[0].addrs[0]]))
+  const expected = await oneProcessTokens(modelPath, maxTokens)
+  const runs: Array<{ ms: number; failovers: number; identical: boolean; churn?: string }> = []
+  const killed: string[] = []
+  try {
+    for (let g = 0; g < generations; g++) {
+      const live = nodes.filter((n) => n.process.exitCode === null && n.process.signalCode === null)
+      // churn: a random peer of the generation's route, at a random moment after the route is chosen
+      let churn: string | undefined
+      let victim: LocalNode | undefined
+      let timer: NodeJS.Timeout | undefined
+      const churnNow = random() < churnRate
+      const how = random() < 0.5 ? 'kill' : 'stop'
+      const delayMs = Math.floor(random() * 80)
+      const pickIndex = random()
+      const client = await createClient({
+        bootstrap: live.map((n) => n.addrs[0]),
+        model: modelPath,
+        kernels: createReferenceKernels(),
+        canaries: false,
+        banMs: 2_000,
+        maxFailovers: 20,
+        log: (e) => {
+          if (!churnNow || victim || e.event !== 'route') return
+          const onRoute = (e.route as Array<{ peerId: string }>).map((h) => h.peerId)
+          const candidates = live.filter((n) => onRoute.includes(n.peerId))
+          if (candidates.length === 0) return
+          const v = candidates[Math.floor(pickIndex * candidates.length)]
+          victim = v
+          churn = `${how} ${v.layers.join(':')}`
+          timer = setTimeout(() => (how === 'kill' ? v.kill() : void v.stop(2_000)), delayMs)
+        }
+      })
+      try {
+        await client.view.waitForRoute(1, 4, 60_000)
+        const t0 = performance.now()
+        const r = await client.generate(PROMPT, { maxTokens, temperature: 0 })
+        const ms = performance.now() - t0
+        clearTimeout(timer)
+        runs.push({ ms, failovers: r.report.failovers, identical: JSON.stringify(r.tokens) === JSON.stringify(expected), churn })
+      } finally {
+        await client.close()
+      }
+      if (victim) {
+        // a fresh peer for the span, joined through a survivor, before the next generation
+        await victim.stop(2_000)
+        killed.push(victim.peerId)
+        const i = nodes.indexOf(victim)
+        const survivor = nodes.find((n) => n !== victim && n.process.exitCode === null && n.process.signalCode === null)
+        nodes[i] = await start(victim.layers.join(':'), survivor ? [survivor.addrs[0]] : undefined)
+      }
+      process.stderr.write(`bench churn: generation ${g + 1}/${generations}${churn ? ` (${churn})` : ''}\n`)
+    }
+    // sessions of failed routes are closed best effort; what is left must go with the idle timeout
+    const immediately = await Promise.all(nodes.map(held))
+    await new Promise((r) => setTimeout(r, IDLE_TIMEOUT_MS + 6_000))
+    const afterIdle = await Promise.all(nodes.map(held))
+    const clean = median(runs.filter((r) => r.failovers === 0).map((r) => r.ms)) ?? 0
+    const perFailover = runs.filter((r) => r.failovers > 0).map((r) => (r.ms - clean) / r.failovers)
+    console.log(
+      JSON.stringify(
+        {
+          bench: 'churn',
+          command: `npm run bench -- churn --generations ${generations} --tokens ${maxTokens} --seed ${values.seed}`,
+          nodes: SPANS,
+          generations,
+          tokensPerGeneration: maxTokens,
+          churnEvents: runs.filter((r) => r.churn).length,
+          peersReplaced: killed.length,
+          failovers: runs.reduce((a, r) => a + r.failovers, 0),
+          allTokensIdentical: runs.every((r) => r.identical),
+          differingGenerations: runs.flatMap((r, i) => (r.identical ? [] : [i])),
+          medianCleanGenerationMs: Math.round(clean),
+          medianSlowdownPerFailoverMs: perFailover.length ? Math.round(median(perFailover) as number) : null,
+          heldRightAfter: immediately,
+          heldAfterIdleTimeout: afterIdle,
+          leaks: afterIdle.some((h) => h.sessions !== 0 || h.kvTokens !== 0)
+        },
+        null,
+        2
+      )
+    )
+  } finally {
+    await Promise.all(nodes.map((n) => n.stop(2_000)))
+  }
+}

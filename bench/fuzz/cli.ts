@@ -1,0 +1,42 @@
+/**
+ * `npm run fuzz -- [--frames N] [--seed S] [--target node|client|both] [--attackers K]`: the seeded
+ * protocol fuzzer of issue #17. N frames of each message type go to a real node process and N
+ * hostile replies to a real client; prints one JSON summary. Exit code 1 if the node died, an
+ * honest step differed, an INTERNAL error or an untyped/unhandled rejection was seen.
+ */
+import { parseArgs } from 'node:util'
+import { fuzzClient } from './client-target.js'
+import { fuzzNode } from './node-target.js'
+
+const { values } = parseArgs({
+  args: process.argv.slice(2),
+  options: {
+    frames: { type: 'string', default: '1000' },
+    seed: { type: 'string', default: '1' },
+    target: { type: 'string', default: 'both' },
+    attackers: { type: 'string', default: '4' },
+    model: { type: 'string' }
+  }
+})
+const frames = Number(values.frames)
+const seed = Number(values.seed)
+if (!Number.isSafeInteger(frames) || frames < 1) throw new Error('--frames: a positive integer')
+const log = (line: string): void => {
+  process.stderr.write(`${line}\n`)
+}
+const command = `npm run fuzz -- --frames ${frames} --seed ${seed} --target ${values.target}`
+const out: Record<string, unknown> = { command }
+let ok = true
+if (values.target === 'node' || values.target === 'both') {
+  const node = await fuzzNode({ frames, seed, attackers: Number(values.attackers), model: values.model, log })
+  out.node = node
+  ok &&= node.nodeAlive && node.honestBitIdentical && node.internalErrors === 0
+}
+if (values.target === 'client' || values.target === 'both') {
+  const client = await fuzzClient({ replies: frames, seed, log })
+  out.client = client
+  ok &&= client.untypedErrors === 0 && client.unhandledRejections === 0
+}
+out.ok = ok
+console.log(JSON.stringify(out, null, 2))
+if (!ok) process.exitCode = 1

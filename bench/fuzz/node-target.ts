@@ -1,0 +1,236 @@
+/**
+ * Fuzzing a real node process (issue #17): fuzz frames of every request body and InfoRequests go
+ * to a `layerswarm node start` child from several libp2p hosts, while an honest session opened
+ * first keeps stepping and must give the bit-identical output of an in-process Shard. Every frame
+ * must be answered (or its stream ended) with a typed error, never INTERNAL; the node must live.
+ */
+import { readFileSync } from 'node:fs'
+import { multiaddr } from '@multiformats/multiaddr'
+import { type LocalNode, startLocalNode } from '../../node/local-swarm.js'
+import { defaultModelPath } from '../../node/paths.js'
+import {
+  createHost,
+  createMessageChannel,
+  createSessionCaller,
+  decodeSessionResponse,
+  decodeTensor,
+  encodeTensor,
+  type Host,
+  INFO_PROTOCOL,
+  type MessageChannel,
+  SESSION_PROTOCOL,
+  SESSION_STREAM_LIMITS,
+  type SessionCaller
+} from '../../protocol/index.js'
+import { schema } from '../../protocol/schema.js'
+import { createEdge, createShard, openModelFile, selectKernels } from '../../shards/index.js'
+import { createRng, encode, type FrameContext, generate, type Mutation, mutate, validRequest } from './frames.js'
+
+/** The bodies of a SessionRequest (protobufjs names) and the info request: the message types fuzzed. */
+export const NODE_MESSAGE_TYPES = ['open', 'step', 'rewind', 'close', 'awaitResult', 'exportKv', 'importKv', 'info'] as const
+
+export interface NodeFuzzOptions {
+  /** Frames per message type. */
+  readonly frames: number
+  readonly seed: number
+  readonly model?: string
+  /** Attacking hosts (each has its own per-peer limits on the node). */
+  readonly attackers?: number
+  /** Frames between two steps of the honest session. */
+  readonly honestEvery?: number
+  readonly log?: (line: string) => void
+}
+
+export interface NodeFuzzSummary {
+  readonly target: 'node'
+  readonly seed: number
+  readonly framesPerType: number
+  readonly framesSent: number
+  /** Frames the node answered (the rest were behind a frame that ended their stream). */
+  readonly framesAnswered: number
+  readonly replies: Record<string, number>
+  readonly mutations: Record<string, number>
+  readonly streamsEnded: number
+  readonly internalErrors: number
+  readonly honestSteps: number
+  readonly honestBitIdentical: boolean
+  readonly nodeAlive: boolean
+  readonly nodePeakRssMiB: number
+  readonly seconds: number
+}
+
+/** Frames in flight per stream: a frame that ends its stream loses the ones behind it. */
+const WINDOW = 16
+
+function peakRssMiB(pid: number): number {
+  const line = readFileSync(`/proc/${pid}/status`, 'utf8')
+    .split('\n')
+    .find((l) => l.startsWith('VmHWM:'))
+  return Math.round(Number(line?.split(/\s+/)[1]) / 1024)
+}
+
+export async function fuzzNode(o: NodeFuzzOptions): Promise<NodeFuzzSummary> {
+  const t0 = performance.now()
+  const modelPath = o.model ?? defaultModelPath()
+  const node: LocalNode = await startLocalNode({ model: modelPath, layers: '1:4', args: ['--kernels', 'reference'] })
+  const hosts: Host[] = []
+  const model = openModelFile(modelPath)
+  const kernels = selectKernels({ kind: 'reference' })
+  try {
+    const dim = model.config.dim
+    const target = node.addrs.map((a) => multiaddr(a))
+    const honest = await createHost({ listen: [], pubsub: false })
+    hosts.push(honest)
+    for (let i = 0; i < (o.attackers ?? 4); i++) hosts.push(await createHost({ listen: [], pubsub: false }))
+    const attackers = hosts.slice(1)
+
+    // the honest session, checked against an in-process shard of the same span
+    const local = createShard({ model, start: 1, end: 4, kernels })
+    const rows = createEdge({ model, kernels }).embed(Array.from({ length: 64 }, (_, i) => (i * 37 + 1) % 500))
+    const legit: SessionCaller = createSessionCaller(await honest.dialProtocol(target, SESSION_PROTOCOL, SESSION_STREAM_LIMITS))
+    await legit.call({
+      type: 'open',
+      open: { sessionId: 'honest', modelId: node.modelId, start: 1, end: 4, maxLength: 64, wireDtype: 'f32', nextHops: [] }
+    })
+    local.openSession('honest', { maxLength: 64 })
+    let honestPos = 0
+    let honestSteps = 0
+    let honestBitIdentical = true
+    const honestStep = async (): Promise<void> => {
+      const pos = honestPos % 64
+      if (pos === 0 && honestPos > 0) {
+        await legit.call({ type: 'rewind', rewind: { sessionId: 'honest', length: 0 } })
+        local.rewind('honest', 0)
+      }
+      const input = rows.subarray(pos * dim, (pos + 1) * dim)
+      const res = await legit.call({
+        type: 'step',
+        step: {
+          sessionId: 'honest',
+          stepId: ++honestSteps,
+          startPosition: pos,
+          hidden: encodeTensor(input, [1, dim], 'f32'),
+          chain: false
+        }
+      })
+      const want = local.forward('honest', input, pos)
+      const got = res.type === 'result' && res.result.hidden ? decodeTensor(res.result.hidden) : new Float32Array(0)
+      if (
+        Buffer.compare(
+          Buffer.from(got.buffer, got.byteOffset, got.byteLength),
+          Buffer.from(want.buffer, want.byteOffset, want.byteLength)
+        ) !== 0
+      )
+        honestBitIdentical = false
+      honestPos++
+    }
+
+    const replies: Record<string, number> = {}
+    const mutations: Record<string, number> = {}
+    let framesSent = 0
+    let framesAnswered = 0
+    let streamsEnded = 0
+    const strings = ['fz', 'fz.1', 'honest', node.modelId, node.peerId, ...attackers.map((h) => h.peerId.toString())]
+
+    const count = (m: Record<string, number>, k: string): void => {
+      m[k] = (m[k] ?? 0) + 1
+    }
+
+    // one worker per attacker, each through its share of every message type
+    const perWorker = Math.ceil(o.frames / attackers.length)
+    const worker = async (host: Host, w: number): Promise<void> => {
+      const ctx: FrameContext = { rng: createRng(o.seed * 1000 + w), strings, dim }
+      let channel: MessageChannel | undefined
+      const reopen = async (): Promise<MessageChannel> => {
+        channel?.abort(new Error('fuzz: next stream'))
+        channel = createMessageChannel(await host.dialProtocol(target, SESSION_PROTOCOL, SESSION_STREAM_LIMITS))
+        // a session of our own, so steps and imports reach their deep paths (a duplicate is fine)
+        await channel.write(
+          schema.SessionRequest.encode({
+            requestId: 1,
+            open: { sessionId: 'fz', modelId: node.modelId, start: 1, end: 4, maxLength: 64, wireDtype: 0 }
+          }).finish()
+        )
+        await channel.read(AbortSignal.timeout(30_000))
+        return channel
+      }
+      for (const type of NODE_MESSAGE_TYPES) {
+        for (let sent = 0; sent < perWorker; ) {
+          if (type === 'info') {
+            const frame = mutate(encode(schema.InfoRequest, generate(schema.InfoRequest, ctx), ctx), ctx)
+            count(mutations, frame.mutation)
+            const ch = createMessageChannel(await host.dialProtocol(target, INFO_PROTOCOL))
+            await ch.write(frame.bytes).catch(() => {})
+            await ch.close().catch(() => {})
+            const r = await ch.read(AbortSignal.timeout(30_000)).catch(() => undefined)
+            count(replies, r === undefined ? 'info-refused' : 'info-answered')
+            framesAnswered++
+            ch.abort(new Error('done'))
+            sent++
+            framesSent++
+            continue
+          }
+          const ch = channel ?? (await reopen())
+          const n = Math.min(WINDOW, perWorker - sent)
+          for (let i = 0; i < n; i++) {
+            // a quarter are valid requests at their limits (the deep paths), the rest schema-random
+            const obj = ctx.rng() < 0.25 ? validRequest(type, ctx, node.modelId) : generate(schema.SessionRequest, ctx, 0, type)
+            // mostly a valid request id, so the node answers the request and keeps the stream
+            if (ctx.rng() < 0.95) obj.requestId = 2 + sent + i
+            const frame = mutate(encode(schema.SessionRequest, obj, ctx), ctx)
+            count(mutations, frame.mutation as Mutation)
+            void ch.write(frame.bytes).catch(() => {})
+          }
+          sent += n
+          framesSent += n
+          for (let i = 0; i < n; i++) {
+            const bytes = await ch.read(AbortSignal.timeout(60_000)).catch(() => undefined)
+            if (bytes === undefined) {
+              streamsEnded++
+              channel = undefined
+              break
+            }
+            framesAnswered++
+            const res = decodeSessionResponse(bytes)
+            const key = res.type === 'error' ? res.error.code : res.type
+            count(replies, key)
+            if (res.type === 'error' && res.requestId === 0) {
+              streamsEnded++
+              channel = undefined
+              break
+            }
+          }
+          if (w === 0 && Math.floor(framesSent / (o.honestEvery ?? 500)) > honestSteps) await honestStep()
+        }
+        o.log?.(`worker ${w}: ${type} done`)
+      }
+      channel?.abort(new Error('fuzz: done'))
+    }
+    await Promise.all(attackers.map((h, w) => worker(h, w)))
+    for (let i = 0; i < 8; i++) await honestStep()
+    legit.abort(new Error('fuzz: done'))
+    const internalErrors = node.logs.filter((l) => l.includes('"code":"INTERNAL"')).length
+    const nodeAlive = node.process.exitCode === null && node.process.signalCode === null
+    return {
+      target: 'node',
+      seed: o.seed,
+      framesPerType: perWorker * attackers.length,
+      framesSent,
+      framesAnswered,
+      replies,
+      mutations,
+      streamsEnded,
+      internalErrors,
+      honestSteps,
+      honestBitIdentical,
+      nodeAlive,
+      nodePeakRssMiB: peakRssMiB(node.process.pid as number),
+      seconds: Math.round((performance.now() - t0) / 100) / 10
+    }
+  } finally {
+    await Promise.all(hosts.map((h) => h.stop()))
+    await node.stop()
+    kernels.close?.()
+    model.close()
+  }
+}

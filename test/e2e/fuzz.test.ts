@@ -1,0 +1,28 @@
+/**
+ * The CI slice of `npm run fuzz` (issue #17): a short seeded run of the protocol fuzzer against a
+ * real node process and a real client. The full counts are run by hand (docs/security.md).
+ */
+import { describe, expect, it } from 'vitest'
+import { fuzzClient } from '../../bench/fuzz/client-target.js'
+import { fuzzNode } from '../../bench/fuzz/node-target.js'
+import { GGUF_PATH } from '../helpers/reference.js'
+
+describe('seeded protocol fuzzing (short slice)', () => {
+  it('a real node answers fuzz frames of every request type with typed errors, stays up and keeps an honest session bit-identical', async () => {
+    const s = await fuzzNode({ frames: 48, seed: 20261203, attackers: 2, model: GGUF_PATH, honestEvery: 40 })
+    expect(s.nodeAlive).toBe(true)
+    expect(s.internalErrors).toBe(0)
+    expect(s.honestBitIdentical).toBe(true)
+    expect(s.honestSteps).toBeGreaterThan(8)
+    expect(s.framesSent).toBe(48 * 8)
+    expect(s.framesAnswered).toBeGreaterThan(48 * 4)
+    expect(s.nodePeakRssMiB).toBeLessThan(400)
+  }, 240_000)
+
+  it('a real client rejects hostile replies with typed errors, none unhandled', async () => {
+    const s = await fuzzClient({ replies: 400, seed: 20261203 })
+    expect(s.untypedErrors).toBe(0)
+    expect(s.unhandledRejections).toBe(0)
+    expect(Object.values(s.outcomes).reduce((a, b) => a + b, 0)).toBeGreaterThanOrEqual(400)
+  }, 240_000)
+})

@@ -1,0 +1,97 @@
+/**
+ * Issue #17, load: 64 concurrent clients against a node capped at 16 sessions, beside a second
+ * node with 32 slots. Every client either generates the tokens of one process (routing around
+ * BUSY) or fails with a clear typed error; none waits forever; both nodes stay up.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { createClient } from '../../client/index.js'
+import { type LocalNode, startLocalNode } from '../../node/local-swarm.js'
+import { createReferenceKernels } from '../../shards/index.js'
+import { honestTokens } from '../helpers/honest-tokens.js'
+import { GGUF_PATH } from '../helpers/reference.js'
+
+const CLIENTS = 64
+const PROMPT = 'Once upon a time'
+const MAX_TOKENS = 24
+/** No client may take longer than this (the test fails on a hang rather than waiting for it). */
+const CLIENT_DEADLINE_MS = 240_000
+const FAST = ['--kernels', 'reference', '--announce-interval', '300']
+
+describe(`${CLIENTS} concurrent clients against a node capped at 16 sessions`, () => {
+  let capped: LocalNode
+  let spare: LocalNode
+  let expected: number[]
+
+  beforeAll(async () => {
+    capped = await startLocalNode({ model: GGUF_PATH, layers: '1:4', args: [...FAST, '--max-sessions', '16'] })
+    spare = await startLocalNode({
+      model: GGUF_PATH,
+      layers: '1:4',
+      bootstrap: [capped.addrs[0]],
+      args: [...FAST, '--max-sessions', '32']
+    })
+    expected = await honestTokens(PROMPT, MAX_TOKENS)
+  }, 60_000)
+
+  afterAll(async () => {
+    await Promise.all([capped?.stop(), spare?.stop()])
+  })
+
+  it('each client gets the tokens of one process or a clear error; BUSY sends clients elsewhere; nobody hangs', async () => {
+    const busyFrom = new Set<string>()
+    const run = async (i: number) => {
+      const events: Array<Record<string, unknown>> = []
+      const client = await createClient({
+        bootstrap: [capped.addrs[0], spare.addrs[0]],
+        model: GGUF_PATH,
+        kernels: createReferenceKernels(),
+        canaries: false,
+        banMs: 250,
+        maxFailovers: 40,
+        log: (e) => events.push(e)
+      })
+      const deadline = AbortSignal.timeout(CLIENT_DEADLINE_MS)
+      try {
+        await client.view.waitForRoute(1, 4, 30_000, deadline)
+        const r = await client.generate(PROMPT, { maxTokens: MAX_TOKENS, temperature: 0, signal: deadline })
+        for (const e of events) if (e.event === 'failover' && e.code === 'BUSY') busyFrom.add(String(i))
+        return { ok: true as const, tokens: r.tokens }
+      } catch (err) {
+        return {
+          ok: false as const,
+          code: (err as { code?: string }).code,
+          name: (err as Error).name,
+          message: (err as Error).message
+        }
+      } finally {
+        await client.close()
+      }
+    }
+    const t0 = Date.now()
+    const outcomes = await Promise.all(Array.from({ length: CLIENTS }, (_, i) => run(i)))
+    const seconds = (Date.now() - t0) / 1000
+    const ok = outcomes.filter((o) => o.ok)
+    const failed = outcomes.filter((o) => !o.ok)
+    console.log(
+      JSON.stringify({
+        clients: CLIENTS,
+        succeeded: ok.length,
+        failed: failed.map((f) => (f.ok ? '' : `${f.code ?? f.name}`)),
+        clientsThatMetBusy: busyFrom.size,
+        seconds
+      })
+    )
+    // every success is bit-identical to one process
+    for (const o of ok) if (o.ok) expect(o.tokens).toEqual(expected)
+    // every failure is typed and says why (none timed out waiting)
+    for (const f of failed) {
+      if (f.ok) continue
+      expect(f.name).not.toBe('TimeoutError')
+      expect(f.code, f.message).toBeTruthy()
+    }
+    expect(ok.length).toBeGreaterThanOrEqual(16)
+    expect(busyFrom.size).toBeGreaterThan(0) // the capped node did turn clients away
+    expect(capped.process.exitCode).toBeNull()
+    expect(spare.process.exitCode).toBeNull()
+  }, 600_000)
+})
