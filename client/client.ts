@@ -22,6 +22,7 @@ import type { HopTarget } from './hop.js'
 import type { ReceiptSummary } from './receipts.js'
 import { CONVICTED_BAN_MS, type Forwarding, RemotePipeline } from './remote-pipeline.js'
 import type { ReplayEvidence } from './replay-index.js'
+import { bundledModelPath } from './default-model.js'
 import { type PeerRecord, SwarmView } from './swarm-view.js'
 import type { WirePreference } from './wire.js'
 import { WireLedger, type WireReport } from './wire-ledger.js'
@@ -29,8 +30,11 @@ import { WireLedger, type WireReport } from './wire-ledger.js'
 export interface ClientInit {
   /** Multiaddrs (with /p2p/<id>) of swarm peers to join through. */
   readonly bootstrap: readonly string[]
-  /** The model file: the client runs its edge parts and checks peers serve the same model id. */
-  readonly model: string
+  /**
+   * The model file: the client runs its edge parts and checks peers serve the same model id
+   * (default: the bundled stories260K.gguf, as the CLI's).
+   */
+  readonly model?: string
   readonly tokenizer?: string
   /** Blocks the client runs itself before / after the remote span (default 1 and 1). */
   readonly edgeFirst?: number
@@ -178,7 +182,7 @@ export class LayerswarmClient {
   }
 
   static async create(init: ClientInit): Promise<LayerswarmClient> {
-    const model = openModelFile(init.model, init.tokenizer !== undefined ? { tokenizerPath: init.tokenizer } : {})
+    const model = openModelFile(init.model ?? bundledModelPath(), init.tokenizer !== undefined ? { tokenizerPath: init.tokenizer } : {})
     const host = await createHost({ listen: [], bootstrap: [...init.bootstrap] })
     try {
       return new LayerswarmClient(host, model, init)
@@ -187,6 +191,11 @@ export class LayerswarmClient {
       model.close()
       throw err
     }
+  }
+
+  /** Tokens of context the model holds (prompt and completion together). */
+  get contextLength(): number {
+    return this.model.config.seqLen
   }
 
   /** Who serves what (refreshed now). */

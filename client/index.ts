@@ -11,12 +11,19 @@ export {
   LayerswarmClient,
   type VerificationReport
 } from './client.js'
+export { bootstrapDialError, checkBootstrapAddress, parseBootstrapList, suggestMultiaddr } from './bootstrap-check.js'
+export {
+  BadBootstrapAddressError,
+  BootstrapError,
+  BootstrapPeerIdMismatchError,
+  BootstrapUnreachableError
+} from './bootstrap-errors.js'
 export { HopSession, type HopTarget } from './hop.js'
 export { BadReceiptError, ReceiptLedger, type ReceiptSummary } from './receipts.js'
 export { type Forwarding, RemotePipeline } from './remote-pipeline.js'
 export { DEFAULT_REPLAY_WINDOW, type ReplayEvidence, ReplayIndex, type SignedStep, verifyReplayEvidence } from './replay-index.js'
 export { NoRouteError, planRoute, type RouteCandidate, type RouteHop } from './route.js'
-export { type PeerRecord, SwarmView } from './swarm-view.js'
+export { type PeerRecord, type RefreshReport, type RouteWaitProgress, SwarmView } from './swarm-view.js'
 export { detectorFingerprint, InvalidTrustFileError, loadTrust, saveTrust } from './trust-file.js'
 export {
   ALL_WIRE_DTYPES,

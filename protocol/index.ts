@@ -5,9 +5,11 @@
 import './polyfills.js'
 
 export * from './announce.js'
+export * from './announcement-exchange.js'
 export * from './announcement-messages.js'
 export * from './errors.js'
 export * from './framing.js'
+export * from './gossip-scoring.js'
 export * from './host.js'
 export * from './ids.js'
 export * from './info.js'

@@ -12,6 +12,7 @@ import {
   TokenizerMismatchError
 } from '../../shards/index.js'
 import { progress } from '../log.js'
+import { checkContextLength } from './checks.js'
 
 /** Prompts at least this long get a prefill progress bar (on a terminal). */
 const LONG_PREFILL_ROWS = 64
@@ -64,6 +65,8 @@ export async function runLocalGenerate(
       throw new TokenizerMismatchError(`${o.model} holds no tokenizer; pass --tokenizer PATH (a llama2.c tokenizer.bin)`)
     }
     const tokenizer = createTokenizer(model.vocabulary)
+    const promptTokens = tokenizer.encode(o.prompt)
+    checkContextLength(promptTokens.length, model.config.seqLen)
     const edge = createEdge({ model, kernels })
     const bar = progress('loading blocks', model.config.nLayers, { unit: 'blocks' }) // draws only on a terminal
     const shard = createShard({
@@ -75,7 +78,6 @@ export async function runLocalGenerate(
       onProgress: (n) => bar.update(n)
     })
     bar.done()
-    const promptTokens = tokenizer.encode(o.prompt)
     const room = model.config.seqLen - promptTokens.length
     const maxTokens = Math.max(0, Math.min(o.maxTokens, room))
     // A long prompt is one batched step: show it block by block on a terminal.
