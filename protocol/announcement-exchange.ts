@@ -17,7 +17,8 @@ import {
   MAX_ANNOUNCEMENTS_RESPONSE_BYTES,
   MAX_HELD_ANNOUNCEMENTS
 } from './announcement-messages.js'
-import { request, serveRequest } from './framing.js'
+import { MalformedMessageError } from './errors.js'
+import { createMessageChannel, request } from './framing.js'
 import type { Host } from './host.js'
 import { ANNOUNCEMENTS_PROTOCOL, REQUEST_STREAM_LIMITS } from './ids.js'
 import type { Announcement, SignedAnnouncement } from './types.js'
@@ -64,23 +65,35 @@ export class AnnouncementStore {
   }
 }
 
-/** Answer AnnouncementsRequests from `store` (replies capped at MAX_ANNOUNCEMENTS_RESPONSE_BYTES). */
+/**
+ * Answer AnnouncementsRequests from `store`. The request and the reply have different caps
+ * (1 KiB in, MAX_ANNOUNCEMENTS_RESPONSE_BYTES out), so this is serveRequest() with a channel
+ * whose frames may be reply-sized but which buffers at most a request's worth of unread bytes.
+ */
 export async function serveAnnouncements(
   host: Host,
   store: AnnouncementStore,
   options: { signal?: AbortSignal; onError?(err: Error): void } = {}
 ): Promise<void> {
+  const { signal } = options
   await host.handle(
     ANNOUNCEMENTS_PROTOCOL,
-    (stream) =>
-      serveRequest(
-        stream,
-        (bytes) => {
-          const { modelId } = decodeAnnouncementsRequest(bytes)
-          return encodeAnnouncementsResponse(store.list(modelId))
-        },
-        { signal: options.signal, maxMessageBytes: MAX_ANNOUNCEMENTS_REQUEST_BYTES, onError: options.onError }
-      ),
+    async (stream) => {
+      const channel = createMessageChannel(stream, {
+        maxMessageBytes: MAX_ANNOUNCEMENTS_RESPONSE_BYTES,
+        maxBufferedBytes: 2 * MAX_ANNOUNCEMENTS_REQUEST_BYTES
+      })
+      try {
+        const req = await channel.read(signal)
+        if (req === undefined) throw new MalformedMessageError('stream closed without a request')
+        const { modelId } = decodeAnnouncementsRequest(req)
+        await channel.write(encodeAnnouncementsResponse(store.list(modelId)), signal)
+        await channel.close(signal)
+      } catch (err) {
+        stream.abort(err as Error)
+        options.onError?.(err as Error)
+      }
+    },
     REQUEST_STREAM_LIMITS
   )
 }
