@@ -117,7 +117,7 @@ export function registerNodeStart(program: Command): void {
         .default(0)
         .hideHelp()
     )
-    .option('--help-dev', 'show the options for developers too (--tamper*: a peer that cheats, to measure the detector)')
+    .option('--help-dev', 'show the developer options too (a peer that returns wrong outputs, to measure the canary detector)')
     .option('--metrics <host:port>', 'serve Prometheus metrics at http://HOST:PORT/metrics')
     .addOption(
       new Option(
