@@ -18,11 +18,11 @@ import {
   type Tokenizer
 } from '../shards/index.js'
 import { type CanaryEvidence, CanaryMonitor, type CanaryOptions, type CanaryPeerReport } from './canary-monitor.js'
+import { bundledModelPath } from './default-model.js'
 import type { HopTarget } from './hop.js'
 import type { ReceiptSummary } from './receipts.js'
 import { CONVICTED_BAN_MS, type Forwarding, RemotePipeline } from './remote-pipeline.js'
 import type { ReplayEvidence } from './replay-index.js'
-import { bundledModelPath } from './default-model.js'
 import { type PeerRecord, SwarmView } from './swarm-view.js'
 import type { WirePreference } from './wire.js'
 import { WireLedger, type WireReport } from './wire-ledger.js'
@@ -182,7 +182,10 @@ export class LayerswarmClient {
   }
 
   static async create(init: ClientInit): Promise<LayerswarmClient> {
-    const model = openModelFile(init.model ?? bundledModelPath(), init.tokenizer !== undefined ? { tokenizerPath: init.tokenizer } : {})
+    const model = openModelFile(
+      init.model ?? bundledModelPath(),
+      init.tokenizer !== undefined ? { tokenizerPath: init.tokenizer } : {}
+    )
     const host = await createHost({ listen: [], bootstrap: [...init.bootstrap] })
     try {
       return new LayerswarmClient(host, model, init)

@@ -2,6 +2,13 @@
 import '../protocol/polyfills.js'
 
 export { AuditBatcher, DEFAULT_AUDIT_EVERY, MAX_AUDIT_EVERY } from './audit-batch.js'
+export { bootstrapDialError, checkBootstrapAddress, parseBootstrapList, suggestMultiaddr } from './bootstrap-check.js'
+export {
+  BadBootstrapAddressError,
+  BootstrapError,
+  BootstrapPeerIdMismatchError,
+  BootstrapUnreachableError
+} from './bootstrap-errors.js'
 export { type CanaryEvidence, CanaryMonitor, type CanaryOptions, type CanaryPeerReport } from './canary-monitor.js'
 export {
   type ClientInit,
@@ -11,13 +18,6 @@ export {
   LayerswarmClient,
   type VerificationReport
 } from './client.js'
-export { bootstrapDialError, checkBootstrapAddress, parseBootstrapList, suggestMultiaddr } from './bootstrap-check.js'
-export {
-  BadBootstrapAddressError,
-  BootstrapError,
-  BootstrapPeerIdMismatchError,
-  BootstrapUnreachableError
-} from './bootstrap-errors.js'
 export { HopSession, type HopTarget } from './hop.js'
 export { BadReceiptError, ReceiptLedger, type ReceiptSummary } from './receipts.js'
 export { type Forwarding, RemotePipeline } from './remote-pipeline.js'

@@ -78,11 +78,7 @@ export class SwarmView {
     signal?: AbortSignal
   ) {
     if (host.services.pubsub) {
-      subscribeAnnouncements(
-        host,
-        (a) => this.learn(a),
-        signal
-      )
+      subscribeAnnouncements(host, (a) => this.learn(a), signal)
     }
   }
 

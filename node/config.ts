@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs'
 import { isIP } from 'node:net'
 import type { Command, Option } from 'commander'
+import { ConfigError } from './errors.js'
 
 /**
  * Options from a config file and the environment, for any commander command.
@@ -11,20 +12,15 @@ import type { Command, Option } from 'commander'
  * the option's default. Values from the environment and the file go through the option's own
  * parser and choices, so they are checked exactly like command-line values.
  */
-export class ConfigError extends Error {
-  readonly code = 'ERR_CONFIG'
-  constructor(message: string) {
-    super(message)
-    this.name = 'ConfigError'
-  }
-}
+export { ConfigError }
 
 export const ENV_PREFIX = 'LAYERSWARM_'
 
 /** The help text on precedence, its example taken from the command's own options. */
 export function precedenceHelp(cmd?: Command): string {
   const names = (cmd?.options ?? []).map((o) => o.name())
-  const example = names.find((n) => n === 'api-key') ?? names.find((n) => !['config', 'help', 'log-level'].includes(n)) ?? 'max-tokens'
+  const example =
+    names.find((n) => n === 'api-key') ?? names.find((n) => !['config', 'help', 'log-level'].includes(n)) ?? 'max-tokens'
   const env = ENV_PREFIX + example.toUpperCase().replace(/-/g, '_')
   return `
 Every option can also come from the environment as ${ENV_PREFIX}<OPTION> (upper case, dashes as

@@ -5,7 +5,13 @@
 import { accessSync, constants, statSync } from 'node:fs'
 import { multiaddr } from '@multiformats/multiaddr'
 import { suggestMultiaddr } from '../../client/index.js'
-import { AddressInUseError, BadListenAddressError, ContextLengthExceededError, ListenFailedError, ModelNotFoundError } from './errors.js'
+import {
+  AddressInUseError,
+  BadListenAddressError,
+  ContextLengthExceededError,
+  ListenFailedError,
+  ModelNotFoundError
+} from './errors.js'
 
 /** The model (or tokenizer) file exists and is a readable file. */
 export function checkReadableFile(path: string, what = '--model'): string {

@@ -116,7 +116,8 @@ export function registerDoctor(program: Command): void {
             .map((x) => x.trim())
             .filter(Boolean)
         : []
-      if (bootstrap.length === 0) say({ verdict: 'warn', what: 'bootstrap', text: 'none given: only local generation is checked' })
+      if (bootstrap.length === 0)
+        say({ verdict: 'warn', what: 'bootstrap', text: 'none given: only local generation is checked' })
       if (bootstrap.length > 0) {
         const host = await createHost({ listen: [] })
         try {

@@ -13,14 +13,19 @@ export function registerGenerate(program: Command): void {
     .command('generate')
     .description('Generate text from a prompt: locally (the whole model in this process), or through a swarm with --bootstrap.')
     .option('--model <path>', 'model file: GGUF, or llama2.c .bin (default: the bundled stories260K.gguf)')
-    .option('--tokenizer <path>', 'tokenizer for llama2.c .bin models (default: tok<vocab>.bin or tokenizer.bin beside the model)')
+    .option(
+      '--tokenizer <path>',
+      'tokenizer for llama2.c .bin models (default: tok<vocab>.bin or tokenizer.bin beside the model)'
+    )
     .requiredOption('--prompt <text>', 'the prompt text')
     .addOption(
       new Option('--max-tokens <n>', 'new tokens to generate at most (stops earlier at EOS)')
         .argParser(int('--max-tokens', 0))
         .default(256)
     )
-    .addOption(new Option('--temperature <t>', 'sampling temperature; 0 = greedy').argParser(float('--temperature', 0)).default(1))
+    .addOption(
+      new Option('--temperature <t>', 'sampling temperature; 0 = greedy').argParser(float('--temperature', 0)).default(1)
+    )
     .addOption(new Option('--top-k <k>', 'keep the k most likely tokens; 0 = off').argParser(int('--top-k', 0)).default(0))
     .addOption(new Option('--top-p <p>', 'nucleus sampling threshold; 1 = off').argParser(float('--top-p', 0, 1)).default(0.9))
     .addOption(new Option('--seed <s>', 'random seed (default: random, printed with --json)').argParser(int('--seed', 0)))

@@ -151,7 +151,11 @@ export async function runRemoteGenerate(
 }
 
 /** The next token; with --verbose a missing route is explained, one line per fact, before it is thrown. */
-async function next<T, R>(it: AsyncGenerator<T, R>, client: LayerswarmClient, o: RemoteGenerateOptions): Promise<IteratorResult<T, R>> {
+async function next<T, R>(
+  it: AsyncGenerator<T, R>,
+  client: LayerswarmClient,
+  o: RemoteGenerateOptions
+): Promise<IteratorResult<T, R>> {
   try {
     return await it.next()
   } catch (err) {

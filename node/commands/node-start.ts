@@ -3,7 +3,7 @@ import { multiaddr } from '@multiformats/multiaddr'
 import { type Command, InvalidArgumentError, Option } from 'commander'
 import { bootstrapDialError, parseBootstrapList } from '../../client/index.js'
 import { createHost, type DType, dialBootstrap, dtypeFromName, fetchInfo } from '../../protocol/index.js'
-import { computeModelId, createShard, openModelFile, type Shard, selectKernelsFor } from '../../shards/index.js'
+import { computeModelId, createShard, openModelFile, type Shard, selectKernelsFor, spanKernelReport } from '../../shards/index.js'
 import { addLogLevelOption, createLogger, eventLog, progress } from '../log.js'
 import { Metrics, serveMetrics } from '../metrics.js'
 import { defaultModelPath } from '../paths.js'
@@ -78,6 +78,7 @@ export function registerNodeStart(program: Command): void {
     )
     .option('--listen <multiaddr...>', 'listen addresses', ['/ip4/127.0.0.1/tcp/0'])
     .option('--bootstrap <addrs>', 'comma-separated multiaddrs (with /p2p/<peer id>) of peers to join')
+    .option('--allow-private-next-hops', 'chained steps may dial private/loopback next hops', false)
     .addOption(
       new Option('--max-sessions <n>', 'sessions served at once; more get BUSY').argParser(int('--max-sessions', 1)).default(16)
     )
@@ -106,7 +107,10 @@ export function registerNodeStart(program: Command): void {
         .hideHelp()
     )
     .addOption(
-      new Option('--tamper-rate <r>', 'fraction of steps tampered').argParser(float('--tamper-rate', 0, 1)).default(1).hideHelp()
+      new Option('--tamper-rate <r>', 'fraction of steps tampered')
+        .argParser(float('--tamper-rate', 0, 1))
+        .default(1)
+        .hideHelp()
     )
     .addOption(
       new Option('--tamper-seed <n>', 'seed of the tampered-step choice').argParser(int('--tamper-seed', 0)).default(1).hideHelp()
@@ -163,6 +167,9 @@ export function registerNodeStart(program: Command): void {
       const bar = progress('loading blocks', end - start, { unit: 'blocks' })
       const shard = createShard({ model, start, end, kernels, onProgress: (done) => bar.update(done) })
       bar.done()
+      // One line on the kernels the span runs on; a span (partly) on the slow TypeScript kernels says why.
+      const report = spanKernelReport(kernels, shard)
+      log({ event: report.slowWeightBytes ? 'kernels-slow' : 'kernels', ...report })
       const throughput = measureThroughput(shard, model.config.dim)
       const tamper = opts.tamper
         ? createTamper({
@@ -196,6 +203,7 @@ export function registerNodeStart(program: Command): void {
         metrics,
         wireDtypes: opts.wire,
         maxSessions: opts.maxSessions,
+        allowPrivateNextHops: opts.allowPrivateNextHops,
         idleTimeoutMs: opts.idleTimeout,
         announceIntervalMs: opts.announceInterval,
         log
@@ -213,7 +221,7 @@ export function registerNodeStart(program: Command): void {
         process.once('SIGTERM', () => resolve('SIGTERM'))
       })
       process.stdout.write(
-        `${JSON.stringify({ peerId: swarmNode.peerId, addrs: swarmNode.addrs, layers: [start, end], modelId })}\n`
+        `${JSON.stringify({ peerId: swarmNode.peerId, addrs: swarmNode.addrs, layers: [start, end], modelId, kernels: report.kernels, weightBytes: report.weightBytes, kvBytes: report.kvBytes })}\n`
       )
       log({ event: 'serving', peerId: swarmNode.peerId, throughput })
       const sig = await stopped

@@ -14,7 +14,8 @@ export function int(name: string, min: number) {
 export function float(name: string, min: number, max = Number.POSITIVE_INFINITY) {
   return (v: string): number => {
     const n = Number(v)
-    if (!Number.isFinite(n) || n < min || n > max) throw new InvalidArgumentError(
+    if (!Number.isFinite(n) || n < min || n > max)
+      throw new InvalidArgumentError(
         max === Number.POSITIVE_INFINITY ? `${name} must be a number ≥ ${min}` : `${name} must be a number in [${min}, ${max}]`
       )
     return n
@@ -26,6 +27,7 @@ export function parseSpan(text: string, nLayers: number): [number, number] {
   const m = /^(\d+):(\d+)$/.exec(text)
   const a = m ? Number(m[1]) : Number.NaN
   const b = m ? Number(m[2]) : Number.NaN
-  if (!m || a >= b || b > nLayers) throw new BadOptionError(`--layers ${text}: expected a:b with 0 ≤ a < b ≤ ${nLayers} (the model has ${nLayers} blocks)`)
+  if (!m || a >= b || b > nLayers)
+    throw new BadOptionError(`--layers ${text}: expected a:b with 0 ≤ a < b ≤ ${nLayers} (the model has ${nLayers} blocks)`)
   return [a, b]
 }

@@ -25,6 +25,7 @@
 
 #include "matmul.h"
 #include "ops.h"
+#include "quant-dot.h"
 
 namespace ls {
 
@@ -41,7 +42,12 @@ struct Desc {
   int kvHalf;
   uint32_t rope, scratch, sync;
   double eps;
+  int type[4];  // wqkv, wo, w13, w2
+  uint32_t wv;  // separate Wv rows after wqkv's (0: none)
+  int wvType;
 };
+
+constexpr int kF32 = 0, kQ8 = 8;
 
 Desc readDesc(const uint8_t* base, uint32_t at) {
   int32_t s[BLOCK_DESC_SLOTS];
@@ -54,6 +60,10 @@ Desc readDesc(const uint8_t* base, uint32_t at) {
   d.keys = uint32_t(s[16]), d.values = uint32_t(s[17]), d.kvHalf = s[18];
   d.rope = uint32_t(s[19]), d.scratch = uint32_t(s[20]), d.sync = uint32_t(s[21]);
   std::memcpy(&d.eps, base + at + BLOCK_DESC_EPS_BYTE, 8);
+  int32_t t[6];
+  std::memcpy(t, base + at + BLOCK_DESC_TYPES_BYTE, sizeof t);
+  for (int i = 0; i < 4; i++) d.type[i] = t[i];
+  d.wv = uint32_t(t[4]), d.wvType = t[5];
   return d;
 }
 
@@ -68,16 +78,21 @@ struct Input {
 thread_local Input tl;
 thread_local std::vector<float> tlAtt;
 
-void prepare(const Desc& d, const float* src, const float* norm, int cols) {
+// The input of a phase in every format its matrices (types a, b; −1: none) multiply.
+void prepare(const Desc& d, const float* src, const float* norm, int cols, int a, int b = -1) {
   tl.xf.resize(size_t(d.T) * cols);
   for (int t = 0; t < d.T; t++) {
     if (norm) rmsnormRow(tl.xf.data() + size_t(t) * cols, src + size_t(t) * cols, norm, cols, d.eps);
     else std::memcpy(tl.xf.data() + size_t(t) * cols, src + size_t(t) * cols, size_t(cols) * 4);
   }
-  if (!d.q8) {
-    if (d.T >= kBatchedFrom) matmulFPrepare(tl.xf.data(), cols, d.T);
-    return;
+  bool f32 = false, q8 = false;
+  for (const int type : {a, b}) {
+    if (type == kF32) f32 = true;
+    else if (type == kQ8) q8 = true;
+    else if (type > 0) quantPrepare(type, tl.xf.data(), cols, d.T);
   }
+  if (f32 && d.T >= kBatchedFrom) matmulFPrepare(tl.xf.data(), cols, d.T);
+  if (!q8) return;
   const int nb = cols / 32;
   tl.xs.resize(size_t(d.T) * cols);
   tl.xsum.resize(size_t(d.T) * nb);
@@ -90,15 +105,29 @@ void prepare(const Desc& d, const float* src, const float* norm, int cols) {
 
 // Rows [r0, r1) of out[T, rows] (stride rows) from the prepared input: the decode kernels
 // below 8 tokens, the batched ones (on activations regrouped once by prepare) from 8 on,
-// exactly as the op-by-op path picks them.
-void matvec(const Desc& d, const uint8_t* w, float* out, int rows, int cols, int r0, int r1) {
-  if (d.T >= kBatchedFrom) {
-    if (d.q8) matmulQ8Rows(w, out, rows, cols, d.T, r0, r1);
+// exactly as the op-by-op path picks them; block types through quant-dot.cc.
+void matvec(const Desc& d, int type, const uint8_t* w, float* out, int rows, int cols, int r0, int r1) {
+  if (type != kF32 && type != kQ8) {
+    quantRows(type, w, tl.xf.data(), out, rows, cols, d.T, r0, r1);
+  } else if (d.T >= kBatchedFrom) {
+    if (type == kQ8) matmulQ8Rows(w, out, rows, cols, d.T, r0, r1);
     else matmulFRows(w, false, tl.xf.data(), out, rows, cols, d.T, r0, r1);
-  } else if (d.q8) {
+  } else if (type == kQ8) {
     decodeQ8Prepared(w, tl.xs.data(), tl.xsum.data(), tl.xd.data(), out, rows, cols, d.T, r0, r1);
   } else {
     decodeF32(reinterpret_cast<const float*>(w), tl.xf.data(), out, rows, cols, d.T, r0, r1);
+  }
+}
+
+// Rows [r0, r1) of the qkv projection: wqkv's rows, then (when Wv is separate) Wv's.
+void matvecQkv(const Desc& d, uint8_t* base, float* out, int rows, int cols, int r0, int r1) {
+  const int split = d.wv ? d.dim + d.kvDim : rows;
+  if (r0 < split) matvec(d, d.type[0], base + d.wqkv, out, rows, cols, r0, r1 < split ? r1 : split);
+  if (r1 > split) {
+    // Wv's own row numbering, written from column `split` of out (the kernels use rows only
+    // as out's row stride).
+    const int v0 = r0 > split ? r0 - split : 0;
+    matvec(d, d.wvType, base + d.wv, out + split, rows, cols, v0, r1 - split);
   }
 }
 
@@ -176,8 +205,8 @@ void runBlock(uint8_t* base, uint32_t descAt, int n) {
       int r0 = s, r1 = s + 1;
       if (phase != 1) cut.get(s, r0, r1);
       if (phase == 0) {
-        if (!prepared) prepare(d, x, reinterpret_cast<const float*>(base + d.attnNorm), dim);
-        matvec(d, base + d.wqkv, qkv, qkvRows, dim, r0, r1);
+        if (!prepared) prepare(d, x, reinterpret_cast<const float*>(base + d.attnNorm), dim, d.type[0], d.wv ? d.wvType : -1);
+        matvecQkv(d, base, qkv, qkvRows, dim, r0, r1);
         for (int t = 0; t < T; t++) {
           float* row = qkv + size_t(t) * qkvRows;
           const double* c = ropeCos + size_t(t) * half;
@@ -207,16 +236,17 @@ void runBlock(uint8_t* base, uint32_t descAt, int n) {
                       att + size_t(t) * dim + size_t(h) * hd, len, kvDim, hd, tlAtt.data());
       } else if (phase == 2 || phase == 4) {
         const int cols = phase == 2 ? dim : hidden;
-        if (!prepared) prepare(d, phase == 2 ? att : hb, nullptr, cols);
+        const int type = d.type[phase == 2 ? 1 : 3];
+        if (!prepared) prepare(d, phase == 2 ? att : hb, nullptr, cols, type);
         tl.tmp.resize(size_t(T) * dim);
-        matvec(d, base + (phase == 2 ? d.wo : d.w2), tl.tmp.data(), dim, cols, r0, r1);
+        matvec(d, type, base + (phase == 2 ? d.wo : d.w2), tl.tmp.data(), dim, cols, r0, r1);
         for (int t = 0; t < T; t++)
           for (int r = r0; r < r1; r++) x[size_t(t) * dim + r] = x[size_t(t) * dim + r] + tl.tmp[size_t(t) * dim + r];
       } else {
-        if (!prepared) prepare(d, x, reinterpret_cast<const float*>(base + d.ffnNorm), dim);
+        if (!prepared) prepare(d, x, reinterpret_cast<const float*>(base + d.ffnNorm), dim, d.type[2]);
         tl.tmp.resize(size_t(T) * 2 * hidden);
-        matvec(d, base + d.w13, tl.tmp.data(), 2 * hidden, dim, r0, r1);
-        matvec(d, base + d.w13, tl.tmp.data(), 2 * hidden, dim, hidden + r0, hidden + r1);
+        matvec(d, d.type[2], base + d.w13, tl.tmp.data(), 2 * hidden, dim, r0, r1);
+        matvec(d, d.type[2], base + d.w13, tl.tmp.data(), 2 * hidden, dim, hidden + r0, hidden + r1);
         for (int t = 0; t < T; t++) {
           const float* g = tl.tmp.data() + size_t(t) * 2 * hidden;
           for (int i = r0; i < r1; i++) {

@@ -32,9 +32,7 @@ describe('CLI and a real swarm: what goes wrong is said', () => {
   beforeAll(async () => {
     nodes.push(await startLocalNode({ model: GGUF_PATH, layers: '1:3', args: ['--announce-interval', '300'] }))
     boot = nodes[0].addrs[0]
-    nodes.push(
-      await startLocalNode({ model: GGUF_PATH, layers: '3:4', bootstrap: [boot], args: ['--announce-interval', '300'] })
-    )
+    nodes.push(await startLocalNode({ model: GGUF_PATH, layers: '3:4', bootstrap: [boot], args: ['--announce-interval', '300'] }))
     // another peer id: libp2p would merge a dial of the same id with the good address
     deadAddr = `/ip4/127.0.0.1/tcp/${await deadPort()}/p2p/${STALE_ID}`
   }, 90_000)
@@ -106,7 +104,18 @@ describe('CLI and a real swarm: what goes wrong is said', () => {
   })
 
   it('generate --json through the swarm has stats, as a local run', async () => {
-    const r = await cliAsync(['generate', '--bootstrap', boot, '--prompt', ref.prompt, '--max-tokens', '8', '--temperature', '0', '--json'])
+    const r = await cliAsync([
+      'generate',
+      '--bootstrap',
+      boot,
+      '--prompt',
+      ref.prompt,
+      '--max-tokens',
+      '8',
+      '--temperature',
+      '0',
+      '--json'
+    ])
     expect(r.status).toBe(0)
     const out = JSON.parse(r.stdout)
     expect(out.tokens).toEqual(ref.generated_tokens.slice(0, 8))
@@ -131,7 +140,9 @@ describe('CLI and a real swarm: what goes wrong is said', () => {
     const lines = r.stdout.trim().split('\n')
     expect(lines[0]).toMatch(/^ok +model +\S+stories260K\.gguf: 5 blocks/)
     expect(lines[1]).toMatch(/^ok +listen +\/ip4\/127\.0\.0\.1\/tcp\/0: free$/)
-    expect(lines[2]).toMatch(/^ok +bootstrap +\S+: answers in [\d.]+ ms, serves blocks \[1, 3\) .*\(your model\), holds \d+ announcement/)
+    expect(lines[2]).toMatch(
+      /^ok +bootstrap +\S+: answers in [\d.]+ ms, serves blocks \[1, 3\) .*\(your model\), holds \d+ announcement/
+    )
     expect(lines[3]).toMatch(/^FAIL +bootstrap +cannot reach bootstrap peer .*\(ERR_BOOTSTRAP_UNREACHABLE\)$/)
     expect(lines[4]).toMatch(/^ok +coverage +blocks 1\.\.3 of 5 .* served by 2 peer\(s\)$/)
     expect(r.stderr).toMatch(/^layerswarm: 1 of 5 checks failed \(ERR_DOCTOR\)\n$/)

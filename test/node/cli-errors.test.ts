@@ -48,7 +48,11 @@ describe('CLI errors are one line with a code', () => {
   })
 
   it('bad option values, without the help page', () => {
-    expectOneLine(runCli(['generate', '--prompt', 'x', '--max-tokens', '-1']), 'ERR_BAD_OPTION', /--max-tokens must be an integer ≥ 0/)
+    expectOneLine(
+      runCli(['generate', '--prompt', 'x', '--max-tokens', '-1']),
+      'ERR_BAD_OPTION',
+      /--max-tokens must be an integer ≥ 0/
+    )
     const t = runCli(['generate', '--prompt', 'x', '--temperature', '-2'])
     expectOneLine(t, 'ERR_BAD_OPTION', /--temperature must be a number ≥ 0/)
     expect(t.stderr).not.toMatch(/Infinity/)
