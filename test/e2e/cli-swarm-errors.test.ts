@@ -7,6 +7,7 @@ import { spawn } from 'node:child_process'
 import { createServer } from 'node:net'
 import { createInterface } from 'node:readline'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { createClient } from '../../client/index.js'
 import { type LocalNode, startLocalNode } from '../../node/local-swarm.js'
 import { CLI } from '../helpers/cli.js'
 import { cliAsync, ONE_LINE_ERROR } from '../helpers/cli-async.js'
@@ -133,6 +134,16 @@ describe('CLI and a real swarm: what goes wrong is said', () => {
     expect(out.models).toEqual([{ modelId: nodes[0].modelId, nLayers: 5, covered: [1, 2, 3], gaps: [0, 4] }])
     expect(out.stats).toMatchObject({ peers: 2, models: 1, bootstrapPeers: 1, bootstrapFailed: 0 })
     expect(out.partial).toBe(false)
+  })
+
+  it('the SDK defaults model to the bundled file, as the CLI', async () => {
+    const client = await createClient({ bootstrap: [boot], canaries: false })
+    try {
+      const r = await client.generate(ref.prompt, { maxTokens: 4, temperature: 0 })
+      expect(r.tokens).toEqual(ref.generated_tokens.slice(0, 4))
+    } finally {
+      await client.close()
+    }
   })
 
   it('doctor: one line per check, non-zero when one fails', { timeout: 90_000 }, async () => {
