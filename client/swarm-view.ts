@@ -14,7 +14,7 @@ import { bootstrapDialError } from './bootstrap-check.js'
 import type { BootstrapError } from './bootstrap-errors.js'
 import type { HopTarget } from './hop.js'
 import { NoRouteError, planRoute, type RouteCandidate, type RouteHop } from './route.js'
-import { acceptedDtypes, planWireRoute, type WirePreference } from './wire.js'
+import { acceptedDtypes, planWireRoute, type WirePreference } from './wire-negotiation.js'
 
 /** Wire negotiation for a route: what the client asks for, and whether the route is a chain. */
 export interface RouteWire {

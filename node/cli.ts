@@ -6,9 +6,11 @@ import { exitWhenDrained, reportError } from './commands/cli-exit.js'
 import { registerDemo } from './commands/demo.js'
 import { registerDoctor } from './commands/doctor.js'
 import { registerGenerate } from './commands/generate-command.js'
+import { registerInspect } from './commands/inspect.js'
 import { registerMakeModel } from './commands/make-model.js'
 import { registerNodeStart } from './commands/node-start.js'
 import { registerSwarm } from './commands/swarm.js'
+import { registerTokenize } from './commands/tokenize.js'
 import { withConfigEverywhere } from './config.js'
 
 // `layerswarm … | head` closes the pipe early: that ends the output, it is not an error
@@ -34,6 +36,8 @@ registerSwarm(program)
 registerDemo(program)
 registerApi(program)
 registerDoctor(program)
+registerTokenize(program)
+registerInspect(program)
 withConfigEverywhere(program)
 
 try {

@@ -28,7 +28,8 @@ import {
   serveAnnouncements,
   serveRequest,
   serveSessionStream,
-  subscribeAnnouncements
+  subscribeAnnouncements,
+  WIRE_DTYPES
 } from '../protocol/index.js'
 
 import type { ModelFile, Shard } from '../shards/index.js'
@@ -183,7 +184,7 @@ export class SwarmNode {
   }
 
   private get wireDtypes(): DType[] {
-    return this.init.wireDtypes ?? ['f32', 'f16', 'q8_0']
+    return this.init.wireDtypes ?? [...WIRE_DTYPES]
   }
 
   private async start(): Promise<void> {

@@ -4,7 +4,7 @@ import { defaultModelPath } from '../paths.js'
 import { checkReadableFile } from './checks.js'
 import { BadOptionError } from './errors.js'
 import { runLocalGenerate } from './generate.js'
-import { runRemoteGenerate, WIRE_CHOICES } from './generate-remote.js'
+import { runRemoteGenerate, WIRE_CLI_CHOICES } from './generate-remote.js'
 import { float, int } from './options.js'
 
 /** `layerswarm generate`: local, or through a swarm with --bootstrap. */
@@ -35,6 +35,7 @@ export function registerGenerate(program: Command): void {
         .default(1)
     )
     .option('--json', 'print one JSON object instead of streaming text', false)
+    .option('--chat', "wrap the prompt in the model's chat template (GGUF tokenizer.chat_template) as one user turn", false)
     .addOption(new Option('--threads <n>', 'kernel threads (default: all cores)').argParser(int('--threads', 1)))
     .addOption(new Option('--kernels <kind>', 'kernel set').choices(['auto', 'reference', 'wasm', 'native']).default('auto'))
     .addOption(new Option('--kv-dtype <dtype>', 'KV cache storage').choices(['f32', 'f16']).default('f32'))
@@ -57,9 +58,9 @@ export function registerGenerate(program: Command): void {
     .addOption(
       new Option(
         '--wire <dtype>',
-        'with --bootstrap: activation dtype on the wire, per hop. auto: f16 where the hop accepts it (half the bytes of f32, same greedy tokens on the bundled model), else f32, else int8. f32/f16/int8 (Q8_0 blocks; q8_0 = int8): that dtype on every hop, routing around peers that do not accept it'
+        'with --bootstrap: activation dtype on the wire, per hop. auto: f16 where the hop accepts it (half the bytes of f32, same greedy tokens on the bundled model), else f32, else q8_0. f32/f16/q8_0 (GGUF Q8_0 blocks; int8 is a deprecated name for it): that dtype on every hop, routing around peers that do not accept it'
       )
-        .choices([...WIRE_CHOICES])
+        .choices([...WIRE_CLI_CHOICES])
         .default('auto')
     )
     .addOption(
@@ -112,7 +113,8 @@ export function registerGenerate(program: Command): void {
         topP: opts.topP === 0 ? 1 : opts.topP,
         seed: opts.seed ?? Math.floor(Math.random() * 2 ** 31),
         repetitionPenalty: opts.repetitionPenalty,
-        json: opts.json
+        json: opts.json,
+        chat: opts.chat
       }
       const write = (piece: string): void => {
         process.stdout.write(piece)

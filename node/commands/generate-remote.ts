@@ -1,9 +1,23 @@
 import type { Forwarding, LayerswarmClient, RouteWaitProgress } from '../../client/index.js'
 import { createClient, type GenerateResult, NoRouteError, parseWirePreference, type WireChoice } from '../../client/index.js'
+import { type GgufValue, openModelFile } from '../../shards/index.js'
 import { progress } from '../log.js'
+import { chatPrompt } from './chat-prompt.js'
 import { checkContextLength } from './checks.js'
 
+/** The model file's metadata (the chat template), read from its header. */
+function templateMetadata(o: RemoteGenerateOptions): ReadonlyMap<string, GgufValue> {
+  const file = openModelFile(o.model, o.tokenizer !== undefined ? { tokenizerPath: o.tokenizer } : {})
+  try {
+    return file.metadata
+  } finally {
+    file.close()
+  }
+}
+
 export interface RemoteGenerateOptions {
+  /** Wrap the prompt in the model's chat template (one user turn). */
+  chat?: boolean
   model: string
   tokenizer?: string
   bootstrap: string[]
@@ -17,7 +31,7 @@ export interface RemoteGenerateOptions {
   edgeFirst: number
   edgeLast: number
   forwarding: Forwarding
-  /** auto, f32, f16, int8 (or its alias q8_0): see client/wire.ts. */
+  /** auto, f32, f16, q8_0 (or its deprecated name int8): see client/wire-negotiation.ts. */
   wire: WireChoice
   /** Canary checks per real step and hop; 0 turns them off. */
   canaryRate: number
@@ -89,7 +103,10 @@ export async function runRemoteGenerate(
     log: o.log
   })
   try {
-    const promptTokens = client.tokenizer.encode(o.prompt)
+    const { prompt, special } = o.chat
+      ? chatPrompt(templateMetadata(o), client.tokenizer, o.prompt)
+      : { prompt: o.prompt, special: false }
+    const promptTokens = client.tokenizer.encode(prompt, { special })
     checkContextLength(promptTokens.length, client.contextLength)
     const promptText = client.tokenizer.decode(promptTokens)
     client.view.onWait = findingPeers(client)
@@ -104,7 +121,8 @@ export async function runRemoteGenerate(
       if (!echoed) write(promptText)
       echoed = true
     }
-    const it = client.stream(o.prompt, {
+    const it = client.stream(prompt, {
+      special,
       maxTokens: o.maxTokens,
       temperature: o.temperature,
       topK: o.topK,
@@ -171,4 +189,4 @@ function round(x: number): number {
   return Math.round(x * 100) / 100
 }
 
-export { WIRE_CHOICES } from '../../client/index.js'
+export { WIRE_CLI_CHOICES } from '../../client/index.js'

@@ -12,6 +12,7 @@ import {
   TokenizerMismatchError
 } from '../../shards/index.js'
 import { progress } from '../log.js'
+import { chatPrompt } from './chat-prompt.js'
 import { checkContextLength } from './checks.js'
 
 /** Prompts at least this long get a prefill progress bar (on a terminal). */
@@ -35,6 +36,8 @@ export interface GenerateCommandOptions {
   /** Kernel threads (default: all cores). */
   threads?: number
   kvDType?: KvDType
+  /** Wrap the prompt in the model's chat template (one user turn). */
+  chat?: boolean
 }
 
 export interface GenerateResult {
@@ -65,7 +68,8 @@ export async function runLocalGenerate(
       throw new TokenizerMismatchError(`${o.model} holds no tokenizer; pass --tokenizer PATH (a llama2.c tokenizer.bin)`)
     }
     const tokenizer = createTokenizer(model.vocabulary)
-    const promptTokens = tokenizer.encode(o.prompt)
+    const { prompt, special } = o.chat ? chatPrompt(model.metadata, tokenizer, o.prompt) : { prompt: o.prompt, special: false }
+    const promptTokens = tokenizer.encode(prompt, { special })
     checkContextLength(promptTokens.length, model.config.seqLen)
     const edge = createEdge({ model, kernels })
     const bar = progress('loading blocks', model.config.nLayers, { unit: 'blocks' }) // draws only on a terminal
