@@ -19,6 +19,7 @@ import {
   type Tokenizer
 } from '../shards/index.js'
 import { type CanaryEvidence, CanaryMonitor, type CanaryOptions, type CanaryPeerReport } from './canary-monitor.js'
+import { bundledModelPath } from './default-model.js'
 import type { HopTarget } from './hop.js'
 import {
   DEFAULT_BAN_MS,
@@ -40,8 +41,11 @@ import type { WirePreference } from './wire-negotiation.js'
 export interface ClientInit {
   /** Multiaddrs (with /p2p/<id>) of swarm peers to join through. */
   readonly bootstrap: readonly string[]
-  /** The model file: the client runs its edge parts and checks peers serve the same model id. */
-  readonly model: string
+  /**
+   * The model file: the client runs its edge parts and checks peers serve the same model id
+   * (default: the bundled stories260K.gguf, as the CLI's).
+   */
+  readonly model?: string
   readonly tokenizer?: string
   /** Blocks the client runs itself before / after the remote span (default 1 and 1). */
   readonly edgeFirst?: number
@@ -191,7 +195,10 @@ export class LayerswarmClient {
   }
 
   static async create(init: ClientInit, options: AbortOptions = {}): Promise<LayerswarmClient> {
-    const model = openModelFile(init.model, init.tokenizer !== undefined ? { tokenizerPath: init.tokenizer } : {})
+    const model = openModelFile(
+      init.model ?? bundledModelPath(),
+      init.tokenizer !== undefined ? { tokenizerPath: init.tokenizer } : {}
+    )
     let host: Host
     try {
       host = await createHost({ listen: [], bootstrap: [...init.bootstrap] }, options)
@@ -206,6 +213,11 @@ export class LayerswarmClient {
       model.close()
       throw err
     }
+  }
+
+  /** Tokens of context the model holds (prompt and completion together). */
+  get contextLength(): number {
+    return this.model.config.seqLen
   }
 
   /** Who serves what (refreshed now). */

@@ -2,6 +2,13 @@
 import '../protocol/polyfills.js'
 
 export { AuditBatcher, DEFAULT_AUDIT_EVERY, MAX_AUDIT_EVERY } from './audit-batch.js'
+export { bootstrapDialError, checkBootstrapAddress, parseBootstrapList, suggestMultiaddr } from './bootstrap-check.js'
+export {
+  BadBootstrapAddressError,
+  BootstrapError,
+  BootstrapPeerIdMismatchError,
+  BootstrapUnreachableError
+} from './bootstrap-errors.js'
 export { type CanaryEvidence, CanaryMonitor, type CanaryOptions, type CanaryPeerReport } from './canary-monitor.js'
 export {
   type ClientInit,
@@ -36,7 +43,7 @@ export { NoRouteError, planRoute, type RouteCandidate, type RouteHop } from './r
 export { SnapshotKeeper, type SnapshotKeeperInit, type SpanSnapshots } from './snapshots.js'
 export { StandbyKeeper, type StandbyKeeperInit, type StandbyRoute } from './standby.js'
 export { type Forwarding, type StepHopTiming, StepTransport, type StepTransportInit } from './step-transport.js'
-export { type PeerRecord, SwarmView } from './swarm-view.js'
+export { type PeerRecord, type RefreshReport, type RouteWaitProgress, SwarmView } from './swarm-view.js'
 export { detectorFingerprint, InvalidTrustFileError, loadTrust, saveTrust } from './trust-file.js'
 export { type WireHopReport, WireLedger, type WireReport } from './wire-ledger.js'
 export {

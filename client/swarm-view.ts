@@ -1,6 +1,17 @@
 import type { AbortOptions, PeerId } from '@libp2p/interface'
 import { multiaddr } from '@multiformats/multiaddr'
-import { type Announcement, type DType, dialBootstrap, fetchInfo, type Host, subscribeAnnouncements } from '../protocol/index.js'
+import {
+  type Announcement,
+  type BootstrapResult,
+  type DType,
+  dialBootstrap,
+  fetchAnnouncements,
+  fetchInfo,
+  type Host,
+  subscribeAnnouncements
+} from '../protocol/index.js'
+import { bootstrapDialError } from './bootstrap-check.js'
+import type { BootstrapError } from './bootstrap-errors.js'
 import type { HopTarget } from './hop.js'
 import { NoRouteError, planRoute, type RouteCandidate, type RouteHop } from './route.js'
 import { acceptedDtypes, planWireRoute, type WirePreference } from './wire-negotiation.js'
@@ -20,20 +31,48 @@ export interface PeerRecord extends RouteCandidate {
   readonly seenAtMs: number
   /** Wire dtypes the peer accepts. */
   readonly wireDtypes: readonly DType[]
+  /** Blocks in the whole model (the peer's InfoResponse.n_layers). */
+  readonly nLayers: number
+}
+
+/** What the last refresh saw: for `--verbose` explanations of a missing route and for `doctor`. */
+export interface RefreshReport {
+  /** Each bootstrap address that could not be dialled, as a typed error. */
+  readonly bootstrapFailed: BootstrapError[]
+  /** Bootstrap peers dialled, and how many announcements each handed over (-1: it did not answer). */
+  readonly bootstrapAnnouncements: Array<{ peerId: string; announcements: number }>
+  /** Peers asked for their info, and the error of those that did not answer. */
+  readonly dialled: Array<{ peerId: string; ok: boolean; error?: string }>
+  /** Peers that answered but serve another model. */
+  readonly otherModel: string[]
+}
+
+/** Progress while waiting for a route: blocks of [from, to) served by peers seen so far. */
+export interface RouteWaitProgress {
+  readonly covered: number
+  readonly total: number
+  readonly peers: number
+  readonly elapsedMs: number
 }
 
 /** Announcements remembered at once; each refresh asks these peers for their info. */
 const MAX_ANNOUNCED_PEERS = 256
 
 /**
- * The client's view of the swarm: peers learned from bootstrap addresses and signed gossipsub
- * announcements, each checked with an `info` request (which also measures its round trip).
- * Peers that failed are banned for a while and left out of routes.
+ * The client's view of the swarm: peers learned from bootstrap addresses, from the signed
+ * announcements the bootstrap peers hold (asked for on every refresh, so discovery does not
+ * wait for gossip) and from gossipsub announcements, each checked with an `info` request
+ * (which also measures its round trip). Peers that failed are banned for a while and left out
+ * of routes.
  */
 export class SwarmView {
   private readonly peers = new Map<string, PeerRecord>()
   private readonly banned = new Map<string, number>()
   private readonly announced = new Map<string, Announcement>()
+  /** What the last refresh saw (see RefreshReport). */
+  lastRefresh: RefreshReport = { bootstrapFailed: [], bootstrapAnnouncements: [], dialled: [], otherModel: [] }
+  /** Called on each round of waitForRoute that found no route yet (the CLI's progress line). */
+  onWait?: (p: RouteWaitProgress) => void
 
   constructor(
     private readonly host: Host,
@@ -42,20 +81,18 @@ export class SwarmView {
     signal?: AbortSignal
   ) {
     if (host.services.pubsub) {
-      subscribeAnnouncements(
-        host,
-        (a) => {
-          // only what this client could use is kept, and only so many (issue #17: the map grew forever)
-          if (this.modelId !== undefined && a.modelId !== this.modelId) return
-          const prev = this.announced.get(a.peerId)
-          if (prev && prev.issuedAtMs > a.issuedAtMs) return
-          this.announced.delete(a.peerId) // re-inserted last: the map stays in arrival order
-          this.announced.set(a.peerId, a)
-          this.pruneAnnouncements()
-        },
-        signal
-      )
+      subscribeAnnouncements(host, (a) => this.learn(a), signal)
     }
+  }
+
+  /** Keeps what this client could use, and only so many (issue #17: the map grew forever). */
+  private learn(a: Announcement): void {
+    if (this.modelId !== undefined && a.modelId !== this.modelId) return
+    const prev = this.announced.get(a.peerId)
+    if (prev && prev.issuedAtMs > a.issuedAtMs) return
+    this.announced.delete(a.peerId) // re-inserted last: the map stays in arrival order
+    this.announced.set(a.peerId, a)
+    this.pruneAnnouncements()
   }
 
   /** Drops expired announcements, then the oldest beyond MAX_ANNOUNCED_PEERS. */
@@ -68,9 +105,30 @@ export class SwarmView {
     }
   }
 
+  /** Ask each connected bootstrap peer for the announcements it holds (older peers lack the protocol). */
+  private async askBootstrap(boot: BootstrapResult, signal?: AbortSignal): Promise<RefreshReport['bootstrapAnnouncements']> {
+    return await Promise.all(
+      boot.connected.map(async (peer) => {
+        try {
+          const list = await fetchAnnouncements(this.host, peer, {
+            modelId: this.modelId,
+            signal: AbortSignal.any([AbortSignal.timeout(5_000), ...(signal ? [signal] : [])])
+          })
+          for (const { announcement } of list) if (announcement.peerId !== this.host.peerId.toString()) this.learn(announcement)
+          return { peerId: peer.toString(), announcements: list.length }
+        } catch {
+          return { peerId: peer.toString(), announcements: -1 }
+        }
+      })
+    )
+  }
+
   /** Query every known peer's info; drops peers that do not answer. */
   async refresh({ signal }: AbortOptions = {}): Promise<void> {
-    await dialBootstrap(this.host, [...this.bootstrap], signal)
+    const boot = await dialBootstrap(this.host, [...this.bootstrap], signal)
+    const bootstrapAnnouncements = await this.askBootstrap(boot, signal)
+    const dialled: RefreshReport['dialled'] = []
+    const otherModel: string[] = []
     const targets = new Map<string, { id?: PeerId; addrs: string[] }>()
     for (const p of this.host.getPeers())
       targets.set(p.toString(), { id: p, addrs: this.host.getConnections(p).map((c) => c.remoteAddr.toString()) })
@@ -89,7 +147,12 @@ export class SwarmView {
             target,
             AbortSignal.any([AbortSignal.timeout(5_000), ...(signal ? [signal] : [])])
           )
-          if (this.modelId !== undefined && info.modelId !== this.modelId) return
+          dialled.push({ peerId: id, ok: true })
+          if (this.modelId !== undefined && info.modelId !== this.modelId) {
+            otherModel.push(id)
+            this.peers.delete(id)
+            return
+          }
           const addrs = t.addrs.length > 0 ? t.addrs : this.host.getConnections(t.id!).map((c) => c.remoteAddr.toString())
           this.peers.set(id, {
             peerId: id,
@@ -102,13 +165,58 @@ export class SwarmView {
             freeCacheTokens: info.freeCacheTokens,
             version: info.version,
             seenAtMs: Date.now(),
-            wireDtypes: acceptedDtypes(info.wireDtypes)
+            wireDtypes: acceptedDtypes(info.wireDtypes),
+            nLayers: info.nLayers
           })
-        } catch {
+        } catch (err) {
+          dialled.push({ peerId: id, ok: false, error: (err as Error).message.split('\n')[0] })
           this.peers.delete(id)
         }
       })
     )
+    this.lastRefresh = {
+      bootstrapFailed: boot.failed.map((f) => bootstrapDialError(f.addr, f.error)),
+      bootstrapAnnouncements,
+      dialled,
+      otherModel
+    }
+  }
+
+  /** Blocks of [from, to) served by at least one peer not banned. */
+  coveredBlocks(from: number, to: number): number[] {
+    const out: number[] = []
+    const live = this.list().filter((p) => !this.isBanned(p.peerId))
+    for (let b = from; b < to; b++) if (live.some((p) => p.start <= b && b < p.end)) out.push(b)
+    return out
+  }
+
+  /** Why no route over [from, to) exists, one line per fact (for `--verbose`). */
+  explain(from: number, to: number): string[] {
+    const r = this.lastRefresh
+    const lines: string[] = []
+    for (const f of r.bootstrapFailed) lines.push(`bootstrap ${f.addr}: ${f.message} (${f.code})`)
+    for (const b of r.bootstrapAnnouncements)
+      lines.push(
+        b.announcements < 0
+          ? `bootstrap peer ${b.peerId}: connected, did not answer the announcements request`
+          : `bootstrap peer ${b.peerId}: connected, handed over ${b.announcements} announcement(s)`
+      )
+    for (const d of r.dialled) {
+      const p = this.peers.get(d.peerId)
+      if (!d.ok) lines.push(`peer ${d.peerId}: dialled, no answer (${d.error})`)
+      else if (r.otherModel.includes(d.peerId)) lines.push(`peer ${d.peerId}: answered, serves another model`)
+      else if (p)
+        lines.push(`peer ${d.peerId}: answered, serves blocks [${p.start}, ${p.end})${this.isBanned(d.peerId) ? ', banned' : ''}`)
+    }
+    const covered = new Set(this.coveredBlocks(from, to))
+    const missing: number[] = []
+    for (let b = from; b < to; b++) if (!covered.has(b)) missing.push(b)
+    lines.push(
+      missing.length
+        ? `blocks [${from}, ${to}) needed from the swarm; nobody reachable serves ${missing.join(', ')}`
+        : `blocks [${from}, ${to}) are all served`
+    )
+    return lines
   }
 
   list(): PeerRecord[] {
@@ -157,13 +265,25 @@ export class SwarmView {
     wire?: RouteWire,
     { signal }: AbortOptions = {}
   ): Promise<HopTarget[]> {
-    const deadline = Date.now() + timeoutMs
+    const t0 = Date.now()
+    const deadline = t0 + timeoutMs
     for (;;) {
       await this.refresh({ signal })
       try {
         return this.route(from, to, wire)
       } catch (err) {
-        if (!(err instanceof NoRouteError) || Date.now() > deadline) throw err
+        if (!(err instanceof NoRouteError)) throw err
+        // every bootstrap address failed and nobody else is known: waiting cannot help, and
+        // the address is what the user must fix
+        const failed = this.lastRefresh.bootstrapFailed
+        if (failed.length > 0 && failed.length === this.bootstrap.length && this.peers.size === 0) throw failed[0]
+        if (Date.now() > deadline) throw err
+        this.onWait?.({
+          covered: this.coveredBlocks(from, to).length,
+          total: to - from,
+          peers: this.peers.size,
+          elapsedMs: Date.now() - t0
+        })
       }
       await new Promise((r) => setTimeout(r, 300))
       signal?.throwIfAborted()

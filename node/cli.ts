@@ -1,171 +1,41 @@
 #!/usr/bin/env node
 import '../protocol/polyfills.js'
-import { Command, InvalidArgumentError as CommanderArgError, Option } from 'commander'
-import { DEFAULT_CANARY_RATE } from '../canary/index.js'
-import { EngineError } from '../shards/index.js'
+import { Command } from 'commander'
 import { registerApi } from './commands/api.js'
+import { exitWhenDrained, reportError } from './commands/cli-exit.js'
 import { registerDemo } from './commands/demo.js'
-import { runLocalGenerate } from './commands/generate.js'
-import { runRemoteGenerate, WIRE_CLI_CHOICES } from './commands/generate-remote.js'
+import { registerDoctor } from './commands/doctor.js'
+import { registerGenerate } from './commands/generate-command.js'
 import { registerInspect } from './commands/inspect.js'
 import { registerMakeModel } from './commands/make-model.js'
 import { registerNodeStart } from './commands/node-start.js'
 import { registerSwarm } from './commands/swarm.js'
 import { registerTokenize } from './commands/tokenize.js'
 import { withConfigEverywhere } from './config.js'
-import { defaultModelPath } from './paths.js'
 
-function int(name: string, min: number) {
-  return (v: string): number => {
-    const n = Number(v)
-    if (!Number.isInteger(n) || n < min) throw new CommanderArgError(`${name} must be an integer ≥ ${min}`)
-    return n
-  }
-}
-
-function float(name: string, min: number, max = Number.POSITIVE_INFINITY) {
-  return (v: string): number => {
-    const n = Number(v)
-    if (!Number.isFinite(n) || n < min || n > max) throw new CommanderArgError(`${name} must be a number in [${min}, ${max}]`)
-    return n
-  }
-}
+// `layerswarm … | head` closes the pipe early: that ends the output, it is not an error
+process.stdout.on('error', (err: NodeJS.ErrnoException) => {
+  if (err.code !== 'EPIPE') throw err
+})
 
 const program = new Command()
 program
   .name('layerswarm')
   .description('Peer-to-peer LLM inference: run blocks of a model across libp2p peers, verified by canaries.')
   .version('0.1.0')
-  .showHelpAfterError()
+  // Errors become one line with a code (cli-exit.ts), not commander's message plus the help page;
+  // subcommands inherit both settings, so these come before the commands.
+  .exitOverride()
+  .configureOutput({ outputError: () => {} })
 
-program
-  .command('generate')
-  .description('Generate text from a prompt: locally (the whole model in this process), or through a swarm with --bootstrap.')
-  .option('--model <path>', 'model file: GGUF, or llama2.c .bin (default: the bundled stories260K.gguf)')
-  .option('--tokenizer <path>', 'tokenizer for llama2.c .bin models (default: tok<vocab>.bin or tokenizer.bin beside the model)')
-  .requiredOption('--prompt <text>', 'the prompt text')
-  .addOption(
-    new Option('--max-tokens <n>', 'new tokens to generate at most (stops earlier at EOS)')
-      .argParser(int('--max-tokens', 0))
-      .default(256)
-  )
-  .addOption(new Option('--temperature <t>', 'sampling temperature; 0 = greedy').argParser(float('--temperature', 0)).default(1))
-  .addOption(new Option('--top-k <k>', 'keep the k most likely tokens; 0 = off').argParser(int('--top-k', 0)).default(0))
-  .addOption(new Option('--top-p <p>', 'nucleus sampling threshold; 1 = off').argParser(float('--top-p', 0, 1)).default(0.9))
-  .addOption(new Option('--seed <s>', 'random seed (default: random, printed with --json)').argParser(int('--seed', 0)))
-  .addOption(
-    new Option('--repetition-penalty <r>', 'penalty ≥ 1 on log-probabilities of recent tokens; 1 = off')
-      .argParser(float('--repetition-penalty', 1))
-      .default(1)
-  )
-  .option('--json', 'print one JSON object instead of streaming text', false)
-  .option('--chat', "wrap the prompt in the model's chat template (GGUF tokenizer.chat_template) as one user turn", false)
-  .addOption(new Option('--threads <n>', 'kernel threads (default: all cores)').argParser(int('--threads', 1)))
-  .addOption(new Option('--kernels <kind>', 'kernel set').choices(['auto', 'reference', 'wasm', 'native']).default('auto'))
-  .addOption(new Option('--kv-dtype <dtype>', 'KV cache storage').choices(['f32', 'f16']).default('f32'))
-  .option('--bootstrap <addrs>', 'comma-separated multiaddrs of swarm peers: run the remote blocks on the swarm')
-  .addOption(
-    new Option('--edge-first <k>', 'with --bootstrap: blocks run locally before the swarm')
-      .argParser(int('--edge-first', 0))
-      .default(1)
-  )
-  .addOption(
-    new Option('--edge-last <j>', 'with --bootstrap: blocks run locally after the swarm')
-      .argParser(int('--edge-last', 0))
-      .default(1)
-  )
-  .addOption(
-    new Option('--forwarding <mode>', 'with --bootstrap: relay (client sends to each hop) or chain (hops forward)')
-      .choices(['relay', 'chain'])
-      .default('relay')
-  )
-  .addOption(
-    new Option(
-      '--wire <dtype>',
-      'with --bootstrap: activation dtype on the wire, per hop. auto: f16 where the hop accepts it (half the bytes of f32, same greedy tokens on the bundled model), else f32, else q8_0. f32/f16/q8_0 (GGUF Q8_0 blocks; int8 is a deprecated name for it): that dtype on every hop, routing around peers that do not accept it'
-    )
-      .choices([...WIRE_CLI_CHOICES])
-      .default('auto')
-  )
-  .addOption(
-    new Option(
-      '--canary-rate <r>',
-      'with --bootstrap: base fraction of steps followed by a canary check of each hop (new or suspect peers are checked more often); 0 = off'
-    )
-      .argParser(float('--canary-rate', 0, 1))
-      .default(DEFAULT_CANARY_RATE)
-  )
-  .option(
-    '--trust-file <path>',
-    "with --bootstrap: keep peers' canary records in this file across runs (a peer checked in an earlier run skips the new-peer burst of canaries; one convicted stays excluded)"
-  )
-  .addOption(
-    new Option(
-      '--snapshot-every <n>',
-      'with --bootstrap: every n positions each hop seals a KV delta the client keeps (it cannot read it); a failover imports them and replays only the positions after; 0 = off'
-    )
-      .argParser(int('--snapshot-every', 0))
-      .default(0)
-  )
-  .option(
-    '--standby',
-    'with --snapshot-every: per span, a standby peer not on the route imports every sealed delta and takes over when a hop dies',
-    false
-  )
-  .option('--verbose', 'with --bootstrap: log routing and failover events to stderr', false)
-  .action(async (opts) => {
-    if (opts.standby && !opts.snapshotEvery)
-      program.error('error: --standby needs --snapshot-every <n> (the deltas it is fed with)')
-    const ac = new AbortController()
-    process.once('SIGINT', () => ac.abort())
-    // What both paths share: the model, the prompt and the sampling.
-    const common = {
-      model: opts.model ?? defaultModelPath(),
-      tokenizer: opts.tokenizer,
-      prompt: opts.prompt,
-      maxTokens: opts.maxTokens,
-      temperature: opts.temperature,
-      topK: opts.topK,
-      topP: opts.topP === 0 ? 1 : opts.topP,
-      seed: opts.seed ?? Math.floor(Math.random() * 2 ** 31),
-      repetitionPenalty: opts.repetitionPenalty,
-      json: opts.json,
-      chat: opts.chat
-    }
-    const write = (piece: string): void => {
-      process.stdout.write(piece)
-    }
-    const result = opts.bootstrap
-      ? await runRemoteGenerate(
-          {
-            ...common,
-            bootstrap: String(opts.bootstrap).split(',').filter(Boolean),
-            edgeFirst: opts.edgeFirst,
-            edgeLast: opts.edgeLast,
-            forwarding: opts.forwarding,
-            wire: opts.wire,
-            canaryRate: opts.canaryRate,
-            trustFile: opts.trustFile,
-            snapshotEvery: opts.snapshotEvery,
-            standby: opts.standby,
-            log: opts.verbose ? (e) => process.stderr.write(`${JSON.stringify(e)}\n`) : undefined
-          },
-          write,
-          ac.signal
-        )
-      : await runLocalGenerate(
-          { ...common, threads: opts.threads, kernelKind: opts.kernels, kvDType: opts.kvDtype },
-          write,
-          ac.signal
-        )
-    process.stdout.write(opts.json ? `${JSON.stringify(result)}\n` : '\n')
-  })
-
+// one line per command
+registerGenerate(program)
 registerMakeModel(program)
 registerNodeStart(program)
 registerSwarm(program)
 registerDemo(program)
 registerApi(program)
+registerDoctor(program)
 registerTokenize(program)
 registerInspect(program)
 withConfigEverywhere(program)
@@ -173,25 +43,6 @@ withConfigEverywhere(program)
 try {
   await program.parseAsync(process.argv)
 } catch (err) {
-  if (err instanceof EngineError) {
-    process.stderr.write(`layerswarm: ${err.message} (${err.code})\n`)
-    process.exitCode = 1
-  } else if (err instanceof Error && err.name === 'AbortError') {
-    process.exitCode = 130
-  } else if (err instanceof Error && 'code' in err && (err as { code: string }).code === 'ENOENT') {
-    process.stderr.write(`layerswarm: ${err.message}\n`)
-    process.exitCode = 1
-  } else if (
-    err instanceof Error &&
-    typeof (err as { code?: unknown }).code === 'string' &&
-    (err as unknown as { code: string }).code !== 'ENOENT'
-  ) {
-    // typed errors from the protocol, client and node (BUSY, NO_ROUTE, commander's own, ...)
-    process.stderr.write(`layerswarm: ${err.message} (${(err as unknown as { code: string }).code})\n`)
-    process.exitCode = 1
-  } else {
-    throw err
-  }
+  reportError(err)
 }
-// Kernel threads, gossipsub timers and sockets must not keep a finished command alive.
-process.exit(process.exitCode ?? 0)
+await exitWhenDrained()

@@ -16,11 +16,21 @@ export { ConfigError }
 
 export const ENV_PREFIX = 'LAYERSWARM_'
 
-export const PRECEDENCE_HELP = `
+/** The help text on precedence, its example taken from the command's own options. */
+export function precedenceHelp(cmd?: Command): string {
+  const names = (cmd?.options ?? []).map((o) => o.name())
+  const example =
+    names.find((n) => n === 'api-key') ?? names.find((n) => !['config', 'help', 'log-level'].includes(n)) ?? 'max-tokens'
+  const env = ENV_PREFIX + example.toUpperCase().replace(/-/g, '_')
+  return `
 Every option can also come from the environment as ${ENV_PREFIX}<OPTION> (upper case, dashes as
-underscores, e.g. ${ENV_PREFIX}API_KEY) or from a JSON config file (--config FILE or
-${ENV_PREFIX}CONFIG) keyed by option name ("api-key" or "apiKey").
+underscores, e.g. ${env}) or from a JSON config file (--config FILE or
+${ENV_PREFIX}CONFIG) keyed by option name ("${example}").
 Precedence: command line > environment > config file > defaults.`
+}
+
+/** The precedence help with the --max-tokens example (kept for callers of the constant). */
+export const PRECEDENCE_HELP = precedenceHelp()
 
 export interface ConfigSupport {
   /** Options that must end up set from some source (commander's own check runs before the file is read). */
@@ -36,7 +46,8 @@ export function envName(option: Option): string {
 /** Add `--config FILE` to a command and fill options from the environment and the file before its action runs. */
 export function withConfig(cmd: Command, support: ConfigSupport = {}): Command {
   cmd.option('--config <file>', 'JSON file of option values (see precedence below)')
-  cmd.addHelpText('after', PRECEDENCE_HELP)
+  // each command's own option as the example (only `api` has --api-key)
+  cmd.addHelpText('after', () => precedenceHelp(cmd))
   cmd.hook('preAction', (self) => applyConfig(self, support))
   return cmd
 }

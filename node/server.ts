@@ -3,6 +3,8 @@ import { generateKeyPair } from '@libp2p/crypto/keys'
 import type { PrivateKey } from '@libp2p/interface'
 import { bindX25519Key } from '../crypto/index.js'
 import {
+  AnnouncementStore,
+  type BootstrapResult,
   type ByteBudget,
   createAnnouncer,
   createByteBudget,
@@ -23,11 +25,13 @@ import {
   SESSION_STREAM_LIMITS,
   type SessionRequest,
   type SessionResponseBody,
+  serveAnnouncements,
   serveRequest,
   serveSessionStream,
   subscribeAnnouncements,
   WIRE_DTYPES
 } from '../protocol/index.js'
+
 import type { ModelFile, Shard } from '../shards/index.js'
 import { type BusyPoller, createBusyPoller } from './busy-poll.js'
 import { createNextHopPolicy } from './chain.js'
@@ -94,6 +98,10 @@ export class SwarmNode {
   private readonly abort = new AbortController()
   private sweeper?: NodeJS.Timeout
   private readonly poller: BusyPoller
+  /** Verified announcements of the swarm (ours included), served to peers that ask. */
+  readonly announcements = new AnnouncementStore()
+  /** The outcome of dialling `bootstrap` at start (the CLI reports each failure). */
+  bootstrapResult: BootstrapResult = { connected: [], failed: [] }
 
   private constructor(
     readonly host: Host,
@@ -229,15 +237,18 @@ export class SwarmNode {
       }
     }, 5_000)
     this.sweeper.unref()
-    if (this.init.bootstrap?.length) await dialBootstrap(host, this.init.bootstrap, signal)
+    await serveAnnouncements(host, this.announcements, { signal })
+    if (this.init.bootstrap?.length) this.bootstrapResult = await dialBootstrap(host, this.init.bootstrap, signal)
     // Subscribing makes this peer relay others' announcements (gossipsub forwards only
-    // topics it is subscribed to), so a client bootstrapped to one peer learns them all.
-    if (host.services.pubsub) subscribeAnnouncements(host, () => {}, signal)
+    // topics it is subscribed to), so a client bootstrapped to one peer learns them all;
+    // it also keeps them, for clients that ask (protocol/announcement-exchange.ts).
+    if (host.services.pubsub) subscribeAnnouncements(host, (a, _from, signed) => this.announcements.put(a, signed), signal)
     if (host.services.pubsub && this.init.privateKey) {
       createAnnouncer(host, {
         privateKey: this.init.privateKey,
         intervalMs: this.init.announceIntervalMs ?? 5_000,
         signal,
+        onPublished: (a, signed) => this.announcements.put(a, signed),
         content: () => ({
           modelId: this.init.modelId,
           start: this.init.shard.start,

@@ -99,6 +99,8 @@ export interface AnnouncerInit {
   topic?: string
   signal?: AbortSignal
   onError?(err: Error): void
+  /** Each announcement once published (gossipsub does not deliver our own to us). */
+  onPublished?(a: Announcement, signed: SignedAnnouncement): void
 }
 
 export interface Announcer {
@@ -126,6 +128,7 @@ export function createAnnouncer(host: Host, init: AnnouncerInit): Announcer {
       expiresAtMs: now + ttl
     }
     const signed = await signAnnouncement(a, init.privateKey, signal)
+    init.onPublished?.(a, signed)
     await pubsub.publish(topic, encodeSignedAnnouncement(signed))
     return signed
   }
@@ -159,7 +162,7 @@ export interface SubscribeOptions extends VerifyOptions {
  */
 export function subscribeAnnouncements(
   host: Host,
-  onAnnouncement: (a: Announcement, from: PeerId | undefined) => void,
+  onAnnouncement: (a: Announcement, from: PeerId | undefined, signed: SignedAnnouncement) => void,
   signal?: AbortSignal,
   options: SubscribeOptions = {}
 ): void {
@@ -167,12 +170,13 @@ export function subscribeAnnouncements(
   if (pubsub === undefined) throw new Error('subscribeAnnouncements needs a host with pubsub')
   const topic = options.topic ?? ANNOUNCE_TOPIC
   if (signal?.aborted === true) return
-  const verified = new WeakMap<Uint8Array, Announcement>()
+  const verified = new WeakMap<Uint8Array, { a: Announcement; signed: SignedAnnouncement }>()
 
   pubsub.topicValidators.set(topic, async (from, msg) => {
     try {
-      const a = await verifyAnnouncement(decodeSignedAnnouncement(msg.data), Date.now(), options)
-      verified.set(msg.data, a)
+      const signed = decodeSignedAnnouncement(msg.data)
+      const a = await verifyAnnouncement(signed, Date.now(), options)
+      verified.set(msg.data, { a, signed })
       return TopicValidatorResult.Accept
     } catch (err) {
       options.onInvalid?.(err as Error, from)
@@ -183,14 +187,21 @@ export function subscribeAnnouncements(
     const msg = evt.detail
     if (msg.topic !== topic) return
     const from = msg.type === 'signed' ? msg.from : undefined
-    const a = verified.get(msg.data)
-    if (a !== undefined) {
-      onAnnouncement(a, from)
+    const seen = verified.get(msg.data)
+    if (seen !== undefined) {
+      onAnnouncement(seen.a, from, seen.signed)
       return
     }
     // the validator saw a different buffer object: verify again rather than trust it
-    verifyAnnouncement(decodeSignedAnnouncement(msg.data), Date.now(), options).then(
-      (checked) => onAnnouncement(checked, from),
+    let signed: SignedAnnouncement
+    try {
+      signed = decodeSignedAnnouncement(msg.data)
+    } catch (err) {
+      options.onInvalid?.(err as Error, from)
+      return
+    }
+    verifyAnnouncement(signed, Date.now(), options).then(
+      (checked) => onAnnouncement(checked, from, signed),
       (err: Error) => options.onInvalid?.(err, from)
     )
   }

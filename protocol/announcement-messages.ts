@@ -93,3 +93,49 @@ export function decodeSignedAnnouncement(bytes: Uint8Array, options: DecodeOptio
   const max = options.maxMessageBytes ?? MAX_ANNOUNCEMENT_BYTES
   return signedFromWire(decodeWire(schema.SignedAnnouncement, bytes, { maxMessageBytes: max }))
 }
+
+/** An AnnouncementsRequest carries one short model id: nothing bigger is read. */
+export const MAX_ANNOUNCEMENTS_REQUEST_BYTES = 1024
+
+/**
+ * Cap of an AnnouncementsResponse. A responder holds at most MAX_HELD_ANNOUNCEMENTS and trims
+ * its reply to this size; a requester refuses a longer frame before buffering it.
+ */
+export const MAX_ANNOUNCEMENTS_RESPONSE_BYTES = 512 * 1024
+
+/** Announcements one peer keeps for others to ask for (one per peer id, the newest). */
+export const MAX_HELD_ANNOUNCEMENTS = 512
+
+export function encodeAnnouncementsRequest(r: { modelId?: string }): Uint8Array {
+  const modelId = r.modelId ?? ''
+  if (modelId !== '') stringField(modelId, 'announcements_request.model_id', { max: MAX_MODEL_ID_LENGTH, token: true })
+  return encodeWire(schema.AnnouncementsRequest, { modelId })
+}
+
+export function decodeAnnouncementsRequest(bytes: Uint8Array): { modelId?: string } {
+  const w = decodeWire(schema.AnnouncementsRequest, bytes, { maxMessageBytes: MAX_ANNOUNCEMENTS_REQUEST_BYTES })
+  if (w.modelId == null || w.modelId === '') return {}
+  return { modelId: stringField(w.modelId, 'announcements_request.model_id', { max: MAX_MODEL_ID_LENGTH, token: true }) }
+}
+
+/** Encodes as many of `list` as fit under MAX_ANNOUNCEMENTS_RESPONSE_BYTES, in order. */
+export function encodeAnnouncementsResponse(list: readonly SignedAnnouncement[]): Uint8Array {
+  const kept: SignedAnnouncement[] = []
+  let bytes = 0
+  for (const s of list) {
+    signedFromWire(s)
+    // field tag + length varint + the embedded message
+    const size = encodeWire(schema.SignedAnnouncement, s).byteLength + 4
+    if (bytes + size > MAX_ANNOUNCEMENTS_RESPONSE_BYTES) break
+    bytes += size
+    kept.push(s)
+  }
+  return encodeWire(schema.AnnouncementsResponse, { announcements: kept })
+}
+
+/** The signed announcements of a response, shape-checked (signatures are checked by the caller). */
+export function decodeAnnouncementsResponse(bytes: Uint8Array): SignedAnnouncement[] {
+  const w = decodeWire(schema.AnnouncementsResponse, bytes, { maxMessageBytes: MAX_ANNOUNCEMENTS_RESPONSE_BYTES })
+  const list = arrayField(w.announcements, 'announcements_response.announcements', MAX_HELD_ANNOUNCEMENTS) as Wire[]
+  return list.map((s) => signedFromWire(s))
+}

@@ -4,7 +4,8 @@
  * announcements, with limits sized for long-lived session streams.
  *
  * No kad-dht: @libp2p/kad-dht needs the ping service (@libp2p/ping), which is not a declared
- * dependency; discovery runs on bootstrap peers + gossipsub announcements (§7 allows either).
+ * dependency; discovery runs on bootstrap peers + gossipsub announcements (§7 allows either),
+ * plus a request for the announcements each bootstrap peer holds (announcement-exchange.ts).
  */
 import './polyfills.js'
 import type { Socket } from 'node:net'
@@ -27,6 +28,7 @@ import { KEEP_ALIVE } from '@libp2p/interface'
 import { tcp } from '@libp2p/tcp'
 import { multiaddr } from '@multiformats/multiaddr'
 import { createLibp2p, type Libp2p, type ServiceFactoryMap } from 'libp2p'
+import { gossipScoreParams } from './gossip-scoring.js'
 import { PROTOCOL_VERSION } from './ids.js'
 import { DEFAULT_MAX_MESSAGE_BYTES } from './limits.js'
 
@@ -84,7 +86,9 @@ export async function createHost(init: HostInit = {}, { signal }: AbortOptions =
     services.pubsub = gossipsub({
       // a lone first peer still announces; it simply reaches nobody yet
       allowPublishToZeroTopicPeers: true,
-      emitSelf: false
+      emitSelf: false,
+      // who may be penalised, for what and how long: see gossip-scoring.ts
+      scoreParams: gossipScoreParams()
     })
   }
 

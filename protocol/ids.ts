@@ -15,6 +15,9 @@ export const SESSION_PROTOCOL = `/layerswarm/session/${PROTOCOL_VERSION}`
 /** Sealed KV export/import (DESIGN.md §6); messages are added by a later issue. */
 export const KV_PROTOCOL = `/layerswarm/kv/${PROTOCOL_VERSION}`
 
+/** One AnnouncementsRequest, one AnnouncementsResponse: the signed announcements a peer holds. */
+export const ANNOUNCEMENTS_PROTOCOL = `/layerswarm/announcements/${PROTOCOL_VERSION}`
+
 /** gossipsub topic carrying SignedAnnouncement messages (DESIGN.md §7). */
 export const ANNOUNCE_TOPIC = `/layerswarm/announce/${PROTOCOL_VERSION}`
 

@@ -5,11 +5,13 @@
 import './polyfills.js'
 
 export * from './announce.js'
+export * from './announcement-exchange.js'
 export * from './announcement-messages.js'
 export * from './byte-budget.js'
 export * from './errors.js'
 export { DTYPE_VALUES, dtypeFromName, WIRE_DTYPES } from './field-checks.js'
 export * from './framing.js'
+export * from './gossip-scoring.js'
 export * from './host.js'
 export * from './ids.js'
 export * from './info.js'

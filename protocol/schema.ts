@@ -43,7 +43,9 @@ export const schema = {
   SessionRequest: type('SessionRequest'),
   SessionResponse: type('SessionResponse'),
   Announcement: type('Announcement'),
-  SignedAnnouncement: type('SignedAnnouncement')
+  SignedAnnouncement: type('SignedAnnouncement'),
+  AnnouncementsRequest: type('AnnouncementsRequest'),
+  AnnouncementsResponse: type('AnnouncementsResponse')
 }
 
 /** The enum values as declared in the .proto, to check the TS constants against. */

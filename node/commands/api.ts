@@ -1,7 +1,14 @@
 import { basename, extname } from 'node:path'
 import { type Command, Option } from 'commander'
 import { DEFAULT_CANARY_RATE } from '../../canary/index.js'
-import { createClient, parseWirePreference, WIRE_CLI_CHOICES, type WireChoice } from '../../client/index.js'
+import {
+  type BootstrapError,
+  createClient,
+  parseBootstrapList,
+  parseWirePreference,
+  WIRE_CLI_CHOICES,
+  type WireChoice
+} from '../../client/index.js'
 import { openModelFile } from '../../shards/index.js'
 import { parseHostPort, withConfig } from '../config.js'
 import { createChatFormatter } from '../gateway/chat-template.js'
@@ -9,6 +16,8 @@ import { checkListen, type Gateway, startGateway } from '../gateway/server.js'
 import { addLogLevelOption, createLogger, eventLog, type Logger, type LogLevel } from '../log.js'
 import { Metrics, type MetricsServer, serveMetrics } from '../metrics.js'
 import { defaultModelPath } from '../paths.js'
+import { checkReadableFile, listenError } from './checks.js'
+import { warn } from './cli-exit.js'
 import { float, int } from './options.js'
 
 export interface ApiOptions {
@@ -33,6 +42,8 @@ export interface ApiOptions {
 export interface RunningApi {
   readonly gateway: Gateway
   readonly metrics?: MetricsServer
+  /** Bootstrap addresses that could not be dialled at start (the gateway serves anyway). */
+  readonly bootstrapFailed: BootstrapError[]
   close(): Promise<void>
 }
 
@@ -44,13 +55,15 @@ export async function runApi(
   // Fail on a bad address before joining the swarm, not after.
   checkListen(o.listen, o.apiKey)
   if (o.metrics) parseHostPort(o.metrics, '--metrics')
-  const modelPath = o.model ?? defaultModelPath()
+  const bootstrap = parseBootstrapList(o.bootstrap)
+  const modelPath = checkReadableFile(o.model ?? defaultModelPath(), '--model')
+  if (o.tokenizer !== undefined) checkReadableFile(o.tokenizer, '--tokenizer')
   const file = openModelFile(modelPath, o.tokenizer !== undefined ? { tokenizerPath: o.tokenizer } : {})
   const template = file.metadata.get('tokenizer.chat_template')
   const contextLength = file.config.seqLen
   file.close()
   const client = await createClient({
-    bootstrap: o.bootstrap.split(',').filter(Boolean),
+    bootstrap,
     model: modelPath,
     tokenizer: o.tokenizer,
     edgeFirst: o.edgeFirst,
@@ -61,6 +74,9 @@ export async function runApi(
     canaries: o.canaryRate > 0 ? { rate: o.canaryRate } : false,
     log: eventLog(log.child({ component: 'client' }))
   })
+  // one look at the swarm now, so a bad bootstrap address is reported at start, not per request
+  await client.view.refresh().catch(() => {})
+  const bootstrapFailed = client.view.lastRefresh.bootstrapFailed
   const tk = client.tokenizer
   const chat = createChatFormatter({
     template: typeof template === 'string' ? template : undefined,
@@ -86,12 +102,13 @@ export async function runApi(
     if (metrics && o.metrics) metricsServer = await serveMetrics(o.metrics, metrics.registry)
   } catch (err) {
     await client.close()
-    throw err
+    throw listenError([o.listen], err)
   }
   log.info({ url: gateway.url, chat: chat.kind, auth: o.apiKey !== undefined, metrics: metricsServer?.url }, 'gateway listening')
   return {
     gateway,
     metrics: metricsServer,
+    bootstrapFailed,
     async close() {
       // Generations still running would abort their libp2p streams on a host being stopped.
       for (const t0 = Date.now(); gateway.stats.active > 0 && Date.now() - t0 < 5_000; )
@@ -164,6 +181,7 @@ export function registerApi(program: Command): void {
     // serving many clients should log that, not exit.
     process.on('unhandledRejection', (err) => log.error({ err }, 'unhandled rejection'))
     const api = await runApi(opts, log)
+    for (const f of api.bootstrapFailed) warn(f)
     process.stdout.write(
       `${JSON.stringify({ url: api.gateway.url, model: api.gateway.modelName, metrics: api.metrics?.url ?? null })}\n`
     )

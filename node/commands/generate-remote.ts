@@ -1,8 +1,9 @@
-import type { Forwarding } from '../../client/index.js'
-import { createClient, type GenerateResult, parseWirePreference, type WireChoice } from '../../client/index.js'
+import type { Forwarding, LayerswarmClient, RouteWaitProgress } from '../../client/index.js'
+import { createClient, type GenerateResult, NoRouteError, parseWirePreference, type WireChoice } from '../../client/index.js'
 import { type GgufValue, openModelFile } from '../../shards/index.js'
 import { progress } from '../log.js'
 import { chatPrompt } from './chat-prompt.js'
+import { checkContextLength } from './checks.js'
 
 /** The model file's metadata (the chat template), read from its header. */
 function templateMetadata(o: RemoteGenerateOptions): ReadonlyMap<string, GgufValue> {
@@ -40,7 +41,25 @@ export interface RemoteGenerateOptions {
   snapshotEvery?: number
   standby?: boolean
   json: boolean
+  /** On a failed route, explain it on stderr (peers dialled, which answered, blocks missing). */
+  verbose?: boolean
   log?: (e: Record<string, unknown>) => void
+}
+
+/** Waiting longer than this for a route prints "finding peers…" lines (a quick find prints nothing). */
+const QUIET_WAIT_MS = 1_000
+
+/** "finding peers… (N of M blocks covered)" on stderr while the route is not there yet. */
+function findingPeers(client: LayerswarmClient): (p: RouteWaitProgress) => void {
+  let last = ''
+  const [from, to] = client.span.remote
+  return (p) => {
+    if (p.elapsedMs < QUIET_WAIT_MS) return
+    const line = `finding peers… (${p.covered} of ${p.total} blocks covered: the swarm's part, blocks ${from}..${to - 1}; ${p.peers} peer(s) answered)`
+    if (line === last) return
+    last = line
+    process.stderr.write(`${line}\n`)
+  }
 }
 
 /** A progress bar per canary set the client builds (on a terminal only). */
@@ -59,7 +78,16 @@ export async function runRemoteGenerate(
   o: RemoteGenerateOptions,
   write: (text: string) => void,
   signal?: AbortSignal
-): Promise<GenerateResult & { model: string; seed: number; completion: string; text: string }> {
+): Promise<
+  GenerateResult & {
+    model: string
+    seed: number
+    completion: string
+    text: string
+    stats: { loadMs: number; prefillMs: number; decodeMs: number; decodeTokensPerSecond: number }
+  }
+> {
+  const t0 = performance.now()
   const client = await createClient({
     bootstrap: o.bootstrap,
     model: o.model,
@@ -78,8 +106,21 @@ export async function runRemoteGenerate(
     const { prompt, special } = o.chat
       ? chatPrompt(templateMetadata(o), client.tokenizer, o.prompt)
       : { prompt: o.prompt, special: false }
-    const promptText = client.tokenizer.decode(client.tokenizer.encode(prompt, { special }))
-    if (!o.json) write(promptText)
+    const promptTokens = client.tokenizer.encode(prompt, { special })
+    checkContextLength(promptTokens.length, client.contextLength)
+    const promptText = client.tokenizer.decode(promptTokens)
+    client.view.onWait = findingPeers(client)
+    const loadMs = performance.now() - t0
+    const tStart = performance.now()
+    let tFirst = 0
+    let count = 0
+    // The prompt is echoed once a route exists and the first token is back, so an error is
+    // never glued to it and nothing is printed that the swarm then cannot continue.
+    let echoed = o.json
+    const echo = (): void => {
+      if (!echoed) write(promptText)
+      echoed = true
+    }
     const it = client.stream(prompt, {
       special,
       maxTokens: o.maxTokens,
@@ -90,11 +131,15 @@ export async function runRemoteGenerate(
       repetitionPenalty: o.repetitionPenalty,
       signal
     })
-    let r = await it.next()
+    let r = await next(it, client, o)
     while (!r.done) {
+      if (count++ === 0) tFirst = performance.now()
+      echo()
       if (!o.json) write(r.value.text)
-      r = await it.next()
+      r = await next(it, client, o)
     }
+    echo()
+    const tEnd = performance.now()
     const w = r.value.report.wire
     o.log?.({
       event: 'wire',
@@ -104,10 +149,44 @@ export async function runRemoteGenerate(
       positions: w.positions,
       bytesPerToken: w.bytesPerToken
     })
-    return { ...r.value, model: o.model, seed: o.seed, completion: r.value.text, text: promptText + r.value.text }
+    const decodeMs = count > 1 ? tEnd - tFirst : 0
+    return {
+      ...r.value,
+      model: o.model,
+      seed: o.seed,
+      completion: r.value.text,
+      text: promptText + r.value.text,
+      stats: {
+        loadMs: round(loadMs),
+        prefillMs: round((tFirst || tEnd) - tStart),
+        decodeMs: round(decodeMs),
+        decodeTokensPerSecond: decodeMs > 0 ? round(((count - 1) * 1000) / decodeMs) : 0
+      }
+    }
   } finally {
     await client.close()
   }
+}
+
+/** The next token; with --verbose a missing route is explained, one line per fact, before it is thrown. */
+async function next<T, R>(
+  it: AsyncGenerator<T, R>,
+  client: LayerswarmClient,
+  o: RemoteGenerateOptions
+): Promise<IteratorResult<T, R>> {
+  try {
+    return await it.next()
+  } catch (err) {
+    if (o.verbose && err instanceof NoRouteError) {
+      const [from, to] = client.span.remote
+      for (const line of client.view.explain(from, to)) process.stderr.write(`route: ${line}\n`)
+    }
+    throw err
+  }
+}
+
+function round(x: number): number {
+  return Math.round(x * 100) / 100
 }
 
 export { WIRE_CLI_CHOICES } from '../../client/index.js'

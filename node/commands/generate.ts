@@ -13,6 +13,7 @@ import {
 } from '../../shards/index.js'
 import { progress } from '../log.js'
 import { chatPrompt } from './chat-prompt.js'
+import { checkContextLength } from './checks.js'
 
 /** Prompts at least this long get a prefill progress bar (on a terminal). */
 const LONG_PREFILL_ROWS = 64
@@ -67,6 +68,9 @@ export async function runLocalGenerate(
       throw new TokenizerMismatchError(`${o.model} holds no tokenizer; pass --tokenizer PATH (a llama2.c tokenizer.bin)`)
     }
     const tokenizer = createTokenizer(model.vocabulary)
+    const { prompt, special } = o.chat ? chatPrompt(model.metadata, tokenizer, o.prompt) : { prompt: o.prompt, special: false }
+    const promptTokens = tokenizer.encode(prompt, { special })
+    checkContextLength(promptTokens.length, model.config.seqLen)
     const edge = createEdge({ model, kernels })
     const bar = progress('loading blocks', model.config.nLayers, { unit: 'blocks' }) // draws only on a terminal
     const shard = createShard({
@@ -78,8 +82,6 @@ export async function runLocalGenerate(
       onProgress: (n) => bar.update(n)
     })
     bar.done()
-    const { prompt, special } = o.chat ? chatPrompt(model.metadata, tokenizer, o.prompt) : { prompt: o.prompt, special: false }
-    const promptTokens = tokenizer.encode(prompt, { special })
     const room = model.config.seqLen - promptTokens.length
     const maxTokens = Math.max(0, Math.min(o.maxTokens, room))
     // A long prompt is one batched step: show it block by block on a terminal.

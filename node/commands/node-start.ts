@@ -1,7 +1,7 @@
 import { generateKeyPair } from '@libp2p/crypto/keys'
 import { multiaddr } from '@multiformats/multiaddr'
 import { type Command, InvalidArgumentError, Option } from 'commander'
-import { wireDtypeFromName } from '../../client/index.js'
+import { bootstrapDialError, parseBootstrapList, wireDtypeFromName } from '../../client/index.js'
 import { createHost, type DType, dialBootstrap, fetchInfo, WIRE_DTYPES } from '../../protocol/index.js'
 import { computeModelId, createShard, openModelFile, type Shard, selectKernelsFor, spanKernelReport } from '../../shards/index.js'
 import { addLogLevelOption, createLogger, eventLog, progress } from '../log.js'
@@ -11,6 +11,8 @@ import { defaultModelPath } from '../paths.js'
 import { SwarmNode } from '../server.js'
 import { chooseSpan } from '../span-selection.js'
 import { createTamper, TAMPER_MODES } from '../tamper.js'
+import { checkListenAddrs, checkReadableFile, listenError } from './checks.js'
+import { warn } from './cli-exit.js'
 import { float, int, parseSpan } from './options.js'
 
 /** Decode tokens/s of a loaded span, measured on a scratch session (announced for routing). */
@@ -62,9 +64,9 @@ function wireList(text: string): DType[] {
 
 export function registerNodeStart(program: Command): void {
   const node = program.commands.find((c) => c.name() === 'node') ?? program.command('node').description('Run a swarm peer.')
-  const start = node.command('start')
-  addLogLevelOption(start)
-  start
+  const cmd = node.command('start')
+  addLogLevelOption(cmd)
+  cmd
     .description(
       'Serve a span of blocks of a model to the swarm. Prints one JSON line {peerId, addrs, layers, modelId} once serving.'
     )
@@ -95,7 +97,9 @@ export function registerNodeStart(program: Command): void {
         .argParser(int('--announce-interval', 100))
         .default(5_000)
     )
-    .addOption(new Option('--tamper <mode>', 'for measuring the detector: return wrong outputs').choices([...TAMPER_MODES]))
+    .addOption(
+      new Option('--tamper <mode>', 'for measuring the detector: return wrong outputs').choices([...TAMPER_MODES]).hideHelp()
+    )
     .addOption(
       new Option(
         '--tamper-size <s>',
@@ -103,14 +107,24 @@ export function registerNodeStart(program: Command): void {
       )
         .argParser(float('--tamper-size', -1))
         .default(0.1)
+        .hideHelp()
     )
-    .addOption(new Option('--tamper-rate <r>', 'fraction of steps tampered').argParser(float('--tamper-rate', 0, 1)).default(1))
-    .addOption(new Option('--tamper-seed <n>', 'seed of the tampered-step choice').argParser(int('--tamper-seed', 0)).default(1))
+    .addOption(
+      new Option('--tamper-rate <r>', 'fraction of steps tampered')
+        .argParser(float('--tamper-rate', 0, 1))
+        .default(1)
+        .hideHelp()
+    )
+    .addOption(
+      new Option('--tamper-seed <n>', 'seed of the tampered-step choice').argParser(int('--tamper-seed', 0)).default(1).hideHelp()
+    )
     .addOption(
       new Option('--tamper-after <pos>', 'tamper only rows at positions ≥ POS (a peer that cheats late in sessions)')
         .argParser(int('--tamper-after', 0))
         .default(0)
+        .hideHelp()
     )
+    .option('--help-dev', 'show the developer options too (a peer that returns wrong outputs, to measure the canary detector)')
     .option('--metrics <host:port>', 'serve Prometheus metrics at http://HOST:PORT/metrics')
     .addOption(
       new Option(
@@ -134,11 +148,19 @@ export function registerNodeStart(program: Command): void {
         .default(3_000)
     )
     .action(async (opts) => {
+      if (opts.helpDev) {
+        for (const o of cmd.options) o.hidden = false
+        cmd.outputHelp()
+        return
+      }
+      // Every input checked before any work: one typed line, not a trace from libp2p or the file reader.
+      const listen = checkListenAddrs(opts.listen)
+      const modelPath = checkReadableFile(opts.model ?? defaultModelPath(), '--model')
+      const bootstrap: string[] = opts.bootstrap ? parseBootstrapList(String(opts.bootstrap)) : []
       // pino: pretty on a terminal, JSON lines in a pipe (tests and log collectors read those)
       const log = eventLog(createLogger({ level: opts.logLevel, name: 'layerswarm-node' }), 'info')
-      const model = openModelFile(opts.model ?? defaultModelPath())
+      const model = openModelFile(modelPath)
       const modelId = computeModelId(model)
-      const bootstrap: string[] = opts.bootstrap ? String(opts.bootstrap).split(',').filter(Boolean) : []
       const n = model.config.nLayers
       const [start, end] = opts.layers
         ? parseSpan(opts.layers, n)
@@ -163,10 +185,15 @@ export function registerNodeStart(program: Command): void {
         : undefined
       if (tamper) log({ event: 'tampering', mode: tamper.mode, size: tamper.size, rate: tamper.rate, after: tamper.after })
       const metrics = opts.metrics ? new Metrics({ role: 'node', labels: { span: `${start}:${end}` } }) : undefined
-      const metricsServer = metrics ? await serveMetrics(opts.metrics, metrics.registry) : undefined
+      const metricsServer = metrics
+        ? await serveMetrics(opts.metrics, metrics.registry).catch((err: unknown) => {
+            throw listenError([`--metrics ${opts.metrics}`], err)
+          })
+        : undefined
       if (metricsServer) log({ event: 'metrics', url: metricsServer.url })
       const privateKey = await generateKeyPair('Ed25519')
       const swarmNode = await SwarmNode.create({
+        listen,
         model,
         modelId,
         shard,
@@ -175,7 +202,6 @@ export function registerNodeStart(program: Command): void {
         bootstrap,
         traceRequests: opts.logLevel === 'trace',
         busyPollMs: opts.busyPoll,
-        listen: opts.listen,
         tamper,
         metrics,
         wireDtypes: opts.wire,
@@ -184,7 +210,14 @@ export function registerNodeStart(program: Command): void {
         idleTimeoutMs: opts.idleTimeout,
         announceIntervalMs: opts.announceInterval,
         log
+      }).catch(async (err: unknown) => {
+        await metricsServer?.close()
+        kernels.close?.()
+        model.close()
+        throw listenError(listen, err)
       })
+      // A node may start before its bootstrap peers, so it serves anyway; but say which failed.
+      for (const f of swarmNode.bootstrapResult.failed) warn(bootstrapDialError(f.addr, f.error))
       // Listen for signals before announcing we serve: a SIGTERM right after the line must stop us cleanly.
       const stopped = new Promise<string>((resolve) => {
         process.once('SIGINT', () => resolve('SIGINT'))

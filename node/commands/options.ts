@@ -1,4 +1,5 @@
 import { InvalidArgumentError } from 'commander'
+import { BadOptionError } from './errors.js'
 
 /** Commander parser for an integer option ≥ min. */
 export function int(name: string, min: number) {
@@ -13,7 +14,10 @@ export function int(name: string, min: number) {
 export function float(name: string, min: number, max = Number.POSITIVE_INFINITY) {
   return (v: string): number => {
     const n = Number(v)
-    if (!Number.isFinite(n) || n < min || n > max) throw new InvalidArgumentError(`${name} must be a number in [${min}, ${max}]`)
+    if (!Number.isFinite(n) || n < min || n > max)
+      throw new InvalidArgumentError(
+        max === Number.POSITIVE_INFINITY ? `${name} must be a number ≥ ${min}` : `${name} must be a number in [${min}, ${max}]`
+      )
     return n
   }
 }
@@ -23,6 +27,7 @@ export function parseSpan(text: string, nLayers: number): [number, number] {
   const m = /^(\d+):(\d+)$/.exec(text)
   const a = m ? Number(m[1]) : Number.NaN
   const b = m ? Number(m[2]) : Number.NaN
-  if (!m || a >= b || b > nLayers) throw new InvalidArgumentError(`--layers ${text}: expected a:b with 0 ≤ a < b ≤ ${nLayers}`)
+  if (!m || a >= b || b > nLayers)
+    throw new BadOptionError(`--layers ${text}: expected a:b with 0 ≤ a < b ≤ ${nLayers} (the model has ${nLayers} blocks)`)
   return [a, b]
 }

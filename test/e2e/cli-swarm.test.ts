@@ -59,7 +59,7 @@ describe('CLI against a real local swarm', () => {
         '--forwarding',
         forwarding
       ])
-      expect(r.stderr).toBe('')
+      expect(r.stderr).not.toMatch(/layerswarm:/) // a "finding peers…" line may come while gossip settles
       expect(r.status).toBe(0)
       expect(r.stdout).toBe(`${ref.text}\n`)
     }

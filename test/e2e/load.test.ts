@@ -52,7 +52,7 @@ describe(`${CLIENTS} concurrent clients against a node capped at 16 sessions`, (
       })
       const deadline = AbortSignal.timeout(CLIENT_DEADLINE_MS)
       try {
-        await client.view.waitForRoute(1, 4, 30_000, deadline)
+        await client.view.waitForRoute(1, 4, 30_000, undefined, { signal: deadline })
         const r = await client.generate(PROMPT, { maxTokens: MAX_TOKENS, temperature: 0, signal: deadline })
         for (const e of events) if (e.event === 'failover' && e.code === 'BUSY') busyFrom.add(String(i))
         return { ok: true as const, tokens: r.tokens }
