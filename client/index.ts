@@ -15,6 +15,15 @@ export { HopSession, type HopTarget } from './hop.js'
 export { BadReceiptError, ReceiptLedger, type ReceiptSummary } from './receipts.js'
 export { type Forwarding, RemotePipeline } from './remote-pipeline.js'
 export { DEFAULT_REPLAY_WINDOW, type ReplayEvidence, ReplayIndex, type SignedStep, verifyReplayEvidence } from './replay-index.js'
+export {
+  MAX_ROLLBACKS,
+  type RollbackEvent,
+  type RollbackRecord,
+  type StreamEvent,
+  type TokenEvent,
+  TooManyRollbacksError,
+  VerifiedStreamNeedsCanariesError
+} from './rollback.js'
 export { NoRouteError, planRoute, type RouteCandidate, type RouteHop } from './route.js'
 export { type PeerRecord, SwarmView } from './swarm-view.js'
 export { detectorFingerprint, InvalidTrustFileError, loadTrust, saveTrust } from './trust-file.js'

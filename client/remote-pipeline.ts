@@ -86,7 +86,8 @@ export class RemotePipeline implements BlockPipeline {
 
   constructor(private readonly init: RemotePipelineInit) {
     this.receipts = new ReceiptLedger(init.canaries?.replays)
-    this.snapshots = new SnapshotKeeper({ every: init.snapshotEvery ?? 0, dim: init.dim, log: init.log })
+    const isConvicted = (p: string) => this.convicted.includes(p) || (init.canaries?.detector.verdict(p).excluded ?? false)
+    this.snapshots = new SnapshotKeeper({ every: init.snapshotEvery ?? 0, dim: init.dim, log: init.log, isConvicted })
     if (init.standby && (init.snapshotEvery ?? 0) > 0) {
       const { host, view, modelId, dim, maxLength, wireLedger, log } = init
       const chained = init.forwarding === 'chain'

@@ -9,6 +9,7 @@ import { runRemoteGenerate, WIRE_CHOICES } from './commands/generate-remote.js'
 import { registerMakeModel } from './commands/make-model.js'
 import { registerNodeStart } from './commands/node-start.js'
 import { registerSwarm } from './commands/swarm.js'
+import { addVerificationOptions, verificationOptions } from './commands/verification-options.js'
 import { withConfigEverywhere } from './config.js'
 import { defaultModelPath } from './paths.js'
 
@@ -143,6 +144,7 @@ program
             trustFile: opts.trustFile,
             snapshotEvery: opts.snapshotEvery,
             standby: opts.standby,
+            ...verificationOptions(opts),
             log: opts.verbose ? (e) => process.stderr.write(`${JSON.stringify(e)}\n`) : undefined
           },
           write,
@@ -156,6 +158,7 @@ program
     process.stdout.write(opts.json ? `${JSON.stringify(result)}\n` : '\n')
   })
 
+addVerificationOptions(program.commands.find((c) => c.name() === 'generate')!)
 registerMakeModel(program)
 registerNodeStart(program)
 registerSwarm(program)

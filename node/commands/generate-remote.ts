@@ -1,6 +1,7 @@
 import type { Forwarding } from '../../client/index.js'
 import { createClient, type GenerateResult, parseWirePreference, type WireChoice } from '../../client/index.js'
 import { progress } from '../log.js'
+import { type StreamWhen, StreamWriter } from './stream-writer.js'
 
 export interface RemoteGenerateOptions {
   model: string
@@ -26,6 +27,10 @@ export interface RemoteGenerateOptions {
   snapshotEvery?: number
   standby?: boolean
   json: boolean
+  /** Stream tokens as they come (default auto: when stdout is a terminal); otherwise print the final, honest text. */
+  stream?: StreamWhen
+  /** Hold each token until the peers that computed it have passed their canary threshold. */
+  verifiedStream?: boolean
   log?: (e: Record<string, unknown>) => void
 }
 
@@ -62,7 +67,7 @@ export async function runRemoteGenerate(
   })
   try {
     const promptText = client.tokenizer.decode(client.tokenizer.encode(o.prompt))
-    if (!o.json) write(promptText)
+    const out = StreamWriter.create(o.json ? () => {} : write, o.stream ?? 'auto', promptText, process.stdout.isTTY === true)
     const it = client.stream(o.prompt, {
       maxTokens: o.maxTokens,
       temperature: o.temperature,
@@ -70,13 +75,15 @@ export async function runRemoteGenerate(
       topP: o.topP,
       seed: o.seed,
       repetitionPenalty: o.repetitionPenalty,
+      verifiedStream: o.verifiedStream,
       signal
     })
     let r = await it.next()
     while (!r.done) {
-      if (!o.json) write(r.value.text)
+      out.event(r.value)
       r = await it.next()
     }
+    out.end(r.value.text)
     const w = r.value.report.wire
     o.log?.({
       event: 'wire',
