@@ -325,9 +325,15 @@ export class CanaryMonitor {
         sessionId: decoy.sessionId,
         stepId,
         position,
+        rows,
         drift,
         posterior: verdict.posterior,
-        receipt
+        receipt,
+        modelId: this.modelId,
+        wire: this.wireOf(target),
+        // copies: what a third party needs to recompute the step (client/evidence.ts)
+        input: inputFor(this.setFor(target.start), decoy.canary, 0, position + rows).slice(),
+        output: output.slice()
       })
     }
     return verdict

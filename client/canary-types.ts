@@ -54,9 +54,22 @@ export interface CanaryEvidence {
   readonly stepId: number
   /** Position of the convicting step's first row in its decoy session. */
   readonly position: number
+  /** Rows of the convicting step. */
+  readonly rows?: number
   readonly drift: Drift
   readonly posterior: number
   readonly receipt?: Receipt
+  /** The model the peer claimed to serve (computeModelId): verify-evidence recomputes with it. */
+  readonly modelId?: string
+  /** Wire dtype of the step (the receipt hashes the wire bytes; f32 ones are the rows below). */
+  readonly wire?: string
+  /**
+   * The canary's input rows at the span start, positions [0, position + rows): the step's own
+   * rows last, the KV context before them (client/evidence.ts recomputes the span over them).
+   */
+  readonly input?: Float32Array
+  /** The peer's answer to the step, rows [position, position + rows) at the span end. */
+  readonly output?: Float32Array
 }
 
 export interface CanaryPeerReport extends PeerVerdict {

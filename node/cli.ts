@@ -10,6 +10,8 @@ import { registerMakeModel } from './commands/make-model.js'
 import { registerNodeStart } from './commands/node-start.js'
 import { registerSwarm } from './commands/swarm.js'
 import { addVerificationOptions, verificationOptions } from './commands/verification-options.js'
+import { registerVerifyEvidence } from './commands/verify-evidence.js'
+import { jsonSafe } from './gateway/report.js'
 import { withConfigEverywhere } from './config.js'
 import { defaultModelPath } from './paths.js'
 
@@ -155,11 +157,12 @@ program
           write,
           ac.signal
         )
-    process.stdout.write(opts.json ? `${JSON.stringify(result)}\n` : '\n')
+    process.stdout.write(opts.json ? `${JSON.stringify(jsonSafe(result))}\n` : '\n')
   })
 
 addVerificationOptions(program.commands.find((c) => c.name() === 'generate')!)
 registerMakeModel(program)
+registerVerifyEvidence(program)
 registerNodeStart(program)
 registerSwarm(program)
 registerDemo(program)

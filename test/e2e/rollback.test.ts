@@ -1,3 +1,6 @@
+import { mkdtempSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import OpenAI from 'openai'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createClient, type Forwarding, type StreamEvent } from '../../client/index.js'
@@ -69,6 +72,34 @@ describe('rollback on conviction: no tampered token survives (4 peers, tamperer 
     await client.view.waitForRoute(1, 4, 20_000)
     return client
   }
+
+  it('portable evidence: the CLI report is hex, and verify-evidence checks it (and a forged copy fails)', {
+    timeout: 300_000
+  }, async () => {
+    const args = ['generate', '--bootstrap', bootstrap.join(','), '--model', GGUF_PATH, '--prompt', ref.prompt]
+    const run = runCli([...args, '--max-tokens', '16', '--temperature', '0', '--wire', 'f32', '--json'], 180_000)
+    expect(run.status, run.stderr).toBe(0)
+    expect(run.stdout).not.toMatch(/\{"0":/) // no byte arrays as objects of indices
+    const result = JSON.parse(run.stdout)
+    const ev = result.report.evidence.find((e: { peerId: string }) => e.peerId === nodes.tamperer.peerId)
+    expect(ev.receipt.signature).toMatch(/^[0-9a-f]{128}$/)
+    const dir = mkdtempSync(join(tmpdir(), 'layerswarm-evidence-'))
+    const file = join(dir, 'result.json')
+    writeFileSync(file, run.stdout)
+    const checked = runCli(['verify-evidence', file, '--model', GGUF_PATH, '--json'], 120_000)
+    expect(checked.status, checked.stderr + checked.stdout).toBe(0)
+    const report = JSON.parse(checked.stdout)
+    expect(report.ok).toBe(true)
+    const c = report.canaries.find((x: { peerId: string }) => x.peerId === nodes.tamperer.peerId)
+    expect(c).toMatchObject({ signature: true, span: true, inputHash: true, outputHash: true })
+    expect(c.recomputed.tampered).toBe(true)
+    // a forged signature, or an answer swapped for the honest one, no longer holds
+    const forged = structuredClone(result)
+    const f = forged.report.evidence[0]
+    f.receipt.signature = f.receipt.signature.replace(/^./, (x: string) => (x === '0' ? '1' : '0'))
+    writeFileSync(file, JSON.stringify(forged))
+    expect(runCli(['verify-evidence', file], 60_000).status).toBe(2)
+  })
 
   for (const forwarding of ['relay', 'chain'] as const) {
     it(`SDK generate(), ${forwarding}: honest tokens in every fresh client, the tamperer convicted`, {
