@@ -10,7 +10,23 @@ export interface CanaryOptions {
   readonly prior?: number
   /** Posterior at which a peer is excluded (default 0.99). */
   readonly bound?: number
+  /**
+   * A public seed: canaries anyone with the code and model can regenerate (tests, benchmarks).
+   * Without it the canaries come from a secret (below): the default.
+   */
   readonly seed?: number
+  /**
+   * The client's canary secret (≥ 16 bytes; client/canary-secret.ts): every canary input, its
+   * prompts, sampling and mixing draws derive from it. Default: secretFile's, else a random one
+   * made for this client and kept in memory only. Never sent anywhere.
+   */
+  readonly secret?: Uint8Array
+  /** Where the secret is kept (hex, mode 0600; made on first use). */
+  readonly secretFile?: string
+  /** Texts the secret canaries' prompts are cut from (default: the model samples them). */
+  readonly corpus?: readonly string[]
+  /** Canaries in a secret set (default 8). */
+  readonly count?: number
   /** Benign drift model; the project's calibration by default. */
   readonly benign?: DriftModel
   /** Real prompts the canaries are made of (default: 4 of the built-in TinyStories-like ones). */

@@ -1,10 +1,4 @@
-import {
-  type DriftModel,
-  defaultBenignModel,
-  densityRatio,
-  driftMetrics,
-  type Drift
-} from '../canary/index.js'
+import { type Drift, type DriftModel, defaultBenignModel, densityRatio, driftMetrics } from '../canary/index.js'
 import { type DType, encodeTensor, type Receipt, sha256, verifyReceipt } from '../protocol/index.js'
 import { computeModelId, createReferenceKernels, createShard, type ModelFile } from '../shards/index.js'
 import type { ReplayEvidence } from './replay-index.js'
@@ -75,7 +69,9 @@ const equal = (a: Uint8Array, b: Uint8Array): boolean => a.length === b.length &
 /** The verification report inside a file: a CLI --json result, a gateway `layerswarm` field, or the report itself. */
 function findReport(json: unknown): { evidence: unknown[]; replays: unknown[] } {
   const o = json as Record<string, unknown>
-  const candidates = [o, o?.report, (o?.layerswarm as Record<string, unknown>)?.report] as Array<Record<string, unknown> | undefined>
+  const candidates = [o, o?.report, (o?.layerswarm as Record<string, unknown>)?.report] as Array<
+    Record<string, unknown> | undefined
+  >
   const r = candidates.find((c) => c && Array.isArray(c.evidence))
   if (!r) throw new InvalidEvidenceError('no `evidence` array found (a generate --json result or a gateway response)')
   return { evidence: r.evidence as unknown[], replays: Array.isArray(r.replays) ? (r.replays as unknown[]) : [] }
@@ -87,13 +83,22 @@ function findReport(json: unknown): { evidence: unknown[]; replays: unknown[] } 
  * given the model file, recomputes the span over the canary's input rows with reference kernels
  * and scores the peer's answer against it with the benign drift model.
  */
-export async function verifyEvidence(json: unknown, model?: ModelFile, benign: DriftModel = defaultBenignModel()): Promise<EvidenceReport> {
+export async function verifyEvidence(
+  json: unknown,
+  model?: ModelFile,
+  benign: DriftModel = defaultBenignModel()
+): Promise<EvidenceReport> {
   const { evidence, replays } = findReport(json)
   const canaries: CanaryEvidenceCheck[] = []
   for (const [i, raw] of evidence.entries()) {
     const e = raw as Record<string, unknown>
     const what = `evidence[${i}]`
-    if (typeof e.peerId !== 'string' || typeof e.sessionId !== 'string' || !Number.isInteger(e.stepId) || !Number.isInteger(e.position))
+    if (
+      typeof e.peerId !== 'string' ||
+      typeof e.sessionId !== 'string' ||
+      !Number.isInteger(e.stepId) ||
+      !Number.isInteger(e.position)
+    )
       throw new InvalidEvidenceError(`${what}: needs peerId, sessionId, stepId and position`)
     const span = e.span as [number, number]
     const receipt = receiptOf(e.receipt, `${what}.receipt`)
@@ -107,7 +112,12 @@ export async function verifyEvidence(json: unknown, model?: ModelFile, benign: D
       const input = hexF32(e.input, `${what}.input`)
       const output = hexF32(e.output, `${what}.output`)
       const stepRows = e.rows as number
-      if (!Number.isInteger(stepRows) || stepRows < 1 || output.length % stepRows !== 0 || input.length !== (output.length / stepRows) * (position + stepRows))
+      if (
+        !Number.isInteger(stepRows) ||
+        stepRows < 1 ||
+        output.length % stepRows !== 0 ||
+        input.length !== (output.length / stepRows) * (position + stepRows)
+      )
         throw new InvalidEvidenceError(`${what}: input, output, position and rows do not fit together`)
       const d = output.length / stepRows
       const sent = encodeTensor(input.subarray(position * d), [stepRows, d], wire).data
@@ -144,12 +154,21 @@ export async function verifyEvidence(json: unknown, model?: ModelFile, benign: D
       stepId: Number(s?.stepId),
       receipt: receiptOf(s?.receipt, w)
     })
-    const ev = { ...r, original: step(r.original, `replays[${i}].original`), replayed: step(r.replayed, `replays[${i}].replayed`) }
+    const ev = {
+      ...r,
+      original: step(r.original, `replays[${i}].original`),
+      replayed: step(r.replayed, `replays[${i}].replayed`)
+    }
     replayChecks.push({ peerId: r.peerId, valid: await verifyReplayEvidence(ev as unknown as ReplayEvidence) })
   }
   const ok =
     canaries.every(
-      (c) => c.signature && c.span && c.inputHash !== false && c.outputHash !== false && (!c.recomputed || (c.recomputed.modelId && c.recomputed.tampered))
+      (c) =>
+        c.signature &&
+        c.span &&
+        c.inputHash !== false &&
+        c.outputHash !== false &&
+        (!c.recomputed || (c.recomputed.modelId && c.recomputed.tampered))
     ) && replayChecks.every((r) => r.valid)
   return { canaries, replays: replayChecks, ok }
 }

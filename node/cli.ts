@@ -11,8 +11,8 @@ import { registerNodeStart } from './commands/node-start.js'
 import { registerSwarm } from './commands/swarm.js'
 import { addVerificationOptions, verificationOptions } from './commands/verification-options.js'
 import { registerVerifyEvidence } from './commands/verify-evidence.js'
-import { jsonSafe } from './gateway/report.js'
 import { withConfigEverywhere } from './config.js'
+import { jsonSafe } from './gateway/report.js'
 import { defaultModelPath } from './paths.js'
 
 function int(name: string, min: number) {

@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs'
 import type { Forwarding } from '../../client/index.js'
 import { createClient, type GenerateResult, parseWirePreference, type WireChoice } from '../../client/index.js'
 import { progress } from '../log.js'
@@ -31,6 +32,9 @@ export interface RemoteGenerateOptions {
   stream?: StreamWhen
   /** Hold each token until the peers that computed it have passed their canary threshold. */
   verifiedStream?: boolean
+  /** The canary secret's file, and a corpus the canary prompts are cut from (docs/verification.md). */
+  canarySecret?: string
+  canaryCorpus?: string
   log?: (e: Record<string, unknown>) => void
 }
 
@@ -59,7 +63,15 @@ export async function runRemoteGenerate(
     edgeLast: o.edgeLast,
     forwarding: o.forwarding,
     wireDtype: parseWirePreference(o.wire),
-    canaries: o.canaryRate > 0 ? { rate: o.canaryRate, ...(o.trustFile ? { trustFile: o.trustFile } : {}) } : false,
+    canaries:
+      o.canaryRate > 0
+        ? {
+            rate: o.canaryRate,
+            ...(o.trustFile ? { trustFile: o.trustFile } : {}),
+            ...(o.canarySecret ? { secretFile: o.canarySecret } : {}),
+            ...(o.canaryCorpus ? { corpus: readFileSync(o.canaryCorpus, 'utf8').split(/\n\s*\n/) } : {})
+          }
+        : false,
     onCanaryBuild: canaryProgress(),
     snapshotEvery: o.snapshotEvery,
     standby: o.standby,

@@ -11,7 +11,9 @@ import { openModelFile } from '../../shards/index.js'
 export function registerVerifyEvidence(program: Command): void {
   program
     .command('verify-evidence')
-    .description("Check a report's conviction evidence: receipt signatures, hash chains, and with --model the recomputed step and drift.")
+    .description(
+      "Check a report's conviction evidence: receipt signatures, hash chains, and with --model the recomputed step and drift."
+    )
     .argument('<file>', 'a `generate --json` result, a gateway response, or a verification report (JSON)')
     .option('--model <path>', 'the model file: recompute each convicting step and its drift')
     .option('--json', 'print the checks as JSON', false)
