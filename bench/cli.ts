@@ -12,6 +12,8 @@ const BENCHES: Record<string, () => Promise<BenchMain>> = {
   hop: async () => (await import('./hop.js')).main,
   seal: async () => (await import('./seal.js')).main,
   engine: async () => (await import('./engine.js')).main,
+  crosscheck: async () => (await import('./crosscheck/run.js')).main,
+  'node-memory': async () => (await import('./node-memory.js')).main,
   kernels: async () => async (argv) => {
     const { runKernelBench } = await import('./kernels.js')
     console.log(JSON.stringify(runKernelBench({ quick: argv.includes('--quick') }), null, 2))

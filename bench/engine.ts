@@ -20,6 +20,7 @@ import {
   openModelFile,
   selectKernels
 } from '../shards/index.js'
+import { buildNativeLlamaCpp, llamaGreedy } from './crosscheck/llama-cpp-native.js'
 import { runLlamaCpp } from './llama-cpp.js'
 
 export interface EngineBenchOptions {
@@ -97,18 +98,22 @@ export async function runEngineBench(o: EngineBenchOptions): Promise<Record<stri
     const loadMs = performance.now() - tLoad
     const prompt = Array.from({ length: o.promptTokens }, (_, i) => 3 + ((i * 7919) % (c.vocabSize - 3)))
     /** One prompt and genTokens greedy decode steps in a fresh session: tokens/s of each. */
+    let greedy: number[] = []
     const runOnce = async (id: string): Promise<{ prefill: number; decode: number }> => {
       const pipeline = createLocalPipeline([shard], id, maxLength)
       const t0 = performance.now()
       const h = await pipeline.forward(edge.embed(prompt), 0)
       let next = argmax(edge.lastLogits(h, o.promptTokens))
+      const tokens = [next]
       const t1 = performance.now()
       for (let i = 0; i < o.genTokens; i++) {
         const out = await pipeline.forward(edge.embed([next]), o.promptTokens + i)
         next = argmax(edge.lastLogits(out, 1))
+        tokens.push(next)
       }
       const t2 = performance.now()
       await pipeline.close()
+      greedy = tokens
       return { prefill: (o.promptTokens * 1000) / (t1 - t0), decode: (o.genTokens * 1000) / (t2 - t1) }
     }
     const prefill: number[] = []
@@ -184,6 +189,7 @@ export async function runEngineBench(o: EngineBenchOptions): Promise<Record<stri
       }
     }
     if (o.compare === 'llama-cpp') {
+      result.llamaCppNative = nativeSide(o, prompt, greedy, decodeTps, median(prefill))
       const ll = runLlamaCpp(o.model, o.threads, o.promptTokens, o.genTokens, o.runs, c.vocabSize)
       result.llamaCpp = ll.ok
         ? {
@@ -197,6 +203,45 @@ export async function runEngineBench(o: EngineBenchOptions): Promise<Record<stri
   } finally {
     model.close()
     kernels.close?.()
+  }
+}
+
+/**
+ * llama.cpp built natively (bench/crosscheck/llama-cpp-native.ts; built on first use): the same
+ * prompt ids, then genTokens greedy steps, `runs` times (after one warm-up), medians; and
+ * whether its greedy tokens equal ours.
+ */
+function nativeSide(
+  o: EngineBenchOptions,
+  prompt: number[],
+  ours: number[],
+  decodeTps: number,
+  prefillTps: number
+): Record<string, unknown> {
+  try {
+    const tools = buildNativeLlamaCpp((line) => process.stderr.write(`bench engine: ${line}\n`))
+    const runs = Array.from({ length: o.runs + 1 }, () => llamaGreedy(tools, o.model, o.threads, o.genTokens + 1, prompt)).slice(
+      1
+    )
+    const decode = median(runs.map((r) => (r.decodeSteps * 1000) / r.decodeMs))
+    const prefillRate = median(runs.map((r) => (o.promptTokens * 1000) / r.prefillMs))
+    const theirs = runs[0].tokens
+    const firstDiff = ours.findIndex((t, i) => t !== theirs[i])
+    return {
+      ok: true,
+      llamaCpp: tools.tag,
+      build: 'cmake -DGGML_NATIVE=ON (AMX off), OpenMP',
+      decodeTokensPerSecond: round(decode),
+      prefillTokensPerSecond: round(prefillRate),
+      decodeRuns: runs.map((r) => round((r.decodeSteps * 1000) / r.decodeMs)),
+      prefillRuns: runs.map((r) => round((o.promptTokens * 1000) / r.prefillMs)),
+      decodeRatio: round(decodeTps / decode, 3),
+      prefillRatio: round(prefillTps / prefillRate, 3),
+      greedyTokensEqual: firstDiff === -1,
+      greedyFirstDiff: firstDiff === -1 ? null : firstDiff
+    }
+  } catch (e) {
+    return { ok: false, error: e instanceof Error ? e.message.slice(0, 400) : String(e) }
   }
 }
 

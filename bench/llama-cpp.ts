@@ -25,7 +25,7 @@ export function llamaCppDir(): string {
   return process.env.LAYERSWARM_LLAMA_CPP_DIR ?? join(homedir(), '.cache', 'layerswarm', 'llama-cpp')
 }
 
-function ensureInstalled(dir: string): void {
+export function ensureInstalled(dir: string): void {
   if (existsSync(join(dir, 'node_modules', 'node-llama-cpp', 'package.json'))) return
   mkdirSync(dir, { recursive: true })
   // --ignore-scripts: its postinstall would try to download or build llama.cpp; the prebuilt

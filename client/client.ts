@@ -26,8 +26,8 @@ import { type RollbackRecord, type StreamEvent, VerifiedStreamNeedsCanariesError
 import { type PeerRecord, SwarmView } from './swarm-view.js'
 import { clearPeers, isCleared } from './verified-clear.js'
 import { type Attempt, verifiedTokens } from './verified-stream.js'
-import type { WirePreference } from './wire.js'
 import { WireLedger, type WireReport } from './wire-ledger.js'
+import type { WirePreference } from './wire-negotiation.js'
 
 export interface ClientInit {
   /** Multiaddrs (with /p2p/<id>) of swarm peers to join through. */
@@ -86,6 +86,8 @@ export interface GenerateOptions extends SamplerOptions {
   readonly verifyResult?: boolean
   /** Sees the logits of every step (for tests and tools). */
   readonly onLogits?: (logits: Float32Array, position: number) => void
+  /** The prompt is a chat template's output: its control tokens (`<|eot_id|>`) are tokens, not text. */
+  readonly special?: boolean
 }
 
 export interface VerificationReport {
@@ -233,7 +235,7 @@ export class LayerswarmClient {
    * the full, honest result.
    */
   async *stream(prompt: string, options: GenerateOptions = {}): AsyncGenerator<StreamEvent, GenerateResult> {
-    const promptTokens = this.tokenizer.encode(prompt)
+    const promptTokens = this.tokenizer.encode(prompt, { special: options.special ?? false })
     const seqLen = this.model.config.seqLen
     const maxTokens = Math.max(0, Math.min(options.maxTokens ?? 256, seqLen - promptTokens.length))
     const maxLength = Math.min(seqLen, promptTokens.length + maxTokens)

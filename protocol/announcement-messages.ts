@@ -5,6 +5,18 @@
  */
 import { MalformedMessageError } from './errors.js'
 import {
+  arrayField,
+  bytesField,
+  checkUint64,
+  dtypeListFromWire,
+  dtypeToWire,
+  finiteField,
+  safeUint64,
+  spanFields,
+  stringField,
+  uint32Field
+} from './field-checks.js'
+import {
   MAX_ADDR_LENGTH,
   MAX_ADDRS,
   MAX_LAYERS,
@@ -16,18 +28,6 @@ import {
 import { type DecodeOptions, decodeWire, encodeWire, type Wire } from './messages.js'
 import { schema } from './schema.js'
 import type { Announcement, SignedAnnouncement } from './types.js'
-import {
-  arrayField,
-  bytesField,
-  checkUint64,
-  dtypeListFromWire,
-  dtypeToWire,
-  finiteField,
-  safeUint64,
-  spanFields,
-  stringField,
-  uint32Field
-} from './wire.js'
 
 /** Announcements travel over gossipsub, whose default message cap is 1 MiB; ours are tiny. */
 export const MAX_ANNOUNCEMENT_BYTES = 16 * 1024

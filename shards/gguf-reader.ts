@@ -7,6 +7,7 @@ import {
 } from './errors.js'
 import type { RangedFile } from './file-reader.js'
 import type { GgufValue } from './model-file.js'
+import { QUANT_LAYOUTS, type QuantDType } from './quant-blocks.js'
 import type { WeightMatrix } from './types.js'
 
 /**
@@ -31,7 +32,12 @@ export interface GgufHeader {
   readonly dataOffset: number
 }
 
-const GGML_TYPES: Record<number, WeightMatrix['dtype']> = { 0: 'f32', 1: 'f16', 8: 'q8_0' }
+const GGML_TYPES: Record<number, WeightMatrix['dtype']> = {
+  0: 'f32',
+  1: 'f16',
+  8: 'q8_0',
+  ...Object.fromEntries(Object.entries(QUANT_LAYOUTS).map(([dtype, l]) => [l.ggmlType, dtype as QuantDType]))
+}
 const GGML_TYPE_NAMES: Record<number, string> = {
   2: 'Q4_0',
   3: 'Q4_1',
@@ -182,8 +188,14 @@ function readValue(c: Cursor, type: number, path: string): GgufValue {
 function tensorBytes(dtype: WeightMatrix['dtype'], elements: number, ne0: number, name: string, path: string): number {
   if (dtype === 'f32') return elements * 4
   if (dtype === 'f16') return elements * 2
-  if (ne0 % 32 !== 0) throw new InvalidModelError(`${path}: Q8_0 tensor ${name} has a row of ${ne0}, not a multiple of 32`)
-  return (elements / 32) * 34
+  if (dtype === 'q8_0') {
+    if (ne0 % 32 !== 0) throw new InvalidModelError(`${path}: Q8_0 tensor ${name} has a row of ${ne0}, not a multiple of 32`)
+    return (elements / 32) * 34
+  }
+  const { blockElems, blockBytes } = QUANT_LAYOUTS[dtype]
+  if (ne0 % blockElems !== 0)
+    throw new InvalidModelError(`${path}: ${dtype} tensor ${name} has a row of ${ne0}, not a multiple of ${blockElems}`)
+  return (elements / blockElems) * blockBytes
 }
 
 /** Parse the header of a GGUF file. Throws BadMagicError, TruncatedFileError, UnsupportedTensorTypeError. */

@@ -2,6 +2,7 @@ import { closeSync, openSync, rmSync, writeSync } from 'node:fs'
 import { InvalidArgumentError } from './errors.js'
 import type { GgufValue } from './model-file.js'
 import { rowBytes } from './quant.js'
+import { QUANT_LAYOUTS, type QuantDType } from './quant-blocks.js'
 import type { ModelConfig, Vocabulary, WeightMatrix } from './types.js'
 
 /**
@@ -65,7 +66,12 @@ const VALUE_TYPE: Record<GgufScalarType | 'array', number> = {
   i64: 11,
   f64: 12
 }
-const GGML_TYPE: Record<WeightMatrix['dtype'], number> = { f32: 0, f16: 1, q8_0: 8 }
+const GGML_TYPE: Record<WeightMatrix['dtype'], number> = {
+  f32: 0,
+  f16: 1,
+  q8_0: 8,
+  ...(Object.fromEntries(Object.entries(QUANT_LAYOUTS).map(([dtype, l]) => [dtype, l.ggmlType])) as Record<QuantDType, number>)
+}
 const INT_RANGE: Partial<Record<GgufScalarType, readonly [number, number]>> = {
   u8: [0, 0xff],
   i8: [-0x80, 0x7f],
@@ -319,7 +325,7 @@ export function writeGguf(path: string, init: GgufInit): void {
 }
 
 /** llama_ftype of a file whose matrices are all of one dtype: ALL_F32, MOSTLY_F16, MOSTLY_Q8_0. */
-const FILE_TYPE: Record<WeightMatrix['dtype'], number> = { f32: 0, f16: 1, q8_0: 7 }
+const FILE_TYPE: Partial<Record<WeightMatrix['dtype'], number>> = { f32: 0, f16: 1, q8_0: 7 }
 
 /**
  * The metadata llama.cpp reads for `general.architecture = llama` and its SentencePiece
@@ -339,7 +345,7 @@ export function llamaGgufMetadata(
   return [
     ['general.architecture', { type: 'string', value: 'llama' }],
     ['general.name', { type: 'string', value: name }],
-    ['general.file_type', u32(FILE_TYPE[dtype])],
+    ['general.file_type', u32(FILE_TYPE[dtype] ?? 0)],
     ['general.quantization_version', u32(2)], // GGML_QNT_VERSION, written by llama.cpp's converter
     ...(
       [

@@ -1,5 +1,12 @@
 // The model engine: formats, tokenizer, kernels, spans of blocks, edge parts, sampler.
 
+export {
+  llama3RopeFactors,
+  neoxToNormOrder,
+  ropeFrequencies,
+  SUPPORTED_ARCHITECTURES
+} from './architectures.js'
+export { SUPPORTED_PRE_TOKENIZERS } from './bpe-pretokenize.js'
 export { createEdge, Edge, type EdgeInit } from './edge.js'
 export * from './errors.js'
 export { f16ToF32, f32ToF16 } from './f16.js'
@@ -13,7 +20,8 @@ export {
 export { type GgufHeader, type GgufTensorInfo, readGgufHeader } from './gguf-reader.js'
 export { type GgufInit, type GgufTypedValue, writeGguf } from './gguf-writer.js'
 export { SMALL_MODEL_DIM, selectKernelsFor } from './kernel-policy.js'
-export type { AttentionShape, Kernels, KvLayer } from './kernels.js'
+export { type SpanKernelReport, spanKernelReport } from './kernel-report.js'
+export type { AttentionShape, KernelPlacement, Kernels, KvLayer } from './kernels.js'
 export {
   createFastKernels,
   type FastKernelOptions,
@@ -31,6 +39,7 @@ export { type GgufValue, type ModelFile, sampleRange } from './model-file.js'
 export { computeModelId } from './model-id.js'
 export { type OpenModelOptions, openModelFile } from './open-model.js'
 export { dequantizeRow, Q8_0_BLOCK, Q8_0_BLOCK_BYTES, quantizeMatrix, rowBytes } from './quant.js'
+export { type ArchSpec, archConfig } from './random-arch.js'
 export {
   createRandomModel,
   MODEL_SHAPES,
@@ -45,5 +54,7 @@ export { createSampler, logSoftmax, type Sampler, type SamplerOptions, Xorshift6
 export { createShard, type SessionOptions, Shard, type ShardInit } from './shard.js'
 export * from './tokenizer.js'
 export * from './tokenizer-files.js'
+export * from './tokenizer-special.js'
 export type * from './types.js'
 export { BLOCK_TENSORS } from './types.js'
+export { loadPackageVocabulary, VOCAB_PACKAGES, type VocabPackageName } from './vocab-packages.js'

@@ -1,5 +1,6 @@
 import { InvalidArgumentError } from './errors.js'
 import { f16Table, f32ToF16 } from './f16.js'
+import { matmulQuantExact } from './kernels-ref-exact-quant.js'
 import { dequantizeRow, Q8_0_BLOCK, Q8_0_BLOCK_BYTES, roundHalfAway, rowBytes } from './quant.js'
 import type { WeightMatrix } from './types.js'
 
@@ -47,6 +48,10 @@ export function matmulExact(out: Float32Array, x: Float32Array, w: WeightMatrix,
   const { rows, cols } = w
   if (w.dtype === 'q8_0') {
     matmulQ8Exact(out, x, w, T)
+    return
+  }
+  if (w.dtype !== 'f32' && w.dtype !== 'f16') {
+    matmulQuantExact(out, x, w.dtype, w.data, rows, cols, T)
     return
   }
   const row = new Float32Array(cols)

@@ -1,5 +1,6 @@
 import { InvalidArgumentError } from './errors.js'
 import { f16Table, f32ToF16 } from './f16.js'
+import { dequantizeQuantRow, quantRowBytes } from './quant-blocks.js'
 import type { WeightMatrix } from './types.js'
 
 /** GGUF Q8_0: 32 weights per block, one f16 scale then 32 int8 (34 bytes). */
@@ -16,6 +17,8 @@ export function rowBytes(dtype: WeightMatrix['dtype'], cols: number): number {
     case 'q8_0':
       if (cols % Q8_0_BLOCK !== 0) throw new InvalidArgumentError(`q8_0 row length ${cols} is not a multiple of 32`)
       return (cols / Q8_0_BLOCK) * Q8_0_BLOCK_BYTES
+    default:
+      return quantRowBytes(dtype, cols)
   }
 }
 
@@ -31,6 +34,8 @@ export function dequantizeRow(w: WeightMatrix, r: number, out: Float32Array): vo
     const table = f16Table()
     const dv = new DataView(w.data.buffer, base, rb)
     for (let c = 0; c < cols; c++) out[c] = table[dv.getUint16(c * 2, true)]
+  } else if (w.dtype !== 'q8_0') {
+    dequantizeQuantRow(w.dtype, new Uint8Array(w.data.buffer, w.data.byteOffset, rb * w.rows), cols, r, out)
   } else {
     const table = f16Table()
     const bytes = new Int8Array(w.data.buffer, base, rb)
@@ -46,6 +51,8 @@ export function dequantizeRow(w: WeightMatrix, r: number, out: Float32Array): vo
 /** Encode f32 values [rows, cols] as a weight matrix of `dtype` (ggml's rounding for Q8_0). */
 export function quantizeMatrix(values: Float32Array, rows: number, cols: number, dtype: WeightMatrix['dtype']): WeightMatrix {
   if (values.length !== rows * cols) throw new InvalidArgumentError(`expected ${rows * cols} values, got ${values.length}`)
+  if (dtype !== 'f32' && dtype !== 'f16' && dtype !== 'q8_0')
+    throw new InvalidArgumentError(`quantizeMatrix writes f32, f16 and q8_0, not ${dtype}`)
   const rb = rowBytes(dtype, cols)
   const data = new Uint8Array(rb * rows)
   const dv = new DataView(data.buffer)

@@ -2,7 +2,9 @@ import { mkdirSync } from 'node:fs'
 import { dirname, resolve } from 'node:path'
 import { type Command, InvalidArgumentError as CommanderArgError, Option } from 'commander'
 import { openModelFile, parseShape, writeRandomModel } from '../../shards/index.js'
-import type { WeightDType } from '../../shards/types.js'
+import type { ArchSpec } from '../../shards/random-arch.js'
+import type { Architecture, WeightDType } from '../../shards/types.js'
+import { loadPackageVocabulary, type VocabPackageName } from '../../shards/vocab-packages.js'
 
 export interface MakeModelOptions {
   readonly shape: string
@@ -10,6 +12,10 @@ export interface MakeModelOptions {
   readonly seed: number
   readonly out: string
   readonly context?: number
+  /** A real vocabulary (llama3, qwen: byte-level BPE from npm packages) or spm512 (synthetic SentencePiece, 512 pieces); its size overrides the shape's. */
+  readonly vocab?: VocabPackageName | 'spm512'
+  /** Model family and RoPE options (default: plain Llama 2). */
+  readonly arch?: ArchSpec
 }
 
 export interface MakeModelResult {
@@ -29,17 +35,34 @@ export interface MakeModelResult {
  */
 export function runMakeModel(o: MakeModelOptions, onProgress?: (done: number, total: number) => void): MakeModelResult {
   const t0 = performance.now()
-  const shape = parseShape(o.shape)
+  const parsed = parseShape(o.shape)
+  const real = o.vocab && o.vocab !== 'spm512' ? loadPackageVocabulary(o.vocab) : undefined
+  const vocabSize = real ? real.tokens.length : o.vocab === 'spm512' ? 512 : parsed.vocabSize
+  const shape = vocabSize === parsed.vocabSize ? parsed : { ...parsed, name: `${parsed.name}+${o.vocab}`, vocabSize }
   const out = resolve(o.out)
   mkdirSync(dirname(out), { recursive: true })
-  const { bytes } = writeRandomModel(out, shape, { dtype: o.dtype, seed: o.seed, seqLen: o.context, onProgress })
+  const { bytes } = writeRandomModel(out, shape, {
+    dtype: o.dtype,
+    seed: o.seed,
+    seqLen: o.context,
+    tokenizerMetadata: real?.metadata,
+    arch: o.arch,
+    onProgress
+  })
   const model = openModelFile(out)
   try {
     const c = model.config
     const params =
       c.vocabSize * c.dim * (c.tiedEmbeddings ? 1 : 2) +
       c.dim +
-      c.nLayers * (2 * c.dim + 2 * c.dim * c.dim + 2 * c.kvDim * c.dim + 3 * c.hiddenDim * c.dim)
+      c.nLayers *
+        (2 * c.dim +
+          2 * c.qDim * c.dim +
+          2 * c.kvDim * c.dim +
+          3 * c.hiddenDim * c.dim +
+          (c.qkvBias ? c.qDim + 2 * c.kvDim : 0) +
+          (c.qkNorm ? 2 * c.headDim : 0)) +
+      (c.ropeFreqFactors?.length ?? 0)
     return {
       out,
       shape: shape.name,
@@ -63,20 +86,56 @@ function int(name: string, min: number) {
   }
 }
 
+function positive(name: string) {
+  return (v: string): number => {
+    const n = Number(v)
+    if (!(n > 0 && Number.isFinite(n))) throw new CommanderArgError(`${name} must be a positive number`)
+    return n
+  }
+}
+
 /** `layerswarm make-model`: benchmark models (issue 3), loadable by this engine and llama.cpp. */
 export function registerMakeModel(program: Command): void {
   program
     .command('make-model')
-    .description('Write a random-weight Llama GGUF with a synthetic SentencePiece vocabulary (for benchmarks and tests).')
+    .description(
+      'Write a random-weight llama, qwen2 or qwen3 GGUF with a synthetic SentencePiece vocabulary (for benchmarks and tests).'
+    )
     .requiredOption('--shape <shape>', 'tiny, 15m, 42m, 110m, 1.1b, or dim,layers,heads,kvHeads,ffn,vocab[,tied|untied]')
     .addOption(new Option('--dtype <dtype>', 'weight storage type').choices(['f32', 'f16', 'q8_0']).default('f32'))
     .addOption(new Option('--seed <s>', 'random seed').argParser(int('--seed', 0)).default(1))
     .requiredOption('--out <file>', 'output .gguf file')
-    .addOption(new Option('--context <n>', 'context length written to llama.context_length').argParser(int('--context', 1)))
+    .addOption(
+      new Option(
+        '--vocab <vocab>',
+        "vocabulary: llama3 or qwen (the real tokenizers, llama.cpp's gpt2 layout), spm512 (synthetic SentencePiece); sets the vocab size"
+      ).choices(['llama3', 'qwen', 'spm512'])
+    )
+    .addOption(new Option('--context <n>', 'context length written to <arch>.context_length').argParser(int('--context', 1)))
+    .addOption(new Option('--arch <arch>', 'general.architecture').choices(['llama', 'qwen2', 'qwen3']).default('llama'))
+    .addOption(new Option('--head-dim <n>', 'qwen3: head size independent of dim / heads').argParser(int('--head-dim', 2)))
+    .addOption(new Option('--rope-theta <θ>', 'RoPE base (rope.freq_base, default 10000)').argParser(positive('--rope-theta')))
+    .addOption(
+      new Option('--rope-scaling <kind>', 'llama3 (writes rope_freqs) or linear')
+        .choices(['none', 'llama3', 'linear'])
+        .default('none')
+    )
+    .addOption(
+      new Option('--rope-scaling-factor <f>', 'scaling factor (llama3: 8, linear: 2)').argParser(
+        positive('--rope-scaling-factor')
+      )
+    )
     .action((opts) => {
+      const arch: ArchSpec = {
+        architecture: opts.arch as Architecture,
+        headDim: opts.headDim,
+        ropeTheta: opts.ropeTheta,
+        ropeScaling: opts.ropeScaling,
+        ropeScalingFactor: opts.ropeScalingFactor
+      }
       const tty = process.stderr.isTTY === true
       const result = runMakeModel(
-        { shape: opts.shape, dtype: opts.dtype, seed: opts.seed, out: opts.out, context: opts.context },
+        { shape: opts.shape, dtype: opts.dtype, seed: opts.seed, out: opts.out, context: opts.context, arch, vocab: opts.vocab },
         tty
           ? (done, total) => process.stderr.write(`\rmake-model: ${done}/${total} tensors${done === total ? '\n' : ''}`)
           : undefined

@@ -1,8 +1,9 @@
 import { generateKeyPair } from '@libp2p/crypto/keys'
 import { multiaddr } from '@multiformats/multiaddr'
 import { type Command, InvalidArgumentError, Option } from 'commander'
-import { createHost, type DType, dialBootstrap, dtypeFromName, fetchInfo } from '../../protocol/index.js'
-import { computeModelId, createShard, openModelFile, type Shard, selectKernelsFor } from '../../shards/index.js'
+import { wireDtypeFromName } from '../../client/index.js'
+import { createHost, type DType, dialBootstrap, fetchInfo, WIRE_DTYPES } from '../../protocol/index.js'
+import { computeModelId, createShard, openModelFile, type Shard, selectKernelsFor, spanKernelReport } from '../../shards/index.js'
 import { addLogLevelOption, createLogger, eventLog, progress } from '../log.js'
 import { Metrics, serveMetrics } from '../metrics.js'
 import { defaultModelPath } from '../paths.js'
@@ -43,18 +44,18 @@ async function pickSpan(nLayers: number, numBlocks: number, modelId: string, boo
   }
 }
 
-/** `--wire f32,f16,int8` → the dtypes a node accepts (int8 = q8_0 on the wire). */
+/** `--wire f32,f16,q8_0` → the dtypes a node accepts (int8: a deprecated name of q8_0). */
 function wireList(text: string): DType[] {
   const out: DType[] = []
   for (const name of text
     .split(',')
     .map((x) => x.trim())
     .filter(Boolean)) {
-    const d = dtypeFromName(name)
-    if (d === undefined) throw new InvalidArgumentError(`--wire ${text}: ${name} is not one of f32, f16, int8`)
+    const d = wireDtypeFromName(name)
+    if (d === undefined) throw new InvalidArgumentError(`--wire ${text}: ${name} is not one of f32, f16, q8_0`)
     if (!out.includes(d)) out.push(d)
   }
-  if (out.length === 0) throw new InvalidArgumentError('--wire: list at least one of f32, f16, int8')
+  if (out.length === 0) throw new InvalidArgumentError('--wire: list at least one of f32, f16, q8_0')
   return out
 }
 
@@ -75,6 +76,7 @@ export function registerNodeStart(program: Command): void {
     )
     .option('--listen <multiaddr...>', 'listen addresses', ['/ip4/127.0.0.1/tcp/0'])
     .option('--bootstrap <addrs>', 'comma-separated multiaddrs (with /p2p/<peer id>) of peers to join')
+    .option('--allow-private-next-hops', 'chained steps may dial private/loopback next hops', false)
     .addOption(
       new Option('--max-sessions <n>', 'sessions served at once; more get BUSY').argParser(int('--max-sessions', 1)).default(16)
     )
@@ -110,10 +112,10 @@ export function registerNodeStart(program: Command): void {
     .addOption(
       new Option(
         '--wire <dtypes>',
-        'comma-separated activation dtypes this node accepts and announces: f32, f16, int8 (Q8_0 blocks; q8_0 is an alias); sessions asking for another get UNSUPPORTED_DTYPE'
+        'comma-separated activation dtypes this node accepts and announces: f32, f16, q8_0 (GGUF Q8_0 blocks; int8 is a deprecated name for it); sessions asking for another get UNSUPPORTED_DTYPE'
       )
         .argParser(wireList)
-        .default(['f32', 'f16', 'q8_0'], 'f32,f16,int8')
+        .default([...WIRE_DTYPES], WIRE_DTYPES.join(','))
     )
     .addOption(
       new Option(
@@ -143,6 +145,9 @@ export function registerNodeStart(program: Command): void {
       const bar = progress('loading blocks', end - start, { unit: 'blocks' })
       const shard = createShard({ model, start, end, kernels, onProgress: (done) => bar.update(done) })
       bar.done()
+      // One line on the kernels the span runs on; a span (partly) on the slow TypeScript kernels says why.
+      const report = spanKernelReport(kernels, shard)
+      log({ event: report.slowWeightBytes ? 'kernels-slow' : 'kernels', ...report })
       const throughput = measureThroughput(shard, model.config.dim)
       const tamper = opts.tamper
         ? createTamper({
@@ -172,6 +177,7 @@ export function registerNodeStart(program: Command): void {
         metrics,
         wireDtypes: opts.wire,
         maxSessions: opts.maxSessions,
+        allowPrivateNextHops: opts.allowPrivateNextHops,
         idleTimeoutMs: opts.idleTimeout,
         announceIntervalMs: opts.announceInterval,
         log
@@ -182,7 +188,7 @@ export function registerNodeStart(program: Command): void {
         process.once('SIGTERM', () => resolve('SIGTERM'))
       })
       process.stdout.write(
-        `${JSON.stringify({ peerId: swarmNode.peerId, addrs: swarmNode.addrs, layers: [start, end], modelId })}\n`
+        `${JSON.stringify({ peerId: swarmNode.peerId, addrs: swarmNode.addrs, layers: [start, end], modelId, kernels: report.kernels, weightBytes: report.weightBytes, kvBytes: report.kvBytes })}\n`
       )
       log({ event: 'serving', peerId: swarmNode.peerId, throughput })
       const sig = await stopped

@@ -1,5 +1,7 @@
+import { ropeFrequencies } from '../architectures.js'
 import type { BlockMatrices, KvLayer } from '../kernels.js'
 import type { NativeAddon } from '../native/load.js'
+import { isQuantDType, QUANT_LAYOUTS } from '../quant-blocks.js'
 import type { ModelConfig, WeightMatrix } from '../types.js'
 import type { WasmHeap } from './heap.js'
 import * as L from './layout.js'
@@ -45,6 +47,8 @@ export function createFusedBlock(deps: FusedBlockDeps): FusedBlock {
   const eps = new Float64Array(1)
   const epsBytes = new Uint8Array(eps.buffer)
   let ropeKey = ''
+  let ropeConfig: ModelConfig | null = null
+  const freqsOf = new WeakMap<ModelConfig, Float64Array>()
 
   /** A norm vector copied into the heap once (it is read by every thread of every call). */
   function normOffset(v: Float32Array): number {
@@ -58,21 +62,27 @@ export function createFusedBlock(deps: FusedBlockDeps): FusedBlock {
   }
 
   /** cos/sin (float64, as shards/kernels-wasm/rope.ts computes them) of positions startPos.. */
-  function ropeTable(T: number, startPos: number, headDim: number, theta: number): number {
-    const half = headDim >> 1
+  function ropeTable(T: number, startPos: number, c: ModelConfig): number {
+    const half = c.headDim >> 1
     const at = scratch.get('blk-rope', T * half * 16)
-    const key = `${at}/${T}/${startPos}/${headDim}/${theta}`
-    if (key === ropeKey) return at
+    const key = `${at}/${T}/${startPos}`
+    if (key === ropeKey && c === ropeConfig) return at
+    let freqs = freqsOf.get(c)
+    if (!freqs) {
+      freqs = ropeFrequencies(c)
+      freqsOf.set(c, freqs)
+    }
     const table = new Float64Array(heap.memory.buffer, at, 2 * T * half)
     for (let t = 0; t < T; t++) {
       const pos = startPos + t
       for (let j = 0; j < half; j++) {
-        const val = pos * (1 / theta ** ((2 * j) / headDim))
+        const val = pos * freqs[j]
         table[t * half + j] = Math.cos(val)
         table[T * half + t * half + j] = Math.sin(val)
       }
     }
     ropeKey = key
+    ropeConfig = c
     return at
   }
 
@@ -83,17 +93,29 @@ export function createFusedBlock(deps: FusedBlockDeps): FusedBlock {
     c: ModelConfig,
     T: number,
     startPos: number,
-    at: Record<string, number>
+    at: Record<string, number> & { types?: number[] }
   ): number[] | null {
     const mats = [w.wqkv, w.wo, w.w13, w.w2]
-    const dtype = w.wqkv.dtype
-    if ((dtype !== 'q8_0' && dtype !== 'f32') || mats.some((m) => m.dtype !== dtype)) return null
+    // Per matrix: f32, Q8_0, or a block type when the addon multiplies those (quant-dot.cc).
+    const typeOf = (m: WeightMatrix): number | null =>
+      m.dtype === 'f32'
+        ? 0
+        : m.dtype === 'q8_0'
+          ? 8
+          : isQuantDType(m.dtype) && native.quantTypes
+            ? QUANT_LAYOUTS[m.dtype].ggmlType
+            : null
+    const types = mats.map(typeOf)
+    const wvType = w.wv ? typeOf(w.wv) : 0
+    if (types.some((t) => t === null) || wvType === null) return null
     const offsets = mats.map((m) => deps.weightOffset(m))
+    const wvOffset = w.wv ? deps.weightOffset(w.wv) : 0
     const kp = deps.kvOffset(kv.keys)
     const vp = deps.kvOffset(kv.values)
-    if (offsets.some((o) => o === null) || kp === undefined || vp === undefined) return null
+    if (offsets.some((o) => o === null) || wvOffset === null || kp === undefined || vp === undefined) return null
+    at.types = [...(types as number[]), wvOffset, wvType]
     return [
-      dtype === 'q8_0' ? 1 : 0,
+      types[0] === 8 ? 1 : 0,
       c.dim,
       c.kvDim,
       c.hiddenDim,
@@ -120,17 +142,21 @@ export function createFusedBlock(deps: FusedBlockDeps): FusedBlock {
       const n = ws.length
       if (!native.fusedBlock || n === 0 || kvs.length !== n || deps.batchedFrom !== 8) return false
       if (c.headDim % 2 !== 0 || c.nKvHeads <= 0 || c.nHeads % c.nKvHeads !== 0) return false
-      const { dim, kvDim, hiddenDim } = c
-      const rope = ropeTable(T, startPos, c.headDim, c.ropeTheta)
+      const { dim, qDim, kvDim, hiddenDim } = c
+      if (c.qDim !== c.nHeads * c.headDim || (c.qkNorm && c.headDim % 2 !== 0)) return false
+      const rope = ropeTable(T, startPos, c)
       const xp = scratch.get('blk-x', T * dim * 4)
-      const act = scratch.get('blk-act', T * (dim + 2 * kvDim + dim + hiddenDim) * 4)
+      const act = scratch.get('blk-act', T * (qDim + 2 * kvDim + qDim + hiddenDim) * 4)
       const sync = scratch.get('blk-sync', n * L.BLOCK_SYNC_BYTES)
       const desc = scratch.get('blk-desc', n * L.BLOCK_DESC_BYTES)
       const all: number[][] = []
+      const types: number[][] = []
       for (let i = 0; i < n; i++) {
-        const slots = blockSlots(ws[i], kvs[i], c, T, startPos, { x: xp, rope, act, sync: sync + i * L.BLOCK_SYNC_BYTES })
-        if (!slots) return false
+        const at: Record<string, number> & { types?: number[] } = { x: xp, rope, act, sync: sync + i * L.BLOCK_SYNC_BYTES }
+        const slots = blockSlots(ws[i], kvs[i], c, T, startPos, at)
+        if (!slots || !at.types) return false
         all.push(slots)
+        types.push(at.types)
       }
       heap.f32().set(x.subarray(0, T * dim), xp >>> 2)
       heap.u8().fill(0, sync, sync + n * L.BLOCK_SYNC_BYTES)
@@ -139,6 +165,14 @@ export function createFusedBlock(deps: FusedBlockDeps): FusedBlock {
         const at = desc + i * L.BLOCK_DESC_BYTES
         heap.i32().set(all[i], at >>> 2)
         heap.u8().set(epsBytes, at + L.BLOCK_DESC_EPS_BYTE)
+        const w = ws[i]
+        heap
+          .i32()
+          .set(
+            [c.qDim, w.bqkv ? normOffset(w.bqkv) : 0, w.qNorm ? normOffset(w.qNorm) : 0, w.kNorm ? normOffset(w.kNorm) : 0],
+            (at + L.BLOCK_DESC_ARCH_BYTE) >>> 2
+          )
+        heap.i32().set(types[i], (at + L.BLOCK_DESC_TYPES_BYTE) >>> 2)
       }
       deps.setArgs([L.OP_DECODE_BLOCK, desc, n])
       pool.run('native')

@@ -1,8 +1,10 @@
 import { InvalidArgumentError } from '../errors.js'
 import type { AttentionShape, Kernels, KvLayer } from '../kernels.js'
 import { createReferenceKernels } from '../kernels-ref.js'
+import { matmulExact } from '../kernels-ref-exact.js'
 import type { NativeAddon } from '../native/load.js'
 import { rowBytes } from '../quant.js'
+import { isQuantDType, QUANT_LAYOUTS } from '../quant-blocks.js'
 import type { WeightMatrix } from '../types.js'
 import { createFusedBlock } from './fused-block.js'
 import { createWasmHeap, KernelMemoryError } from './heap.js'
@@ -87,6 +89,21 @@ export function createWasmKernels(options: WasmKernelOptions): FastKernels {
   const scratch = createScratch(heap)
   const rope = createRopeTables()
   const weights = new WeakMap<WeightMatrix, number | null>()
+  // Bytes of weights placed, and those left to the slow TypeScript kernels with the cause
+  // (placement(): a node says so rather than serving slowly in silence).
+  let weightBytes = 0
+  const slow = new Map<string, number>()
+  const noteSlow = (reason: string, bytes: number): void => void slow.set(reason, (slow.get(reason) ?? 0) + bytes)
+  const HEAP_FULL = 'weights past the 4 GiB WebAssembly heap run on the TypeScript reference kernels (no native addon takes them)'
+  const noQuantKernel = (dtype: string): string =>
+    `${dtype} weights run on their TypeScript definition (the native addon with block-type kernels is not loaded)`
+  /** Account for a placed matrix: its bytes, and whether (and why) it runs slowly. */
+  function account(w: Omit<WeightMatrix, 'data'>, inHeap: boolean): void {
+    const bytes = rowBytes(w.dtype, w.cols) * w.rows
+    weightBytes += bytes
+    if (!inHeap) noteSlow(HEAP_FULL, bytes)
+    else if (isQuantDType(w.dtype) && !native?.quantTypes) noteSlow(noQuantKernel(w.dtype), bytes)
+  }
   const kvOffsets = new WeakMap<object, number>()
   const reclaim = new FinalizationRegistry<number>((offset) => heap.free(offset))
 
@@ -143,6 +160,7 @@ export function createWasmKernels(options: WasmKernelOptions): FastKernels {
     prepare(w) {
       if (weights.has(w)) return w
       const placed = place(w)
+      account(w, placed !== null)
       if (!placed) {
         weights.set(w, null)
         return w
@@ -160,7 +178,9 @@ export function createWasmKernels(options: WasmKernelOptions): FastKernels {
         offset = heap.alloc(bytes)
       } catch (e) {
         if (!(e instanceof KernelMemoryError)) throw e
-        // Does not fit the 4 GiB wasm32 heap: an ordinary buffer, run by the reference kernels.
+        // Does not fit the 4 GiB wasm32 heap: an ordinary buffer, run by the reference kernels
+        // (reported by placement()).
+        account(shape, false)
         const data = new Uint8Array(bytes)
         fill(data)
         const w: WeightMatrix = { ...shape, data }
@@ -175,20 +195,26 @@ export function createWasmKernels(options: WasmKernelOptions): FastKernels {
         throw e
       }
       const prepared: WeightMatrix = { dtype: shape.dtype, rows: shape.rows, cols: shape.cols, data }
+      account(shape, true)
       weights.set(prepared, offset)
       reclaim.register(prepared, offset)
       return prepared
     },
 
     matmul(out, x, w, T) {
+      const quant = isQuantDType(w.dtype)
+      // Block types without the addon's kernels: their exact definition in TypeScript (same bits).
+      if (quant && !native?.quantTypes) return matmulExact(out, x, w, T)
       const wp = weightOffset(w)
-      if (wp === null) return ref.matmul(out, x, w, T)
+      if (wp === null) return quant ? matmulExact(out, x, w, T) : ref.matmul(out, x, w, T)
       const { rows, cols } = w
       const xp = scratch.get('x', T * cols * 4)
       heap.f32().set(x.subarray(0, T * cols), xp >>> 2)
       const op = scratch.get('out', T * rows * 4)
       let args: number[]
-      if (w.dtype === 'q8_0') {
+      if (isQuantDType(w.dtype)) {
+        args = [L.OP_MATMUL_QUANT, wp, xp, QUANT_LAYOUTS[w.dtype].ggmlType, op, rows, cols, T]
+      } else if (w.dtype === 'q8_0') {
         const xq = scratch.get('xq', T * cols * 2)
         const xd = scratch.get('xd', T * (cols / 32) * 4)
         exports.quantizeQ8(xp, xq, xd, cols, T)
@@ -197,15 +223,15 @@ export function createWasmKernels(options: WasmKernelOptions): FastKernels {
         args = [w.dtype === 'f32' ? L.OP_MATMUL_F32 : L.OP_MATMUL_F16, wp, xp, 0, op, rows, cols, T]
       }
       setArgs(args)
-      pool.run(useNative(w.dtype, T) ? 'native' : 'wasm')
+      pool.run(quant || useNative(w.dtype, T) ? 'native' : 'wasm')
       out.set(heap.f32().subarray(op >>> 2, (op >>> 2) + T * rows))
     },
 
     rmsnorm: ref.rmsnorm,
     swiglu: ref.swiglu,
 
-    rope(x, T, nHeads, headDim, startPos, theta) {
-      rope.apply(x, T, nHeads, headDim, startPos, theta)
+    rope(x, T, nHeads, headDim, startPos, theta, freqs) {
+      rope.apply(x, T, nHeads, headDim, startPos, theta, freqs)
     },
 
     attention(out, q, kv, shape) {
@@ -243,6 +269,11 @@ export function createWasmKernels(options: WasmKernelOptions): FastKernels {
     },
 
     memoryBytes: () => heap.used(),
+    placement: () => ({
+      weightBytes,
+      slowWeightBytes: [...slow.values()].reduce((a, b) => a + b, 0),
+      reasons: [...slow.keys()]
+    }),
     ready: () => pool.ready(),
     rest: () => pool.rest(),
 

@@ -12,11 +12,12 @@
 #include "block.h"
 #include "matmul.h"
 #include "ops.h"
+#include "quant-dot.h"
 
 namespace {
 
 constexpr size_t kArgs = 256;  // shards/kernels-wasm/layout.ts ARGS_OFFSET
-constexpr int kMatmulF32 = 1, kMatmulF16 = 2, kMatmulQ8 = 3, kDecodeBlock = 7;
+constexpr int kMatmulF32 = 1, kMatmulF16 = 2, kMatmulQ8 = 3, kDecodeBlock = 7, kMatmulQuant = 8;
 
 int chunk(int rows, int tid, int n) {
   const int per = ((rows + n - 1) / n + 3) & ~3;
@@ -50,7 +51,18 @@ Napi::Value Task(const Napi::CallbackInfo& info) {
   if (r0 >= r1) return env.Undefined();
   float* out = reinterpret_cast<float*>(base + a[4]);
   // T < 8: the decode kernels (decode.cc); the host only sends these ops when decodeF32/decodeQ8.
-  if (T < 8 && op == kMatmulQ8 && ls::decodeAvailable(true)) {
+  if (op == kMatmulQuant) {
+    // slot 3: the ggml type (quant-dot.h); every thread quantises the activations itself (the
+    // same bits), then computes its rows.
+    const int type = int(a[3]);
+    if (!ls::quantAvailable(type) || ls::quantRowBytes(type, cols) == 0) {
+      Napi::Error::New(env, "native kernels: unsupported block type").ThrowAsJavaScriptException();
+      return env.Undefined();
+    }
+    const float* x = reinterpret_cast<const float*>(base + a[2]);
+    ls::quantPrepare(type, x, cols, T);
+    ls::quantRows(type, base + a[1], x, out, rows, cols, T, r0, r1);
+  } else if (T < 8 && op == kMatmulQ8 && ls::decodeAvailable(true)) {
     ls::decodeQ8(base + a[1], reinterpret_cast<const int16_t*>(base + a[2]), reinterpret_cast<const float*>(base + a[3]), out, rows, cols, T, r0, r1);
   } else if (T < 8 && op == kMatmulF32 && ls::decodeAvailable(false)) {
     ls::decodeF32(reinterpret_cast<const float*>(base + a[1]), reinterpret_cast<const float*>(base + a[2]), out, rows, cols, T, r0, r1);
@@ -120,6 +132,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("selfTest", Napi::Function::New(env, SelfTest));
   exports.Set("isa", Napi::String::New(env, ls::isa()));
   exports.Set("decodeQ8", Napi::Boolean::New(env, ls::decodeAvailable(true)));
+  exports.Set("quantTypes", Napi::Boolean::New(env, ls::quantAvailable(ls::kTypeQ4_K)));
   exports.Set("decodeF32", Napi::Boolean::New(env, ls::decodeAvailable(false)));
   exports.Set("fusedBlock", Napi::Boolean::New(env, ls::blockAvailable()));
   exports.Set("jsExp", Napi::Function::New(env, JsExp));

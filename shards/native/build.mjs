@@ -42,6 +42,8 @@ try {
     join(here, 'block.cc'),
     join(here, 'ops.cc'),
     join(here, 'attention.cc'),
+    join(here, 'quant-dot.cc'),
+    join(here, 'quant-batch.cc'),
     '-o',
     out
   ]

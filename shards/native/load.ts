@@ -17,6 +17,8 @@ export interface NativeAddon {
   /** Whether it has T < 8 (decode) kernels for Q8_0 and for f32 weights (decode.cc). */
   readonly decodeQ8: boolean
   readonly decodeF32: boolean
+  /** Whether it multiplies the block types of shards/quant-blocks.ts (quant-dot.cc, op 8). */
+  readonly quantTypes: boolean
   /** Whether it runs a whole decode block in one call (block.cc, OP_DECODE_BLOCK). */
   readonly fusedBlock: boolean
   /** Its port of V8's Math.exp (tests compare the two). */
@@ -61,6 +63,7 @@ export function loadNativeAddon(path: string | null = nativeAddonPath()): Native
       isa: addon.isa,
       decodeQ8: addon.decodeQ8 === true,
       decodeF32: addon.decodeF32 === true,
+      quantTypes: addon.quantTypes === true,
       fusedBlock: addon.fusedBlock === true,
       jsExp: addon.jsExp,
       adviseHugePages: typeof addon.adviseHugePages === 'function' ? addon.adviseHugePages : undefined

@@ -1,0 +1,437 @@
+// Matmuls on the GGUF block types Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K and BF16
+// (block layouts: ggml-common.h), bit-identical to shards/kernels-ref-exact-quant.ts:
+// - Activations are quantised as llama.cpp's CPU backend does: Q8_0 blocks of 32 for the
+//   legacy types (the same quantizeRowQ8 as the Q8_0 kernels), Q8_K super-blocks of 256 for the
+//   K-quants (ggml quantize_row_q8_K_ref: f32 scale, Σq per 16). BF16 multiplies f32 x.
+// - Inside a block every sum is an exact integer (u8 quants × s8 activations through
+//   maddubs/vpdpbusd, pairs far below 2^15; sub-block scales through madd/vpdpwssd), so SIMD
+//   order does not matter; the few float steps per block then run in block order per
+//   (row, token), one row per chain. Results do not depend on how rows are split over threads.
+// Built with -ffp-contract=off (build.mjs): no FMA, each float product and sum rounds alone.
+#include "quant-dot.h"
+
+#include <cstring>
+#include <vector>
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
+
+#include "ops.h"
+#include "quant-internal.h"
+
+namespace ls {
+
+size_t quantRowBytes(int type, int cols) {
+  int elems = 0, bytes = 0;
+  switch (type) {
+    case kTypeQ4_0: elems = 32, bytes = 18; break;
+    case kTypeQ4_1: elems = 32, bytes = 20; break;
+    case kTypeQ5_0: elems = 32, bytes = 22; break;
+    case kTypeQ5_1: elems = 32, bytes = 24; break;
+    case kTypeQ2_K: elems = 256, bytes = 84; break;
+    case kTypeQ3_K: elems = 256, bytes = 110; break;
+    case kTypeQ4_K: elems = 256, bytes = 144; break;
+    case kTypeQ5_K: elems = 256, bytes = 176; break;
+    case kTypeQ6_K: elems = 256, bytes = 210; break;
+    case kTypeBF16: elems = 1, bytes = 2; break;
+    default: return 0;
+  }
+  if (cols <= 0 || cols % elems != 0) return 0;
+  return size_t(cols / elems) * bytes;
+}
+
+#if defined(__AVX2__)
+
+bool quantAvailable(int type) { return quantRowBytes(type, 256) != 0; }
+
+namespace {
+
+bool isK(int type) { return type >= kTypeQ2_K && type <= kTypeQ6_K; }
+
+// From this batch size on the batched kernels take the rows (as matmulQ8Rows for Q8_0; block.cc
+// kBatchedFrom and shards/kernels-wasm/wasm-kernels.ts nativeMinBatch agree).
+constexpr int kBatchedFrom = 8;
+
+// This thread's activations: int8 quants, one scale per block, Σq per block (Q8_0) or per 16
+// (Q8_K); one set per format, so a phase of the fused block may mix legacy and K types.
+using Acts = QuantActs;
+thread_local Acts tlLegacy, tlK;
+
+inline float half(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return halfToFloatExact(h);
+}
+
+// ggml nearest_int: ties to even through the 1.5·2^23 trick, bit for bit (NaN gives 0).
+inline int nearestInt(float v) {
+  const float s = v + 12582912.f;
+  int32_t i;
+  std::memcpy(&i, &s, 4);
+  return (i & 0x007fffff) - 0x00400000;
+}
+
+void quantizeRowQ8K(const float* x, int8_t* qs, float* d, int32_t* bsums, int cols) {
+  for (int b = 0; b < cols / 256; b++) {
+    const float* src = x + b * 256;
+    float amax = 0, max = 0;
+    for (int j = 0; j < 256; j++) {
+      const float ax = src[j] < 0 ? -src[j] : src[j];
+      if (ax > amax) amax = ax, max = src[j];
+    }
+    int8_t* q = qs + b * 256;
+    if (amax == 0) {
+      std::memset(q, 0, 256);
+      d[b] = 0;
+      for (int s = 0; s < 16; s++) bsums[b * 16 + s] = 0;
+      continue;
+    }
+    const float iscale = -127.f / max;
+    for (int j = 0; j < 256; j++) {
+      const int v = nearestInt(iscale * src[j]);
+      q[j] = int8_t(v < 127 ? v : 127);
+    }
+    for (int s = 0; s < 16; s++) {
+      int sum = 0;
+      for (int i = 0; i < 16; i++) sum += q[s * 16 + i];
+      bsums[b * 16 + s] = sum;
+    }
+    d[b] = 1 / iscale;
+  }
+}
+
+inline int hsum8(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+  return _mm_cvtsi128_si32(s);
+}
+
+inline __m256i srl16(__m256i v, int n) { return _mm256_srl_epi16(v, _mm_cvtsi32_si128(n)); }
+
+// acc + Σ pairs of (u8 quants · s8 activations) × i16 scales, as i32 lanes. Exact: quants ≤ 63
+// keep each maddubs pair ≤ 2·63·127 < 2^15.
+inline __m256i dotScaled(__m256i acc, __m256i u, __m256i s, __m256i sc16) {
+  const __m256i p = _mm256_maddubs_epi16(u, s);
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+  return _mm256_dpwssd_epi32(acc, p, sc16);
+#elif defined(__AVXVNNI__)
+  return _mm256_dpwssd_avx_epi32(acc, p, sc16);
+#else
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(p, sc16));
+#endif
+}
+
+// Σ u8 · s8 over 32 pairs as 8 i32 lanes (exact for quants ≤ 31).
+inline __m256i dotU8(__m256i u, __m256i s) {
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+  return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s);
+#elif defined(__AVXVNNI__)
+  return _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), u, s);
+#else
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+#endif
+}
+
+inline __m256i pair16(int lo, int hi) { return _mm256_set_m128i(_mm_set1_epi16(short(hi)), _mm_set1_epi16(short(lo))); }
+
+// ---- K-quants: one row against one token's Q8_K activations --------------------------------
+// Each block type gives, per super-block, i32 lane vectors p (lanes sum to Σ sc·(q·qx), offsets
+// folded in exactly) and m (lanes sum to Σ mn·Σqx, types with mins). Eight super-blocks are
+// reduced at once (reduce8) and their float terms computed 8 wide; the terms then join the
+// row's sum one by one in block order, the canonical chain.
+
+// Lane i = horizontal sum of p[i] (integer, exact in any order).
+inline __m256i reduce8(const __m256i* p) {
+  const __m256i h01 = _mm256_hadd_epi32(p[0], p[1]), h23 = _mm256_hadd_epi32(p[2], p[3]);
+  const __m256i h45 = _mm256_hadd_epi32(p[4], p[5]), h67 = _mm256_hadd_epi32(p[6], p[7]);
+  const __m256i a = _mm256_hadd_epi32(h01, h23), b = _mm256_hadd_epi32(h45, h67);
+  return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20), _mm256_permute2x128_si256(a, b, 0x31));
+}
+
+inline __m256i load(const void* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+
+// Q4_K (Five = false) and Q5_K: 8 sub-blocks of 32, 6-bit scales and mins (get_scale_min_k4,
+// taken 4 bytes at a time: scales 0..3 and mins 0..3 are the low 6 bits of bytes 0..3 / 4..7;
+// 4..7 take their low nibble from bytes 8..11 and the top 2 bits from bytes 0..3 / 4..7).
+template <bool Five>
+inline void blockQ45K(const uint8_t* blk, const int8_t* x, const int32_t* bs, __m256i& p, __m256i& m) {
+  uint32_t u[3];
+  std::memcpy(u, blk + 4, 12);
+  alignas(16) uint32_t sm[4] = {u[0] & 0x3f3f3f3f, (u[2] & 0x0f0f0f0f) | (((u[0] >> 6) & 0x03030303) << 4), u[1] & 0x3f3f3f3f,
+                                ((u[2] >> 4) & 0x0f0f0f0f) | (((u[1] >> 6) & 0x03030303) << 4)};
+  const uint8_t* sc = reinterpret_cast<const uint8_t*>(sm);
+  const __m256i m4 = _mm256_set1_epi8(0x0f), one = _mm256_set1_epi8(1);
+  const uint8_t* qs = blk + (Five ? 48 : 16);
+  const __m256i hb = Five ? load(blk + 16) : _mm256_setzero_si256();
+  __m256i acc = _mm256_setzero_si256();
+  for (int k = 0; k < 4; k++) {
+    const __m256i qv = load(qs + 32 * k);
+    __m256i lo = _mm256_and_si256(qv, m4), hi = _mm256_and_si256(srl16(qv, 4), m4);
+    if (Five) {
+      lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(srl16(hb, 2 * k), one), 4));
+      hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(srl16(hb, 2 * k + 1), one), 4));
+    }
+    acc = dotScaled(acc, lo, load(x + 64 * k), _mm256_set1_epi16(short(sc[2 * k])));
+    acc = dotScaled(acc, hi, load(x + 64 * k + 32), _mm256_set1_epi16(short(sc[2 * k + 1])));
+  }
+  p = acc;
+  // Σqx per 32 from the per-16 sums, times the 8 mins.
+  const __m256i b16 = load(bs), b16hi = load(bs + 8);
+  const __m256i pairs = _mm256_permute4x64_epi64(_mm256_hadd_epi32(b16, b16hi), 0xd8);
+  m = _mm256_mullo_epi32(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc + 8))), pairs);
+}
+
+// Q6_K: 16 sub-blocks of 16, int8 scales, quants 0..63 offset by −32 (32·Σ sc·Σqx subtracted).
+inline void blockQ6K(const uint8_t* blk, const int8_t* x, const int32_t* bs, __m256i& p, __m256i&) {
+  const __m256i m4 = _mm256_set1_epi8(0x0f), m2 = _mm256_set1_epi8(3);
+  const int8_t* sc = reinterpret_cast<const int8_t*>(blk + 192);
+  __m256i acc = _mm256_setzero_si256();
+  for (int n = 0; n < 2; n++) {
+    const __m256i a = load(blk + 64 * n), c = load(blk + 64 * n + 32), h = load(blk + 128 + 32 * n);
+    const __m256i q[4] = {_mm256_or_si256(_mm256_and_si256(a, m4), _mm256_slli_epi16(_mm256_and_si256(h, m2), 4)),
+                          _mm256_or_si256(_mm256_and_si256(c, m4), _mm256_slli_epi16(_mm256_and_si256(srl16(h, 2), m2), 4)),
+                          _mm256_or_si256(_mm256_and_si256(srl16(a, 4), m4), _mm256_slli_epi16(_mm256_and_si256(srl16(h, 4), m2), 4)),
+                          _mm256_or_si256(_mm256_and_si256(srl16(c, 4), m4), _mm256_slli_epi16(_mm256_and_si256(srl16(h, 6), m2), 4))};
+    for (int k = 0; k < 4; k++) acc = dotScaled(acc, q[k], load(x + 128 * n + 32 * k), pair16(sc[8 * n + 2 * k], sc[8 * n + 2 * k + 1]));
+  }
+  const __m128i s16 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(sc));
+  const __m256i corr = _mm256_add_epi32(_mm256_mullo_epi32(_mm256_cvtepi8_epi32(s16), load(bs)),
+                                        _mm256_mullo_epi32(_mm256_cvtepi8_epi32(_mm_srli_si128(s16, 8)), load(bs + 8)));
+  p = _mm256_sub_epi32(acc, _mm256_slli_epi32(corr, 5));
+}
+
+// Q3_K: 16 sub-blocks of 16, 6-bit scales − 32, quants 2 low bits + high bit (hmask), value
+// low − 4·(1 − high), taken here as (low + 4·high) − 4.
+inline void blockQ3K(const uint8_t* blk, const int8_t* x, const int32_t* bs, __m256i& p, __m256i&) {
+  const __m256i m2 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
+  const uint8_t* s = blk + 96;
+  alignas(32) int32_t sc[16];
+  for (int j = 0; j < 16; j++) {
+    const int lo = j < 8 ? s[j] & 0xf : s[j - 8] >> 4;
+    sc[j] = (lo | (((s[8 + (j & 3)] >> (2 * (j >> 2))) & 3) << 4)) - 32;
+  }
+  const __m256i hm = load(blk);
+  __m256i acc = _mm256_setzero_si256();
+  for (int n = 0; n < 2; n++) {
+    const __m256i qv = load(blk + 32 + 32 * n);
+    for (int j = 0; j < 4; j++) {
+      const __m256i low = _mm256_and_si256(srl16(qv, 2 * j), m2);
+      const __m256i high = _mm256_slli_epi16(_mm256_and_si256(srl16(hm, 4 * n + j), one), 2);
+      acc = dotScaled(acc, _mm256_or_si256(low, high), load(x + 128 * n + 32 * j), pair16(sc[8 * n + 2 * j], sc[8 * n + 2 * j + 1]));
+    }
+  }
+  const __m256i corr = _mm256_add_epi32(_mm256_mullo_epi32(load(sc), load(bs)), _mm256_mullo_epi32(load(sc + 8), load(bs + 8)));
+  p = _mm256_sub_epi32(acc, _mm256_slli_epi32(corr, 2));
+}
+
+// Q2_K: 16 sub-blocks of 16, 4-bit scale (low nibble) and min (high nibble), quants 0..3.
+inline void blockQ2K(const uint8_t* blk, const int8_t* x, const int32_t* bs, __m256i& p, __m256i& m) {
+  const __m256i m2 = _mm256_set1_epi8(3);
+  __m256i acc = _mm256_setzero_si256();
+  for (int n = 0; n < 2; n++) {
+    const __m256i qv = load(blk + 16 + 32 * n);
+    for (int j = 0; j < 4; j++)
+      acc = dotScaled(acc, _mm256_and_si256(srl16(qv, 2 * j), m2), load(x + 128 * n + 32 * j),
+                      pair16(blk[8 * n + 2 * j] & 0xf, blk[8 * n + 2 * j + 1] & 0xf));
+  }
+  p = acc;
+  const __m128i s16 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk));
+  const __m128i mins = _mm_and_si128(_mm_srli_epi16(s16, 4), _mm_set1_epi8(0x0f));
+  m = _mm256_add_epi32(_mm256_mullo_epi32(_mm256_cvtepu8_epi32(mins), load(bs)),
+                       _mm256_mullo_epi32(_mm256_cvtepu8_epi32(_mm_srli_si128(mins, 8)), load(bs + 8)));
+}
+
+// One row: super-blocks 8 at a time. BlockBytes, the d (and dmin) byte offsets and whether the
+// type has mins come from the layout (ggml-common.h).
+template <void (*Block)(const uint8_t*, const int8_t*, const int32_t*, __m256i&, __m256i&), int BlockBytes, int DAt, int DminAt>
+float dotK(const uint8_t* row, const int8_t* xs, const float* xd, const int32_t* bs, int nb) {
+  float sumf = 0;
+  for (int b0 = 0; b0 < nb; b0 += 8) {
+    const int n = nb - b0 < 8 ? nb - b0 : 8;
+    __m256i p[8], m[8];
+    alignas(32) float d[8] = {}, dmin[8] = {}, dx[8] = {};
+    for (int i = 0; i < 8; i++) {
+      p[i] = m[i] = _mm256_setzero_si256();
+      if (i >= n) continue;
+      const uint8_t* blk = row + size_t(b0 + i) * BlockBytes;
+      Block(blk, xs + size_t(b0 + i) * 256, bs + size_t(b0 + i) * 16, p[i], m[i]);
+      d[i] = half(blk + DAt);
+      if (DminAt >= 0) dmin[i] = half(blk + DminAt);
+      dx[i] = xd[b0 + i];
+    }
+    const __m256 dxv = _mm256_load_ps(dx);
+    __m256 term = _mm256_mul_ps(_mm256_mul_ps(dxv, _mm256_load_ps(d)), _mm256_cvtepi32_ps(reduce8(p)));
+    if (DminAt >= 0) term = _mm256_sub_ps(term, _mm256_mul_ps(_mm256_mul_ps(dxv, _mm256_load_ps(dmin)), _mm256_cvtepi32_ps(reduce8(m))));
+    alignas(32) float lanes[8];
+    _mm256_store_ps(lanes, term);
+    for (int i = 0; i < n; i++) sumf = sumf + lanes[i];
+  }
+  return sumf;
+}
+
+// ---- legacy 32-blocks: one row against one token's Q8_0 activations -----------------------
+
+// The block's 32 quants as u8 (0..31, before the offset): low nibbles are elements 0..15, high
+// nibbles 16..31; Q5's 32-bit qh gives bit 4 of element j from bit j.
+template <int QsAt, bool Five>
+inline __m256i unpackLegacy(const uint8_t* blk) {
+  const __m128i t = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + QsAt));
+  __m256i q = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(t, 4), t), _mm256_set1_epi8(0x0f));
+  if (Five) {
+    uint32_t qh;
+    std::memcpy(&qh, blk + QsAt - 4, 4);
+    const __m256i spread = _mm256_shuffle_epi8(_mm256_set1_epi32(int(qh)),
+                                               _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0));
+    const __m256i bit = _mm256_set1_epi64x(int64_t(0x8040201008040201));
+    const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
+    q = _mm256_or_si256(q, _mm256_and_si256(set, _mm256_set1_epi8(0x10)));
+  }
+  return q;
+}
+
+// IEEE half bit patterns (low 16 bits of each lane) to f32 exactly as halfToFloatExact.
+inline __m256 half8(__m256i h) {
+  const __m256i em = _mm256_slli_epi32(_mm256_and_si256(h, _mm256_set1_epi32(0x7fff)), 13);
+  const __m256 f = _mm256_mul_ps(_mm256_castsi256_ps(em), _mm256_set1_ps(5.192296858534828e33f));
+  const __m256i sign = _mm256_slli_epi32(_mm256_and_si256(h, _mm256_set1_epi32(0x8000)), 16);
+  return _mm256_or_ps(f, _mm256_castsi256_ps(sign));
+}
+
+// One row: blocks 8 at a time (reduce8, 8-wide float terms), the terms then summed in block
+// order. isum = Σ u8·qx − Offset·Σqx; legacy with min adds m · (dx · Σqx).
+template <int Bytes, int QsAt, int Offset, bool Five, bool Min>
+float dotLegacy(const uint8_t* row, const int8_t* xs, const float* xd, const int32_t* xsum, int nb) {
+  float sumf = 0;
+  const __m256i idx = _mm256_setr_epi32(0, Bytes, 2 * Bytes, 3 * Bytes, 4 * Bytes, 5 * Bytes, 6 * Bytes, 7 * Bytes);
+  int b = 0;
+  for (; b + 8 <= nb; b += 8) {
+    __m256i p[8];
+    const uint8_t* blk = row + size_t(b) * Bytes;
+    for (int i = 0; i < 8; i++) p[i] = dotU8(unpackLegacy<QsAt, Five>(blk + i * Bytes), load(xs + size_t(b + i) * 32));
+    const __m256i sx = load(xsum + b);
+    __m256i isum = reduce8(p);
+    if (Offset) isum = _mm256_sub_epi32(isum, _mm256_mullo_epi32(sx, _mm256_set1_epi32(Offset)));
+    const __m256 dx = _mm256_loadu_ps(xd + b);
+    const __m256i dm = _mm256_i32gather_epi32(reinterpret_cast<const int*>(blk), idx, 1);
+    __m256 term = _mm256_mul_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(half8(dm), dx));
+    if (Min) term = _mm256_add_ps(term, _mm256_mul_ps(half8(_mm256_srli_epi32(dm, 16)), _mm256_mul_ps(dx, _mm256_cvtepi32_ps(sx))));
+    alignas(32) float lanes[8];
+    _mm256_store_ps(lanes, term);
+    for (int i = 0; i < 8; i++) sumf = sumf + lanes[i];
+  }
+  for (; b < nb; b++) {
+    const uint8_t* blk = row + size_t(b) * Bytes;
+    alignas(32) uint8_t q[32];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(q), unpackLegacy<QsAt, Five>(blk));
+    int isum = 0;
+    for (int i = 0; i < 32; i++) isum += (int(q[i]) - Offset) * xs[size_t(b) * 32 + i];
+    const float dx = xd[b];
+    const float main = float(isum) * (half(blk) * dx);
+    sumf = sumf + (Min ? main + half(blk + 2) * (dx * float(xsum[b])) : main);
+  }
+  return sumf;
+}
+
+// ---- BF16: f32 activations, the f32 kernels' order (4 lanes over k, then (l0+l1)+(l2+l3)) --
+
+inline __m128 bf16x4(const uint8_t* p) {
+  return _mm_castsi128_ps(_mm_slli_epi32(_mm_cvtepu16_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))), 16));
+}
+
+void bf16Rows(const uint8_t* w, const float* xAll, float* out, int rows, int cols, int T, int r0, int r1) {
+  const int n4 = cols & ~3;
+  const size_t rb = size_t(cols) * 2;
+  for (int r = r0; r < r1; r += 4) {
+    const int nr = r1 - r < 4 ? r1 - r : 4;
+    const uint8_t* wr[4];
+    for (int i = 0; i < 4; i++) wr[i] = w + size_t(r + (i < nr ? i : 0)) * rb;
+    for (int t = 0; t < T; t++) {
+      const float* x = xAll + size_t(t) * cols;
+      __m128 a0 = _mm_setzero_ps(), a1 = _mm_setzero_ps(), a2 = _mm_setzero_ps(), a3 = _mm_setzero_ps();
+      for (int k = 0; k < n4; k += 4) {
+        const __m128 xv = _mm_loadu_ps(x + k);
+        a0 = _mm_add_ps(a0, _mm_mul_ps(bf16x4(wr[0] + 2 * k), xv));
+        a1 = _mm_add_ps(a1, _mm_mul_ps(bf16x4(wr[1] + 2 * k), xv));
+        a2 = _mm_add_ps(a2, _mm_mul_ps(bf16x4(wr[2] + 2 * k), xv));
+        a3 = _mm_add_ps(a3, _mm_mul_ps(bf16x4(wr[3] + 2 * k), xv));
+      }
+      alignas(16) float l[4][4];
+      _mm_store_ps(l[0], a0), _mm_store_ps(l[1], a1), _mm_store_ps(l[2], a2), _mm_store_ps(l[3], a3);
+      for (int i = 0; i < nr; i++) {
+        float s = (l[i][0] + l[i][1]) + (l[i][2] + l[i][3]);
+        for (int k = n4; k < cols; k++) {
+          uint32_t bits = uint32_t(wr[i][2 * k] | (wr[i][2 * k + 1] << 8)) << 16;
+          float wv;
+          std::memcpy(&wv, &bits, 4);
+          s = s + wv * x[k];
+        }
+        out[size_t(t) * rows + r + i] = s;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void quantPrepare(int type, const float* x, int cols, int T) {
+  if (type == kTypeBF16) return;
+  const bool k = isK(type);
+  Acts& a = k ? tlK : tlLegacy;
+  const int nb = cols / (k ? 256 : 32);
+  a.xs.resize(size_t(T) * cols);
+  a.xd.resize(size_t(T) * nb);
+  a.xsum.resize(size_t(T) * (k ? cols / 16 : nb));
+  for (int t = 0; t < T; t++) {
+    const float* row = x + size_t(t) * cols;
+    int8_t* xs = a.xs.data() + size_t(t) * cols;
+    if (k) quantizeRowQ8K(row, xs, a.xd.data() + size_t(t) * nb, a.xsum.data() + size_t(t) * (cols / 16), cols);
+    else quantizeRowQ8(row, xs, a.xd.data() + size_t(t) * nb, a.xsum.data() + size_t(t) * nb, cols, 1);
+  }
+  if (T >= kBatchedFrom && quantBatchAvailable()) quantBatchPrepare(k, a, cols, T);
+}
+
+void quantRows(int type, const uint8_t* w, const float* x, float* out, int rows, int cols, int T, int r0, int r1) {
+  if (type == kTypeBF16) {
+    bf16Rows(w, x, out, rows, cols, T, r0, r1);
+    return;
+  }
+  const size_t rb = quantRowBytes(type, cols);
+  const bool k = isK(type);
+  const int nb = cols / (k ? 256 : 32);
+  const size_t sumStride = k ? size_t(cols) / 16 : size_t(nb);
+  const Acts& a = k ? tlK : tlLegacy;
+  if (T >= kBatchedFrom && quantBatchAvailable()) {
+    quantRowsBatched(type, w, out, rows, cols, T, r0, r1);
+    return;
+  }
+  for (int r = r0; r < r1; r++) {
+    const uint8_t* row = w + size_t(r) * rb;
+    for (int t = 0; t < T; t++) {
+      const int8_t* xs = a.xs.data() + size_t(t) * cols;
+      const float* xd = a.xd.data() + size_t(t) * nb;
+      const int32_t* bs = a.xsum.data() + size_t(t) * sumStride;
+      float v;
+      switch (type) {
+        case kTypeQ4_K: v = dotK<blockQ45K<false>, 144, 0, 2>(row, xs, xd, bs, nb); break;
+        case kTypeQ5_K: v = dotK<blockQ45K<true>, 176, 0, 2>(row, xs, xd, bs, nb); break;
+        case kTypeQ6_K: v = dotK<blockQ6K, 210, 208, -1>(row, xs, xd, bs, nb); break;
+        case kTypeQ3_K: v = dotK<blockQ3K, 110, 108, -1>(row, xs, xd, bs, nb); break;
+        case kTypeQ2_K: v = dotK<blockQ2K, 84, 80, 82>(row, xs, xd, bs, nb); break;
+        case kTypeQ4_0: v = dotLegacy<18, 2, 8, false, false>(row, xs, xd, bs, nb); break;
+        case kTypeQ4_1: v = dotLegacy<20, 4, 0, false, true>(row, xs, xd, bs, nb); break;
+        case kTypeQ5_0: v = dotLegacy<22, 6, 16, true, false>(row, xs, xd, bs, nb); break;
+        default: v = dotLegacy<24, 8, 0, true, true>(row, xs, xd, bs, nb); break;
+      }
+      out[size_t(t) * rows + r] = v;
+    }
+  }
+}
+
+#else
+bool quantAvailable(int) { return false; }
+void quantPrepare(int, const float*, int, int) {}
+void quantRows(int, const uint8_t*, const float*, float*, int, int, int, int, int) {}
+#endif
+
+}  // namespace ls

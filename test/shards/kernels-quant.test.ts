@@ -1,0 +1,178 @@
+import { afterAll, describe, expect, it } from 'vitest'
+import { f32ToF16 } from '../../shards/f16.js'
+import { createFastKernels, type FastKernels } from '../../shards/kernels-fast.js'
+import { createReferenceKernels } from '../../shards/kernels-ref.js'
+import { matmulExact, quantizeActivationsQ8 } from '../../shards/kernels-ref-exact.js'
+import { quantizeActivationsQ8K } from '../../shards/kernels-ref-exact-quant.js'
+import { loadNativeAddon } from '../../shards/native/load.js'
+import { dequantizeRow } from '../../shards/quant.js'
+import { QUANT_LAYOUTS, type QuantDType, quantRowBytes } from '../../shards/quant-blocks.js'
+import type { WeightMatrix } from '../../shards/types.js'
+
+// The block-type kernels (shards/native/quant-dot.cc) against their exact TypeScript definition
+// (shards/kernels-ref-exact-quant.ts) bit for bit, for 1 and 2 threads, decode (T < 8) and
+// batched (T >= 8) shapes; and the definition against the float64 reference on the dequantised
+// weights, within the activation quantisation error (stated in shards/kernels-ref-exact-quant.ts):
+//   |Δ| <= Σ_k |w_k| · (dx_b/2 + |x_k|·2⁻¹⁰) + (cols/4 + 4)·2⁻²⁴·Σ|w·x|   (dx_b the block's Q8 scale)
+// BF16 multiplies f32 activations: only the f32 rounding term.
+
+function rng(seed: number): () => number {
+  let s = seed >>> 0
+  return () => {
+    s = (s + 0x6d2b79f5) >>> 0
+    let t = s
+    t = Math.imul(t ^ (t >>> 15), t | 1)
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
+  }
+}
+
+/** Byte offsets of each block's f16 scale fields (d, and dmin/m where the type has one). */
+const HALF_FIELDS: Record<Exclude<QuantDType, 'bf16'>, number[]> = {
+  q4_0: [0],
+  q4_1: [0, 2],
+  q5_0: [0],
+  q5_1: [0, 2],
+  q2_k: [80, 82],
+  q3_k: [108],
+  q4_k: [0, 2],
+  q5_k: [0, 2],
+  q6_k: [208]
+}
+
+/** Random blocks: random quant and sub-scale bits, f16 scales of a sane size (so sums stay finite). */
+function randomMatrix(dtype: QuantDType, rows: number, cols: number, seed: number): WeightMatrix {
+  const rand = rng(seed)
+  const data = new Uint8Array(quantRowBytes(dtype, cols) * rows)
+  for (let i = 0; i < data.length; i++) data[i] = Math.floor(rand() * 256)
+  if (dtype === 'bf16') {
+    const f = new Float32Array(1)
+    const u = new Uint32Array(f.buffer)
+    for (let i = 0; i < data.length / 2; i++) {
+      f[0] = (rand() * 2 - 1) * 0.5
+      data[2 * i] = (u[0] >>> 16) & 0xff
+      data[2 * i + 1] = u[0] >>> 24
+    }
+  } else {
+    const { blockBytes } = QUANT_LAYOUTS[dtype]
+    const kQuant = QUANT_LAYOUTS[dtype].blockElems === 256
+    for (let b = 0; b < data.length / blockBytes; b++) {
+      for (const [i, at] of HALF_FIELDS[dtype].entries()) {
+        const mag = kQuant ? 0.002 : i === 0 ? 0.05 : 0.3
+        const h = f32ToF16((rand() * 2 - 1) * mag)
+        data[b * blockBytes + at] = h & 0xff
+        data[b * blockBytes + at + 1] = h >> 8
+      }
+    }
+  }
+  return { dtype, rows, cols, data }
+}
+
+function randn(n: number, rand: () => number, scale = 1): Float32Array {
+  const a = new Float32Array(n)
+  for (let i = 0; i < n; i++) a[i] = (rand() * 2 - 1) * scale
+  return a
+}
+
+const addon = loadNativeAddon()
+const kernels: FastKernels[] = []
+function fast(threads: number): FastKernels {
+  const k = createFastKernels({ threads })
+  kernels.push(k)
+  return k
+}
+afterAll(() => {
+  for (const k of kernels) k.close?.()
+})
+const one = fast(1)
+const two = fast(2)
+const ref = createReferenceKernels()
+
+function run(k: FastKernels, w: WeightMatrix, x: Float32Array, T: number): Float32Array {
+  const out = new Float32Array(T * w.rows)
+  k.matmul(out, x, k.prepare(w), T)
+  return out
+}
+
+describe('block-type matmul', () => {
+  it('the native addon has the block-type kernels where it builds (x86-64 with AVX2)', () => {
+    if (addon && addon.isa !== 'generic') expect(addon.quantTypes).toBe(true)
+  })
+
+  const types = Object.keys(QUANT_LAYOUTS) as QuantDType[]
+  for (const dtype of types) {
+    const unit = QUANT_LAYOUTS[dtype].blockElems === 256 ? 256 : 32
+    const shapes: Array<[number, number]> = [
+      [1, unit],
+      [13, unit * 3],
+      [37, unit * 9 + (dtype === 'bf16' ? 3 : 0)]
+    ]
+    for (const [rows, cols] of shapes) {
+      for (const T of [1, 3, 9, 17]) {
+        it(`${dtype} ${rows}x${cols} T=${T}: exact vs TS definition, 1 = 2 threads, within tolerance of the reference`, () => {
+          const w = randomMatrix(dtype, rows, cols, rows * 7919 + cols + T)
+          const x = randn(T * cols, rng(T * 31 + cols), 2)
+          const exact = new Float32Array(T * rows)
+          matmulExact(exact, x, w, T)
+          expect(run(one, w, x, T)).toEqual(exact)
+          expect(run(two, w, x, T)).toEqual(exact)
+          const expected = new Float32Array(T * rows)
+          ref.matmul(expected, x, w, T)
+          const acts = QUANT_LAYOUTS[dtype].activations
+          const q8 = acts === 'q8_0' ? quantizeActivationsQ8(x, cols, T) : null
+          const q8k = acts === 'q8_k' ? quantizeActivationsQ8K(x, cols, T) : null
+          const row = new Float32Array(cols)
+          for (let r = 0; r < rows; r++) {
+            dequantizeRow(w, r, row)
+            for (let t = 0; t < T; t++) {
+              let mag = 0
+              let qerr = 0
+              for (let k = 0; k < cols; k++) {
+                const xv = x[t * cols + k]
+                mag += Math.abs(row[k] * xv)
+                if (q8) qerr += Math.abs(row[k]) * (q8.d[t * (cols / 32) + (k >> 5)] / 2 + Math.abs(xv) * 2 ** -10)
+                if (q8k) qerr += Math.abs(row[k]) * (Math.abs(q8k.d[t * (cols / 256) + (k >> 8)]) / 2) * 1.001
+              }
+              const tol = (cols / 4 + 4) * 2 ** -24 * mag + qerr + 1e-30
+              expect(Math.abs(exact[t * rows + r] - expected[t * rows + r])).toBeLessThanOrEqual(tol)
+            }
+          }
+        })
+      }
+    }
+  }
+
+  it('batched rows equal T = 1 rows bit for bit', () => {
+    for (const dtype of ['q4_0', 'q4_k', 'q6_k'] as const) {
+      const cols = 512
+      const w = randomMatrix(dtype, 21, cols, 5)
+      const T = 12
+      const x = randn(T * cols, rng(3))
+      const batched = run(two, w, x, T)
+      for (let t = 0; t < T; t++)
+        expect(run(two, w, x.subarray(t * cols, (t + 1) * cols), 1)).toEqual(batched.subarray(t * 21, (t + 1) * 21))
+    }
+  })
+})
+
+describe('placement: a span on slow kernels says so', () => {
+  it('block types without the native addon are reported with their bytes and cause; with it, none', () => {
+    const wasmOnly = createFastKernels({ threads: 1, native: false })
+    kernels.push(wasmOnly)
+    const w = randomMatrix('q4_k', 8, 256, 1)
+    const x = randn(256, rng(2))
+    const out = new Float32Array(8)
+    wasmOnly.matmul(out, x, wasmOnly.prepare(w), 1)
+    const exact = new Float32Array(8)
+    matmulExact(exact, x, w, 1)
+    expect(out).toEqual(exact)
+    const p = wasmOnly.placement?.()
+    expect(p?.slowWeightBytes).toBe(w.data.byteLength)
+    expect(p?.reasons.join('\n')).toMatch(/q4_k weights run on their TypeScript definition/)
+    if (addon?.quantTypes) {
+      const k = fast(1)
+      k.prepare(w)
+      expect(k.placement?.()).toEqual({ weightBytes: w.data.byteLength, slowWeightBytes: 0, reasons: [] })
+    }
+  })
+})
