@@ -40,6 +40,7 @@ export interface Decoy {
  */
 export class CanaryMaterial {
   private traces?: CanaryTraces
+  private prompts?: readonly string[]
   private readonly sets = new Map<number, CanarySet>()
   private readonly planner: DecoyPlanner
   /** Plans from the session in progress, before any real session has ended. */
@@ -54,6 +55,8 @@ export class CanaryMaterial {
     private readonly o: {
       readonly kernels?: Kernels
       readonly prompts?: readonly string[]
+      /** Made on first use when `prompts` is not given (secret canaries: client/canary-secret.ts). */
+      readonly promptsFrom?: () => readonly string[]
       readonly seed?: number
       /** Positions per canary (default max(256, maxLength), capped by the context). */
       readonly length?: number
@@ -82,7 +85,7 @@ export class CanaryMaterial {
       this.traces = buildCanaryTraces({
         model: this.model,
         kernels: this.o.kernels ?? createReferenceKernels(),
-        prompts: this.o.prompts ?? DEFAULT_CANARY_PROMPTS.slice(0, 4),
+        prompts: this.o.prompts ?? (this.prompts ??= this.o.promptsFrom?.()) ?? DEFAULT_CANARY_PROMPTS.slice(0, 4),
         tokensPerPrompt: this.length,
         seed: this.o.seed ?? 1,
         levels: Array.from({ length: n + 1 - boundary }, (_, i) => boundary + i),

@@ -21,6 +21,7 @@ import type { DType, Host, Receipt } from '../protocol/index.js'
 import type { Kernels, ModelFile } from '../shards/index.js'
 import { AuditBatcher } from './audit-batch.js'
 import { CanaryMaterial, type Decoy, DecoyPool } from './canary-decoys.js'
+import { loadOrCreateSecret, randomSecret, secretPrompts, secretSeed } from './canary-secret.js'
 import type { CanaryEvidence, CanaryOptions, CanaryPeerReport, StepContext } from './canary-types.js'
 import { ChainedDecoy } from './chained-decoy.js'
 import { HopSession, type HopTarget } from './hop.js'
@@ -89,11 +90,20 @@ export class CanaryMonitor {
     this.detector = createDetector({ benign: this.benign, prior: options.prior, bound: options.bound })
     const base = options.rate ?? DEFAULT_CANARY_RATE
     this.rates = options.adaptive === false ? fixedRate(base) : createAdaptiveRate({ ...options.adaptive, base })
-    this.random = createRandom(options.seed ?? Date.now())
+    // Public canaries only when a seed is given; otherwise everything derives from the secret.
+    const secret =
+      options.seed !== undefined && !options.secret && !options.secretFile
+        ? undefined
+        : (options.secret ?? (options.secretFile ? loadOrCreateSecret(options.secretFile) : randomSecret()))
+    const seed = secret ? secretSeed(secret, 'traces') : options.seed
+    this.random = createRandom(secret ? secretSeed(secret, 'mixing') : (options.seed ?? Date.now()))
     this.material = new CanaryMaterial(model, {
       kernels: options.kernels,
       prompts: options.prompts,
-      seed: options.seed,
+      promptsFrom: secret
+        ? () => secretPrompts(model, secret, { count: options.count ?? 8, corpus: options.corpus, kernels: options.kernels })
+        : undefined,
+      seed,
       length: options.length,
       maxLength: options.maxLength,
       onBuild: options.onBuild
@@ -322,9 +332,15 @@ export class CanaryMonitor {
         sessionId: decoy.sessionId,
         stepId,
         position,
+        rows,
         drift,
         posterior: verdict.posterior,
-        receipt
+        receipt,
+        modelId: this.modelId,
+        wire: this.wireOf(target),
+        // copies: what a third party needs to recompute the step (client/evidence.ts)
+        input: inputFor(this.setFor(target.start), decoy.canary, 0, position + rows).slice(),
+        output: output.slice()
       })
     }
     return verdict

@@ -10,7 +10,23 @@ export interface CanaryOptions {
   readonly prior?: number
   /** Posterior at which a peer is excluded (default 0.99). */
   readonly bound?: number
+  /**
+   * A public seed: canaries anyone with the code and model can regenerate (tests, benchmarks).
+   * Without it the canaries come from a secret (below): the default.
+   */
   readonly seed?: number
+  /**
+   * The client's canary secret (≥ 16 bytes; client/canary-secret.ts): every canary input, its
+   * prompts, sampling and mixing draws derive from it. Default: secretFile's, else a random one
+   * made for this client and kept in memory only. Never sent anywhere.
+   */
+  readonly secret?: Uint8Array
+  /** Where the secret is kept (hex, mode 0600; made on first use). */
+  readonly secretFile?: string
+  /** Texts the secret canaries' prompts are cut from (default: the model samples them). */
+  readonly corpus?: readonly string[]
+  /** Canaries in a secret set (default 8). */
+  readonly count?: number
   /** Benign drift model; the project's calibration by default. */
   readonly benign?: DriftModel
   /** Real prompts the canaries are made of (default: 4 of the built-in TinyStories-like ones). */
@@ -54,9 +70,22 @@ export interface CanaryEvidence {
   readonly stepId: number
   /** Position of the convicting step's first row in its decoy session. */
   readonly position: number
+  /** Rows of the convicting step. */
+  readonly rows?: number
   readonly drift: Drift
   readonly posterior: number
   readonly receipt?: Receipt
+  /** The model the peer claimed to serve (computeModelId): verify-evidence recomputes with it. */
+  readonly modelId?: string
+  /** Wire dtype of the step (the receipt hashes the wire bytes; f32 ones are the rows below). */
+  readonly wire?: string
+  /**
+   * The canary's input rows at the span start, positions [0, position + rows): the step's own
+   * rows last, the KV context before them (client/evidence.ts recomputes the span over them).
+   */
+  readonly input?: Float32Array
+  /** The peer's answer to the step, rows [position, position + rows) at the span end. */
+  readonly output?: Float32Array
 }
 
 export interface CanaryPeerReport extends PeerVerdict {

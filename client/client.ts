@@ -34,7 +34,10 @@ import {
 import type { ReceiptSummary } from './receipts.js'
 import { CONVICTED_BAN_MS, type Forwarding, RemotePipeline } from './remote-pipeline.js'
 import type { ReplayEvidence } from './replay-index.js'
+import { type RollbackRecord, type StreamEvent, VerifiedStreamNeedsCanariesError } from './rollback.js'
 import { type PeerRecord, SwarmView } from './swarm-view.js'
+import { clearPeers, isCleared } from './verified-clear.js'
+import { type Attempt, verifiedTokens } from './verified-stream.js'
 import { WireLedger, type WireReport } from './wire-ledger.js'
 import type { WirePreference } from './wire-negotiation.js'
 
@@ -77,12 +80,25 @@ export interface ClientInit {
    * sealed delta, so when a hop dies it takes over with its KV in place (default off).
    */
   readonly standby?: boolean
+  /** Streams hold tokens until their peers have cleared (GenerateOptions.verifiedStream); default off. */
+  readonly verifiedStream?: boolean
 }
 
 export interface GenerateOptions extends SamplerOptions {
   readonly maxTokens?: number
   readonly signal?: AbortSignal
   readonly forwarding?: Forwarding
+  /**
+   * Hold each token back until every peer that computed it has passed the evidence threshold
+   * (its canary start-up burst answered clean, not a suspect); default ClientInit.verifiedStream.
+   */
+  readonly verifiedStream?: boolean
+  /**
+   * The result waits until every peer that computed it has passed the canary threshold (extra
+   * canaries at the end when a generation ends before a new peer's start-up burst does); a peer
+   * that cannot be checked is routed around and its tokens recomputed. Default true (canaries on).
+   */
+  readonly verifyResult?: boolean
   /** Sees the logits of every step (for tests and tools). */
   readonly onLogits?: (logits: Float32Array, position: number) => void
   /** The prompt is a chat template's output: its control tokens (`<|eot_id|>`) are tokens, not text. */
@@ -104,8 +120,10 @@ export interface VerificationReport {
   readonly evidence: CanaryEvidence[]
   /** Peers convicted by their own receipts: one output signed for two different inputs (both receipts). */
   readonly replays: ReplayEvidence[]
-  /** Times the generation was re-run because a peer of its route was convicted meanwhile. */
+  /** Times part of the generation was recomputed because a peer that computed it was convicted. */
   readonly reruns: number
+  /** Each recomputation: from which completion token, how many were void, whose conviction. */
+  readonly rollbacks: RollbackRecord[]
   /** The wire dtype each hop used and the activation bytes on the wire per token. */
   readonly wire: WireReport
 }
@@ -118,6 +136,8 @@ export interface GenerateResult {
   /** Peers convicted by canaries while this generation ran. */
   readonly convicted: string[]
 }
+
+const EMPTY_RECEIPTS: ReceiptSummary = { checked: 0, invalid: 0, byPeer: {} }
 
 function mergeReceipts(a: ReceiptSummary, b?: ReceiptSummary): ReceiptSummary {
   if (!b) return a
@@ -226,28 +246,28 @@ export class LayerswarmClient {
     return this.view.list()
   }
 
-  /** Generate a completion; resolves with the tokens, text and the verification report. */
+  /**
+   * Generate a completion; resolves with the tokens, text and the verification report. Only
+   * honest text: tokens a convicted peer took part in are recomputed first (client/verified-stream.ts).
+   */
   async generate(prompt: string, options: GenerateOptions = {}): Promise<GenerateResult> {
-    // A peer convicted mid-generation may have shaped the tokens so far: re-run the whole
-    // session on a route without it (convicted peers stay excluded), a bounded number of times.
-    let reruns = 0
-    for (;;) {
-      const it = this.stream(prompt, options)
-      let r = await it.next()
-      while (!r.done) r = await it.next()
-      if (r.value.convicted.length === 0 || reruns >= 2) return { ...r.value, report: { ...r.value.report, reruns } }
-      reruns++
-      this.init.log?.({ event: 'rerun', why: `peers convicted by canaries or receipts: ${r.value.convicted.join(', ')}` })
-    }
+    const it = this.stream(prompt, options)
+    let r = await it.next()
+    while (!r.done) r = await it.next()
+    return r.value
   }
 
-  /** Yields each token with its text as it is generated; returns the full result. */
-  async *stream(prompt: string, options: GenerateOptions = {}): AsyncGenerator<{ token: number; text: string }, GenerateResult> {
+  /**
+   * Yields each token with its text as it is generated, and a `rollback` event when tokens
+   * already yielded are replaced after a conviction (with verifiedStream, tokens wait until
+   * their peers have cleared, so shown ones are rolled back only on a late conviction); returns
+   * the full, honest result.
+   */
+  async *stream(prompt: string, options: GenerateOptions = {}): AsyncGenerator<StreamEvent, GenerateResult> {
     const promptTokens = this.tokenizer.encode(prompt, { special: options.special ?? false })
     const seqLen = this.model.config.seqLen
     const maxTokens = Math.max(0, Math.min(options.maxTokens ?? DEFAULT_MAX_TOKENS, seqLen - promptTokens.length))
     const maxLength = Math.min(seqLen, promptTokens.length + maxTokens)
-    const sessionId = randomUUID()
     const forwarding = options.forwarding ?? this.init.forwarding ?? 'relay'
     this.canaries ??=
       this.init.canaries === false
@@ -260,10 +280,106 @@ export class LayerswarmClient {
             log: this.init.log,
             onBuild: this.init.onCanaryBuild
           })
+    const canaries = this.canaries
+    const verified = options.verifiedStream ?? this.init.verifiedStream ?? false
+    if (verified && !canaries) throw new VerifiedStreamNeedsCanariesError()
     // peers convicted in an earlier run (trust file) stay out of routes, as a new conviction would
-    for (const peerId of this.canaries?.restoredExcluded.splice(0) ?? []) this.view.ban(peerId, CONVICTED_BAN_MS)
+    for (const peerId of canaries?.restoredExcluded.splice(0) ?? []) this.view.ban(peerId, CONVICTED_BAN_MS)
     const wireLedger = new WireLedger(this.span.remote[0], this.init.wireDtype ?? DEFAULT_WIRE)
-    const remote = new RemotePipeline({
+    const remotes: RemotePipeline[] = []
+    const open = (kept: readonly number[], remaining: number): Attempt => {
+      const sessionId = randomUUID()
+      const remote = this.remotePipeline(sessionId, maxLength, forwarding, wireLedger)
+      remotes.push(remote)
+      const pipeline = composePipeline(this.first, remote, this.last, sessionId, maxLength)
+      let peers: readonly string[] = []
+      const tracked: BlockPipeline = {
+        async forward(hidden, startPos, signal) {
+          const out = await pipeline.forward(hidden, startPos, signal)
+          peers = remote.route.map((h) => h.peerId)
+          return out
+        },
+        close: () => pipeline.close()
+      }
+      return {
+        tokens: generateTokens({
+          ...options,
+          edge: this.edge,
+          pipeline: tracked,
+          promptTokens: [...promptTokens, ...kept],
+          maxTokens: remaining,
+          stopIds: this.tokenizer.stopIds
+        }),
+        lastStepPeers: () => peers,
+        close: () => pipeline.close()
+      }
+    }
+    const convicted = new Set<string>()
+    const isConvicted = (p: string): boolean =>
+      convicted.has(p) ||
+      remotes.some((r) => r.convicted.includes(p)) ||
+      (canaries !== undefined && (canaries.detector.verdict(p).excluded || canaries.replays.isConvicted(p)))
+    const it = verifiedTokens({
+      tokenizer: this.tokenizer,
+      lastPromptToken: promptTokens[promptTokens.length - 1],
+      maxTokens,
+      open,
+      isConvicted,
+      hold: verified,
+      ...(canaries && (options.verifyResult ?? true)
+        ? {
+            isCleared: (p: string) => isCleared(canaries, p),
+            clear: (peers: string[]) =>
+              clearPeers(canaries, remotes.at(-1)?.routes ?? [], peers, isConvicted, { forwarding, maxLength })
+          }
+        : {}),
+      onRollback: (peers, unverifiable, record) => {
+        for (const p of peers) {
+          convicted.add(p)
+          this.view.ban(p, CONVICTED_BAN_MS)
+        }
+        for (const p of unverifiable) this.view.ban(p, this.init.banMs ?? 60_000)
+        this.init.log?.({ event: 'rollback', ...record })
+      }
+    })
+    let r = await it.next()
+    while (!r.done) {
+      yield r.value
+      r = await it.next()
+    }
+    const { tokens, rollbacks } = r.value
+    for (const remote of remotes) for (const p of remote.convicted) convicted.add(p)
+    const routes = remotes.flatMap((remote) =>
+      remote.routes.map((route: HopTarget[]) => route.map(({ peerId, start, end }) => ({ peerId, start, end })))
+    )
+    const receipts = remotes.reduce(
+      (acc, remote) => mergeReceipts(acc, remote.receipts.summary()),
+      canaries?.receipts.summary() ?? EMPTY_RECEIPTS
+    )
+    return {
+      promptTokens,
+      tokens,
+      text: this.tokenizer.decode(tokens),
+      report: {
+        routes,
+        failovers: remotes.reduce((n, remote) => n + remote.failovers, 0),
+        excludedPeers: this.view.bannedPeers(),
+        edge: { first: this.span.first, last: this.span.last },
+        forwarding,
+        receipts,
+        canaries: canaries?.report() ?? [],
+        evidence: [...(canaries?.evidence ?? [])],
+        replays: [...(canaries?.replays.evidence ?? [])],
+        reruns: rollbacks.length,
+        rollbacks,
+        wire: wireLedger.report()
+      },
+      convicted: [...convicted]
+    }
+  }
+
+  private remotePipeline(sessionId: string, maxLength: number, forwarding: Forwarding, wireLedger: WireLedger): RemotePipeline {
+    return new RemotePipeline({
       host: this.host,
       view: this.view,
       modelId: this.modelId,
@@ -284,46 +400,6 @@ export class LayerswarmClient {
       snapshotEvery: this.init.snapshotEvery,
       standby: this.init.standby
     })
-    const pipeline = composePipeline(this.first, remote, this.last, sessionId, maxLength)
-    const decoder = this.tokenizer.createDecoder()
-    const generated: number[] = []
-    let prev = promptTokens[promptTokens.length - 1]
-    try {
-      for await (const token of generateTokens({
-        ...options,
-        edge: this.edge,
-        pipeline,
-        promptTokens,
-        maxTokens,
-        stopIds: this.tokenizer.stopIds
-      })) {
-        generated.push(token)
-        yield { token, text: decoder.push(token, prev) }
-        prev = token
-      }
-    } finally {
-      await pipeline.close()
-    }
-    const routes = remote.routes.map((r: HopTarget[]) => r.map(({ peerId, start, end }) => ({ peerId, start, end })))
-    return {
-      promptTokens,
-      tokens: generated,
-      text: this.tokenizer.decode(generated),
-      report: {
-        routes,
-        failovers: remote.failovers,
-        excludedPeers: this.view.bannedPeers(),
-        edge: { first: this.span.first, last: this.span.last },
-        forwarding,
-        receipts: mergeReceipts(remote.receipts.summary(), this.canaries?.receipts.summary()),
-        canaries: this.canaries?.report() ?? [],
-        evidence: [...(this.canaries?.evidence ?? [])],
-        replays: [...(this.canaries?.replays.evidence ?? [])],
-        reruns: 0,
-        wire: wireLedger.report()
-      },
-      convicted: [...remote.convicted]
-    }
   }
 
   async close(): Promise<void> {

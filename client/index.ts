@@ -39,6 +39,15 @@ export {
 export { BadReceiptError, ReceiptLedger, type ReceiptSummary } from './receipts.js'
 export { CONVICTED_BAN_MS, RemotePipeline, type RemotePipelineInit } from './remote-pipeline.js'
 export { DEFAULT_REPLAY_WINDOW, type ReplayEvidence, ReplayIndex, type SignedStep, verifyReplayEvidence } from './replay-index.js'
+export {
+  MAX_ROLLBACKS,
+  type RollbackEvent,
+  type RollbackRecord,
+  type StreamEvent,
+  type TokenEvent,
+  TooManyRollbacksError,
+  VerifiedStreamNeedsCanariesError
+} from './rollback.js'
 export { NoRouteError, planRoute, type RouteCandidate, type RouteHop } from './route.js'
 export { SnapshotKeeper, type SnapshotKeeperInit, type SpanSnapshots } from './snapshots.js'
 export { StandbyKeeper, type StandbyKeeperInit, type StandbyRoute } from './standby.js'

@@ -25,6 +25,8 @@ export interface KvRecoveryInit {
   readonly standby: boolean
   /** Deadline of each export or import round (the pipeline's step timeout). */
   readonly stepTimeoutMs: number
+  /** Convicted peers: their sealed snapshots are discarded, never restored (snapshots.ts). */
+  readonly isConvicted?: (peerId: string) => boolean
 }
 
 /**
@@ -38,7 +40,12 @@ export class KvRecovery implements PipelineObserver {
   private readonly standbys?: StandbyKeeper
 
   constructor(private readonly init: KvRecoveryInit) {
-    this.snapshots = new SnapshotKeeper({ every: init.snapshotEvery, dim: init.dim, log: init.log })
+    this.snapshots = new SnapshotKeeper({
+      every: init.snapshotEvery,
+      dim: init.dim,
+      log: init.log,
+      isConvicted: init.isConvicted
+    })
     if (init.standby && init.snapshotEvery > 0) {
       const { host, view, modelId, dim, maxLength, chained, wirePreference, wireLedger, log } = init
       this.standbys = new StandbyKeeper({

@@ -93,7 +93,8 @@ export class RemotePipeline implements BlockPipeline {
       log,
       snapshotEvery: init.snapshotEvery ?? 0,
       standby: init.standby ?? false,
-      stepTimeoutMs: init.stepTimeoutMs
+      stepTimeoutMs: init.stepTimeoutMs,
+      isConvicted: (p) => this.convicted.includes(p) || (init.canaries?.detector.verdict(p).excluded ?? false)
     })
     this.observers = [this.kv]
     if (init.canaries) this.observers.push(new CanaryObserver(init.canaries, { sessionId, forwarding, maxLength }))

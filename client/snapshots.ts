@@ -24,6 +24,11 @@ export interface SnapshotKeeperInit {
   readonly every: number
   readonly dim: number
   readonly log?: (e: Record<string, unknown>) => void
+  /**
+   * Peers convicted (canaries, replayed receipts): AES-GCM proves who sealed a snapshot, not that
+   * its KV is right, so a convicted peer's snapshots are discarded and its span replayed.
+   */
+  readonly isConvicted?: (peerId: string) => boolean
 }
 
 /**
@@ -209,7 +214,14 @@ export class SnapshotKeeper {
     kept?: ReadonlyMap<HopSession, number>,
     options: AbortOptions = {}
   ): Promise<number> {
-    const held = hops.map((h) => this.spans.get(spanKey(h)))
+    const held = hops.map((h) => {
+      const s = this.spans.get(spanKey(h))
+      if (s && this.init.isConvicted?.(s.peerId)) {
+        this.init.log?.({ event: 'snapshots-discarded', peerId: s.peerId, span: spanKey(h), positions: s.end })
+        return undefined
+      }
+      return s
+    })
     this.spans = new Map() // the new route's snapshots start over: new sessions, new keys
     this.baseline = upTo
     const ends = hops.map((h, i) => {

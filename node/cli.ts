@@ -11,6 +11,7 @@ import { registerMakeModel } from './commands/make-model.js'
 import { registerNodeStart } from './commands/node-start.js'
 import { registerSwarm } from './commands/swarm.js'
 import { registerTokenize } from './commands/tokenize.js'
+import { registerVerifyEvidence } from './commands/verify-evidence.js'
 import { withConfigEverywhere } from './config.js'
 
 // `layerswarm … | head` closes the pipe early: that ends the output, it is not an error
@@ -38,6 +39,7 @@ registerApi(program)
 registerDoctor(program)
 registerTokenize(program)
 registerInspect(program)
+registerVerifyEvidence(program)
 withConfigEverywhere(program)
 
 try {

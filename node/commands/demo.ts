@@ -42,7 +42,10 @@ export function registerDemo(program: Command): void {
           process.stdout.write(opts.prompt)
           let r = await it.next()
           while (!r.done) {
-            process.stdout.write(r.value.text)
+            const ev = r.value
+            if (ev.type === 'rollback')
+              process.stdout.write(`\n[rollback from token ${ev.position}, convicted: ${ev.convicted}]\n`)
+            process.stdout.write(ev.text)
             r = await it.next()
           }
           process.stdout.write('\n')

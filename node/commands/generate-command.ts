@@ -1,17 +1,18 @@
-import { DEFAULT_CANARY_RATE } from '../../canary/index.js'
 import { type Command, Option } from 'commander'
+import { DEFAULT_CANARY_RATE } from '../../canary/index.js'
 import { parseBootstrapList } from '../../client/index.js'
+import { jsonSafe } from '../gateway/report.js'
 import { defaultModelPath } from '../paths.js'
 import { checkReadableFile } from './checks.js'
 import { BadOptionError } from './errors.js'
 import { runLocalGenerate } from './generate.js'
 import { runRemoteGenerate, WIRE_CLI_CHOICES } from './generate-remote.js'
 import { float, int } from './options.js'
+import { addVerificationOptions, verificationOptions } from './verification-options.js'
 
 /** `layerswarm generate`: local, or through a swarm with --bootstrap. */
 export function registerGenerate(program: Command): void {
-  program
-    .command('generate')
+  addVerificationOptions(program.command('generate'))
     .description('Generate text from a prompt: locally (the whole model in this process), or through a swarm with --bootstrap.')
     .option('--model <path>', 'model file: GGUF, or llama2.c .bin (default: the bundled stories260K.gguf)')
     .option(
@@ -134,6 +135,7 @@ export function registerGenerate(program: Command): void {
               snapshotEvery: opts.snapshotEvery,
               standby: opts.standby,
               verbose: opts.verbose,
+              ...verificationOptions(opts),
               log: opts.verbose ? (e) => process.stderr.write(`${JSON.stringify(e)}\n`) : undefined
             },
             write,
@@ -144,6 +146,6 @@ export function registerGenerate(program: Command): void {
             write,
             ac.signal
           )
-      process.stdout.write(opts.json ? `${JSON.stringify(result)}\n` : '\n')
+      process.stdout.write(opts.json ? `${JSON.stringify(jsonSafe(result))}\n` : '\n')
     })
 }

@@ -1,9 +1,11 @@
+import { readFileSync } from 'node:fs'
 import type { Forwarding, LayerswarmClient, RouteWaitProgress } from '../../client/index.js'
 import { createClient, type GenerateResult, NoRouteError, parseWirePreference, type WireChoice } from '../../client/index.js'
 import { type GgufValue, openModelFile } from '../../shards/index.js'
 import { progress } from '../log.js'
 import { chatPrompt } from './chat-prompt.js'
 import { checkContextLength } from './checks.js'
+import { type StreamWhen, StreamWriter } from './stream-writer.js'
 
 /** The model file's metadata (the chat template), read from its header. */
 function templateMetadata(o: RemoteGenerateOptions): ReadonlyMap<string, GgufValue> {
@@ -43,6 +45,13 @@ export interface RemoteGenerateOptions {
   json: boolean
   /** On a failed route, explain it on stderr (peers dialled, which answered, blocks missing). */
   verbose?: boolean
+  /** Stream tokens as they come (default auto: when stdout is a terminal); otherwise print the final, honest text. */
+  stream?: StreamWhen
+  /** Hold each token until the peers that computed it have passed their canary threshold. */
+  verifiedStream?: boolean
+  /** The canary secret's file, and a corpus the canary prompts are cut from (docs/verification.md). */
+  canarySecret?: string
+  canaryCorpus?: string
   log?: (e: Record<string, unknown>) => void
 }
 
@@ -96,7 +105,15 @@ export async function runRemoteGenerate(
     edgeLast: o.edgeLast,
     forwarding: o.forwarding,
     wireDtype: parseWirePreference(o.wire),
-    canaries: o.canaryRate > 0 ? { rate: o.canaryRate, ...(o.trustFile ? { trustFile: o.trustFile } : {}) } : false,
+    canaries:
+      o.canaryRate > 0
+        ? {
+            rate: o.canaryRate,
+            ...(o.trustFile ? { trustFile: o.trustFile } : {}),
+            ...(o.canarySecret ? { secretFile: o.canarySecret } : {}),
+            ...(o.canaryCorpus ? { corpus: readFileSync(o.canaryCorpus, 'utf8').split(/\n\s*\n/) } : {})
+          }
+        : false,
     onCanaryBuild: canaryProgress(),
     snapshotEvery: o.snapshotEvery,
     standby: o.standby,
@@ -114,13 +131,9 @@ export async function runRemoteGenerate(
     const tStart = performance.now()
     let tFirst = 0
     let count = 0
-    // The prompt is echoed once a route exists and the first token is back, so an error is
+    // The writer echoes the prompt once the first token is back (a route exists), so an error is
     // never glued to it and nothing is printed that the swarm then cannot continue.
-    let echoed = o.json
-    const echo = (): void => {
-      if (!echoed) write(promptText)
-      echoed = true
-    }
+    const out = StreamWriter.create(o.json ? () => {} : write, o.stream ?? 'auto', promptText, process.stdout.isTTY === true)
     const it = client.stream(prompt, {
       special,
       maxTokens: o.maxTokens,
@@ -129,16 +142,16 @@ export async function runRemoteGenerate(
       topP: o.topP,
       seed: o.seed,
       repetitionPenalty: o.repetitionPenalty,
+      verifiedStream: o.verifiedStream,
       signal
     })
     let r = await next(it, client, o)
     while (!r.done) {
-      if (count++ === 0) tFirst = performance.now()
-      echo()
-      if (!o.json) write(r.value.text)
+      if (r.value.type === 'token' && count++ === 0) tFirst = performance.now()
+      out.event(r.value)
       r = await next(it, client, o)
     }
-    echo()
+    out.end(r.value.text)
     const tEnd = performance.now()
     const w = r.value.report.wire
     o.log?.({

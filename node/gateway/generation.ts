@@ -38,18 +38,23 @@ export interface GenerationOutcome {
   readonly ms: number
 }
 
-/** A peer convicted mid-generation may have shaped the tokens: re-run without it (the SDK's own rule), unless already streamed. */
-const MAX_RERUNS = 2
+/**
+ * Text already streamed was void (a peer that computed it was convicted): the completion from
+ * character `offset` on is `text` now (the SDK recomputed it through honest peers).
+ */
+export type OnRollback = (offset: number, text: string, convicted: string[]) => void
 
 /**
  * Run one generation through the swarm. `onText` gets the completion text as it becomes safe to
- * show (stop sequences cut, never shown in part); when it is given the text cannot be taken
- * back, so a conviction is reported rather than re-run.
+ * show (stop sequences cut, never shown in part); `onRollback` replaces text already given once a
+ * peer that computed it is convicted. The outcome's text is honest either way: the SDK recomputes
+ * every token a convicted peer took part in before it finishes (client/verified-stream.ts).
  */
 export async function runGeneration(
   ctx: GatewayContext,
   req: GenerationRequest,
-  onText?: (text: string) => void
+  onText?: (text: string) => void,
+  onRollback?: OnRollback
 ): Promise<GenerationOutcome> {
   // busy first: tokenizing a prompt of up to the body limit costs more than refusing it (issue #17)
   if (ctx.stats.active >= ctx.maxConcurrent) {
@@ -75,19 +80,15 @@ export async function runGeneration(
   ctx.metrics?.sessionOpened()
   const t0 = performance.now()
   try {
-    for (let reruns = 0; ; reruns++) {
-      const out = await attempt(ctx, req, maxTokens, onText)
-      const convicted = out.result.convicted
-      if (convicted.length === 0 || onText || reruns >= MAX_RERUNS) {
-        const ms = performance.now() - t0
-        const r = out.result
-        const report = { ...r.report, reruns }
-        const outcome = { ...out, result: { ...r, report }, ms }
-        finish(ctx, req, outcome)
-        return outcome
-      }
-      ctx.log.warn({ convicted }, 'peers convicted by canaries during a generation: re-running it without them')
-    }
+    const out = await attempt(ctx, req, maxTokens, onText, onRollback)
+    const outcome = { ...out, ms: performance.now() - t0 }
+    if (out.result.report.rollbacks.length > 0)
+      ctx.log.warn(
+        { convicted: out.result.convicted, rollbacks: out.result.report.rollbacks },
+        'tokens recomputed after convictions'
+      )
+    finish(ctx, req, outcome)
+    return outcome
   } catch (err) {
     ctx.stats.errorsTotal++
     ctx.metrics?.error(typeof (err as { code?: unknown }).code === 'string' ? (err as { code: string }).code : 'INTERNAL')
@@ -102,11 +103,15 @@ async function attempt(
   ctx: GatewayContext,
   req: GenerationRequest,
   maxTokens: number,
-  onText?: (text: string) => void
+  onText?: (text: string) => void,
+  onRollback?: OnRollback
 ): Promise<Omit<GenerationOutcome, 'ms'>> {
   const { params } = req
-  const matcher = new StopMatcher([...params.stop, ...(req.formatStops ?? [])])
+  const stops = [...params.stop, ...(req.formatStops ?? [])]
+  let matcher = new StopMatcher(stops)
   const eos = ctx.client.tokenizer.stopIds[0] ?? ctx.client.tokenizer.eosId
+  // `raw`: the completion as the SDK streamed it; `text`: what went out, stop sequences cut
+  let raw = ''
   let text = ''
   const it = ctx.client.stream(req.prompt, {
     maxTokens,
@@ -126,14 +131,28 @@ async function attempt(
   let last = performance.now()
   let r = await it.next()
   while (!r.done) {
-    const now = performance.now()
-    ctx.metrics?.step('decode', 1, (now - last) / 1000)
-    last = now
-    ctx.stats.token()
-    const piece = matcher.push(r.value.text)
-    if (piece) {
-      text += piece
-      onText?.(piece)
+    const ev = r.value
+    if (ev.type === 'rollback') {
+      // what goes out is the honest completion through a fresh stop matcher
+      raw = raw.slice(0, ev.textOffset) + ev.text
+      matcher = new StopMatcher(stops)
+      const now = matcher.push(raw)
+      let same = 0
+      while (same < Math.min(now.length, text.length) && now[same] === text[same]) same++
+      if (same < text.length) onRollback?.(same, now.slice(same), ev.convicted)
+      else if (now.length > text.length) onText?.(now.slice(text.length))
+      text = now
+    } else {
+      const now = performance.now()
+      ctx.metrics?.step('decode', 1, (now - last) / 1000)
+      last = now
+      ctx.stats.token()
+      raw += ev.text
+      const piece = matcher.push(ev.text)
+      if (piece) {
+        text += piece
+        onText?.(piece)
+      }
     }
     r = await it.next()
   }

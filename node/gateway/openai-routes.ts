@@ -143,7 +143,19 @@ export function registerOpenAiRoutes(app: FastifyInstance, init: OpenAiRoutesIni
       return sse
     }
     try {
-      const o = await runGeneration(ctx, request, (text) => open().send(chunk(text, null)))
+      const o = await runGeneration(
+        ctx,
+        request,
+        (text) => open().send(chunk(text, null)),
+        // text already sent came through a convicted peer: from `offset` on, the completion is `text`
+        // (the openai SDKs hand named events on as chunks too: `choices: []` keeps them harmless)
+        (offset, text, convicted) =>
+          open().event('layerswarm', {
+            object: 'layerswarm.rollback',
+            choices: [],
+            layerswarm: { type: 'rollback', offset, text, convicted }
+          })
+      )
       const s = open()
       const report = reportJson(ctx.client.modelId, o.result.report, o.result.convicted, o.ms, o.completionTokens)
       s.send({ ...chunk('', o.finishReason), usage: usage(o), layerswarm: report })

@@ -10,9 +10,12 @@ export interface ReportJson {
   readonly timing: { total_ms: number; tokens_per_second: number }
 }
 
-/** JSON has no bytes or bigints: receipts' hashes and signatures go out as hex. */
+/**
+ * JSON has no bytes or bigints: receipts' hashes and signatures, and any typed array (evidence
+ * tensors: little-endian f32 bytes), go out as hex (docs/verification.md).
+ */
 export function jsonSafe(v: unknown): unknown {
-  if (v instanceof Uint8Array) return Buffer.from(v.buffer, v.byteOffset, v.byteLength).toString('hex')
+  if (ArrayBuffer.isView(v)) return Buffer.from(v.buffer, v.byteOffset, v.byteLength).toString('hex')
   if (typeof v === 'bigint') return v.toString()
   if (typeof v === 'number' && !Number.isFinite(v)) return null
   if (Array.isArray(v)) return v.map(jsonSafe)

@@ -34,6 +34,14 @@ export class SseStream {
     this.write(`data: ${JSON.stringify(data)}\n\n`)
   }
 
+  /**
+   * A named event (`event: NAME`): OpenAI clients read only unnamed `data:` events, so layerswarm's
+   * own events (docs/verification.md: `layerswarm` rollback events) pass them by.
+   */
+  event(name: string, data: unknown): void {
+    this.write(`event: ${name}\ndata: ${JSON.stringify(data)}\n\n`)
+  }
+
   /** `[DONE]` and the end of the response. */
   done(): void {
     this.write('data: [DONE]\n\n')

@@ -29,7 +29,8 @@ export async function generateWithFault(
   let route: Array<{ peerId: string }> = []
   let r = await it.next()
   while (!r.done) {
-    tokens.push(r.value.token)
+    if (r.value.type === 'rollback') tokens.splice(r.value.position, tokens.length, ...r.value.tokens)
+    else tokens.push(r.value.token)
     if (tokens.length === plan.at) {
       route = events.filter((e) => e.event === 'route').at(-1)?.route as Array<{ peerId: string }>
       victim = nodes.find((n) => n.peerId === route[plan.hop ?? 0].peerId)!

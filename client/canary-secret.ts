@@ -1,0 +1,133 @@
+import { createHmac, randomBytes } from 'node:crypto'
+import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { dirname } from 'node:path'
+import { createRandom, type Random } from '../canary/index.js'
+import {
+  createEdge,
+  createReferenceKernels,
+  createSampler,
+  createShard,
+  createTokenizer,
+  type Kernels,
+  type ModelFile
+} from '../shards/index.js'
+
+/** Bytes of a client's canary secret. */
+export const CANARY_SECRET_BYTES = 32
+
+/** A canary secret file that is not one (wrong size, not hex, readable by others). */
+export class InvalidCanarySecretError extends Error {
+  readonly code = 'INVALID_CANARY_SECRET'
+  constructor(message: string) {
+    super(message)
+    this.name = 'InvalidCanarySecretError'
+  }
+}
+
+/**
+ * The client's canary secret, kept in `path` (hex, owner-only: mode 0600 in a 0700 folder); made
+ * with the OS's CSPRNG the first time. It never leaves the client: every canary input is derived
+ * from it, so a peer that knows the code and the model cannot regenerate them (issue 16).
+ */
+export function loadOrCreateSecret(path: string): Uint8Array {
+  if (existsSync(path)) {
+    const text = readFileSync(path, 'utf8').trim()
+    if (!/^[0-9a-f]{64}$/i.test(text))
+      throw new InvalidCanarySecretError(`${path} does not hold a ${CANARY_SECRET_BYTES}-byte hex secret`)
+    chmodSync(path, 0o600) // a secret must not stay readable by others
+    return new Uint8Array(Buffer.from(text, 'hex'))
+  }
+  mkdirSync(dirname(path), { recursive: true, mode: 0o700 })
+  const secret = new Uint8Array(randomBytes(CANARY_SECRET_BYTES))
+  writeFileSync(path, `${Buffer.from(secret).toString('hex')}\n`, { mode: 0o600, flag: 'wx' })
+  return secret
+}
+
+/** A fresh secret for a client that keeps none (in memory only). */
+export function randomSecret(): Uint8Array {
+  return new Uint8Array(randomBytes(CANARY_SECRET_BYTES))
+}
+
+/**
+ * A seed derived from the secret for one use (`label`): HMAC-SHA256 truncated to 40 bits, which
+ * fits the canary code's safe-integer seeds (buildCanaryTraces multiplies by 1000).
+ */
+export function secretSeed(secret: Uint8Array, label: string): number {
+  if (!(secret instanceof Uint8Array) || secret.length < 16)
+    throw new InvalidCanarySecretError('a canary secret has at least 16 bytes')
+  const mac = createHmac('sha256', secret).update(`layerswarm-canary:${label}`).digest()
+  return mac.readUIntBE(0, 5)
+}
+
+export interface SecretPromptOptions {
+  readonly count: number
+  /** Prompt lengths in tokens are drawn uniformly from [min, max] (default 4 and 24). */
+  readonly minTokens?: number
+  readonly maxTokens?: number
+  /** Texts to cut excerpts from (a user corpus); without it the model samples the prompts. */
+  readonly corpus?: readonly string[]
+  readonly kernels?: Kernels
+}
+
+/**
+ * Canary prompts only the secret's holder can regenerate, from the same distribution as real
+ * prompts: excerpts of the user's corpus, or text the model samples (temperature 1, from BOS), in
+ * both cases starting at a random position and of a random length.
+ */
+export function secretPrompts(model: ModelFile, secret: Uint8Array, o: SecretPromptOptions): string[] {
+  const rnd = createRandom(secretSeed(secret, 'prompts'))
+  const min = o.minTokens ?? 4
+  const max = Math.max(min, o.maxTokens ?? 24)
+  const length = (): number => min + rnd.int(max - min + 1)
+  if (o.corpus && o.corpus.length > 0) return corpusExcerpts(o.corpus, rnd, o.count, length)
+  if (!model.vocabulary) throw new InvalidCanarySecretError(`${model.path} holds no tokenizer to sample canary prompts with`)
+  const tokenizer = createTokenizer(model.vocabulary)
+  const kernels = o.kernels ?? createReferenceKernels()
+  const edge = createEdge({ model, kernels })
+  const shard = createShard({ model, start: 0, end: model.config.nLayers, kernels })
+  const stops = new Set([tokenizer.bosId, tokenizer.eosId, ...tokenizer.stopIds])
+  const out: string[] = []
+  try {
+    for (let i = 0; i < o.count; i++) {
+      const sampler = createSampler({ temperature: 1, seed: secretSeed(secret, `prompt-${i}`) })
+      const len = length()
+      // a random start: the prompt is cut from the middle of a sampled text, not its opening
+      const skip = rnd.int(Math.max(1, Math.min(32, model.config.seqLen - len - 2)))
+      const total = Math.min(model.config.seqLen - 1, skip + len)
+      const id = `canary-prompt-${i}`
+      shard.openSession(id, { maxLength: total + 1 })
+      const tokens = [tokenizer.bosId]
+      try {
+        let input = [tokenizer.bosId]
+        for (let pos = 0; tokens.length <= total; pos += input.length) {
+          const h = shard.forward(id, edge.embed(input), pos)
+          const logits = edge.lastLogits(h, input.length)
+          for (const s of stops) if (s >= 0 && s < logits.length) logits[s] = Number.NEGATIVE_INFINITY
+          const next = sampler.sample(logits, tokens)
+          tokens.push(next)
+          input = [next]
+        }
+      } finally {
+        shard.closeSession(id)
+      }
+      const text = tokenizer.decode(tokens.slice(1 + skip)).trim()
+      out.push(text.length > 0 ? text : tokenizer.decode(tokens.slice(1)).trim() || 'a')
+    }
+  } finally {
+    shard.close()
+  }
+  return out
+}
+
+function corpusExcerpts(corpus: readonly string[], rnd: Random, count: number, length: () => number): string[] {
+  const texts = corpus.map((t) => t.split(/\s+/).filter(Boolean)).filter((w) => w.length > 0)
+  if (texts.length === 0) throw new InvalidCanarySecretError('the canary corpus holds no words')
+  const out: string[] = []
+  for (let i = 0; i < count; i++) {
+    const words = texts[rnd.int(texts.length)]
+    const n = Math.min(words.length, Math.max(1, Math.round(length() * 0.75))) // ~4 tokens per 3 words
+    const start = rnd.int(words.length - n + 1)
+    out.push(words.slice(start, start + n).join(' '))
+  }
+  return out
+}

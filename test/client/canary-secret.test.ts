@@ -1,0 +1,71 @@
+import { mkdtempSync, readFileSync, statSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { describe, expect, it } from 'vitest'
+import { DEFAULT_CANARY_PROMPTS } from '../../canary/index.js'
+import { CanaryMaterial } from '../../client/canary-decoys.js'
+import {
+  InvalidCanarySecretError,
+  loadOrCreateSecret,
+  randomSecret,
+  secretPrompts,
+  secretSeed
+} from '../../client/canary-secret.js'
+import { createReferenceKernels, openModelFile } from '../../shards/index.js'
+import { GGUF_PATH } from '../helpers/reference.js'
+
+const model = openModelFile(GGUF_PATH)
+const kernels = createReferenceKernels()
+
+function materialFor(secret: Uint8Array): CanaryMaterial {
+  return new CanaryMaterial(model, {
+    kernels,
+    promptsFrom: () => secretPrompts(model, secret, { count: 4, kernels }),
+    seed: secretSeed(secret, 'traces'),
+    length: 48,
+    maxLength: 48
+  })
+}
+
+describe('secret canaries (issue 16)', () => {
+  it('keeps the secret owner-only in its file, made once and read back', () => {
+    const path = join(mkdtempSync(join(tmpdir(), 'layerswarm-secret-')), 'state', 'canary-secret')
+    const a = loadOrCreateSecret(path)
+    expect(statSync(path).mode & 0o777).toBe(0o600)
+    expect(a.length).toBe(32)
+    expect(loadOrCreateSecret(path)).toEqual(a)
+    writeFileSync(path, 'not a secret')
+    expect(() => loadOrCreateSecret(path)).toThrow(InvalidCanarySecretError)
+  })
+
+  it('derives seeds from the secret only: other secrets, other seeds; labels separate uses', () => {
+    const s = randomSecret()
+    expect(secretSeed(s, 'traces')).toBe(secretSeed(new Uint8Array(s), 'traces'))
+    expect(secretSeed(s, 'traces')).not.toBe(secretSeed(s, 'mixing'))
+    expect(secretSeed(s, 'traces')).not.toBe(secretSeed(randomSecret(), 'traces'))
+    expect(Number.isSafeInteger(secretSeed(s, 'x') * 1000 + 999)).toBe(true)
+    expect(() => secretSeed(new Uint8Array(4), 'x')).toThrow(InvalidCanarySecretError)
+  })
+
+  it("a client's canary inputs are its own: not the built-in prompts, and no other secret regenerates them", () => {
+    const secret = randomSecret()
+    const prompts = secretPrompts(model, secret, { count: 6, kernels })
+    expect(prompts).toHaveLength(6)
+    for (const p of prompts) expect(DEFAULT_CANARY_PROMPTS).not.toContain(p)
+    // random lengths, random starts: not all the same opening or the same length
+    expect(new Set(prompts.map((p) => p.split(' ')[0])).size).toBeGreaterThan(1)
+    expect(new Set(prompts.map((p) => p.length)).size).toBeGreaterThan(1)
+    expect(secretPrompts(model, secret, { count: 6, kernels })).toEqual(prompts)
+    const mine = materialFor(secret).setFor(1)
+    const again = materialFor(secret).setFor(1)
+    const other = materialFor(randomSecret()).setFor(1)
+    expect(again.canaries[0].inputs).toEqual(mine.canaries[0].inputs)
+    for (let i = 0; i < mine.canaries.length; i++) expect(other.canaries[i].inputs).not.toEqual(mine.canaries[i].inputs)
+  })
+
+  it('cuts prompts from a user corpus at random places when given one', () => {
+    const corpus = [readFileSync(join(import.meta.dirname, '..', '..', 'models', 'README.md'), 'utf8')]
+    const prompts = secretPrompts(model, randomSecret(), { count: 5, corpus })
+    for (const p of prompts) expect(corpus[0].replace(/\s+/g, ' ')).toContain(p)
+  })
+})
