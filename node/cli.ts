@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 import '../protocol/polyfills.js'
 import { Command, InvalidArgumentError as CommanderArgError, Option } from 'commander'
-import { EngineError } from '../shards/index.js'
+import { DEFAULT_KV_DTYPE, EngineError, KV_DTYPES } from '../shards/index.js'
 import { registerApi } from './commands/api.js'
 import { registerDemo } from './commands/demo.js'
 import { runLocalGenerate } from './commands/generate.js'
@@ -58,7 +58,11 @@ program
   .option('--json', 'print one JSON object instead of streaming text', false)
   .addOption(new Option('--threads <n>', 'kernel threads (default: all cores)').argParser(int('--threads', 1)))
   .addOption(new Option('--kernels <kind>', 'kernel set').choices(['auto', 'reference', 'wasm', 'native']).default('auto'))
-  .addOption(new Option('--kv-dtype <dtype>', 'KV cache storage').choices(['f32', 'f16']).default('f32'))
+  .addOption(
+    new Option('--kv-dtype <dtype>', 'KV cache storage of the blocks run here (q8_0: GGUF Q8_0 blocks)')
+      .choices([...KV_DTYPES])
+      .default(DEFAULT_KV_DTYPE)
+  )
   .option('--bootstrap <addrs>', 'comma-separated multiaddrs of swarm peers: run the remote blocks on the swarm')
   .addOption(
     new Option('--edge-first <k>', 'with --bootstrap: blocks run locally before the swarm')
@@ -143,6 +147,7 @@ program
             trustFile: opts.trustFile,
             snapshotEvery: opts.snapshotEvery,
             standby: opts.standby,
+            kvDType: opts.kvDtype,
             log: opts.verbose ? (e) => process.stderr.write(`${JSON.stringify(e)}\n`) : undefined
           },
           write,

@@ -151,7 +151,8 @@ export class SwarmNode {
       activeSessions: this.sessions.active,
       wireDtypes: this.wireDtypes,
       x25519PublicKey: this.crypto.x25519.publicKey,
-      x25519Binding: this.crypto.binding
+      x25519Binding: this.crypto.binding,
+      kvDtype: shard.kvDType
     }
   }
 
@@ -225,7 +226,8 @@ export class SwarmNode {
           wireDtypes: this.wireDtypes,
           version: PROTOCOL_VERSION,
           x25519PublicKey: this.crypto.x25519.publicKey,
-          x25519Binding: this.crypto.binding
+          x25519Binding: this.crypto.binding,
+          kvDtype: this.init.shard.kvDType
         }),
         onError: () => {}
       })

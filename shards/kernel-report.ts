@@ -1,4 +1,5 @@
 import type { Kernels } from './kernels.js'
+import { kvRowBytes } from './kv-cache.js'
 import type { Shard } from './shard.js'
 
 /** What a node tells about the kernels its span runs on (`node start`'s JSON line and log). */
@@ -16,7 +17,7 @@ export interface SpanKernelReport {
 
 export function spanKernelReport(kernels: Kernels, shard: Shard): SpanKernelReport {
   const c = shard.config
-  const kvBytes = (shard.end - shard.start) * 2 * c.seqLen * c.kvDim * (shard.kvDType === 'f16' ? 2 : 4)
+  const kvBytes = (shard.end - shard.start) * 2 * c.seqLen * kvRowBytes(shard.kvDType, c.kvDim)
   const p = kernels.placement?.()
   const slow = p !== undefined && p.slowWeightBytes > 0
   return {

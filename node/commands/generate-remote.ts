@@ -1,5 +1,6 @@
 import type { Forwarding } from '../../client/index.js'
 import { createClient, type GenerateResult, parseWirePreference, type WireChoice } from '../../client/index.js'
+import type { KvDType } from '../../shards/index.js'
 import { progress } from '../log.js'
 
 export interface RemoteGenerateOptions {
@@ -26,6 +27,7 @@ export interface RemoteGenerateOptions {
   snapshotEvery?: number
   standby?: boolean
   json: boolean
+  kvDType?: KvDType
   log?: (e: Record<string, unknown>) => void
 }
 
@@ -58,6 +60,7 @@ export async function runRemoteGenerate(
     onCanaryBuild: canaryProgress(),
     snapshotEvery: o.snapshotEvery,
     standby: o.standby,
+    kvDType: o.kvDType,
     log: o.log
   })
   try {
