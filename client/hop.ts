@@ -1,7 +1,7 @@
 import { peerIdFromString } from '@libp2p/peer-id'
 import { multiaddr } from '@multiformats/multiaddr'
 import {
-  CHAINED_STEP_INPUT_HASH,
+  chainedStepBinding,
   deriveHopKeys,
   generateX25519KeyPair,
   type HopKeys,
@@ -14,17 +14,20 @@ import {
 } from '../crypto/index.js'
 import {
   createSessionCaller,
+  DEFAULT_MAX_MESSAGE_BYTES,
   type DType,
   decodeTensor,
   encodeTensor,
   fetchInfo,
   type HopTiming,
   type Host,
+  MAX_CONTROL_BYTES,
   ProtocolError,
   type Receipt,
   SESSION_PROTOCOL,
   SESSION_STREAM_LIMITS,
   type SessionCaller,
+  STEP_SLACK_BYTES,
   tensorByteLength
 } from '../protocol/index.js'
 import type { RouteHop } from './route.js'
@@ -67,6 +70,20 @@ export class BadHopKeyError extends ProtocolError {
     super(`hop ${peerId}: ${message}`)
     this.hopPeerId = peerId
   }
+}
+
+/**
+ * A next hop's addresses as a node dials them: each ending in /p2p/<its peer id> (nodes refuse
+ * others: the dial must be a handshake with that identity, issue #17); another peer's address is dropped.
+ */
+export function nextHopAddrs(next: HopTarget): string[] {
+  const suffix = `/p2p/${next.peerId}`
+  const out: string[] = []
+  for (const a of next.addrs) {
+    if (a.endsWith(suffix)) out.push(a)
+    else if (!a.includes('/p2p/')) out.push(`${a}${suffix}`)
+  }
+  return out
 }
 
 /** One X25519 key pair per client host (its sessions' key agreement), and verified hop keys. */
@@ -137,7 +154,13 @@ export class HopSession {
       span
     })
     const stream = await host.dialProtocol(addrs, SESSION_PROTOCOL, { ...SESSION_STREAM_LIMITS, signal: o.signal })
-    const caller = createSessionCaller(stream)
+    // a result carries at most max length rows of f32 (the widest dtype); snapshots are bulk;
+    // every other reply is a control message (issue #17: caps on every reply, before decoding)
+    const resultCap = tensorByteLength([o.maxLength, dim], 'f32') + STEP_SLACK_BYTES
+    const caller = createSessionCaller(stream, {
+      maxBodyBytes: (body) =>
+        body === 'result' ? resultCap : body === 'snapshot' ? DEFAULT_MAX_MESSAGE_BYTES : MAX_CONTROL_BYTES
+    })
     const hop = new HopSession(target, caller, dim, o.wireDtype, keys, hopPub, snapshotKey, o.ledger)
     try {
       await caller.call(
@@ -150,7 +173,9 @@ export class HopSession {
             end: target.end,
             maxLength: o.maxLength,
             wireDtype: o.wireDtype,
-            nextHops: o.next ? [{ peerId: o.next.peerId, addrs: [...o.next.addrs], start: o.next.start, end: o.next.end }] : [],
+            nextHops: o.next
+              ? [{ peerId: o.next.peerId, addrs: nextHopAddrs(o.next), start: o.next.start, end: o.next.end }]
+              : [],
             ...(o.upstream ? { upstreamPeerId: o.upstream } : {}),
             clientX25519PublicKey: mine.publicKey,
             wrappedSnapshotKey
@@ -207,7 +232,7 @@ export class HopSession {
     signal?: AbortSignal,
     downstream: readonly HopSession[] = []
   ) {
-    const fields = { sessionId, stepId, startPosition, inputHash: CHAINED_STEP_INPUT_HASH }
+    const fields = { sessionId, stepId, startPosition, inputHash: chainedStepBinding(hidden.length / this.dim) }
     const hopAuth = downstream.map((h) => stepTag(h.keys.stepMacKey, fields))
     const step = { ...this.stepMessage(sessionId, stepId, startPosition, hidden, true), hopAuth, oneWay: true }
     if (this.ledger) {

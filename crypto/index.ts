@@ -38,9 +38,9 @@ export {
 } from './keys.js'
 export {
   assertStepAuthorized,
-  CHAINED_STEP_INPUT_HASH,
   type ControlFields,
   type ControlOp,
+  chainedStepBinding,
   controlTag,
   hmacSha256,
   STEP_TAG_BYTES,

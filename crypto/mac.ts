@@ -95,8 +95,14 @@ export function verifyControlTag(controlMacKey: Uint8Array, f: ControlFields, ta
 }
 
 /**
- * The input hash a chained hop's step tag binds: the client cannot know a later hop's input
- * (it is the previous hop's output), so the tags of downstream hops bind this all-zero hash and
- * authorize (session, step, position) only (DESIGN.md §6; layerswarm.proto Step.hop_auth).
+ * The input hash a chained hop's step tag binds. The client cannot know a later hop's input (it
+ * is the previous hop's output), so the tag binds what it does know: the step's row count, hashed
+ * under its own domain (issue #17: a constant let a hop replay an old tag with other rows). With
+ * the session, step id (which a hop requires to go up) and position, that authorizes one step.
  */
-export const CHAINED_STEP_INPUT_HASH = new Uint8Array(32)
+export function chainedStepBinding(rows: number): Uint8Array {
+  assertUint('rows', rows)
+  return sha256(new FieldWriter().string(CHAINED_STEP_DOMAIN).u64(rows).finish())
+}
+
+const CHAINED_STEP_DOMAIN = 'layerswarm chained step rows v1'

@@ -1,8 +1,10 @@
-import { multiaddr } from '@multiformats/multiaddr'
+import { isIP } from 'node:net'
+import { type Multiaddr, multiaddr } from '@multiformats/multiaddr'
 import {
   createSessionCaller,
   type HopTiming,
   type Host,
+  MalformedMessageError,
   type NextHop,
   NextHopFailedError,
   type Receipt,
@@ -14,6 +16,70 @@ import {
   type SessionRequest,
   type Step
 } from '../protocol/index.js'
+
+/**
+ * Which next hops a chained session may name (issue #17: a node dialled whatever address a client
+ * supplied, a port scanner for anyone). Every address must end in /p2p/<the hop's peer id>, so
+ * the dial is only ever a Noise handshake with that identity; private, loopback and link-local
+ * addresses (and DNS names, which may resolve to them) are refused unless the node was started
+ * with --allow-private-next-hops (local swarms and tests).
+ */
+export interface NextHopPolicy {
+  readonly allowPrivate: boolean
+  /** Throws MalformedMessageError or NextHopFailedError for a next hop this node will not dial. */
+  check(next: NextHop): void
+}
+
+const PRIVATE_V4 = [
+  /^10\./,
+  /^127\./,
+  /^169\.254\./,
+  /^192\.168\./,
+  /^172\.(1[6-9]|2\d|3[01])\./,
+  /^0\./,
+  /^100\.(6[4-9]|[7-9]\d|1[01]\d|12[0-7])\./
+]
+
+/** Loopback, private (RFC 1918, RFC 4193), link-local, CGNAT and unspecified addresses. */
+export function isPrivateAddress(ip: string): boolean {
+  if (isIP(ip) === 4) return PRIVATE_V4.some((r) => r.test(ip))
+  const v6 = ip.toLowerCase()
+  if (v6.startsWith('::ffff:')) return isPrivateAddress(v6.slice(7))
+  return v6 === '::1' || v6 === '::' || /^f[cd]/.test(v6) || /^fe[89ab]/.test(v6)
+}
+
+export function createNextHopPolicy(allowPrivate: boolean): NextHopPolicy {
+  return {
+    allowPrivate,
+    check(next) {
+      for (const text of next.addrs) {
+        let addr: Multiaddr
+        try {
+          addr = multiaddr(text)
+        } catch {
+          throw new MalformedMessageError('next hop address is not a multiaddr')
+        }
+        const parts = addr.getComponents()
+        const last = parts[parts.length - 1]
+        if (last?.name !== 'p2p' || last.value !== next.peerId)
+          throw new MalformedMessageError('next hop address must end in /p2p/<its peer id>')
+        const host = parts[0]
+        if (allowPrivate) continue
+        if (host?.name !== 'ip4' && host?.name !== 'ip6')
+          throw new NextHopFailedError('next hop refused: only ip4 and ip6 addresses are dialled')
+        if (isPrivateAddress(host.value ?? ''))
+          throw new NextHopFailedError('next hop refused: private and loopback addresses are not dialled')
+      }
+    }
+  }
+}
+
+/**
+ * What a client hears of a next hop that could not be reached: one code (NEXT_HOP_FAILED) and
+ * one text, whatever the dial error was (issue #17: ECONNREFUSED or a service's banner read as a
+ * frame told a client what listens where).
+ */
+export const NEXT_HOP_UNREACHABLE = 'next hop unreachable'
 
 /** A last hop's output waiting for the client's AwaitResult. */
 interface Delivered {
@@ -33,7 +99,8 @@ export class ChainLink {
 
   constructor(
     private readonly host: Host,
-    readonly next: NextHop | undefined
+    readonly next: NextHop | undefined,
+    private readonly policy: NextHopPolicy
   ) {}
 
   /** Send a step on to the next hop; resolves with the timings and receipts of the hops after us. */
@@ -41,17 +108,8 @@ export class ChainLink {
     const next = this.next
     if (!next) throw new Error('no next hop')
     try {
-      this.caller ??= createSessionCaller(
-        await this.host.dialProtocol(
-          next.addrs.length > 0 ? next.addrs.map((a) => multiaddr(a)) : peerIdOf(this.host, next.peerId),
-          SESSION_PROTOCOL,
-          {
-            ...SESSION_STREAM_LIMITS,
-            signal
-          }
-        )
-      )
-      const res = await this.caller.call({ type: 'step', step }, signal)
+      const caller = await this.dial(next, signal)
+      const res = await caller.call({ type: 'step', step }, signal)
       return res.type === 'result'
         ? { timings: res.result.timings, receipts: res.result.receipts ?? [] }
         : { timings: [], receipts: [] }
@@ -60,7 +118,7 @@ export class ChainLink {
       this.caller = undefined
       // A later hop's own error keeps naming that hop; a dead stream names our next hop.
       if (err instanceof RemoteError) throw err
-      throw new RemoteError('NEXT_HOP_FAILED', `next hop failed: ${(err as Error).message}`, next.peerId, step.stepId)
+      throw new RemoteError('NEXT_HOP_FAILED', NEXT_HOP_UNREACHABLE, next.peerId, step.stepId)
     }
   }
 
@@ -85,6 +143,7 @@ export class ChainLink {
   }
 
   private async dial(next: NextHop, signal?: AbortSignal): Promise<SessionCaller> {
+    if (this.caller === undefined) this.policy.check(next)
     this.caller ??= createSessionCaller(
       await this.host.dialProtocol(
         next.addrs.length > 0 ? next.addrs.map((a) => multiaddr(a)) : peerIdOf(this.host, next.peerId),
@@ -104,7 +163,7 @@ export class ChainLink {
     caller?.abort(err)
     // a newer stream (dialled after this one died) stays
     if (this.caller === caller) this.caller = undefined
-    return new RemoteError('NEXT_HOP_FAILED', `next hop failed: ${err.message}`, next.peerId, stepId)
+    return new RemoteError('NEXT_HOP_FAILED', NEXT_HOP_UNREACHABLE, next.peerId, stepId)
   }
 
   /** Last hop: hand a step's output to the client's AwaitResult (now or when it comes). */

@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs'
 import { isIP } from 'node:net'
 import type { Command, Option } from 'commander'
+import { ConfigError } from './errors.js'
 
 /**
  * Options from a config file and the environment, for any commander command.
@@ -11,13 +12,7 @@ import type { Command, Option } from 'commander'
  * the option's default. Values from the environment and the file go through the option's own
  * parser and choices, so they are checked exactly like command-line values.
  */
-export class ConfigError extends Error {
-  readonly code = 'ERR_CONFIG'
-  constructor(message: string) {
-    super(message)
-    this.name = 'ConfigError'
-  }
-}
+export { ConfigError }
 
 export const ENV_PREFIX = 'LAYERSWARM_'
 

@@ -1,47 +1,22 @@
 /**
- * Errors of the node daemon. Each `code` is a wire ErrorCode name, so a handler replies with it
- * as it is (protocol's errorCodeOf reads `code`).
+ * Errors of the node daemon that stay on this machine. Conditions a peer hears about (BUSY,
+ * UNKNOWN_SESSION, DUPLICATE_SESSION, BAD_SPAN...) are the protocol's classes
+ * (protocol/errors.ts): one class per condition, its `code` the wire ErrorCode name.
  */
 export class NodeError extends Error {
-  readonly code: string = 'INTERNAL'
+  readonly code: string = 'NODE'
   constructor(message: string) {
     super(message)
     this.name = new.target.name
   }
 }
 
-/** Over a cap (sessions, KV tokens, queue): the client should route elsewhere. */
-export class BusyError extends NodeError {
-  override readonly code = 'BUSY'
+/** An option from the command line, the environment or a config file that cannot be used. */
+export class ConfigError extends NodeError {
+  override readonly code = 'CONFIG'
 }
 
-export class DuplicateSessionError extends NodeError {
-  override readonly code = 'DUPLICATE_SESSION'
-}
-
-/** A span this node does not hold, or a session opened for another model. */
-export class BadSpanError extends NodeError {
-  override readonly code = 'BAD_SPAN'
-}
-
-export class WrongModelError extends NodeError {
-  override readonly code = 'WRONG_MODEL'
-}
-
-/** A request for a session from a peer that is neither its owner nor its chained upstream. */
-export class UnauthorizedError extends NodeError {
-  override readonly code = 'UNAUTHORIZED'
-}
-
-export class BadShapeError extends NodeError {
-  override readonly code = 'BAD_SHAPE'
-}
-
-/** The node is leaving (SIGTERM): it runs no more steps, but still exports and closes sessions. */
-export class LeavingError extends NodeError {
-  override readonly code = 'LEAVING'
-}
-
-export class UnknownSessionError extends NodeError {
-  override readonly code = 'UNKNOWN_SESSION'
+/** `--tamper*` options (or a tamper context) out of range. */
+export class InvalidTamperOptionsError extends NodeError {
+  override readonly code = 'INVALID_TAMPER_OPTIONS'
 }

@@ -40,7 +40,8 @@ export async function startLocalNode(o: StartNodeOptions = {}): Promise<LocalNod
   if (o.model) args.push('--model', o.model)
   if (o.layers) args.push('--layers', o.layers)
   if (o.bootstrap?.length) args.push('--bootstrap', o.bootstrap.join(','))
-  args.push(...(o.args ?? []))
+  // a swarm on this machine chains through 127.0.0.1, which public nodes refuse to dial (issue #17)
+  args.push('--allow-private-next-hops', ...(o.args ?? []))
   const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'], env: o.env ?? process.env })
   const logs: string[] = []
   createInterface({ input: child.stderr! }).on('line', (l) => logs.push(l))

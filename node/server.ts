@@ -3,43 +3,39 @@ import { generateKeyPair } from '@libp2p/crypto/keys'
 import type { PrivateKey } from '@libp2p/interface'
 import { bindX25519Key } from '../crypto/index.js'
 import {
+  type ByteBudget,
   createAnnouncer,
+  createByteBudget,
   createHost,
+  DEFAULT_MAX_MESSAGE_BYTES,
   type DType,
-  decodeTensor,
   dialBootstrap,
   encodeInfoResponse,
-  encodeTensor,
-  type HopTiming,
   type Host,
   INFO_PROTOCOL,
   type InfoResponse,
-  MalformedMessageError,
+  MAX_CONTROL_BYTES,
+  MAX_INFO_REQUEST_BYTES,
   type NoReply,
   PROTOCOL_VERSION,
   REQUEST_STREAM_LIMITS,
-  type Receipt,
   SESSION_PROTOCOL,
   SESSION_STREAM_LIMITS,
   type SessionRequest,
   type SessionResponseBody,
   serveRequest,
   serveSessionStream,
-  sha256,
-  signReceipt,
-  stepTrace,
-  subscribeAnnouncements,
-  UnsupportedDtypeError,
-  WrongDtypeError,
-  WrongModelError
+  subscribeAnnouncements
 } from '../protocol/index.js'
 import type { ModelFile, Shard } from '../shards/index.js'
 import { type BusyPoller, createBusyPoller } from './busy-poll.js'
-import { ChainLink, requestShape } from './chain.js'
-import { BusyError, LeavingError } from './errors.js'
+import { createNextHopPolicy } from './chain.js'
 import type { Metrics } from './metrics.js'
+import { DEFAULT_BYTES_IN_FLIGHT, type PeerLimitOptions } from './options.js'
+import { PeerLimits } from './peer-limits.js'
 import { SessionCrypto } from './session-crypto.js'
 import { SessionManager } from './session-manager.js'
+import { SessionRequests } from './session-requests.js'
 import type { Tamper } from './tamper.js'
 
 export interface SwarmNodeInit {
@@ -69,6 +65,14 @@ export interface SwarmNodeInit {
   readonly metrics?: Metrics
   /** Keep the event loop polling this long after each session request (`--busy-poll`; node/busy-poll.ts). */
   readonly busyPollMs?: number
+  /** Sessions one peer may hold at once (default: three quarters of maxSessions, so one peer never holds them all). */
+  readonly maxSessionsPerPeer?: number
+  /** Dial next hops at private and loopback addresses (`--allow-private-next-hops`: local swarms, tests). */
+  readonly allowPrivateNextHops?: boolean
+  /** Per-peer token buckets (node/options.ts DEFAULT_PEER_LIMITS). */
+  readonly peerLimits?: Partial<PeerLimitOptions>
+  /** Request bytes held in flight over all streams (default DEFAULT_BYTES_IN_FLIGHT). */
+  readonly bytesInFlight?: number
 }
 
 /**
@@ -78,10 +82,12 @@ export interface SwarmNodeInit {
  */
 export class SwarmNode {
   readonly sessions: SessionManager
-  private readonly chains = new Map<string, ChainLink>()
-  private readonly wire = new Map<string, DType>()
   /** Hop keys, key agreement and sealed KV export/import of the sessions. */
   private readonly crypto: SessionCrypto
+  private readonly requests: SessionRequests
+  /** Per-peer request and byte rates, and the node-wide budget of request bytes in flight (issue #17). */
+  private readonly peerLimits: PeerLimits
+  private readonly budget: ByteBudget
   /** Set by drain(): no new sessions or steps, only exports and closes. */
   private leaving = false
   private readonly abort = new AbortController()
@@ -98,6 +104,7 @@ export class SwarmNode {
     this.sessions = new SessionManager({
       shard: init.shard,
       maxSessions,
+      maxSessionsPerOwner: init.maxSessionsPerPeer ?? defaultSessionsPerPeer(maxSessions),
       maxCacheTokens: init.maxCacheTokens ?? maxSessions * init.model.config.seqLen,
       idleTimeoutMs: init.idleTimeoutMs ?? 5 * 60_000
     })
@@ -106,12 +113,24 @@ export class SwarmNode {
       modelId: init.modelId,
       shard: init.shard,
       sessions: this.sessions,
-      onRefused: (sessionId, from, code) => {
-        if (this.sessions.has(sessionId)) this.sessions.close(sessionId, from)
-        this.dropChain(sessionId)
+      onRefused: (session, code) => {
+        this.sessions.close(session)
         this.reportSessions()
-        this.init.log?.({ event: 'import-refused', sessionId, code })
+        this.init.log?.({ event: 'import-refused', sessionId: session.id, code })
       }
+    })
+    this.peerLimits = new PeerLimits(init.peerLimits)
+    this.budget = createByteBudget(init.bytesInFlight ?? DEFAULT_BYTES_IN_FLIGHT)
+    this.requests = new SessionRequests({
+      host,
+      init,
+      sessions: this.sessions,
+      crypto: this.crypto,
+      peerId: host.peerId.toString(),
+      wireDtypes: this.wireDtypes,
+      nextHops: createNextHopPolicy(init.allowPrivateNextHops ?? false),
+      leaving: () => this.leaving,
+      changed: () => this.reportSessions()
     })
   }
 
@@ -168,7 +187,7 @@ export class SwarmNode {
     setMaxListeners(Infinity, signal)
     this.crypto.binding = await bindX25519Key(this.crypto.x25519.publicKey, async (b) => await this.identity.sign(b))
     // An InfoRequest is empty: cap it as decodeInfoRequest does, so no peer can make us buffer 64 MiB per info stream
-    const infoLimits = { signal, maxMessageBytes: 1024 }
+    const infoLimits = { signal, maxMessageBytes: MAX_INFO_REQUEST_BYTES }
     await host.handle(
       INFO_PROTOCOL,
       (stream) => serveRequest(stream, () => encodeInfoResponse(this.info()), infoLimits),
@@ -181,7 +200,7 @@ export class SwarmNode {
         const handler = async (req: SessionRequest, sig?: AbortSignal): Promise<SessionResponseBody | NoReply> => {
           this.poller.touch()
           try {
-            return await this.handle(req, from, sig)
+            return await this.requests.handle(req, from, sig)
           } finally {
             this.poller.touch() // the window runs from the end of the request: a step computes longer than it
           }
@@ -189,6 +208,10 @@ export class SwarmNode {
         return serveSessionStream(stream, handler, {
           peerId: this.peerId,
           signal,
+          frameCap: () => (this.sessions.holdsAny(from) ? DEFAULT_MAX_MESSAGE_BYTES : MAX_CONTROL_BYTES),
+          budget: this.budget,
+          admit: (bytes) => this.peerLimits.take(from, bytes),
+          maxBodyBytes: (body, sessionId) => this.requests.maxBodyBytes(body, sessionId, from),
           onError: (err, req) => {
             const code = (err as { code?: string }).code ?? 'INTERNAL'
             this.init.metrics?.error(code)
@@ -199,8 +222,6 @@ export class SwarmNode {
       SESSION_STREAM_LIMITS
     )
     this.sweeper = setInterval(() => {
-      // every session has a wire entry (chained ones a link too): drop both once it expired
-      for (const id of this.wire.keys()) if (!this.sessions.has(id)) this.dropChain(id)
       const n = this.sessions.sweep()
       if (n > 0) {
         this.reportSessions()
@@ -234,167 +255,9 @@ export class SwarmNode {
     }
   }
 
-  private async handle(req: SessionRequest, from: string, signal?: AbortSignal): Promise<SessionResponseBody | NoReply> {
-    const dim = this.init.model.config.dim
-    if (this.init.traceRequests) this.init.log?.({ event: 'request', from, ...requestShape(req) })
-    switch (req.type) {
-      case 'open': {
-        const o = req.open
-        if (this.leaving) throw new BusyError('this peer is leaving')
-        if (o.modelId !== this.init.modelId)
-          throw new WrongModelError(`this peer serves model ${this.init.modelId}, not ${o.modelId}`)
-        if (!this.wireDtypes.includes(o.wireDtype)) {
-          throw new UnsupportedDtypeError(`this peer accepts wire dtypes ${this.wireDtypes.join(', ')}, not ${o.wireDtype}`)
-        }
-        const keys = this.crypto.keysFor(o, from)
-        this.sessions.open({
-          sessionId: o.sessionId,
-          start: o.start,
-          end: o.end,
-          maxLength: o.maxLength,
-          owner: from,
-          upstream: o.upstreamPeerId
-        })
-        this.wire.set(o.sessionId, o.wireDtype)
-        if (keys) this.crypto.set(o.sessionId, keys)
-        this.init.metrics?.sessionsTotal.inc()
-        this.reportSessions()
-        if (o.nextHops.length > 0 || o.upstreamPeerId) this.chains.set(o.sessionId, new ChainLink(this.host, o.nextHops[0]))
-        this.init.log?.({
-          event: 'session-open',
-          sessionId: o.sessionId,
-          span: [o.start, o.end],
-          chained: this.chains.has(o.sessionId)
-        })
-        return { type: 'opened', opened: { sessionId: o.sessionId } }
-      }
-      case 'step': {
-        const s = req.step
-        if (this.leaving) throw new LeavingError(`this peer is leaving: export session ${s.sessionId} and move it`)
-        const hopAuth = this.crypto.authorizeStep(s, from)
-        const hidden = decodeTensor(s.hidden, { shape: [undefined, dim] })
-        // the dtype negotiated at open, on both ends of every link of the session (a chain shares
-        // one); checked after the decode, so a malformed tensor is MALFORMED whatever its dtype
-        const wire = this.wire.get(s.sessionId)
-        if (wire !== undefined && s.hidden.dtype !== wire) {
-          throw new WrongDtypeError(
-            `session ${s.sessionId} was opened with wire dtype ${wire}, this step carries ${s.hidden.dtype}`
-          )
-        }
-        const out = this.sessions.step(s.sessionId, from, s.stepId, s.startPosition, hidden)
-        stepTrace('computed', s.stepId)
-        const rows = hidden.length / dim
-        // A tampering peer still signs what it sends: its receipt becomes the evidence.
-        const output = this.init.tamper
-          ? this.init.tamper.apply({
-              sessionId: s.sessionId,
-              stepId: s.stepId,
-              input: hidden,
-              output: out.output,
-              startPosition: s.startPosition,
-              rows
-            })
-          : out.output
-        const tensor = encodeTensor(output, [rows, dim], this.wire.get(s.sessionId) ?? 'f32')
-        const timing = { peerId: this.peerId, computeMs: out.computeMs }
-        this.init.metrics?.step(rows > 1 ? 'prefill' : 'decode', rows, out.computeMs / 1000)
-        this.init.metrics?.bytes('in', s.hidden.data.byteLength)
-        this.init.metrics?.bytes('out', tensor.data.byteLength)
-        const link = this.chains.get(s.sessionId)
-        const result = (extra: { hidden?: typeof tensor; timings: HopTiming[]; receipts: Receipt[] }): SessionResponseBody => ({
-          type: 'result',
-          result: { sessionId: s.sessionId, stepId: s.stepId, ...extra }
-        })
-        if (s.oneWay && s.chain && link) {
-          // One-way chained step: our receipt travels on with the step (signed before forwarding,
-          // so no acknowledgement has to come back), and the last hop hands every hop's receipts
-          // and timings to the client with the output. Upstream hears only of failures.
-          const receipt = await this.receipt(s.sessionId, s.stepId, s.hidden.data, tensor.data)
-          const timings = [...(s.timings ?? []), timing]
-          const receipts = [...(s.receipts ?? []), receipt]
-          if (!link.next) {
-            link.deliver(s.stepId, tensor, timings, receipts)
-            return { type: 'noReply', failure: Promise.resolve() }
-          }
-          const failure = link.send({ ...s, hidden: tensor, hopAuth, timings, receipts }, signal)
-          // kept for the client's audit (an AwaitResult to a middle hop): canaries check middle hops this way
-          link.deliver(s.stepId, tensor, [timing], [receipt])
-          return { type: 'noReply', failure: failure.then((f) => f) }
-        }
-        if (s.chain && link?.next) {
-          // Forward first (the step is on the socket when forward() first yields) and sign our
-          // receipt while the next hops compute.
-          const forwarded = link.forward({ ...s, hidden: tensor, chain: true, hopAuth }, signal)
-          forwarded.catch(() => {}) // awaited below
-          const receipt = await this.receipt(s.sessionId, s.stepId, s.hidden.data, tensor.data)
-          // kept for the client's audit (an AwaitResult to a middle hop): canaries check middle hops this way
-          link.deliver(s.stepId, tensor, [timing], [receipt])
-          const after = await forwarded
-          return result({ timings: [timing, ...after.timings], receipts: [receipt, ...after.receipts] })
-        }
-        const receipt = await this.receipt(s.sessionId, s.stepId, s.hidden.data, tensor.data)
-        if (!s.chain || !link) return result({ hidden: tensor, timings: [timing], receipts: [receipt] })
-        link.deliver(s.stepId, tensor, [timing], [receipt])
-        return result({ timings: [timing], receipts: [receipt] })
-      }
-      case 'await': {
-        const link = this.chains.get(req.await.sessionId)
-        // owner only: an await consumes the output, so anyone else could read it and starve the client
-        this.sessions.checkOwner(req.await.sessionId, from)
-        if (!link) throw new MalformedMessageError(`session ${req.await.sessionId} was not opened for chained forwarding`)
-        const got = await link.await(req.await.stepId, this.init.chainTimeoutMs ?? 30_000, signal)
-        return {
-          type: 'result',
-          result: {
-            sessionId: req.await.sessionId,
-            stepId: req.await.stepId,
-            hidden: got.hidden,
-            timings: got.timings,
-            receipts: got.receipts
-          }
-        }
-      }
-      case 'rewind':
-        this.sessions.rewind(req.rewind.sessionId, from, req.rewind.length)
-        return { type: 'rewound', rewound: { sessionId: req.rewind.sessionId, length: req.rewind.length } }
-      case 'close':
-        this.sessions.close(req.close.sessionId, from)
-        this.dropChain(req.close.sessionId)
-        this.reportSessions()
-        return { type: 'closed', closed: { sessionId: req.close.sessionId } }
-      case 'exportKv':
-        return this.crypto.exportKv(req.exportKv, from)
-      case 'importKv':
-        return this.crypto.importKv(req.importKv, from)
-    }
-  }
-
-  /** Our signed receipt for a step: the span this session runs and the hashes of what we got and sent. */
-  private async receipt(sessionId: string, stepId: number, input: Uint8Array, output: Uint8Array): Promise<Receipt> {
-    const [start, end] = this.init.shard.sessionSpan(sessionId)
-    const fields = { sessionId, stepId, start, end, inputHash: sha256(input), outputHash: sha256(output) }
-    if (!this.init.privateKey)
-      return {
-        peerId: this.peerId,
-        start,
-        end,
-        inputHash: fields.inputHash,
-        outputHash: fields.outputHash,
-        signature: new Uint8Array(64)
-      }
-    return await signReceipt(fields, this.peerId, this.init.privateKey)
-  }
-
   private reportSessions(): void {
     const free = this.sessions.freeCacheTokens
     this.init.metrics?.sessionState(this.sessions.active, this.sessions.reservedTokens, free)
-  }
-
-  private dropChain(sessionId: string): void {
-    this.chains.get(sessionId)?.close()
-    this.chains.delete(sessionId)
-    this.wire.delete(sessionId)
-    this.crypto.drop(sessionId)
   }
 
   /**
@@ -412,8 +275,12 @@ export class SwarmNode {
     this.poller.stop()
     this.abort.abort()
     if (this.sweeper) clearInterval(this.sweeper)
-    for (const id of [...this.chains.keys()]) this.dropChain(id)
     this.sessions.closeAll()
     await this.host.stop()
   }
+}
+
+/** Three quarters of the slots, rounded up, and one fewer than all when there are several. */
+export function defaultSessionsPerPeer(maxSessions: number): number {
+  return maxSessions <= 1 ? 1 : Math.min(maxSessions - 1, Math.ceil((maxSessions * 3) / 4))
 }

@@ -1,7 +1,7 @@
 import { timingSafeEqual } from 'node:crypto'
 import {
   assertStepAuthorized,
-  CHAINED_STEP_INPUT_HASH,
+  chainedStepBinding,
   deriveHopKeys,
   generateX25519KeyPair,
   openSnapshot,
@@ -15,9 +15,15 @@ import {
   type X25519KeyPair,
   x25519SharedSecret
 } from '../crypto/index.js'
-import type { SessionRequest, SessionResponseBody } from '../protocol/index.js'
+import {
+  BadPositionError,
+  BadShapeError,
+  type SessionRequest,
+  type SessionResponseBody,
+  UnauthorizedError
+} from '../protocol/index.js'
 import type { Shard } from '../shards/index.js'
-import { BadShapeError, UnauthorizedError } from './errors.js'
+import type { NodeSession } from './node-session.js'
 import type { SessionManager } from './session-manager.js'
 
 /** A session's keys on this hop (never logged), and its reusable export buffers. */
@@ -30,7 +36,7 @@ export interface SessionKeys {
   sealed: Uint8Array
   /**
    * The last wrapped import key and what it unwrapped to: a standby, or a snapshot streamed in
-   * frames, gets the same wrapped key with every import, and X25519 in tweetnacl costs ms.
+   * frames, gets the same wrapped key with every import, and an X25519 exchange is the costliest step of an import.
    */
   importKey?: { readonly wrapped: Uint8Array; readonly key: Uint8Array }
   /** Where this session's imports left off (a standby fed with deltas appends after it). */
@@ -48,7 +54,7 @@ export interface SessionCryptoContext {
   readonly shard: Shard
   readonly sessions: SessionManager
   /** An import was refused: the node drops the half-built session (nothing of it is kept). */
-  readonly onRefused: (sessionId: string, from: string, code?: string) => void
+  readonly onRefused: (session: NodeSession, code?: string) => void
 }
 
 /**
@@ -60,24 +66,10 @@ export class SessionCrypto {
   /** This peer's X25519 key for key agreement, and its identity's signature over it. */
   readonly x25519: X25519KeyPair = generateX25519KeyPair()
   binding: Uint8Array = new Uint8Array(0)
-  private readonly keys = new Map<string, SessionKeys>()
   /** Scratch plaintext of imports (reused: fresh large allocations are slow). */
   private importScratch: Uint8Array = new Uint8Array(0)
 
   constructor(private readonly ctx: SessionCryptoContext) {}
-
-  set(sessionId: string, keys: SessionKeys): void {
-    this.keys.set(sessionId, keys)
-  }
-
-  /** Forget a session's keys, zeroing them first. */
-  drop(sessionId: string): void {
-    const keys = this.keys.get(sessionId)
-    keys?.snapshotKey?.fill(0)
-    keys?.importKey?.key.fill(0)
-    keys?.stepMacKey.fill(0)
-    this.keys.delete(sessionId)
-  }
 
   /** The session's hop keys from the client's X25519 key (none without one), and its snapshot key. */
   keysFor(o: Extract<SessionRequest, { type: 'open' }>['open'], from: string): SessionKeys | undefined {
@@ -100,33 +92,46 @@ export class SessionCrypto {
   }
 
   /**
-   * A step from the owner needs nothing more; one from elsewhere (the chained upstream) must
-   * carry the client's tag for this hop first in hop_auth. Returns the tags for the hops after us.
+   * A chained step from an upstream hop (not the owner) must carry the client's tag for this hop
+   * first in hop_auth. Of the sessions `id` that `from` feeds (one per client that routed through
+   * it), the one whose key verifies the tag is the step's. Returns it and the tags for the hops after us.
    */
-  authorizeStep(s: Extract<SessionRequest, { type: 'step' }>['step'], from: string): Uint8Array[] {
+  upstreamStep(
+    candidates: readonly NodeSession[],
+    s: Extract<SessionRequest, { type: 'step' }>['step'],
+    rows: number
+  ): { session: NodeSession; tags: Uint8Array[] } {
     const tags = s.hopAuth ?? []
-    if (!this.ctx.sessions.has(s.sessionId) || this.ctx.sessions.isOwner(s.sessionId, from)) return tags
-    const k = this.keys.get(s.sessionId)
-    if (!k) throw new UnauthorizedError(`session ${s.sessionId} has no client key: a step from ${from} cannot be authorized`)
     const fields = {
       sessionId: s.sessionId,
       stepId: s.stepId,
       startPosition: s.startPosition,
-      inputHash: CHAINED_STEP_INPUT_HASH
+      inputHash: chainedStepBinding(rows)
     }
-    assertStepAuthorized(k.stepMacKey, fields, tags[0])
-    return tags.slice(1)
+    let refusal: unknown = new UnauthorizedError(`session ${s.sessionId} has no client key: a chained step cannot be authorized`)
+    for (const session of candidates) {
+      if (!session.keys) continue
+      try {
+        assertStepAuthorized(session.keys.stepMacKey, fields, tags[0])
+        return { session, tags: tags.slice(1) }
+      } catch (err) {
+        refusal = err
+      }
+    }
+    throw refusal
   }
 
   /** ExportKv: the session's KV for [from, to) sealed under its snapshot key (owner only). */
-  exportKv(e: Extract<SessionRequest, { type: 'exportKv' }>['exportKv'], from: string): SessionResponseBody {
-    this.ctx.sessions.checkOwner(e.sessionId, from)
-    const k = this.keys.get(e.sessionId)
+  exportKv(session: NodeSession, e: Extract<SessionRequest, { type: 'exportKv' }>['exportKv']): SessionResponseBody {
+    const k = session.keys
     if (!k?.snapshotKey) throw new UnauthorizedError(`session ${e.sessionId} was opened without a snapshot key`)
     const { shard } = this.ctx
-    const n = (e.to - e.from) * shard.kvBytesPerPosition(e.sessionId)
+    // the range is checked before anything is allocated for it (issue #17: `to` sized the buffer)
+    const length = shard.sessionLength(session.key)
+    if (e.to > length) throw new BadPositionError(`export of [${e.from}, ${e.to}): the session holds ${length} positions`)
+    const n = (e.to - e.from) * shard.kvBytesPerPosition(session.key)
     k.plain = atLeast(k.plain, n)
-    const payload = shard.exportKv(e.sessionId, e.from, e.to, k.plain.subarray(0, n))
+    const payload = shard.exportKv(session.key, e.from, e.to, k.plain.subarray(0, n))
     const header: SnapshotHeader = {
       modelId: this.ctx.modelId,
       sessionId: e.sessionId,
@@ -152,16 +157,15 @@ export class SessionCrypto {
    * step in between): how a standby is fed every N tokens and how large snapshots stream in
    * frames of a few MiB. Any refusal closes the session: nothing of it is kept.
    */
-  importKv(im: Extract<SessionRequest, { type: 'importKv' }>['importKv'], from: string): SessionResponseBody {
-    this.ctx.sessions.checkOwner(im.sessionId, from)
+  importKv(session: NodeSession, im: Extract<SessionRequest, { type: 'importKv' }>['importKv']): SessionResponseBody {
     const { shard } = this.ctx
-    const k = this.keys.get(im.sessionId)
+    const k = session.keys
     let key: Uint8Array | undefined
     let used = 0
     try {
       if (!k) throw new UnauthorizedError(`session ${im.sessionId} was opened without a client key`)
-      const prior = im.append ? this.priorImport(k, im, shard.sessionLength(im.sessionId)) : undefined
-      if (!im.append && shard.sessionLength(im.sessionId) !== 0)
+      const prior = im.append ? this.priorImport(k, im, shard.sessionLength(session.key)) : undefined
+      if (!im.append && shard.sessionLength(session.key) !== 0)
         throw new BadShapeError(`session ${im.sessionId} already holds KV: import only into a fresh session`)
       key = this.unwrapImportKey(k, im.wrappedKey, im.sessionId)
       let total = 0
@@ -190,12 +194,12 @@ export class SessionCrypto {
         end = o.header.tokenRange[1]
         opened.push({ from: o.header.tokenRange[0], payload: o.payload })
       }
-      for (const o of opened) shard.importKv(im.sessionId, o.from, o.payload, shard.kvDType)
-      this.ctx.sessions.reset(im.sessionId)
+      for (const o of opened) shard.importKv(session.key, o.from, o.payload, shard.kvDType)
+      this.ctx.sessions.reset(session)
       k.imported = { snapshotSessionId: im.snapshotSessionId, sequence, end }
-      return { type: 'imported', imported: { sessionId: im.sessionId, length: shard.sessionLength(im.sessionId) } }
+      return { type: 'imported', imported: { sessionId: im.sessionId, length: shard.sessionLength(session.key) } }
     } catch (err) {
-      this.ctx.onRefused(im.sessionId, from, (err as { code?: string }).code)
+      this.ctx.onRefused(session, (err as { code?: string }).code)
       throw err
     } finally {
       key?.fill(0)

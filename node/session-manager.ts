@@ -1,17 +1,21 @@
-import type { Shard } from '../shards/index.js'
 import {
   BadShapeError,
   BadSpanError,
   BusyError,
+  type DType,
   DuplicateSessionError,
   UnauthorizedError,
   UnknownSessionError
-} from './errors.js'
+} from '../protocol/index.js'
+import type { Shard } from '../shards/index.js'
+import { type NodeSession, releaseSession, sessionKey } from './node-session.js'
 
 export interface SessionManagerInit {
   readonly shard: Shard
   /** Sessions held at once; more get BUSY. */
   readonly maxSessions: number
+  /** Sessions one peer may hold at once (issue #17: one peer could take every slot). */
+  readonly maxSessionsPerOwner?: number
   /** KV positions reserved over all sessions; an open that would exceed it gets BUSY. */
   readonly maxCacheTokens: number
   /** A session with no request for this long is freed. */
@@ -28,15 +32,7 @@ export interface OpenRequest {
   readonly owner: string
   /** In chained mode, the peer whose output this hop takes. */
   readonly upstream?: string
-}
-
-interface SessionState {
-  readonly owner: string
-  readonly upstream?: string
-  readonly maxLength: number
-  lastUsed: number
-  /** The last step, kept so a retried step (same id and position) is answered without recomputing. */
-  last?: { stepId: number; startPosition: number; rows: number; output: Float32Array }
+  readonly wireDtype?: DType
 }
 
 export interface StepOutcome {
@@ -46,11 +42,12 @@ export interface StepOutcome {
 }
 
 /**
- * The sessions a node serves: caps, ownership, retries and idle expiry around a Shard.
- * Every failure throws a typed error and leaves every session as it was.
+ * The sessions a node serves, one NodeSession record each, keyed by (owner, id): caps,
+ * ownership, retries and idle expiry around a Shard. Every failure throws a typed error and
+ * leaves every session as it was.
  */
 export class SessionManager {
-  private readonly sessions = new Map<string, SessionState>()
+  private readonly sessions = new Map<string, NodeSession>()
   private readonly now: () => number
   tokensServed = 0
 
@@ -72,9 +69,11 @@ export class SessionManager {
     return Math.max(0, this.init.maxCacheTokens - this.reservedTokens)
   }
 
-  open(req: OpenRequest): void {
+  /** Every check of an open, none of which costs more than a map lookup: run before any key agreement. */
+  checkOpen(req: OpenRequest): void {
     const { shard } = this.init
-    if (this.sessions.has(req.sessionId)) throw new DuplicateSessionError(`session ${req.sessionId} is already open here`)
+    if (this.sessions.has(sessionKey(req.owner, req.sessionId)))
+      throw new DuplicateSessionError(`session ${req.sessionId} is already open here`)
     if (req.start < shard.start || req.end > shard.end || req.start >= req.end) {
       throw new BadSpanError(`this node serves blocks [${shard.start}, ${shard.end}), not [${req.start}, ${req.end})`)
     }
@@ -82,93 +81,129 @@ export class SessionManager {
       throw new BadSpanError(`max length ${req.maxLength} is outside 1..${shard.config.seqLen}`)
     }
     if (this.sessions.size >= this.init.maxSessions) throw new BusyError(`serving ${this.sessions.size} sessions, the cap`)
+    const perOwner = this.init.maxSessionsPerOwner ?? this.init.maxSessions
+    if (this.ownedBy(req.owner) >= perOwner) throw new BusyError(`this peer holds ${perOwner} sessions here, the per-peer cap`)
     if (req.maxLength > this.freeCacheTokens) {
       throw new BusyError(`${req.maxLength} KV positions asked, ${this.freeCacheTokens} free`)
     }
-    shard.openSession(req.sessionId, { maxLength: req.maxLength, start: req.start, end: req.end })
-    this.sessions.set(req.sessionId, { owner: req.owner, upstream: req.upstream, maxLength: req.maxLength, lastUsed: this.now() })
   }
 
-  /** Run a step for `from` (owner or upstream). Retries of the last step return its output again. */
-  step(sessionId: string, from: string, stepId: number, startPosition: number, hidden: Float32Array): StepOutcome {
-    const s = this.authorize(sessionId, from, true)
+  open(req: OpenRequest, extra: Pick<NodeSession, 'chain' | 'keys'> = {}): NodeSession {
+    this.checkOpen(req)
+    const key = sessionKey(req.owner, req.sessionId)
+    this.init.shard.openSession(key, { maxLength: req.maxLength, start: req.start, end: req.end })
+    const s: NodeSession = {
+      id: req.sessionId,
+      key,
+      owner: req.owner,
+      upstream: req.upstream,
+      start: req.start,
+      end: req.end,
+      maxLength: req.maxLength,
+      wireDtype: req.wireDtype ?? 'f32',
+      lastUsed: this.now(),
+      upstreamStepId: 0,
+      ...extra
+    }
+    this.sessions.set(key, s)
+    return s
+  }
+
+  /** `from`'s own session `id` (steps, rewinds, closes, exports, imports, awaits). */
+  owned(id: string, from: string): NodeSession {
+    const s = this.sessions.get(sessionKey(from, id))
+    // Someone else's session of that id is as unknown as no session: existence is not revealed.
+    if (!s) throw new UnknownSessionError(`no session ${id} of yours here`)
+    s.lastUsed = this.now()
+    return s
+  }
+
+  /** Sessions `id` whose chained upstream is `from` (one per owner that routed through it). */
+  fedBy(id: string, from: string): NodeSession[] {
+    const out: NodeSession[] = []
+    for (const s of this.sessions.values()) if (s.id === id && s.upstream === from) out.push(s)
+    return out
+  }
+
+  /** The session a request from `from` names, owned or fed by it; undefined if none (no side effects). */
+  find(id: string, from: string): NodeSession | undefined {
+    return this.sessions.get(sessionKey(from, id)) ?? this.fedBy(id, from)[0]
+  }
+
+  /** Run a step (its sender was authorized by the caller). Retries of the last step return its output again. */
+  step(s: NodeSession, stepId: number, startPosition: number, hidden: Float32Array, fromUpstream = false): StepOutcome {
     const dim = this.init.shard.config.dim
     if (hidden.length === 0 || hidden.length % dim !== 0) {
       throw new BadShapeError(`hidden states of ${hidden.length} values are not rows of ${dim}`)
     }
+    s.lastUsed = this.now()
     const rows = hidden.length / dim
     const last = s.last
     if (last && last.stepId === stepId && last.startPosition === startPosition && last.rows === rows) {
       return { output: last.output, computeMs: 0, duplicate: true }
     }
+    if (fromUpstream && stepId <= s.upstreamStepId) {
+      throw new UnauthorizedError(`step ${stepId} is not above step ${s.upstreamStepId}: an upstream cannot replay a step`)
+    }
     const t0 = performance.now()
-    const output = this.init.shard.forward(sessionId, hidden, startPosition)
+    const output = this.init.shard.forward(s.key, hidden, startPosition)
     const computeMs = performance.now() - t0
     // the next step is a network hop away: free the cores for the peers and the client
     this.init.shard.rest()
     s.last = { stepId, startPosition, rows, output }
+    if (fromUpstream) s.upstreamStepId = stepId
     this.tokensServed += rows
     return { output, computeMs, duplicate: false }
   }
 
-  rewind(sessionId: string, from: string, length: number): void {
-    const s = this.authorize(sessionId, from, false)
-    this.init.shard.rewind(sessionId, length)
+  rewind(s: NodeSession, length: number): void {
+    this.init.shard.rewind(s.key, length)
     s.last = undefined
   }
 
-  close(sessionId: string, from: string): void {
-    this.authorize(sessionId, from, false)
-    this.sessions.delete(sessionId)
-    this.init.shard.closeSession(sessionId)
+  close(s: NodeSession): void {
+    if (this.sessions.get(s.key) !== s) return
+    this.sessions.delete(s.key)
+    this.init.shard.closeSession(s.key)
+    releaseSession(s)
   }
 
   /** Free sessions idle past the timeout; returns how many. */
   sweep(): number {
     const cutoff = this.now() - this.init.idleTimeoutMs
     let n = 0
-    for (const [id, s] of this.sessions) {
+    for (const s of [...this.sessions.values()]) {
       if (s.lastUsed < cutoff) {
-        this.sessions.delete(id)
-        this.init.shard.closeSession(id)
+        this.close(s)
         n++
       }
     }
     return n
   }
 
-  /** Throws unless the session exists and `from` opened it (results go to the owner only). */
-  checkOwner(sessionId: string, from: string): void {
-    this.authorize(sessionId, from, false)
-  }
-
-  /** True when the session exists and `from` opened it (its steps need no step tag). */
-  isOwner(sessionId: string, from: string): boolean {
-    return this.sessions.get(sessionId)?.owner === from
-  }
-
   /** The session's KV was replaced (an import): forget the cached last step. */
-  reset(sessionId: string): void {
-    const s = this.sessions.get(sessionId)
-    if (s) s.last = undefined
+  reset(s: NodeSession): void {
+    s.last = undefined
   }
 
-  has(sessionId: string): boolean {
-    return this.sessions.has(sessionId)
+  /** Whether the record is still served (not closed, expired or refused meanwhile). */
+  isOpen(s: NodeSession): boolean {
+    return this.sessions.get(s.key) === s
+  }
+
+  /** True when `from` owns or feeds (chained upstream) at least one session here. */
+  holdsAny(from: string): boolean {
+    for (const s of this.sessions.values()) if (s.owner === from || s.upstream === from) return true
+    return false
+  }
+
+  ownedBy(owner: string): number {
+    let n = 0
+    for (const s of this.sessions.values()) if (s.owner === owner) n++
+    return n
   }
 
   closeAll(): void {
-    for (const id of this.sessions.keys()) this.init.shard.closeSession(id)
-    this.sessions.clear()
-  }
-
-  private authorize(sessionId: string, from: string, allowUpstream: boolean): SessionState {
-    const s = this.sessions.get(sessionId)
-    if (!s) throw new UnknownSessionError(`no session ${sessionId} here`)
-    if (from !== s.owner && !(allowUpstream && s.upstream !== undefined && from === s.upstream)) {
-      throw new UnauthorizedError(`peer ${from} does not own session ${sessionId}`)
-    }
-    s.lastUsed = this.now()
-    return s
+    for (const s of [...this.sessions.values()]) this.close(s)
   }
 }

@@ -1,4 +1,5 @@
 import { createRandom, hashSeed } from '../canary/index.js'
+import { InvalidTamperOptionsError } from './errors.js'
 
 /**
  * Tamper modes: how a dishonest peer may alter the outputs it returns, so the project can
@@ -23,13 +24,7 @@ import { createRandom, hashSeed } from '../canary/index.js'
 export type TamperMode = 'noise' | 'scale' | 'zero' | 'skip' | 'bias' | 'lowprec' | 'replay'
 export const TAMPER_MODES: readonly TamperMode[] = ['noise', 'scale', 'zero', 'skip', 'bias', 'lowprec', 'replay']
 
-export class InvalidTamperOptionsError extends Error {
-  readonly code = 'ERR_INVALID_TAMPER_OPTIONS'
-  constructor(message: string) {
-    super(message)
-    this.name = new.target.name
-  }
-}
+export { InvalidTamperOptionsError }
 
 export interface TamperOptions {
   readonly mode: TamperMode

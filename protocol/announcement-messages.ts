@@ -5,18 +5,6 @@
  */
 import { MalformedMessageError } from './errors.js'
 import {
-  MAX_ADDR_LENGTH,
-  MAX_ADDRS,
-  MAX_LAYERS,
-  MAX_MODEL_ID_LENGTH,
-  MAX_PEER_ID_LENGTH,
-  MAX_VERSION_LENGTH,
-  MAX_WIRE_DTYPES
-} from './limits.js'
-import { type DecodeOptions, decodeWire, encodeWire, type Wire } from './messages.js'
-import { schema } from './schema.js'
-import type { Announcement, SignedAnnouncement } from './types.js'
-import {
   arrayField,
   bytesField,
   checkUint64,
@@ -28,7 +16,19 @@ import {
   spanFields,
   stringField,
   uint32Field
-} from './wire.js'
+} from './field-checks.js'
+import {
+  MAX_ADDR_LENGTH,
+  MAX_ADDRS,
+  MAX_LAYERS,
+  MAX_MODEL_ID_LENGTH,
+  MAX_PEER_ID_LENGTH,
+  MAX_VERSION_LENGTH,
+  MAX_WIRE_DTYPES
+} from './limits.js'
+import { type DecodeOptions, decodeWire, encodeWire, type Wire } from './messages.js'
+import { schema } from './schema.js'
+import type { Announcement, SignedAnnouncement } from './types.js'
 
 /** Announcements travel over gossipsub, whose default message cap is 1 MiB; ours are tiny. */
 export const MAX_ANNOUNCEMENT_BYTES = 16 * 1024

@@ -133,8 +133,14 @@ export class RequestTimeoutError extends ProtocolError {
   override readonly code = 'TIMEOUT'
 }
 
+/** The owner already has a session of this id here. */
 export class DuplicateSessionError extends ProtocolError {
   override readonly code = 'DUPLICATE_SESSION'
+}
+
+/** The peer is leaving (SIGTERM): it runs no more steps, but still exports and closes sessions. */
+export class LeavingError extends ProtocolError {
+  override readonly code = 'LEAVING'
 }
 
 /** An announcement whose signature does not verify under its embedded key. */
@@ -167,19 +173,11 @@ export class RemoteError extends ProtocolError {
   }
 }
 
-/** Errors that other layers throw with a string code, by name (shards/errors.ts, libp2p). */
-const FOREIGN_CODES: Record<string, ErrorCodeName> = {
-  ERR_INVALID_ARGUMENT: 'MALFORMED',
-  ERR_MSG_DATA_TOO_LONG: 'TOO_LARGE', // @libp2p/utils lpStream InvalidDataLengthError
-  ERR_MSG_LENGTH_TOO_LONG: 'TOO_LARGE', // @libp2p/utils lpStream InvalidDataLengthLengthError
-  ERR_INVALID_MSG_LENGTH: 'MALFORMED',
-  // crypto/errors.ts
-  ERR_UNAUTHORIZED_STEP: 'UNAUTHORIZED',
-  ERR_SNAPSHOT_VERSION: 'SNAPSHOT_TAMPERED',
-  ERR_WEAK_PUBLIC_KEY: 'BAD_HOP_KEY'
-}
-
-const FOREIGN_NAMES: Record<string, ErrorCodeName> = {
+/**
+ * Names of errors thrown by libraries we use (libp2p streams, AbortSignal), which carry no code
+ * of ours. Our own folders throw errors whose `code` is already an ErrorCode name.
+ */
+const LIBRARY_ERROR_NAMES: Record<string, ErrorCodeName> = {
   AbortError: 'TIMEOUT',
   TimeoutError: 'TIMEOUT',
   StreamBufferError: 'TOO_LARGE',
@@ -188,23 +186,18 @@ const FOREIGN_NAMES: Record<string, ErrorCodeName> = {
 }
 
 /**
- * Maps any thrown value to the ErrorCode to put in a reply. Protocol errors keep their
- * code; errors with a string `code` match by name with or without the `ERR_` prefix
- * (shards' ERR_UNKNOWN_SESSION, ERR_BAD_POSITION, ERR_OUT_OF_CACHE...); anything else is
- * INTERNAL, since it is a failure of ours and not of the request.
+ * Maps any thrown value to the ErrorCode to put in a reply: a `code` that is an ErrorCode name
+ * (every folder's errors use the wire names for conditions that travel: shards' OUT_OF_CACHE,
+ * crypto's SNAPSHOT_REPLAY...) is kept; a library error maps by name; anything else is INTERNAL,
+ * since it is a failure of ours and not of the request.
  */
 export function errorCodeOf(err: unknown): ErrorCodeName {
   if (err instanceof ProtocolError) return err.code
   if (err == null || typeof err !== 'object') return 'INTERNAL'
   const { code, name } = err as { code?: unknown; name?: unknown }
-  if (typeof code === 'string') {
-    const mapped = FOREIGN_CODES[code]
-    if (mapped !== undefined) return mapped
-    const bare = code.startsWith('ERR_') ? code.slice(4) : code
-    if (isErrorCodeName(bare)) return bare
-  }
+  if (isErrorCodeName(code)) return code
   if (typeof name === 'string') {
-    const mapped = FOREIGN_NAMES[name]
+    const mapped = LIBRARY_ERROR_NAMES[name]
     if (mapped !== undefined) return mapped
   }
   return 'INTERNAL'

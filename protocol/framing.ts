@@ -7,9 +7,10 @@
 import type { Libp2p, PeerId, Stream } from '@libp2p/interface'
 import { lpStream } from '@libp2p/utils'
 import type { Multiaddr } from '@multiformats/multiaddr'
-import { MalformedMessageError, MessageTooLargeError } from './errors.js'
+import type { ByteBudget } from './byte-budget.js'
+import { MalformedMessageError, MessageTooLargeError, ProtocolError, RequestTimeoutError } from './errors.js'
 import { REQUEST_STREAM_LIMITS } from './ids.js'
-import { DEFAULT_MAX_MESSAGE_BYTES } from './limits.js'
+import { DEFAULT_MAX_MESSAGE_BYTES, FRAME_DEADLINE_MS, MIN_FRAME_BYTES_PER_SECOND } from './limits.js'
 
 export interface MessageChannelInit {
   /** Largest frame accepted or sent (default 64 MiB). */
@@ -19,6 +20,21 @@ export interface MessageChannelInit {
    * one full frame can be pipelined behind another). Beyond it the stream is reset.
    */
   maxBufferedBytes?: number
+  /**
+   * The cap for the next frame, asked before each read (at most maxMessageBytes): a node gives
+   * a peer that holds no session MAX_CONTROL_BYTES, so a stranger's frame is refused on its
+   * length prefix, before any of it is buffered.
+   */
+  frameCap?: () => number
+  /** Node-wide bytes in flight: each frame reserves its length until the next read (byte-budget.ts). */
+  budget?: ByteBudget
+  /** Deadline of a frame from its first byte (default FRAME_DEADLINE_MS + length / MIN_FRAME_BYTES_PER_SECOND). */
+  frameDeadlineMs?: number
+}
+
+/** How long a frame of `bytes` may take to arrive once it started. */
+export function frameDeadlineMs(bytes: number, baseMs = FRAME_DEADLINE_MS): number {
+  return baseMs + Math.ceil((bytes / MIN_FRAME_BYTES_PER_SECOND) * 1000)
 }
 
 /** One framed, bidirectional message channel over one stream. Use a single reader. */
@@ -58,11 +74,27 @@ export function createMessageChannel(stream: Stream, init: MessageChannelInit = 
   if (stream.maxReadBufferLength < maxBuffered) stream.maxReadBufferLength = maxBuffered
   const maxLengthBytes = varintLength(maxMessageBytes)
   let lengthBytesSeen = 0
+  let frameCap = maxMessageBytes
+  const baseDeadlineMs = init.frameDeadlineMs ?? FRAME_DEADLINE_MS
+  /** The running read's deadline: armed by the frame's first byte, re-armed once its length is known. */
+  let deadline: { controller: AbortController; timer?: NodeJS.Timeout } | undefined
+  const arm = (ms: number): void => {
+    if (deadline === undefined) return
+    clearTimeout(deadline.timer)
+    const d = deadline
+    d.timer = setTimeout(() => d.controller.abort(new RequestTimeoutError(`frame not complete within ${ms} ms`)), ms)
+  }
+  let reserved = 0
+  const releaseReserved = (): void => {
+    if (reserved > 0) init.budget?.release(reserved)
+    reserved = 0
+  }
 
   // Our own decoder: it records how far into a length prefix we are (to tell a clean end
   // of stream from a truncated frame) and refuses over-long prefixes itself, since lpStream
   // only checks the prefix length once a varint completes (a run of 0x80 bytes would loop).
   const lengthDecoder = (buf: ByteList): number => {
+    if (lengthBytesSeen === 0) arm(baseDeadlineMs)
     lengthBytesSeen = buf.byteLength
     let value = 0
     let scale = 1
@@ -70,8 +102,10 @@ export function createMessageChannel(stream: Stream, init: MessageChannelInit = 
       const b = buf.get(i)
       value += (b & 0x7f) * scale
       if ((b & 0x80) === 0) {
-        if (value > maxMessageBytes)
-          throw new MessageTooLargeError(`frame of ${value} bytes exceeds the ${maxMessageBytes} byte cap`)
+        if (value > frameCap) throw new MessageTooLargeError(`frame of ${value} bytes exceeds the ${frameCap} byte cap`)
+        init.budget?.reserve(value) // throws BusyError: this stream is refused, the others go on
+        reserved = value
+        arm(frameDeadlineMs(value, baseDeadlineMs))
         return value
       }
       scale *= 128
@@ -92,6 +126,7 @@ export function createMessageChannel(stream: Stream, init: MessageChannelInit = 
 
   const fail = (err: Error): Error => {
     failure = err
+    releaseReserved()
     return err
   }
 
@@ -107,15 +142,27 @@ export function createMessageChannel(stream: Stream, init: MessageChannelInit = 
     },
 
     async read(signal) {
+      releaseReserved() // the previous frame was handled: its bytes leave the budget
       if (failure !== undefined) throw failure
       if (ended) return undefined
       lengthBytesSeen = 0
+      frameCap = Math.min(maxMessageBytes, init.frameCap?.() ?? maxMessageBytes)
+      const controller = new AbortController()
+      deadline = { controller }
+      const readSignal = signal === undefined ? controller.signal : AbortSignal.any([signal, controller.signal])
       try {
-        const frame = (await lp.read({ signal })).subarray()
+        const frame = (await lp.read({ signal: readSignal })).subarray()
         // Node hands out Buffers; callers get plain Uint8Array views (no copy)
         return frame.constructor === Uint8Array ? frame : new Uint8Array(frame.buffer, frame.byteOffset, frame.byteLength)
       } catch (err) {
         const e = err as Error
+        if (controller.signal.aborted && signal?.aborted !== true) {
+          // the deadline: a frame dripping in holds the stream and its buffer, so the stream goes
+          releaseReserved()
+          const timeout = controller.signal.reason as RequestTimeoutError
+          stream.abort(timeout)
+          throw fail(timeout)
+        }
         if (e.name === 'UnexpectedEOFError') {
           if (lengthBytesSeen === 0) {
             ended = true
@@ -123,18 +170,24 @@ export function createMessageChannel(stream: Stream, init: MessageChannelInit = 
           }
           throw fail(new MalformedMessageError('stream ended in the middle of a frame', { cause: e }))
         }
-        if (e instanceof MessageTooLargeError || e.name === 'StreamBufferError' || e.name === 'InvalidDataLengthError') {
-          const tooLarge = e instanceof MessageTooLargeError ? e : new MessageTooLargeError(e.message, { cause: e })
+        const tooLarge =
+          e instanceof MessageTooLargeError || e.name === 'StreamBufferError' || e.name === 'InvalidDataLengthError'
+        if (tooLarge || (e instanceof ProtocolError && e.code === 'BUSY')) {
+          const refusal = e instanceof ProtocolError ? e : new MessageTooLargeError(e.message, { cause: e })
           // Drop the rest of the frame as it arrives instead of buffering it. yamux keeps
           // granting window, so the sender completes its write and can still read our
           // ErrorReply on the open writable side.
           if (stream.readStatus !== 'closed' && stream.readStatus !== 'closing') stream.closeRead().catch(() => {})
-          throw fail(tooLarge)
+          throw fail(refusal)
         }
         // An abort between frames is harmless; one after part of a frame was consumed (or a
         // stream error) leaves the framing out of step, so the channel is finished.
         if (lengthBytesSeen > 0 || signal?.aborted !== true) fail(e)
+        releaseReserved()
         throw e
+      } finally {
+        clearTimeout(deadline.timer)
+        deadline = undefined
       }
     },
 
@@ -143,6 +196,7 @@ export function createMessageChannel(stream: Stream, init: MessageChannelInit = 
     },
 
     abort(err) {
+      releaseReserved()
       stream.abort(err)
     }
   }

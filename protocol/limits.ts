@@ -38,3 +38,26 @@ export const MAX_SESSION_LENGTH = 1 << 24
 export const MAX_ERROR_MESSAGE_LENGTH = 4096
 export const MAX_TIMINGS = 64
 export const MAX_WIRE_DTYPES = 16
+/** Hop tags a step may carry (one per later hop of a chain). */
+export const MAX_HOP_AUTH = MAX_NEXT_HOPS + 16
+/** Snapshots one ImportKv may carry (a full one and its deltas). */
+export const MAX_IMPORT_SNAPSHOTS = 4096
+
+/** Largest InfoRequest (an empty message) and InfoResponse (ids, numbers, a key and its binding). */
+export const MAX_INFO_REQUEST_BYTES = 1024
+export const MAX_INFO_RESPONSE_BYTES = 4 * 1024
+/**
+ * Largest control message: open, rewind, close, await, export and every response but a step
+ * result or a snapshot. Also the frame cap for a peer that holds no session on this node.
+ */
+export const MAX_CONTROL_BYTES = 64 * 1024
+/** Bytes a step or step result may carry beside its tensor (hop tags, timings, receipts, ids). */
+export const STEP_SLACK_BYTES = 64 * 1024
+
+/**
+ * A frame must arrive within FRAME_DEADLINE_MS of its first byte, plus one second per
+ * MIN_FRAME_BYTES_PER_SECOND it announces (issue #17: a peer could hold a stream and its buffer
+ * forever by sending a frame one byte at a time, yamux keepalives keeping TCP up).
+ */
+export const FRAME_DEADLINE_MS = 10_000
+export const MIN_FRAME_BYTES_PER_SECOND = 1024 * 1024

@@ -18,20 +18,6 @@ import {
   RemoteError
 } from './errors.js'
 import {
-  DEFAULT_MAX_MESSAGE_BYTES,
-  MAX_ERROR_MESSAGE_LENGTH,
-  MAX_LAYERS,
-  MAX_MODEL_ID_LENGTH,
-  MAX_PEER_ID_LENGTH,
-  MAX_TENSOR_ELEMENTS,
-  MAX_TENSOR_RANK,
-  MAX_VERSION_LENGTH,
-  MAX_WIRE_DTYPES
-} from './limits.js'
-import { schema } from './schema.js'
-import { validateTensor } from './tensor-codec.js'
-import type { ErrorReply, InfoRequest, InfoResponse, Tensor } from './types.js'
-import {
   arrayField,
   bytesField,
   checkUint64,
@@ -44,7 +30,25 @@ import {
   spanFields,
   stringField,
   uint32Field
-} from './wire.js'
+} from './field-checks.js'
+import {
+  DEFAULT_MAX_MESSAGE_BYTES,
+  MAX_ERROR_MESSAGE_LENGTH,
+  MAX_INFO_REQUEST_BYTES,
+  MAX_INFO_RESPONSE_BYTES,
+  MAX_LAYERS,
+  MAX_MODEL_ID_LENGTH,
+  MAX_PEER_ID_LENGTH,
+  MAX_SESSION_ID_LENGTH,
+  MAX_TENSOR_ELEMENTS,
+  MAX_TENSOR_RANK,
+  MAX_VERSION_LENGTH,
+  MAX_WIRE_DTYPES
+} from './limits.js'
+import { schema } from './schema.js'
+import { validateTensor } from './tensor-codec.js'
+import type { ErrorReply, InfoRequest, InfoResponse, Tensor } from './types.js'
+import { peekStringField, scanMessage, topLevelMember } from './wire-scan.js'
 
 // biome-ignore lint/suspicious/noExplicitAny: protobufjs messages are untyped until validated
 export type Wire = any
@@ -54,15 +58,34 @@ export interface DecodeOptions {
   maxMessageBytes?: number
   /** Largest tensor accepted (default MAX_TENSOR_ELEMENTS). */
   maxTensorElements?: number
+  /**
+   * The cap for a message whose oneof body is `body` (protobufjs name: step, awaitResult...),
+   * given the body's session id when it has one. Checked after the allocation-free scan and
+   * before decoding; the session codecs default to MAX_CONTROL_BYTES for control bodies.
+   */
+  maxBodyBytes?: (body: string, sessionId: string | undefined) => number
 }
 
-/** protobufjs decode with size cap; any parse failure becomes MALFORMED. */
+/**
+ * protobufjs decode behind three checks that allocate nothing: the size cap, the scan of
+ * tags, lengths and list counts (wire-scan.ts), then the cap of the body the message carries.
+ * Any parse failure becomes MALFORMED.
+ */
 export function decodeWire(type: protobuf.Type, bytes: Uint8Array, options: DecodeOptions = {}): Wire {
   const max = options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES
   if (!(bytes instanceof Uint8Array)) throw new MalformedMessageError(`${type.name}: not bytes`)
   if (bytes.byteLength > max) {
     throw new MessageTooLargeError(`${type.name}: ${bytes.byteLength} bytes > ${max}`)
   }
+  if (options.maxBodyBytes !== undefined) {
+    const body = topLevelMember(type, bytes)
+    if (body !== undefined) {
+      const sessionId = peekStringField(bytes, body.start, body.end, 1, MAX_SESSION_ID_LENGTH)
+      const cap = options.maxBodyBytes(body.name, sessionId)
+      if (bytes.byteLength > cap) throw new MessageTooLargeError(`${type.name}.${body.name}: ${bytes.byteLength} bytes > ${cap}`)
+    }
+  }
+  scanMessage(type, bytes)
   try {
     return type.decode(bytes)
   } catch (err) {
@@ -120,7 +143,7 @@ export function encodeInfoRequest(_req: InfoRequest = {}): Uint8Array {
 }
 
 export function decodeInfoRequest(bytes: Uint8Array, options: DecodeOptions = {}): InfoRequest {
-  decodeWire(schema.InfoRequest, bytes, { maxMessageBytes: options.maxMessageBytes ?? 1024 })
+  decodeWire(schema.InfoRequest, bytes, { maxMessageBytes: options.maxMessageBytes ?? MAX_INFO_REQUEST_BYTES })
   return {}
 }
 
@@ -152,7 +175,7 @@ export function encodeInfoResponse(info: InfoResponse): Uint8Array {
 }
 
 export function decodeInfoResponse(bytes: Uint8Array, options: DecodeOptions = {}): InfoResponse {
-  return infoFromWire(decodeWire(schema.InfoResponse, bytes, options))
+  return infoFromWire(decodeWire(schema.InfoResponse, bytes, { maxMessageBytes: MAX_INFO_RESPONSE_BYTES, ...options }))
 }
 
 // ---- error replies ----

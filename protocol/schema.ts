@@ -29,6 +29,8 @@ export function protoPath(): string {
 
 // keepCase false: fields become camelCase, which is what the TS interfaces use.
 const root = protobuf.parse(readFileSync(protoPath(), 'utf8'), { keepCase: false }).root
+// resolved now, so wire-scan.ts sees each field's message type before the first decode does
+root.resolveAll()
 
 function type(name: string): protobuf.Type {
   return root.lookupType(`${PACKAGE}.${name}`)

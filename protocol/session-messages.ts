@@ -7,11 +7,30 @@
  * (span served, dim, positions, max length) belong to the handler, which can use
  * decodeTensor(t, { shape: [undefined, dim] }) and the typed errors in errors.ts.
  */
+
+import type protobuf from 'protobufjs'
 import { encodeImportKvRequest, encodeSnapshotResponse } from './bulk-codec.js'
-import { MalformedMessageError } from './errors.js'
+import { MalformedMessageError, ProtocolError } from './errors.js'
 import {
+  arrayField,
+  bytesField,
+  checkUint64,
+  dtypeFromWire,
+  dtypeToWire,
+  finiteField,
+  safeUint64,
+  spanFields,
+  stringField,
+  uint32Field,
+  withRequestId
+} from './field-checks.js'
+import {
+  DEFAULT_MAX_MESSAGE_BYTES,
   MAX_ADDR_LENGTH,
   MAX_ADDRS,
+  MAX_CONTROL_BYTES,
+  MAX_HOP_AUTH,
+  MAX_IMPORT_SNAPSHOTS,
   MAX_LAYERS,
   MAX_MODEL_ID_LENGTH,
   MAX_NEXT_HOPS,
@@ -44,26 +63,10 @@ import type {
   Step,
   StepResult
 } from './types.js'
-import {
-  arrayField,
-  bytesField,
-  checkUint64,
-  dtypeFromWire,
-  dtypeToWire,
-  finiteField,
-  safeUint64,
-  spanFields,
-  stringField,
-  uint32Field,
-  withRequestId
-} from './wire.js'
+import { peekVarintField } from './wire-scan.js'
 
 const REQUEST_BODIES = ['open', 'step', 'rewind', 'close', 'awaitResult', 'exportKv', 'importKv'] as const
 const RESPONSE_BODIES = ['opened', 'result', 'rewound', 'closed', 'error', 'snapshot', 'imported'] as const
-/** Hop tags a step may carry (one per later hop of a chain). */
-const MAX_HOP_AUTH = MAX_NEXT_HOPS + 16
-/** Snapshots one ImportKv may carry (a full one and its deltas). */
-const MAX_IMPORT_SNAPSHOTS = 4096
 
 function sessionId(value: unknown, field: string): string {
   return stringField(value, field, { max: MAX_SESSION_ID_LENGTH, token: true })
@@ -361,8 +364,35 @@ export function encodeSessionRequest(req: SessionRequest): Uint8Array {
   return encodeWire(schema.SessionRequest, wire)
 }
 
+/** Bodies whose size is bounded by their tensor or snapshot; every other body is a control message. */
+const BULK_BODIES = new Set(['step', 'importKv', 'result', 'snapshot'])
+
+/** Without a caller's caps: control bodies MAX_CONTROL_BYTES, bulk ones the frame cap. */
+function bodyCaps(options: DecodeOptions): DecodeOptions {
+  const frame = options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES
+  const given = options.maxBodyBytes
+  return {
+    ...options,
+    maxBodyBytes: (body, sessionId) =>
+      given !== undefined ? given(body, sessionId) : BULK_BODIES.has(body) ? frame : MAX_CONTROL_BYTES
+  }
+}
+
+/** Decodes a wire message, attaching the request id (peeked without decoding) to a refusal. */
+function decodeIdentified(type: protobuf.Type, bytes: Uint8Array, options: DecodeOptions): Wire {
+  try {
+    return decodeWire(type, bytes, bodyCaps(options))
+  } catch (err) {
+    const requestId = bytes instanceof Uint8Array ? peekVarintField(bytes, 1) : undefined
+    if (requestId !== undefined && requestId > 0 && Number.isSafeInteger(requestId) && err instanceof ProtocolError) {
+      err.requestId = requestId
+    }
+    throw err
+  }
+}
+
 export function decodeSessionRequest(bytes: Uint8Array, options: DecodeOptions = {}): SessionRequest {
-  return requestFromWire(decodeWire(schema.SessionRequest, bytes, options), options.maxTensorElements)
+  return requestFromWire(decodeIdentified(schema.SessionRequest, bytes, options), options.maxTensorElements)
 }
 
 export function encodeSessionResponse(res: SessionResponse): Uint8Array {
@@ -373,5 +403,5 @@ export function encodeSessionResponse(res: SessionResponse): Uint8Array {
 }
 
 export function decodeSessionResponse(bytes: Uint8Array, options: DecodeOptions = {}): SessionResponse {
-  return responseFromWire(decodeWire(schema.SessionResponse, bytes, options), options.maxTensorElements)
+  return responseFromWire(decodeIdentified(schema.SessionResponse, bytes, options), options.maxTensorElements)
 }

@@ -12,13 +12,16 @@
 import type { Stream } from '@libp2p/interface'
 import { MalformedMessageError, NextHopFailedError, ProtocolError } from './errors.js'
 import { createMessageChannel, type MessageChannel, type MessageChannelInit } from './framing.js'
-import { errorFromReply, errorReplyFor } from './messages.js'
+import { type DecodeOptions, errorFromReply, errorReplyFor } from './messages.js'
 import { decodeSessionRequest, decodeSessionResponse, encodeSessionRequest, encodeSessionResponse } from './session-messages.js'
 import { stepTrace } from './step-trace.js'
 import type { SessionRequest, SessionRequestBody, SessionResponse, SessionResponseBody } from './types.js'
+import { peekVarintField } from './wire-scan.js'
 
 export interface SessionStreamInit extends MessageChannelInit {
   maxTensorElements?: number
+  /** Per-body size caps checked before decoding (DecodeOptions.maxBodyBytes). */
+  maxBodyBytes?: DecodeOptions['maxBodyBytes']
 }
 
 export interface SessionCaller {
@@ -76,7 +79,8 @@ export function createSessionCaller(stream: Stream, init: SessionStreamInit = {}
         if (bytes === undefined) throw new NextHopFailedError('session stream closed by the remote peer')
         const res = decodeSessionResponse(bytes, {
           maxMessageBytes: channel.maxMessageBytes,
-          maxTensorElements: init.maxTensorElements
+          maxTensorElements: init.maxTensorElements,
+          maxBodyBytes: init.maxBodyBytes
         })
         if (res.requestId === 0) {
           throw res.type === 'error' ? errorFromReply(res.error, 0) : new MalformedMessageError('response with request_id 0')
@@ -215,6 +219,11 @@ export interface SessionServerInit extends SessionStreamInit {
   signal?: AbortSignal
   /** Called for every request that failed (after its ErrorReply was sent). */
   onError?(err: Error, request?: SessionRequest): void
+  /**
+   * Called with each frame's size before it is decoded; throwing (e.g. a per-peer rate limit's
+   * BusyError) refuses that request with the error and keeps the stream.
+   */
+  admit?(frameBytes: number): void
 }
 
 /**
@@ -249,8 +258,12 @@ export async function serveSessionStream(
       try {
         bytes = await channel.read(signal)
       } catch (err) {
+        // the caller reset or abandoned the stream: it went away, which is no failed request
+        if (!(err instanceof ProtocolError)) {
+          channel.abort(err as Error)
+          return
+        }
         // oversized or truncated frame: framing is lost, answer at stream level and stop
-        if (!(err instanceof ProtocolError)) throw err
         await reply({ requestId: 0, type: 'error', error: errorReplyFor(err, { peerId: init.peerId }) })
         init.onError?.(err)
         break
@@ -258,7 +271,19 @@ export async function serveSessionStream(
       if (bytes === undefined) break
       let req: SessionRequest | undefined
       try {
-        req = decodeSessionRequest(bytes, { maxMessageBytes: channel.maxMessageBytes, maxTensorElements: init.maxTensorElements })
+        try {
+          init.admit?.(bytes.byteLength)
+        } catch (err) {
+          const requestId = peekVarintField(bytes, 1)
+          if (err instanceof ProtocolError && requestId !== undefined && Number.isSafeInteger(requestId) && requestId > 0)
+            err.requestId = requestId
+          throw err
+        }
+        req = decodeSessionRequest(bytes, {
+          maxMessageBytes: channel.maxMessageBytes,
+          maxTensorElements: init.maxTensorElements,
+          maxBodyBytes: init.maxBodyBytes
+        })
         const traceId = req.type === 'step' ? req.step.stepId : req.type === 'await' ? req.await.stepId : req.requestId
         stepTrace(`server-got-${req.type}`, traceId)
         const body = await handler(req, signal)

@@ -1,3 +1,4 @@
+import { extraBlockTensors, neoxToNormOrder, permutedRow, permuteHeads, ropeFrequencies } from './architectures.js'
 import { InvalidModelError } from './errors.js'
 import type { BlockMatrices, Kernels } from './kernels.js'
 import type { KvCache } from './kv-cache.js'
@@ -32,8 +33,24 @@ function stackRows(ms: readonly WeightMatrix[]): WeightMatrix {
  * FastKernels), the file is read straight into kernel memory, so the only resident copy of a
  * weight is the kernels' one; otherwise read, stack, prepare, and the file copies become garbage.
  */
-export function loadMatrices(model: ModelFile, names: readonly TensorName[], kernels: Kernels): WeightMatrix {
-  const { matrixInfo, readMatrixInto } = model
+export function loadMatrices(
+  model: ModelFile,
+  names: readonly TensorName[],
+  kernels: Kernels,
+  rowOrder?: (name: TensorName) => Int32Array | null
+): WeightMatrix {
+  const { matrixInfo, readMatrixInto: readInto } = model
+  // A tensor whose rows are reordered (NEOX Q/K, see neoxToNormOrder) is read whole, then its
+  // rows copied to their new places; stored rows are self-contained in every dtype.
+  const readMatrixInto =
+    readInto &&
+    ((name: TensorName, into: Uint8Array): void => {
+      const order = rowOrder?.(name)
+      if (!order) return readInto.call(model, name, into)
+      const tmp = new Uint8Array(into.byteLength)
+      readInto.call(model, name, tmp)
+      reorderRows(tmp, into, into.byteLength / order.length, order)
+    })
   if (matrixInfo && readMatrixInto && kernels.prepareInto) {
     const infos = names.map((n) => matrixInfo.call(model, n))
     const { dtype, cols } = infos[0]
@@ -43,23 +60,58 @@ export function loadMatrices(model: ModelFile, names: readonly TensorName[], ker
         let at = 0
         names.forEach((n, i) => {
           const bytes = rowBytes(dtype, cols) * infos[i].rows
-          readMatrixInto.call(model, n, data.subarray(at, at + bytes))
+          readMatrixInto(n, data.subarray(at, at + bytes))
           at += bytes
         })
       })
     }
   }
-  const ms = names.map((n) => model.readMatrix(n))
+  const ms = names.map((n) => {
+    const m = model.readMatrix(n)
+    const order = rowOrder?.(n)
+    if (!order) return m
+    const data = new Uint8Array(m.data.byteLength)
+    reorderRows(m.data, data, rowBytes(m.dtype, m.cols) * order.length, order)
+    return { ...m, data }
+  })
   return kernels.prepare(ms.length === 1 ? ms[0] : stackRows(ms))
 }
 
+/** Copy heads of rows (headBytes each: order.length rows) from src to dst in the row order `order`. */
+function reorderRows(src: Uint8Array, dst: Uint8Array, headBytes: number, order: Int32Array): void {
+  const rb = headBytes / order.length
+  const rows = src.byteLength / rb
+  for (let r = 0; r < rows; r++) {
+    const from = permutedRow(r, order)
+    dst.set(src.subarray(from * rb, (from + 1) * rb), r * rb)
+  }
+}
+
 export function loadBlock(model: ModelFile, layer: number, kernels: Kernels): BlockWeights {
+  const c = model.config
+  // NEOX RoPE (qwen2, qwen3) runs as NORM on Q/K rows reordered within each head (neoxToNormOrder).
+  const order = c.ropeType === 'neox' ? neoxToNormOrder(c.headDim) : null
+  const qk = (name: TensorName): Int32Array | null =>
+    order && (name.endsWith('.attn_q') || name.endsWith('.attn_k')) ? order : null
   const m = (...t: BlockTensor[]): WeightMatrix =>
     loadMatrices(
       model,
       t.map((n) => `blk.${layer}.${n}` as const),
-      kernels
+      kernels,
+      qk
     )
+  const vec = (name: TensorName, permute: boolean): Float32Array => {
+    const v = model.readVector(name)
+    return permute && order ? permuteHeads(v, order) : v
+  }
+  const extra = new Set(extraBlockTensors(c))
+  let bqkv: Float32Array | undefined
+  if (extra.has('attn_q.bias')) {
+    bqkv = new Float32Array(c.qDim + 2 * c.kvDim)
+    bqkv.set(vec(`blk.${layer}.attn_q.bias`, true), 0)
+    bqkv.set(vec(`blk.${layer}.attn_k.bias`, true), c.qDim)
+    bqkv.set(vec(`blk.${layer}.attn_v.bias`, false), c.qDim + c.kvDim)
+  }
   // Mixtures like Q4_K_M give attn_v another type than attn_q/attn_k in some layers (files
   // without matrixInfo, llama2.c's, hold one dtype throughout).
   const info = model.matrixInfo?.bind(model)
@@ -67,6 +119,9 @@ export function loadBlock(model: ModelFile, layer: number, kernels: Kernels): Bl
   return {
     attnNorm: model.readVector(`blk.${layer}.attn_norm`),
     ...(separateV ? { wqkv: m('attn_q', 'attn_k'), wv: m('attn_v') } : { wqkv: m('attn_q', 'attn_k', 'attn_v') }),
+    bqkv,
+    qNorm: extra.has('attn_q_norm') ? vec(`blk.${layer}.attn_q_norm`, true) : undefined,
+    kNorm: extra.has('attn_k_norm') ? vec(`blk.${layer}.attn_k_norm`, true) : undefined,
     wo: m('attn_output'),
     ffnNorm: model.readVector(`blk.${layer}.ffn_norm`),
     w13: m('ffn_gate', 'ffn_up'),
@@ -77,36 +132,43 @@ export function loadBlock(model: ModelFile, layer: number, kernels: Kernels): Bl
 /** Bytes of a block's weights (matrices as stored, norms as f32). */
 export function blockWeightBytes(b: BlockWeights): number {
   const m = [b.wqkv, b.wv, b.wo, b.w13, b.w2].reduce((n, w) => n + (w?.data.byteLength ?? 0), 0)
-  return m + (b.attnNorm.length + b.ffnNorm.length) * 4
+  const extra = (b.bqkv?.length ?? 0) + (b.qNorm?.length ?? 0) + (b.kNorm?.length ?? 0)
+  return m + (b.attnNorm.length + b.ffnNorm.length + extra) * 4
 }
 
 /** Activation buffers for a batch of up to `capacity` tokens, reused across steps. */
 export class Scratch {
   capacity = 0
   xb = new Float32Array(0) // [T, dim]
-  q = new Float32Array(0) // [T, dim]
+  q = new Float32Array(0) // [T, qDim]
   k = new Float32Array(0) // [T, kvDim]
   v = new Float32Array(0) // [T, kvDim]
-  att = new Float32Array(0) // [T, dim]
+  att = new Float32Array(0) // [T, qDim]
   hb = new Float32Array(0) // [T, hidden]
   hb2 = new Float32Array(0) // [T, hidden]
-  qkv = new Float32Array(0) // [T, dim + 2 kvDim]
+  qkv = new Float32Array(0) // [T, qDim + 2 kvDim]
+  qk = new Float32Array(0) // [T, qDim + kvDim] (a separate Wv, BlockMatrices.wv)
   h13 = new Float32Array(0) // [T, 2 hidden]
+  /** RoPE angle per position of each pair (architectures.ts ropeFrequencies). */
+  readonly ropeFreqs: Float64Array
 
-  constructor(private readonly config: ModelConfig) {}
+  constructor(private readonly config: ModelConfig) {
+    this.ropeFreqs = ropeFrequencies(config)
+  }
 
   ensure(T: number): void {
     if (T <= this.capacity) return
-    const { dim, kvDim, hiddenDim } = this.config
+    const { dim, qDim, kvDim, hiddenDim } = this.config
     this.capacity = T
     this.xb = new Float32Array(T * dim)
-    this.q = new Float32Array(T * dim)
+    this.q = new Float32Array(T * qDim)
     this.k = new Float32Array(T * kvDim)
     this.v = new Float32Array(T * kvDim)
-    this.att = new Float32Array(T * dim)
+    this.att = new Float32Array(T * qDim)
     this.hb = new Float32Array(T * hiddenDim)
     this.hb2 = new Float32Array(T * hiddenDim)
-    this.qkv = new Float32Array(T * (dim + 2 * kvDim))
+    this.qkv = new Float32Array(T * (qDim + 2 * kvDim))
+    this.qk = new Float32Array(T * (qDim + kvDim))
     this.h13 = new Float32Array(T * 2 * hiddenDim)
   }
 }
@@ -130,27 +192,32 @@ export function blockForward(
   if (kernels.blockForward?.(x, T, startPos, w, cache.layers[cacheLayer], config)) return
   // Activation buffers only for the op-by-op path (a fused block keeps its own in kernel memory).
   s.ensure(T)
-  const { dim, kvDim, hiddenDim, nHeads, nKvHeads, headDim, rmsEps, ropeTheta } = config
-  // attention: xb = rmsnorm(x); [q k v] = xb [Wq; Wk; Wv]ᵀ; RoPE on q and k
+  const { dim, qDim, kvDim, hiddenDim, nHeads, nKvHeads, headDim, rmsEps, ropeTheta } = config
+  // attention: xb = rmsnorm(x); [q k v] = xb [Wq; Wk; Wv]ᵀ (+ [bq bk bv], qwen2);
+  // per-head RMSNorm on q and k (qwen3); RoPE on q and k
   kernels.rmsnorm(s.xb, x, w.attnNorm, T, rmsEps)
-  let q: Float32Array
-  let k: Float32Array
-  let v: Float32Array
   if (w.wv) {
-    const qk = s.qkv.subarray(0, T * (dim + kvDim))
+    // [Wq; Wk] and Wv of different dtypes: two matmuls, joined into qkv's rows.
+    const qkWidth = qDim + kvDim
+    const qk = s.qk.subarray(0, T * qkWidth)
     kernels.matmul(qk, s.xb, w.wqkv, T)
     kernels.matmul(s.v, s.xb, w.wv, T)
-    ;[q, k] = T === 1 ? [qk.subarray(0, dim), qk.subarray(dim)] : split(qk, T, [s.q, s.k], [dim, kvDim])
-    v = s.v.subarray(0, T * kvDim)
+    for (let t = 0; t < T; t++) {
+      s.qkv.set(qk.subarray(t * qkWidth, (t + 1) * qkWidth), t * (qkWidth + kvDim))
+      s.qkv.set(s.v.subarray(t * kvDim, (t + 1) * kvDim), t * (qkWidth + kvDim) + qkWidth)
+    }
   } else {
     kernels.matmul(s.qkv, s.xb, w.wqkv, T)
-    ;[q, k, v] =
-      T === 1
-        ? [s.qkv.subarray(0, dim), s.qkv.subarray(dim, dim + kvDim), s.qkv.subarray(dim + kvDim)]
-        : split(s.qkv, T, [s.q, s.k, s.v], [dim, kvDim, kvDim])
   }
-  kernels.rope(q, T, nHeads, headDim, startPos, ropeTheta)
-  kernels.rope(k, T, nKvHeads, headDim, startPos, ropeTheta)
+  if (w.bqkv) addBias(s.qkv, w.bqkv, T)
+  const [q, k, v] =
+    T === 1
+      ? [s.qkv.subarray(0, qDim), s.qkv.subarray(qDim, qDim + kvDim), s.qkv.subarray(qDim + kvDim)]
+      : split(s.qkv, T, [s.q, s.k, s.v], [qDim, kvDim, kvDim])
+  if (w.qNorm) kernels.rmsnorm(q, q, w.qNorm, T * nHeads, rmsEps)
+  if (w.kNorm) kernels.rmsnorm(k, k, w.kNorm, T * nKvHeads, rmsEps)
+  kernels.rope(q, T, nHeads, headDim, startPos, ropeTheta, s.ropeFreqs)
+  kernels.rope(k, T, nKvHeads, headDim, startPos, ropeTheta, s.ropeFreqs)
   cache.write(cacheLayer, startPos, T, k, v)
   kernels.attention(s.att, q, cache.layers[cacheLayer], { T, startPos, nHeads, nKvHeads, headDim })
   kernels.matmul(s.xb, s.att, w.wo, T)
@@ -164,6 +231,12 @@ export function blockForward(
   kernels.swiglu(gate, up, T * hiddenDim)
   kernels.matmul(s.xb, gate, w.w2, T)
   for (let i = 0; i < n; i++) x[i] += s.xb[i]
+}
+
+/** rows[t] += bias for each of the T rows (bias.length wide), in float32 as ggml_add. */
+function addBias(rows: Float32Array, bias: Float32Array, T: number): void {
+  const n = bias.length
+  for (let t = 0; t < T; t++) for (let i = 0; i < n; i++) rows[t * n + i] += bias[i]
 }
 
 /** Rows [T, Σ widths] of a stacked matmul's output, copied apart into outs[i] [T, widths[i]]. */

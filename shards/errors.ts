@@ -1,9 +1,9 @@
 /**
  * Typed errors of the engine. One class per condition, each with a stable `code`
- * (js-libp2p style) so callers and the wire protocol can map them without string matching.
+ * (the wire ErrorCode name when the condition travels, protocol/errors.ts) so callers and the wire protocol can map them without string matching.
  */
 export class EngineError extends Error {
-  readonly code: string = 'ERR_ENGINE'
+  readonly code: string = 'ENGINE'
   constructor(message: string, options?: { cause?: unknown }) {
     super(message, options)
     this.name = new.target.name
@@ -12,60 +12,60 @@ export class EngineError extends Error {
 
 /** The file ends before a header, a metadata value or a tensor it declares. */
 export class TruncatedFileError extends EngineError {
-  override readonly code = 'ERR_TRUNCATED_FILE'
+  override readonly code = 'TRUNCATED_FILE'
 }
 
 /** The file does not start with the magic number of the format it was opened as. */
 export class BadMagicError extends EngineError {
-  override readonly code = 'ERR_BAD_MAGIC'
+  override readonly code = 'BAD_MAGIC'
 }
 
 /** A tensor of a ggml type the engine has no kernel for (IQ*, TQ*, I8…; see shards/quant/ggml-types.ts). */
 export class UnsupportedTensorTypeError extends EngineError {
-  override readonly code = 'ERR_UNSUPPORTED_TENSOR_TYPE'
+  override readonly code = 'UNSUPPORTED_TENSOR_TYPE'
 }
 
 /** A tensor type id that ggml does not define at all (a corrupt or foreign file). */
 export class UnknownTensorTypeError extends EngineError {
-  override readonly code = 'ERR_UNKNOWN_TENSOR_TYPE'
+  override readonly code = 'UNKNOWN_TENSOR_TYPE'
 }
 
 /** A tensor whose type × shape does not fit the bytes the file gives it (or a row not whole blocks). */
 export class TensorSizeMismatchError extends EngineError {
-  override readonly code = 'ERR_TENSOR_SIZE_MISMATCH'
+  override readonly code = 'TENSOR_SIZE_MISMATCH'
 }
 
 /** A model architecture, file version or hyper-parameter the engine cannot run. */
 export class UnsupportedModelError extends EngineError {
-  override readonly code = 'ERR_UNSUPPORTED_MODEL'
+  override readonly code = 'UNSUPPORTED_MODEL'
 }
 
 /** The file is well-formed but its contents contradict each other (shapes, missing tensors). */
 export class InvalidModelError extends EngineError {
-  override readonly code = 'ERR_INVALID_MODEL'
+  override readonly code = 'INVALID_MODEL'
 }
 
 /** The tokenizer does not belong to the model (vocabulary size, special ids). */
 export class TokenizerMismatchError extends EngineError {
-  override readonly code = 'ERR_TOKENIZER_MISMATCH'
+  override readonly code = 'TOKENIZER_MISMATCH'
 }
 
 /** A session would grow past the KV cache it was given. */
 export class OutOfCacheError extends EngineError {
-  override readonly code = 'ERR_OUT_OF_CACHE'
+  override readonly code = 'OUT_OF_CACHE'
 }
 
 /** A step whose positions do not continue (or rewind) the session. */
 export class PositionError extends EngineError {
-  override readonly code = 'ERR_BAD_POSITION'
+  override readonly code = 'BAD_POSITION'
 }
 
 /** A session id the shard does not know. */
 export class UnknownSessionError extends EngineError {
-  override readonly code = 'ERR_UNKNOWN_SESSION'
+  override readonly code = 'UNKNOWN_SESSION'
 }
 
 /** An argument outside its documented range or of the wrong shape. */
 export class InvalidArgumentError extends EngineError {
-  override readonly code = 'ERR_INVALID_ARGUMENT'
+  override readonly code = 'INVALID_ARGUMENT'
 }

@@ -1,5 +1,11 @@
 // The model engine: formats, tokenizer, kernels, spans of blocks, edge parts, sampler.
 
+export {
+  llama3RopeFactors,
+  neoxToNormOrder,
+  ropeFrequencies,
+  SUPPORTED_ARCHITECTURES
+} from './architectures.js'
 export { createEdge, Edge, type EdgeInit } from './edge.js'
 export * from './errors.js'
 export { f16ToF32, f32ToF16 } from './f16.js'
@@ -32,6 +38,7 @@ export { type GgufValue, type ModelFile, sampleRange } from './model-file.js'
 export { computeModelId } from './model-id.js'
 export { type OpenModelOptions, openModelFile } from './open-model.js'
 export { dequantizeRow, Q8_0_BLOCK, Q8_0_BLOCK_BYTES, quantizeMatrix, rowBytes } from './quant.js'
+export { type ArchSpec, archConfig } from './random-arch.js'
 export {
   createRandomModel,
   MODEL_SHAPES,

@@ -64,13 +64,13 @@ export function createReferenceKernels(): Kernels {
       }
     },
 
-    rope(x, T, nHeads, headDim, startPos, theta) {
+    rope(x, T, nHeads, headDim, startPos, theta, freqs) {
       const width = nHeads * headDim
       for (let t = 0; t < T; t++) {
         const pos = startPos + t
         for (let i = 0; i < width; i += 2) {
           const hd = i % headDim
-          const freq = 1 / theta ** (hd / headDim)
+          const freq = freqs ? freqs[hd >> 1] : 1 / theta ** (hd / headDim)
           const val = pos * freq
           const fcr = Math.cos(val)
           const fci = Math.sin(val)

@@ -28,13 +28,18 @@ export interface AttentionShape {
 /** The weights of one transformer block as the forward pass holds them (shards/block.ts). */
 export interface BlockMatrices {
   readonly attnNorm: Float32Array // [dim]
-  readonly wqkv: WeightMatrix // [dim + 2 kvDim, dim], or [dim + kvDim, dim] when wv is set
+  readonly wqkv: WeightMatrix // [qDim + 2 kvDim, dim], or [qDim + kvDim, dim] when wv is set
   /**
    * Wv [kvDim, dim] on its own when its dtype differs from Wq/Wk's (llama.cpp's Q4_K_M and
    * Q5_K_M mixtures give some layers' attn_v Q6_K): then wqkv holds [Wq; Wk] only.
    */
   readonly wv?: WeightMatrix
-  readonly wo: WeightMatrix // [dim, dim]
+  /** Q, K, V biases [qDim + 2 kvDim] (qwen2), added to wqkv's output. */
+  readonly bqkv?: Float32Array
+  /** Per-head RMSNorm weights [headDim] on queries and on keys, before RoPE (qwen3). */
+  readonly qNorm?: Float32Array
+  readonly kNorm?: Float32Array
+  readonly wo: WeightMatrix // [dim, qDim]
   readonly ffnNorm: Float32Array // [dim]
   readonly w13: WeightMatrix // gate then up [2 hidden, dim]
   readonly w2: WeightMatrix // down [dim, hidden]
@@ -60,8 +65,12 @@ export interface Kernels {
   matmul(out: Float32Array, x: Float32Array, w: WeightMatrix, T: number): void
   /** out[T, n] = x[T, n] / rms(x) * weight[n], n = weight.length */
   rmsnorm(out: Float32Array, x: Float32Array, weight: Float32Array, T: number, eps: number): void
-  /** In place RoPE on x[T, nHeads*headDim], adjacent pairs (2i, 2i+1) as llama2.c and GGUF. */
-  rope(x: Float32Array, T: number, nHeads: number, headDim: number, startPos: number, theta: number): void
+  /**
+   * In place RoPE on x[T, nHeads*headDim], adjacent pairs (2i, 2i+1) as llama2.c and GGUF.
+   * Pair j turns by position * freqs[j] when `freqs` is given (scaled RoPE, architectures.ts
+   * ropeFrequencies), else by position / theta^(2j/headDim).
+   */
+  rope(x: Float32Array, T: number, nHeads: number, headDim: number, startPos: number, theta: number, freqs?: Float64Array): void
   /** out[T, nHeads*headDim] = causal softmax(q kᵀ / √headDim) v over cache rows 0 .. startPos+t. */
   attention(out: Float32Array, q: Float32Array, kv: KvLayer, shape: AttentionShape): void
   /** gate[i] = silu(gate[i]) * up[i] for i < n */

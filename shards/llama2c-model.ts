@@ -1,5 +1,6 @@
 import { existsSync } from 'node:fs'
 import { dirname, join } from 'node:path'
+import { llamaDefaults } from './architectures.js'
 import { BadMagicError, InvalidModelError, TokenizerMismatchError, TruncatedFileError, UnsupportedModelError } from './errors.js'
 import { RangedFile } from './file-reader.js'
 import { type ModelFile, sampleRange } from './model-file.js'
@@ -67,7 +68,8 @@ export function readLlama2cConfig(file: RangedFile): { config: ModelConfig; regi
     seqLen,
     ropeTheta: 10000,
     rmsEps: 1e-5,
-    tiedEmbeddings: rawVocab > 0
+    tiedEmbeddings: rawVocab > 0,
+    ...llamaDefaults(headDim, nHeads)
   }
   const regions = new Map<string, Region>()
   let offset = HEADER_BYTES

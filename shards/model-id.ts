@@ -1,6 +1,25 @@
 import { createHash } from 'node:crypto'
+import { extraBlockTensors } from './architectures.js'
 import type { ModelFile } from './model-file.js'
-import type { TensorName } from './types.js'
+import type { ModelConfig, TensorName } from './types.js'
+
+/**
+ * The config as hashed. A plain Llama 2 config hashes exactly as before the architecture fields
+ * existed (ids in trust files stay valid); any other config hashes every field, so families,
+ * head sizes and RoPE scalings never share an id.
+ */
+function idConfig(c: ModelConfig): object {
+  const { qDim, ropeType, ropeFreqScale, ropeFreqFactors, qkvBias, qkNorm, ...legacy } = c
+  const plain =
+    c.architecture === 'llama' &&
+    qDim === c.dim &&
+    ropeType === 'norm' &&
+    ropeFreqScale === 1 &&
+    ropeFreqFactors === null &&
+    !qkvBias &&
+    !qkNorm
+  return plain ? legacy : c
+}
 
 /** Bytes of each tensor that go into the id (first and last halves). */
 const SAMPLE_BYTES = 8192
@@ -13,9 +32,10 @@ const SAMPLE_BYTES = 8192
 export function computeModelId(model: ModelFile): string {
   const c = model.config
   const h = createHash('sha256')
-  h.update(JSON.stringify(['layerswarm-model-v1', c]))
+  h.update(JSON.stringify(['layerswarm-model-v1', idConfig(c)]))
   const names: TensorName[] = ['token_embd', 'output_norm']
   if (!c.tiedEmbeddings) names.push('output')
+  if (c.ropeFreqFactors) names.push('rope_freqs')
   for (let l = 0; l < c.nLayers; l++) {
     for (const t of [
       'attn_norm',
@@ -30,6 +50,7 @@ export function computeModelId(model: ModelFile): string {
     ] as const) {
       names.push(`blk.${l}.${t}`)
     }
+    for (const t of extraBlockTensors(c)) names.push(`blk.${l}.${t}`)
   }
   for (const name of names) {
     const sample = model.sampleTensor(name, SAMPLE_BYTES)

@@ -1,9 +1,11 @@
 import { statSync } from 'node:fs'
+import { ggufTensorKey, llamaDefaults } from './architectures.js'
 import { EngineError, InvalidArgumentError, InvalidModelError } from './errors.js'
 import { ggufPlainValue, llamaGgufMetadata, writeGguf } from './gguf-writer.js'
 import { type GgufValue, type ModelFile, sampleRange } from './model-file.js'
 import { isModelFileType, MODEL_FILE_TYPES, type ModelFileType, tensorTypeFor } from './quant/file-types.js'
 import { quantizeRow, rowBytes } from './quant.js'
+import { type ArchSpec, archBlockVectors, archConfig, archGlobalVectors, archMetadata, PLAIN_LLAMA } from './random-arch.js'
 import { BLOCK_TENSORS, type BlockTensor, type ModelConfig, type TensorName, type Vocabulary, type WeightDType } from './types.js'
 
 // Random-weight Llama models for tests and benchmarks: the same seed gives the same weights
@@ -145,7 +147,7 @@ export function syntheticVocabulary(vocabSize: number): Vocabulary {
   }
   for (let n = 0; pieces.length + normal.size < vocabSize; n++) add(` tok${n}`)
   const nSpecial = pieces.length
-  pieces.push(...normal)
+  for (const p of normal) pieces.push(p) // not push(...normal): 128K arguments overflow the stack (8b vocab)
   const scores = new Float32Array(vocabSize)
   const types = new Int32Array(vocabSize)
   types.set([2, 3, 3]) // <unk> unknown, <s> and </s> control
@@ -186,29 +188,49 @@ export function randomModelConfig(
     seqLen,
     ropeTheta: Math.fround(ropeTheta),
     rmsEps: Math.fround(rmsEps),
-    tiedEmbeddings: s.tied
+    tiedEmbeddings: s.tied,
+    ...llamaDefaults(headDim, s.nHeads)
   }
 }
 
 /** [rows, cols] of a matrix; a vector (a norm weight) has rows = 0 and its length in cols. */
-type TensorSpec = { readonly name: TensorName; readonly rows: number; readonly cols: number; readonly vector: boolean }
+type TensorSpec = {
+  readonly name: TensorName
+  readonly rows: number
+  readonly cols: number
+  readonly vector: boolean
+  /** Vectors other than norm weights (random-arch.ts ExtraVector.fill). */
+  readonly fill?: 'bias' | 'norm' | readonly number[]
+}
 
 /** llama.cpp's tensor order and shapes (WeightMatrix [rows, cols] = GGUF ne [cols, rows]). */
 function llamaTensors(c: ModelConfig): TensorSpec[] {
   const m = (name: TensorName, rows: number, cols: number): TensorSpec => ({ name, rows, cols, vector: rows === 0 })
   const block: Record<BlockTensor, [rows: number, cols: number]> = {
     attn_norm: [0, c.dim],
-    attn_q: [c.dim, c.dim],
+    attn_q: [c.qDim, c.dim],
     attn_k: [c.kvDim, c.dim],
     attn_v: [c.kvDim, c.dim],
-    attn_output: [c.dim, c.dim],
+    attn_output: [c.dim, c.qDim],
     ffn_norm: [0, c.dim],
     ffn_gate: [c.hiddenDim, c.dim],
     ffn_up: [c.hiddenDim, c.dim],
     ffn_down: [c.dim, c.hiddenDim]
   }
-  const out = [m('token_embd', c.vocabSize, c.dim)]
-  for (let l = 0; l < c.nLayers; l++) for (const t of BLOCK_TENSORS) out.push(m(`blk.${l}.${t}`, ...block[t]))
+  const vec = (e: { name: TensorName; length: number; fill: TensorSpec['fill'] }): TensorSpec => ({
+    name: e.name,
+    rows: 0,
+    cols: e.length,
+    vector: true,
+    fill: e.fill
+  })
+  const out = [...archGlobalVectors(c).map(vec), m('token_embd', c.vocabSize, c.dim)]
+  for (let l = 0; l < c.nLayers; l++) {
+    for (const t of BLOCK_TENSORS) {
+      out.push(m(`blk.${l}.${t}`, ...block[t]))
+      if (t === 'attn_v') out.push(...archBlockVectors(c, l).map(vec))
+    }
+  }
   out.push(m('output_norm', 0, c.dim))
   if (!c.tiedEmbeddings) out.push(m('output', c.vocabSize, c.dim))
   return out
@@ -249,6 +271,12 @@ const CHUNK_ELEMENTS = 1 << 18
  */
 function generateTensor(seed: number, t: TensorSpec, dtype: WeightDType, scale = 1): Uint8Array {
   const state = tensorSeed(seed, t.name)
+  if (Array.isArray(t.fill)) return new Uint8Array(Float32Array.from(t.fill).buffer)
+  if (t.fill === 'bias') {
+    const out = new Float32Array(t.cols)
+    fillUniform(state, out, 0.5, 0)
+    return new Uint8Array(out.buffer)
+  }
   if (t.vector || dtype === 'f32') {
     const out = new Float32Array(t.vector ? t.cols : t.rows * t.cols)
     fillUniform(state, out, t.vector ? 0.1 : scale / Math.sqrt(t.cols), t.vector ? 1 : 0)
@@ -272,21 +300,24 @@ export interface RandomModelOptions {
   readonly dtype: ModelFileType
   readonly seed: number
   readonly seqLen?: number
+  /** Model family and RoPE options (random-arch.ts); a plain Llama 2 model when omitted. */
+  readonly arch?: ArchSpec
 }
 
 function prepare(s: ModelShape, opts: RandomModelOptions) {
   if (!isModelFileType(opts?.dtype))
     throw new InvalidArgumentError(`dtype must be one of ${MODEL_FILE_TYPES.join(', ')}, got ${opts?.dtype}`)
   if (!Number.isSafeInteger(opts.seed)) throw new InvalidArgumentError(`seed must be a safe integer, got ${opts.seed}`)
-  const config = randomModelConfig(s, { seqLen: opts.seqLen })
+  const config = archConfig(randomModelConfig(s, { seqLen: opts.seqLen }), opts.arch ?? PLAIN_LLAMA)
   const quantised = !['f32', 'f16', 'bf16'].includes(opts.dtype)
-  if (quantised && (config.dim % 32 !== 0 || config.hiddenDim % 32 !== 0)) {
+  if (quantised && (config.dim % 32 !== 0 || config.hiddenDim % 32 !== 0 || config.qDim % 32 !== 0)) {
     throw new InvalidArgumentError(
-      `${opts.dtype} needs dim and ffn to be multiples of 32 (got ${config.dim}, ${config.hiddenDim})`
+      `${opts.dtype} needs dim, heads*headDim and ffn to be multiples of 32 (got ${config.dim}, ${config.qDim}, ${config.hiddenDim})`
     )
   }
   const vocabulary = syntheticVocabulary(config.vocabSize)
-  const metadata = llamaGgufMetadata(`random ${s.name} seed ${opts.seed}`, config, vocabulary, opts.dtype)
+  const name = `random ${config.architecture === 'llama' ? '' : `${config.architecture} `}${s.name} seed ${opts.seed}`
+  const metadata = archMetadata(llamaGgufMetadata(name, config, vocabulary, opts.dtype), config)
   const fileType = opts.dtype
   const tensors = llamaTensors(config).map((t) => ({
     ...t,
@@ -305,7 +336,7 @@ export function createRandomModel(s: ModelShape, opts: RandomModelOptions): Mode
   const { config, vocabulary, metadata, tensors } = prepare(s, opts)
   const specs = new Map(tensors.map((t) => [t.name as string, t]))
   const cache = new Map<string, Uint8Array>()
-  const path = `memory:random-${s.name}-${opts.dtype}-seed${opts.seed}`
+  const path = `memory:random-${config.architecture === 'llama' ? '' : `${config.architecture}-`}${s.name}-${opts.dtype}-seed${opts.seed}`
   let bytesRead = 0
   let closed = false
   const get = (name: TensorName, vector: boolean): { spec: (typeof tensors)[number]; data: Uint8Array } => {
@@ -362,7 +393,7 @@ export function writeRandomModel(
   writeGguf(path, {
     metadata,
     tensors: tensors.map((t) => ({
-      name: `${t.name}.weight`,
+      name: ggufTensorKey(t.name),
       // 1-D norm weights stay F32, as llama.cpp keeps them in every file type.
       dtype: t.dtype,
       shape: t.vector ? [t.cols] : [t.cols, t.rows],

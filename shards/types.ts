@@ -1,8 +1,11 @@
 import type { QuantDType } from './quant-blocks.js'
 
-/** Hyper-parameters of a Llama-family model (llama2.c Config, GGUF `llama.*`). */
+/** GGUF `general.architecture` values the engine runs (shards/architectures.ts). */
+export type Architecture = 'llama' | 'qwen2' | 'qwen3'
+
+/** Hyper-parameters of a model (llama2.c Config, GGUF `<arch>.*` keys). */
 export interface ModelConfig {
-  readonly architecture: 'llama'
+  readonly architecture: Architecture
   /** Hidden size (GGUF llama.embedding_length). */
   readonly dim: number
   /** SwiGLU inner size (llama.feed_forward_length). */
@@ -10,8 +13,10 @@ export interface ModelConfig {
   readonly nLayers: number
   readonly nHeads: number
   readonly nKvHeads: number
-  /** dim / nHeads. */
+  /** Size of one attention head (dim / nHeads, or GGUF attention.key_length when given). */
   readonly headDim: number
+  /** nHeads * headDim: width of the queries and of attn_output's input (dim unless qwen3 says otherwise). */
+  readonly qDim: number
   /** nKvHeads * headDim. */
   readonly kvDim: number
   readonly vocabSize: number
@@ -21,6 +26,22 @@ export interface ModelConfig {
   readonly rmsEps: number
   /** True when the LM head reuses the token embedding matrix. */
   readonly tiedEmbeddings: boolean
+  /**
+   * How RoPE pairs a head's dimensions in the file's Q/K rows: 'norm' (2i, 2i+1) as llama.cpp's
+   * LLAMA_ROPE_TYPE_NORM, 'neox' (i, i + headDim/2) as LLAMA_ROPE_TYPE_NEOX (qwen2, qwen3).
+   */
+  readonly ropeType: 'norm' | 'neox'
+  /** Linear RoPE scaling: positions are multiplied by this (1 / rope.scaling.factor; 1 = none). */
+  readonly ropeFreqScale: number
+  /**
+   * Per-pair RoPE frequency divisors (the `rope_freqs` tensor, headDim/2 values; llama3 scaling),
+   * or null. The angle of pair j at position p is p * ropeFreqScale * θ^(-2j/headDim) / factor[j].
+   */
+  readonly ropeFreqFactors: readonly number[] | null
+  /** attn_q/attn_k/attn_v carry bias vectors (qwen2). */
+  readonly qkvBias: boolean
+  /** Per-head RMSNorm on queries and keys before RoPE (qwen3 attn_q_norm / attn_k_norm). */
+  readonly qkNorm: boolean
 }
 
 /**
@@ -42,7 +63,16 @@ export interface WeightMatrix {
 }
 
 /** GGUF tensor names the engine uses; llama2.c files are mapped onto them. */
-export type TensorName = 'token_embd' | 'output_norm' | 'output' | `blk.${number}.${BlockTensor}`
+export type TensorName =
+  | 'token_embd'
+  | 'output_norm'
+  | 'output'
+  | 'rope_freqs'
+  | `blk.${number}.${BlockTensor}`
+  | `blk.${number}.${BlockExtraTensor}`
+
+/** Tensors only some architectures have (qwen2 biases, qwen3 Q/K norms); all are vectors. */
+export type BlockExtraTensor = 'attn_q.bias' | 'attn_k.bias' | 'attn_v.bias' | 'attn_q_norm' | 'attn_k_norm'
 
 export type BlockTensor =
   | 'attn_norm'

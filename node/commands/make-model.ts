@@ -5,6 +5,8 @@ import { RangedFile } from '../../shards/file-reader.js'
 import { readGgufHeader } from '../../shards/gguf-reader.js'
 import { openModelFile, parseShape, writeRandomModel } from '../../shards/index.js'
 import { MODEL_FILE_TYPES, type ModelFileType } from '../../shards/quant/file-types.js'
+import type { ArchSpec } from '../../shards/random-arch.js'
+import type { Architecture } from '../../shards/types.js'
 
 export interface MakeModelOptions {
   readonly shape: string
@@ -12,6 +14,8 @@ export interface MakeModelOptions {
   readonly seed: number
   readonly out: string
   readonly context?: number
+  /** Model family and RoPE options (default: plain Llama 2). */
+  readonly arch?: ArchSpec
 }
 
 export interface MakeModelResult {
@@ -36,7 +40,13 @@ export function runMakeModel(o: MakeModelOptions, onProgress?: (done: number, to
   const shape = parseShape(o.shape)
   const out = resolve(o.out)
   mkdirSync(dirname(out), { recursive: true })
-  const { bytes } = writeRandomModel(out, shape, { dtype: o.dtype, seed: o.seed, seqLen: o.context, onProgress })
+  const { bytes } = writeRandomModel(out, shape, {
+    dtype: o.dtype,
+    seed: o.seed,
+    seqLen: o.context,
+    arch: o.arch,
+    onProgress
+  })
   const tensorTypes: Record<string, number> = {}
   const file = new RangedFile(out)
   try {
@@ -51,7 +61,14 @@ export function runMakeModel(o: MakeModelOptions, onProgress?: (done: number, to
     const params =
       c.vocabSize * c.dim * (c.tiedEmbeddings ? 1 : 2) +
       c.dim +
-      c.nLayers * (2 * c.dim + 2 * c.dim * c.dim + 2 * c.kvDim * c.dim + 3 * c.hiddenDim * c.dim)
+      c.nLayers *
+        (2 * c.dim +
+          2 * c.qDim * c.dim +
+          2 * c.kvDim * c.dim +
+          3 * c.hiddenDim * c.dim +
+          (c.qkvBias ? c.qDim + 2 * c.kvDim : 0) +
+          (c.qkNorm ? 2 * c.headDim : 0)) +
+      (c.ropeFreqFactors?.length ?? 0)
     return {
       out,
       shape: shape.name,
@@ -76,11 +93,21 @@ function int(name: string, min: number) {
   }
 }
 
+function positive(name: string) {
+  return (v: string): number => {
+    const n = Number(v)
+    if (!(n > 0 && Number.isFinite(n))) throw new CommanderArgError(`${name} must be a positive number`)
+    return n
+  }
+}
+
 /** `layerswarm make-model`: benchmark models (issue 3), loadable by this engine and llama.cpp. */
 export function registerMakeModel(program: Command): void {
   program
     .command('make-model')
-    .description('Write a random-weight Llama GGUF with a synthetic SentencePiece vocabulary (for benchmarks and tests).')
+    .description(
+      'Write a random-weight llama, qwen2 or qwen3 GGUF with a synthetic SentencePiece vocabulary (for benchmarks and tests).'
+    )
     .requiredOption('--shape <shape>', 'tiny, 15m, 42m, 110m, 1.1b, 8b, or dim,layers,heads,kvHeads,ffn,vocab[,tied|untied]')
     .addOption(
       new Option('--dtype <dtype>', "file type: one storage type for every matrix, or llama.cpp's Q4_K_M / Q5_K_M mixture")
@@ -89,11 +116,31 @@ export function registerMakeModel(program: Command): void {
     )
     .addOption(new Option('--seed <s>', 'random seed').argParser(int('--seed', 0)).default(1))
     .requiredOption('--out <file>', 'output .gguf file')
-    .addOption(new Option('--context <n>', 'context length written to llama.context_length').argParser(int('--context', 1)))
+    .addOption(new Option('--context <n>', 'context length written to <arch>.context_length').argParser(int('--context', 1)))
+    .addOption(new Option('--arch <arch>', 'general.architecture').choices(['llama', 'qwen2', 'qwen3']).default('llama'))
+    .addOption(new Option('--head-dim <n>', 'qwen3: head size independent of dim / heads').argParser(int('--head-dim', 2)))
+    .addOption(new Option('--rope-theta <θ>', 'RoPE base (rope.freq_base, default 10000)').argParser(positive('--rope-theta')))
+    .addOption(
+      new Option('--rope-scaling <kind>', 'llama3 (writes rope_freqs) or linear')
+        .choices(['none', 'llama3', 'linear'])
+        .default('none')
+    )
+    .addOption(
+      new Option('--rope-scaling-factor <f>', 'scaling factor (llama3: 8, linear: 2)').argParser(
+        positive('--rope-scaling-factor')
+      )
+    )
     .action((opts) => {
+      const arch: ArchSpec = {
+        architecture: opts.arch as Architecture,
+        headDim: opts.headDim,
+        ropeTheta: opts.ropeTheta,
+        ropeScaling: opts.ropeScaling,
+        ropeScalingFactor: opts.ropeScalingFactor
+      }
       const tty = process.stderr.isTTY === true
       const result = runMakeModel(
-        { shape: opts.shape, dtype: opts.dtype, seed: opts.seed, out: opts.out, context: opts.context },
+        { shape: opts.shape, dtype: opts.dtype, seed: opts.seed, out: opts.out, context: opts.context, arch },
         tty
           ? (done, total) => process.stderr.write(`\rmake-model: ${done}/${total} tensors${done === total ? '\n' : ''}`)
           : undefined

@@ -26,7 +26,7 @@ export const invalidRequest = (message: string, param: string | null = null, cod
 /** The gateway refuses to start (e.g. a public address without a key). */
 export class GatewayConfigError extends Error {
   readonly code: string
-  constructor(message: string, code = 'ERR_GATEWAY_CONFIG') {
+  constructor(message: string, code = 'GATEWAY_CONFIG') {
     super(message)
     this.name = 'GatewayConfigError'
     this.code = code
@@ -51,7 +51,8 @@ export function toApiError(err: unknown): ApiError {
       return new ApiError(429, `The swarm is busy: ${message}`, 'rate_limit_error', 'busy')
     case 'ERR_NO_ROUTE':
       return new ApiError(503, `No route through the swarm: ${message}`, 'service_unavailable', 'no_route')
-    case 'ERR_INVALID_ARGUMENT':
+    case 'INVALID_ARGUMENT': // shards/errors.ts
+    case 'ERR_INVALID_ARGUMENT': // client/wire.ts
       return invalidRequest(message, null, 'invalid_argument')
   }
   if (e.name === 'SyntaxError' && typeof e.statusCode === 'number' && e.statusCode === 400) {
@@ -60,5 +61,7 @@ export function toApiError(err: unknown): ApiError {
   if (typeof e.statusCode === 'number' && e.statusCode >= 400 && e.statusCode < 500) {
     return new ApiError(e.statusCode, message, 'invalid_request_error', code || null)
   }
-  return new ApiError(500, `The gateway failed: ${message}${code ? ` (${code})` : ''}`, 'server_error', code || 'internal_error')
+  // Our own failure: its text may name paths, peers or another request's state (issue #17), so
+  // the client gets the code only; the gateway logs the full error.
+  return new ApiError(500, `The gateway failed${code ? ` (${code})` : ''}`, 'server_error', code || 'internal_error')
 }

@@ -59,11 +59,11 @@ export function checkListen(listen: string, apiKey?: string): { host: string; po
     throw new GatewayConfigError(
       `refusing to listen on ${host}, which other machines can reach, without --api-key: anyone could spend this swarm's compute. ` +
         'Pass --api-key KEY (clients then send "Authorization: Bearer KEY"), or listen on 127.0.0.1.',
-      'ERR_INSECURE_LISTEN'
+      'INSECURE_LISTEN'
     )
   }
   if (apiKey !== undefined && apiKey.length < 8)
-    throw new GatewayConfigError('--api-key must be at least 8 characters', 'ERR_WEAK_API_KEY')
+    throw new GatewayConfigError('--api-key must be at least 8 characters', 'WEAK_API_KEY')
   return { host, port }
 }
 

@@ -1,3 +1,4 @@
+import { ropeFrequencies } from '../architectures.js'
 import type { BlockMatrices, KvLayer } from '../kernels.js'
 import type { NativeAddon } from '../native/load.js'
 import { isQuantDType, QUANT_LAYOUTS } from '../quant-blocks.js'
@@ -46,6 +47,8 @@ export function createFusedBlock(deps: FusedBlockDeps): FusedBlock {
   const eps = new Float64Array(1)
   const epsBytes = new Uint8Array(eps.buffer)
   let ropeKey = ''
+  let ropeConfig: ModelConfig | null = null
+  const freqsOf = new WeakMap<ModelConfig, Float64Array>()
 
   /** A norm vector copied into the heap once (it is read by every thread of every call). */
   function normOffset(v: Float32Array): number {
@@ -59,21 +62,27 @@ export function createFusedBlock(deps: FusedBlockDeps): FusedBlock {
   }
 
   /** cos/sin (float64, as shards/kernels-wasm/rope.ts computes them) of positions startPos.. */
-  function ropeTable(T: number, startPos: number, headDim: number, theta: number): number {
-    const half = headDim >> 1
+  function ropeTable(T: number, startPos: number, c: ModelConfig): number {
+    const half = c.headDim >> 1
     const at = scratch.get('blk-rope', T * half * 16)
-    const key = `${at}/${T}/${startPos}/${headDim}/${theta}`
-    if (key === ropeKey) return at
+    const key = `${at}/${T}/${startPos}`
+    if (key === ropeKey && c === ropeConfig) return at
+    let freqs = freqsOf.get(c)
+    if (!freqs) {
+      freqs = ropeFrequencies(c)
+      freqsOf.set(c, freqs)
+    }
     const table = new Float64Array(heap.memory.buffer, at, 2 * T * half)
     for (let t = 0; t < T; t++) {
       const pos = startPos + t
       for (let j = 0; j < half; j++) {
-        const val = pos * (1 / theta ** ((2 * j) / headDim))
+        const val = pos * freqs[j]
         table[t * half + j] = Math.cos(val)
         table[T * half + t * half + j] = Math.sin(val)
       }
     }
     ropeKey = key
+    ropeConfig = c
     return at
   }
 
@@ -134,7 +143,9 @@ export function createFusedBlock(deps: FusedBlockDeps): FusedBlock {
       if (!native.fusedBlock || n === 0 || kvs.length !== n || deps.batchedFrom !== 8) return false
       if (c.headDim % 2 !== 0 || c.nKvHeads <= 0 || c.nHeads % c.nKvHeads !== 0) return false
       const { dim, kvDim, hiddenDim } = c
-      const rope = ropeTable(T, startPos, c.headDim, c.ropeTheta)
+      // Biases, Q/K norms and a query width other than dim (qwen2, qwen3) run op by op.
+      if (c.qkvBias || c.qkNorm || c.qDim !== c.dim) return false
+      const rope = ropeTable(T, startPos, c)
       const xp = scratch.get('blk-x', T * dim * 4)
       const act = scratch.get('blk-act', T * (dim + 2 * kvDim + dim + hiddenDim) * 4)
       const sync = scratch.get('blk-sync', n * L.BLOCK_SYNC_BYTES)

@@ -4,19 +4,22 @@
  * of once per head.
  */
 export interface RopeTables {
-  apply(x: Float32Array, T: number, nHeads: number, headDim: number, startPos: number, theta: number): void
+  apply(x: Float32Array, T: number, nHeads: number, headDim: number, startPos: number, theta: number, given?: Float64Array): void
 }
 
 export function createRopeTables(): RopeTables {
   let cos = new Float64Array(0)
   let sin = new Float64Array(0)
   let freqKey = ''
-  let freqs = new Float64Array(0)
+  let freqs: Float64Array = new Float64Array(0)
   return {
-    apply(x, T, nHeads, headDim, startPos, theta) {
+    apply(x, T, nHeads, headDim, startPos, theta, given) {
       const half = headDim >> 1
       const key = `${headDim}/${theta}`
-      if (key !== freqKey) {
+      if (given) {
+        freqs = given
+        freqKey = ''
+      } else if (key !== freqKey) {
         freqs = new Float64Array(half)
         for (let j = 0; j < half; j++) freqs[j] = 1 / theta ** ((2 * j) / headDim)
         freqKey = key

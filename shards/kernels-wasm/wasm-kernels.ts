@@ -230,8 +230,8 @@ export function createWasmKernels(options: WasmKernelOptions): FastKernels {
     rmsnorm: ref.rmsnorm,
     swiglu: ref.swiglu,
 
-    rope(x, T, nHeads, headDim, startPos, theta) {
-      rope.apply(x, T, nHeads, headDim, startPos, theta)
+    rope(x, T, nHeads, headDim, startPos, theta, freqs) {
+      rope.apply(x, T, nHeads, headDim, startPos, theta, freqs)
     },
 
     attention(out, q, kv, shape) {

@@ -162,7 +162,7 @@ describe('sealed KV snapshots', () => {
       const e = refusal(() => openSnapshot(sealed, key, { ...expect0, ...change }, out))
       expect(e).toBeInstanceOf(SnapshotMisboundError)
       expect((e as SnapshotMisboundError).field).toBe(field)
-      expect((e as SnapshotMisboundError).code).toBe('ERR_SNAPSHOT_MISBOUND')
+      expect((e as SnapshotMisboundError).code).toBe('SNAPSHOT_MISBOUND')
       expect(out.every((b) => b === 0)).toBe(true)
     })
   }
@@ -171,7 +171,7 @@ describe('sealed KV snapshots', () => {
     const old = sealSnapshot({ key, header: { ...header, sequence: 2 }, payload })
     const e = refusal(() => openSnapshot(old, key, { ...expect0, minSequence: 3 }))
     expect(e).toBeInstanceOf(SnapshotReplayError)
-    expect((e as SnapshotReplayError).code).toBe('ERR_SNAPSHOT_REPLAY')
+    expect((e as SnapshotReplayError).code).toBe('SNAPSHOT_REPLAY')
   })
 
   it('refuses a reordered delta (must start where the last one ended)', () => {

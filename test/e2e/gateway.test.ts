@@ -281,7 +281,7 @@ describe('OpenAI-compatible gateway on a 2-process swarm, driven by the openai c
       () => undefined,
       (e: unknown) => e
     )
-    expect((err as { code?: string }).code).toBe('ERR_INSECURE_LISTEN')
+    expect((err as { code?: string }).code).toBe('INSECURE_LISTEN')
   })
 
   it('exposes Prometheus metrics with --metrics', async () => {

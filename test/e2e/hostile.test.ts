@@ -198,24 +198,34 @@ describe('one node process under hostile input', () => {
     expect(await c.call(close('atk-1'))).toMatchObject({ type: 'closed' })
     expect(await refused(c, close('atk-1'))).toBe('UNKNOWN_SESSION')
     expect(await refused(c, step(3, 0, f32Tensor(row)))).toBe('UNKNOWN_SESSION')
-    // the session cap (16 by default; the legit session holds one): the 16th open is BUSY
-    const held = Array.from({ length: 15 }, (_, i) => `atk-busy-${i}`)
-    for (const id of held) await c.call(open(id, { maxLength: 512 }))
-    expect(await refused(c, open('atk-busy-x'))).toBe('BUSY')
+    // the per-peer cap (12 of the default 16 sessions): one peer cannot take every slot
+    const held = Array.from({ length: 12 }, (_, i) => `atk-busy-${i}`)
+    for (const id of held) await c.call(open(id, { maxLength: 16 }))
+    const full = await c.call(open('atk-busy-x')).catch((e: RemoteError) => e)
+    expect((full as RemoteError).code).toBe('BUSY')
+    expect((full as RemoteError).message).toMatch(/per-peer cap/)
+    // the node-wide cap (the legit session holds one): another peer gets 3 more, then BUSY
+    const other = await dial(intruder)
+    for (const id of ['o-1', 'o-2', 'o-3']) await other.call(open(id, { maxLength: 16 }))
+    expect(await refused(other, open('o-4'))).toBe('BUSY')
+    for (const id of ['o-1', 'o-2', 'o-3']) await other.call(close(id))
     for (const id of held) await c.call(close(id))
   })
 
-  it('lets no peer step, rewind, close, await or reopen a session it does not own', async () => {
+  it('lets no peer step, rewind, close or await a session it does not own, nor squat its id', async () => {
     const owner = await dial(attacker)
     const other = await dial(intruder)
     await owner.call(open('atk-2'))
     const row = f32Tensor(rows.subarray(0, DIM))
     for (const sessionId of ['atk-2', LEGIT]) {
-      expect(await refused(other, stepBody(sessionId, 1, 0, row)), sessionId).toBe('UNAUTHORIZED')
-      expect(await refused(other, { type: 'rewind', rewind: { sessionId, length: 0 } }), sessionId).toBe('UNAUTHORIZED')
-      expect(await refused(other, close(sessionId)), sessionId).toBe('UNAUTHORIZED')
-      expect(await refused(other, awaitBody(sessionId, 1)), sessionId).toBe('UNAUTHORIZED')
-      expect(await refused(other, open(sessionId)), sessionId).toBe('DUPLICATE_SESSION')
+      // sessions are keyed by (owner, id): another peer's session of that id is as unknown as none
+      expect(await refused(other, stepBody(sessionId, 1, 0, row)), sessionId).toBe('UNKNOWN_SESSION')
+      expect(await refused(other, { type: 'rewind', rewind: { sessionId, length: 0 } }), sessionId).toBe('UNKNOWN_SESSION')
+      expect(await refused(other, close(sessionId)), sessionId).toBe('UNKNOWN_SESSION')
+      expect(await refused(other, awaitBody(sessionId, 1)), sessionId).toBe('UNKNOWN_SESSION')
+      // opening the same id makes the intruder a session of its own, and takes nothing from the owner's
+      expect(await other.call(open(sessionId)), sessionId).toMatchObject({ type: 'opened' })
+      expect(await other.call(close(sessionId)), sessionId).toMatchObject({ type: 'closed' })
     }
     expect(await owner.call(stepBody('atk-2', 1, 0, row))).toMatchObject({ type: 'result' })
     expect(await owner.call(close('atk-2'))).toMatchObject({ type: 'closed' })
@@ -235,7 +245,7 @@ describe('one node process under hostile input', () => {
       const waiting = i % 2 === 0 ? ownerWait.call(awaitBody('atk-chain', i + 1)) : undefined
       const ack = await owner.call(stepBody('atk-chain', i + 1, pos, f32Tensor(input), true))
       expect(ack.type === 'result' && ack.result.hidden).toBeFalsy()
-      if (!waiting) expect(await refused(other, awaitBody('atk-chain', i + 1))).toBe('UNAUTHORIZED')
+      if (!waiting) expect(await refused(other, awaitBody('atk-chain', i + 1))).toBe('UNKNOWN_SESSION')
       const res = await (waiting ?? ownerWait.call(awaitBody('atk-chain', i + 1)))
       if (res.type !== 'result' || !res.result.hidden) throw new Error('await answered without output')
       expect(same(decodeTensor(res.result.hidden), local.forward('atk-chain', input, pos)), `step ${i + 1}`).toBe(true)

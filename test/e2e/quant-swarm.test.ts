@@ -67,10 +67,10 @@ describe('block types and q8_0 KV over real node processes', () => {
     const bytes = readFileSync(model)
     writeFileSync(truncated, bytes.subarray(0, bytes.length - 1000))
     const cases: Array<[string, string]> = [
-      [truncated, 'ERR_TRUNCATED_FILE'],
-      [withType('blk.2.ffn_up.weight', 99), 'ERR_UNKNOWN_TENSOR_TYPE'],
-      [withType('blk.2.ffn_up.weight', 8), 'ERR_TENSOR_SIZE_MISMATCH'], // Q5_0 stored, Q8_0 declared
-      [withType('blk.2.ffn_up.weight', 20), 'ERR_UNSUPPORTED_TENSOR_TYPE'] // IQ4_NL
+      [truncated, 'TRUNCATED_FILE'],
+      [withType('blk.2.ffn_up.weight', 99), 'UNKNOWN_TENSOR_TYPE'],
+      [withType('blk.2.ffn_up.weight', 8), 'TENSOR_SIZE_MISMATCH'], // Q5_0 stored, Q8_0 declared
+      [withType('blk.2.ffn_up.weight', 20), 'UNSUPPORTED_TENSOR_TYPE'] // IQ4_NL
     ]
     for (const [file, code] of cases) {
       const r = await cli(['node', 'start', '--model', file, '--layers', '0:4', '--listen', '/ip4/127.0.0.1/tcp/0'])

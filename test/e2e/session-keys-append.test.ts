@@ -198,7 +198,8 @@ describe('appending imports and owner-only control messages', () => {
     // only the owner may append
     await owner.call(open('a10'))
     await owner.call(importBody('a10', [full], prefix[0]))
-    expect(await refused(await dial(stranger), importBody('a10', [d48], prefix[1], { append: true }))).toBe('UNAUTHORIZED')
+    // sessions are keyed by (owner, id): the stranger names no session of its own
+    expect(await refused(await dial(stranger), importBody('a10', [d48], prefix[1], { append: true }))).toBe('UNKNOWN_SESSION')
     expect(await owner.call(importBody('a10', [d48], prefix[1], { append: true }))).toMatchObject({ imported: { length: 8 } })
   })
 
@@ -215,8 +216,11 @@ describe('appending imports and owner-only control messages', () => {
     ]
     for (const host of [upstream, stranger]) {
       const c = await dial(host)
+      // control messages name the owner's sessions only: to anyone else the session is unknown
       for (const body of control())
-        expect(await refused(c, body), `${body.type} from ${host === upstream ? 'upstream' : 'a stranger'}`).toBe('UNAUTHORIZED')
+        expect(await refused(c, body), `${body.type} from ${host === upstream ? 'upstream' : 'a stranger'}`).toBe(
+          'UNKNOWN_SESSION'
+        )
     }
     // nothing changed: the owner's next step continues at position 6, bit-identically
     const res = await owner.call(step(id, 2, 6, input(6, 7)))

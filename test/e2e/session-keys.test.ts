@@ -7,7 +7,7 @@ import { peerIdFromString } from '@libp2p/peer-id'
 import { multiaddr } from '@multiformats/multiaddr'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import {
-  CHAINED_STEP_INPUT_HASH,
+  chainedStepBinding,
   generateX25519KeyPair,
   type HopKeys,
   randomKey,
@@ -140,20 +140,21 @@ describe('session keys, step tags and sealed KV through the session protocol', (
     await owner.call(open(id, { upstream: upstream.peerId.toString() }))
     local.openSession(id, { maxLength: 16 })
     const keys = keysFor(id)
-    const tag = (stepId: number, pos: number) =>
-      stepTag(keys.stepMacKey, { sessionId: id, stepId, startPosition: pos, inputHash: CHAINED_STEP_INPUT_HASH })
+    const tag = (stepId: number, pos: number, rows = 2) =>
+      stepTag(keys.stepMacKey, { sessionId: id, stepId, startPosition: pos, inputHash: chainedStepBinding(rows) })
     const x = input(0, 2)
     expect(await refused(up, step(id, 1, 0, x, true))).toBe('UNAUTHORIZED')
     expect(await refused(up, step(id, 1, 0, x, true, [randomKey()]))).toBe('UNAUTHORIZED')
     expect(await refused(up, step(id, 1, 0, x, true, [tag(2, 0)]))).toBe('UNAUTHORIZED') // another step's tag
     expect(await refused(up, step(id, 1, 0, x, true, [tag(1, 1)]))).toBe('UNAUTHORIZED') // another position
+    expect(await refused(up, step(id, 1, 0, x, true, [tag(1, 0, 1)]))).toBe('UNAUTHORIZED') // another row count
     // a tag made under another session's keys
     const otherKeys = keysFor('another-session')
     const foreign = stepTag(otherKeys.stepMacKey, {
       sessionId: id,
       stepId: 1,
       startPosition: 0,
-      inputHash: CHAINED_STEP_INPUT_HASH
+      inputHash: chainedStepBinding(2)
     })
     expect(await refused(up, step(id, 1, 0, x, true, [foreign]))).toBe('UNAUTHORIZED')
     const waiting = ownerWait.call({ type: 'await', await: { sessionId: id, stepId: 1 } })
@@ -161,8 +162,13 @@ describe('session keys, step tags and sealed KV through the session protocol', (
     const res = await waiting
     if (res.type !== 'result' || !res.result.hidden) throw new Error('await answered without output')
     expect(same(decodeTensor(res.result.hidden), local.forward(id, x, 0))).toBe(true)
+    // step ids from upstream must go up: step 2 runs, then step 1's valid tag is a replay (it would rewind the KV)
+    expect(await up.call(step(id, 2, 2, input(2, 3), true, [tag(2, 2, 1)]))).toMatchObject({ type: 'result' })
+    expect(await refused(up, step(id, 1, 0, x, true, [tag(1, 0)]))).toBe('UNAUTHORIZED')
+    await ownerWait.call({ type: 'await', await: { sessionId: id, stepId: 2 } })
+    local.forward(id, input(2, 3), 2)
     // the owner's own steps need no tag
-    expect(await owner.call(step(id, 2, 2, input(2, 3)))).toMatchObject({ type: 'result' })
+    expect(await owner.call(step(id, 3, 3, input(3, 4)))).toMatchObject({ type: 'result' })
     await owner.call({ type: 'close', close: { sessionId: id } })
     local.closeSession(id)
   })
@@ -238,7 +244,7 @@ describe('session keys, step tags and sealed KV through the session protocol', (
           type: 'exportKv',
           exportKv: { sessionId: 'kv-src', from: 0, to: 8, sequence: 3, prefixHash: prefix, delta: false }
         })
-      ).toBe('UNAUTHORIZED')
+      ).toBe('UNKNOWN_SESSION') // sessions are keyed by (owner, id): not the other peer's to name
       await owner.call(open('kv-nokey'))
       expect(
         await refused(owner, {
@@ -278,7 +284,7 @@ describe('session keys, step tags and sealed KV through the session protocol', (
       await refusedImport('kv-t9', [full, delta], 'SNAPSHOT_TAMPERED', { wrappedKey: wrongKey })
       // another peer may not import into the client's session
       await owner.call(open('kv-t10'))
-      expect(await refused(await dial(upstream), importBody('kv-t10', [full, delta]))).toBe('UNAUTHORIZED')
+      expect(await refused(await dial(upstream), importBody('kv-t10', [full, delta]))).toBe('UNKNOWN_SESSION')
     })
   })
 })

@@ -86,7 +86,7 @@ describe('config: command line > environment > config file > defaults', () => {
 
   it('rejects bad values, unknown keys and missing required options with clear errors', async () => {
     await expect(parse(['--bootstrap', 'x'], { LAYERSWARM_MAX_CONCURRENT: '0' })).rejects.toMatchObject({
-      code: 'ERR_CONFIG',
+      code: 'CONFIG',
       message: expect.stringContaining('LAYERSWARM_MAX_CONCURRENT')
     })
     await expect(parse(['--bootstrap', 'x'], { LAYERSWARM_FORWARDING: 'teleport' })).rejects.toThrow(/not one of relay, chain/)

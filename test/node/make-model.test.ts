@@ -64,6 +64,6 @@ describe('layerswarm make-model', () => {
   it('rejects a bad shape with a typed error', () => {
     const r = runCli(['make-model', '--shape', '65,2,4,2,96,300', '--out', join(dir, 'bad.gguf')])
     expect(r.status).toBe(1)
-    expect(r.stderr).toMatch(/ERR_INVALID_ARGUMENT/)
+    expect(r.stderr).toMatch(/INVALID_ARGUMENT/)
   })
 })

@@ -1,4 +1,6 @@
 import { describe, expect, it } from 'vitest'
+import { sessionKey } from '../../node/node-session.js'
+import { SessionManager } from '../../node/session-manager.js'
 import {
   BadShapeError,
   BadSpanError,
@@ -6,8 +8,7 @@ import {
   DuplicateSessionError,
   UnauthorizedError,
   UnknownSessionError
-} from '../../node/errors.js'
-import { SessionManager } from '../../node/session-manager.js'
+} from '../../protocol/errors.js'
 import { createEdge, createShard, openModelFile } from '../../shards/index.js'
 import { GGUF_PATH } from '../helpers/reference.js'
 
@@ -15,7 +16,7 @@ const model = openModelFile(GGUF_PATH)
 const edge = createEdge({ model })
 const dim = model.config.dim
 
-function setup(overrides: Partial<{ maxSessions: number; maxCacheTokens: number }> = {}) {
+function setup(overrides: Partial<{ maxSessions: number; maxCacheTokens: number; maxSessionsPerOwner: number }> = {}) {
   let clock = 1_000
   const shard = createShard({ model, start: 1, end: 4 })
   const m = new SessionManager({
@@ -32,15 +33,15 @@ function setup(overrides: Partial<{ maxSessions: number; maxCacheTokens: number 
 describe('node session manager', () => {
   it('opens sub-spans, runs steps and answers a retried step without recomputing', () => {
     const { m } = setup()
-    m.open({ sessionId: 's', start: 2, end: 4, maxLength: 64, owner: 'client' })
+    const s = m.open({ sessionId: 's', start: 2, end: 4, maxLength: 64, owner: 'client' })
     const x = edge.embed([1, 5, 9])
-    const a = m.step('s', 'client', 1, 0, x)
+    const a = m.step(s, 1, 0, x)
     expect(a.duplicate).toBe(false)
-    const again = m.step('s', 'client', 1, 0, x)
+    const again = m.step(s, 1, 0, x)
     expect(again.duplicate).toBe(true)
     expect(again.output).toBe(a.output)
     expect(m.tokensServed).toBe(3)
-    const b = m.step('s', 'client', 2, 3, edge.embed([4]))
+    const b = m.step(s, 2, 3, edge.embed([4]))
     expect(b.duplicate).toBe(false)
   })
 
@@ -48,37 +49,55 @@ describe('node session manager', () => {
     const { m } = setup({ maxSessions: 2, maxCacheTokens: 100 })
     m.open({ sessionId: 'a', start: 1, end: 4, maxLength: 60, owner: 'c' })
     expect(() => m.open({ sessionId: 'b', start: 1, end: 4, maxLength: 60, owner: 'c' })).toThrow(BusyError) // KV cap
-    m.open({ sessionId: 'b', start: 1, end: 4, maxLength: 40, owner: 'c' })
+    const b = m.open({ sessionId: 'b', start: 1, end: 4, maxLength: 40, owner: 'c' })
     expect(m.freeCacheTokens).toBe(0)
     expect(() => m.open({ sessionId: 'c', start: 1, end: 2, maxLength: 1, owner: 'c' })).toThrow(BusyError) // session cap
     expect(() => m.open({ sessionId: 'a', start: 1, end: 4, maxLength: 1, owner: 'c' })).toThrow(DuplicateSessionError)
-    m.close('b', 'c')
+    m.close(b)
     expect(() => m.open({ sessionId: 'd', start: 0, end: 2, maxLength: 1, owner: 'c' })).toThrow(BadSpanError)
     expect(() => m.open({ sessionId: 'd', start: 1, end: 4, maxLength: 100_000, owner: 'c' })).toThrow(BadSpanError)
-    expect(() => m.step('a', 'c', 1, 0, new Float32Array(dim + 1))).toThrow(BadShapeError)
-    expect(() => m.step('zzz', 'c', 1, 0, edge.embed([1]))).toThrow(UnknownSessionError)
+    expect(() => m.step(m.owned('a', 'c'), 1, 0, new Float32Array(dim + 1))).toThrow(BadShapeError)
+    expect(() => m.owned('zzz', 'c')).toThrow(UnknownSessionError)
   })
 
-  it('only the owner (or the chained upstream) may use a session', () => {
-    const { m } = setup()
-    m.open({ sessionId: 's', start: 1, end: 4, maxLength: 8, owner: 'client', upstream: 'hopA' })
-    expect(() => m.step('s', 'mallory', 1, 0, edge.embed([1]))).toThrow(UnauthorizedError)
-    expect(() => m.close('s', 'mallory')).toThrow(UnauthorizedError)
-    expect(() => m.rewind('s', 'hopA', 0)).toThrow(UnauthorizedError) // upstream may only step
-    expect(m.step('s', 'hopA', 1, 0, edge.embed([1])).output.length).toBe(dim)
-    expect(m.has('s')).toBe(true)
+  it('keys sessions by (owner, id): another peer can neither reach nor squat a session', () => {
+    const { m, shard } = setup()
+    const mine = m.open({ sessionId: 's', start: 1, end: 4, maxLength: 8, owner: 'client', upstream: 'hopA' })
+    expect(() => m.owned('s', 'mallory')).toThrow(UnknownSessionError)
+    // the id the client will use next, opened first by a squatter: the client's open still succeeds
+    const squat = m.open({ sessionId: 's.2', start: 1, end: 4, maxLength: 8, owner: 'mallory' })
+    const real = m.open({ sessionId: 's.2', start: 1, end: 4, maxLength: 8, owner: 'client' })
+    expect(real).not.toBe(squat)
+    expect(shard.hasSession(sessionKey('client', 's.2'))).toBe(true)
+    expect(m.fedBy('s', 'hopA')).toEqual([mine])
+    expect(m.find('s', 'hopA')).toBe(mine)
+    expect(m.fedBy('s', 'mallory')).toEqual([])
+    expect(m.step(mine, 1, 0, edge.embed([1]), true).output.length).toBe(dim)
+    // an upstream's step ids must go up: a replayed tag cannot rewind the KV
+    expect(() => m.step(mine, 1, 1, edge.embed([2]), true)).toThrow(UnauthorizedError)
+    expect(m.step(mine, 1, 0, edge.embed([1]), true).duplicate).toBe(true) // a retry is answered
+  })
+
+  it('caps the sessions one owner holds', () => {
+    const { m } = setup({ maxSessions: 4, maxSessionsPerOwner: 2 })
+    m.open({ sessionId: 'a', start: 1, end: 4, maxLength: 8, owner: 'greedy' })
+    m.open({ sessionId: 'b', start: 1, end: 4, maxLength: 8, owner: 'greedy' })
+    expect(() => m.open({ sessionId: 'c', start: 1, end: 4, maxLength: 8, owner: 'greedy' })).toThrow(/per-peer cap/)
+    m.open({ sessionId: 'c', start: 1, end: 4, maxLength: 8, owner: 'other' })
+    expect(m.ownedBy('greedy')).toBe(2)
+    expect(m.holdsAny('greedy')).toBe(true)
+    expect(m.holdsAny('stranger')).toBe(false)
   })
 
   it('frees sessions idle past the timeout, and their KV with them', () => {
     const { m, shard, tick } = setup()
-    m.open({ sessionId: 'old', start: 1, end: 4, maxLength: 8, owner: 'c' })
+    const old = m.open({ sessionId: 'old', start: 1, end: 4, maxLength: 8, owner: 'c' })
     tick(300)
     m.open({ sessionId: 'new', start: 1, end: 4, maxLength: 8, owner: 'c' })
     tick(300)
     expect(m.sweep()).toBe(1)
-    expect(m.has('old')).toBe(false)
-    expect(shard.hasSession('old')).toBe(false)
-    expect(m.has('new')).toBe(true)
-    expect(m.freeCacheTokens).toBe(1_000 - 8)
+    expect(m.isOpen(old)).toBe(false)
+    expect(shard.hasSession(sessionKey('c', 'old'))).toBe(false)
+    expect(m.find('new', 'c')).toBeDefined()
   })
 })

@@ -1,5 +1,6 @@
 import type protobuf from 'protobufjs'
 import { describe, expect, it } from 'vitest'
+import { SnapshotReplayError, UnauthorizedStepError, WeakPublicKeyError } from '../../crypto/errors.js'
 import {
   BadSpanError,
   BusyError,
@@ -27,6 +28,11 @@ import {
   type SessionResponse
 } from '../../protocol/index.js'
 import { protoEnumValues, schema } from '../../protocol/schema.js'
+import {
+  PositionError,
+  OutOfCacheError as ShardOutOfCacheError,
+  UnknownSessionError as ShardUnknownSessionError
+} from '../../shards/errors.js'
 
 const hidden = encodeTensor(
   Float32Array.from({ length: 128 }, (_, i) => i / 7),
@@ -276,13 +282,16 @@ describe('validation', () => {
 
 describe('error mapping', () => {
   it('maps errors to codes', () => {
-    const shardsLike = (code: string) => Object.assign(new Error('x'), { code })
     expect(errorCodeOf(new BusyError('full'))).toBe('BUSY')
-    expect(errorCodeOf(shardsLike('ERR_UNKNOWN_SESSION'))).toBe('UNKNOWN_SESSION')
-    expect(errorCodeOf(shardsLike('ERR_BAD_POSITION'))).toBe('BAD_POSITION')
-    expect(errorCodeOf(shardsLike('ERR_OUT_OF_CACHE'))).toBe('OUT_OF_CACHE')
-    expect(errorCodeOf(shardsLike('ERR_INVALID_ARGUMENT'))).toBe('MALFORMED')
-    expect(errorCodeOf(shardsLike('ERR_MSG_DATA_TOO_LONG'))).toBe('TOO_LARGE')
+    // one dialect: other folders' errors carry the wire names themselves, no translation table
+    expect(errorCodeOf(new ShardUnknownSessionError('x'))).toBe('UNKNOWN_SESSION')
+    expect(errorCodeOf(new PositionError('x'))).toBe('BAD_POSITION')
+    expect(errorCodeOf(new ShardOutOfCacheError('x'))).toBe('OUT_OF_CACHE')
+    expect(errorCodeOf(new SnapshotReplayError('x'))).toBe('SNAPSHOT_REPLAY')
+    expect(errorCodeOf(new UnauthorizedStepError('x'))).toBe('UNAUTHORIZED')
+    expect(errorCodeOf(new WeakPublicKeyError('x'))).toBe('BAD_HOP_KEY')
+    expect(errorCodeOf(Object.assign(new Error('x'), { code: 'ERR_OUT_OF_CACHE' }))).toBe('INTERNAL')
+    expect(errorCodeOf(Object.assign(new Error('t'), { name: 'InvalidDataLengthError' }))).toBe('TOO_LARGE')
     expect(errorCodeOf(Object.assign(new Error('t'), { name: 'AbortError' }))).toBe('TIMEOUT')
     expect(errorCodeOf(new TypeError('bug'))).toBe('INTERNAL')
     expect(errorCodeOf('string')).toBe('INTERNAL')

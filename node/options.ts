@@ -1,0 +1,30 @@
+/**
+ * Defaults of the node's abuse limits (issue #17), in one place. Sessions per node and idle
+ * timeouts are the CLI's (node/commands/node-start.ts).
+ */
+
+export interface PeerLimitOptions {
+  /** Session requests a peer may send per second, on average, and in one burst. */
+  readonly requestsPerSecond: number
+  readonly requestBurst: number
+  /** Request bytes a peer may send per second, on average, and in one burst. */
+  readonly bytesPerSecond: number
+  readonly byteBurst: number
+  /** Peers whose buckets are remembered at once (full ones are forgotten first). */
+  readonly maxTrackedPeers: number
+}
+
+/**
+ * Generous for one honest client (a decode step per hop per token, prefill frames of a few MiB,
+ * imports of tens of MiB) and far below what a flood needs to hurt.
+ */
+export const DEFAULT_PEER_LIMITS: PeerLimitOptions = {
+  requestsPerSecond: 1_000,
+  requestBurst: 2_000,
+  bytesPerSecond: 256 * 1024 * 1024,
+  byteBurst: 512 * 1024 * 1024,
+  maxTrackedPeers: 4_096
+}
+
+/** Bytes of request frames a node holds in flight over all streams (protocol/byte-budget.ts). */
+export const DEFAULT_BYTES_IN_FLIGHT = 512 * 1024 * 1024

@@ -1,0 +1,223 @@
+/**
+ * What a node does with each /layerswarm/session request (DESIGN.md §2, §6), over the
+ * NodeSession records of its SessionManager. Every refusal is a typed protocol error; cheap
+ * checks (caps, ownership, sizes) run before any key agreement or tensor decoding.
+ */
+import {
+  BusyError,
+  DEFAULT_MAX_MESSAGE_BYTES,
+  type DType,
+  decodeTensor,
+  encodeTensor,
+  type HopTiming,
+  type Host,
+  LeavingError,
+  MAX_CONTROL_BYTES,
+  MalformedMessageError,
+  type NoReply,
+  type Receipt,
+  type SessionRequest,
+  type SessionResponseBody,
+  STEP_SLACK_BYTES,
+  sha256,
+  signReceipt,
+  stepTrace,
+  tensorByteLength,
+  UnknownSessionError,
+  UnsupportedDtypeError,
+  WrongDtypeError,
+  WrongModelError
+} from '../protocol/index.js'
+import { ChainLink, type NextHopPolicy, requestShape } from './chain.js'
+import type { NodeSession } from './node-session.js'
+import type { SwarmNodeInit } from './server.js'
+import type { SessionCrypto } from './session-crypto.js'
+import type { SessionManager } from './session-manager.js'
+
+type Step = Extract<SessionRequest, { type: 'step' }>['step']
+
+export interface SessionRequestsContext {
+  readonly host: Host
+  readonly init: SwarmNodeInit
+  readonly sessions: SessionManager
+  readonly crypto: SessionCrypto
+  readonly peerId: string
+  readonly wireDtypes: readonly DType[]
+  readonly nextHops: NextHopPolicy
+  /** Set by drain(): no new sessions or steps, only exports and closes. */
+  leaving(): boolean
+  /** Sessions were opened or closed: report the gauges. */
+  changed(): void
+}
+
+export class SessionRequests {
+  constructor(private readonly ctx: SessionRequestsContext) {}
+
+  /**
+   * Size caps per request body, checked before decoding (issue #17): a step carries at most its
+   * session's max length of rows; steps and imports to a session `from` may not use are capped
+   * like control messages, so a stranger never gets more than MAX_CONTROL_BYTES decoded.
+   */
+  maxBodyBytes(body: string, sessionId: string | undefined, from: string): number {
+    const s = sessionId === undefined ? undefined : this.ctx.sessions.find(sessionId, from)
+    if (body === 'step' && s !== undefined) {
+      return tensorByteLength([s.maxLength, this.ctx.init.model.config.dim], s.wireDtype) + STEP_SLACK_BYTES
+    }
+    if (body === 'importKv' && s?.owner === from) return DEFAULT_MAX_MESSAGE_BYTES
+    return MAX_CONTROL_BYTES
+  }
+
+  async handle(req: SessionRequest, from: string, signal?: AbortSignal): Promise<SessionResponseBody | NoReply> {
+    const { init, sessions, crypto } = this.ctx
+    if (init.traceRequests) init.log?.({ event: 'request', from, ...requestShape(req) })
+    switch (req.type) {
+      case 'open':
+        return this.open(req.open, from)
+      case 'step':
+        return await this.step(req.step, from, signal)
+      case 'await': {
+        // owner only: an await consumes the output, so anyone else could read it and starve the client
+        const s = sessions.owned(req.await.sessionId, from)
+        if (!s.chain) throw new MalformedMessageError(`session ${req.await.sessionId} was not opened for chained forwarding`)
+        const got = await s.chain.await(req.await.stepId, init.chainTimeoutMs ?? 30_000, signal)
+        const { sessionId, stepId } = req.await
+        return { type: 'result', result: { sessionId, stepId, ...got } }
+      }
+      case 'rewind':
+        sessions.rewind(sessions.owned(req.rewind.sessionId, from), req.rewind.length)
+        return { type: 'rewound', rewound: { sessionId: req.rewind.sessionId, length: req.rewind.length } }
+      case 'close':
+        sessions.close(sessions.owned(req.close.sessionId, from))
+        this.ctx.changed()
+        return { type: 'closed', closed: { sessionId: req.close.sessionId } }
+      case 'exportKv':
+        return crypto.exportKv(sessions.owned(req.exportKv.sessionId, from), req.exportKv)
+      case 'importKv':
+        return crypto.importKv(sessions.owned(req.importKv.sessionId, from), req.importKv)
+    }
+  }
+
+  private open(o: Extract<SessionRequest, { type: 'open' }>['open'], from: string): SessionResponseBody {
+    const { init, sessions, crypto, wireDtypes } = this.ctx
+    if (this.ctx.leaving()) throw new BusyError('this peer is leaving')
+    if (o.modelId !== init.modelId) throw new WrongModelError(`this peer serves model ${init.modelId}, not ${o.modelId}`)
+    if (!wireDtypes.includes(o.wireDtype)) {
+      throw new UnsupportedDtypeError(`this peer accepts wire dtypes ${wireDtypes.join(', ')}, not ${o.wireDtype}`)
+    }
+    const request = {
+      sessionId: o.sessionId,
+      start: o.start,
+      end: o.end,
+      maxLength: o.maxLength,
+      owner: from,
+      upstream: o.upstreamPeerId,
+      wireDtype: o.wireDtype
+    }
+    // caps, duplicates, spans and the next hop's address first: X25519 only for an open that can succeed
+    sessions.checkOpen(request)
+    if (o.nextHops[0]) this.ctx.nextHops.check(o.nextHops[0])
+    const keys = crypto.keysFor(o, from)
+    const chained = o.nextHops.length > 0 || o.upstreamPeerId !== undefined
+    const chain = chained ? new ChainLink(this.ctx.host, o.nextHops[0], this.ctx.nextHops) : undefined
+    sessions.open(request, { keys, chain })
+    init.metrics?.sessionsTotal.inc()
+    this.ctx.changed()
+    init.log?.({ event: 'session-open', sessionId: o.sessionId, span: [o.start, o.end], chained })
+    return { type: 'opened', opened: { sessionId: o.sessionId } }
+  }
+
+  /** The session a step is for: the sender's own, or one it feeds whose client tag verifies. */
+  private stepSession(s: Step, from: string): { session: NodeSession; tags: Uint8Array[]; fromUpstream: boolean } {
+    const { sessions, crypto } = this.ctx
+    const own = sessions.find(s.sessionId, from)
+    if (own?.owner === from) return { session: sessions.owned(s.sessionId, from), tags: s.hopAuth ?? [], fromUpstream: false }
+    const fed = sessions.fedBy(s.sessionId, from)
+    if (fed.length === 0) throw new UnknownSessionError(`no session ${s.sessionId} of yours here`)
+    const rows = s.hidden.shape.length === 2 ? s.hidden.shape[0] : 0
+    const { session, tags } = crypto.upstreamStep(fed, s, rows)
+    return { session, tags, fromUpstream: true }
+  }
+
+  private async step(s: Step, from: string, signal?: AbortSignal): Promise<SessionResponseBody | NoReply> {
+    const { init, sessions } = this.ctx
+    const dim = init.model.config.dim
+    if (this.ctx.leaving()) throw new LeavingError(`this peer is leaving: export session ${s.sessionId} and move it`)
+    const { session, tags: hopAuth, fromUpstream } = this.stepSession(s, from)
+    const hidden = decodeTensor(s.hidden, { shape: [undefined, dim] })
+    // the dtype negotiated at open, on both ends of every link of the session (a chain shares
+    // one); checked after the decode, so a malformed tensor is MALFORMED whatever its dtype
+    if (s.hidden.dtype !== session.wireDtype) {
+      throw new WrongDtypeError(
+        `session ${s.sessionId} was opened with wire dtype ${session.wireDtype}, this step carries ${s.hidden.dtype}`
+      )
+    }
+    const out = sessions.step(session, s.stepId, s.startPosition, hidden, fromUpstream)
+    stepTrace('computed', s.stepId)
+    const rows = hidden.length / dim
+    // A tampering peer still signs what it sends: its receipt becomes the evidence.
+    const output = init.tamper
+      ? init.tamper.apply({
+          sessionId: s.sessionId,
+          stepId: s.stepId,
+          input: hidden,
+          output: out.output,
+          startPosition: s.startPosition,
+          rows
+        })
+      : out.output
+    const tensor = encodeTensor(output, [rows, dim], session.wireDtype)
+    const timing = { peerId: this.ctx.peerId, computeMs: out.computeMs }
+    init.metrics?.step(rows > 1 ? 'prefill' : 'decode', rows, out.computeMs / 1000)
+    init.metrics?.bytes('in', s.hidden.data.byteLength)
+    init.metrics?.bytes('out', tensor.data.byteLength)
+    const link = session.chain
+    const receipt = () => this.receipt(session, s.stepId, s.hidden.data, tensor.data)
+    const result = (extra: { hidden?: typeof tensor; timings: HopTiming[]; receipts: Receipt[] }): SessionResponseBody => ({
+      type: 'result',
+      result: { sessionId: s.sessionId, stepId: s.stepId, ...extra }
+    })
+    if (s.oneWay && s.chain && link) {
+      // One-way chained step: our receipt travels on with the step (signed before forwarding,
+      // so no acknowledgement has to come back), and the last hop hands every hop's receipts
+      // and timings to the client with the output. Upstream hears only of failures.
+      const mine = await receipt()
+      const timings = [...(s.timings ?? []), timing]
+      const receipts = [...(s.receipts ?? []), mine]
+      if (!link.next) {
+        link.deliver(s.stepId, tensor, timings, receipts)
+        return { type: 'noReply', failure: Promise.resolve() }
+      }
+      const failure = link.send({ ...s, hidden: tensor, hopAuth, timings, receipts }, signal)
+      // kept for the client's audit (an AwaitResult to a middle hop): canaries check middle hops this way
+      link.deliver(s.stepId, tensor, [timing], [mine])
+      return { type: 'noReply', failure: failure.then((f) => f) }
+    }
+    if (s.chain && link?.next) {
+      // Forward first (the step is on the socket when forward() first yields) and sign our
+      // receipt while the next hops compute.
+      const forwarded = link.forward({ ...s, hidden: tensor, chain: true, hopAuth }, signal)
+      forwarded.catch(() => {}) // awaited below
+      const mine = await receipt()
+      // kept for the client's audit (an AwaitResult to a middle hop): canaries check middle hops this way
+      link.deliver(s.stepId, tensor, [timing], [mine])
+      const after = await forwarded
+      return result({ timings: [timing, ...after.timings], receipts: [mine, ...after.receipts] })
+    }
+    const mine = await receipt()
+    if (!s.chain || !link) return result({ hidden: tensor, timings: [timing], receipts: [mine] })
+    link.deliver(s.stepId, tensor, [timing], [mine])
+    return result({ timings: [timing], receipts: [mine] })
+  }
+
+  /** Our signed receipt for a step: the span this session runs and the hashes of what we got and sent. */
+  private async receipt(session: NodeSession, stepId: number, input: Uint8Array, output: Uint8Array): Promise<Receipt> {
+    const { start, end } = session
+    const fields = { sessionId: session.id, stepId, start, end, inputHash: sha256(input), outputHash: sha256(output) }
+    const key = this.ctx.init.privateKey
+    if (!key) {
+      const { inputHash, outputHash } = fields
+      return { peerId: this.ctx.peerId, start, end, inputHash, outputHash, signature: new Uint8Array(64) }
+    }
+    return await signReceipt(fields, this.ctx.peerId, key)
+  }
+}
