@@ -13,6 +13,8 @@ export interface SpanKernelReport {
   /** Bytes of weights on the slow TypeScript kernels, and why (absent when none). */
   readonly slowWeightBytes?: number
   readonly slowReasons?: readonly string[]
+  /** Set when attention runs on the TypeScript reference: a q8_0 KV cache on fast kernels. */
+  readonly slowAttention?: string
 }
 
 export function spanKernelReport(kernels: Kernels, shard: Shard): SpanKernelReport {
@@ -24,6 +26,11 @@ export function spanKernelReport(kernels: Kernels, shard: Shard): SpanKernelRepo
     kernels: slow ? `${kernels.name}+slow` : kernels.name,
     weightBytes: shard.weightBytes,
     kvBytes,
-    ...(slow ? { slowWeightBytes: p.slowWeightBytes, slowReasons: p.reasons } : {})
+    ...(slow ? { slowWeightBytes: p.slowWeightBytes, slowReasons: p.reasons } : {}),
+    // The fast kernels keep f32/f16 caches in their memory; a q8_0 one is read by the reference
+    // attention (shards/kv-cache.ts), so say so rather than run slower silently.
+    ...(shard.kvDType === 'q8_0' && kernels.name !== 'reference'
+      ? { slowAttention: 'q8_0 KV cache: attention runs on the reference kernels' }
+      : {})
   }
 }

@@ -160,7 +160,7 @@ export function registerNodeStart(program: Command): void {
       bar.done()
       // One line on the kernels the span runs on; a span (partly) on the slow TypeScript kernels says why.
       const report = spanKernelReport(kernels, shard)
-      log({ event: report.slowWeightBytes ? 'kernels-slow' : 'kernels', ...report })
+      log({ event: report.slowWeightBytes || report.slowAttention ? 'kernels-slow' : 'kernels', ...report })
       const throughput = measureThroughput(shard, model.config.dim)
       const tamper = opts.tamper
         ? createTamper({
