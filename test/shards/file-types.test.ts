@@ -47,6 +47,18 @@ describe("llama.cpp's per-tensor type mixture", () => {
     expect(tensorTypeFor('f16', 'output', 4096, c)).toBe('f16')
   })
 
+  it("the 8b shape is Llama-3-8B's, with a Q4_K_M mixture of 32 layers", () => {
+    const m = createRandomModel(MODEL_SHAPES['8b'], { dtype: 'q4_k_m', seed: 1 })
+    const c = m.config
+    expect([c.dim, c.nLayers, c.nHeads, c.nKvHeads, c.hiddenDim, c.vocabSize, c.ropeTheta]).toEqual([
+      4096, 32, 32, 8, 14336, 128256, 500000
+    ])
+    expect(m.metadata.get('llama.rope.freq_base')).toBe(500000)
+    expect(m.metadata.get('general.file_type')).toBe(15) // LLAMA_FTYPE_MOSTLY_Q4_K_M
+    expect(m.weightDType).toBe('q4_k')
+    m.close()
+  })
+
   it('rows that are not whole 256-blocks fall back: Q4_K → Q5_0, Q5_K → Q5_1, Q6_K → Q8_0, else F16', () => {
     const c = randomModelConfig(parseShape('64,8,4,4,96,300,tied'))
     expect(tensorTypeFor('q4_k_m', 'blk.1.attn_q', 64, c)).toBe('q5_0')
