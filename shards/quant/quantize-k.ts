@@ -136,15 +136,17 @@ function quantQ45K(src: Float32Array, s: number, dst: Uint8Array, at: number, fi
   const qh = at + 16
   const qs = fifthBit ? at + 48 : at + 16
   dst.fill(0, qh, at + (fifthBit ? 176 : 144))
-  for (let e = 0; e < 256; e++) {
-    const sub = Math.floor(e / 32)
+  for (let sub = 0; sub < 8; sub++) {
     const d1 = fr(sc.dq * sc.codes[sub])
     const m1 = fr(mn.dq * mn.codes[sub])
-    const q = d1 > 0 ? clamp(round((src[s + e] + m1) / d1), 0, levels - 1) : 0
-    const c = Math.floor(e / 64)
-    const l = e % 32
-    dst[qs + 32 * c + l] |= (q & 0x0f) << (e % 64 < 32 ? 0 : 4)
-    if (fifthBit) dst[qh + l] |= (q >> 4) << sub
+    // Sub-block `sub` is the low (even) or high (odd) nibbles of qs[32·(sub/2) .. +32].
+    const nibbles = qs + 32 * (sub >> 1)
+    const shift = (sub & 1) * 4
+    for (let l = 0; l < 32; l++) {
+      const q = d1 > 0 ? clamp(Math.round((src[s + 32 * sub + l] + m1) / d1), 0, levels - 1) : 0
+      dst[nibbles + l] |= (q & 0x0f) << shift
+      if (fifthBit) dst[qh + l] |= (q >> 4) << sub
+    }
   }
 }
 
@@ -163,15 +165,18 @@ export function quantQ6_K(src: Float32Array, s: number, dst: Uint8Array, at: num
   const dq = putHalf(dst, at + 208, iscale !== 0 ? 1 / iscale : 0)
   dst.fill(0, at, at + 192)
   for (let i = 0; i < 16; i++) dst[at + 192 + i] = clamp(round(iscale * scale[i]), -128, 127) & 0xff
-  for (let e = 0; e < 256; e++) {
-    const code = (dst[at + 192 + Math.floor(e / 16)] << 24) >> 24
-    const dd = fr(dq * code)
-    const q = (dd !== 0 ? clamp(round(src[s + e] / dd), -32, 31) : 0) + 32 // 0..63
-    const n = Math.floor(e / 128)
-    const i = e % 128
-    const j = Math.floor(i / 32)
-    const l = i % 32
-    dst[at + 64 * n + (j % 2) * 32 + l] |= (q & 0x0f) << (j < 2 ? 0 : 4)
-    dst[at + 128 + 32 * n + l] |= (q >> 4) << (2 * j)
+  for (let sub = 0; sub < 16; sub++) {
+    const dd = fr(dq * ((dst[at + 192 + sub] << 24) >> 24))
+    // Elements 16·sub .. +16 sit in half n = sub/8, 2-bit field j = (sub/2) % 4, lanes l0 .. l0+16.
+    const n = sub >> 3
+    const j = (sub >> 1) & 3
+    const l0 = (sub & 1) * 16
+    const low = at + 64 * n + (j & 1) * 32
+    const high = at + 128 + 32 * n
+    for (let k = 0; k < 16; k++) {
+      const q = (dd !== 0 ? clamp(round(src[s + 16 * sub + k] / dd), -32, 31) : 0) + 32 // 0..63
+      dst[low + l0 + k] |= (q & 0x0f) << (j < 2 ? 0 : 4)
+      dst[high + l0 + k] |= (q >> 4) << (2 * j)
+    }
   }
 }
