@@ -251,9 +251,9 @@ export function markdownTable(s: ReturnType<typeof summarize>): string {
   for (const [k, v] of Object.entries(s.detection) as [string, Record<string, number>][]) {
     lines.push(`| ${k} | ${v.excluded}/${v.configs} | ${v.meanCanaries} | ${v.stepsAtDefaultRate} |`)
   }
-  lines.push('', '| mode | smallest detectable size f32 / f16 / int8 wire |', '|---|---|')
+  lines.push('', '| mode | smallest detectable size f32 / f16 / q8_0 wire |', '|---|---|')
   for (const [m, w] of Object.entries(s.smallestDetectableSize))
-    lines.push(`| ${m} | ${w.f32 ?? '–'} / ${w.f16 ?? '–'} / ${w.int8 ?? '–'} |`)
+    lines.push(`| ${m} | ${w.f32 ?? '–'} / ${w.f16 ?? '–'} / ${w.q8_0 ?? '–'} |`)
   return lines.join('\n')
 }
 

@@ -148,16 +148,16 @@ export async function main(argv: string[]): Promise<void> {
     }
     await warmSessions(async (id, steps) => {
       const s = await HopSession.open(host, targets[0], dim, { ...open, sessionId: id })
-      for (let i = 0; i < steps; i++) await s.step(id, i + 1, i, row)
-      await s.close(id)
+      for (let i = 0; i < steps; i++) await s.step(i + 1, i, row)
+      await s.close()
     })
     const single = await HopSession.open(host, targets[0], dim, { ...open, sessionId: 'bench-single' })
     const computeMs: number[] = []
     const nodeStep = await timed(rounds, gapMs, async (i) => {
-      const out = await single.step('bench-single', i + 1, i, row)
+      const out = await single.step(i + 1, i, row)
       computeMs.push(out.timings[0]?.computeMs ?? 0)
     })
-    await single.close('bench-single')
+    await single.close()
 
     const openChain = async (id: string): Promise<HopSession[]> => {
       const hops: HopSession[] = []
@@ -173,28 +173,28 @@ export async function main(argv: string[]): Promise<void> {
       }
       return hops
     }
-    const chainStep = async (hops: HopSession[], id: string, i: number) => {
-      const result = hops[2].awaitResult(id, i + 1, 1)
-      const ack = await hops[0].stepChained(id, i + 1, i, row, undefined, hops.slice(1))
+    const chainStep = async (hops: HopSession[], i: number) => {
+      const result = hops[2].awaitResult(i + 1, 1)
+      const ack = await hops[0].stepChained(i + 1, i, row, hops.slice(1))
       const got = await Promise.race([result, ack.failed])
       hops[0].settle(ack.requestId)
       return got
     }
     await warmSessions(async (id, steps) => {
       const warm = await openChain(id)
-      for (let i = 0; i < steps; i++) await chainStep(warm, id, i)
-      await Promise.all(warm.map((h) => h.close(id)))
+      for (let i = 0; i < steps; i++) await chainStep(warm, i)
+      await Promise.all(warm.map((h) => h.close()))
     })
     const hops = await openChain('bench-chain')
     const toResult: number[] = []
     const chainCompute: number[] = []
     await timed(rounds, gapMs, async (i) => {
       const t0 = performance.now()
-      const got = await chainStep(hops, 'bench-chain', i)
+      const got = await chainStep(hops, i)
       toResult.push(performance.now() - t0)
       chainCompute.push(got.timings.reduce((s, t) => s + t.computeMs, 0))
     })
-    await Promise.all(hops.map((h) => h.close('bench-chain')))
+    await Promise.all(hops.map((h) => h.close()))
 
     const m = (xs: number[]) => round(median(xs))
     const compute = m(computeMs)

@@ -4,7 +4,7 @@
  *
  * Two `layerswarm node start` processes split the remote blocks; an in-process client runs
  * greedy generation of `--tokens` tokens for each reference prompt (test/vectors)
- * with the wire in f32, f16 and int8 (Q8_0 blocks), and a single process runs the same with
+ * with the wire in f32, f16 and q8_0 (GGUF Q8_0 blocks), and a single process runs the same with
  * the same kernels. Per wire dtype it prints:
  * - bytes per token: activation bytes (the encoded tensors, client report) and TCP bytes (every
  *   byte the client and node processes sent while generating, from the kernel's tcp_info:
@@ -36,7 +36,7 @@ import { bytesSentSince, firstDivergence, logitDrift, tcpBytesSent } from './wir
 const WIRES: ReadonlyArray<[string, DType]> = [
   ['f32', 'f32'],
   ['f16', 'f16'],
-  ['int8', 'q8_0']
+  ['q8_0', 'q8_0']
 ]
 const REFERENCE_PROMPTS = ['stories260K_greedy_bos', 'stories260K_greedy_once_upon_a_time']
 

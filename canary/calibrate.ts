@@ -5,12 +5,12 @@ import { fitDriftModel } from './drift-fit.js'
 import type { DriftFeature, DriftModel, DriftSample } from './drift-model.js'
 import { CanaryArgumentError } from './errors.js'
 import { createSpanRunner, type SpanRunner } from './span-runner.js'
-import { WIRE_DTYPES, type WireDType, wireRoundtrip } from './wire.js'
+import { WIRE_DTYPES, type WireDType, wireRoundtrip } from './wire-roundtrip.js'
 
 /**
  * Benign variation the project itself produces, measured rather than assumed: a peer on other
  * kernels (the WebAssembly path vs the TypeScript reference), other thread counts, an f16 KV
- * cache, and an f16 or Q8_0 (int8) wire, against references from the trusted reference kernels.
+ * cache, and an f16 or q8_0 wire, against references from the trusted reference kernels.
  */
 export type BenignProfile = 'reference' | 'wasm-1t' | 'wasm-2t' | 'reference-kvf16'
 export const BENIGN_PROFILES: readonly BenignProfile[] = ['reference', 'wasm-1t', 'wasm-2t', 'reference-kvf16']
@@ -127,7 +127,7 @@ export function collectBenignSamples(options: CalibrateOptions): { samples: Drif
         })
         try {
           for (const wire of wires) {
-            if (wire === 'int8' && set.dim % 32 !== 0) continue
+            if (wire === 'q8_0' && set.dim % 32 !== 0) continue
             for (let i = 0; i < set.canaries.length; i++) {
               samples.push(...sessionDrifts(set, i, runPeerSession(runner, set, i, wire), wire))
             }

@@ -1,7 +1,7 @@
 import type { CanarySet } from './canary-set.js'
 import { CanaryArgumentError } from './errors.js'
 import { createRandom } from './rng.js'
-import { WIRE_DTYPES, type WireDType } from './wire.js'
+import { WIRE_DTYPES, type WireDType } from './wire-roundtrip.js'
 
 /*
  * Mixing canaries into ordinary traffic (client side, no networking). A canary session is a

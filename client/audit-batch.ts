@@ -13,7 +13,6 @@ export const MAX_AUDIT_EVERY = 8
 
 interface Pending {
   readonly hops: readonly HopSession[]
-  readonly sessionId: string
   readonly stepId: number
   readonly rows: number
   readonly receipts: readonly Receipt[]
@@ -49,13 +48,12 @@ export class AuditBatcher {
   audit(
     kind: 'real' | 'decoy',
     hops: readonly HopSession[],
-    sessionId: string,
     stepId: number,
     rows: number,
     receipts: readonly Receipt[]
   ): Promise<Float32Array[]> {
     const done = new Promise<Float32Array[]>((resolve, reject) => {
-      this.pending.push({ hops, sessionId, stepId, rows, receipts, resolve, reject })
+      this.pending.push({ hops, stepId, rows, receipts, resolve, reject })
     })
     if (kind === 'real') this.realSinceRound++
     if (this.realSinceRound >= this.every || this.draining > 0) this.round()
@@ -70,7 +68,7 @@ export class AuditBatcher {
     // timed from when the round goes out (an audit may have waited `every` steps for it), one
     // signal per audit: each middle hop's await listens on it
     for (const p of batch)
-      auditChainedStep(p.hops, p.sessionId, p.stepId, p.rows, p.receipts, AbortSignal.timeout(this.timeoutMs)).then(
+      auditChainedStep(p.hops, p.stepId, p.rows, p.receipts, { signal: AbortSignal.timeout(this.timeoutMs) }).then(
         p.resolve,
         p.reject
       )

@@ -212,5 +212,5 @@ export class DecoyPool {
 }
 
 function closeDecoy(d: Decoy): Promise<void> {
-  return d.chain ? d.chain.close() : d.hop!.close(d.sessionId)
+  return d.chain ? d.chain.close() : d.hop!.close()
 }

@@ -29,10 +29,6 @@ import { detectorFingerprint, loadTrust, saveTrust } from './trust-file.js'
 
 export type { CanaryEvidence, CanaryOptions, CanaryPeerReport, StepContext } from './canary-types.js'
 
-/** The benign model's key for a wire dtype (Q8_0 is its int8 profile). */
-const driftKey = (wire: DType): string => (wire === 'q8_0' ? 'int8' : wire)
-const wireKey = (wire: DType): 'f32' | 'f16' | 'int8' => (wire === 'q8_0' ? 'int8' : wire === 'f16' ? 'f16' : 'f32')
-
 /**
  * Canary mixing and verdicts (DESIGN.md §5). After each real step, each hop of the route gets a
  * step of a decoy session with the probability its adaptive rate gives (dense for peers not yet
@@ -158,7 +154,7 @@ export class CanaryMonitor {
       // large one, synchronous): at a session's first step, not at its first canary, which at a
       // trusted peer's base rate can fall in the middle of a generation and stall it.
       this.material.setFor(route[0].start)
-      this.material.observeStep(ctx, wireKey(this.wireOf(route[0])))
+      this.material.observeStep(ctx, this.wireOf(route[0]))
     }
     if (ctx.forwarding === 'chain' && route.length > 1) {
       // One chained decoy covers the whole route: at the rate of its most-wanted hop.
@@ -220,18 +216,18 @@ export class CanaryMonitor {
   async probe(target: HopTarget, ctx: StepContext): Promise<PeerVerdict[]> {
     const key = `${target.peerId}/${target.start}/${target.end}`
     const decoy = await this.pool.decoyFor(key, [target], ctx, async (sessionId, maxLength) => ({
-      hop: await HopSession.open(this.host, target, this.setFor(target.start).dim, {
-        sessionId,
-        modelId: this.modelId,
-        maxLength,
-        wireDtype: this.wireOf(target),
-        signal: ctx.signal
-      })
+      hop: await HopSession.open(
+        this.host,
+        target,
+        this.setFor(target.start).dim,
+        { sessionId, modelId: this.modelId, maxLength, wireDtype: this.wireOf(target) },
+        { signal: ctx.signal }
+      )
     }))
     const set = this.setFor(target.start)
     return await this.pool.stepDecoy(key, decoy, async ({ startPosition: position, rows }, stepId) => {
       const input = inputFor(set, decoy.canary, position, rows)
-      const out = await decoy.hop!.step(decoy.sessionId, stepId, position, input, ctx.signal)
+      const out = await decoy.hop!.step(stepId, position, input, { signal: ctx.signal })
       await this.receipts.check([target], decoy.sessionId, stepId, out.receipts, out.sent, out.received)
       this.counts.canarySteps++
       this.counts.canaryComputeMs += out.timings[0]?.computeMs ?? 0
@@ -248,19 +244,19 @@ export class CanaryMonitor {
   async probeChained(route: readonly HopTarget[], ctx: StepContext): Promise<PeerVerdict[]> {
     const key = route.map((h) => `${h.peerId}/${h.start}/${h.end}`).join('>')
     const decoy = await this.pool.decoyFor(key, route, ctx, async (sessionId, maxLength) => ({
-      chain: await ChainedDecoy.open(this.host, route, this.setFor(route[0].start).dim, {
-        sessionId,
-        modelId: this.modelId,
-        maxLength,
-        wireDtype: this.wireOf(route[0]),
-        signal: ctx.signal
-      })
+      chain: await ChainedDecoy.open(
+        this.host,
+        route,
+        this.setFor(route[0].start).dim,
+        { sessionId, modelId: this.modelId, maxLength, wireDtype: this.wireOf(route[0]) },
+        { signal: ctx.signal }
+      )
     }))
     const set = this.setFor(route[0].start)
     const { out, position, rows, stepId } = await this.pool.stepDecoy(key, decoy, async ({ startPosition, rows }, stepId) => {
       const input = inputFor(set, decoy.canary, startPosition, rows)
       const audit = this.audits.audit.bind(this.audits, 'decoy')
-      const got = await decoy.chain!.step(stepId, startPosition, input, set.dim, this.receipts, audit, ctx.signal)
+      const got = await decoy.chain!.step(stepId, startPosition, input, set.dim, this.receipts, audit, { signal: ctx.signal })
       return { out: got, position: startPosition, rows, stepId }
     })
     this.counts.canarySteps += route.length
@@ -276,7 +272,7 @@ export class CanaryMonitor {
           this.noteConviction(v)
           if (
             decoy.taintedFrom === route.length &&
-            densityRatio(this.benign, driftMetrics(outputs[i], reference), driftKey(this.wireOf(route[i])), position + rows) > 1
+            densityRatio(this.benign, driftMetrics(outputs[i], reference), this.wireOf(route[i]), position + rows) > 1
           )
             decoy.taintedFrom = i
         }
@@ -317,7 +313,7 @@ export class CanaryMonitor {
     this.last.set(target.peerId, drift)
     const before = this.detector.verdict(target.peerId).excluded
     // Scored against benign drift at the step's own position (benign drift grows with KV length).
-    const verdict = this.detector.observe(target.peerId, drift, driftKey(this.wireOf(target)), position + rows)
+    const verdict = this.detector.observe(target.peerId, drift, this.wireOf(target), position + rows)
     if (verdict.excluded && !before) {
       this.evidence.push({
         peerId: target.peerId,

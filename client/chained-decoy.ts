@@ -1,5 +1,6 @@
-import { type DType, type Host, type Receipt, sha256 } from '../protocol/index.js'
-import { HopSession, type HopTarget } from './hop.js'
+import type { AbortOptions } from '@libp2p/interface'
+import { type Host, type Receipt, sha256 } from '../protocol/index.js'
+import { type HopOpenInit, HopSession, type HopTarget } from './hop.js'
 import { BadReceiptError, type ReceiptLedger } from './receipts.js'
 
 /*
@@ -21,15 +22,14 @@ const equal = (a: Uint8Array, b: Uint8Array): boolean => a.length === b.length &
 /** Every hop's output of a chained step: middle hops by audit, the last by its result. */
 export async function auditChainedStep(
   hops: readonly HopSession[],
-  sessionId: string,
   stepId: number,
   rows: number,
   receipts: readonly Receipt[],
-  signal?: AbortSignal
+  options: AbortOptions = {}
 ): Promise<Float32Array[]> {
   return await Promise.all(
     hops.slice(0, -1).map(async (hop, i) => {
-      const got = await hop.awaitResult(sessionId, stepId, rows, signal)
+      const got = await hop.awaitResult(stepId, rows, options)
       const signed = receipts[i]
       if (!signed || !equal(signed.outputHash, sha256(got.received))) {
         throw new BadReceiptError(
@@ -42,37 +42,52 @@ export async function auditChainedStep(
   )
 }
 
+/** Audits a chained step's middle hops (AuditBatcher.audit, bound to a kind): their outputs in route order. */
+export type ChainedStepAudit = (
+  hops: readonly HopSession[],
+  stepId: number,
+  rows: number,
+  receipts: readonly Receipt[]
+) => Promise<Float32Array[]>
+
 /** A decoy session chained over a whole route, opened and stepped as RemotePipeline does a real one. */
 export class ChainedDecoy {
   private constructor(
     readonly route: readonly HopTarget[],
-    readonly hops: readonly HopSession[],
-    readonly sessionId: string
+    readonly hops: readonly HopSession[]
   ) {}
+
+  /** The decoy's session id (the same on every hop). */
+  get sessionId(): string {
+    return this.hops[0].sessionId
+  }
 
   static async open(
     host: Host,
     route: readonly HopTarget[],
     dim: number,
-    o: { sessionId: string; modelId: string; maxLength: number; wireDtype: DType; signal?: AbortSignal }
+    o: Omit<HopOpenInit, 'next' | 'upstream' | 'ledger'>,
+    options: AbortOptions = {}
   ): Promise<ChainedDecoy> {
     const hops: HopSession[] = []
     try {
       // From the last hop back, as a real chained session: each hop's downstream knows it first.
       for (let i = route.length - 1; i >= 0; i--) {
         hops.unshift(
-          await HopSession.open(host, route[i], dim, {
-            ...o,
-            next: route[i + 1],
-            upstream: i > 0 ? route[i - 1].peerId : undefined
-          })
+          await HopSession.open(
+            host,
+            route[i],
+            dim,
+            { ...o, next: route[i + 1], upstream: i > 0 ? route[i - 1].peerId : undefined },
+            options
+          )
         )
       }
     } catch (err) {
-      for (const h of hops) h.close(o.sessionId, AbortSignal.timeout(2_000)).catch(() => {})
+      for (const h of hops) h.close().catch(() => {})
       throw err
     }
-    return new ChainedDecoy(route, hops, o.sessionId)
+    return new ChainedDecoy(route, hops)
   }
 
   /**
@@ -86,27 +101,21 @@ export class ChainedDecoy {
     input: Float32Array,
     dim: number,
     ledger: ReceiptLedger,
-    audit: (
-      hops: readonly HopSession[],
-      sessionId: string,
-      stepId: number,
-      rows: number,
-      receipts: readonly Receipt[]
-    ) => Promise<Float32Array[]>,
-    signal?: AbortSignal
+    audit: ChainedStepAudit,
+    options: AbortOptions = {}
   ) {
     const rows = input.length / dim
     const first = this.hops[0]
     const last = this.hops[this.hops.length - 1]
-    const result = last.awaitResult(this.sessionId, stepId, rows, signal)
+    const result = last.awaitResult(stepId, rows, options)
     result.catch(() => {})
-    // one way, as real chained steps go (remote-pipeline.ts): receipts come with the output
-    const ack = await first.stepChained(this.sessionId, stepId, startPosition, input, signal, this.hops.slice(1))
+    // one way, as real chained steps go (step-transport.ts): receipts come with the output
+    const ack = await first.stepChained(stepId, startPosition, input, this.hops.slice(1), options)
     const got = await Promise.race([result, ack.failed])
     first.settle(ack.requestId)
     await ledger.check(this.route, this.sessionId, stepId, got.receipts, ack.sent, got.received)
     // the middle hops' outputs come with the next audit round (audit-batch.ts)
-    const middle = audit(this.hops, this.sessionId, stepId, rows, got.receipts)
+    const middle = audit(this.hops, stepId, rows, got.receipts)
     middle.catch(() => {})
     return {
       last: got.hidden,
@@ -117,6 +126,6 @@ export class ChainedDecoy {
   }
 
   async close(): Promise<void> {
-    await Promise.all(this.hops.map((h) => h.close(this.sessionId)))
+    await Promise.all(this.hops.map((h) => h.close()))
   }
 }

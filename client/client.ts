@@ -25,8 +25,8 @@ import type { ReceiptSummary } from './receipts.js'
 import { CONVICTED_BAN_MS, type Forwarding, RemotePipeline } from './remote-pipeline.js'
 import type { ReplayEvidence } from './replay-index.js'
 import { type PeerRecord, SwarmView } from './swarm-view.js'
-import type { WirePreference } from './wire.js'
 import { WireLedger, type WireReport } from './wire-ledger.js'
+import type { WirePreference } from './wire-negotiation.js'
 
 export interface ClientInit {
   /** Multiaddrs (with /p2p/<id>) of swarm peers to join through. */
@@ -74,6 +74,8 @@ export interface GenerateOptions extends SamplerOptions {
   readonly forwarding?: Forwarding
   /** Sees the logits of every step (for tests and tools). */
   readonly onLogits?: (logits: Float32Array, position: number) => void
+  /** The prompt is a chat template's output: its control tokens (`<|eot_id|>`) are tokens, not text. */
+  readonly special?: boolean
 }
 
 export interface VerificationReport {
@@ -217,7 +219,7 @@ export class LayerswarmClient {
 
   /** Yields each token with its text as it is generated; returns the full result. */
   async *stream(prompt: string, options: GenerateOptions = {}): AsyncGenerator<{ token: number; text: string }, GenerateResult> {
-    const promptTokens = this.tokenizer.encode(prompt)
+    const promptTokens = this.tokenizer.encode(prompt, { special: options.special ?? false })
     const seqLen = this.model.config.seqLen
     const maxTokens = Math.max(0, Math.min(options.maxTokens ?? 256, seqLen - promptTokens.length))
     const maxLength = Math.min(seqLen, promptTokens.length + maxTokens)

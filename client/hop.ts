@@ -1,3 +1,4 @@
+import type { AbortOptions } from '@libp2p/interface'
 import { peerIdFromString } from '@libp2p/peer-id'
 import { multiaddr } from '@multiformats/multiaddr'
 import {
@@ -37,7 +38,7 @@ export interface HopTarget extends RouteHop {
   readonly addrs: readonly string[]
   /** The wire dtypes the peer accepts (its info / announcement). */
   readonly wireDtypes?: readonly DType[]
-  /** The dtype negotiated for this hop of the route (client/wire.ts). */
+  /** The dtype negotiated for this hop of the route (client/wire-negotiation.ts). */
   readonly wireDtype?: DType
 }
 
@@ -50,16 +51,36 @@ export interface HopStepOutcome {
   readonly received: Uint8Array
 }
 
-export interface HopOpenOptions {
+export interface HopOpenInit {
   readonly sessionId: string
   readonly modelId: string
   readonly maxLength: number
   readonly wireDtype: DType
   readonly next?: HopTarget
   readonly upstream?: string
-  readonly signal?: AbortSignal
   /** Counts the session's activation bytes per hop (the generate report); canary decoys pass none. */
   readonly ledger?: WireLedger
+}
+
+/** A range of a hop's KV to seal (ExportKv): positions [from, to), its sequence and prefix binding. */
+export interface KvExportRange {
+  readonly from: number
+  readonly to: number
+  readonly sequence: number
+  readonly prefixHash: Uint8Array
+  /** A delta after earlier snapshots (from > 0), else a full snapshot. */
+  readonly delta: boolean
+}
+
+/** Sealed snapshots to import into a hop's session (ImportKv). */
+export interface KvImport {
+  readonly wrappedKey: Uint8Array
+  readonly snapshots: Uint8Array[]
+  /** The session id the snapshots were sealed for. */
+  readonly snapshotSessionId: string
+  readonly prefixHash: Uint8Array
+  /** Append after the session's earlier imports (a standby being fed), else a fresh restore. */
+  readonly append?: boolean
 }
 
 /** A hop whose X25519 key is missing or not signed by its peer id's key: never use it. */
@@ -94,7 +115,7 @@ const hopKeyCache = new WeakMap<Host, Map<string, Uint8Array>>()
  * The hop's X25519 key from its info, used only once its binding verifies under the hop's
  * peer id (an Ed25519 peer id embeds its public key); BadHopKeyError otherwise.
  */
-async function verifiedHopKey(host: Host, target: HopTarget, signal?: AbortSignal): Promise<Uint8Array> {
+async function verifiedHopKey(host: Host, target: HopTarget, { signal }: AbortOptions = {}): Promise<Uint8Array> {
   let cache = hopKeyCache.get(host)
   if (!cache) hopKeyCache.set(host, (cache = new Map()))
   const known = cache.get(target.peerId)
@@ -115,10 +136,15 @@ async function verifiedHopKey(host: Host, target: HopTarget, signal?: AbortSigna
   return pub
 }
 
-/** The client's end of one hop's session stream (open, step, await, rewind, close). */
+/**
+ * The client's one record of a session on one hop: the hop, the session's id on it, its keys and
+ * its stream (open, step, await, export, import, close). Every request names this session.
+ */
 export class HopSession {
   private constructor(
     readonly target: HopTarget,
+    /** The session's id on this hop (each route of a pipeline has its own, see RemotePipeline). */
+    readonly sessionId: string,
     private readonly caller: SessionCaller,
     private readonly dim: number,
     /** The dtype of this hop's input and output tensors, as negotiated at open. */
@@ -132,9 +158,10 @@ export class HopSession {
     private readonly ledger?: WireLedger
   ) {}
 
-  static async open(host: Host, target: HopTarget, dim: number, o: HopOpenOptions): Promise<HopSession> {
+  static async open(host: Host, target: HopTarget, dim: number, o: HopOpenInit, options: AbortOptions = {}): Promise<HopSession> {
+    const { signal } = options
     const addrs = target.addrs.map((a) => multiaddr(a))
-    const hopPub = await verifiedHopKey(host, target, o.signal)
+    const hopPub = await verifiedHopKey(host, target, options)
     let mine = clientKeys.get(host)
     if (!mine) clientKeys.set(host, (mine = generateX25519KeyPair()))
     const span = [target.start, target.end] as const
@@ -153,7 +180,7 @@ export class HopSession {
       sessionId: o.sessionId,
       span
     })
-    const stream = await host.dialProtocol(addrs, SESSION_PROTOCOL, { ...SESSION_STREAM_LIMITS, signal: o.signal })
+    const stream = await host.dialProtocol(addrs, SESSION_PROTOCOL, { ...SESSION_STREAM_LIMITS, signal })
     // a result carries at most max length rows of f32 (the widest dtype); snapshots are bulk;
     // every other reply is a control message (issue #17: caps on every reply, before decoding)
     const resultCap = tensorByteLength([o.maxLength, dim], 'f32') + STEP_SLACK_BYTES
@@ -161,7 +188,7 @@ export class HopSession {
       maxBodyBytes: (body) =>
         body === 'result' ? resultCap : body === 'snapshot' ? DEFAULT_MAX_MESSAGE_BYTES : MAX_CONTROL_BYTES
     })
-    const hop = new HopSession(target, caller, dim, o.wireDtype, keys, hopPub, snapshotKey, o.ledger)
+    const hop = new HopSession(target, o.sessionId, caller, dim, o.wireDtype, keys, hopPub, snapshotKey, o.ledger)
     try {
       await caller.call(
         {
@@ -181,7 +208,7 @@ export class HopSession {
             wrappedSnapshotKey
           }
         },
-        o.signal
+        signal
       )
     } catch (err) {
       caller.abort(err as Error)
@@ -195,13 +222,12 @@ export class HopSession {
    * tensor bytes that went out and came back (what its receipt must hash).
    */
   async step(
-    sessionId: string,
     stepId: number,
     startPosition: number,
     hidden: Float32Array,
-    signal?: AbortSignal
+    { signal }: AbortOptions = {}
   ): Promise<HopStepOutcome> {
-    const step = this.stepMessage(sessionId, stepId, startPosition, hidden, false)
+    const step = this.stepMessage(stepId, startPosition, hidden, false)
     const rows = hidden.length / this.dim
     this.ledger?.transfer(undefined, this.target, this.wireDtype, step.hidden.data.byteLength, rows)
     const res = await this.caller.call({ type: 'step', step }, signal)
@@ -225,16 +251,15 @@ export class HopSession {
    * it runs the step.
    */
   async stepChained(
-    sessionId: string,
     stepId: number,
     startPosition: number,
     hidden: Float32Array,
-    signal?: AbortSignal,
-    downstream: readonly HopSession[] = []
+    downstream: readonly HopSession[] = [],
+    { signal }: AbortOptions = {}
   ) {
-    const fields = { sessionId, stepId, startPosition, inputHash: chainedStepBinding(hidden.length / this.dim) }
+    const fields = { sessionId: this.sessionId, stepId, startPosition, inputHash: chainedStepBinding(hidden.length / this.dim) }
     const hopAuth = downstream.map((h) => stepTag(h.keys.stepMacKey, fields))
-    const step = { ...this.stepMessage(sessionId, stepId, startPosition, hidden, true), hopAuth, oneWay: true }
+    const step = { ...this.stepMessage(stepId, startPosition, hidden, true), hopAuth, oneWay: true }
     if (this.ledger) {
       // hop-to-hop links: each hop encodes its output in its negotiated dtype (the chain shares one)
       const rows = hidden.length / this.dim
@@ -255,8 +280,8 @@ export class HopSession {
   }
 
   /** Chained mode, last hop: the output of step stepId. */
-  async awaitResult(sessionId: string, stepId: number, rows: number, signal?: AbortSignal) {
-    const res = await this.caller.call({ type: 'await', await: { sessionId, stepId } }, signal)
+  async awaitResult(stepId: number, rows: number, { signal }: AbortOptions = {}) {
+    const res = await this.caller.call({ type: 'await', await: { sessionId: this.sessionId, stepId } }, signal)
     if (res.type !== 'result' || !res.result.hidden) throw new Error(`hop ${this.target.peerId} answered an await without output`)
     this.ledger?.transfer(this.target, undefined, res.result.hidden.dtype, res.result.hidden.data.byteLength, rows)
     return {
@@ -268,17 +293,10 @@ export class HopSession {
   }
 
   /** Ask the hop to seal its KV for [from, to) under the session's snapshot key; the sealed bytes. */
-  async exportKv(
-    sessionId: string,
-    from: number,
-    to: number,
-    sequence: number,
-    prefixHash: Uint8Array,
-    delta: boolean,
-    signal?: AbortSignal
-  ): Promise<Uint8Array> {
+  async exportKv(range: KvExportRange, { signal }: AbortOptions = {}): Promise<Uint8Array> {
+    const { from, to, sequence, prefixHash, delta } = range
     const res = await this.caller.call(
-      { type: 'exportKv', exportKv: { sessionId, from, to, sequence, prefixHash, delta } },
+      { type: 'exportKv', exportKv: { sessionId: this.sessionId, from, to, sequence, prefixHash, delta } },
       signal
     )
     if (res.type !== 'snapshot') throw new Error(`hop ${this.target.peerId} answered an export without a snapshot`)
@@ -286,19 +304,16 @@ export class HopSession {
   }
 
   /** Restore this session from sealed snapshots (fresh, or `append` after earlier imports); the positions the hop now holds. */
-  async importKv(
-    sessionId: string,
-    i: { wrappedKey: Uint8Array; snapshots: Uint8Array[]; snapshotSessionId: string; prefixHash: Uint8Array; append?: boolean },
-    signal?: AbortSignal
-  ): Promise<number> {
-    const res = await this.caller.call({ type: 'importKv', importKv: { sessionId, ...i } }, signal)
+  async importKv(i: KvImport, { signal }: AbortOptions = {}): Promise<number> {
+    const res = await this.caller.call({ type: 'importKv', importKv: { sessionId: this.sessionId, ...i } }, signal)
     if (res.type !== 'imported') throw new Error(`hop ${this.target.peerId} answered an import without a length`)
     return res.imported.length
   }
 
-  async close(sessionId: string, signal?: AbortSignal): Promise<void> {
+  /** Close the session on the hop and its stream (default deadline 2 s); never throws. */
+  async close({ signal }: AbortOptions = {}): Promise<void> {
     try {
-      await this.caller.call({ type: 'close', close: { sessionId } }, signal ?? AbortSignal.timeout(2_000))
+      await this.caller.call({ type: 'close', close: { sessionId: this.sessionId } }, signal ?? AbortSignal.timeout(2_000))
       await this.caller.close(signal)
     } catch {
       this.caller.abort(new Error('closing'))
@@ -309,8 +324,14 @@ export class HopSession {
     this.caller.abort(new Error('hop abandoned'))
   }
 
-  private stepMessage(sessionId: string, stepId: number, startPosition: number, hidden: Float32Array, chain: boolean) {
+  private stepMessage(stepId: number, startPosition: number, hidden: Float32Array, chain: boolean) {
     const rows = hidden.length / this.dim
-    return { sessionId, stepId, startPosition, hidden: encodeTensor(hidden, [rows, this.dim], this.wireDtype), chain }
+    return {
+      sessionId: this.sessionId,
+      stepId,
+      startPosition,
+      hidden: encodeTensor(hidden, [rows, this.dim], this.wireDtype),
+      chain
+    }
   }
 }

@@ -11,16 +11,37 @@ export {
   LayerswarmClient,
   type VerificationReport
 } from './client.js'
-export { HopSession, type HopTarget } from './hop.js'
+export {
+  BadHopKeyError,
+  type HopOpenInit,
+  HopSession,
+  type HopStepOutcome,
+  type HopTarget,
+  type KvExportRange,
+  type KvImport
+} from './hop.js'
+export { KvRecovery, type KvRecoveryInit } from './kv-recovery.js'
+export {
+  CanaryObserver,
+  type CompletedStep,
+  type Exclusion,
+  type PipelineObserver,
+  type PipelineState
+} from './pipeline-observer.js'
 export { BadReceiptError, ReceiptLedger, type ReceiptSummary } from './receipts.js'
-export { type Forwarding, RemotePipeline } from './remote-pipeline.js'
+export { CONVICTED_BAN_MS, RemotePipeline, type RemotePipelineInit } from './remote-pipeline.js'
 export { DEFAULT_REPLAY_WINDOW, type ReplayEvidence, ReplayIndex, type SignedStep, verifyReplayEvidence } from './replay-index.js'
 export { NoRouteError, planRoute, type RouteCandidate, type RouteHop } from './route.js'
+export { SnapshotKeeper, type SnapshotKeeperInit, type SpanSnapshots } from './snapshots.js'
+export { StandbyKeeper, type StandbyKeeperInit, type StandbyRoute } from './standby.js'
+export { type Forwarding, type StepHopTiming, StepTransport, type StepTransportInit } from './step-transport.js'
 export { type PeerRecord, SwarmView } from './swarm-view.js'
 export { detectorFingerprint, InvalidTrustFileError, loadTrust, saveTrust } from './trust-file.js'
+export { type WireHopReport, WireLedger, type WireReport } from './wire-ledger.js'
 export {
   ALL_WIRE_DTYPES,
   AUTO_WIRE_ORDER,
+  DEPRECATED_WIRE_NAMES,
   InvalidWireError,
   negotiateWire,
   parseWireList,
@@ -28,8 +49,8 @@ export {
   pickWire,
   UnsupportedWireError,
   WIRE_CHOICES,
+  WIRE_CLI_CHOICES,
   type WireChoice,
   type WirePreference,
-  wireName
-} from './wire.js'
-export { type WireHopReport, WireLedger, type WireReport } from './wire-ledger.js'
+  wireDtypeFromName
+} from './wire-negotiation.js'

@@ -1,4 +1,5 @@
 import { setMaxListeners } from 'node:events'
+import type { AbortOptions } from '@libp2p/interface'
 import { sha256Prefixes, wrapKey } from '../crypto/index.js'
 import type { HopSession } from './hop.js'
 
@@ -63,30 +64,29 @@ export class SnapshotKeeper {
   }
 
   /** The snapshots held for a live hop of the current route (a standby is fed from them). */
-  held(hop: HopSession, sessionId: string): SpanSnapshots | undefined {
+  held(hop: HopSession): SpanSnapshots | undefined {
     const s = this.spans.get(spanKey(hop))
-    return s && s.sessionId === sessionId && s.peerId === hop.target.peerId ? s : undefined
+    return s && s.sessionId === hop.sessionId && s.peerId === hop.target.peerId ? s : undefined
   }
 
   /** After a step: seal a delta on every hop once `every` positions have been added since the last. */
   async capture(
     hops: readonly HopSession[],
-    sessionId: string,
     history: Float32Array,
     length: number,
-    signal?: AbortSignal,
-    force = false
+    force = false,
+    options: AbortOptions = {}
   ): Promise<boolean> {
     if (!force && this.init.every <= 0) return false
     const last = Math.max(this.baseline, Math.min(...hops.map((h) => this.spans.get(spanKey(h))?.end ?? 0)))
     if (!force && length - last < this.init.every) return false
     await Promise.all(
       hops.map(async (hop) => {
-        let s = this.held(hop, sessionId)
+        let s = this.held(hop)
         if (!s) {
           s = {
             peerId: hop.target.peerId,
-            sessionId,
+            sessionId: hop.sessionId,
             snapshotKey: hop.snapshotKey,
             sealed: [],
             ends: [],
@@ -97,7 +97,7 @@ export class SnapshotKeeper {
           this.spans.set(spanKey(hop), s)
         }
         try {
-          await this.exportRange(hop, s, history, length, signal)
+          await this.exportRange(hop, s, history, length, options)
         } catch (err) {
           // A dead hop is found by the next step; its older snapshots stay usable.
           this.init.log?.({ event: 'snapshot-failed', peerId: hop.target.peerId, message: (err as Error).message })
@@ -116,7 +116,7 @@ export class SnapshotKeeper {
     s: SpanSnapshots,
     history: Float32Array,
     to: number,
-    signal?: AbortSignal
+    { signal }: AbortOptions = {}
   ): Promise<void> {
     while (s.end < to) {
       const per =
@@ -129,7 +129,7 @@ export class SnapshotKeeper {
       const sealed = await Promise.all(
         ends.map((end, i) => {
           const from = i === 0 ? s.end : ends[i - 1]
-          return hop.exportKv(s.sessionId, from, end, s.sequence + 1 + i, hashes[i], from > 0, signal)
+          return hop.exportKv({ from, to: end, sequence: s.sequence + 1 + i, prefixHash: hashes[i], delta: from > 0 }, { signal })
         })
       )
       if (s.bytesPerPosition === 0) s.bytesPerPosition = sealed[0].length / (ends[0] - s.end)
@@ -144,32 +144,25 @@ export class SnapshotKeeper {
    * Planned leave: a hop answered LEAVING, so every hop of the route seals what it holds up to
    * `length` now (the leaving one still exports); the next route restores from it with no replay.
    */
-  async handoff(
-    hops: readonly HopSession[],
-    sessionId: string,
-    history: Float32Array,
-    length: number,
-    signal?: AbortSignal
-  ): Promise<void> {
-    await this.capture(hops, sessionId, history, length, signal, true)
+  async handoff(hops: readonly HopSession[], history: Float32Array, length: number, options: AbortOptions = {}): Promise<void> {
+    await this.capture(hops, history, length, true, options)
     this.init.log?.({ event: 'handoff', positions: length, route: hops.map((h) => h.target.peerId) })
   }
 
   /**
-   * Import s.sealed[first..] into `hop`'s session `sessionId` (fresh when first is 0, else
+   * Import s.sealed[first..] into `hop`'s session (fresh when first is 0, else
    * appending), grouped into frames of about SNAPSHOT_CHUNK_BYTES and pipelined; returns the
    * positions the hop then holds. The snapshot key is wrapped to the hop's verified X25519 key.
    */
   async importInto(
     hop: HopSession,
-    sessionId: string,
     s: SpanSnapshots,
     first: number,
     history: Float32Array,
-    signal?: AbortSignal,
-    wrappedKey?: Uint8Array
+    wrappedKey?: Uint8Array,
+    { signal }: AbortOptions = {}
   ): Promise<number> {
-    const key = wrappedKey ?? wrapFor(hop, sessionId, s.snapshotKey)
+    const key = wrappedKey ?? wrapFor(hop, s.snapshotKey)
     const groups: Array<{ snapshots: Uint8Array[]; end: number }> = []
     let bytes = Number.POSITIVE_INFINITY
     for (let i = first; i < s.sealed.length; i++) {
@@ -190,7 +183,6 @@ export class SnapshotKeeper {
     const lengths = await Promise.all(
       groups.map((g, i) =>
         hop.importKv(
-          sessionId,
           {
             wrappedKey: key,
             snapshots: g.snapshots,
@@ -198,7 +190,7 @@ export class SnapshotKeeper {
             prefixHash: hashes[i],
             append: first > 0 || i > 0
           },
-          signal
+          { signal }
         )
       )
     )
@@ -212,11 +204,10 @@ export class SnapshotKeeper {
    */
   async restore(
     hops: readonly HopSession[],
-    sessionId: string,
     history: Float32Array,
     upTo: number,
-    signal?: AbortSignal,
-    kept?: ReadonlyMap<HopSession, number>
+    kept?: ReadonlyMap<HopSession, number>,
+    options: AbortOptions = {}
   ): Promise<number> {
     const held = hops.map((h) => this.spans.get(spanKey(h)))
     this.spans = new Map() // the new route's snapshots start over: new sessions, new keys
@@ -232,7 +223,7 @@ export class SnapshotKeeper {
       hops.map(async (hop, i) => {
         if (kept?.has(hop)) return
         const s = held[i]!
-        const length = await this.importInto(hop, sessionId, s, 0, history, signal)
+        const length = await this.importInto(hop, s, 0, history, undefined, options)
         if (length !== s.end) throw new Error(`hop ${hop.target.peerId} restored ${length} positions, not ${s.end}`)
         this.init.log?.({
           event: 'restore',
@@ -252,11 +243,11 @@ function pipelined(signal: AbortSignal | undefined, calls: number): void {
   if (signal && calls >= 8) setMaxListeners(calls + 16, signal)
 }
 
-/** The snapshot key wrapped so only `hop` can unwrap it, for its session `sessionId` and span. */
-export function wrapFor(hop: HopSession, sessionId: string, snapshotKey: Uint8Array): Uint8Array {
+/** The snapshot key wrapped so only `hop` can unwrap it, for its session and span. */
+export function wrapFor(hop: HopSession, snapshotKey: Uint8Array): Uint8Array {
   return wrapKey(snapshotKey, hop.hopX25519PublicKey, {
     recipientPeerId: hop.target.peerId,
-    sessionId,
+    sessionId: hop.sessionId,
     span: [hop.target.start, hop.target.end]
   })
 }

@@ -1,9 +1,10 @@
+import type { AbortOptions } from '@libp2p/interface'
 import type { Host } from '../protocol/index.js'
 import { HopSession, type HopTarget } from './hop.js'
 import { type SnapshotKeeper, spanKey, wrapFor } from './snapshots.js'
 import type { SwarmView } from './swarm-view.js'
-import { acceptedDtypes, planWireRoute, type WirePreference } from './wire.js'
 import type { WireLedger } from './wire-ledger.js'
+import { acceptedDtypes, planWireRoute, type WirePreference } from './wire-negotiation.js'
 
 export interface StandbyKeeperInit {
   readonly host: Host
@@ -24,8 +25,8 @@ const STANDBY_REFUSED_MS = 60_000
 
 /** A peer holding a session that tracks one span of the live route through sealed deltas. */
 interface Standby {
+  /** The standby's session (opened under the id the next route will use). */
   readonly hop: HopSession
-  readonly sessionId: string
   /** The live hop whose snapshots it imports, and that hop's session. */
   readonly livePeerId: string
   readonly liveSessionId: string
@@ -81,22 +82,21 @@ export class StandbyKeeper {
    */
   async feed(
     hops: readonly HopSession[],
-    liveSessionId: string,
     nextSessionId: string,
     history: Float32Array,
-    signal?: AbortSignal
+    options: AbortOptions = {}
   ): Promise<void> {
-    await this.ensure(hops, liveSessionId, nextSessionId, signal)
+    await this.ensure(hops, nextSessionId, options)
     await Promise.all(
       hops.map(async (live) => {
         const st = this.standbys.get(spanKey(live))
-        const held = this.init.snapshots.held(live, liveSessionId)
+        const held = this.init.snapshots.held(live)
         if (!st || !held || held.sealed.length <= st.fed) return
         const t0 = performance.now()
         const first = st.fed
         try {
-          st.wrappedKey ??= wrapFor(st.hop, st.sessionId, held.snapshotKey)
-          const length = await this.init.snapshots.importInto(st.hop, st.sessionId, held, first, history, signal, st.wrappedKey)
+          st.wrappedKey ??= wrapFor(st.hop, held.snapshotKey)
+          const length = await this.init.snapshots.importInto(st.hop, held, first, history, st.wrappedKey, options)
           if (length !== held.end) throw new Error(`standby ${st.hop.target.peerId} holds ${length} positions, not ${held.end}`)
           st.fed = held.sealed.length
           st.end = held.end
@@ -119,15 +119,10 @@ export class StandbyKeeper {
   }
 
   /** Give every span of the route a standby (a chain: all of them, wired, or none). */
-  private async ensure(
-    hops: readonly HopSession[],
-    liveSessionId: string,
-    nextSessionId: string,
-    signal?: AbortSignal
-  ): Promise<void> {
+  private async ensure(hops: readonly HopSession[], nextSessionId: string, options: AbortOptions): Promise<void> {
     for (const [key, st] of this.standbys) {
       const live = hops.find((h) => spanKey(h) === key)
-      if (!live || live.target.peerId !== st.livePeerId || st.liveSessionId !== liveSessionId) this.drop(key)
+      if (!live || live.target.peerId !== st.livePeerId || st.liveSessionId !== live.sessionId) this.drop(key)
     }
     if (hops.every((h) => this.standbys.has(spanKey(h)))) return
     if (this.init.chained) for (const key of [...this.standbys.keys()]) this.drop(key)
@@ -173,21 +168,25 @@ export class StandbyKeeper {
       const t = targets[i]
       if (!t) continue
       try {
-        const hop = await HopSession.open(this.init.host, t, this.init.dim, {
-          sessionId: nextSessionId,
-          modelId: this.init.modelId,
-          maxLength: this.init.maxLength,
-          wireDtype: hops[i].wireDtype,
-          ledger: this.init.wireLedger,
-          next: this.init.chained ? targets[i + 1] : undefined,
-          upstream: this.init.chained && i > 0 ? targets[i - 1]!.peerId : undefined,
-          signal
-        })
+        const hop = await HopSession.open(
+          this.init.host,
+          t,
+          this.init.dim,
+          {
+            sessionId: nextSessionId,
+            modelId: this.init.modelId,
+            maxLength: this.init.maxLength,
+            wireDtype: hops[i].wireDtype,
+            ledger: this.init.wireLedger,
+            next: this.init.chained ? targets[i + 1] : undefined,
+            upstream: this.init.chained && i > 0 ? targets[i - 1]!.peerId : undefined
+          },
+          options
+        )
         this.standbys.set(spanKey(hops[i]), {
           hop,
-          sessionId: nextSessionId,
           livePeerId: hops[i].target.peerId,
-          liveSessionId,
+          liveSessionId: hops[i].sessionId,
           fed: 0,
           end: 0
         })
@@ -295,7 +294,7 @@ export class StandbyKeeper {
   async closeAll(): Promise<void> {
     const all = [...this.standbys.values()]
     this.standbys = new Map()
-    await Promise.all(all.map((s) => s.hop.close(s.sessionId, AbortSignal.timeout(2_000))))
+    await Promise.all(all.map((s) => s.hop.close()))
   }
 
   private drop(key: string, err?: unknown): void {
@@ -303,7 +302,7 @@ export class StandbyKeeper {
     if (!st) return
     this.standbys.delete(key)
     if (err === undefined) {
-      st.hop.close(st.sessionId, AbortSignal.timeout(2_000)).catch(() => {}) // no longer needed: free its KV
+      st.hop.close().catch(() => {}) // no longer needed: free its KV
       return
     }
     this.init.log?.({ event: 'standby-failed', peerId: st.hop.target.peerId, span: key, message: (err as Error).message })

@@ -3,7 +3,7 @@ import { multiaddr } from '@multiformats/multiaddr'
 import { type Announcement, type DType, dialBootstrap, fetchInfo, type Host, subscribeAnnouncements } from '../protocol/index.js'
 import type { HopTarget } from './hop.js'
 import { NoRouteError, planRoute, type RouteCandidate, type RouteHop } from './route.js'
-import { acceptedDtypes, planWireRoute, type WirePreference } from './wire.js'
+import { acceptedDtypes, planWireRoute, type WirePreference } from './wire-negotiation.js'
 
 /** Wire negotiation for a route: what the client asks for, and whether the route is a chain. */
 export interface RouteWire {

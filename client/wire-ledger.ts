@@ -8,13 +8,13 @@
  */
 import type { DType } from '../protocol/index.js'
 import type { RouteHop } from './route.js'
-import { type WirePreference, wireName } from './wire.js'
+import type { WirePreference } from './wire-negotiation.js'
 
 export interface WireHopReport {
   readonly peerId: string
   readonly start: number
   readonly end: number
-  readonly wireDtype: 'f32' | 'f16' | 'int8'
+  readonly wireDtype: DType
   /** Activation bytes this hop received (from the client or, chained, from its upstream hop). */
   readonly bytesIn: number
   /** Activation bytes this hop sent (to the client or, chained, to its next hop). */
@@ -22,7 +22,7 @@ export interface WireHopReport {
 }
 
 export interface WireReport {
-  /** What the client asked for (auto, f32, f16 or int8). */
+  /** What the client asked for (auto, f32, f16 or q8_0). */
   readonly requested: string
   /** Every hop of every route the session used, with the dtype negotiated for it. */
   readonly hops: WireHopReport[]
@@ -64,8 +64,8 @@ export class WireLedger {
 
   report(): WireReport {
     return {
-      requested: this.requested === 'auto' ? 'auto' : wireName(this.requested),
-      hops: [...this.hops.values()].map((h) => ({ ...h, wireDtype: wireName(h.wireDtype) })),
+      requested: this.requested,
+      hops: [...this.hops.values()].map((h) => ({ ...h })),
       activationBytes: this.bytes,
       positions: this.positions,
       bytesPerToken: this.positions > 0 ? Math.round(this.bytes / this.positions) : 0

@@ -5,10 +5,12 @@ import { DEFAULT_KV_DTYPE, EngineError, KV_DTYPES } from '../shards/index.js'
 import { registerApi } from './commands/api.js'
 import { registerDemo } from './commands/demo.js'
 import { runLocalGenerate } from './commands/generate.js'
-import { runRemoteGenerate, WIRE_CHOICES } from './commands/generate-remote.js'
+import { runRemoteGenerate, WIRE_CLI_CHOICES } from './commands/generate-remote.js'
+import { registerInspect } from './commands/inspect.js'
 import { registerMakeModel } from './commands/make-model.js'
 import { registerNodeStart } from './commands/node-start.js'
 import { registerSwarm } from './commands/swarm.js'
+import { registerTokenize } from './commands/tokenize.js'
 import { withConfigEverywhere } from './config.js'
 import { defaultModelPath } from './paths.js'
 
@@ -56,6 +58,7 @@ program
       .default(1)
   )
   .option('--json', 'print one JSON object instead of streaming text', false)
+  .option('--chat', "wrap the prompt in the model's chat template (GGUF tokenizer.chat_template) as one user turn", false)
   .addOption(new Option('--threads <n>', 'kernel threads (default: all cores)').argParser(int('--threads', 1)))
   .addOption(new Option('--kernels <kind>', 'kernel set').choices(['auto', 'reference', 'wasm', 'native']).default('auto'))
   .addOption(
@@ -82,9 +85,9 @@ program
   .addOption(
     new Option(
       '--wire <dtype>',
-      'with --bootstrap: activation dtype on the wire, per hop. auto: f16 where the hop accepts it (half the bytes of f32, same greedy tokens on the bundled model), else f32, else int8. f32/f16/int8 (Q8_0 blocks; q8_0 = int8): that dtype on every hop, routing around peers that do not accept it'
+      'with --bootstrap: activation dtype on the wire, per hop. auto: f16 where the hop accepts it (half the bytes of f32, same greedy tokens on the bundled model), else f32, else q8_0. f32/f16/q8_0 (GGUF Q8_0 blocks; int8 is a deprecated name for it): that dtype on every hop, routing around peers that do not accept it'
     )
-      .choices([...WIRE_CHOICES])
+      .choices([...WIRE_CLI_CHOICES])
       .default('auto')
   )
   .addOption(
@@ -129,7 +132,8 @@ program
       topP: opts.topP === 0 ? 1 : opts.topP,
       seed: opts.seed ?? Math.floor(Math.random() * 2 ** 31),
       repetitionPenalty: opts.repetitionPenalty,
-      json: opts.json
+      json: opts.json,
+      chat: opts.chat
     }
     const write = (piece: string): void => {
       process.stdout.write(piece)
@@ -166,6 +170,8 @@ registerNodeStart(program)
 registerSwarm(program)
 registerDemo(program)
 registerApi(program)
+registerTokenize(program)
+registerInspect(program)
 withConfigEverywhere(program)
 
 try {

@@ -25,7 +25,8 @@ import {
   type SessionResponseBody,
   serveRequest,
   serveSessionStream,
-  subscribeAnnouncements
+  subscribeAnnouncements,
+  WIRE_DTYPES
 } from '../protocol/index.js'
 import type { ModelFile, Shard } from '../shards/index.js'
 import { type BusyPoller, createBusyPoller } from './busy-poll.js'
@@ -176,7 +177,7 @@ export class SwarmNode {
   }
 
   private get wireDtypes(): DType[] {
-    return this.init.wireDtypes ?? ['f32', 'f16', 'q8_0']
+    return this.init.wireDtypes ?? [...WIRE_DTYPES]
   }
 
   private async start(): Promise<void> {

@@ -7,10 +7,11 @@ import type { DType } from './types.js'
 
 /** Wire values of `enum DType` in layerswarm.proto (keep in sync). */
 export const DTYPE_VALUES: Record<DType, number> = { f32: 0, f16: 1, q8_0: 2 }
-const DTYPE_NAMES: DType[] = ['f32', 'f16', 'q8_0']
+/** Every dtype this version can put on the wire, in enum order (the names used everywhere: CLI, SDK, reports). */
+export const WIRE_DTYPES: readonly DType[] = ['f32', 'f16', 'q8_0']
 
 export function dtypeFromWire(value: unknown, field: string): DType {
-  const name = typeof value === 'number' ? DTYPE_NAMES[value] : undefined
+  const name = typeof value === 'number' ? WIRE_DTYPES[value] : undefined
   if (name === undefined) throw new MalformedMessageError(`${field}: unknown dtype ${String(value)}`)
   return name
 }
@@ -28,17 +29,9 @@ export function dtypeToWire(dtype: DType, field: string): number {
   return value
 }
 
-/**
- * User-facing names of the wire dtypes (CLI, reports): int8 is Q8_0-style int8 blocks, with
- * q8_0 (the proto enum's name) accepted as an alias. Undefined for anything else.
- */
+/** The dtype a name means (f32, f16, q8_0: the proto enum's names in lower case); undefined for anything else. */
 export function dtypeFromName(name: string): DType | undefined {
-  if (name === 'int8') return 'q8_0'
-  return (DTYPE_NAMES as string[]).includes(name) ? (name as DType) : undefined
-}
-
-export function dtypeDisplayName(dtype: DType): 'f32' | 'f16' | 'int8' {
-  return dtype === 'q8_0' ? 'int8' : dtype
+  return (WIRE_DTYPES as readonly string[]).includes(name) ? (name as DType) : undefined
 }
 
 /**
@@ -49,7 +42,7 @@ export function dtypeListFromWire(values: unknown, field: string, max: number): 
   const list = arrayField(values, field, max)
   const out: DType[] = []
   for (const v of list) {
-    const name = typeof v === 'number' ? DTYPE_NAMES[v] : undefined
+    const name = typeof v === 'number' ? WIRE_DTYPES[v] : undefined
     if (name !== undefined && !out.includes(name)) out.push(name)
   }
   return out

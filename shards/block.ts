@@ -46,10 +46,14 @@ export function loadMatrices(
     readInto &&
     ((name: TensorName, into: Uint8Array): void => {
       const order = rowOrder?.(name)
-      if (!order) return readInto.call(model, name, into)
+      if (!order || !matrixInfo) {
+        readInto.call(model, name, into)
+        return
+      }
       const tmp = new Uint8Array(into.byteLength)
       readInto.call(model, name, tmp)
-      reorderRows(tmp, into, into.byteLength / order.length, order)
+      const { rows } = matrixInfo.call(model, name)
+      reorderRows(tmp, into, into.byteLength / rows, order)
     })
   if (matrixInfo && readMatrixInto && kernels.prepareInto) {
     const infos = names.map((n) => matrixInfo.call(model, n))
@@ -71,15 +75,14 @@ export function loadMatrices(
     const order = rowOrder?.(n)
     if (!order) return m
     const data = new Uint8Array(m.data.byteLength)
-    reorderRows(m.data, data, rowBytes(m.dtype, m.cols) * order.length, order)
+    reorderRows(m.data, data, rowBytes(m.dtype, m.cols), order)
     return { ...m, data }
   })
   return kernels.prepare(ms.length === 1 ? ms[0] : stackRows(ms))
 }
 
-/** Copy heads of rows (headBytes each: order.length rows) from src to dst in the row order `order`. */
-function reorderRows(src: Uint8Array, dst: Uint8Array, headBytes: number, order: Int32Array): void {
-  const rb = headBytes / order.length
+/** Copy rows (rb bytes each) from src to dst, row r of dst from row permutedRow(r, order) of src. */
+function reorderRows(src: Uint8Array, dst: Uint8Array, rb: number, order: Int32Array): void {
   const rows = src.byteLength / rb
   for (let r = 0; r < rows; r++) {
     const from = permutedRow(r, order)

@@ -69,3 +69,8 @@ export class UnknownSessionError extends EngineError {
 export class InvalidArgumentError extends EngineError {
   override readonly code = 'INVALID_ARGUMENT'
 }
+
+/** An optional npm package a command needs (e.g. a vocabulary package for make-model --vocab) is not installed. */
+export class MissingPackageError extends EngineError {
+  override readonly code = 'ERR_MISSING_PACKAGE'
+}

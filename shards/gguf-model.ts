@@ -25,9 +25,13 @@ export function openGgufModel(path: string): ModelFile {
       if (!t) throw new InvalidModelError(`${path}: tensor rope_freqs.weight is missing`)
       return decodeVector(t, 'rope_freqs')
     })
-    const vocabulary: Vocabulary | undefined = header.metadata.has('tokenizer.ggml.tokens')
-      ? vocabularyFromGguf(header.metadata, config.vocabSize)
-      : undefined
+    // Built on first use: nodes never tokenize, so opening a span must not parse (or reject) it.
+    let vocabulary: Vocabulary | undefined
+    const loadVocabulary = (): Vocabulary | undefined => {
+      if (vocabulary === undefined && header.metadata.has('tokenizer.ggml.tokens'))
+        vocabulary = vocabularyFromGguf(header.metadata, config.vocabSize)
+      return vocabulary
+    }
     const info = (name: TensorName): GgufTensorInfo => {
       const key = ggufTensorKey(name)
       const t = header.tensors.get(key)
@@ -44,7 +48,9 @@ export function openGgufModel(path: string): ModelFile {
       format: 'gguf',
       path,
       config,
-      vocabulary,
+      get vocabulary() {
+        return loadVocabulary()
+      },
       metadata: header.metadata,
       weightDType: info('blk.0.attn_q').dtype,
       hasTensor: (name) => header.tensors.has(ggufTensorKey(name)),

@@ -6,6 +6,7 @@ export {
   ropeFrequencies,
   SUPPORTED_ARCHITECTURES
 } from './architectures.js'
+export { SUPPORTED_PRE_TOKENIZERS } from './bpe-pretokenize.js'
 export { createEdge, Edge, type EdgeInit } from './edge.js'
 export * from './errors.js'
 export { f16ToF32, f32ToF16 } from './f16.js'
@@ -53,5 +54,7 @@ export { createSampler, logSoftmax, type Sampler, type SamplerOptions, Xorshift6
 export { createShard, type SessionOptions, Shard, type ShardInit } from './shard.js'
 export * from './tokenizer.js'
 export * from './tokenizer-files.js'
+export * from './tokenizer-special.js'
 export type * from './types.js'
 export { BLOCK_TENSORS } from './types.js'
+export { loadPackageVocabulary, VOCAB_PACKAGES, type VocabPackageName } from './vocab-packages.js'

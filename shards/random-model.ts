@@ -1,12 +1,13 @@
 import { statSync } from 'node:fs'
 import { ggufTensorKey, llamaDefaults } from './architectures.js'
 import { EngineError, InvalidArgumentError, InvalidModelError } from './errors.js'
-import { ggufPlainValue, llamaGgufMetadata, writeGguf } from './gguf-writer.js'
+import { type GgufTypedValue, ggufPlainValue, llamaGgufMetadata, writeGguf } from './gguf-writer.js'
 import { type GgufValue, type ModelFile, sampleRange } from './model-file.js'
 import { isModelFileType, MODEL_FILE_TYPES, type ModelFileType, tensorTypeFor } from './quant/file-types.js'
 import { quantizeRow, rowBytes } from './quant.js'
 import { type ArchSpec, archBlockVectors, archConfig, archGlobalVectors, archMetadata, PLAIN_LLAMA } from './random-arch.js'
 import { BLOCK_TENSORS, type BlockTensor, type ModelConfig, type TensorName, type Vocabulary, type WeightDType } from './types.js'
+import { withTokenizerMetadata } from './vocab-packages.js'
 
 // Random-weight Llama models for tests and benchmarks: the same seed gives the same weights
 // in memory (createRandomModel) and on disk (writeRandomModel, GGUF as llama.cpp lays out a
@@ -300,6 +301,8 @@ export interface RandomModelOptions {
   readonly dtype: ModelFileType
   readonly seed: number
   readonly seqLen?: number
+  /** tokenizer.* metadata to write instead of the synthetic vocabulary's (vocab-packages.ts). */
+  readonly tokenizerMetadata?: ReadonlyArray<[string, GgufTypedValue]>
   /** Model family and RoPE options (random-arch.ts); a plain Llama 2 model when omitted. */
   readonly arch?: ArchSpec
 }
@@ -317,7 +320,8 @@ function prepare(s: ModelShape, opts: RandomModelOptions) {
   }
   const vocabulary = syntheticVocabulary(config.vocabSize)
   const name = `random ${config.architecture === 'llama' ? '' : `${config.architecture} `}${s.name} seed ${opts.seed}`
-  const metadata = archMetadata(llamaGgufMetadata(name, config, vocabulary, opts.dtype), config)
+  const base = archMetadata(llamaGgufMetadata(name, config, vocabulary, opts.dtype), config)
+  const metadata = opts.tokenizerMetadata ? withTokenizerMetadata(base, opts.tokenizerMetadata) : base
   const fileType = opts.dtype
   const tensors = llamaTensors(config).map((t) => ({
     ...t,

@@ -100,19 +100,43 @@ function tokenId(metadata: ReadonlyMap<string, GgufValue>, key: string, fallback
   return id
 }
 
+/** Texts llama.cpp also treats as end of generation (llama_vocab::load, special_eog_ids). */
+const EOG_TEXTS = new Set([
+  '<|eot_id|>',
+  '<|eom_id|>',
+  '<|im_end|>',
+  '<|end|>',
+  '<end_of_turn>',
+  '<|endoftext|>',
+  '<|end_of_text|>',
+  '<EOT>',
+  '<|return|>',
+  '<|call|>'
+])
+/** GGUF token type CONTROL: only control tokens are taken as ends of generation by their text. */
+const TYPE_CONTROL = 3
+
+function flag(metadata: ReadonlyMap<string, GgufValue>, key: string): boolean | undefined {
+  const v = metadata.get(key)
+  if (v === undefined) return undefined
+  if (typeof v !== 'boolean') throw new InvalidModelError(`GGUF ${key} is not a boolean`)
+  return v
+}
+
 /**
- * The SentencePiece vocabulary of a GGUF file (`tokenizer.ggml.*`, as llama.cpp's
- * llama_vocab::load reads it). Only the 'llama' (SPM) tokenizer model is supported.
- * Missing scores default to 0 and missing special ids to 1/2/0, as in llama.cpp.
- * stopIds is [EOS], the end-of-generation token llama.cpp uses.
+ * The vocabulary of a GGUF file (`tokenizer.ggml.*`, as llama.cpp's llama_vocab::load reads
+ * it): 'llama' (SentencePiece) or 'gpt2' (byte-level BPE with merges and the pre-tokenizer
+ * `tokenizer.ggml.pre` names). Missing scores default to 0 and missing special ids to 1/2/0,
+ * as in llama.cpp. stopIds are every end-of-generation token: eos, eot, eom, and control tokens
+ * whose text llama.cpp recognises (`<|eot_id|>`, `<|im_end|>`, ...).
  */
 export function vocabularyFromGguf(metadata: ReadonlyMap<string, GgufValue>, vocabSize: number): Vocabulary {
   checkVocabSize(vocabSize)
   const model = metadata.get('tokenizer.ggml.model')
-  if (model !== 'llama') {
+  if (model !== 'llama' && model !== 'gpt2') {
     throw new UnsupportedModelError(
       `GGUF tokenizer.ggml.model is ${model === undefined ? 'missing' : JSON.stringify(model)}; ` +
-        `only 'llama' (SentencePiece BPE) is supported`
+        `supported: 'llama' (SentencePiece BPE), 'gpt2' (byte-level BPE)`
     )
   }
   const tokens = metadata.get('tokenizer.ggml.tokens')
@@ -132,13 +156,33 @@ export function vocabularyFromGguf(metadata: ReadonlyMap<string, GgufValue>, voc
     throw new InvalidModelError(`GGUF tokenizer.ggml.token_type has ${typeList.length} entries, tokens ${n}`)
   }
   const eosId = tokenId(metadata, 'tokenizer.ggml.eos_token_id', LLAMA2C_EOS, n)
-  return {
-    pieces: (tokens as string[]).map((t) => t.replace(SPM_SPACE, ' ')),
+  const stops = new Set([eosId])
+  for (const key of ['tokenizer.ggml.eot_token_id', 'tokenizer.ggml.eom_token_id']) {
+    if (metadata.has(key)) stops.add(tokenId(metadata, key, eosId, n))
+  }
+  const pieces = model === 'llama' ? (tokens as string[]).map((t) => t.replace(SPM_SPACE, ' ')) : (tokens as string[])
+  if (typeList) {
+    for (let id = 0; id < n; id++) if (typeList[id] === TYPE_CONTROL && EOG_TEXTS.has(pieces[id])) stops.add(id)
+  }
+  const addBos = flag(metadata, 'tokenizer.ggml.add_bos_token')
+  const addEos = flag(metadata, 'tokenizer.ggml.add_eos_token')
+  const common = {
+    pieces,
     scores: scoreList ? Float32Array.from(scoreList) : new Float32Array(n),
     ...(typeList ? { types: Int32Array.from(typeList) } : {}),
     bosId: tokenId(metadata, 'tokenizer.ggml.bos_token_id', LLAMA2C_BOS, n),
     eosId,
     unkId: tokenId(metadata, 'tokenizer.ggml.unknown_token_id', LLAMA2C_UNK, n),
-    stopIds: [eosId]
+    stopIds: [...stops],
+    ...(addBos !== undefined ? { addBos } : {}),
+    ...(addEos !== undefined ? { addEos } : {})
   }
+  if (model === 'llama') return { ...common, model }
+  const merges = metadata.get('tokenizer.ggml.merges')
+  if (!Array.isArray(merges) || merges.some((m) => typeof m !== 'string')) {
+    throw new InvalidModelError('GGUF gpt2 tokenizer: tokenizer.ggml.merges is missing or not a string array')
+  }
+  const pre = metadata.get('tokenizer.ggml.pre')
+  if (pre !== undefined && typeof pre !== 'string') throw new InvalidModelError('GGUF tokenizer.ggml.pre is not a string')
+  return { ...common, model, merges: merges as string[], ...(pre !== undefined ? { pre } : {}) }
 }

@@ -1,4 +1,7 @@
 import { InvalidArgumentError } from './errors.js'
+import { createGpt2Tokenizer } from './tokenizer-gpt2.js'
+import { createSpecialSplitter } from './tokenizer-special.js'
+import { idChecker, streamDecoder } from './tokenizer-stream.js'
 import type { Vocabulary } from './types.js'
 
 /**
@@ -7,6 +10,8 @@ import type { Vocabulary } from './types.js'
  * came from a llama2.c tokenizer.bin or from GGUF metadata.
  */
 export interface Tokenizer {
+  /** GGUF tokenizer.ggml.model: 'llama' (SentencePiece) or 'gpt2' (byte-level BPE). */
+  readonly kind: 'llama' | 'gpt2'
   readonly vocabSize: number
   readonly bosId: number
   readonly eosId: number
@@ -14,15 +19,23 @@ export interface Tokenizer {
   encode(text: string, options?: EncodeOptions): number[]
   decode(ids: readonly number[]): string
   createDecoder(): StreamDecoder
-  /** The vocabulary piece of `id`, with real spaces (byte tokens read `<0xNN>`). */
+  /**
+   * The vocabulary piece of `id`, with real spaces (byte tokens read `<0xNN>`); for gpt2 the
+   * text a normal token stands for, and the raw text of control and user-defined tokens.
+   */
   pieceOf(id: number): string
 }
 
 export interface EncodeOptions {
-  /** Start with BOS (default true). */
+  /** Start with BOS (default: the file's add_bos_token, true when it has none). */
   readonly bos?: boolean
-  /** End with EOS (default false). */
+  /** End with EOS (default: the file's add_eos_token, false when it has none). */
   readonly eos?: boolean
+  /**
+   * Find control tokens written as text (`<|eot_id|>`) and emit their ids, as for a chat
+   * template's output (llama.cpp parse_special). Off for user text, where they stay text.
+   */
+  readonly special?: boolean
 }
 
 /** Turns tokens into text as they arrive, holding back incomplete UTF-8 sequences. */
@@ -116,6 +129,10 @@ function checkVocabulary(vocab: Vocabulary): void {
 
 export function createTokenizer(vocab: Vocabulary): Tokenizer {
   checkVocabulary(vocab)
+  return vocab.model === 'gpt2' ? createGpt2Tokenizer(vocab) : createSpmTokenizer(vocab)
+}
+
+function createSpmTokenizer(vocab: Vocabulary): Tokenizer {
   const { pieces, scores, bosId, eosId, unkId } = vocab
   const vocabSize = pieces.length
   const utf8 = new TextEncoder()
@@ -140,11 +157,8 @@ export function createTokenizer(vocab: Vocabulary): Tokenizer {
     return byte ? Uint8Array.of(Number.parseInt(byte[1], 16)) : utf8.encode(piece)
   })
 
-  function checkId(id: number, what: string): void {
-    if (!Number.isInteger(id) || id < 0 || id >= vocabSize) {
-      throw new InvalidArgumentError(`${what} ${id} is not a token id below ${vocabSize}`)
-    }
-  }
+  const checkId = idChecker(vocabSize)
+  const split = createSpecialSplitter(pieces, vocab.types)
 
   /** A piece's id, else its UTF-8 bytes as byte tokens (run.c encode's codepoint step). */
   function pushPiece(out: number[], piece: string): void {
@@ -191,10 +205,9 @@ export function createTokenizer(vocab: Vocabulary): Tokenizer {
     return out
   }
 
-  function encode(text: string, options: EncodeOptions = {}): number[] {
-    if (typeof text !== 'string') throw new InvalidArgumentError('encode() needs a string')
+  function encodeText(text: string, bos: boolean): number[] {
     const tokens: number[] = []
-    if (options.bos ?? true) tokens.push(bosId)
+    if (bos) tokens.push(bosId)
     // SentencePiece's add_dummy_prefix, as run.c does it: a separate " " token before
     // non-empty text, which the merges then fuse with the first word.
     if (text.length > 0) pushPiece(tokens, ' ')
@@ -202,28 +215,32 @@ export function createTokenizer(vocab: Vocabulary): Tokenizer {
     // never a piece and falls back to the bytes of U+FFFD, which is what TextEncoder makes of it.
     for (const ch of text) pushPiece(tokens, ch)
     // BOS takes part in the merges as in run.c; no vocabulary has a piece starting with it.
-    const merged = merge(tokens)
-    if (options.eos ?? false) merged.push(eosId)
+    return merge(tokens)
+  }
+
+  function encode(text: string, options: EncodeOptions = {}): number[] {
+    if (typeof text !== 'string') throw new InvalidArgumentError('encode() needs a string')
+    const bos = options.bos ?? vocab.addBos ?? true
+    let merged: number[]
+    if (!options.special) merged = encodeText(text, bos)
+    else {
+      // llama.cpp tokenizer_st_partition: text after a special token gets the dummy prefix again.
+      merged = bos ? [bosId] : []
+      for (const fragment of split(text, true)) {
+        if (typeof fragment === 'number') merged.push(fragment)
+        else merged.push(...encodeText(fragment, false))
+      }
+    }
+    if (options.eos ?? vocab.addEos ?? false) merged.push(eosId)
     return merged
   }
 
   function createDecoder(): StreamDecoder {
-    // Non-fatal: stray bytes become U+FFFD where run.c would print them raw.
-    const decoder = new TextDecoder('utf-8')
-    return {
-      push(id: number, prevId: number): string {
-        checkId(id, 'token')
-        if (prevId !== -1) checkId(prevId, 'previous token')
-        let bytes = tokenBytes[id]
-        // run.c decode(): after BOS, SentencePiece strips the piece's leading space (PR #89).
-        // The check is on the piece itself, so the byte token <0x20> is never stripped.
-        if (prevId === bosId && pieces[id].startsWith(' ')) bytes = bytes.subarray(1)
-        return decoder.decode(bytes, { stream: true })
-      },
-      flush(): string {
-        return decoder.decode()
-      }
-    }
+    // run.c decode(): after BOS, SentencePiece strips the piece's leading space (PR #89).
+    // The check is on the piece itself, so the byte token <0x20> is never stripped.
+    return streamDecoder(tokenBytes, checkId, (id, prevId, bytes) =>
+      prevId === bosId && pieces[id].startsWith(' ') ? bytes.subarray(1) : bytes
+    )
   }
 
   function decode(ids: readonly number[]): string {
@@ -234,6 +251,7 @@ export function createTokenizer(vocab: Vocabulary): Tokenizer {
   }
 
   return {
+    kind: 'llama',
     vocabSize,
     bosId,
     eosId,

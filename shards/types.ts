@@ -108,4 +108,16 @@ export interface Vocabulary {
   readonly unkId: number
   /** Generation also stops on this id (llama2.c stops when it samples BOS). */
   readonly stopIds: readonly number[]
+  /**
+   * GGUF `tokenizer.ggml.model`: 'llama' (SentencePiece, the default) or 'gpt2' (byte-level BPE,
+   * whose pieces are in GPT-2's byte-to-unicode form and which merges by `merges` rank).
+   */
+  readonly model?: 'llama' | 'gpt2'
+  /** gpt2: `tokenizer.ggml.merges`, "left right" in rank order. */
+  readonly merges?: readonly string[]
+  /** gpt2: `tokenizer.ggml.pre`, the pre-tokenizer's name (llama.cpp's names). */
+  readonly pre?: string
+  /** `tokenizer.ggml.add_bos_token` / `add_eos_token` (encode's defaults). */
+  readonly addBos?: boolean
+  readonly addEos?: boolean
 }

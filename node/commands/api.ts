@@ -1,6 +1,6 @@
 import { basename, extname } from 'node:path'
 import { type Command, Option } from 'commander'
-import { createClient, parseWirePreference, WIRE_CHOICES, type WireChoice } from '../../client/index.js'
+import { createClient, parseWirePreference, WIRE_CLI_CHOICES, type WireChoice } from '../../client/index.js'
 import { openModelFile } from '../../shards/index.js'
 import { parseHostPort, withConfig } from '../config.js'
 import { createChatFormatter } from '../gateway/chat-template.js'
@@ -21,7 +21,7 @@ export interface ApiOptions {
   readonly edgeFirst: number
   readonly edgeLast: number
   readonly forwarding: 'relay' | 'chain'
-  /** auto, f32, f16, int8 (or its alias q8_0): see client/wire.ts. */
+  /** auto, f32, f16, q8_0 (or its deprecated name int8): see client/wire-negotiation.ts. */
   readonly wire: WireChoice
   readonly canaryRate: number
   readonly routeTimeout: number
@@ -64,7 +64,8 @@ export async function runApi(
   const chat = createChatFormatter({
     template: typeof template === 'string' ? template : undefined,
     bosToken: tk.pieceOf(tk.bosId),
-    eosToken: tk.pieceOf(tk.eosId)
+    eosToken: tk.pieceOf(tk.eosId),
+    addsBos: tk.encode('').length > 0
   })
   const metrics = o.metrics ? new Metrics({ role: 'gateway' }) : undefined
   let gateway: Gateway
@@ -135,9 +136,9 @@ export function registerApi(program: Command): void {
     .addOption(
       new Option(
         '--wire <dtype>',
-        'activation dtype on the wire, per hop. auto: f16 where the hop accepts it (half the bytes of f32, same greedy tokens on the bundled model), else f32, else int8. f32/f16/int8 (Q8_0 blocks; q8_0 = int8): that dtype on every hop, routing around peers that do not accept it'
+        'activation dtype on the wire, per hop. auto: f16 where the hop accepts it (half the bytes of f32, same greedy tokens on the bundled model), else f32, else q8_0. f32/f16/q8_0 (GGUF Q8_0 blocks; int8 is a deprecated name for it): that dtype on every hop, routing around peers that do not accept it'
       )
-        .choices([...WIRE_CHOICES])
+        .choices([...WIRE_CLI_CHOICES])
         .default('auto')
     )
     .addOption(

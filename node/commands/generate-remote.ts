@@ -1,9 +1,22 @@
 import type { Forwarding } from '../../client/index.js'
 import { createClient, type GenerateResult, parseWirePreference, type WireChoice } from '../../client/index.js'
-import type { KvDType } from '../../shards/index.js'
+import { type GgufValue, type KvDType, openModelFile } from '../../shards/index.js'
 import { progress } from '../log.js'
+import { chatPrompt } from './chat-prompt.js'
+
+/** The model file's metadata (the chat template), read from its header. */
+function templateMetadata(o: RemoteGenerateOptions): ReadonlyMap<string, GgufValue> {
+  const file = openModelFile(o.model, o.tokenizer !== undefined ? { tokenizerPath: o.tokenizer } : {})
+  try {
+    return file.metadata
+  } finally {
+    file.close()
+  }
+}
 
 export interface RemoteGenerateOptions {
+  /** Wrap the prompt in the model's chat template (one user turn). */
+  chat?: boolean
   model: string
   tokenizer?: string
   bootstrap: string[]
@@ -17,7 +30,7 @@ export interface RemoteGenerateOptions {
   edgeFirst: number
   edgeLast: number
   forwarding: Forwarding
-  /** auto, f32, f16, int8 (or its alias q8_0): see client/wire.ts. */
+  /** auto, f32, f16, q8_0 (or its deprecated name int8): see client/wire-negotiation.ts. */
   wire: WireChoice
   /** Canary checks per real step and hop; 0 turns them off. */
   canaryRate: number
@@ -64,9 +77,13 @@ export async function runRemoteGenerate(
     log: o.log
   })
   try {
-    const promptText = client.tokenizer.decode(client.tokenizer.encode(o.prompt))
+    const { prompt, special } = o.chat
+      ? chatPrompt(templateMetadata(o), client.tokenizer, o.prompt)
+      : { prompt: o.prompt, special: false }
+    const promptText = client.tokenizer.decode(client.tokenizer.encode(prompt, { special }))
     if (!o.json) write(promptText)
-    const it = client.stream(o.prompt, {
+    const it = client.stream(prompt, {
+      special,
       maxTokens: o.maxTokens,
       temperature: o.temperature,
       topK: o.topK,
@@ -95,4 +112,4 @@ export async function runRemoteGenerate(
   }
 }
 
-export { WIRE_CHOICES } from '../../client/index.js'
+export { WIRE_CLI_CHOICES } from '../../client/index.js'

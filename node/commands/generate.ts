@@ -12,6 +12,7 @@ import {
   TokenizerMismatchError
 } from '../../shards/index.js'
 import { progress } from '../log.js'
+import { chatPrompt } from './chat-prompt.js'
 
 /** Prompts at least this long get a prefill progress bar (on a terminal). */
 const LONG_PREFILL_ROWS = 64
@@ -34,6 +35,8 @@ export interface GenerateCommandOptions {
   /** Kernel threads (default: all cores). */
   threads?: number
   kvDType?: KvDType
+  /** Wrap the prompt in the model's chat template (one user turn). */
+  chat?: boolean
 }
 
 export interface GenerateResult {
@@ -75,7 +78,8 @@ export async function runLocalGenerate(
       onProgress: (n) => bar.update(n)
     })
     bar.done()
-    const promptTokens = tokenizer.encode(o.prompt)
+    const { prompt, special } = o.chat ? chatPrompt(model.metadata, tokenizer, o.prompt) : { prompt: o.prompt, special: false }
+    const promptTokens = tokenizer.encode(prompt, { special })
     const room = model.config.seqLen - promptTokens.length
     const maxTokens = Math.max(0, Math.min(o.maxTokens, room))
     // A long prompt is one batched step: show it block by block on a terminal.

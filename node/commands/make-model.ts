@@ -7,6 +7,7 @@ import { openModelFile, parseShape, writeRandomModel } from '../../shards/index.
 import { MODEL_FILE_TYPES, type ModelFileType } from '../../shards/quant/file-types.js'
 import type { ArchSpec } from '../../shards/random-arch.js'
 import type { Architecture } from '../../shards/types.js'
+import { loadPackageVocabulary, type VocabPackageName } from '../../shards/vocab-packages.js'
 
 export interface MakeModelOptions {
   readonly shape: string
@@ -14,6 +15,8 @@ export interface MakeModelOptions {
   readonly seed: number
   readonly out: string
   readonly context?: number
+  /** A real vocabulary (llama3, qwen: byte-level BPE from npm packages) or spm512 (synthetic SentencePiece, 512 pieces); its size overrides the shape's. */
+  readonly vocab?: VocabPackageName | 'spm512'
   /** Model family and RoPE options (default: plain Llama 2). */
   readonly arch?: ArchSpec
 }
@@ -37,13 +40,17 @@ export interface MakeModelResult {
  */
 export function runMakeModel(o: MakeModelOptions, onProgress?: (done: number, total: number) => void): MakeModelResult {
   const t0 = performance.now()
-  const shape = parseShape(o.shape)
+  const parsed = parseShape(o.shape)
+  const real = o.vocab && o.vocab !== 'spm512' ? loadPackageVocabulary(o.vocab) : undefined
+  const vocabSize = real ? real.tokens.length : o.vocab === 'spm512' ? 512 : parsed.vocabSize
+  const shape = vocabSize === parsed.vocabSize ? parsed : { ...parsed, name: `${parsed.name}+${o.vocab}`, vocabSize }
   const out = resolve(o.out)
   mkdirSync(dirname(out), { recursive: true })
   const { bytes } = writeRandomModel(out, shape, {
     dtype: o.dtype,
     seed: o.seed,
     seqLen: o.context,
+    tokenizerMetadata: real?.metadata,
     arch: o.arch,
     onProgress
   })
@@ -116,6 +123,12 @@ export function registerMakeModel(program: Command): void {
     )
     .addOption(new Option('--seed <s>', 'random seed').argParser(int('--seed', 0)).default(1))
     .requiredOption('--out <file>', 'output .gguf file')
+    .addOption(
+      new Option(
+        '--vocab <vocab>',
+        "vocabulary: llama3 or qwen (the real tokenizers, llama.cpp's gpt2 layout), spm512 (synthetic SentencePiece); sets the vocab size"
+      ).choices(['llama3', 'qwen', 'spm512'])
+    )
     .addOption(new Option('--context <n>', 'context length written to <arch>.context_length').argParser(int('--context', 1)))
     .addOption(new Option('--arch <arch>', 'general.architecture').choices(['llama', 'qwen2', 'qwen3']).default('llama'))
     .addOption(new Option('--head-dim <n>', 'qwen3: head size independent of dim / heads').argParser(int('--head-dim', 2)))
@@ -140,7 +153,7 @@ export function registerMakeModel(program: Command): void {
       }
       const tty = process.stderr.isTTY === true
       const result = runMakeModel(
-        { shape: opts.shape, dtype: opts.dtype, seed: opts.seed, out: opts.out, context: opts.context, arch },
+        { shape: opts.shape, dtype: opts.dtype, seed: opts.seed, out: opts.out, context: opts.context, arch, vocab: opts.vocab },
         tty
           ? (done, total) => process.stderr.write(`\rmake-model: ${done}/${total} tensors${done === total ? '\n' : ''}`)
           : undefined

@@ -1,7 +1,8 @@
 import { generateKeyPair } from '@libp2p/crypto/keys'
 import { multiaddr } from '@multiformats/multiaddr'
 import { type Command, InvalidArgumentError, Option } from 'commander'
-import { createHost, type DType, dialBootstrap, dtypeFromName, fetchInfo } from '../../protocol/index.js'
+import { wireDtypeFromName } from '../../client/index.js'
+import { createHost, type DType, dialBootstrap, fetchInfo, WIRE_DTYPES } from '../../protocol/index.js'
 import {
   computeModelId,
   createShard,
@@ -52,18 +53,18 @@ async function pickSpan(nLayers: number, numBlocks: number, modelId: string, boo
   }
 }
 
-/** `--wire f32,f16,int8` → the dtypes a node accepts (int8 = q8_0 on the wire). */
+/** `--wire f32,f16,q8_0` → the dtypes a node accepts (int8: a deprecated name of q8_0). */
 function wireList(text: string): DType[] {
   const out: DType[] = []
   for (const name of text
     .split(',')
     .map((x) => x.trim())
     .filter(Boolean)) {
-    const d = dtypeFromName(name)
-    if (d === undefined) throw new InvalidArgumentError(`--wire ${text}: ${name} is not one of f32, f16, int8`)
+    const d = wireDtypeFromName(name)
+    if (d === undefined) throw new InvalidArgumentError(`--wire ${text}: ${name} is not one of f32, f16, q8_0`)
     if (!out.includes(d)) out.push(d)
   }
-  if (out.length === 0) throw new InvalidArgumentError('--wire: list at least one of f32, f16, int8')
+  if (out.length === 0) throw new InvalidArgumentError('--wire: list at least one of f32, f16, q8_0')
   return out
 }
 
@@ -125,10 +126,10 @@ export function registerNodeStart(program: Command): void {
     .addOption(
       new Option(
         '--wire <dtypes>',
-        'comma-separated activation dtypes this node accepts and announces: f32, f16, int8 (Q8_0 blocks; q8_0 is an alias); sessions asking for another get UNSUPPORTED_DTYPE'
+        'comma-separated activation dtypes this node accepts and announces: f32, f16, q8_0 (GGUF Q8_0 blocks; int8 is a deprecated name for it); sessions asking for another get UNSUPPORTED_DTYPE'
       )
         .argParser(wireList)
-        .default(['f32', 'f16', 'q8_0'], 'f32,f16,int8')
+        .default([...WIRE_DTYPES], WIRE_DTYPES.join(','))
     )
     .addOption(
       new Option(

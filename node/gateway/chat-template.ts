@@ -48,6 +48,8 @@ export interface ChatFormatterInit {
   readonly template?: string
   readonly bosToken: string
   readonly eosToken: string
+  /** The tokenizer starts every prompt with BOS (GGUF add_bos_token; default true). */
+  readonly addsBos?: boolean
 }
 
 export function createChatFormatter(init: ChatFormatterInit): ChatFormatter {
@@ -80,7 +82,8 @@ export function createChatFormatter(init: ChatFormatterInit): ChatFormatter {
         throw invalidRequest(`The model's chat template rejected these messages: ${(err as Error).message}`, 'messages')
       }
       // The tokenizer adds BOS itself; a template that writes it too would double it.
-      return init.bosToken && text.startsWith(init.bosToken) ? text.slice(init.bosToken.length) : text
+      const strip = (init.addsBos ?? true) && init.bosToken && text.startsWith(init.bosToken)
+      return strip ? text.slice(init.bosToken.length) : text
     }
   }
 }

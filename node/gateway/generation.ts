@@ -24,6 +24,8 @@ export interface GenerationRequest {
   readonly params: GenerationParams
   /** Stop sequences of the chat format, on top of the request's. */
   readonly formatStops?: readonly string[]
+  /** The prompt is a chat template's output: parse the special tokens it writes. */
+  readonly special?: boolean
   readonly signal: AbortSignal
 }
 
@@ -49,7 +51,7 @@ export async function runGeneration(
   req: GenerationRequest,
   onText?: (text: string) => void
 ): Promise<GenerationOutcome> {
-  const promptLength = ctx.client.tokenizer.encode(req.prompt).length
+  const promptLength = ctx.client.tokenizer.encode(req.prompt, { special: req.special ?? false }).length
   if (promptLength >= ctx.contextLength) {
     throw invalidRequest(
       `This model's maximum context length is ${ctx.contextLength} tokens; your prompt has ${promptLength}.`,
@@ -111,6 +113,7 @@ async function attempt(
     topP: params.topP === 0 ? 1e-9 : params.topP,
     seed: params.seed ?? Math.floor(Math.random() * 2 ** 31),
     signal: req.signal,
+    special: req.special ?? false,
     // A stop sequence ends the text, but the SDK's stream has no "stop now" that still hands back
     // the verification report: make the next token EOS so the generation ends the normal way.
     onLogits: (logits) => {

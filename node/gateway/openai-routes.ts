@@ -88,22 +88,28 @@ export function registerOpenAiRoutes(app: FastifyInstance, init: OpenAiRoutesIni
         choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }]
       }
     }
-    return await respond(req, reply, { endpoint: 'chat', prompt, params, formatStops: chat.stops }, chunk, (o) => ({
-      id,
-      object: 'chat.completion',
-      created: Math.floor(Date.now() / 1000),
-      model: params.model,
-      system_fingerprint: fingerprint(),
-      choices: [
-        {
-          index: 0,
-          message: { role: 'assistant', content: o.text, refusal: null },
-          logprobs: null,
-          finish_reason: o.finishReason
-        }
-      ],
-      usage: usage(o)
-    }))
+    return await respond(
+      req,
+      reply,
+      { endpoint: 'chat', prompt, params, formatStops: chat.stops, special: chat.kind === 'template' },
+      chunk,
+      (o) => ({
+        id,
+        object: 'chat.completion',
+        created: Math.floor(Date.now() / 1000),
+        model: params.model,
+        system_fingerprint: fingerprint(),
+        choices: [
+          {
+            index: 0,
+            message: { role: 'assistant', content: o.text, refusal: null },
+            logprobs: null,
+            finish_reason: o.finishReason
+          }
+        ],
+        usage: usage(o)
+      })
+    )
   })
 
   const fingerprint = (): string => `layerswarm-${ctx.client.modelId.slice(0, 12)}`

@@ -142,12 +142,11 @@ export function createFusedBlock(deps: FusedBlockDeps): FusedBlock {
       const n = ws.length
       if (!native.fusedBlock || n === 0 || kvs.length !== n || deps.batchedFrom !== 8) return false
       if (c.headDim % 2 !== 0 || c.nKvHeads <= 0 || c.nHeads % c.nKvHeads !== 0) return false
-      const { dim, kvDim, hiddenDim } = c
-      // Biases, Q/K norms and a query width other than dim (qwen2, qwen3) run op by op.
-      if (c.qkvBias || c.qkNorm || c.qDim !== c.dim) return false
+      const { dim, qDim, kvDim, hiddenDim } = c
+      if (c.qDim !== c.nHeads * c.headDim || (c.qkNorm && c.headDim % 2 !== 0)) return false
       const rope = ropeTable(T, startPos, c)
       const xp = scratch.get('blk-x', T * dim * 4)
-      const act = scratch.get('blk-act', T * (dim + 2 * kvDim + dim + hiddenDim) * 4)
+      const act = scratch.get('blk-act', T * (qDim + 2 * kvDim + qDim + hiddenDim) * 4)
       const sync = scratch.get('blk-sync', n * L.BLOCK_SYNC_BYTES)
       const desc = scratch.get('blk-desc', n * L.BLOCK_DESC_BYTES)
       const all: number[][] = []
@@ -166,6 +165,13 @@ export function createFusedBlock(deps: FusedBlockDeps): FusedBlock {
         const at = desc + i * L.BLOCK_DESC_BYTES
         heap.i32().set(all[i], at >>> 2)
         heap.u8().set(epsBytes, at + L.BLOCK_DESC_EPS_BYTE)
+        const w = ws[i]
+        heap
+          .i32()
+          .set(
+            [c.qDim, w.bqkv ? normOffset(w.bqkv) : 0, w.qNorm ? normOffset(w.qNorm) : 0, w.kNorm ? normOffset(w.kNorm) : 0],
+            (at + L.BLOCK_DESC_ARCH_BYTE) >>> 2
+          )
         heap.i32().set(types[i], (at + L.BLOCK_DESC_TYPES_BYTE) >>> 2)
       }
       deps.setArgs([L.OP_DECODE_BLOCK, desc, n])

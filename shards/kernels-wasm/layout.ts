@@ -31,9 +31,11 @@ export const OP_MATMUL_QUANT = 8
 /** i32 slots of the block descriptor, and the byte offset of eps (f64) within it. */
 export const BLOCK_DESC_SLOTS = 22
 export const BLOCK_DESC_EPS_BYTE = 96
-export const BLOCK_DESC_BYTES = 128
+export const BLOCK_DESC_BYTES = 192
 /** i32 types of wqkv, wo, w13, w2 (ggml ids), then Wv's offset (0: stacked in wqkv) and type. */
 export const BLOCK_DESC_TYPES_BYTE = 104
+/** i32 qDim, then heap offsets of the QKV bias, Q norm and K norm weights (0: none); shards/native/block.h. */
+export const BLOCK_DESC_ARCH_BYTE = 128
 /** Claim and done counters of the block's 5 phases, 16 i32 apart (own cache lines). */
 export const BLOCK_SYNC_BYTES = 5 * 2 * 16 * 4
 

@@ -3,7 +3,8 @@
 // JavaScript between ops (decode, and prefill in pieces of up to Shard's maxStepRows). The call runs five phases; each phase is cut into
 // shares that any participating thread claims from a shared counter, and a thread moves on
 // to the next phase once every share of this one is done:
-//   A  qkv rows = rmsnorm(x)·Wqkvᵀ, RoPE on q and k rows, k and v rows into the KV cache
+//   A  qkv rows = rmsnorm(x)·Wqkvᵀ (+ bias, qwen2), per-head RMSNorm of q and k rows (qwen3),
+//      RoPE on q and k rows, k and v rows into the KV cache
 //   B  attention, one (token, head) per share
 //   C  x += att·Woᵀ (each share owns its rows of x)
 //   D  gate/up rows of rmsnorm(x)·W13ᵀ, hb = silu(gate)·up for the share's hidden indices
@@ -41,6 +42,10 @@ struct Desc {
   uint32_t x, attnNorm, ffnNorm, wqkv, wo, w13, w2, keys, values;
   int kvHalf;
   uint32_t rope, scratch, sync;
+  // Queries are qDim = nHeads * headDim wide (dim unless qwen3); bias, qNorm, kNorm are heap
+  // offsets of [qDim + 2 kvDim] and [headDim] f32 vectors, 0 when the model has none.
+  int qDim;
+  uint32_t bias, qNorm, kNorm;
   double eps;
   int type[4];  // wqkv, wo, w13, w2
   uint32_t wv;  // separate Wv rows after wqkv's (0: none)
@@ -59,6 +64,9 @@ Desc readDesc(const uint8_t* base, uint32_t at) {
   d.wqkv = uint32_t(s[12]), d.wo = uint32_t(s[13]), d.w13 = uint32_t(s[14]), d.w2 = uint32_t(s[15]);
   d.keys = uint32_t(s[16]), d.values = uint32_t(s[17]), d.kvHalf = s[18];
   d.rope = uint32_t(s[19]), d.scratch = uint32_t(s[20]), d.sync = uint32_t(s[21]);
+  int32_t a[BLOCK_DESC_ARCH_SLOTS];
+  std::memcpy(a, base + at + BLOCK_DESC_ARCH_BYTE, sizeof a);
+  d.qDim = a[0], d.bias = uint32_t(a[1]), d.qNorm = uint32_t(a[2]), d.kNorm = uint32_t(a[3]);
   std::memcpy(&d.eps, base + at + BLOCK_DESC_EPS_BYTE, 8);
   int32_t t[6];
   std::memcpy(t, base + at + BLOCK_DESC_TYPES_BYTE, sizeof t);
@@ -147,12 +155,14 @@ inline void spinUntil(int32_t* counter, int target) {
 // also keeps RoPE pairs and heads inside a share), so the phase ends on small shares and a
 // thread waits at the barrier for a few microseconds at most. The cut depends only on the
 // rows and n, never on which thread claims what.
+// With per-head Q/K norms the qkv phase cuts in whole heads instead (gran = lcm(16, headDim)),
+// so one share holds every row a head's norm reads.
 struct Shares {
-  int rows, n, next = 0, at = 0;
-  Shares(int rows_, int n_) : rows(rows_), n(n_) {}
+  int rows, n, gran, next = 0, at = 0;
+  Shares(int rows_, int n_, int gran_ = 16) : rows(rows_), n(n_), gran(gran_) {}
   int size(int r) const {
     const int per = (rows - r + 2 * n - 1) / (2 * n);
-    return per < 16 ? 16 : (per + 15) & ~15;
+    return per < gran ? gran : (per + gran - 1) / gran * gran;
   }
   /** Rows [r0, r1) of share s (s never below a previous call's), false past the last. */
   bool get(int s, int& r0, int& r1) {
@@ -184,11 +194,18 @@ void runBlock(uint8_t* base, uint32_t descAt, int n) {
   const Desc d = readDesc(base, descAt);
   int32_t* sync = reinterpret_cast<int32_t*>(base + d.sync);
   float* x = reinterpret_cast<float*>(base + d.x);
-  const int T = d.T, dim = d.dim, kvDim = d.kvDim, hidden = d.hidden, hd = d.headDim;
-  const int qkvRows = dim + 2 * kvDim;
+  const int T = d.T, dim = d.dim, kvDim = d.kvDim, hidden = d.hidden, hd = d.headDim, qDim = d.qDim;
+  const int qkvRows = qDim + 2 * kvDim;
   float* qkv = reinterpret_cast<float*>(base + d.scratch);
   float* att = qkv + size_t(T) * qkvRows;
-  float* hb = att + size_t(T) * dim;
+  float* hb = att + size_t(T) * qDim;
+  const float* bias = d.bias ? reinterpret_cast<const float*>(base + d.bias) : nullptr;
+  const float* qNorm = d.qNorm ? reinterpret_cast<const float*>(base + d.qNorm) : nullptr;
+  const float* kNorm = d.kNorm ? reinterpret_cast<const float*>(base + d.kNorm) : nullptr;
+  int headGran = 16;
+  if (qNorm || kNorm) {
+    while (headGran % hd != 0) headGran += 16;
+  }
   const int half = hd / 2;
   const double* ropeCos = reinterpret_cast<const double*>(base + d.rope);
   const double* ropeSin = ropeCos + size_t(T) * half;
@@ -196,7 +213,7 @@ void runBlock(uint8_t* base, uint32_t descAt, int n) {
   for (int phase = 0; phase < kPhases; phase++) {
     int32_t* claim = sync + phase * 2 * kSyncStride;
     int32_t* done = claim + kSyncStride;
-    Shares cut(sizes[phase], n);
+    Shares cut(sizes[phase], n, phase == 0 ? headGran : 16);
     const int shares = phase == 1 ? sizes[phase] : cut.count();
     bool prepared = false;
     for (;;) {
@@ -209,18 +226,25 @@ void runBlock(uint8_t* base, uint32_t descAt, int n) {
         matvecQkv(d, base, qkv, qkvRows, dim, r0, r1);
         for (int t = 0; t < T; t++) {
           float* row = qkv + size_t(t) * qkvRows;
+          // The op-by-op order (shards/block.ts): bias add in f32, per-head norms, then RoPE.
+          if (bias)
+            for (int r = r0; r < r1; r++) row[r] = row[r] + bias[r];
+          for (int r = r0; r < r1 && r < qDim + kvDim; r += hd) {
+            const float* w = r < qDim ? qNorm : kNorm;
+            if (w) rmsnormRow(row + r, row + r, w, hd, d.eps);
+          }
           const double* c = ropeCos + size_t(t) * half;
           const double* sn = ropeSin + size_t(t) * half;
-          for (int r = r0; r < r1 && r < dim + kvDim; r += 2) {
+          for (int r = r0; r < r1 && r < qDim + kvDim; r += 2) {
             const int j = (r % hd) / 2;
             const double v0 = row[r], v1 = row[r + 1];
             row[r] = float(v0 * c[j] - v1 * sn[j]);
             row[r + 1] = float(v0 * sn[j] + v1 * c[j]);
           }
           const size_t at = size_t(d.startPos + t) * kvDim;
-          for (int r = r0 > dim ? r0 : dim; r < r1; r++) {
-            const bool isV = r >= dim + kvDim;
-            const size_t e = at + (r - dim - (isV ? kvDim : 0));
+          for (int r = r0 > qDim ? r0 : qDim; r < r1; r++) {
+            const bool isV = r >= qDim + kvDim;
+            const size_t e = at + (r - qDim - (isV ? kvDim : 0));
             uint8_t* dst = base + (isV ? d.values : d.keys);
             if (d.kvHalf) reinterpret_cast<uint16_t*>(dst)[e] = floatToHalf(row[r]);
             else reinterpret_cast<float*>(dst)[e] = row[r];
@@ -233,9 +257,9 @@ void runBlock(uint8_t* base, uint32_t descAt, int n) {
         const size_t ko = size_t(h / (d.nHeads / d.nKvHeads)) * hd;
         const size_t eb = d.kvHalf ? 2 : 4;
         attentionHead(qkv + size_t(t) * qkvRows + size_t(h) * hd, base + d.keys + ko * eb, base + d.values + ko * eb, d.kvHalf != 0,
-                      att + size_t(t) * dim + size_t(h) * hd, len, kvDim, hd, tlAtt.data());
+                      att + size_t(t) * qDim + size_t(h) * hd, len, kvDim, hd, tlAtt.data());
       } else if (phase == 2 || phase == 4) {
-        const int cols = phase == 2 ? dim : hidden;
+        const int cols = phase == 2 ? qDim : hidden;
         const int type = d.type[phase == 2 ? 1 : 3];
         if (!prepared) prepare(d, phase == 2 ? att : hb, nullptr, cols, type);
         tl.tmp.resize(size_t(T) * dim);

@@ -7,10 +7,14 @@
 
 #define BLOCK_DESC_SLOTS 22
 #define BLOCK_DESC_EPS_BYTE 96
-#define BLOCK_DESC_BYTES 128
+#define BLOCK_DESC_BYTES 192
 // Matrix types (ggml ids: 0 f32, 8 Q8_0, quant-dot.h's) of wqkv, wo, w13, w2, then the offset
 // and type of a separate Wv (0 when Wv is stacked in wqkv), as i32 from this byte on.
 #define BLOCK_DESC_TYPES_BYTE 104
+// Architecture slots (i32 from this byte): qDim, then heap offsets of the QKV bias and the Q and
+// K norm weights (0: none).
+#define BLOCK_DESC_ARCH_BYTE 128
+#define BLOCK_DESC_ARCH_SLOTS 4
 
 namespace ls {
 

@@ -106,7 +106,7 @@ describe('canary sets', () => {
   it('an honest peer on the reference kernels reproduces every canary exactly, and is not excluded', () => {
     const runner = createSpanRunner({ model, start: 1, maxEnd: 4 })
     const det = createDetector({ benign: defaultBenignModel() })
-    for (const wire of ['f32', 'f16', 'int8'] as const) {
+    for (const wire of ['f32', 'f16', 'q8_0'] as const) {
       for (let i = 0; i < set.canaries.length; i++) {
         for (const s of sessionDrifts(set, i, runPeerSession(runner, set, i, wire), wire)) {
           if (wire === 'f32') expect(s.drift.relL2).toBe(0)

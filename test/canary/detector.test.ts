@@ -132,7 +132,7 @@ describe('createDetector (Wald SPRT with a GLR over tamper rates)', () => {
     expect(() => createDetector({ benign: model, bound: 0.001 })).toThrow(CanaryArgumentError)
     expect(() => createDetector({ benign: model, rates: [1.5] })).toThrow(CanaryArgumentError)
     const d = defaultBenignModel()
-    expect(Object.keys(d.classes).sort()).toEqual(['*', 'f16', 'f32', 'int8'])
+    expect(Object.keys(d.classes).sort()).toEqual(['*', 'f16', 'f32', 'q8_0'])
   })
 })
 

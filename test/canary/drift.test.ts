@@ -36,7 +36,7 @@ describe('wireRoundtrip and auroc', () => {
     expect(wireRoundtrip(x, 64, 'f32')).toEqual(x)
     const h = wireRoundtrip(x, 64, 'f16')
     for (let i = 0; i < 64; i++) expect(Math.abs(h[i] - x[i])).toBeLessThanOrEqual(Math.abs(x[i]) * 2 ** -11 + 1e-7)
-    const q = wireRoundtrip(x, 64, 'int8')
+    const q = wireRoundtrip(x, 64, 'q8_0')
     // Q8_0: |error| ≤ d/2 with d = amax/127 per block of 32
     for (let i = 0; i < 64; i++) expect(Math.abs(q[i] - x[i])).toBeLessThanOrEqual(32 / 7 / 127 / 2 + 1e-3)
     expect(() => wireRoundtrip(x, 48, 'f16')).toThrow(CanaryArgumentError)

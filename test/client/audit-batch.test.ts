@@ -3,11 +3,12 @@ import { AuditBatcher, BadReceiptError, type HopSession } from '../../client/ind
 import { type Receipt, sha256 } from '../../protocol/index.js'
 import { InvalidArgumentError } from '../../shards/index.js'
 
-/** A middle hop that answers audits from its forwarded outputs and logs when each request came. */
-function middleHop(log: string[], outputs: Map<string, Uint8Array>): HopSession {
+/** A middle hop of session `sessionId` that answers audits from its forwarded outputs and logs when each request came. */
+function middleHop(log: string[], outputs: Map<string, Uint8Array>, sessionId: string): HopSession {
   return {
     target: { peerId: 'mid', start: 1, end: 2 },
-    async awaitResult(sessionId: string, stepId: number) {
+    sessionId,
+    async awaitResult(stepId: number) {
       log.push(`${sessionId}/${stepId}`)
       const received = outputs.get(`${sessionId}/${stepId}`)!
       return { hidden: new Float32Array(received.buffer.slice(0)), received }
@@ -25,25 +26,25 @@ describe('audit rounds (chained steps audited together)', () => {
 
   it('holds audits until `every` real steps, then sends every pending one (decoys too) in one round', async () => {
     const log: string[] = []
-    const hops = [middleHop(log, outputs), last]
+    const hops = (sessionId: string) => [middleHop(log, outputs, sessionId), last]
     const a = new AuditBatcher(3)
     const got: Array<Promise<Float32Array[]>> = []
-    got.push(a.audit('real', hops, 'r', 1, 1, receiptFor('r/1', new Uint8Array(new Float32Array([1]).buffer))))
-    got.push(a.audit('decoy', hops, 'd', 1, 1, receiptFor('d/1', new Uint8Array(new Float32Array([7]).buffer))))
-    got.push(a.audit('real', hops, 'r', 2, 1, receiptFor('r/2', new Uint8Array(new Float32Array([2]).buffer))))
+    got.push(a.audit('real', hops('r'), 1, 1, receiptFor('r/1', new Uint8Array(new Float32Array([1]).buffer))))
+    got.push(a.audit('decoy', hops('d'), 1, 1, receiptFor('d/1', new Uint8Array(new Float32Array([7]).buffer))))
+    got.push(a.audit('real', hops('r'), 2, 1, receiptFor('r/2', new Uint8Array(new Float32Array([2]).buffer))))
     await new Promise((r) => setTimeout(r, 10))
     expect(log).toEqual([]) // two real steps: no round yet, the decoy waits with them
-    got.push(a.audit('real', hops, 'r', 3, 1, receiptFor('r/3', new Uint8Array(new Float32Array([3]).buffer))))
+    got.push(a.audit('real', hops('r'), 3, 1, receiptFor('r/3', new Uint8Array(new Float32Array([3]).buffer))))
     const outs = await Promise.all(got)
     expect(log).toEqual(['r/1', 'd/1', 'r/2', 'r/3'])
     expect(outs.map((o) => o[0][0])).toEqual([1, 7, 2, 3])
     // a new round starts counting again
-    const next = a.audit('real', hops, 'r', 4, 1, receiptFor('r/4', new Uint8Array(new Float32Array([4]).buffer)))
+    const next = a.audit('real', hops('r'), 4, 1, receiptFor('r/4', new Uint8Array(new Float32Array([4]).buffer)))
     await new Promise((r) => setTimeout(r, 10))
     expect(log).toHaveLength(4)
     // drain: pending audits go now, and so does any audit asked for while it runs
     const drained = await a.drain(async () => {
-      const d = a.audit('decoy', hops, 'd', 2, 1, receiptFor('d/2', new Uint8Array(new Float32Array([8]).buffer)))
+      const d = a.audit('decoy', hops('d'), 2, 1, receiptFor('d/2', new Uint8Array(new Float32Array([8]).buffer)))
       return [await next, await d]
     })
     expect(drained.map((o) => o[0][0])).toEqual([4, 8])
@@ -55,7 +56,7 @@ describe('audit rounds (chained steps audited together)', () => {
     const a = new AuditBatcher(1)
     outputs.set('x/1', new Uint8Array([1, 2, 3, 4]))
     const signed = [{ outputHash: sha256(new Uint8Array([9, 9, 9, 9])) } as Receipt]
-    await expect(a.audit('real', [middleHop(log, outputs), last], 'x', 1, 1, signed)).rejects.toBeInstanceOf(BadReceiptError)
+    await expect(a.audit('real', [middleHop(log, outputs, 'x'), last], 1, 1, signed)).rejects.toBeInstanceOf(BadReceiptError)
   })
 
   it('takes 1 to 8 real steps per round (a middle hop keeps its last 8 outputs)', () => {

@@ -108,22 +108,22 @@ describe('wire dtypes negotiated per hop across 3 node processes', () => {
     }
   })
 
-  it('f16 keeps the greedy tokens with about half the bytes per token of f32; int8 runs and reports its drift', async () => {
+  it('f16 keeps the greedy tokens with about half the bytes per token of f32; q8_0 runs and reports its drift', async () => {
     const f32 = await run('f32')
     const f16 = await run('f16')
     const int8 = await run('q8_0')
     expect(f32.result.tokens).toEqual(ref.generated_tokens.slice(0, N_TOKENS))
     expect(f16.result.tokens).toEqual(f32.result.tokens)
     expect(int8.result.tokens).toHaveLength(N_TOKENS)
-    // every hop used the dtype asked for (f16 and int8 routed around B, which accepts only f32)
+    // every hop used the dtype asked for (f16 and q8_0 routed around B, which accepts only f32)
     expect(f32.result.report.wire.hops.map((h) => h.wireDtype)).toEqual(['f32', 'f32'])
     expect(f16.result.report.wire.hops.map((h) => [h.peerId, h.wireDtype])).toEqual([
       [a.peerId, 'f16'],
       [c.peerId, 'f16']
     ])
     expect(int8.result.report.wire.hops.map((h) => [h.peerId, h.wireDtype])).toEqual([
-      [a.peerId, 'int8'],
-      [c.peerId, 'int8']
+      [a.peerId, 'q8_0'],
+      [c.peerId, 'q8_0']
     ])
     // bytes: 2 hops × (in + out) × one row of 64 values per position
     const positions = ref.prompt_tokens.length + N_TOKENS - 1
@@ -133,7 +133,7 @@ describe('wire dtypes negotiated per hop across 3 node processes', () => {
     const ratio8 = int8.result.report.wire.activationBytes / f32.result.report.wire.activationBytes
     expect(ratio16).toBeLessThanOrEqual(0.55)
     expect(ratio8).toBeLessThan(ratio16)
-    // drift of the final logits against the f32 wire: none for f32 runs, some for f16, more for int8
+    // drift of the final logits against the f32 wire: none for f32 runs, some for f16, more for q8_0
     const drift16 = maxRelL2(f16.logits, f32.logits)
     const drift8 = maxRelL2(int8.logits, f32.logits)
     console.log(
@@ -141,8 +141,8 @@ describe('wire dtypes negotiated per hop across 3 node processes', () => {
         wire: {
           ratio16,
           ratio8,
-          maxRelL2: { f16: drift16, int8: drift8 },
-          int8SameTokens: int8.result.tokens.every((t, i) => t === f32.result.tokens[i])
+          maxRelL2: { f16: drift16, q8_0: drift8 },
+          q8_0SameTokens: int8.result.tokens.every((t, i) => t === f32.result.tokens[i])
         }
       })
     )
@@ -224,7 +224,7 @@ describe('wire dtypes negotiated per hop across 3 node processes', () => {
     expect(after.result.tokens).toEqual(ref.generated_tokens.slice(0, N_TOKENS))
   })
 
-  it('CLI: generate --wire int8 --json reports the dtype of each hop and the bytes per token; node start refuses a bad --wire', () => {
+  it('CLI: generate --wire int8 (the deprecated name of q8_0) --json reports the dtype of each hop and the bytes per token; node start refuses a bad --wire', () => {
     const r = runCli(
       [
         'generate',
@@ -246,11 +246,11 @@ describe('wire dtypes negotiated per hop across 3 node processes', () => {
     )
     expect(r.status, r.stderr).toBe(0)
     const out = JSON.parse(r.stdout) as GenerateResult
-    expect(out.report.wire.requested).toBe('int8')
-    expect(out.report.wire.hops.map((h) => h.wireDtype)).toEqual(['int8', 'int8'])
+    expect(out.report.wire.requested).toBe('q8_0')
+    expect(out.report.wire.hops.map((h) => h.wireDtype)).toEqual(['q8_0', 'q8_0'])
     expect(out.report.wire.bytesPerToken).toBe(4 * 68) // 2 hops × in + out × one Q8_0 row of 2 blocks
     const bad = runCli(['node', 'start', '--wire', 'f32,bf16'])
     expect(bad.status).not.toBe(0)
-    expect(bad.stderr).toMatch(/--wire f32,bf16: bf16 is not one of f32, f16, int8/)
+    expect(bad.stderr).toMatch(/--wire f32,bf16: bf16 is not one of f32, f16, q8_0/)
   })
 })

@@ -3,7 +3,13 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { describe, expect, it } from 'vitest'
-import { InvalidArgumentError, TokenizerMismatchError, TruncatedFileError, UnsupportedModelError } from '../../shards/errors.js'
+import {
+  InvalidArgumentError,
+  InvalidModelError,
+  TokenizerMismatchError,
+  TruncatedFileError,
+  UnsupportedModelError
+} from '../../shards/errors.js'
 import type { GgufValue } from '../../shards/model-file.js'
 import { createTokenizer } from '../../shards/tokenizer.js'
 import { readLlama2cTokenizer, vocabularyFromGguf } from '../../shards/tokenizer-files.js'
@@ -167,8 +173,10 @@ describe('tokenizer files', () => {
     expect(() => readLlama2cTokenizer(TOK512, 513)).toThrow(TokenizerMismatchError) // too few
     expect(() => readLlama2cTokenizer(TOK512, 0)).toThrow(InvalidArgumentError)
     expect(() => vocabularyFromGguf(ggufMeta, 32000)).toThrow(TokenizerMismatchError)
-    const gpt2 = new Map(ggufMeta).set('tokenizer.ggml.model', 'gpt2')
-    expect(() => vocabularyFromGguf(gpt2, 512)).toThrow(UnsupportedModelError)
+    const bert = new Map(ggufMeta).set('tokenizer.ggml.model', 'bert')
+    expect(() => vocabularyFromGguf(bert, 512)).toThrow(UnsupportedModelError)
+    const gpt2 = new Map(ggufMeta).set('tokenizer.ggml.model', 'gpt2') // byte-level BPE needs merges
+    expect(() => vocabularyFromGguf(gpt2, 512)).toThrow(InvalidModelError)
     const badBos = new Map(ggufMeta).set('tokenizer.ggml.bos_token_id', 512)
     expect(() => vocabularyFromGguf(badBos, 512)).toThrow(TokenizerMismatchError)
   })

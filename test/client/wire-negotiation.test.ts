@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import { NoRouteError } from '../../client/route.js'
+import { WireLedger } from '../../client/wire-ledger.js'
 import {
   InvalidWireError,
   negotiateWire,
@@ -9,9 +10,8 @@ import {
   planWireRoute,
   UnsupportedWireError,
   type WireCandidate
-} from '../../client/wire.js'
-import { WireLedger } from '../../client/wire-ledger.js'
-import { type DType, dtypeDisplayName, dtypeFromName } from '../../protocol/index.js'
+} from '../../client/wire-negotiation.js'
+import { type DType, dtypeFromName } from '../../protocol/index.js'
 
 const peer = (peerId: string, start: number, end: number, wireDtypes?: DType[], throughput = 100): WireCandidate => ({
   peerId,
@@ -23,14 +23,14 @@ const peer = (peerId: string, start: number, end: number, wireDtypes?: DType[], 
 })
 
 describe('wire dtype names', () => {
-  it('int8 is q8_0 on the wire, both names are accepted, and reports say int8', () => {
+  it('q8_0 is the one name; int8 is accepted only where users type a dtype (deprecated), never on the wire', () => {
     expect(parseWirePreference('int8')).toBe('q8_0')
     expect(parseWirePreference('q8_0')).toBe('q8_0')
     expect(parseWirePreference('auto')).toBe('auto')
     expect(parseWirePreference('f16')).toBe('f16')
-    expect(dtypeFromName('int8')).toBe('q8_0')
+    expect(dtypeFromName('q8_0')).toBe('q8_0')
+    expect(dtypeFromName('int8')).toBeUndefined()
     expect(dtypeFromName('bf16')).toBeUndefined()
-    expect(dtypeDisplayName('q8_0')).toBe('int8')
     expect(() => parseWirePreference('bf16')).toThrow(InvalidWireError)
   })
 
@@ -42,7 +42,7 @@ describe('wire dtype names', () => {
 })
 
 describe('per-hop negotiation', () => {
-  it('auto prefers f16, then f32, then int8', () => {
+  it('auto prefers f16, then f32, then q8_0', () => {
     expect(pickWire('auto', ['f32', 'f16', 'q8_0'])).toBe('f16')
     expect(pickWire('auto', ['q8_0', 'f32'])).toBe('f32')
     expect(pickWire('auto', ['q8_0'])).toBe('q8_0')
@@ -157,6 +157,6 @@ describe('wire ledger', () => {
       { peerId: 'a', start: 1, end: 3, wireDtype: 'f16', bytesIn: 768, bytesOut: 768 },
       { peerId: 'b', start: 3, end: 4, wireDtype: 'f32', bytesIn: 1536, bytesOut: 1536 }
     ])
-    expect(new WireLedger(1, 'q8_0').report().requested).toBe('int8')
+    expect(new WireLedger(1, 'q8_0').report().requested).toBe('q8_0')
   })
 })
