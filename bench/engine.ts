@@ -1,6 +1,6 @@
 /**
  * Whole-model benchmark: `npm run bench -- engine --model FILE [--threads N] [--prompt-tokens 128]
- * [--gen-tokens 64] [--runs 3] [--kernels auto|reference|wasm|native] [--kv-dtype f32|f16]
+ * [--gen-tokens 64] [--runs 3] [--kernels auto|reference|wasm|native] [--kv-dtype f32|f16|q8_0]
  * [--compare llama-cpp]`. Prints one JSON object: prefill and decode tokens/s (medians), weight
  * bytes read per decoded token, the streaming read bandwidth of the same kernel threads measured
  * in the same run, decode as a fraction of that roofline (median over `runs` probe-then-run
@@ -17,6 +17,9 @@ import {
   type KernelKind,
   KernelMemoryError,
   type Kernels,
+  KV_DTYPES,
+  type KvDType,
+  kvRowBytes,
   openModelFile,
   selectKernels
 } from '../shards/index.js'
@@ -30,7 +33,7 @@ export interface EngineBenchOptions {
   readonly genTokens: number
   readonly runs: number
   readonly kernels: KernelKind
-  readonly kvDType: 'f32' | 'f16'
+  readonly kvDType: KvDType
   readonly compare?: 'llama-cpp'
 }
 
@@ -129,7 +132,7 @@ export async function runEngineBench(o: EngineBenchOptions): Promise<Record<stri
     // Per decoded token: every block matrix and norm, the LM head, one embedding row.
     const weightBytesPerToken = shard.weightBytes + edge.headBytes + c.dim * 4
     const weightBytesHeld = shard.weightBytes + edge.weightBytes
-    const kvBytes = c.nLayers * 2 * maxLength * c.kvDim * (o.kvDType === 'f32' ? 4 : 2)
+    const kvBytes = c.nLayers * 2 * maxLength * kvRowBytes(o.kvDType, c.kvDim)
     // The roofline: streaming bandwidth probed right before each of `runs` more runs, so a
     // shared machine's load changes both sides of each ratio alike; the fraction is the
     // median of the per-run ratios.
@@ -267,7 +270,8 @@ export async function main(argv: string[]): Promise<void> {
   }
   if (!['auto', 'reference', 'wasm', 'native'].includes(values.kernels))
     throw new Error('bench engine: --kernels auto|reference|wasm|native')
-  if (values['kv-dtype'] !== 'f32' && values['kv-dtype'] !== 'f16') throw new Error('bench engine: --kv-dtype f32|f16')
+  if (!(KV_DTYPES as readonly string[]).includes(values['kv-dtype'] as string))
+    throw new Error('bench engine: --kv-dtype f32|f16|q8_0')
   if (values.compare !== undefined && values.compare !== 'llama-cpp') throw new Error('bench engine: --compare llama-cpp')
   const result = await runEngineBench({
     model: values.model,
@@ -276,7 +280,7 @@ export async function main(argv: string[]): Promise<void> {
     genTokens: int('gen-tokens', values['gen-tokens'], 1),
     runs: int('runs', values.runs, 1),
     kernels: values.kernels as KernelKind,
-    kvDType: values['kv-dtype'],
+    kvDType: values['kv-dtype'] as KvDType,
     compare: values.compare as 'llama-cpp' | undefined
   })
   console.log(JSON.stringify(result, null, 2))

@@ -7,10 +7,12 @@ import {
   createEdge,
   createShard,
   createTokenizer,
+  DEFAULT_KV_DTYPE,
   type Edge,
   generateTokens,
   InvalidArgumentError,
   type Kernels,
+  type KvDType,
   type ModelFile,
   openModelFile,
   type SamplerOptions,
@@ -65,6 +67,8 @@ export interface ClientInit {
   /** How long to wait for announcements until the remote blocks are covered. */
   readonly routeTimeoutMs?: number
   readonly kernels?: Kernels
+  /** KV cache storage of the client's own edge blocks (default f16, as nodes). */
+  readonly kvDType?: KvDType
   readonly log?: (e: Record<string, unknown>) => void
   /** Progress of building a canary set (boundary, canaries built, in all): for progress bars. */
   readonly onCanaryBuild?: (boundary: number, built: number, total: number) => void
@@ -207,8 +211,9 @@ export class LayerswarmClient {
     if (!init.kernels) this.ownKernels = selectKernelsFor(model.config, { kind: 'auto' })
     const kernels = init.kernels ?? this.ownKernels
     this.edge = createEdge({ model, kernels })
-    if (k > 0) this.first = createShard({ model, start: 0, end: k, kernels })
-    if (j > 0) this.last = createShard({ model, start: n - j, end: n, kernels })
+    const kvDType = init.kvDType ?? DEFAULT_KV_DTYPE
+    if (k > 0) this.first = createShard({ model, start: 0, end: k, kernels, kvDType })
+    if (j > 0) this.last = createShard({ model, start: n - j, end: n, kernels, kvDType })
     this.span = { first: [0, k], remote: [k, n - j], last: [n - j, n] }
     this.modelId = computeModelId(model)
     this.view = new SwarmView(host, this.modelId, init.bootstrap)

@@ -14,7 +14,7 @@ export const SNAPSHOT_VERSION = 1
 export const PREAMBLE = 9
 const MAX_HEADER = 4096
 const KINDS = ['full', 'delta'] as const
-const DTYPES = { f32: 1, f16: 2 } as const
+const DTYPES = { f32: 1, f16: 2, q8_0: 3 } as const
 
 export type SnapshotKind = (typeof KINDS)[number]
 export type SnapshotDType = keyof typeof DTYPES
@@ -62,7 +62,8 @@ function validateHeader(h: SnapshotHeader): void {
   assertUint('sequence', h.sequence)
   if (!KINDS.includes(h.kind)) throw new InvalidCryptoArgumentError(`kind must be full or delta, got ${String(h.kind)}`)
   if (h.kind === 'full' && h.tokenRange[0] !== 0) throw new InvalidCryptoArgumentError('a full snapshot starts at position 0')
-  if (!Object.hasOwn(DTYPES, h.dtype)) throw new InvalidCryptoArgumentError(`dtype must be f32 or f16, got ${String(h.dtype)}`)
+  if (!Object.hasOwn(DTYPES, h.dtype))
+    throw new InvalidCryptoArgumentError(`dtype must be f32, f16 or q8_0, got ${String(h.dtype)}`)
 }
 
 /** The canonical header bytes (the part of the associated data after the preamble). */

@@ -13,7 +13,7 @@
  *   21+H   P  ciphertext of the payload (P = header.payloadBytes)
  *   end   16  GCM tag
  *
- *   header = kind u8 (0 full, 1 delta) ‖ dtype u8 (1 f32, 2 f16) ‖ span u32 u32
+ *   header = kind u8 (0 full, 1 delta) ‖ dtype u8 (1 f32, 2 f16, 3 q8_0) ‖ span u32 u32
  *          ‖ tokenRange u32 u32 ‖ sequence u64 ‖ payloadBytes u64 ‖ prefixHash [32]
  *          ‖ modelId ‖ sessionId ‖ clientId (each u32 length ‖ UTF-8)
  *

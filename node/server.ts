@@ -179,7 +179,8 @@ export class SwarmNode {
       activeSessions: this.sessions.active,
       wireDtypes: this.wireDtypes,
       x25519PublicKey: this.crypto.x25519.publicKey,
-      x25519Binding: this.crypto.binding
+      x25519Binding: this.crypto.binding,
+      kvDtype: shard.kvDType
     }
   }
 
@@ -258,7 +259,8 @@ export class SwarmNode {
           wireDtypes: this.wireDtypes,
           version: PROTOCOL_VERSION,
           x25519PublicKey: this.crypto.x25519.publicKey,
-          x25519Binding: this.crypto.binding
+          x25519Binding: this.crypto.binding,
+          kvDtype: this.init.shard.kvDType
         }),
         onError: () => {}
       })

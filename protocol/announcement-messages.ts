@@ -11,6 +11,7 @@ import {
   dtypeListFromWire,
   dtypeToWire,
   finiteField,
+  kvDtypeField,
   safeUint64,
   spanFields,
   stringField,
@@ -53,7 +54,8 @@ function announcementFromWire(w: Wire): Announcement {
     ...(w.x25519PublicKey?.length
       ? { x25519PublicKey: bytesField(w.x25519PublicKey, 'announcement.x25519_public_key', [32]) }
       : {}),
-    ...(w.x25519Binding?.length ? { x25519Binding: bytesField(w.x25519Binding, 'announcement.x25519_binding', [64]) } : {})
+    ...(w.x25519Binding?.length ? { x25519Binding: bytesField(w.x25519Binding, 'announcement.x25519_binding', [64]) } : {}),
+    ...kvDtypeField(w.kvDtype, 'announcement.kv_dtype')
   }
 }
 

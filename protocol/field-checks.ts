@@ -16,6 +16,13 @@ export function dtypeFromWire(value: unknown, field: string): DType {
   return name
 }
 
+/** An optional kv_dtype string field: absent or empty → undefined; anything but f32/f16/q8_0 is malformed. */
+export function kvDtypeField(value: unknown, field: string): { kvDtype?: 'f32' | 'f16' | 'q8_0' } {
+  if (value === undefined || value === '') return {}
+  if (value === 'f32' || value === 'f16' || value === 'q8_0') return { kvDtype: value }
+  throw new MalformedMessageError(`${field}: unknown KV dtype ${JSON.stringify(String(value)).slice(0, 40)}`)
+}
+
 export function dtypeToWire(dtype: DType, field: string): number {
   const value = DTYPE_VALUES[dtype]
   if (value === undefined) throw new MalformedMessageError(`${field}: unknown dtype ${String(dtype)}`)

@@ -25,6 +25,7 @@ import {
   dtypeListFromWire,
   dtypeToWire,
   finiteField,
+  kvDtypeField,
   safeUint64,
   spanFields,
   stringField,
@@ -162,7 +163,8 @@ function infoFromWire(w: Wire): InfoResponse {
     activeSessions: uint32Field(w.activeSessions, 'active_sessions'),
     wireDtypes: dtypeListFromWire(w.wireDtypes, 'wire_dtypes', MAX_WIRE_DTYPES),
     x25519PublicKey: bytesField(w.x25519PublicKey, 'x25519_public_key', [0, 32]),
-    ...(w.x25519Binding?.length ? { x25519Binding: bytesField(w.x25519Binding, 'x25519_binding', [64]) } : {})
+    ...(w.x25519Binding?.length ? { x25519Binding: bytesField(w.x25519Binding, 'x25519_binding', [64]) } : {}),
+    ...kvDtypeField(w.kvDtype, 'kv_dtype')
   }
 }
 

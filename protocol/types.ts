@@ -35,7 +35,12 @@ export interface InfoResponse {
   x25519PublicKey: Uint8Array
   /** The peer identity's signature over x25519PublicKey (crypto bindX25519Key); empty without a key. */
   x25519Binding?: Uint8Array
+  /** KV cache storage of the peer's sessions (absent from peers that predate the field). */
+  kvDtype?: KvWireDType
 }
+
+/** KV cache storage types a peer announces (shards/kv-cache.ts KvDType). */
+export type KvWireDType = 'f32' | 'f16' | 'q8_0'
 
 export interface NextHop {
   peerId: string
@@ -204,6 +209,8 @@ export interface Announcement {
   /** The peer's X25519 key and its identity's signature over it (see InfoResponse). */
   x25519PublicKey?: Uint8Array
   x25519Binding?: Uint8Array
+  /** As InfoResponse.kvDtype. */
+  kvDtype?: KvWireDType
 }
 
 export interface SignedAnnouncement {

@@ -20,9 +20,19 @@ export class BadMagicError extends EngineError {
   override readonly code = 'BAD_MAGIC'
 }
 
-/** A tensor of a type the engine has no kernel for (only F32, F16, Q8_0). */
+/** A tensor of a ggml type the engine has no kernel for (IQ*, TQ*, I8…; see shards/quant/ggml-types.ts). */
 export class UnsupportedTensorTypeError extends EngineError {
   override readonly code = 'UNSUPPORTED_TENSOR_TYPE'
+}
+
+/** A tensor type id that ggml does not define at all (a corrupt or foreign file). */
+export class UnknownTensorTypeError extends EngineError {
+  override readonly code = 'UNKNOWN_TENSOR_TYPE'
+}
+
+/** A tensor whose type × shape does not fit the bytes the file gives it (or a row not whole blocks). */
+export class TensorSizeMismatchError extends EngineError {
+  override readonly code = 'TENSOR_SIZE_MISMATCH'
 }
 
 /** A model architecture, file version or hyper-parameter the engine cannot run. */

@@ -1,13 +1,15 @@
 import {
   BadMagicError,
   InvalidModelError,
+  TensorSizeMismatchError,
   TruncatedFileError,
+  UnknownTensorTypeError,
   UnsupportedModelError,
   UnsupportedTensorTypeError
 } from './errors.js'
 import type { RangedFile } from './file-reader.js'
 import type { GgufValue } from './model-file.js'
-import { QUANT_LAYOUTS, type QuantDType } from './quant-blocks.js'
+import { type GgmlType, ggmlTypeById, ggmlTypeName, supportedTypeNames } from './quant/ggml-types.js'
 import type { WeightMatrix } from './types.js'
 
 /**
@@ -32,31 +34,6 @@ export interface GgufHeader {
   readonly dataOffset: number
 }
 
-const GGML_TYPES: Record<number, WeightMatrix['dtype']> = {
-  0: 'f32',
-  1: 'f16',
-  8: 'q8_0',
-  ...Object.fromEntries(Object.entries(QUANT_LAYOUTS).map(([dtype, l]) => [l.ggmlType, dtype as QuantDType]))
-}
-const GGML_TYPE_NAMES: Record<number, string> = {
-  2: 'Q4_0',
-  3: 'Q4_1',
-  6: 'Q5_0',
-  7: 'Q5_1',
-  9: 'Q8_1',
-  10: 'Q2_K',
-  11: 'Q3_K',
-  12: 'Q4_K',
-  13: 'Q5_K',
-  14: 'Q6_K',
-  15: 'Q8_K',
-  24: 'I8',
-  25: 'I16',
-  26: 'I32',
-  27: 'I64',
-  28: 'F64',
-  30: 'BF16'
-}
 const MAX_STRING_BYTES = 1 << 24
 const MAX_ARRAY_ITEMS = 1 << 26
 
@@ -185,20 +162,25 @@ function readValue(c: Cursor, type: number, path: string): GgufValue {
   }
 }
 
-function tensorBytes(dtype: WeightMatrix['dtype'], elements: number, ne0: number, name: string, path: string): number {
-  if (dtype === 'f32') return elements * 4
-  if (dtype === 'f16') return elements * 2
-  if (dtype === 'q8_0') {
-    if (ne0 % 32 !== 0) throw new InvalidModelError(`${path}: Q8_0 tensor ${name} has a row of ${ne0}, not a multiple of 32`)
-    return (elements / 32) * 34
+/**
+ * Bytes of a tensor of `type` and shape `ne`: ggml_nbytes. A row (ne[0]) must be a whole number
+ * of the type's blocks, or the shape cannot be stored in that type at all.
+ */
+function tensorBytes(type: GgmlType, ne: readonly number[], name: string, path: string): number {
+  if (ne[0] % type.blockElems !== 0) {
+    throw new TensorSizeMismatchError(
+      `${path}: tensor ${name} is ${type.name} with rows of ${ne[0]}, not a multiple of its ${type.blockElems}-element blocks`
+    )
   }
-  const { blockElems, blockBytes } = QUANT_LAYOUTS[dtype]
-  if (ne0 % blockElems !== 0)
-    throw new InvalidModelError(`${path}: ${dtype} tensor ${name} has a row of ${ne0}, not a multiple of ${blockElems}`)
-  return (elements / blockElems) * blockBytes
+  const elements = ne.reduce((a, b) => a * b, 1)
+  return (elements / type.blockElems) * type.blockBytes
 }
 
-/** Parse the header of a GGUF file. Throws BadMagicError, TruncatedFileError, UnsupportedTensorTypeError. */
+/**
+ * Parse the header of a GGUF file. Throws BadMagicError, TruncatedFileError,
+ * UnknownTensorTypeError (an id ggml does not define), UnsupportedTensorTypeError (IQ*, …),
+ * TensorSizeMismatchError (a shape its type cannot hold, or more bytes than the file gives it).
+ */
 export function readGgufHeader(file: RangedFile): GgufHeader {
   const path = file.path
   const c = new Cursor(file)
@@ -232,21 +214,36 @@ export function readGgufHeader(file: RangedFile): GgufHeader {
   }
   const dataOffset = Math.ceil(c.pos / alignment) * alignment
   const tensors = new Map<string, GgufTensorInfo>()
-  for (const { name, ne, type, rel } of infos) {
-    const dtype = GGML_TYPES[type]
-    if (dtype === undefined) {
-      const typeName = GGML_TYPE_NAMES[type] ?? `type ${type}`
-      throw new UnsupportedTensorTypeError(`${path}: tensor ${name} is ${typeName}; supported types are F32, F16 and Q8_0`)
+  for (const { name, ne, type: id, rel } of infos) {
+    const type = ggmlTypeById(id)
+    if (type === undefined) {
+      const known = ggmlTypeName(id)
+      if (known === undefined) throw new UnknownTensorTypeError(`${path}: tensor ${name} has unknown ggml type id ${id}`)
+      throw new UnsupportedTensorTypeError(`${path}: tensor ${name} is ${known}; supported types are ${supportedTypeNames()}`)
     }
-    const elements = ne.reduce((a, b) => a * b, 1)
-    const sizeBytes = tensorBytes(dtype, elements, ne[0], name, path)
+    const sizeBytes = tensorBytes(type, ne, name, path)
     const offset = dataOffset + rel
+    if (rel % alignment !== 0)
+      throw new InvalidModelError(`${path}: tensor ${name} at data offset ${rel} is not aligned to ${alignment} bytes`)
     if (offset + sizeBytes > file.sizeBytes) {
       throw new TruncatedFileError(
         `${path}: tensor ${name} ends at byte ${offset + sizeBytes} but the file has ${file.sizeBytes}`
       )
     }
-    tensors.set(name, { name, ne, dtype, offset, sizeBytes })
+    tensors.set(name, { name, ne, dtype: type.dtype, offset, sizeBytes })
+  }
+  // Writers lay tensors out back to back, each padded to the alignment (gguf.md; ggml's
+  // gguf writer and gguf-py): the bytes up to the next tensor are its size rounded up. More or
+  // fewer means its type × shape is not what was stored (or tensors overlap).
+  const byOffset = [...tensors.values()].sort((a, b) => a.offset - b.offset)
+  for (let i = 0; i + 1 < byOffset.length; i++) {
+    const t = byOffset[i]
+    const room = byOffset[i + 1].offset - t.offset
+    if (t.sizeBytes > room || room >= t.sizeBytes + alignment) {
+      throw new TensorSizeMismatchError(
+        `${path}: tensor ${t.name} (${t.dtype}, [${t.ne}]) is ${t.sizeBytes} bytes but the file gives it ${room} (next: ${byOffset[i + 1].name})`
+      )
+    }
   }
   return { version, metadata, tensors, dataOffset }
 }

@@ -1,6 +1,7 @@
 import { closeSync, openSync, rmSync, writeSync } from 'node:fs'
 import { InvalidArgumentError } from './errors.js'
 import type { GgufValue } from './model-file.js'
+import { isModelFileType, LLAMA_FTYPE, type ModelFileType } from './quant/file-types.js'
 import { rowBytes } from './quant.js'
 import { QUANT_LAYOUTS, type QuantDType } from './quant-blocks.js'
 import type { ModelConfig, Vocabulary, WeightMatrix } from './types.js'
@@ -324,9 +325,6 @@ export function writeGguf(path: string, init: GgufInit): void {
   closeSync(fd)
 }
 
-/** llama_ftype of a file whose matrices are all of one dtype: ALL_F32, MOSTLY_F16, MOSTLY_Q8_0. */
-const FILE_TYPE: Partial<Record<WeightMatrix['dtype'], number>> = { f32: 0, f16: 1, q8_0: 7 }
-
 /**
  * The metadata llama.cpp reads for `general.architecture = llama` and its SentencePiece
  * tokenizer (gguf.md "LLaMA" and "Tokenizer" sections), in the order its converter writes them.
@@ -335,17 +333,17 @@ export function llamaGgufMetadata(
   name: string,
   c: ModelConfig,
   v: Vocabulary,
-  dtype: WeightMatrix['dtype']
+  fileType: ModelFileType
 ): Array<[string, GgufTypedValue]> {
   if (v?.pieces?.length !== c?.vocabSize)
     throw new InvalidArgumentError(`vocabulary has ${v?.pieces?.length} pieces, model ${c?.vocabSize}`)
-  if (!Object.hasOwn(FILE_TYPE, dtype)) throw new InvalidArgumentError(`unknown dtype ${dtype}`)
+  if (!isModelFileType(fileType)) throw new InvalidArgumentError(`unknown file type ${fileType}`)
   const u32 = (value: number): GgufTypedValue => ({ type: 'u32', value })
   const f32 = (value: number): GgufTypedValue => ({ type: 'f32', value })
   return [
     ['general.architecture', { type: 'string', value: 'llama' }],
     ['general.name', { type: 'string', value: name }],
-    ['general.file_type', u32(FILE_TYPE[dtype] ?? 0)],
+    ['general.file_type', u32(LLAMA_FTYPE[fileType])],
     ['general.quantization_version', u32(2)], // GGML_QNT_VERSION, written by llama.cpp's converter
     ...(
       [

@@ -34,7 +34,7 @@ export {
 export { createReferenceKernels } from './kernels-ref.js'
 export { KernelMemoryError } from './kernels-wasm/heap.js'
 export { KernelThreadError } from './kernels-wasm/pool.js'
-export { type KvAllocator, KvCache, type KvDType, kvAllocatorOf } from './kv-cache.js'
+export { DEFAULT_KV_DTYPE, KV_DTYPES, type KvAllocator, KvCache, type KvDType, kvAllocatorOf, kvRowBytes } from './kv-cache.js'
 export { type GgufValue, type ModelFile, sampleRange } from './model-file.js'
 export { computeModelId } from './model-id.js'
 export { type OpenModelOptions, openModelFile } from './open-model.js'

@@ -6,6 +6,13 @@ import { dequantizeRow } from './quant.js'
  * Plain TypeScript reference kernels: the slow, readable definition every fast kernel is
  * checked against (llama2.c run.c, one op per function). Sums accumulate in float64 in
  * index order; results are stored as float32.
+ *
+ * Matmul on every GGUF block type (shards/quant/): each weight row is decoded to the f32
+ * values ggml's dequantize_row_* gives, then dotted with the f32 activations in float64.
+ * Activations are NOT quantised here (llama.cpp's CPU dot products quantise them to Q8_0 /
+ * Q8_K blocks; the fast kernels do, see kernels-ref-exact*.ts). So this is the float64
+ * reference on dequantised weights itself: its only error is the final rounding to f32
+ * (≤ 2⁻²⁴ relative per output), and the fast kernels' stated tolerances are against it.
  */
 export function createReferenceKernels(): Kernels {
   let rowScratch = new Float32Array(0)
@@ -89,17 +96,25 @@ export function createReferenceKernels(): Kernels {
   }
 }
 
+/** Element i of a KV array as f32 (Q8_0: d·q of its block, the float32 product ggml computes). */
+function kvReader(dtype: KvLayer['dtype'], a: Float32Array | Uint16Array | Uint8Array): (i: number) => number {
+  const table = f16Table()
+  if (dtype === 'f32') return (i) => a[i]
+  if (dtype === 'f16') return (i) => table[a[i]]
+  return (i) => {
+    const at = (i >> 5) * 34
+    return Math.fround(table[a[at] | (a[at + 1] << 8)] * ((a[at + 2 + (i & 31)] << 24) >> 24))
+  }
+}
+
 function attentionReference(out: Float32Array, q: Float32Array, kv: KvLayer, shape: AttentionShape): void {
   const { T, startPos, nHeads, nKvHeads, headDim } = shape
   const kvDim = nKvHeads * headDim
   const width = nHeads * headDim
   const kvMul = nHeads / nKvHeads
   const scale = 1 / Math.sqrt(headDim)
-  const keys = kv.dtype === 'f32' ? (kv.keys as Float32Array) : null
-  const values = kv.dtype === 'f32' ? (kv.values as Float32Array) : null
-  const table = f16Table()
-  const kAt = (i: number): number => (keys ? keys[i] : table[kv.keys[i]])
-  const vAt = (i: number): number => (values ? values[i] : table[kv.values[i]])
+  const kAt = kvReader(kv.dtype, kv.keys)
+  const vAt = kvReader(kv.dtype, kv.values)
   const att = new Float64Array(startPos + T)
   for (let t = 0; t < T; t++) {
     const len = startPos + t + 1 // causal: row t sees positions 0 .. startPos+t

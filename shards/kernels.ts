@@ -2,14 +2,17 @@ import type { ModelConfig, WeightMatrix } from './types.js'
 
 /**
  * One layer of a session's KV cache: `maxLength` rows of kvDim values each, keys and values.
- * f32 by default; f16 halves its memory (stored as IEEE half bit patterns).
+ * f32; f16 halves its memory (IEEE half bit patterns, Uint16Array); q8_0 stores each row as
+ * GGUF Q8_0 blocks (kvDim/32 blocks of an f16 scale and 32 int8, 34 bytes, Uint8Array), as
+ * llama.cpp's `--cache-type-k/v q8_0`. Element i of the flat [maxLength, kvDim] array lives in
+ * block i/32 (kvDim is a multiple of 32, so blocks never straddle rows).
  */
 export interface KvLayer {
-  readonly dtype: 'f32' | 'f16'
+  readonly dtype: 'f32' | 'f16' | 'q8_0'
   /** [maxLength, kvDim] */
-  readonly keys: Float32Array | Uint16Array
+  readonly keys: Float32Array | Uint16Array | Uint8Array
   /** [maxLength, kvDim] */
-  readonly values: Float32Array | Uint16Array
+  readonly values: Float32Array | Uint16Array | Uint8Array
 }
 
 /** Shape of one attention call. Rows of the batch sit at positions startPos .. startPos+T-1. */

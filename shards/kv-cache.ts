@@ -1,8 +1,24 @@
 import { InvalidArgumentError, OutOfCacheError, PositionError } from './errors.js'
 import { f32ToF16 } from './f16.js'
 import type { KvLayer } from './kernels.js'
+import { quantizeRow } from './quant.js'
 
-export type KvDType = 'f32' | 'f16'
+/**
+ * KV cache storage: f32, f16 (half the memory) or q8_0 (GGUF Q8_0 blocks per row, 34 bytes
+ * per 32 values: 0.27 of f32; needs kvDim to be a multiple of 32).
+ */
+export type KvDType = 'f32' | 'f16' | 'q8_0'
+export const KV_DTYPES: readonly KvDType[] = ['f32', 'f16', 'q8_0']
+/** What nodes and clients store unless told otherwise (`--kv-dtype`): half of f32's memory. */
+export const DEFAULT_KV_DTYPE: KvDType = 'f16'
+
+/** Bytes of one row of kvDim values in a KV dtype. */
+export function kvRowBytes(dtype: KvDType, kvDim: number): number {
+  if (dtype === 'f32') return kvDim * 4
+  if (dtype === 'f16') return kvDim * 2
+  if (kvDim % 32 !== 0) throw new InvalidArgumentError(`a q8_0 KV cache needs kvDim to be a multiple of 32, got ${kvDim}`)
+  return (kvDim / 32) * 34
+}
 
 /** Where KV layers live: a kernel set that keeps them in its own memory (FastKernels.allocKv). */
 export interface KvAllocator {
@@ -30,18 +46,29 @@ export class KvCache {
 
   private readonly allocator: KvAllocator | undefined
   private freed = false
+  /** Bytes of one row (kvDim values) of keys or values. */
+  private readonly rowBytes: number
 
   /**
    * With an allocator the layers live in the kernels' memory (FastKernels.allocKv) and must be
-   * released with free(); without one they are ordinary typed arrays.
+   * released with free(); without one they are ordinary typed arrays. A q8_0 cache never takes
+   * the allocator: the fast kernels read f32/f16 caches in place, a q8_0 one runs attention on
+   * the reference kernels (kernels-ref.ts decodes its blocks).
    */
   constructor(nLayers: number, kvDim: number, maxLength: number, dtype: KvDType = 'f32', allocator?: KvAllocator) {
     if (!Number.isInteger(maxLength) || maxLength < 1)
       throw new InvalidArgumentError(`maxLength must be a positive integer, got ${maxLength}`)
-    if (dtype !== 'f32' && dtype !== 'f16') throw new InvalidArgumentError(`KV cache dtype must be f32 or f16, got ${dtype}`)
+    if (!KV_DTYPES.includes(dtype)) throw new InvalidArgumentError(`KV cache dtype must be f32, f16 or q8_0, got ${dtype}`)
+    this.rowBytes = kvRowBytes(dtype, kvDim)
     this.maxLength = maxLength
     this.kvDim = kvDim
     this.dtype = dtype
+    if (dtype === 'q8_0') {
+      this.allocator = undefined
+      const bytes = (): Uint8Array => new Uint8Array(maxLength * this.rowBytes)
+      this.layers = Array.from({ length: nLayers }, () => ({ dtype, keys: bytes(), values: bytes() }))
+      return
+    }
     this.allocator = allocator
     if (allocator) {
       this.layers = []
@@ -55,7 +82,7 @@ export class KvCache {
     }
     const alloc = (): Float32Array | Uint16Array =>
       dtype === 'f32' ? new Float32Array(maxLength * kvDim) : new Uint16Array(maxLength * kvDim)
-    this.layers = Array.from({ length: nLayers }, () => ({ dtype, keys: alloc(), values: alloc() }))
+    this.layers = Array.from({ length: nLayers }, () => ({ dtype: dtype as 'f32' | 'f16', keys: alloc(), values: alloc() }))
   }
 
   /** Give the layers back to the allocator (idempotent); the cache is unusable afterwards. */
@@ -68,7 +95,7 @@ export class KvCache {
 
   /** Bytes this cache holds. */
   get sizeBytes(): number {
-    return this.layers.length * 2 * this.maxLength * this.kvDim * (this.dtype === 'f32' ? 4 : 2)
+    return this.layers.length * 2 * this.maxLength * this.rowBytes
   }
 
   /** Throw OutOfCacheError unless rows startPos .. startPos+T-1 fit. */
@@ -89,6 +116,13 @@ export class KvCache {
     if (kv.dtype === 'f32') {
       ;(kv.keys as Float32Array).set(k.subarray(0, n), at)
       ;(kv.values as Float32Array).set(v.subarray(0, n), at)
+    } else if (kv.dtype === 'q8_0') {
+      // ggml's quantize_row_q8_0 rounding, row by row (llama.cpp's q8_0 cache stores the same).
+      for (let t = 0; t < T; t++) {
+        const dst = (startPos + t) * this.rowBytes
+        quantizeRow('q8_0', k, t * this.kvDim, this.kvDim, kv.keys as Uint8Array, dst)
+        quantizeRow('q8_0', v, t * this.kvDim, this.kvDim, kv.values as Uint8Array, dst)
+      }
     } else {
       for (let i = 0; i < n; i++) {
         kv.keys[at + i] = f32ToF16(k[i])
@@ -99,7 +133,7 @@ export class KvCache {
 
   /** Bytes of one position across all layers, keys and values (the export layout's row unit). */
   get bytesPerPosition(): number {
-    return this.layers.length * 2 * this.kvDim * (this.dtype === 'f32' ? 4 : 2)
+    return this.layers.length * 2 * this.rowBytes
   }
 
   /**
@@ -120,7 +154,7 @@ export class KvCache {
     let o = 0
     for (const kv of this.layers) {
       for (const a of [kv.keys, kv.values]) {
-        const bytes = rowBytes(a, from, to, this.kvDim)
+        const bytes = rowsView(a, from, to, this.rowBytes)
         dst.set(bytes, o)
         o += bytes.length
       }
@@ -146,11 +180,11 @@ export class KvCache {
     }
     const rows = data.length / per
     this.reserve(from, rows)
-    const block = rows * this.kvDim * (this.dtype === 'f32' ? 4 : 2)
+    const block = rows * this.rowBytes
     let o = 0
     for (const kv of this.layers) {
       for (const a of [kv.keys, kv.values]) {
-        rowBytes(a, from, from + rows, this.kvDim).set(data.subarray(o, o + block))
+        rowsView(a, from, from + rows, this.rowBytes).set(data.subarray(o, o + block))
         o += block
       }
     }
@@ -160,7 +194,6 @@ export class KvCache {
 }
 
 /** The bytes of rows [from, to) of one layer's keys or values (a view, no copy). */
-function rowBytes(a: Float32Array | Uint16Array, from: number, to: number, kvDim: number): Uint8Array {
-  const bpe = a.BYTES_PER_ELEMENT
-  return new Uint8Array(a.buffer, a.byteOffset + from * kvDim * bpe, (to - from) * kvDim * bpe)
+function rowsView(a: Float32Array | Uint16Array | Uint8Array, from: number, to: number, rowBytes: number): Uint8Array {
+  return new Uint8Array(a.buffer, a.byteOffset + from * rowBytes, (to - from) * rowBytes)
 }

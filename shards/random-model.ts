@@ -3,16 +3,10 @@ import { ggufTensorKey, llamaDefaults } from './architectures.js'
 import { EngineError, InvalidArgumentError, InvalidModelError } from './errors.js'
 import { type GgufTypedValue, ggufPlainValue, llamaGgufMetadata, writeGguf } from './gguf-writer.js'
 import { type GgufValue, type ModelFile, sampleRange } from './model-file.js'
-import { quantizeMatrix, rowBytes } from './quant.js'
+import { isModelFileType, MODEL_FILE_TYPES, type ModelFileType, tensorTypeFor } from './quant/file-types.js'
+import { quantizeRow, rowBytes } from './quant.js'
 import { type ArchSpec, archBlockVectors, archConfig, archGlobalVectors, archMetadata, PLAIN_LLAMA } from './random-arch.js'
-import {
-  BLOCK_TENSORS,
-  type BlockTensor,
-  type ModelConfig,
-  type TensorName,
-  type Vocabulary,
-  type WeightMatrix
-} from './types.js'
+import { BLOCK_TENSORS, type BlockTensor, type ModelConfig, type TensorName, type Vocabulary, type WeightDType } from './types.js'
 import { withTokenizerMetadata } from './vocab-packages.js'
 
 // Random-weight Llama models for tests and benchmarks: the same seed gives the same weights
@@ -32,6 +26,15 @@ export interface ModelShape {
   readonly tied: boolean
   /** Default context length. */
   readonly seqLen: number
+  /** RoPE base frequency (default 10000). */
+  readonly ropeTheta?: number
+  /**
+   * Factor on the LM head's random weights (untied shapes only; default 1). Logits of a head
+   * uniform in ±1/√dim have a standard deviation near 0.58 over the vocabulary, so with 128k
+   * tokens the top two are typically a tenth of a logit apart; ×14 gives about 8, so greedy
+   * decoding has clear margins and implementations that differ by rounding pick the same token.
+   */
+  readonly outputScale?: number
 }
 
 const shape = (
@@ -43,16 +46,21 @@ const shape = (
   hiddenDim: number,
   vocabSize: number,
   tied: boolean,
-  seqLen: number
-): ModelShape => ({ name, dim, nLayers, nHeads, nKvHeads, hiddenDim, vocabSize, tied, seqLen })
+  seqLen: number,
+  extra: { ropeTheta?: number; outputScale?: number } = {}
+): ModelShape => ({ name, dim, nLayers, nHeads, nKvHeads, hiddenDim, vocabSize, tied, seqLen, ...extra })
 
-/** 15m/42m/110m are llama2.c's TinyStories configs, 1.1b is TinyLlama-1.1B. */
+/**
+ * 15m/42m/110m are llama2.c's TinyStories configs, 1.1b is TinyLlama-1.1B, 8b is Llama-3-8B's
+ * shape (GQA 32/8 heads, 128256-token vocabulary, RoPE θ 500000) with a peaked LM head.
+ */
 export const MODEL_SHAPES: Readonly<Record<string, ModelShape>> = {
   tiny: shape('tiny', 64, 3, 4, 2, 96, 300, false, 128),
   '15m': shape('15m', 288, 6, 6, 6, 768, 32000, true, 256),
   '42m': shape('42m', 512, 8, 8, 8, 1376, 32000, true, 1024),
   '110m': shape('110m', 768, 12, 12, 12, 2048, 32000, true, 1024),
-  '1.1b': shape('1.1b', 2048, 22, 32, 4, 5632, 32000, false, 2048)
+  '1.1b': shape('1.1b', 2048, 22, 32, 4, 5632, 32000, false, 2048),
+  '8b': shape('8b', 4096, 32, 32, 8, 14336, 128256, false, 2048, { ropeTheta: 500000, outputScale: 14 })
 }
 
 /** 3 specials and 256 byte tokens, plus at least one normal piece. */
@@ -160,7 +168,7 @@ export function randomModelConfig(
 ): ModelConfig {
   validateShape(s)
   const seqLen = opts.seqLen ?? s.seqLen
-  const ropeTheta = opts.ropeTheta ?? 10000
+  const ropeTheta = opts.ropeTheta ?? s.ropeTheta ?? 10000
   const rmsEps = opts.rmsEps ?? 1e-5
   if (!Number.isSafeInteger(seqLen) || seqLen < 1)
     throw new InvalidArgumentError(`seqLen must be a positive integer, got ${seqLen}`)
@@ -258,11 +266,11 @@ function fillUniform(state: number, out: Float32Array, scale: number, bias: numb
 const CHUNK_ELEMENTS = 1 << 18
 
 /**
- * A tensor's bytes. Matrices are uniform in ±1/sqrt(cols), so each output of W x keeps about
- * the variance of x (divided by 3); norm weights are 1 ± 0.1. f16 and q8_0 are quantized
- * (quantizeMatrix) in row chunks, so no full f32 copy of a big tensor is ever made.
+ * A tensor's bytes. Matrices are uniform in ±scale/sqrt(cols), so each output of W x keeps
+ * about the variance of x (divided by 3) times scale²; norm weights are 1 ± 0.1. Quantised
+ * types are encoded (quantizeRow) in row chunks, so no full f32 copy of a big tensor is made.
  */
-function generateTensor(seed: number, t: TensorSpec, dtype: WeightMatrix['dtype']): Uint8Array {
+function generateTensor(seed: number, t: TensorSpec, dtype: WeightDType, scale = 1): Uint8Array {
   const state = tensorSeed(seed, t.name)
   if (Array.isArray(t.fill)) return new Uint8Array(Float32Array.from(t.fill).buffer)
   if (t.fill === 'bias') {
@@ -272,7 +280,7 @@ function generateTensor(seed: number, t: TensorSpec, dtype: WeightMatrix['dtype'
   }
   if (t.vector || dtype === 'f32') {
     const out = new Float32Array(t.vector ? t.cols : t.rows * t.cols)
-    fillUniform(state, out, t.vector ? 0.1 : 1 / Math.sqrt(t.cols), t.vector ? 1 : 0)
+    fillUniform(state, out, t.vector ? 0.1 : scale / Math.sqrt(t.cols), t.vector ? 1 : 0)
     return new Uint8Array(out.buffer)
   }
   const rb = rowBytes(dtype, t.cols)
@@ -282,14 +290,15 @@ function generateTensor(seed: number, t: TensorSpec, dtype: WeightMatrix['dtype'
   for (let r = 0, x = state; r < t.rows; r += chunkRows) {
     const n = Math.min(chunkRows, t.rows - r)
     const values = buf.subarray(0, n * t.cols)
-    x = fillUniform(x, values, 1 / Math.sqrt(t.cols), 0)
-    out.set(quantizeMatrix(values, n, t.cols, dtype).data, r * rb)
+    x = fillUniform(x, values, scale / Math.sqrt(t.cols), 0)
+    for (let i = 0; i < n; i++) quantizeRow(dtype, values, i * t.cols, t.cols, out, (r + i) * rb)
   }
   return out
 }
 
 export interface RandomModelOptions {
-  readonly dtype: WeightMatrix['dtype']
+  /** File type: one storage type for every matrix, or llama.cpp's Q4_K_M / Q5_K_M mixture. */
+  readonly dtype: ModelFileType
   readonly seed: number
   readonly seqLen?: number
   /** tokenizer.* metadata to write instead of the synthetic vocabulary's (vocab-packages.ts). */
@@ -299,20 +308,27 @@ export interface RandomModelOptions {
 }
 
 function prepare(s: ModelShape, opts: RandomModelOptions) {
-  if (!['f32', 'f16', 'q8_0'].includes(opts?.dtype))
-    throw new InvalidArgumentError(`dtype must be f32, f16 or q8_0, got ${opts?.dtype}`)
+  if (!isModelFileType(opts?.dtype))
+    throw new InvalidArgumentError(`dtype must be one of ${MODEL_FILE_TYPES.join(', ')}, got ${opts?.dtype}`)
   if (!Number.isSafeInteger(opts.seed)) throw new InvalidArgumentError(`seed must be a safe integer, got ${opts.seed}`)
   const config = archConfig(randomModelConfig(s, { seqLen: opts.seqLen }), opts.arch ?? PLAIN_LLAMA)
-  if (opts.dtype === 'q8_0' && (config.dim % 32 !== 0 || config.hiddenDim % 32 !== 0 || config.qDim % 32 !== 0)) {
+  const quantised = !['f32', 'f16', 'bf16'].includes(opts.dtype)
+  if (quantised && (config.dim % 32 !== 0 || config.hiddenDim % 32 !== 0 || config.qDim % 32 !== 0)) {
     throw new InvalidArgumentError(
-      `q8_0 needs dim, heads*headDim and ffn to be multiples of 32 (got ${config.dim}, ${config.qDim}, ${config.hiddenDim})`
+      `${opts.dtype} needs dim, heads*headDim and ffn to be multiples of 32 (got ${config.dim}, ${config.qDim}, ${config.hiddenDim})`
     )
   }
   const vocabulary = syntheticVocabulary(config.vocabSize)
   const name = `random ${config.architecture === 'llama' ? '' : `${config.architecture} `}${s.name} seed ${opts.seed}`
   const base = archMetadata(llamaGgufMetadata(name, config, vocabulary, opts.dtype), config)
   const metadata = opts.tokenizerMetadata ? withTokenizerMetadata(base, opts.tokenizerMetadata) : base
-  return { config, vocabulary, metadata, tensors: llamaTensors(config) }
+  const fileType = opts.dtype
+  const tensors = llamaTensors(config).map((t) => ({
+    ...t,
+    dtype: t.vector ? ('f32' as const) : tensorTypeFor(fileType, t.name, t.cols, config),
+    scale: t.name === 'output' ? (s.outputScale ?? 1) : 1
+  }))
+  return { config, vocabulary, metadata, tensors }
 }
 
 /**
@@ -322,12 +338,12 @@ function prepare(s: ModelShape, opts: RandomModelOptions) {
  */
 export function createRandomModel(s: ModelShape, opts: RandomModelOptions): ModelFile {
   const { config, vocabulary, metadata, tensors } = prepare(s, opts)
-  const specs = new Map<string, TensorSpec>(tensors.map((t) => [t.name, t]))
+  const specs = new Map(tensors.map((t) => [t.name as string, t]))
   const cache = new Map<string, Uint8Array>()
   const path = `memory:random-${config.architecture === 'llama' ? '' : `${config.architecture}-`}${s.name}-${opts.dtype}-seed${opts.seed}`
   let bytesRead = 0
   let closed = false
-  const get = (name: TensorName, vector: boolean): { spec: TensorSpec; data: Uint8Array } => {
+  const get = (name: TensorName, vector: boolean): { spec: (typeof tensors)[number]; data: Uint8Array } => {
     if (closed) throw new EngineError(`${path} is closed`)
     // As the GGUF and llama2.c readers do: a tied head reads as the embedding matrix.
     const spec = specs.get(name === 'output' && config.tiedEmbeddings ? 'token_embd' : name)
@@ -335,7 +351,7 @@ export function createRandomModel(s: ModelShape, opts: RandomModelOptions): Mode
     if (spec.vector !== vector) throw new InvalidArgumentError(`${path}: ${name} is a ${spec.vector ? 'vector' : 'matrix'}`)
     let data = cache.get(spec.name)
     if (data === undefined) {
-      data = generateTensor(opts.seed, spec, vector ? 'f32' : opts.dtype)
+      data = generateTensor(opts.seed, spec, spec.dtype, spec.scale)
       cache.set(spec.name, data)
     }
     bytesRead += data.length
@@ -347,11 +363,11 @@ export function createRandomModel(s: ModelShape, opts: RandomModelOptions): Mode
     config,
     vocabulary,
     metadata: new Map<string, GgufValue>(metadata.map(([k, v]) => [k, ggufPlainValue(v)])),
-    weightDType: opts.dtype,
+    weightDType: specs.get('blk.0.attn_q')?.dtype ?? 'f32',
     hasTensor: (name) => specs.has(name),
     readMatrix(name) {
       const { spec, data } = get(name, false)
-      return { dtype: opts.dtype, rows: spec.rows, cols: spec.cols, data }
+      return { dtype: spec.dtype, rows: spec.rows, cols: spec.cols, data }
     },
     readVector: (name) => new Float32Array(get(name, true).data.slice().buffer),
     sampleTensor(name, maxBytes) {
@@ -383,10 +399,10 @@ export function writeRandomModel(
     tensors: tensors.map((t) => ({
       name: ggufTensorKey(t.name),
       // 1-D norm weights stay F32, as llama.cpp keeps them in every file type.
-      dtype: t.vector ? 'f32' : opts.dtype,
+      dtype: t.dtype,
       shape: t.vector ? [t.cols] : [t.cols, t.rows],
       data: () => {
-        const data = generateTensor(opts.seed, t, t.vector ? 'f32' : opts.dtype)
+        const data = generateTensor(opts.seed, t, t.dtype, t.scale)
         opts.onProgress?.(++written, tensors.length)
         return data
       }

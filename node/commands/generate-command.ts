@@ -1,6 +1,7 @@
 import { type Command, Option } from 'commander'
 import { DEFAULT_CANARY_RATE } from '../../canary/index.js'
 import { parseBootstrapList } from '../../client/index.js'
+import { DEFAULT_KV_DTYPE, KV_DTYPES } from '../../shards/index.js'
 import { jsonSafe } from '../gateway/report.js'
 import { defaultModelPath } from '../paths.js'
 import { checkReadableFile } from './checks.js'
@@ -40,7 +41,11 @@ export function registerGenerate(program: Command): void {
     .option('--chat', "wrap the prompt in the model's chat template (GGUF tokenizer.chat_template) as one user turn", false)
     .addOption(new Option('--threads <n>', 'kernel threads (default: all cores)').argParser(int('--threads', 1)))
     .addOption(new Option('--kernels <kind>', 'kernel set').choices(['auto', 'reference', 'wasm', 'native']).default('auto'))
-    .addOption(new Option('--kv-dtype <dtype>', 'KV cache storage').choices(['f32', 'f16']).default('f32'))
+    .addOption(
+      new Option('--kv-dtype <dtype>', 'KV cache storage of the blocks run here (q8_0: GGUF Q8_0 blocks)')
+        .choices([...KV_DTYPES])
+        .default(DEFAULT_KV_DTYPE)
+    )
     .option('--bootstrap <addrs>', 'comma-separated multiaddrs of swarm peers: run the remote blocks on the swarm')
     .addOption(
       new Option('--edge-first <k>', 'with --bootstrap: blocks run locally before the swarm')
@@ -135,6 +140,7 @@ export function registerGenerate(program: Command): void {
               snapshotEvery: opts.snapshotEvery,
               standby: opts.standby,
               verbose: opts.verbose,
+              kvDType: opts.kvDtype,
               ...verificationOptions(opts),
               log: opts.verbose ? (e) => process.stderr.write(`${JSON.stringify(e)}\n`) : undefined
             },

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs'
 import type { Forwarding, LayerswarmClient, RouteWaitProgress } from '../../client/index.js'
 import { createClient, type GenerateResult, NoRouteError, parseWirePreference, type WireChoice } from '../../client/index.js'
-import { type GgufValue, openModelFile } from '../../shards/index.js'
+import { type GgufValue, type KvDType, openModelFile } from '../../shards/index.js'
 import { progress } from '../log.js'
 import { chatPrompt } from './chat-prompt.js'
 import { checkContextLength } from './checks.js'
@@ -52,6 +52,7 @@ export interface RemoteGenerateOptions {
   /** The canary secret's file, and a corpus the canary prompts are cut from (docs/verification.md). */
   canarySecret?: string
   canaryCorpus?: string
+  kvDType?: KvDType
   log?: (e: Record<string, unknown>) => void
 }
 
@@ -117,6 +118,7 @@ export async function runRemoteGenerate(
     onCanaryBuild: canaryProgress(),
     snapshotEvery: o.snapshotEvery,
     standby: o.standby,
+    kvDType: o.kvDType,
     log: o.log
   })
   try {

@@ -1,11 +1,19 @@
 import type { Command } from 'commander'
 import { Option } from 'commander'
 import { RangedFile } from '../../shards/file-reader.js'
-import { EngineError, type GgufValue, type KvDType, openModelFile, readGgufHeader, type Vocabulary } from '../../shards/index.js'
+import {
+  DEFAULT_KV_DTYPE,
+  EngineError,
+  type GgufValue,
+  KV_DTYPES,
+  type KvDType,
+  kvRowBytes,
+  openModelFile,
+  readGgufHeader,
+  type Vocabulary
+} from '../../shards/index.js'
 import { defaultModelPath } from '../paths.js'
 import { int } from './options.js'
-
-const KV_BYTES: Record<KvDType, number> = { f32: 4, f16: 2 }
 
 export interface InspectOptions {
   readonly model: string
@@ -77,7 +85,7 @@ export function runInspect(o: InspectOptions): InspectResult {
     }
     const weightBytes = Math.max(0, ...blockBytes.values())
     // One session's K and V rows for every position of the context (kv-cache.ts layout).
-    const kvBytes = 2 * context * c.kvDim * KV_BYTES[o.kvDType]
+    const kvBytes = 2 * context * kvRowBytes(o.kvDType, c.kvDim)
     let vocab: Vocabulary | undefined
     let vocabError: string | undefined
     try {
@@ -164,7 +172,9 @@ export function registerInspect(program: Command): void {
     .option('--model <path>', 'model file (default: the bundled stories260K.gguf)')
     .option('--tokenizer <path>', 'tokenizer for llama2.c .bin models')
     .addOption(
-      new Option('--kv-dtype <dtype>', 'KV cache storage for the memory estimate').choices(['f32', 'f16']).default('f32')
+      new Option('--kv-dtype <dtype>', 'KV cache storage for the memory estimate')
+        .choices([...KV_DTYPES])
+        .default(DEFAULT_KV_DTYPE)
     )
     .addOption(new Option('--context <n>', 'context for the KV estimate (default: the model’s)').argParser(int('--context', 1)))
     .option('--json', 'print one JSON object', false)

@@ -1,14 +1,17 @@
 import { mkdirSync } from 'node:fs'
 import { dirname, resolve } from 'node:path'
 import { type Command, InvalidArgumentError as CommanderArgError, Option } from 'commander'
+import { RangedFile } from '../../shards/file-reader.js'
+import { readGgufHeader } from '../../shards/gguf-reader.js'
 import { openModelFile, parseShape, writeRandomModel } from '../../shards/index.js'
+import { MODEL_FILE_TYPES, type ModelFileType } from '../../shards/quant/file-types.js'
 import type { ArchSpec } from '../../shards/random-arch.js'
-import type { Architecture, WeightDType } from '../../shards/types.js'
+import type { Architecture } from '../../shards/types.js'
 import { loadPackageVocabulary, type VocabPackageName } from '../../shards/vocab-packages.js'
 
 export interface MakeModelOptions {
   readonly shape: string
-  readonly dtype: WeightDType
+  readonly dtype: ModelFileType
   readonly seed: number
   readonly out: string
   readonly context?: number
@@ -21,9 +24,11 @@ export interface MakeModelOptions {
 export interface MakeModelResult {
   readonly out: string
   readonly shape: string
-  readonly dtype: WeightDType
+  readonly dtype: ModelFileType
   readonly seed: number
   readonly bytes: number
+  /** Matrices per storage type (a Q4_K_M file holds Q4_K and Q6_K, and Q5_0/Q8_0 on short rows). */
+  readonly tensorTypes: Record<string, number>
   readonly params: number
   readonly config: Record<string, unknown>
   readonly ms: number
@@ -49,6 +54,14 @@ export function runMakeModel(o: MakeModelOptions, onProgress?: (done: number, to
     arch: o.arch,
     onProgress
   })
+  const tensorTypes: Record<string, number> = {}
+  const file = new RangedFile(out)
+  try {
+    for (const t of readGgufHeader(file).tensors.values())
+      if (t.ne.length === 2) tensorTypes[t.dtype] = (tensorTypes[t.dtype] ?? 0) + 1
+  } finally {
+    file.close()
+  }
   const model = openModelFile(out)
   try {
     const c = model.config
@@ -69,6 +82,7 @@ export function runMakeModel(o: MakeModelOptions, onProgress?: (done: number, to
       dtype: o.dtype,
       seed: o.seed,
       bytes,
+      tensorTypes,
       params,
       config: { ...c },
       ms: Math.round(performance.now() - t0)
@@ -101,8 +115,12 @@ export function registerMakeModel(program: Command): void {
     .description(
       'Write a random-weight llama, qwen2 or qwen3 GGUF with a synthetic SentencePiece vocabulary, or a real one with --vocab (for benchmarks and tests).'
     )
-    .requiredOption('--shape <shape>', 'tiny, 15m, 42m, 110m, 1.1b, or dim,layers,heads,kvHeads,ffn,vocab[,tied|untied]')
-    .addOption(new Option('--dtype <dtype>', 'weight storage type').choices(['f32', 'f16', 'q8_0']).default('f32'))
+    .requiredOption('--shape <shape>', 'tiny, 15m, 42m, 110m, 1.1b, 8b, or dim,layers,heads,kvHeads,ffn,vocab[,tied|untied]')
+    .addOption(
+      new Option('--dtype <dtype>', "file type: one storage type for every matrix, or llama.cpp's Q4_K_M / Q5_K_M mixture")
+        .choices([...MODEL_FILE_TYPES])
+        .default('f32')
+    )
     .addOption(new Option('--seed <s>', 'random seed').argParser(int('--seed', 0)).default(1))
     .requiredOption('--out <file>', 'output .gguf file')
     .addOption(

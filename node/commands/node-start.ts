@@ -3,7 +3,16 @@ import { multiaddr } from '@multiformats/multiaddr'
 import { type Command, InvalidArgumentError, Option } from 'commander'
 import { bootstrapDialError, parseBootstrapList, wireDtypeFromName } from '../../client/index.js'
 import { createHost, type DType, dialBootstrap, fetchInfo, WIRE_DTYPES } from '../../protocol/index.js'
-import { computeModelId, createShard, openModelFile, type Shard, selectKernelsFor, spanKernelReport } from '../../shards/index.js'
+import {
+  computeModelId,
+  createShard,
+  DEFAULT_KV_DTYPE,
+  KV_DTYPES,
+  openModelFile,
+  type Shard,
+  selectKernelsFor,
+  spanKernelReport
+} from '../../shards/index.js'
 import { addLogLevelOption, createLogger, eventLog, progress } from '../log.js'
 import { Metrics, serveMetrics } from '../metrics.js'
 import { DEFAULT_MAX_SESSIONS } from '../options.js'
@@ -93,6 +102,11 @@ export function registerNodeStart(program: Command): void {
     .addOption(new Option('--threads <n>', 'kernel threads (default: all cores)').argParser(int('--threads', 1)))
     .addOption(new Option('--kernels <kind>', 'kernel set').choices(['auto', 'reference', 'wasm', 'native']).default('auto'))
     .addOption(
+      new Option('--kv-dtype <dtype>', 'KV cache storage, announced with the span (q8_0: GGUF Q8_0 blocks)')
+        .choices([...KV_DTYPES])
+        .default(DEFAULT_KV_DTYPE)
+    )
+    .addOption(
       new Option('--announce-interval <ms>', 'how often to announce the span over gossipsub')
         .argParser(int('--announce-interval', 100))
         .default(5_000)
@@ -168,11 +182,11 @@ export function registerNodeStart(program: Command): void {
       const kernels = selectKernelsFor(model.config, { kind: opts.kernels, threads: opts.threads })
       log({ event: 'loading', model: model.path, modelId, layers: [start, end], kernels: kernels.name })
       const bar = progress('loading blocks', end - start, { unit: 'blocks' })
-      const shard = createShard({ model, start, end, kernels, onProgress: (done) => bar.update(done) })
+      const shard = createShard({ model, start, end, kernels, kvDType: opts.kvDtype, onProgress: (done) => bar.update(done) })
       bar.done()
       // One line on the kernels the span runs on; a span (partly) on the slow TypeScript kernels says why.
       const report = spanKernelReport(kernels, shard)
-      log({ event: report.slowWeightBytes ? 'kernels-slow' : 'kernels', ...report })
+      log({ event: report.slowWeightBytes || report.slowAttention ? 'kernels-slow' : 'kernels', ...report })
       const throughput = measureThroughput(shard, model.config.dim)
       const tamper = opts.tamper
         ? createTamper({
@@ -224,7 +238,7 @@ export function registerNodeStart(program: Command): void {
         process.once('SIGTERM', () => resolve('SIGTERM'))
       })
       process.stdout.write(
-        `${JSON.stringify({ peerId: swarmNode.peerId, addrs: swarmNode.addrs, layers: [start, end], modelId, kernels: report.kernels, weightBytes: report.weightBytes, kvBytes: report.kvBytes })}\n`
+        `${JSON.stringify({ peerId: swarmNode.peerId, addrs: swarmNode.addrs, layers: [start, end], modelId, kernels: report.kernels, weightBytes: report.weightBytes, kvBytes: report.kvBytes, kvDtype: shard.kvDType })}\n`
       )
       log({ event: 'serving', peerId: swarmNode.peerId, throughput })
       const sig = await stopped

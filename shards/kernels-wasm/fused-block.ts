@@ -37,7 +37,7 @@ export interface FusedBlockDeps {
   /** Offset of a weight matrix in the heap, null when it lives outside. */
   weightOffset(w: WeightMatrix): number | null
   /** Offset of a KV layer's keys or values in the heap (allocKv), undefined otherwise. */
-  kvOffset(a: Float32Array | Uint16Array): number | undefined
+  kvOffset(a: Float32Array | Uint16Array | Uint8Array): number | undefined
   setArgs(values: number[]): void
 }
 

@@ -236,6 +236,8 @@ export function createWasmKernels(options: WasmKernelOptions): FastKernels {
     },
 
     attention(out, q, kv, shape) {
+      // A q8_0 KV cache (shards/kv-cache.ts) has no fast attention kernel yet: the reference one.
+      if (kv.dtype === 'q8_0') return ref.attention(out, q, kv, shape)
       attention(out, q, kv, shape)
     },
 
@@ -321,8 +323,8 @@ export function createWasmKernels(options: WasmKernelOptions): FastKernels {
       else heap.f32().set((a as Float32Array).subarray(0, n), s >>> 2)
       return s
     }
-    const kp = inCache(kv.keys, 'k')
-    const vp = inCache(kv.values, 'v')
+    const kp = inCache(kv.keys as Float32Array | Uint16Array, 'k')
+    const vp = inCache(kv.values as Float32Array | Uint16Array, 'v')
     const qp = scratch.get('q', T * width * 4)
     heap.f32().set(q.subarray(0, T * width), qp >>> 2)
     const op = scratch.get('ao', T * width * 4)

@@ -45,6 +45,13 @@ describe('announcement signatures', () => {
     expect(await verifyAnnouncement(signed, NOW + 1000)).toEqual(a)
   })
 
+  it("carries the span's KV dtype", async () => {
+    const { key, a } = await fixture()
+    const withKv: Announcement = { ...a, kvDtype: 'q8_0' }
+    const signed = decodeSignedAnnouncement(encodeSignedAnnouncement(await signAnnouncement(withKv, key)))
+    expect(await verifyAnnouncement(signed, NOW + 1000)).toEqual(withKv)
+  })
+
   it('rejects expired, future-dated and overlong announcements', async () => {
     const { key, a } = await fixture()
     const signed = await signAnnouncement(a, key)

@@ -145,6 +145,13 @@ describe('round trips', () => {
     expect(decodeInfoResponse(encodeInfoResponse(info))).toEqual(info)
   })
 
+  it('info with the KV dtype of the span (absent from older peers; unknown names refused)', () => {
+    for (const kvDtype of ['f32', 'f16', 'q8_0'] as const) {
+      expect(decodeInfoResponse(encodeInfoResponse({ ...info, kvDtype }))).toEqual({ ...info, kvDtype })
+    }
+    expect(() => encodeInfoResponse({ ...info, kvDtype: 'q4_0' as 'f16' })).toThrow(MalformedMessageError)
+  })
+
   it('session requests and responses', () => {
     for (const req of requests) expect(decodeSessionRequest(encodeSessionRequest(req))).toEqual(req)
     for (const res of responses) expect(decodeSessionResponse(encodeSessionResponse(res))).toEqual(res)

@@ -6,8 +6,10 @@ import {
   BadMagicError,
   computeModelId,
   openModelFile,
+  TensorSizeMismatchError,
   TokenizerMismatchError,
   TruncatedFileError,
+  UnknownTensorTypeError,
   UnsupportedModelError,
   UnsupportedTensorTypeError
 } from '../../shards/index.js'
@@ -62,13 +64,29 @@ describe('model files: typed errors for bad input', () => {
     expect(() => openModelFile(write('garbage.bin', garbage))).toThrow(BadMagicError)
   })
 
-  it('unsupported tensor type (Q4_0)', () => {
+  /** The bundled file with blk.3.ffn_up.weight's type id (F32 = 0) replaced. */
+  function withType(id: number): Buffer {
     const bad = Buffer.from(gguf)
     const typeAt = afterString('blk.3.ffn_up.weight') + 4 + 2 * 8 // n_dims u32, ne[2] u64
     expect(bad.readUInt32LE(typeAt)).toBe(0)
-    bad.writeUInt32LE(2, typeAt)
-    expect(() => openModelFile(write('q4.gguf', bad))).toThrow(UnsupportedTensorTypeError)
-    expect(() => openModelFile(write('q4.gguf', bad))).toThrow(/Q4_0/)
+    bad.writeUInt32LE(id, typeAt)
+    return bad
+  }
+
+  it('unsupported tensor type (IQ4_NL) names the type and the tensor', () => {
+    expect(() => openModelFile(write('iq4.gguf', withType(20)))).toThrow(UnsupportedTensorTypeError)
+    expect(() => openModelFile(write('iq4.gguf', withType(20)))).toThrow(/blk\.3\.ffn_up\.weight is IQ4_NL/)
+  })
+
+  it('unknown tensor type id', () => {
+    expect(() => openModelFile(write('t99.gguf', withType(99)))).toThrow(UnknownTensorTypeError)
+  })
+
+  it('tensor bytes that do not match type × shape', () => {
+    // Q4_0 is supported, but [64, 172] of it is 6192 bytes where the file stored 44032 (F32).
+    expect(() => openModelFile(write('q4.gguf', withType(2)))).toThrow(TensorSizeMismatchError)
+    // Q4_K needs rows of whole 256-element blocks; these rows have 64 elements.
+    expect(() => openModelFile(write('q4k.gguf', withType(12)))).toThrow(/not a multiple of its 256-element blocks/)
   })
 
   it('unsupported architecture', () => {

@@ -376,7 +376,7 @@ describe('createRandomModel', () => {
     expect(() => m.readMatrix('blk.3.attn_q')).toThrow(InvalidModelError)
     expect(() => m.readMatrix('blk.0.attn_norm')).toThrow(InvalidArgumentError)
     expect(() => createRandomModel(parseShape('48,1,4,2,96,300'), { dtype: 'q8_0', seed: 1 })).toThrow(/multiples of 32/)
-    expect(() => createRandomModel(tiny, { dtype: 'q4_0' as 'f32', seed: 1 })).toThrow(InvalidArgumentError)
+    expect(() => createRandomModel(tiny, { dtype: 'q3_k' as 'f32', seed: 1 })).toThrow(InvalidArgumentError)
     expect(() => createRandomModel(tiny, { dtype: 'f32', seed: 0.5 })).toThrow(InvalidArgumentError)
     const tied = createRandomModel(tinyTied, { dtype: 'f16', seed: 1 })
     expect(tied.hasTensor('output')).toBe(false)
