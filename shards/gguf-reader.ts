@@ -50,12 +50,23 @@ const GGML_TYPE_NAMES: Record<number, string> = {
   13: 'Q5_K',
   14: 'Q6_K',
   15: 'Q8_K',
+  16: 'IQ2_XXS',
+  17: 'IQ2_XS',
+  18: 'IQ3_XXS',
+  19: 'IQ1_S',
+  20: 'IQ4_NL',
+  21: 'IQ3_S',
+  22: 'IQ2_S',
+  23: 'IQ4_XS',
   24: 'I8',
   25: 'I16',
   26: 'I32',
   27: 'I64',
   28: 'F64',
-  30: 'BF16'
+  29: 'IQ1_M',
+  30: 'BF16',
+  34: 'TQ1_0',
+  35: 'TQ2_0'
 }
 const MAX_STRING_BYTES = 1 << 24
 const MAX_ARRAY_ITEMS = 1 << 26
@@ -236,7 +247,10 @@ export function readGgufHeader(file: RangedFile): GgufHeader {
     const dtype = GGML_TYPES[type]
     if (dtype === undefined) {
       const typeName = GGML_TYPE_NAMES[type] ?? `type ${type}`
-      throw new UnsupportedTensorTypeError(`${path}: tensor ${name} is ${typeName}; supported types are F32, F16 and Q8_0`)
+      const supported = Object.values(GGML_TYPES)
+        .map((t) => t.toUpperCase())
+        .join(', ')
+      throw new UnsupportedTensorTypeError(`${path}: tensor ${name} is ${typeName}; supported types are ${supported}`)
     }
     const elements = ne.reduce((a, b) => a * b, 1)
     const sizeBytes = tensorBytes(dtype, elements, ne[0], name, path)

@@ -62,13 +62,13 @@ describe('model files: typed errors for bad input', () => {
     expect(() => openModelFile(write('garbage.bin', garbage))).toThrow(BadMagicError)
   })
 
-  it('unsupported tensor type (Q4_0)', () => {
+  it('unsupported tensor type (IQ2_XXS), named with the tensor', () => {
     const bad = Buffer.from(gguf)
     const typeAt = afterString('blk.3.ffn_up.weight') + 4 + 2 * 8 // n_dims u32, ne[2] u64
     expect(bad.readUInt32LE(typeAt)).toBe(0)
-    bad.writeUInt32LE(2, typeAt)
-    expect(() => openModelFile(write('q4.gguf', bad))).toThrow(UnsupportedTensorTypeError)
-    expect(() => openModelFile(write('q4.gguf', bad))).toThrow(/Q4_0/)
+    bad.writeUInt32LE(16, typeAt)
+    expect(() => openModelFile(write('iq2.gguf', bad))).toThrow(UnsupportedTensorTypeError)
+    expect(() => openModelFile(write('iq2.gguf', bad))).toThrow(/blk\.3\.ffn_up\.weight is IQ2_XXS/)
   })
 
   it('unsupported architecture', () => {
