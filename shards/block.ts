@@ -46,7 +46,10 @@ export function loadMatrices(
     readInto &&
     ((name: TensorName, into: Uint8Array): void => {
       const order = rowOrder?.(name)
-      if (!order) return readInto.call(model, name, into)
+      if (!order) {
+        readInto.call(model, name, into)
+        return
+      }
       const tmp = new Uint8Array(into.byteLength)
       readInto.call(model, name, tmp)
       reorderRows(tmp, into, into.byteLength / order.length, order)
