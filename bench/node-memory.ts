@@ -51,27 +51,19 @@ export async function main(argv: string[]): Promise<void> {
     const afterStart = residentBytes(node.process.pid as number)
     // A client generating through the node: its session reserves KV and runs every block.
     const cli = join(dirname(fileURLToPath(import.meta.url)), '..', 'node', 'cli.js')
+    const args = [cli, 'generate', '--model', values.model, '--bootstrap', node.addrs[0], '--edge-first', '0', '--edge-last', '0']
+    args.push('--prompt', 'Once upon a time', '--max-tokens', values.tokens, '--temperature', '0')
     const t0 = performance.now()
-    execFileSync(
-      process.execPath,
-      [
-        cli,
-        'generate',
-        '--model',
-        values.model,
-        '--bootstrap',
-        node.addrs[0],
-        '--edge-first',
-        layers.split(':')[0],
-        '--prompt',
-        'Once upon a time',
-        '--max-tokens',
-        values.tokens,
-        '--temperature',
-        '0'
-      ],
-      { stdio: ['ignore', 'ignore', 'pipe'], timeout: 1_800_000 }
-    )
+    // The node's span announcement reaches a new client within a few seconds: retry until then.
+    for (let attempt = 1; ; attempt++) {
+      try {
+        execFileSync(process.execPath, args, { stdio: ['ignore', 'ignore', 'pipe'], timeout: 1_800_000 })
+        break
+      } catch (e) {
+        if (attempt >= 5 || !String((e as { stderr?: Buffer }).stderr ?? '').includes('ERR_NO_ROUTE')) throw e
+        await new Promise((r) => setTimeout(r, 3000))
+      }
+    }
     const generateMs = performance.now() - t0
     const afterGenerate = residentBytes(node.process.pid as number)
     const weightBytes = info.weightBytes ?? Number.NaN

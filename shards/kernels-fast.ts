@@ -26,6 +26,8 @@ export interface FastKernelOptions {
   readonly fusedBlock?: boolean
   /** Huge pages under the kernel memory where the OS honours the advice (default true). */
   readonly hugePages?: boolean
+  /** Weights the WebAssembly heap takes at most (default 3 GiB); past it, native buffers. */
+  readonly heapWeightBytes?: number
 }
 
 export interface SelectKernelsOptions extends Omit<FastKernelOptions, 'native'> {
@@ -40,7 +42,13 @@ export function createFastKernels(options: FastKernelOptions = {}): FastKernels 
   const threads = options.threads ?? availableParallelism()
   const addon =
     options.native === false ? null : loadNativeAddon(options.nativePath === undefined ? undefined : options.nativePath)
-  return createWasmKernels({ threads, native: addon, fusedBlock: options.fusedBlock, hugePages: options.hugePages })
+  return createWasmKernels({
+    threads,
+    native: addon,
+    fusedBlock: options.fusedBlock,
+    hugePages: options.hugePages,
+    heapWeightBytes: options.heapWeightBytes
+  })
 }
 
 /**

@@ -114,6 +114,8 @@ export interface Kernels {
 export interface KernelPlacement {
   /** Bytes of prepared weights in total, and those that run on the slow TypeScript kernels. */
   readonly weightBytes: number
+  /** Of those, bytes in native buffers past the 4 GiB WebAssembly heap (native kernels only). */
+  readonly nativeBufferBytes?: number
   readonly slowWeightBytes: number
   /** One line per cause of slow weights (empty when none). */
   readonly reasons: readonly string[]

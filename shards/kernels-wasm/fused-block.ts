@@ -35,7 +35,8 @@ export interface FusedBlockDeps {
   /** Batch size from which matmul() hands rows to the batched native kernels (block.cc agrees). */
   readonly batchedFrom: number
   /** Offset of a weight matrix in the heap, null when it lives outside. */
-  weightOffset(w: WeightMatrix): number | null
+  /** Address of a weight matrix as a distance from the heap's start (heap or native buffer), null when neither. */
+  weightDelta(w: WeightMatrix): number | null
   /** Offset of a KV layer's keys or values in the heap (allocKv), undefined otherwise. */
   kvOffset(a: Float32Array | Uint16Array | Uint8Array): number | undefined
   setArgs(values: number[]): void
@@ -94,7 +95,7 @@ export function createFusedBlock(deps: FusedBlockDeps): FusedBlock {
     c: ModelConfig,
     T: number,
     startPos: number,
-    at: Record<string, number> & { types?: number[] }
+    at: Record<string, number> & { types?: number[]; weights?: number[] }
   ): number[] | null {
     const mats = [w.wqkv, w.wo, w.w13, w.w2]
     // Per matrix: f32, Q8_0, or a block type when the addon multiplies those (quant-dot.cc).
@@ -109,12 +110,14 @@ export function createFusedBlock(deps: FusedBlockDeps): FusedBlock {
     const types = mats.map(typeOf)
     const wvType = w.wv ? typeOf(w.wv) : 0
     if (types.some((t) => t === null) || wvType === null) return null
-    const offsets = mats.map((m) => deps.weightOffset(m))
-    const wvOffset = w.wv ? deps.weightOffset(w.wv) : 0
+    const offsets = mats.map((m) => deps.weightDelta(m))
+    const wvOffset = w.wv ? deps.weightDelta(w.wv) : 0
     const kp = deps.kvOffset(kv.keys)
     const vp = deps.kvOffset(kv.values)
     if (offsets.some((o) => o === null) || wvOffset === null || kp === undefined || vp === undefined) return null
-    at.types = [...(types as number[]), wvOffset, wvType]
+    at.types = [...(types as number[]), w.wv ? 1 : 0, wvType]
+    // i64 weight addresses (block.h BLOCK_DESC_WEIGHTS_BYTE), as low/high i32 halves.
+    at.weights = [...(offsets as number[]), wvOffset].flatMap((d) => [(d % 2 ** 32) | 0, Math.floor(d / 2 ** 32)])
     return [
       types[0] === 8 ? 1 : 0,
       c.dim,
@@ -128,7 +131,10 @@ export function createFusedBlock(deps: FusedBlockDeps): FusedBlock {
       at.x,
       normOffset(w.attnNorm),
       normOffset(w.ffnNorm),
-      ...(offsets as number[]),
+      0,
+      0,
+      0,
+      0, // slots 12-15: the weights are at BLOCK_DESC_WEIGHTS_BYTE
       kp,
       vp,
       kv.dtype === 'f16' ? 1 : 0,
@@ -153,11 +159,16 @@ export function createFusedBlock(deps: FusedBlockDeps): FusedBlock {
       const all: number[][] = []
       const types: number[][] = []
       for (let i = 0; i < n; i++) {
-        const at: Record<string, number> & { types?: number[] } = { x: xp, rope, act, sync: sync + i * L.BLOCK_SYNC_BYTES }
+        const at: Record<string, number> & { types?: number[]; weights?: number[] } = {
+          x: xp,
+          rope,
+          act,
+          sync: sync + i * L.BLOCK_SYNC_BYTES
+        }
         const slots = blockSlots(ws[i], kvs[i], c, T, startPos, at)
-        if (!slots || !at.types) return false
+        if (!slots || !at.types || !at.weights) return false
         all.push(slots)
-        types.push(at.types)
+        types.push([...at.types, ...at.weights])
       }
       heap.f32().set(x.subarray(0, T * dim), xp >>> 2)
       heap.u8().fill(0, sync, sync + n * L.BLOCK_SYNC_BYTES)

@@ -15,6 +15,9 @@ import { createRopeTables } from './rope.js'
 import { createScratch } from './scratch.js'
 import { wasmApi, wasmKernelsModule } from './wasm-module.js'
 
+/** Default share of the 4 GiB WebAssembly heap that weights take (WasmKernelOptions.heapWeightBytes). */
+export const HEAP_WEIGHT_BYTES = 3 * 2 ** 30
+
 export interface WasmKernelOptions {
   readonly threads: number
   /** Native addon (absolute path) that takes batched matmuls; null for WebAssembly only. */
@@ -27,6 +30,12 @@ export interface WasmKernelOptions {
   readonly fusedBlock?: boolean
   /** Ask the OS for huge pages under the kernel memory through the addon (default true). */
   readonly hugePages?: boolean
+  /**
+   * Bytes of weights the WebAssembly heap takes at most (default HEAP_WEIGHT_BYTES: 3 of its
+   * 4 GiB, the rest left to KV caches and scratch). Past it, weights go to native buffers the
+   * native kernels address directly, when the addon makes them; tests set 0 to take that path.
+   */
+  readonly heapWeightBytes?: number
 }
 
 /** Kernels that also hand out KV layers living in the kernels' own memory (no copy per call). */
@@ -96,6 +105,21 @@ export function createWasmKernels(options: WasmKernelOptions): FastKernels {
   const slow = new Map<string, number>()
   const noteSlow = (reason: string, bytes: number): void => void slow.set(reason, (slow.get(reason) ?? 0) + bytes)
   const HEAP_FULL = 'weights past the 4 GiB WebAssembly heap run on the TypeScript reference kernels (no native addon takes them)'
+  // Weights past the WebAssembly heap, in native buffers (allocBuffer): address distance from
+  // the heap's start (what the native kernels add to their base pointer), and their bytes.
+  const external = new WeakMap<WeightMatrix, number>()
+  let externalBytes = 0
+  const canSpill = native !== null && typeof native.allocBuffer === 'function' && typeof native.addressOf === 'function'
+  const heapAddress = canSpill ? (native.addressOf as (v: Uint8Array) => number)(memoryBase) : 0
+  /** A native buffer for `bytes` of weights past the heap, or null without the addon. */
+  const heapWeightBytes = options.heapWeightBytes ?? HEAP_WEIGHT_BYTES
+  let heapWeights = 0
+  function spill(bytes: number): { view: Uint8Array; delta: number } | null {
+    if (!canSpill) return null
+    const view = new Uint8Array((native.allocBuffer as (n: number) => ArrayBuffer)(bytes))
+    externalBytes += bytes
+    return { view, delta: (native.addressOf as (v: Uint8Array) => number)(view) - heapAddress }
+  }
   const noQuantKernel = (dtype: string): string =>
     `${dtype} weights run on their TypeScript definition (the native addon with block-type kernels is not loaded)`
   /** Account for a placed matrix: its bytes, and whether (and why) it runs slowly. */
@@ -104,6 +128,11 @@ export function createWasmKernels(options: WasmKernelOptions): FastKernels {
     weightBytes += bytes
     if (!inHeap) noteSlow(HEAP_FULL, bytes)
     else if (isQuantDType(w.dtype) && !native?.quantTypes) noteSlow(noQuantKernel(w.dtype), bytes)
+  }
+  /** Weights in a native buffer run on native kernels only (WebAssembly cannot address them). */
+  function accountExternal(w: Omit<WeightMatrix, 'data'>): void {
+    weightBytes += rowBytes(w.dtype, w.cols) * w.rows
+    if (isQuantDType(w.dtype) && !native?.quantTypes) noteSlow(noQuantKernel(w.dtype), rowBytes(w.dtype, w.cols) * w.rows)
   }
   const kvOffsets = new WeakMap<object, number>()
   const reclaim = new FinalizationRegistry<number>((offset) => heap.free(offset))
@@ -114,29 +143,55 @@ export function createWasmKernels(options: WasmKernelOptions): FastKernels {
     for (let i = 0; i < values.length; i++) i32[base + i] = values[i] | 0
   }
 
-  /** Copy a weight matrix into the shared memory; null when it does not fit (reference fallback). */
-  function place(w: WeightMatrix): { offset: number; view: Uint8Array } | null {
+  /**
+   * Copy a weight matrix into the shared memory, else (heap full) into a native buffer
+   * (`delta` set); null when neither can take it (reference fallback).
+   */
+  function place(w: WeightMatrix): { offset: number; view: Uint8Array; delta?: number } | null {
     const bytes = rowBytes(w.dtype, w.cols) * w.rows
     if (w.data.byteLength < bytes) throw new InvalidArgumentError(`weight data has ${w.data.byteLength} bytes, needs ${bytes}`)
-    let offset: number
-    try {
-      offset = heap.alloc(bytes)
-    } catch (e) {
-      if (e instanceof KernelMemoryError) return null
-      throw e
+    const offset = heapWeights + bytes <= heapWeightBytes || !canSpill ? tryAlloc(bytes) : null
+    if (offset === null) {
+      const spilled = spill(bytes)
+      if (!spilled) return null
+      spilled.view.set(w.data.subarray(0, bytes))
+      return { offset: -1, view: spilled.view, delta: spilled.delta }
     }
+    heapWeights += bytes
     const view = new Uint8Array(heap.memory.buffer, offset, bytes)
     view.set(w.data.subarray(0, bytes))
     return { offset, view }
   }
 
+  /** A heap allocation, or null when the heap is full. */
+  function tryAlloc(bytes: number): number | null {
+    try {
+      return heap.alloc(bytes)
+    } catch (e) {
+      if (e instanceof KernelMemoryError) return null
+      throw e
+    }
+  }
+
+  /** Heap offset of a weight matrix (placing it on first use); null when it is not in the heap. */
   function weightOffset(w: WeightMatrix): number | null {
     const known = weights.get(w)
     if (known !== undefined) return known
+    if (external.has(w)) return null
     const placed = place(w)
+    if (placed?.delta !== undefined) {
+      external.set(w, placed.delta)
+      return null
+    }
     weights.set(w, placed?.offset ?? null)
     if (placed) reclaim.register(w, placed.offset)
     return placed?.offset ?? null
+  }
+
+  /** Address of a weight matrix as a distance from the heap's start (heap or native buffer). */
+  function weightDelta(w: WeightMatrix): number | null {
+    const offset = weightOffset(w)
+    return offset ?? external.get(w) ?? null
   }
 
   const fused =
@@ -148,7 +203,7 @@ export function createWasmKernels(options: WasmKernelOptions): FastKernels {
           native,
           // Batches of 8 or more use the batched kernels inside the block, as matmul() would.
           batchedFrom: nativeMinBatch,
-          weightOffset,
+          weightDelta,
           kvOffset: (a) => kvOffsets.get(a),
           setArgs
         })
@@ -159,8 +214,14 @@ export function createWasmKernels(options: WasmKernelOptions): FastKernels {
     threads,
 
     prepare(w) {
-      if (weights.has(w)) return w
+      if (weights.has(w) || external.has(w)) return w
       const placed = place(w)
+      if (placed?.delta !== undefined) {
+        accountExternal(w)
+        const prepared: WeightMatrix = { dtype: w.dtype, rows: w.rows, cols: w.cols, data: placed.view }
+        external.set(prepared, placed.delta)
+        return prepared
+      }
       account(w, placed !== null)
       if (!placed) {
         weights.set(w, null)
@@ -174,13 +235,19 @@ export function createWasmKernels(options: WasmKernelOptions): FastKernels {
 
     prepareInto(shape, fill) {
       const bytes = rowBytes(shape.dtype, shape.cols) * shape.rows
-      let offset: number
-      try {
-        offset = heap.alloc(bytes)
-      } catch (e) {
-        if (!(e instanceof KernelMemoryError)) throw e
-        // Does not fit the 4 GiB wasm32 heap: an ordinary buffer, run by the reference kernels
-        // (reported by placement()).
+      const offset = heapWeights + bytes <= heapWeightBytes || !canSpill ? tryAlloc(bytes) : null
+      if (offset === null) {
+        // Past the heap's share of weights (or its 4 GiB): a native buffer the native kernels
+        // address directly.
+        const spilled = spill(bytes)
+        if (spilled) {
+          fill(spilled.view)
+          accountExternal(shape)
+          const prepared: WeightMatrix = { dtype: shape.dtype, rows: shape.rows, cols: shape.cols, data: spilled.view }
+          external.set(prepared, spilled.delta)
+          return prepared
+        }
+        // No addon: an ordinary buffer, run by the reference kernels (reported by placement()).
         account(shape, false)
         const data = new Uint8Array(bytes)
         fill(data)
@@ -188,11 +255,13 @@ export function createWasmKernels(options: WasmKernelOptions): FastKernels {
         weights.set(w, null)
         return w
       }
+      heapWeights += bytes
       const data = new Uint8Array(heap.memory.buffer, offset, bytes)
       try {
         fill(data)
       } catch (e) {
         heap.free(offset)
+        heapWeights -= bytes
         throw e
       }
       const prepared: WeightMatrix = { dtype: shape.dtype, rows: shape.rows, cols: shape.cols, data }
@@ -207,24 +276,29 @@ export function createWasmKernels(options: WasmKernelOptions): FastKernels {
       // Block types without the addon's kernels: their exact definition in TypeScript (same bits).
       if (quant && !native?.quantTypes) return matmulExact(out, x, w, T)
       const wp = weightOffset(w)
-      if (wp === null) return quant ? matmulExact(out, x, w, T) : ref.matmul(out, x, w, T)
+      const delta = wp === null ? external.get(w) : undefined
+      if (wp === null && delta === undefined) return quant ? matmulExact(out, x, w, T) : ref.matmul(out, x, w, T)
       const { rows, cols } = w
       const xp = scratch.get('x', T * cols * 4)
       heap.f32().set(x.subarray(0, T * cols), xp >>> 2)
       const op = scratch.get('out', T * rows * 4)
       let args: number[]
       if (isQuantDType(w.dtype)) {
-        args = [L.OP_MATMUL_QUANT, wp, xp, QUANT_LAYOUTS[w.dtype].ggmlType, op, rows, cols, T]
+        args = [L.OP_MATMUL_QUANT, wp ?? 0, xp, QUANT_LAYOUTS[w.dtype].ggmlType, op, rows, cols, T]
       } else if (w.dtype === 'q8_0') {
         const xq = scratch.get('xq', T * cols * 2)
         const xd = scratch.get('xd', T * (cols / 32) * 4)
         exports.quantizeQ8(xp, xq, xd, cols, T)
-        args = [L.OP_MATMUL_Q8, wp, xq, xd, op, rows, cols, T]
+        args = [L.OP_MATMUL_Q8, wp ?? 0, xq, xd, op, rows, cols, T]
       } else {
-        args = [w.dtype === 'f32' ? L.OP_MATMUL_F32 : L.OP_MATMUL_F16, wp, xp, 0, op, rows, cols, T]
+        args = [w.dtype === 'f32' ? L.OP_MATMUL_F32 : L.OP_MATMUL_F16, wp ?? 0, xp, 0, op, rows, cols, T]
       }
+      // Slots 13-15: a weight in a native buffer (its i64 distance from the heap's start, then
+      // the flag), always written so no earlier call's flag stays (shards/native/addon.cc).
+      const d = delta ?? 0
+      args.push(0, 0, 0, 0, 0, (d % 2 ** 32) | 0, Math.floor(d / 2 ** 32), delta === undefined ? 0 : 1)
       setArgs(args)
-      pool.run(quant || useNative(w.dtype, T) ? 'native' : 'wasm')
+      pool.run(quant || delta !== undefined || useNative(w.dtype, T) ? 'native' : 'wasm')
       out.set(heap.f32().subarray(op >>> 2, (op >>> 2) + T * rows))
     },
 
@@ -274,6 +348,7 @@ export function createWasmKernels(options: WasmKernelOptions): FastKernels {
     memoryBytes: () => heap.used(),
     placement: () => ({
       weightBytes,
+      nativeBufferBytes: externalBytes,
       slowWeightBytes: [...slow.values()].reduce((a, b) => a + b, 0),
       reasons: [...slow.keys()]
     }),

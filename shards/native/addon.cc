@@ -50,6 +50,38 @@ Napi::Value Task(const Napi::CallbackInfo& info) {
   const int r0 = chunk(rows, tid, n), r1 = chunk(rows, tid + 1, n);
   if (r0 >= r1) return env.Undefined();
   float* out = reinterpret_cast<float*>(base + a[4]);
+  // Matmuls: slot 15 = 1 when the weights live in a native buffer (allocBuffer) past the
+  // WebAssembly heap; slots 13/14 then hold their address as an i64 distance from base.
+  if (a[15] == 1) {
+    int64_t delta;
+    const uint32_t lohi[2] = {a[13], a[14]};
+    std::memcpy(&delta, lohi, 8);
+    base += delta;  // only the weight operand is read through it below
+    if (op == kMatmulQuant) {
+      const int type = int(a[3]);
+      uint8_t* heap = base - delta;
+      const float* x = reinterpret_cast<const float*>(heap + a[2]);
+      if (!ls::quantAvailable(type) || ls::quantRowBytes(type, cols) == 0) {
+        Napi::Error::New(env, "native kernels: unsupported block type").ThrowAsJavaScriptException();
+        return env.Undefined();
+      }
+      ls::quantPrepare(type, x, cols, T);
+      ls::quantRows(type, base, x, out, rows, cols, T, r0, r1);
+    } else if (op == kMatmulQ8) {
+      uint8_t* heap = base - delta;
+      const int16_t* xq = reinterpret_cast<const int16_t*>(heap + a[2]);
+      const float* xd = reinterpret_cast<const float*>(heap + a[3]);
+      if (T < 8 && ls::decodeAvailable(true)) ls::decodeQ8(base, xq, xd, out, rows, cols, T, r0, r1);
+      else ls::matmulQ8(base, xq, xd, out, rows, cols, T, r0, r1);
+    } else if (op == kMatmulF32 && T < 8 && ls::decodeAvailable(false)) {
+      ls::decodeF32(reinterpret_cast<const float*>(base), reinterpret_cast<const float*>(base - delta + a[2]), out, rows, cols, T, r0, r1);
+    } else if (op == kMatmulF32 || op == kMatmulF16) {
+      ls::matmulF(base, op == kMatmulF16, reinterpret_cast<const float*>(base - delta + a[2]), out, rows, cols, T, r0, r1);
+    } else {
+      Napi::Error::New(env, "native kernels: unsupported op").ThrowAsJavaScriptException();
+    }
+    return env.Undefined();
+  }
   // T < 8: the decode kernels (decode.cc); the host only sends these ops when decodeF32/decodeQ8.
   if (op == kMatmulQuant) {
     // slot 3: the ggml type (quant-dot.h); every thread quantises the activations itself (the
@@ -97,6 +129,52 @@ Napi::Value AdviseHugePages(const Napi::CallbackInfo& info) {
 #endif
 }
 
+// allocBuffer(bytes): a zeroed native buffer (anonymous mmap, huge pages advised) for weights
+// that do not fit the 4 GiB WebAssembly heap; unmapped when the ArrayBuffer is collected.
+Napi::Value AllocBuffer(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const double want = info.Length() > 0 && info[0].IsNumber() ? info[0].As<Napi::Number>().DoubleValue() : -1;
+  if (!(want > 0) || want > 9.0e15) {
+    Napi::RangeError::New(env, "allocBuffer(bytes): bytes must be a positive integer").ThrowAsJavaScriptException();
+    return env.Undefined();
+  }
+  const size_t bytes = size_t(want);
+#if defined(__linux__)
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) {
+    Napi::Error::New(env, "allocBuffer: out of memory").ThrowAsJavaScriptException();
+    return env.Undefined();
+  }
+#if defined(MADV_HUGEPAGE)
+  madvise(p, bytes, MADV_HUGEPAGE);
+#endif
+  return Napi::ArrayBuffer::New(env, p, bytes, [](Napi::Env, void* data, size_t* len) {
+    munmap(data, *len);
+    delete len;
+  }, new size_t(bytes));
+#else
+  Napi::Error::New(env, "allocBuffer: not available on this platform").ThrowAsJavaScriptException();
+  return env.Undefined();
+#endif
+}
+
+// addressOf(view): the address of a typed array's first byte, as a number (exact below 2^53).
+Napi::Value AddressOf(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (info.Length() < 1 || !info[0].IsTypedArray()) {
+    Napi::TypeError::New(env, "addressOf(view: TypedArray)").ThrowAsJavaScriptException();
+    return env.Undefined();
+  }
+  // napi_get_typedarray_info's data pointer (views of a SharedArrayBuffer too, unlike the
+  // array buffer's own info).
+  napi_typedarray_type type;
+  size_t length, offset;
+  void* data = nullptr;
+  napi_value buffer;
+  if (napi_get_typedarray_info(env, info[0], &type, &length, &data, &buffer, &offset) != napi_ok) return env.Undefined();
+  return Napi::Number::New(env, double(reinterpret_cast<uintptr_t>(data)));
+}
+
 // The fused block's port of V8's Math.exp, exposed so a test can compare it with Math.exp.
 Napi::Value JsExp(const Napi::CallbackInfo& info) {
   return Napi::Number::New(info.Env(), ls::jsExp(info[0].As<Napi::Number>().DoubleValue()));
@@ -137,6 +215,8 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("fusedBlock", Napi::Boolean::New(env, ls::blockAvailable()));
   exports.Set("jsExp", Napi::Function::New(env, JsExp));
   exports.Set("adviseHugePages", Napi::Function::New(env, AdviseHugePages));
+  exports.Set("allocBuffer", Napi::Function::New(env, AllocBuffer));
+  exports.Set("addressOf", Napi::Function::New(env, AddressOf));
   return exports;
 }
 

@@ -39,7 +39,8 @@ constexpr int kBatchedFrom = 8;  // shards/kernels-wasm/wasm-kernels.ts nativeMi
 
 struct Desc {
   int q8, dim, kvDim, hidden, nHeads, nKvHeads, headDim, T, startPos;
-  uint32_t x, attnNorm, ffnNorm, wqkv, wo, w13, w2, keys, values;
+  uint32_t x, attnNorm, ffnNorm, keys, values;
+  int64_t wqkv, wo, w13, w2;  // BLOCK_DESC_WEIGHTS_BYTE
   int kvHalf;
   uint32_t rope, scratch, sync;
   // Queries are qDim = nHeads * headDim wide (dim unless qwen3); bias, qNorm, kNorm are heap
@@ -48,7 +49,8 @@ struct Desc {
   uint32_t bias, qNorm, kNorm;
   double eps;
   int type[4];  // wqkv, wo, w13, w2
-  uint32_t wv;  // separate Wv rows after wqkv's (0: none)
+  bool hasWv;   // Wv separate from wqkv (its rows follow wqkv's in the output)
+  int64_t wv;
   int wvType;
 };
 
@@ -61,7 +63,6 @@ Desc readDesc(const uint8_t* base, uint32_t at) {
   d.q8 = s[0], d.dim = s[1], d.kvDim = s[2], d.hidden = s[3], d.nHeads = s[4], d.nKvHeads = s[5];
   d.headDim = s[6], d.T = s[7], d.startPos = s[8];
   d.x = uint32_t(s[9]), d.attnNorm = uint32_t(s[10]), d.ffnNorm = uint32_t(s[11]);
-  d.wqkv = uint32_t(s[12]), d.wo = uint32_t(s[13]), d.w13 = uint32_t(s[14]), d.w2 = uint32_t(s[15]);
   d.keys = uint32_t(s[16]), d.values = uint32_t(s[17]), d.kvHalf = s[18];
   d.rope = uint32_t(s[19]), d.scratch = uint32_t(s[20]), d.sync = uint32_t(s[21]);
   int32_t a[BLOCK_DESC_ARCH_SLOTS];
@@ -71,7 +72,10 @@ Desc readDesc(const uint8_t* base, uint32_t at) {
   int32_t t[6];
   std::memcpy(t, base + at + BLOCK_DESC_TYPES_BYTE, sizeof t);
   for (int i = 0; i < 4; i++) d.type[i] = t[i];
-  d.wv = uint32_t(t[4]), d.wvType = t[5];
+  d.hasWv = t[4] != 0, d.wvType = t[5];
+  int64_t wt[5];
+  std::memcpy(wt, base + at + BLOCK_DESC_WEIGHTS_BYTE, sizeof wt);
+  d.wqkv = wt[0], d.wo = wt[1], d.w13 = wt[2], d.w2 = wt[3], d.wv = wt[4];
   return d;
 }
 
@@ -129,7 +133,7 @@ void matvec(const Desc& d, int type, const uint8_t* w, float* out, int rows, int
 
 // Rows [r0, r1) of the qkv projection: wqkv's rows, then (when Wv is separate) Wv's.
 void matvecQkv(const Desc& d, uint8_t* base, float* out, int rows, int cols, int r0, int r1) {
-  const int split = d.wv ? d.dim + d.kvDim : rows;
+  const int split = d.hasWv ? d.dim + d.kvDim : rows;
   if (r0 < split) matvec(d, d.type[0], base + d.wqkv, out, rows, cols, r0, r1 < split ? r1 : split);
   if (r1 > split) {
     // Wv's own row numbering, written from column `split` of out (the kernels use rows only
@@ -222,7 +226,7 @@ void runBlock(uint8_t* base, uint32_t descAt, int n) {
       int r0 = s, r1 = s + 1;
       if (phase != 1) cut.get(s, r0, r1);
       if (phase == 0) {
-        if (!prepared) prepare(d, x, reinterpret_cast<const float*>(base + d.attnNorm), dim, d.type[0], d.wv ? d.wvType : -1);
+        if (!prepared) prepare(d, x, reinterpret_cast<const float*>(base + d.attnNorm), dim, d.type[0], d.hasWv ? d.wvType : -1);
         matvecQkv(d, base, qkv, qkvRows, dim, r0, r1);
         for (int t = 0; t < T; t++) {
           float* row = qkv + size_t(t) * qkvRows;

@@ -8,12 +8,15 @@
 #define BLOCK_DESC_SLOTS 22
 #define BLOCK_DESC_EPS_BYTE 96
 #define BLOCK_DESC_BYTES 192
-// Matrix types (ggml ids: 0 f32, 8 Q8_0, quant-dot.h's) of wqkv, wo, w13, w2, then the offset
-// and type of a separate Wv (0 when Wv is stacked in wqkv), as i32 from this byte on.
+// Matrix types (ggml ids: 0 f32, 8 Q8_0, quant-dot.h's) of wqkv, wo, w13, w2, then whether Wv
+// is separate (0: stacked in wqkv) and its type, as i32 from this byte on.
 #define BLOCK_DESC_TYPES_BYTE 104
-// Architecture slots (i32 from this byte): qDim, then heap offsets of the QKV bias and the Q and
-// K norm weights (0: none).
-#define BLOCK_DESC_ARCH_BYTE 128
+// The weights' addresses as i64 byte distances from the shared memory's start (weights past
+// the WebAssembly heap live in native buffers, anywhere): wqkv, wo, w13, w2, wv.
+#define BLOCK_DESC_WEIGHTS_BYTE 128
+// Architecture slots (i32 from this byte, after the five weight addresses): qDim, then heap
+// offsets of the QKV bias and the Q and K norm weights (0: none).
+#define BLOCK_DESC_ARCH_BYTE 168
 #define BLOCK_DESC_ARCH_SLOTS 4
 
 namespace ls {

@@ -28,6 +28,13 @@ export interface NativeAddon {
    * start) with huge pages; false where that does not apply (no-op). Older builds lack it.
    */
   readonly adviseHugePages?: (base: Uint8Array, offset: number, bytes: number) => boolean
+  /**
+   * A zeroed native buffer of `bytes` (anonymous mmap) for weights past the 4 GiB WebAssembly
+   * heap, and the address of a view's first byte: the native kernels take weights there
+   * through their distance from the heap's start. Older builds lack them.
+   */
+  readonly allocBuffer?: (bytes: number) => ArrayBuffer
+  readonly addressOf?: (view: Uint8Array) => number
 }
 
 /** Where `npm run build:native` leaves the addon, found from this file in src or dist. */
@@ -66,7 +73,9 @@ export function loadNativeAddon(path: string | null = nativeAddonPath()): Native
       quantTypes: addon.quantTypes === true,
       fusedBlock: addon.fusedBlock === true,
       jsExp: addon.jsExp,
-      adviseHugePages: typeof addon.adviseHugePages === 'function' ? addon.adviseHugePages : undefined
+      adviseHugePages: typeof addon.adviseHugePages === 'function' ? addon.adviseHugePages : undefined,
+      allocBuffer: typeof addon.allocBuffer === 'function' ? addon.allocBuffer : undefined,
+      addressOf: typeof addon.addressOf === 'function' ? addon.addressOf : undefined
     }
   } catch {
     return null

@@ -135,6 +135,14 @@ inline __m256i dotU8(__m256i u, __m256i s) {
 
 inline __m256i pair16(int lo, int hi) { return _mm256_set_m128i(_mm_set1_epi16(short(hi)), _mm_set1_epi16(short(lo))); }
 
+// IEEE half bit patterns (low 16 bits of each lane) to f32 exactly as halfToFloatExact.
+inline __m256 half8(__m256i h) {
+  const __m256i em = _mm256_slli_epi32(_mm256_and_si256(h, _mm256_set1_epi32(0x7fff)), 13);
+  const __m256 f = _mm256_mul_ps(_mm256_castsi256_ps(em), _mm256_set1_ps(5.192296858534828e33f));
+  const __m256i sign = _mm256_slli_epi32(_mm256_and_si256(h, _mm256_set1_epi32(0x8000)), 16);
+  return _mm256_or_ps(f, _mm256_castsi256_ps(sign));
+}
+
 // ---- K-quants: one row against one token's Q8_K activations --------------------------------
 // Each block type gives, per super-block, i32 lane vectors p (lanes sum to Σ sc·(q·qx), offsets
 // folded in exactly) and m (lanes sum to Σ mn·Σqx, types with mins). Eight super-blocks are
@@ -158,9 +166,10 @@ template <bool Five>
 inline void blockQ45K(const uint8_t* blk, const int8_t* x, const int32_t* bs, __m256i& p, __m256i& m) {
   uint32_t u[3];
   std::memcpy(u, blk + 4, 12);
-  alignas(16) uint32_t sm[4] = {u[0] & 0x3f3f3f3f, (u[2] & 0x0f0f0f0f) | (((u[0] >> 6) & 0x03030303) << 4), u[1] & 0x3f3f3f3f,
-                                ((u[2] >> 4) & 0x0f0f0f0f) | (((u[1] >> 6) & 0x03030303) << 4)};
-  const uint8_t* sc = reinterpret_cast<const uint8_t*>(sm);
+  const __m128i sm = _mm_setr_epi32(int(u[0] & 0x3f3f3f3f), int((u[2] & 0x0f0f0f0f) | (((u[0] >> 6) & 0x03030303) << 4)),
+                                    int(u[1] & 0x3f3f3f3f), int(((u[2] >> 4) & 0x0f0f0f0f) | (((u[1] >> 6) & 0x03030303) << 4)));
+  // The 8 scales as i16 in both 128-bit halves; scale k is broadcast by one byte shuffle.
+  const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm));
   const __m256i m4 = _mm256_set1_epi8(0x0f), one = _mm256_set1_epi8(1);
   const uint8_t* qs = blk + (Five ? 48 : 16);
   const __m256i hb = Five ? load(blk + 16) : _mm256_setzero_si256();
@@ -172,14 +181,16 @@ inline void blockQ45K(const uint8_t* blk, const int8_t* x, const int32_t* bs, __
       lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(srl16(hb, 2 * k), one), 4));
       hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(srl16(hb, 2 * k + 1), one), 4));
     }
-    acc = dotScaled(acc, lo, load(x + 64 * k), _mm256_set1_epi16(short(sc[2 * k])));
-    acc = dotScaled(acc, hi, load(x + 64 * k + 32), _mm256_set1_epi16(short(sc[2 * k + 1])));
+    const __m256i s0 = _mm256_shuffle_epi8(sc16, _mm256_set1_epi16(short(0x0100 * (4 * k + 1) + 4 * k)));
+    const __m256i s1 = _mm256_shuffle_epi8(sc16, _mm256_set1_epi16(short(0x0100 * (4 * k + 3) + 4 * k + 2)));
+    acc = dotScaled(acc, lo, load(x + 64 * k), s0);
+    acc = dotScaled(acc, hi, load(x + 64 * k + 32), s1);
   }
   p = acc;
   // Σqx per 32 from the per-16 sums, times the 8 mins.
   const __m256i b16 = load(bs), b16hi = load(bs + 8);
   const __m256i pairs = _mm256_permute4x64_epi64(_mm256_hadd_epi32(b16, b16hi), 0xd8);
-  m = _mm256_mullo_epi32(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc + 8))), pairs);
+  m = _mm256_mullo_epi32(_mm256_cvtepu8_epi32(_mm_srli_si128(sm, 8)), pairs);
 }
 
 // Q6_K: 16 sub-blocks of 16, int8 scales, quants 0..63 offset by −32 (32·Σ sc·Σqx subtracted).
@@ -250,19 +261,23 @@ float dotK(const uint8_t* row, const int8_t* xs, const float* xd, const int32_t*
   for (int b0 = 0; b0 < nb; b0 += 8) {
     const int n = nb - b0 < 8 ? nb - b0 : 8;
     __m256i p[8], m[8];
-    alignas(32) float d[8] = {}, dmin[8] = {}, dx[8] = {};
+    alignas(32) int32_t at[8];
     for (int i = 0; i < 8; i++) {
       p[i] = m[i] = _mm256_setzero_si256();
+      // Gather offsets of d (dmin in the high half where it follows d); past n, the last block.
+      at[i] = (i < n ? i : n - 1) * BlockBytes + DAt;
       if (i >= n) continue;
-      const uint8_t* blk = row + size_t(b0 + i) * BlockBytes;
-      Block(blk, xs + size_t(b0 + i) * 256, bs + size_t(b0 + i) * 16, p[i], m[i]);
-      d[i] = half(blk + DAt);
-      if (DminAt >= 0) dmin[i] = half(blk + DminAt);
-      dx[i] = xd[b0 + i];
+      Block(row + size_t(b0 + i) * BlockBytes, xs + size_t(b0 + i) * 256, bs + size_t(b0 + i) * 16, p[i], m[i]);
     }
+    const __m256i h = _mm256_i32gather_epi32(reinterpret_cast<const int*>(row + size_t(b0) * BlockBytes), _mm256_load_si256(reinterpret_cast<const __m256i*>(at)), 1);
+    alignas(32) float dx[8] = {};
+    for (int i = 0; i < n; i++) dx[i] = xd[b0 + i];
     const __m256 dxv = _mm256_load_ps(dx);
-    __m256 term = _mm256_mul_ps(_mm256_mul_ps(dxv, _mm256_load_ps(d)), _mm256_cvtepi32_ps(reduce8(p)));
-    if (DminAt >= 0) term = _mm256_sub_ps(term, _mm256_mul_ps(_mm256_mul_ps(dxv, _mm256_load_ps(dmin)), _mm256_cvtepi32_ps(reduce8(m))));
+    __m256 term = _mm256_mul_ps(_mm256_mul_ps(dxv, half8(h)), _mm256_cvtepi32_ps(reduce8(p)));
+    if (DminAt >= 0) {
+      static_assert(DminAt < 0 || DminAt == DAt + 2, "dmin follows d");
+      term = _mm256_sub_ps(term, _mm256_mul_ps(_mm256_mul_ps(dxv, half8(_mm256_srli_epi32(h, 16))), _mm256_cvtepi32_ps(reduce8(m))));
+    }
     alignas(32) float lanes[8];
     _mm256_store_ps(lanes, term);
     for (int i = 0; i < n; i++) sumf = sumf + lanes[i];
@@ -288,14 +303,6 @@ inline __m256i unpackLegacy(const uint8_t* blk) {
     q = _mm256_or_si256(q, _mm256_and_si256(set, _mm256_set1_epi8(0x10)));
   }
   return q;
-}
-
-// IEEE half bit patterns (low 16 bits of each lane) to f32 exactly as halfToFloatExact.
-inline __m256 half8(__m256i h) {
-  const __m256i em = _mm256_slli_epi32(_mm256_and_si256(h, _mm256_set1_epi32(0x7fff)), 13);
-  const __m256 f = _mm256_mul_ps(_mm256_castsi256_ps(em), _mm256_set1_ps(5.192296858534828e33f));
-  const __m256i sign = _mm256_slli_epi32(_mm256_and_si256(h, _mm256_set1_epi32(0x8000)), 16);
-  return _mm256_or_ps(f, _mm256_castsi256_ps(sign));
 }
 
 // One row: blocks 8 at a time (reduce8, 8-wide float terms), the terms then summed in block

@@ -172,7 +172,7 @@ describe('placement: a span on slow kernels says so', () => {
     if (addon?.quantTypes) {
       const k = fast(1)
       k.prepare(w)
-      expect(k.placement?.()).toEqual({ weightBytes: w.data.byteLength, slowWeightBytes: 0, reasons: [] })
+      expect(k.placement?.()).toEqual({ weightBytes: w.data.byteLength, nativeBufferBytes: 0, slowWeightBytes: 0, reasons: [] })
     }
   })
 })
