@@ -29,7 +29,8 @@ let host: Host | undefined
 
 beforeAll(async () => {
   model = openModelFile(GGUF_PATH)
-  node = await startLocalNode({ model: GGUF_PATH, layers: `0:${model.config.nLayers}` })
+  // the one-process reference keeps an f32 KV cache; nodes default to f16 (docs/formats.md)
+  node = await startLocalNode({ model: GGUF_PATH, layers: `0:${model.config.nLayers}`, args: ['--kv-dtype', 'f32'] })
   host = await createHost({ listen: [], bootstrap: [node.addrs[0]] })
 }, 60_000)
 
