@@ -409,7 +409,7 @@ describe('writeRandomModel', () => {
     try {
       expect(disk.config).toEqual(mem.config)
       // the file also records what the in-memory vocabulary leaves implicit (model, add_bos, add_eos)
-      expect(disk.vocabulary).toMatchObject(mem.vocabulary)
+      expect(disk.vocabulary).toMatchObject(mem.vocabulary!)
       expect(disk.metadata).toEqual(mem.metadata)
       expect(disk.weightDType).toBe(dtype)
       for (const name of tensorNames(mem.config)) {

@@ -1,13 +1,13 @@
 import { afterAll, describe, expect, it } from 'vitest'
-import { f32ToF16 } from '../../shards/f16.js'
 import { createFastKernels, type FastKernels } from '../../shards/kernels-fast.js'
 import { createReferenceKernels } from '../../shards/kernels-ref.js'
 import { matmulExact, quantizeActivationsQ8 } from '../../shards/kernels-ref-exact.js'
 import { quantizeActivationsQ8K } from '../../shards/kernels-ref-exact-quant.js'
 import { loadNativeAddon } from '../../shards/native/load.js'
 import { dequantizeRow } from '../../shards/quant.js'
-import { QUANT_LAYOUTS, type QuantDType, quantRowBytes } from '../../shards/quant-blocks.js'
+import { QUANT_LAYOUTS, type QuantDType } from '../../shards/quant-blocks.js'
 import type { WeightMatrix } from '../../shards/types.js'
+import { randomBlockMatrix as randomMatrix, rng } from '../helpers/random-blocks.js'
 
 // The block-type kernels (shards/native/quant-dot.cc) against their exact TypeScript definition
 // (shards/kernels-ref-exact-quant.ts) bit for bit, for 1 and 2 threads, decode (T < 8) and
@@ -15,58 +15,6 @@ import type { WeightMatrix } from '../../shards/types.js'
 // weights, within the activation quantisation error (stated in shards/kernels-ref-exact-quant.ts):
 //   |Δ| <= Σ_k |w_k| · (dx_b/2 + |x_k|·2⁻¹⁰) + (cols/4 + 4)·2⁻²⁴·Σ|w·x|   (dx_b the block's Q8 scale)
 // BF16 multiplies f32 activations: only the f32 rounding term.
-
-function rng(seed: number): () => number {
-  let s = seed >>> 0
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0
-    let t = s
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-  }
-}
-
-/** Byte offsets of each block's f16 scale fields (d, and dmin/m where the type has one). */
-const HALF_FIELDS: Record<Exclude<QuantDType, 'bf16'>, number[]> = {
-  q4_0: [0],
-  q4_1: [0, 2],
-  q5_0: [0],
-  q5_1: [0, 2],
-  q2_k: [80, 82],
-  q3_k: [108],
-  q4_k: [0, 2],
-  q5_k: [0, 2],
-  q6_k: [208]
-}
-
-/** Random blocks: random quant and sub-scale bits, f16 scales of a sane size (so sums stay finite). */
-function randomMatrix(dtype: QuantDType, rows: number, cols: number, seed: number): WeightMatrix {
-  const rand = rng(seed)
-  const data = new Uint8Array(quantRowBytes(dtype, cols) * rows)
-  for (let i = 0; i < data.length; i++) data[i] = Math.floor(rand() * 256)
-  if (dtype === 'bf16') {
-    const f = new Float32Array(1)
-    const u = new Uint32Array(f.buffer)
-    for (let i = 0; i < data.length / 2; i++) {
-      f[0] = (rand() * 2 - 1) * 0.5
-      data[2 * i] = (u[0] >>> 16) & 0xff
-      data[2 * i + 1] = u[0] >>> 24
-    }
-  } else {
-    const { blockBytes } = QUANT_LAYOUTS[dtype]
-    const kQuant = QUANT_LAYOUTS[dtype].blockElems === 256
-    for (let b = 0; b < data.length / blockBytes; b++) {
-      for (const [i, at] of HALF_FIELDS[dtype].entries()) {
-        const mag = kQuant ? 0.002 : i === 0 ? 0.05 : 0.3
-        const h = f32ToF16((rand() * 2 - 1) * mag)
-        data[b * blockBytes + at] = h & 0xff
-        data[b * blockBytes + at + 1] = h >> 8
-      }
-    }
-  }
-  return { dtype, rows, cols, data }
-}
 
 function randn(n: number, rand: () => number, scale = 1): Float32Array {
   const a = new Float32Array(n)
