@@ -7,7 +7,6 @@ import {
   createEdge,
   createShard,
   createTokenizer,
-  DEFAULT_KV_DTYPE,
   type Edge,
   generateTokens,
   InvalidArgumentError,
@@ -26,6 +25,7 @@ import type { HopTarget } from './hop.js'
 import {
   DEFAULT_BAN_MS,
   DEFAULT_EDGE_FIRST,
+  DEFAULT_EDGE_KV_DTYPE,
   DEFAULT_EDGE_LAST,
   DEFAULT_MAX_FAILOVERS,
   DEFAULT_MAX_TOKENS,
@@ -211,7 +211,7 @@ export class LayerswarmClient {
     if (!init.kernels) this.ownKernels = selectKernelsFor(model.config, { kind: 'auto' })
     const kernels = init.kernels ?? this.ownKernels
     this.edge = createEdge({ model, kernels })
-    const kvDType = init.kvDType ?? DEFAULT_KV_DTYPE
+    const kvDType = init.kvDType ?? DEFAULT_EDGE_KV_DTYPE
     if (k > 0) this.first = createShard({ model, start: 0, end: k, kernels, kvDType })
     if (j > 0) this.last = createShard({ model, start: n - j, end: n, kernels, kvDType })
     this.span = { first: [0, k], remote: [k, n - j], last: [n - j, n] }

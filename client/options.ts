@@ -19,3 +19,9 @@ export const DEFAULT_MAX_FAILOVERS = 3
 export const DEFAULT_ROUTE_TIMEOUT_MS = 10_000
 /** New tokens at most, when generate() is not told. */
 export const DEFAULT_MAX_TOKENS = 256
+
+/**
+ * KV cache of the client's own edge blocks. f32: a few blocks' cache is small, and an exact edge
+ * keeps a swarm of f32 nodes bit-identical to one process (docs/design.md); nodes default to f16.
+ */
+export const DEFAULT_EDGE_KV_DTYPE = 'f32' as const

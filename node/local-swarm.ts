@@ -42,6 +42,9 @@ export async function startLocalNode(o: StartNodeOptions = {}): Promise<LocalNod
   if (o.bootstrap?.length) args.push('--bootstrap', o.bootstrap.join(','))
   // a swarm on this machine chains through 127.0.0.1, which public nodes refuse to dial (issue #17)
   args.push('--allow-private-next-hops', ...(o.args ?? []))
+  // nodes default to an f16 KV cache; a swarm on this machine (tests, the demo) keeps f32 unless
+  // told otherwise, so its output stays bit-identical to one process (docs/design.md)
+  if (!o.args?.includes('--kv-dtype')) args.push('--kv-dtype', 'f32')
   const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'], env: o.env ?? process.env })
   const logs: string[] = []
   createInterface({ input: child.stderr! }).on('line', (l) => logs.push(l))
