@@ -67,7 +67,7 @@ export interface ClientInit {
   /** How long to wait for announcements until the remote blocks are covered. */
   readonly routeTimeoutMs?: number
   readonly kernels?: Kernels
-  /** KV cache storage of the client's own edge blocks (default f16, as nodes). */
+  /** KV cache storage of the client's own edge blocks (default f32: options.ts DEFAULT_EDGE_KV_DTYPE). */
   readonly kvDType?: KvDType
   readonly log?: (e: Record<string, unknown>) => void
   /** Progress of building a canary set (boundary, canaries built, in all): for progress bars. */
