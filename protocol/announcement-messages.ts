@@ -20,6 +20,7 @@ import {
 import {
   MAX_ADDR_LENGTH,
   MAX_ADDRS,
+  MAX_HELD_ANNOUNCEMENTS,
   MAX_LAYERS,
   MAX_MODEL_ID_LENGTH,
   MAX_PEER_ID_LENGTH,
@@ -105,8 +106,8 @@ export const MAX_ANNOUNCEMENTS_REQUEST_BYTES = 1024
  */
 export const MAX_ANNOUNCEMENTS_RESPONSE_BYTES = 512 * 1024
 
-/** Announcements one peer keeps for others to ask for (one per peer id, the newest). */
-export const MAX_HELD_ANNOUNCEMENTS = 512
+/** Announcements one peer keeps for others to ask for (one per peer id, the newest); limits.ts. */
+export { MAX_HELD_ANNOUNCEMENTS }
 
 export function encodeAnnouncementsRequest(r: { modelId?: string }): Uint8Array {
   const modelId = r.modelId ?? ''

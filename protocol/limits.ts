@@ -61,3 +61,6 @@ export const STEP_SLACK_BYTES = 64 * 1024
  */
 export const FRAME_DEADLINE_MS = 10_000
 export const MIN_FRAME_BYTES_PER_SECOND = 1024 * 1024
+
+/** Announcements one peer keeps for others to ask for (one per peer id, the newest). */
+export const MAX_HELD_ANNOUNCEMENTS = 512

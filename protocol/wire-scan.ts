@@ -13,6 +13,7 @@ import type protobuf from 'protobufjs'
 import { MalformedMessageError } from './errors.js'
 import {
   MAX_ADDRS,
+  MAX_HELD_ANNOUNCEMENTS,
   MAX_HOP_AUTH,
   MAX_IMPORT_SNAPSHOTS,
   MAX_NEXT_HOPS,
@@ -34,7 +35,8 @@ export const REPEATED_LIMITS: Readonly<Record<string, number>> = {
   'StepResult.timings': MAX_TIMINGS,
   'StepResult.receipts': MAX_TIMINGS,
   'Announcement.wire_dtypes': MAX_WIRE_DTYPES,
-  'Announcement.addrs': MAX_ADDRS
+  'Announcement.addrs': MAX_ADDRS,
+  'AnnouncementsResponse.announcements': MAX_HELD_ANNOUNCEMENTS
 }
 
 /** The schema nests 4 deep (SessionRequest > Step > Receipt); anything deeper is hostile. */
