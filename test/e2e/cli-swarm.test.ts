@@ -166,3 +166,35 @@ describe('layerswarm demo', () => {
     expect(r.stderr).toMatch(/all peers stopped/)
   })
 })
+
+describe('layerswarm demo --model', () => {
+  it('runs the swarm on another family (qwen3, Q4_K_M) and prints one process greedy text', { timeout: 200_000 }, async () => {
+    const out = join(mkdtempSync(join(tmpdir(), 'layerswarm-demo-')), 'qwen3.gguf')
+    const made = await cli(
+      ['make-model', '--shape', '64,6,4,2,96,300', '--arch', 'qwen3', '--dtype', 'q4_k_m', '--out', out],
+      60_000
+    )
+    expect(made.status).toBe(0)
+    const local = await cli(
+      [
+        'generate',
+        '--model',
+        out,
+        '--prompt',
+        'Once upon a time',
+        '--max-tokens',
+        '12',
+        '--temperature',
+        '0',
+        '--kv-dtype',
+        'f32'
+      ],
+      60_000
+    )
+    expect(local.status).toBe(0)
+    const r = await cli(['demo', '--model', out, '--max-tokens', '12'], 150_000)
+    expect(r.status).toBe(0)
+    expect(r.stdout).toBe(local.stdout)
+    expect(r.stderr).toMatch(/route:\n  blocks \[1, /)
+  })
+})
