@@ -7,7 +7,7 @@ import type { GgufValue } from '../../shards/model-file.js'
 import { createTokenizer, type Tokenizer } from '../../shards/tokenizer.js'
 import { vocabularyFromGguf } from '../../shards/tokenizer-files.js'
 import { loadPackageVocabulary, VOCAB_PACKAGES, type VocabPackageName } from '../../shards/vocab-packages.js'
-import { tokenizerStrings } from '../helpers/tokenizer-strings.js'
+import { tokenizerStrings } from '../../bench/crosscheck/tokenizer-strings.js'
 
 // Issue 15 reference check: our byte-level BPE, reading the vocabulary from the GGUF metadata
 // make-model writes (llama.cpp's converter layout), tokenizes exactly as Hugging Face's

@@ -8,7 +8,7 @@ import { openModelFile } from '../../shards/open-model.js'
 import { parseShape, writeRandomModel } from '../../shards/random-model.js'
 import { createTokenizer } from '../../shards/tokenizer.js'
 import { loadPackageVocabulary, type VocabPackageName } from '../../shards/vocab-packages.js'
-import { tokenizerStrings } from '../helpers/tokenizer-strings.js'
+import { tokenizerStrings } from '../../bench/crosscheck/tokenizer-strings.js'
 
 // Opt-in (LAYERSWARM_LLAMA_CPP=1 with node-llama-cpp installed by `bench engine --compare
 // llama-cpp`): llama.cpp's own tokenizer, reading the GGUF make-model --vocab writes, gives our
