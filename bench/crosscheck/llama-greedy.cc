@@ -85,6 +85,20 @@ int main(int argc, char** argv) {
     for (int v = 0; v < nVocab; v++)
       if (v != best && l[v] > second) second = l[v];
     margins.push_back(double(l[best]) - double(second));
+    if (std::getenv("LLAMA_GREEDY_TOP")) {  // diagnostics: the top logits of each step, on stderr
+      std::vector<int> top;
+      for (int k = 0; k < 4; k++) {
+        int b = -1;
+        for (int v = 0; v < nVocab; v++) {
+          bool used = false;
+          for (int t : top) used = used || t == v;
+          if (!used && (b < 0 || l[v] > l[b])) b = v;
+        }
+        top.push_back(b);
+        std::fprintf(stderr, "%s%d:%.5f", k ? " " : "step: ", b, double(l[b]));
+      }
+      std::fprintf(stderr, "\n");
+    }
     return best;
   };
   using clk = std::chrono::steady_clock;

@@ -15,9 +15,8 @@ import {
   verifyX25519Binding,
   wrapKey
 } from '../../crypto/index.js'
-import { type LocalNode, startLocalNode } from '../../node/local-swarm.js'
+import type { LocalNode } from '../../node/local-swarm.js'
 import {
-  createHost,
   createSessionCaller,
   decodeTensor,
   fetchInfo,
@@ -28,29 +27,18 @@ import {
   type SessionCaller,
   type SessionRequestBody
 } from '../../protocol/index.js'
-import {
-  createEdge,
-  createShard,
-  type Kernels,
-  type ModelFile,
-  openModelFile,
-  type Shard,
-  selectKernels
-} from '../../shards/index.js'
+import type { Shard } from '../../shards/index.js'
 import { keyedSessions } from '../helpers/keyed-session.js'
 import { f32Data } from '../helpers/raw-session.js'
-import { GGUF_PATH } from '../helpers/reference.js'
+import { SPAN, type SpanNode, startSpanNode } from '../helpers/span-node.js'
 
 const DIM = 64
-const [START, END] = [1, 4]
-const SPAN = [START, END] as const
 
 describe('session keys, step tags and sealed KV through the session protocol', () => {
+  let fx: SpanNode
   let node: LocalNode
   let client: Host
   let upstream: Host
-  let model: ModelFile
-  let kernels: Kernels
   let local: Shard
   let rows: Float32Array
   let nodePub: Uint8Array
@@ -100,12 +88,9 @@ describe('session keys, step tags and sealed KV through the session protocol', (
   const same = (a: Float32Array, b: Float32Array) => Buffer.from(f32Data(a)).equals(Buffer.from(f32Data(b)))
 
   beforeAll(async () => {
-    node = await startLocalNode({ model: GGUF_PATH, layers: `${START}:${END}`, args: ['--kernels', 'reference'] })
-    ;[client, upstream] = await Promise.all([1, 2].map(() => createHost({ listen: [], pubsub: false })))
-    model = openModelFile(GGUF_PATH)
-    kernels = selectKernels({ kind: 'reference' })
-    local = createShard({ model, start: START, end: END, kernels })
-    rows = createEdge({ model, kernels }).embed([1, 403, 407, 261, 5, 77, 300, 42, 9, 31, 12, 88])
+    fx = await startSpanNode({ hosts: 2, ids: [1, 403, 407, 261, 5, 77, 300, 42, 9, 31, 12, 88] })
+    ;({ node, local, rows } = fx)
+    ;[client, upstream] = fx.hosts
     const { info } = await fetchInfo(
       client,
       node.addrs.map((a) => multiaddr(a))
@@ -115,10 +100,7 @@ describe('session keys, step tags and sealed KV through the session protocol', (
 
   afterAll(async () => {
     for (const c of callers) c.abort(new Error('test done'))
-    await Promise.all([client, upstream].map((h) => h?.stop()))
-    await node?.stop()
-    kernels?.close?.()
-    model?.close()
+    await fx?.close()
   })
 
   it("announces an X25519 key signed by its peer id's key", async () => {
