@@ -60,6 +60,22 @@ export const FAMILY_PROMPTS: ReadonlyArray<{ text: string; chat?: boolean }> = [
   { text: 'Why is the sky blue?', chat: true }
 ]
 
+/**
+ * Fixed hard strings before the seeded ones: llama.cpp's own pre-tokenizer probe (chktxt of
+ * convert_hf_to_gguf_update.py), long digit and whitespace runs, and chat-shaped text.
+ */
+export const HARD_STRINGS = [
+  "\n \n\n \n\n\n \t \t\t \t\n  \n   \n    \n     \n🚀 (normal) 😶\u200d🌫️ (multiple emojis concatenated) ✅ 🦙🦙 3 33 333 3333 33333 333333 3333333 33333333 3.3 3..3 3...3 កាន់តែពិសេសអាច😁 ?我想在apple工作1314151天～ ------======= нещо на Български ''''''```````\"\"\"\"......!!!!!!?????? I've been 'told he's there, 'RE you sure? 'M not sure I'll make it, 'D you like some tea? We'Ve a'lL",
+  '12345678901234567890 0.000001 -42 1e10 ١٢٣',
+  '          x\n\n\n\n\t\t\t   \r\n',
+  '<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n',
+  '<|start_header_id|>user<|end_header_id|>\n\nhi<|eot_id|><|eot_id|>',
+  '<|im_start|<|im_end |> <|endoftext|><think>x</think>',
+  'for (let i = 0; i < n; i++) {\n    sum += a[i] * b[i];\n}',
+  'ÀÉÎÕÜ ǅ ﬁ ẞ İstanbul ΆΈΉ',
+  '🏳️‍🌈👩🏽‍💻🇯🇵 漢字かなカナ한국어 ไทย'
+]
+
 /** The vocabulary directory gguf.SpecialVocab reads: the package's two files plus config.json. */
 function vocabDir(work: string, name: keyof typeof VOCABS): string {
   const require = createRequire(import.meta.url)
@@ -194,7 +210,7 @@ function compareTokenizer(tools: NativeLlamaCpp, file: string, vocab: string, o:
   const tok = createTokenizer(model.vocabulary!)
   model.close()
   // NUL cannot pass through the driver's input; strings with one are left out.
-  const strings = tokenizerStrings(o.strings, 15).filter((s) => !s.includes('\0'))
+  const strings = [...HARD_STRINGS, ...tokenizerStrings(o.strings, 15)].filter((s) => !s.includes('\0'))
   // Qwen's tokenizer.json NFC-normalises and llama.cpp does not: it gets the NFC form.
   const given = vocab === 'qwen' ? strings.map((s) => s.normalize('NFC')) : strings
   const rows: TokenizerRow[] = []
