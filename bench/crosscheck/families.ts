@@ -136,6 +136,8 @@ export interface GreedyRow {
   ourMarginAtDiff: number | null
   llamaMarginAtDiff: number | null
   minLlamaMargin: number
+  /** When tokens differ: whether they agree with f32 KV and no flash attention on both sides. */
+  f32KvEqual: boolean | null
   ours: number[]
   llamaCpp: number[]
   error?: string
@@ -150,7 +152,44 @@ async function compareOne(
   prompt: { text: string; chat?: boolean }
 ): Promise<Omit<GreedyRow, 'family' | 'type' | 'seed'>> {
   const theirs = llamaGreedy(tools, file, o.threads, o.tokens, { text: prompt.text, chat: prompt.chat })
-  const ours = await runLocalGenerate(
+  const ours = await ourGenerate(file, o, prompt, 'f16')
+  const promptEqual = JSON.stringify(ours.promptTokens) === JSON.stringify(theirs.prompt)
+  const firstDiff = firstDifference(ours.tokens, theirs.tokens)
+  let ourMargin: number | null = null
+  let f32KvEqual: boolean | null = null
+  if (firstDiff !== null && firstDiff < theirs.tokens.length) {
+    // Our margin at that step, from llama.cpp's prompt ids (our tokens equal its tokens before it).
+    const m = await oursGreedy(file, o.threads, firstDiff + 1, theirs.prompt)
+    ourMargin = r4(m.margins[firstDiff])
+    // Both engines again with an f32 KV cache and llama.cpp without flash attention, whose f16
+    // accumulation (AVX512-FP16 in a -march=native build) is the usual source of near-tie flips.
+    const theirs32 = llamaGreedy(tools, file, o.threads, o.tokens, { text: prompt.text, chat: prompt.chat }, { f32Kv: true })
+    const ours32 = await ourGenerate(file, o, prompt, 'f32')
+    f32KvEqual = firstDifference(ours32.tokens, theirs32.tokens) === null
+  }
+  return {
+    prompt: prompt.text,
+    chat: prompt.chat === true,
+    promptEqual,
+    equal: promptEqual && firstDiff === null,
+    firstDiff,
+    ourMarginAtDiff: ourMargin,
+    llamaMarginAtDiff: firstDiff !== null && firstDiff < theirs.margins.length ? r4(theirs.margins[firstDiff]) : null,
+    minLlamaMargin: r4(Math.min(...theirs.margins)),
+    f32KvEqual,
+    ours: ours.tokens,
+    llamaCpp: theirs.tokens
+  }
+}
+
+function firstDifference(a: readonly number[], b: readonly number[]): number | null {
+  for (let i = 0; i < Math.max(a.length, b.length); i++) if (a[i] !== b[i]) return i
+  return null
+}
+
+/** `layerswarm generate --temperature 0 --json` (the command's body) on one prompt. */
+function ourGenerate(file: string, o: FamilyOptions, prompt: { text: string; chat?: boolean }, kvDType: 'f16' | 'f32') {
+  return runLocalGenerate(
     {
       model: file,
       prompt: prompt.text,
@@ -163,37 +202,10 @@ async function compareOne(
       repetitionPenalty: 1,
       json: true,
       threads: o.threads,
-      kvDType: 'f16' // llama.cpp's default cache type
+      kvDType // f16: llama.cpp's default cache type
     },
     () => {}
   )
-  const promptEqual = JSON.stringify(ours.promptTokens) === JSON.stringify(theirs.prompt)
-  const len = Math.max(ours.tokens.length, theirs.tokens.length)
-  let firstDiff: number | null = null
-  for (let i = 0; i < len; i++) {
-    if (ours.tokens[i] !== theirs.tokens[i]) {
-      firstDiff = i
-      break
-    }
-  }
-  let ourMargin: number | null = null
-  if (firstDiff !== null && firstDiff < theirs.tokens.length) {
-    // Our margin at that step, from llama.cpp's prompt ids and its tokens up to there.
-    const m = await oursGreedy(file, o.threads, firstDiff + 1, theirs.prompt)
-    ourMargin = r4(m.margins[firstDiff])
-  }
-  return {
-    prompt: prompt.text,
-    chat: prompt.chat === true,
-    promptEqual,
-    equal: promptEqual && firstDiff === null,
-    firstDiff,
-    ourMarginAtDiff: ourMargin,
-    llamaMarginAtDiff: firstDiff !== null && firstDiff < theirs.margins.length ? r4(theirs.margins[firstDiff]) : null,
-    minLlamaMargin: r4(Math.min(...theirs.margins)),
-    ours: ours.tokens,
-    llamaCpp: theirs.tokens
-  }
 }
 
 export interface TokenizerRow {
@@ -263,7 +275,7 @@ export async function runFamilies(
               `${family} ${type} seed ${seed} ${prompt.chat ? 'chat' : 'text'} ${JSON.stringify(prompt.text.slice(0, 20))}: ` +
                 (row.equal
                   ? `equal (${row.ours.length} tokens)`
-                  : `${row.promptEqual ? '' : 'PROMPT DIFFERS; '}first diff at ${row.firstDiff} (margins ours ${row.ourMarginAtDiff}, llama.cpp ${row.llamaMarginAtDiff})`)
+                  : `${row.promptEqual ? '' : 'PROMPT DIFFERS; '}first diff at ${row.firstDiff} (margins ours ${row.ourMarginAtDiff}, llama.cpp ${row.llamaMarginAtDiff}; with f32 KV ${row.f32KvEqual ? 'equal' : 'still different'})`)
             )
           }
         } catch (e) {

@@ -134,10 +134,13 @@ export function llamaGreedy(
   model: string,
   threads: number,
   n: number,
-  prompt: readonly number[] | { readonly text: string; readonly chat?: boolean }
+  prompt: readonly number[] | { readonly text: string; readonly chat?: boolean },
+  /** f32 KV cache and attention without flash attention (llama-greedy's LLAMA_GREEDY_F32_KV). */
+  opts: { f32Kv?: boolean } = {}
 ): GreedyRun {
   const arg = 'text' in prompt ? `${prompt.chat ? 'chat' : 'text'}:${prompt.text}` : prompt.join(',')
   const out = execFileSync(tools.greedy, [model, String(threads), String(n), arg], {
+    env: opts.f32Kv ? { ...process.env, LLAMA_GREEDY_F32_KV: '1' } : process.env,
     encoding: 'utf8',
     stdio: ['ignore', 'pipe', 'pipe'],
     timeout: 1_800_000,

@@ -73,6 +73,10 @@ int main(int argc, char** argv) {
   cp.n_ctx = uint32_t(prompt.size() + n + 8);
   cp.n_batch = cp.n_ubatch = uint32_t(prompt.size() > 512 ? prompt.size() : 512);
   cp.n_threads = cp.n_threads_batch = threads;
+  if (std::getenv("LLAMA_GREEDY_F32_KV")) {  // diagnostics: f32 KV cache, attention without flash attention
+    cp.type_k = cp.type_v = GGML_TYPE_F32;
+    cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
+  }
   llama_context* ctx = llama_init_from_model(model, cp);
   const int nVocab = llama_vocab_n_tokens(vocab);
   std::vector<double> margins;

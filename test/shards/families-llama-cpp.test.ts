@@ -43,7 +43,12 @@ describe.skipIf(why !== '')('families against llama.cpp (opt-in)', () => {
     for (const g of r.greedy) {
       expect(g.error, `${g.family} ${g.type}`).toBeUndefined()
       expect(g.promptEqual, `${g.family} ${g.type} ${g.prompt}: prompt ids`).toBe(true)
-      if (!g.equal) expect(g.llamaMarginAtDiff ?? 0, `${g.family} ${g.type} ${g.prompt}: not a near tie`).toBeLessThan(NEAR_TIE)
+      // A difference must be a rounding near-tie: gone with f32 KV and no flash attention on both
+      // sides (llama.cpp's f16 attention accumulates in f16 on AVX512-FP16), or a tie in llama.cpp.
+      if (!g.equal)
+        expect(g.f32KvEqual || (g.llamaMarginAtDiff ?? 1) < NEAR_TIE, `${g.family} ${g.type} ${g.prompt}: not a near tie`).toBe(
+          true
+        )
     }
     expect(r.tokenizer).toHaveLength(4)
     for (const t of r.tokenizer) expect(t.mismatches, `${t.vocab} special=${t.special}`).toEqual([])
