@@ -20,7 +20,7 @@ import { runLocalGenerate } from '../../node/commands/generate.js'
 import { createTokenizer, openModelFile } from '../../shards/index.js'
 import { buildNativeLlamaCpp, llamaGreedy, llamaQuantize, llamaTokenize, type NativeLlamaCpp } from './llama-cpp-native.js'
 import { oursGreedy } from './run.js'
-import { tokenizerStrings } from './tokenizer-strings.js'
+import { HARD_STRINGS, tokenizerStrings } from './tokenizer-strings.js'
 
 /** One family's test file: architecture, vocabulary package, and what differs from Llama 2. */
 interface FamilySpec {
@@ -58,22 +58,6 @@ export const FAMILY_PROMPTS: ReadonlyArray<{ text: string; chat?: boolean }> = [
   { text: "日本語のテキスト, café naïve 😀 — don't stop" },
   { text: '  spaces\tand\n\nnewlines <|im_end|> <|eot_id|> 3.14159' },
   { text: 'Why is the sky blue?', chat: true }
-]
-
-/**
- * Fixed hard strings before the seeded ones: llama.cpp's own pre-tokenizer probe (chktxt of
- * convert_hf_to_gguf_update.py), long digit and whitespace runs, and chat-shaped text.
- */
-export const HARD_STRINGS = [
-  "\n \n\n \n\n\n \t \t\t \t\n  \n   \n    \n     \n🚀 (normal) 😶\u200d🌫️ (multiple emojis concatenated) ✅ 🦙🦙 3 33 333 3333 33333 333333 3333333 33333333 3.3 3..3 3...3 កាន់តែពិសេសអាច😁 ?我想在apple工作1314151天～ ------======= нещо на Български ''''''```````\"\"\"\"......!!!!!!?????? I've been 'told he's there, 'RE you sure? 'M not sure I'll make it, 'D you like some tea? We'Ve a'lL",
-  '12345678901234567890 0.000001 -42 1e10 ١٢٣',
-  '          x\n\n\n\n\t\t\t   \r\n',
-  '<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n',
-  '<|start_header_id|>user<|end_header_id|>\n\nhi<|eot_id|><|eot_id|>',
-  '<|im_start|<|im_end |> <|endoftext|><think>x</think>',
-  'for (let i = 0; i < n; i++) {\n    sum += a[i] * b[i];\n}',
-  'ÀÉÎÕÜ ǅ ﬁ ẞ İstanbul ΆΈΉ',
-  '🏳️‍🌈👩🏽‍💻🇯🇵 漢字かなカナ한국어 ไทย'
 ]
 
 /** The vocabulary directory gguf.SpecialVocab reads: the package's two files plus config.json. */
