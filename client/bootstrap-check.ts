@@ -1,6 +1,6 @@
 /**
  * Checks of bootstrap addresses: their form before any dial, and what a failed dial means.
- * A bad address used to end, seconds later, in "nobody serves block(s) …" (ERR_NO_ROUTE),
+ * A bad address used to end, seconds later, in "nobody serves block(s) …" (NO_ROUTE),
  * which sends a user looking at the swarm instead of at the address they typed.
  */
 import { multiaddr } from '@multiformats/multiaddr'

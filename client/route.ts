@@ -22,7 +22,7 @@ export interface RouteHop {
 }
 
 export class NoRouteError extends Error {
-  readonly code: string = 'ERR_NO_ROUTE'
+  readonly code: string = 'NO_ROUTE'
   constructor(message: string) {
     super(message)
     this.name = 'NoRouteError'

@@ -44,7 +44,7 @@ export function wireDtypeFromName(name: string): DType | undefined {
 }
 
 export class InvalidWireError extends Error {
-  readonly code = 'ERR_INVALID_ARGUMENT'
+  readonly code = 'INVALID_ARGUMENT'
   constructor(message: string) {
     super(message)
     this.name = 'InvalidWireError'
@@ -53,7 +53,7 @@ export class InvalidWireError extends Error {
 
 /** No route whose hops accept the requested wire dtype (peers that would cover the span do exist). */
 export class UnsupportedWireError extends NoRouteError {
-  override readonly code: string = 'ERR_WIRE_UNSUPPORTED'
+  override readonly code: string = 'WIRE_UNSUPPORTED'
   constructor(message: string) {
     super(message)
     this.name = 'UnsupportedWireError'

@@ -10,7 +10,7 @@ export type { FastKernels } from './kernels-wasm/wasm-kernels.js'
 
 /** The kernel set asked for explicitly cannot run here. */
 export class KernelsUnavailableError extends EngineError {
-  override readonly code = 'ERR_KERNELS_UNAVAILABLE'
+  override readonly code = 'KERNELS_UNAVAILABLE'
 }
 
 export type KernelKind = 'auto' | 'reference' | 'wasm' | 'native'

@@ -4,7 +4,7 @@ import { type WasmMemory, wasmApi } from './wasm-module.js'
 
 /** The WebAssembly heap cannot hold an allocation (wasm32 stops at 4 GiB). */
 export class KernelMemoryError extends EngineError {
-  override readonly code = 'ERR_KERNEL_MEMORY'
+  override readonly code = 'KERNEL_MEMORY'
 }
 
 /**

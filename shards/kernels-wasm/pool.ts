@@ -5,7 +5,7 @@ import type { WasmMemory, WasmModule } from './wasm-module.js'
 
 /** A kernel thread failed (trap in WebAssembly or an exception in the native addon). */
 export class KernelThreadError extends EngineError {
-  override readonly code = 'ERR_KERNEL_THREAD'
+  override readonly code = 'KERNEL_THREAD'
 }
 
 /** Which engine runs the op the host wrote into the argument block. */

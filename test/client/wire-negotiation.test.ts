@@ -66,7 +66,7 @@ describe('per-hop negotiation', () => {
       }
     })()
     expect(err).toBeInstanceOf(UnsupportedWireError)
-    expect(err?.code).toBe('ERR_WIRE_UNSUPPORTED')
+    expect(err?.code).toBe('WIRE_UNSUPPORTED')
     expect(err?.message).toMatch(/hop b accepts wire f32, not f16/)
   })
 
