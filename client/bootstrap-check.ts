@@ -9,7 +9,7 @@ import {
   type BootstrapError,
   BootstrapPeerIdMismatchError,
   BootstrapUnreachableError
-} from './bootstrap-errors.js'
+} from './errors.js'
 
 const HOST_PORT = /^(?:[a-z]+:\/\/)?(\[[0-9a-f:]+\]|[^/:\s]+):(\d{1,5})\/?$/i
 

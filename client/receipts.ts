@@ -1,17 +1,6 @@
 import { type Receipt, sha256, verifyReceipt } from '../protocol/index.js'
+import { BadReceiptError } from './errors.js'
 import type { ReplayIndex } from './replay-index.js'
-
-/** A hop whose receipt does not match what it was sent and what it answered. */
-export class BadReceiptError extends Error {
-  readonly code = 'BAD_RECEIPT'
-  constructor(
-    readonly peerId: string,
-    message: string
-  ) {
-    super(message)
-    this.name = 'BadReceiptError'
-  }
-}
 
 const equal = (a: Uint8Array, b: Uint8Array): boolean => a.length === b.length && a.every((v, i) => v === b[i])
 
