@@ -78,3 +78,16 @@ export class ReceiptLedger {
     return { checked: this.checked, invalid: this.invalid, byPeer: Object.fromEntries(this.byPeer) }
   }
 }
+
+export const EMPTY_RECEIPTS: ReceiptSummary = { checked: 0, invalid: 0, byPeer: {} }
+
+/** Two summaries as one (a generation that recomputed after a rollback checked both). */
+export function mergeReceipts(a: ReceiptSummary, b?: ReceiptSummary): ReceiptSummary {
+  if (!b) return a
+  const byPeer: Record<string, { checked: number; invalid: number }> = { ...a.byPeer }
+  for (const [id, s] of Object.entries(b.byPeer)) {
+    const t = byPeer[id] ?? { checked: 0, invalid: 0 }
+    byPeer[id] = { checked: t.checked + s.checked, invalid: t.invalid + s.invalid }
+  }
+  return { checked: a.checked + b.checked, invalid: a.invalid + b.invalid, byPeer }
+}
