@@ -103,6 +103,8 @@ export interface FamilyOptions {
   threads: number
   strings: number
   keep: boolean
+  /** Our KV cache (default generate's own, f32; f16 is llama.cpp's default cache type). */
+  kvDType?: 'f16' | 'f32'
   /** Default FAMILY_PROMPTS. */
   prompts?: ReadonlyArray<{ text: string; chat?: boolean }>
   log: (line: string) => void
@@ -136,7 +138,7 @@ async function compareOne(
   prompt: { text: string; chat?: boolean }
 ): Promise<Omit<GreedyRow, 'family' | 'type' | 'seed'>> {
   const theirs = llamaGreedy(tools, file, o.threads, o.tokens, { text: prompt.text, chat: prompt.chat })
-  const ours = await ourGenerate(file, o, prompt, 'f16')
+  const ours = await ourGenerate(file, o, prompt, o.kvDType)
   const promptEqual = JSON.stringify(ours.promptTokens) === JSON.stringify(theirs.prompt)
   const firstDiff = firstDifference(ours.tokens, theirs.tokens)
   let ourMargin: number | null = null
@@ -148,7 +150,7 @@ async function compareOne(
     // Both engines again with an f32 KV cache and llama.cpp without flash attention, whose f16
     // accumulation (AVX512-FP16 in a -march=native build) is the usual source of near-tie flips.
     const theirs32 = llamaGreedy(tools, file, o.threads, o.tokens, { text: prompt.text, chat: prompt.chat }, { f32Kv: true })
-    const ours32 = await ourGenerate(file, o, prompt, 'f32')
+    const ours32 = o.kvDType === 'f32' ? ours : await ourGenerate(file, o, prompt, 'f32')
     f32KvEqual = firstDifference(ours32.tokens, theirs32.tokens) === null
   }
   return {
@@ -172,7 +174,7 @@ function firstDifference(a: readonly number[], b: readonly number[]): number | n
 }
 
 /** `layerswarm generate --temperature 0 --json` (the command's body) on one prompt. */
-function ourGenerate(file: string, o: FamilyOptions, prompt: { text: string; chat?: boolean }, kvDType: 'f16' | 'f32') {
+function ourGenerate(file: string, o: FamilyOptions, prompt: { text: string; chat?: boolean }, kvDType?: 'f16' | 'f32') {
   return runLocalGenerate(
     {
       model: file,
@@ -186,7 +188,7 @@ function ourGenerate(file: string, o: FamilyOptions, prompt: { text: string; cha
       repetitionPenalty: 1,
       json: true,
       threads: o.threads,
-      kvDType // f16: llama.cpp's default cache type
+      kvDType
     },
     () => {}
   )
@@ -286,7 +288,8 @@ export async function main(argv: string[]): Promise<void> {
       tokens: { type: 'string', default: '16' },
       threads: { type: 'string', default: '2' },
       strings: { type: 'string', default: '500' },
-      keep: { type: 'boolean', default: false }
+      keep: { type: 'boolean', default: false },
+      'kv-dtype': { type: 'string', default: 'f32' }
     }
   })
   const heldBack = values.seeds === undefined
@@ -300,6 +303,7 @@ export async function main(argv: string[]): Promise<void> {
     threads: Number(values.threads),
     strings: Number(values.strings),
     keep: values.keep,
+    kvDType: values['kv-dtype'] === 'f16' ? 'f16' : 'f32',
     log
   }
   const r = await runFamilies(o)
