@@ -33,6 +33,7 @@ import type { NodeSession } from './node-session.js'
 import type { SwarmNodeInit } from './server.js'
 import type { SessionCrypto } from './session-crypto.js'
 import type { SessionManager } from './session-manager.js'
+import { upstreamClientInputHash } from './upstream-step.js'
 
 type Step = Extract<SessionRequest, { type: 'step' }>['step']
 
@@ -127,14 +128,14 @@ export class SessionRequests {
   }
 
   /** The session a step is for: the sender's own, or one it feeds whose client tag verifies. */
-  private stepSession(s: Step, from: string): { session: NodeSession; tags: Uint8Array[]; fromUpstream: boolean } {
+  private async stepSession(s: Step, from: string): Promise<{ session: NodeSession; tags: Uint8Array[]; fromUpstream: boolean }> {
     const { sessions, crypto } = this.ctx
     const own = sessions.find(s.sessionId, from)
     if (own?.owner === from) return { session: sessions.owned(s.sessionId, from), tags: s.hopAuth ?? [], fromUpstream: false }
     const fed = sessions.fedBy(s.sessionId, from)
     if (fed.length === 0) throw new UnknownSessionError(`no session ${s.sessionId} of yours here`)
     const rows = s.hidden.shape.length === 2 ? s.hidden.shape[0] : 0
-    const { session, tags } = crypto.upstreamStep(fed, s, rows)
+    const { session, tags } = crypto.upstreamStep(fed, s, rows, await upstreamClientInputHash(s, from))
     return { session, tags, fromUpstream: true }
   }
 
@@ -142,7 +143,7 @@ export class SessionRequests {
     const { init, sessions } = this.ctx
     const dim = init.model.config.dim
     if (this.ctx.leaving()) throw new LeavingError(`this peer is leaving: export session ${s.sessionId} and move it`)
-    const { session, tags: hopAuth, fromUpstream } = this.stepSession(s, from)
+    const { session, tags: hopAuth, fromUpstream } = await this.stepSession(s, from)
     const hidden = decodeTensor(s.hidden, { shape: [undefined, dim] })
     // the dtype negotiated at open, on both ends of every link of the session (a chain shares
     // one); checked after the decode, so a malformed tensor is MALFORMED whatever its dtype
@@ -193,11 +194,12 @@ export class SessionRequests {
       return { type: 'noReply', failure: failure.then((f) => f) }
     }
     if (s.chain && link?.next) {
-      // Forward first (the step is on the socket when forward() first yields) and sign our
-      // receipt while the next hops compute.
-      const forwarded = link.forward({ ...s, hidden: tensor, chain: true, hopAuth }, signal)
-      forwarded.catch(() => {}) // awaited below
+      // our receipt goes with the step: the next hop's tag binds the client's input hash, which
+      // the receipts chain to the bytes it gets (issue #17)
       const mine = await receipt()
+      const receipts = [...(s.receipts ?? []), mine]
+      const forwarded = link.forward({ ...s, hidden: tensor, chain: true, hopAuth, receipts }, signal)
+      forwarded.catch(() => {}) // awaited below
       // kept for the client's audit (an AwaitResult to a middle hop): canaries check middle hops this way
       link.deliver(s.stepId, tensor, [timing], [mine])
       const after = await forwarded

@@ -155,9 +155,12 @@ function oneWayFromWire(w: Wire): Pick<Step, 'oneWay' | 'timings' | 'receipts'> 
   const timings = arrayField(w.timings, 'step.timings', MAX_TIMINGS)
   const receipts = arrayField(w.receipts, 'step.receipts', MAX_TIMINGS)
   if (w.oneWay !== true) {
-    if (timings.length > 0 || receipts.length > 0)
-      throw new MalformedMessageError('step.timings and step.receipts need step.one_way')
-    return {}
+    if (timings.length > 0) throw new MalformedMessageError('step.timings need step.one_way')
+    if (receipts.length === 0) return {}
+    // a two-way chained step carries the receipts of the hops before the receiver too: they bind
+    // the client's input hash its step tag names (issue #17)
+    if (w.chain !== true) throw new MalformedMessageError('step.receipts need step.chain')
+    return { receipts: receipts.map((r, i) => receiptFromWire(r, `step.receipts[${i}]`)) }
   }
   if (w.chain !== true) throw new MalformedMessageError('step.one_way needs step.chain')
   return {

@@ -82,8 +82,12 @@ export interface Step {
   hopAuth?: Uint8Array[]
   /** Chained one-way mode: no answer unless the step fails; receipts and timings travel with the step. */
   oneWay?: boolean
-  /** Chained one-way mode: the receipts and compute times of the hops before the receiver, in route order. */
+  /** Chained one-way mode: the compute times of the hops before the receiver, in route order. */
   timings?: HopTiming[]
+  /**
+   * Chained mode (one-way or not): the signed receipts of the hops before the receiver, in route
+   * order. The first one's input hash is the client's input, which the receiver's step tag binds.
+   */
   receipts?: Receipt[]
 }
 
