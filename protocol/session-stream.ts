@@ -12,8 +12,10 @@
 import type { Stream } from '@libp2p/interface'
 import { MalformedMessageError, NextHopFailedError, ProtocolError } from './errors.js'
 import { createMessageChannel, type MessageChannel, type MessageChannelInit } from './framing.js'
+import { STREAM_CLOSE_TIMEOUT_MS } from './limits.js'
 import { type DecodeOptions, errorFromReply, errorReplyFor } from './messages.js'
-import { decodeSessionRequest, decodeSessionResponse, encodeSessionRequest, encodeSessionResponse } from './session-messages.js'
+import { decodeSessionRequest, encodeSessionRequest } from './session-request-codec.js'
+import { decodeSessionResponse, encodeSessionResponse } from './session-response-codec.js'
 import { stepTrace } from './step-trace.js'
 import type { SessionRequest, SessionRequestBody, SessionResponse, SessionResponseBody } from './types.js'
 import { peekVarintField } from './wire-scan.js'
@@ -252,6 +254,7 @@ export async function serveSessionStream(
   const reply = async (res: SessionResponse): Promise<void> => {
     await channel.write(encodeSessionResponse(res), signal)
   }
+  let refused = false
   try {
     while (true) {
       let bytes: Uint8Array | undefined
@@ -266,6 +269,7 @@ export async function serveSessionStream(
         // oversized or truncated frame: framing is lost, answer at stream level and stop
         await reply({ requestId: 0, type: 'error', error: errorReplyFor(err, { peerId: init.peerId }) })
         init.onError?.(err)
+        refused = true
         break
       }
       if (bytes === undefined) break
@@ -311,8 +315,21 @@ export async function serveSessionStream(
         const stepId = req?.type === 'step' ? req.step.stepId : undefined
         await reply({ requestId, type: 'error', error: errorReplyFor(err, { peerId: init.peerId, stepId }) })
         init.onError?.(err as Error, req)
-        if (requestId === 0) break
+        if (requestId === 0) {
+          refused = true
+          break
+        }
       }
+    }
+    if (refused) {
+      // We read no more: drop what the peer sent after the refused frame and stop buffering what
+      // it still sends; a peer that never closed its side kept the stream, and every byte it
+      // wrote after, until it left (issue #17: the fuzzer's node grew by 1 GiB of such buffers).
+      const { stream } = channel
+      if (stream.readStatus !== 'closed' && stream.readStatus !== 'closing') await stream.closeRead().catch(() => {})
+      const t = AbortSignal.timeout(STREAM_CLOSE_TIMEOUT_MS)
+      await channel.close(signal ? AbortSignal.any([signal, t]) : t).catch((err: Error) => channel.abort(err))
+      return
     }
     await channel.close(signal)
   } catch (err) {
