@@ -10,7 +10,7 @@
  *   frame): the caller fails every pending call with it and the stream is finished.
  */
 import type { Stream } from '@libp2p/interface'
-import { MalformedMessageError, NextHopFailedError, ProtocolError } from './errors.js'
+import { MalformedMessageError, NextHopFailedError, ProtocolError, RequestTimeoutError } from './errors.js'
 import { createMessageChannel, type MessageChannel, type MessageChannelInit } from './framing.js'
 import { STREAM_CLOSE_TIMEOUT_MS } from './limits.js'
 import { type DecodeOptions, errorFromReply, errorReplyFor } from './messages.js'
@@ -215,6 +215,20 @@ export function createSessionCaller(stream: Stream, init: SessionStreamInit = {}
   }
 }
 
+/** Resolves when the stream closes (both sides) or `signal` aborts. */
+async function untilClosed(stream: Stream, signal: AbortSignal): Promise<void> {
+  if (stream.status !== 'open' || signal.aborted) return
+  await new Promise<void>((resolve) => {
+    const done = (): void => {
+      stream.removeEventListener('close', done)
+      signal.removeEventListener('abort', done)
+      resolve()
+    }
+    stream.addEventListener('close', done)
+    signal.addEventListener('abort', done)
+  })
+}
+
 export interface SessionServerInit extends SessionStreamInit {
   /** Our peer id, reported in ErrorReply.peer_id. */
   peerId?: string
@@ -329,6 +343,10 @@ export async function serveSessionStream(
       if (stream.readStatus !== 'closed' && stream.readStatus !== 'closing') await stream.closeRead().catch(() => {})
       const t = AbortSignal.timeout(STREAM_CLOSE_TIMEOUT_MS)
       await channel.close(signal ? AbortSignal.any([signal, t]) : t).catch((err: Error) => channel.abort(err))
+      // yamux has no "stop sending": a peer that keeps its side open keeps the stream (though what
+      // it sends is dropped), so the stream is reset once the peer had time to read our reply
+      await untilClosed(stream, t)
+      if (stream.status === 'open') channel.abort(new RequestTimeoutError('stream not closed after a refused frame'))
       return
     }
     await channel.close(signal)

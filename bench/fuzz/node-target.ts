@@ -40,6 +40,8 @@ export interface NodeFuzzOptions {
   readonly honestEvery?: number
   /** The node's --max-old-space-size (default FUZZ_NODE_HEAP_MIB). */
   readonly heapMiB?: number
+  /** Stops the run early (SIGINT/SIGTERM): the summary counts what was sent and projects the rest. */
+  readonly signal?: AbortSignal
   readonly log?: (line: string) => void
 }
 
@@ -47,6 +49,12 @@ export interface NodeFuzzSummary {
   readonly target: 'node'
   readonly seed: number
   readonly framesPerType: number
+  /** Frames of each type actually sent (all framesPerType unless stopped early). */
+  readonly sentPerType: Record<string, number>
+  readonly stoppedEarly: boolean
+  readonly framesPerSecond: number
+  /** The whole run's projected time at the measured rate (for a run stopped early). */
+  readonly projectedSeconds: number
   readonly framesSent: number
   /** Frames the node answered (the rest were behind a frame that ended their stream). */
   readonly framesAnswered: number
@@ -154,6 +162,7 @@ export async function fuzzNode(o: NodeFuzzOptions): Promise<NodeFuzzSummary> {
     let framesAnswered = 0
     let streamsEnded = 0
     let reopenRefused = 0
+    const sentPerType: Record<string, number> = {}
     const strings = ['fz', 'fz.1', 'honest', node.modelId, node.peerId, ...attackers.map((h) => h.peerId.toString())]
 
     const count = (m: Record<string, number>, k: string): void => {
@@ -203,6 +212,7 @@ export async function fuzzNode(o: NodeFuzzOptions): Promise<NodeFuzzSummary> {
       }
       for (const type of NODE_MESSAGE_TYPES) {
         for (let sent = 0; sent < perWorker; ) {
+          if (o.signal?.aborted) break
           if (type === 'info') {
             const frame = mutate(encode(schema.InfoRequest, generate(schema.InfoRequest, ctx), ctx), ctx)
             count(mutations, frame.mutation)
@@ -222,6 +232,7 @@ export async function fuzzNode(o: NodeFuzzOptions): Promise<NodeFuzzSummary> {
             ch.abort(new Error('done'))
             sent++
             framesSent++
+            sentPerType[type] = (sentPerType[type] ?? 0) + 1
             progress()
             continue
           }
@@ -238,6 +249,7 @@ export async function fuzzNode(o: NodeFuzzOptions): Promise<NodeFuzzSummary> {
           }
           sent += n
           framesSent += n
+          sentPerType[type] = (sentPerType[type] ?? 0) + n
           for (let i = 0; i < n; i++) {
             const bytes = await ch.read(AbortSignal.timeout(60_000)).catch(() => undefined)
             if (bytes === undefined) {
@@ -267,10 +279,16 @@ export async function fuzzNode(o: NodeFuzzOptions): Promise<NodeFuzzSummary> {
     legit.abort(new Error('fuzz: done'))
     const internalErrors = node.logs.filter((l) => l.includes('"code":"INTERNAL"')).length
     const nodeAlive = node.process.exitCode === null && node.process.signalCode === null
+    const seconds = (performance.now() - t0) / 1000
+    const total = perWorker * attackers.length * NODE_MESSAGE_TYPES.length
     return {
       target: 'node',
       seed: o.seed,
       framesPerType: perWorker * attackers.length,
+      sentPerType,
+      stoppedEarly: framesSent < total,
+      framesPerSecond: Math.round(framesSent / seconds),
+      projectedSeconds: Math.round((total / framesSent) * seconds),
       framesSent,
       framesAnswered,
       replies,
