@@ -210,68 +210,76 @@ export async function fuzzNode(o: NodeFuzzOptions): Promise<NodeFuzzSummary> {
           }
         }
       }
-      for (const type of NODE_MESSAGE_TYPES) {
-        for (let sent = 0; sent < perWorker; ) {
+      // round robin over the types, a window each, so a run stopped early has covered every type alike
+      const sentOf: Record<string, number> = {}
+      const sendInfo = async (): Promise<void> => {
+        const frame = mutate(encode(schema.InfoRequest, generate(schema.InfoRequest, ctx), ctx), ctx)
+        count(mutations, frame.mutation)
+        const stream = await host.dialProtocol(target, INFO_PROTOCOL).catch(() => undefined)
+        if (stream === undefined) {
+          // refused by the node's per-peer limits: the frame is sent again
+          reopenRefused++
+          await new Promise((r) => setTimeout(r, 50))
+          return
+        }
+        const ch = createMessageChannel(stream)
+        await ch.write(frame.bytes).catch(() => {})
+        await ch.close().catch(() => {})
+        const r = await ch.read(AbortSignal.timeout(30_000)).catch(() => undefined)
+        count(replies, r === undefined ? 'info-refused' : 'info-answered')
+        framesAnswered++
+        ch.abort(new Error('done'))
+        sentOf.info = (sentOf.info ?? 0) + 1
+        framesSent++
+        sentPerType.info = (sentPerType.info ?? 0) + 1
+      }
+      const sendWindow = async (type: string, sent: number): Promise<void> => {
+        const ch = channel ?? (await reopen())
+        const n = Math.min(WINDOW, perWorker - sent)
+        for (let i = 0; i < n; i++) {
+          // a quarter are valid requests at their limits (the deep paths), the rest schema-random
+          const obj = ctx.rng() < 0.25 ? validRequest(type, ctx, node.modelId) : generate(schema.SessionRequest, ctx, 0, type)
+          // mostly a valid request id, so the node answers the request and keeps the stream
+          if (ctx.rng() < 0.95) obj.requestId = 2 + sent + i
+          const frame = mutate(encode(schema.SessionRequest, obj, ctx), ctx)
+          count(mutations, frame.mutation as Mutation)
+          void ch.write(frame.bytes).catch(() => {})
+        }
+        sentOf[type] = sent + n
+        framesSent += n
+        sentPerType[type] = (sentPerType[type] ?? 0) + n
+        for (let i = 0; i < n; i++) {
+          const bytes = await ch.read(AbortSignal.timeout(60_000)).catch(() => undefined)
+          if (bytes === undefined) {
+            streamsEnded++
+            channel = undefined
+            break
+          }
+          framesAnswered++
+          const res = decodeSessionResponse(bytes)
+          const key = res.type === 'error' ? res.error.code : res.type
+          count(replies, key)
+          if (res.type === 'error' && res.requestId === 0) {
+            streamsEnded++
+            channel = undefined
+            break
+          }
+        }
+      }
+      for (let busy = true; busy && !o.signal?.aborted; ) {
+        busy = false
+        for (const type of NODE_MESSAGE_TYPES) {
           if (o.signal?.aborted) break
-          if (type === 'info') {
-            const frame = mutate(encode(schema.InfoRequest, generate(schema.InfoRequest, ctx), ctx), ctx)
-            count(mutations, frame.mutation)
-            const stream = await host.dialProtocol(target, INFO_PROTOCOL).catch(() => undefined)
-            if (stream === undefined) {
-              // refused by the node's per-peer limits: the frame is sent again
-              reopenRefused++
-              await new Promise((r) => setTimeout(r, 50))
-              continue
-            }
-            const ch = createMessageChannel(stream)
-            await ch.write(frame.bytes).catch(() => {})
-            await ch.close().catch(() => {})
-            const r = await ch.read(AbortSignal.timeout(30_000)).catch(() => undefined)
-            count(replies, r === undefined ? 'info-refused' : 'info-answered')
-            framesAnswered++
-            ch.abort(new Error('done'))
-            sent++
-            framesSent++
-            sentPerType[type] = (sentPerType[type] ?? 0) + 1
-            progress()
-            continue
-          }
-          const ch = channel ?? (await reopen())
-          const n = Math.min(WINDOW, perWorker - sent)
-          for (let i = 0; i < n; i++) {
-            // a quarter are valid requests at their limits (the deep paths), the rest schema-random
-            const obj = ctx.rng() < 0.25 ? validRequest(type, ctx, node.modelId) : generate(schema.SessionRequest, ctx, 0, type)
-            // mostly a valid request id, so the node answers the request and keeps the stream
-            if (ctx.rng() < 0.95) obj.requestId = 2 + sent + i
-            const frame = mutate(encode(schema.SessionRequest, obj, ctx), ctx)
-            count(mutations, frame.mutation as Mutation)
-            void ch.write(frame.bytes).catch(() => {})
-          }
-          sent += n
-          framesSent += n
-          sentPerType[type] = (sentPerType[type] ?? 0) + n
-          for (let i = 0; i < n; i++) {
-            const bytes = await ch.read(AbortSignal.timeout(60_000)).catch(() => undefined)
-            if (bytes === undefined) {
-              streamsEnded++
-              channel = undefined
-              break
-            }
-            framesAnswered++
-            const res = decodeSessionResponse(bytes)
-            const key = res.type === 'error' ? res.error.code : res.type
-            count(replies, key)
-            if (res.type === 'error' && res.requestId === 0) {
-              streamsEnded++
-              channel = undefined
-              break
-            }
-          }
+          const sent = sentOf[type] ?? 0
+          if (sent >= perWorker) continue
+          busy = true
+          if (type === 'info') for (let k = 0; k < WINDOW && (sentOf.info ?? 0) < perWorker; k++) await sendInfo()
+          else await sendWindow(type, sent)
           if (w === 0 && Math.floor(framesSent / (o.honestEvery ?? 500)) > honestSteps) await honestStep()
           progress()
         }
-        o.log?.(`worker ${w}: ${type} done`)
       }
+      o.log?.(`worker ${w}: done`)
       channel?.abort(new Error('fuzz: done'))
     }
     await Promise.all(attackers.map((h, w) => worker(h, w)))
