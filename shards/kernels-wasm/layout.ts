@@ -28,6 +28,13 @@ export const OP_DECODE_BLOCK = 7
  * slot 3: the ggml type id, slot 2: the f32 activations (the addon quantises them).
  */
 export const OP_MATMUL_QUANT = 8
+/**
+ * Matmul on a block type in WebAssembly (shards/asm/matmul-quant.ts); slots 2-3: i16
+ * activations and their scales, 8: the ggml type id, 9: Q8_K Σq per 16, 10: unpack areas.
+ */
+export const OP_MATMUL_BLOCKS = 9
+/** BF16 weights in WebAssembly: the f32 kernel's slots and order (shards/asm/matmul-f.ts). */
+export const OP_MATMUL_BF16 = 10
 /** i32 slots of the block descriptor, and the byte offset of eps (f64) within it. */
 export const BLOCK_DESC_SLOTS = 22
 export const BLOCK_DESC_EPS_BYTE = 96
