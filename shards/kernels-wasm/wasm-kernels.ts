@@ -39,12 +39,12 @@ export interface WasmKernelOptions {
 /** Kernels that also hand out KV layers living in the kernels' own memory (no copy per call). */
 export interface FastKernels extends Kernels {
   readonly threads: number
-  /** A KV layer in WebAssembly memory, zeroed; attention reads it in place. */
+  /** A KV layer, zeroed, in native buffers with the addon, else in WebAssembly memory; attention reads it in place. */
   allocKv(maxLength: number, kvDim: number, dtype: 'f32' | 'f16'): KvLayer
   freeKv(kv: KvLayer): void
   /** Resolves once every kernel thread has started (before that, calls run on fewer threads). */
   ready(): Promise<void>
-  /** Bytes held in WebAssembly memory (weights, KV layers, scratch). */
+  /** Bytes held in WebAssembly memory (weights, KV layers, scratch) and in native KV buffers. */
   memoryBytes(): number
   /**
    * Streaming read bandwidth in GB/s of this kernel set's threads over a `bytes` buffer, best
@@ -102,7 +102,7 @@ export function createWasmKernels(options: WasmKernelOptions): FastKernels {
     for (let i = 0; i < values.length; i++) i32[base + i] = values[i] | 0
   }
 
-  const kv = createKvAttention({ heap, scratch, pool, threads, setArgs })
+  const kv = createKvAttention({ heap, scratch, pool, threads, native, setArgs })
   const matmul = createMatmul({
     heap,
     scratch,
@@ -125,7 +125,7 @@ export function createWasmKernels(options: WasmKernelOptions): FastKernels {
           // Batches from nativeMinBatch use the batched kernels inside the block, as matmul() would.
           batchedFrom: nativeMinBatch,
           weightDelta: store.weightDelta,
-          kvOffset: kv.kvOffset,
+          kvDelta: kv.kvDelta,
           setArgs
         })
       : null
@@ -153,8 +153,12 @@ export function createWasmKernels(options: WasmKernelOptions): FastKernels {
     spanForward: fused ? (x, T, startPos, ws, ls, c) => fused.run(x, T, startPos, ws, ls, c) : undefined,
     allocKv: kv.allocKv,
     freeKv: kv.freeKv,
-    memoryBytes: () => heap.used(),
-    placement: store.placement,
+    memoryBytes: () => heap.used() + kv.kvNativeBytes(),
+    placement: () => ({
+      ...store.placement(),
+      kvMemory: kv.kvMemory,
+      kvHeapFreeBytes: Math.max(0, L.MAX_PAGES * L.PAGE - heap.used())
+    }),
     ready: () => pool.ready(),
     rest: () => pool.rest(),
 

@@ -148,8 +148,12 @@ Napi::Value AllocBuffer(const Napi::CallbackInfo& info) {
 #if defined(MADV_HUGEPAGE)
   madvise(p, bytes, MADV_HUGEPAGE);
 #endif
-  return Napi::ArrayBuffer::New(env, p, bytes, [](Napi::Env, void* data, size_t* len) {
+  // Tell V8 the bytes exist, so that dropped buffers (a closed session's KV layers) are
+  // collected, and unmapped, as the process's memory grows rather than whenever.
+  Napi::MemoryManagement::AdjustExternalMemory(env, int64_t(bytes));
+  return Napi::ArrayBuffer::New(env, p, bytes, [](Napi::Env e, void* data, size_t* len) {
     munmap(data, *len);
+    Napi::MemoryManagement::AdjustExternalMemory(e, -int64_t(*len));
     delete len;
   }, new size_t(bytes));
 #else

@@ -121,16 +121,22 @@ describe('placement: a span on slow kernels says so', () => {
     const exact = new Float32Array(8)
     matmulExact(exact, x, w, 1)
     expect(out).toEqual(exact)
-    expect(wasmOnly.placement?.()).toEqual({
+    expect(wasmOnly.placement?.()).toMatchObject({
       weightBytes: w.data.byteLength,
-      nativeBufferBytes: 0,
       slowWeightBytes: 0,
-      reasons: []
+      reasons: [],
+      kvMemory: 'heap'
     })
     if (addon?.quantTypes) {
       const k = fast(1)
       k.prepare(w)
-      expect(k.placement?.()).toEqual({ weightBytes: w.data.byteLength, nativeBufferBytes: 0, slowWeightBytes: 0, reasons: [] })
+      expect(k.placement?.()).toMatchObject({
+        weightBytes: w.data.byteLength,
+        nativeBufferBytes: 0,
+        slowWeightBytes: 0,
+        reasons: [],
+        kvMemory: 'native'
+      })
     }
   })
 })
