@@ -1,10 +1,10 @@
-import { InvalidArgumentError } from '../errors.js'
+import { InvalidArgumentError, KernelMemoryError } from '../errors.js'
 import type { KernelPlacement } from '../kernels.js'
 import type { NativeAddon } from '../native/load.js'
 import { rowBytes } from '../quant.js'
 import { isQuantDType } from '../quant-blocks.js'
 import type { WeightMatrix } from '../types.js'
-import { KernelMemoryError, type WasmHeap } from './heap.js'
+import type { WasmHeap } from './heap.js'
 
 /**
  * Where the fast kernels keep weight matrices: copied once into the WebAssembly heap (up to
