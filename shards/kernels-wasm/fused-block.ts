@@ -150,7 +150,14 @@ export function createFusedBlock(deps: FusedBlockDeps): FusedBlock {
   return {
     run(x, T, startPos, ws, kvs, c) {
       const n = ws.length
-      if (!native.fusedBlock || n === 0 || kvs.length !== n || deps.batchedFrom !== NATIVE_BATCHED_FROM) return false
+      if (
+        !native.fusedBlock ||
+        n === 0 ||
+        kvs.length !== n ||
+        deps.batchedFrom !== NATIVE_BATCHED_FROM ||
+        (native.batchedFrom ?? NATIVE_BATCHED_FROM) !== NATIVE_BATCHED_FROM
+      )
+        return false
       if (c.headDim % 2 !== 0 || c.nKvHeads <= 0 || c.nHeads % c.nKvHeads !== 0) return false
       const { dim, qDim, kvDim, hiddenDim } = c
       if (c.qDim !== c.nHeads * c.headDim || (c.qkNorm && c.headDim % 2 !== 0)) return false

@@ -16,6 +16,8 @@
 // A thread that never joins (asleep) costs nothing: the others claim all shares.
 #include "block.h"
 
+#include "batch.h"
+
 #include <sched.h>
 
 #include <cstring>
@@ -35,7 +37,7 @@ namespace {
 
 constexpr int kPhases = 5;
 constexpr int kSyncStride = 16;
-constexpr int kBatchedFrom = 8;  // shards/kernels-wasm/wasm-kernels.ts nativeMinBatch  // i32 slots: claim and done counters on their own cache lines
+// kBatchedFrom (batch.h): shards/options.ts NATIVE_BATCHED_FROM, as the host's matmul() uses it.
 
 struct Desc {
   int q8, dim, kvDim, hidden, nHeads, nKvHeads, headDim, T, startPos;
