@@ -369,6 +369,12 @@ export function createRandomModel(s: ModelShape, opts: RandomModelOptions): Mode
       const { spec, data } = get(name, false)
       return { dtype: spec.dtype, rows: spec.rows, cols: spec.cols, data }
     },
+    // Per-matrix storage types without generating data (a Q4_K_M mixture's attn_v may differ).
+    matrixInfo(name) {
+      const spec = specs.get(name === 'output' && config.tiedEmbeddings ? 'token_embd' : name)
+      if (spec === undefined || spec.vector) throw new InvalidModelError(`${path}: no matrix ${name}`)
+      return { dtype: spec.dtype, rows: spec.rows, cols: spec.cols }
+    },
     readVector: (name) => new Float32Array(get(name, true).data.slice().buffer),
     sampleTensor(name, maxBytes) {
       const spec = specs.get(name === 'output' && config.tiedEmbeddings ? 'token_embd' : name)
