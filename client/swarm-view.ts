@@ -34,6 +34,8 @@ export interface PeerRecord extends RouteCandidate {
   readonly wireDtypes: readonly DType[]
   /** Blocks in the whole model (the peer's InfoResponse.n_layers). */
   readonly nLayers: number
+  /** The peer's KV cache dtype (InfoResponse.kv_dtype; canary drift is scored in its class). */
+  readonly kvDtype?: 'f32' | 'f16' | 'q8_0'
 }
 
 /** What the last refresh saw: for `--verbose` explanations of a missing route and for `doctor`. */
@@ -167,7 +169,8 @@ export class SwarmView {
             version: info.version,
             seenAtMs: Date.now(),
             wireDtypes: acceptedDtypes(info.wireDtypes),
-            nLayers: info.nLayers
+            nLayers: info.nLayers,
+            ...(info.kvDtype ? { kvDtype: info.kvDtype } : {})
           })
         } catch (err) {
           dialled.push({ peerId: id, ok: false, error: (err as Error).message.split('\n')[0] })
@@ -255,7 +258,7 @@ export class SwarmView {
 
   private target(h: RouteHop): HopTarget {
     const p = this.peers.get(h.peerId)!
-    return { ...h, addrs: p.addrs, wireDtypes: p.wireDtypes }
+    return { ...h, addrs: p.addrs, wireDtypes: p.wireDtypes, ...(p.kvDtype ? { kvDtype: p.kvDtype } : {}) }
   }
 
   /** Refresh until a route exists (announcements take a moment to arrive), or throw NoRouteError. */

@@ -11,7 +11,8 @@ import {
   openModelFile,
   type Shard,
   selectKernelsFor,
-  spanKernelReport
+  spanKernelReport,
+  spanSlowReasons
 } from '../../shards/index.js'
 import { addLogLevelOption, createLogger, eventLog, progress } from '../log.js'
 import { Metrics, serveMetrics } from '../metrics.js'
@@ -186,7 +187,7 @@ export function registerNodeStart(program: Command): void {
       bar.done()
       // One line on the kernels the span runs on; a span (partly) on the slow TypeScript kernels says why.
       const report = spanKernelReport(kernels, shard)
-      log({ event: report.slowWeightBytes || report.slowAttention ? 'kernels-slow' : 'kernels', ...report })
+      log({ event: report.slowWeightBytes || report.slowAttention || report.slowKv ? 'kernels-slow' : 'kernels', ...report })
       const throughput = measureThroughput(shard, model.config.dim)
       const tamper = opts.tamper
         ? createTamper({
@@ -238,7 +239,7 @@ export function registerNodeStart(program: Command): void {
         process.once('SIGTERM', () => resolve('SIGTERM'))
       })
       process.stdout.write(
-        `${JSON.stringify({ peerId: swarmNode.peerId, addrs: swarmNode.addrs, layers: [start, end], modelId, kernels: report.kernels, weightBytes: report.weightBytes, kvBytes: report.kvBytes, kvDtype: shard.kvDType })}\n`
+        `${JSON.stringify({ peerId: swarmNode.peerId, addrs: swarmNode.addrs, layers: [start, end], modelId, kernels: report.kernels, weightBytes: report.weightBytes, kvBytes: report.kvBytes, kvDtype: shard.kvDType, kvMemory: report.kvMemory, ...(spanSlowReasons(report).length > 0 ? { slow: spanSlowReasons(report) } : {}) })}\n`
       )
       log({ event: 'serving', peerId: swarmNode.peerId, throughput })
       const sig = await stopped
