@@ -13,6 +13,7 @@ const BENCHES: Record<string, () => Promise<BenchMain>> = {
   hop: async () => (await import('./hop.js')).main,
   seal: async () => (await import('./seal.js')).main,
   engine: async () => (await import('./engine.js')).main,
+  'family-speed': async () => (await import('./family-speed.js')).main,
   crosscheck: async () => (await import('./crosscheck/run.js')).main,
   'node-memory': async () => (await import('./node-memory.js')).main,
   kernels: async () => async (argv) => {
