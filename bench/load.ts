@@ -15,7 +15,7 @@
  */
 import { availableParallelism } from 'node:os'
 import { parseArgs } from 'node:util'
-import { createClient, type Forwarding, type LayerswarmClient as Client } from '../client/index.js'
+import { type LayerswarmClient as Client, createClient, type Forwarding } from '../client/index.js'
 import { type LocalNode, startLocalNode } from '../node/local-swarm.js'
 import { type Kernels, openModelFile, selectKernels } from '../shards/index.js'
 import { evenSpans, promptText, resolveModel } from './swarm.js'
@@ -65,7 +65,12 @@ async function runClient(client: Client, prompt: string, maxTokens: number, busy
     }
     return { tokens: r.value.tokens, times, busy: busy.n - busy0 }
   } catch (err) {
-    return { tokens: [], times, busy: busy.n - busy0, error: `${(err as { code?: string }).code ?? ''} ${(err as Error).message}` }
+    return {
+      tokens: [],
+      times,
+      busy: busy.n - busy0,
+      error: `${(err as { code?: string }).code ?? ''} ${(err as Error).message}`
+    }
   }
 }
 

@@ -142,7 +142,7 @@ export class SessionRequests {
   }
 
   private async step(s: Step, from: string, signal?: AbortSignal): Promise<SessionResponseBody | NoReply> {
-    const { init, sessions } = this.ctx
+    const { init } = this.ctx
     const dim = init.model.config.dim
     if (this.ctx.leaving()) throw new LeavingError(`this peer is leaving: export session ${s.sessionId} and move it`)
     const { session, tags: hopAuth, fromUpstream } = this.stepSession(s, from)

@@ -80,7 +80,9 @@ export class NodeStepQueue {
       const t0 = performance.now()
       let outs: Float32Array[]
       try {
-        outs = shard.forwardBatch(todo.map(({ input: q }) => ({ id: q.session.key, hidden: q.hidden, startPos: q.startPosition })))
+        outs = shard.forwardBatch(
+          todo.map(({ input: q }) => ({ id: q.session.key, hidden: q.hidden, startPos: q.startPosition }))
+        )
       } finally {
         // the next steps are a network hop away: free the cores for the peers and the client
         shard.rest()

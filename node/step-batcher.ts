@@ -50,11 +50,13 @@ export class StepBatcher<I, O> {
   busy = 0
 
   constructor(private readonly init: StepBatcherInit<I, O>) {
-    if (!Number.isInteger(init.maxQueued) || init.maxQueued < 1) throw new InvalidBatchOptionsError(`maxQueued must be a positive integer`)
+    if (!Number.isInteger(init.maxQueued) || init.maxQueued < 1)
+      throw new InvalidBatchOptionsError(`maxQueued must be a positive integer`)
     if (!Number.isInteger(init.maxBatchRows) || init.maxBatchRows < 1) {
       throw new InvalidBatchOptionsError(`maxBatchRows must be a positive integer`)
     }
-    if (!(Number.isFinite(init.gatherMs ?? 0) && (init.gatherMs ?? 0) >= 0)) throw new InvalidBatchOptionsError(`gatherMs must be ≥ 0`)
+    if (!(Number.isFinite(init.gatherMs ?? 0) && (init.gatherMs ?? 0) >= 0))
+      throw new InvalidBatchOptionsError(`gatherMs must be ≥ 0`)
   }
 
   /** Steps waiting for the span now (announced with the span, so clients route around a queue). */

@@ -258,7 +258,9 @@ export class Shard {
       }
       const rows = st.hidden.length / dim
       if (!Number.isInteger(st.startPos) || st.startPos < 0 || st.startPos > session.cache.length) {
-        throw new PositionError(`step at position ${st.startPos} does not continue session ${st.id} of length ${session.cache.length}`)
+        throw new PositionError(
+          `step at position ${st.startPos} does not continue session ${st.id} of length ${session.cache.length}`
+        )
       }
       session.cache.reserve(st.startPos, rows)
       return { rows, startPos: st.startPos, cache: session.cache }

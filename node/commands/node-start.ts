@@ -15,12 +15,7 @@ import {
 } from '../../shards/index.js'
 import { addLogLevelOption, createLogger, eventLog, progress } from '../log.js'
 import { Metrics, serveMetrics } from '../metrics.js'
-import {
-  DEFAULT_BATCH_WAIT_MS,
-  DEFAULT_MAX_BATCH_ROWS,
-  DEFAULT_MAX_QUEUED_STEPS,
-  DEFAULT_MAX_SESSIONS
-} from '../options.js'
+import { DEFAULT_BATCH_WAIT_MS, DEFAULT_MAX_BATCH_ROWS, DEFAULT_MAX_QUEUED_STEPS, DEFAULT_MAX_SESSIONS } from '../options.js'
 import { defaultModelPath } from '../paths.js'
 import { SwarmNode } from '../server.js'
 import { chooseSpan } from '../span-selection.js'

@@ -79,7 +79,13 @@ describe('steps of concurrent sessions batched on one node', () => {
     })
     // batches of more than one session ran: fewer batches of exactly one than batches in all
     const lines = await metric(node, 'layerswarm_batch_sessions_')
-    const value = (re: RegExp): number => Number(lines.find((l) => re.test(l))?.split(' ').at(-1))
+    const value = (re: RegExp): number =>
+      Number(
+        lines
+          .find((l) => re.test(l))
+          ?.split(' ')
+          .at(-1)
+      )
     const batches = value(/^layerswarm_batch_sessions_count/)
     const alone = value(/^layerswarm_batch_sessions_bucket\{.*le="1"/)
     console.log(JSON.stringify({ batches, alone }))

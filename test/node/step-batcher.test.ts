@@ -42,11 +42,7 @@ describe('StepBatcher', () => {
       batcher.submit(job('c', 2))
     ]
     await Promise.all(all)
-    expect(batches).toEqual([
-      ['a:2', 'c:2'],
-      ['a:1', 'b:3'],
-      ['x:1']
-    ])
+    expect(batches).toEqual([['a:2', 'c:2'], ['a:1', 'b:3'], ['x:1']])
     // the oldest job waiting always starts the next batch: x (queued 3rd) ran once it was the head
   })
 
