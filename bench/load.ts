@@ -74,6 +74,24 @@ async function runClient(client: Client, prompt: string, maxTokens: number, busy
   }
 }
 
+/** A node's batched forwards so far and their mean sessions, from its Prometheus metrics. */
+async function batchStats(node: LocalNode): Promise<{ batches: number; meanSessions: number } | null> {
+  const line = node.logs.find((l) => l.includes('"msg":"metrics"'))
+  if (!line) return null
+  const { url } = JSON.parse(line) as { url: string }
+  const text = await (await fetch(url)).text()
+  const value = (name: string): number =>
+    Number(
+      text
+        .split('\n')
+        .find((l) => l.startsWith(name))
+        ?.split(' ')
+        .at(-1)
+    )
+  const batches = value('layerswarm_batch_sessions_count')
+  return { batches, meanSessions: round(value('layerswarm_batch_sessions_sum') / batches, 2) }
+}
+
 export async function runLoadBench(o: LoadBenchOptions): Promise<Record<string, unknown>> {
   const { path, shape } = resolveModel(o)
   const model = openModelFile(path)
@@ -84,6 +102,7 @@ export async function runLoadBench(o: LoadBenchOptions): Promise<Record<string, 
   const spans = evenSpans(1, c.nLayers - 1, o.peers)
   const maxTokens = Math.min(o.genTokens, c.seqLen - o.promptTokens - 8)
   const args = ['--kernels', o.kernels, '--threads', String(o.nodeThreads), '--max-sessions', String(Math.max(16, o.clients * 2))]
+  args.push('--metrics', '127.0.0.1:0')
   if (o.maxQueuedSteps !== undefined) args.push('--max-queued-steps', String(o.maxQueuedSteps))
   if (o.batchWaitMs !== undefined) args.push('--batch-wait-ms', String(o.batchWaitMs))
   const nodes: LocalNode[] = []
@@ -131,6 +150,7 @@ export async function runLoadBench(o: LoadBenchOptions): Promise<Record<string, 
     const lasts = crowd.filter((r) => r.times.length > 0).map((r) => r.times[r.times.length - 1])
     const decodeWindowMs = Math.max(...lasts) - Math.min(...firsts)
     const aggregate = (decoded * 1000) / decodeWindowMs
+    const batching = await Promise.all(nodes.map(batchStats))
     const p50 = percentile(gaps, 50)
     const p99 = percentile(gaps, 99)
     const same = crowd.filter((r, i) => r.error === undefined && r.tokens.join() === alone[i].tokens.join()).length
@@ -159,7 +179,9 @@ export async function runLoadBench(o: LoadBenchOptions): Promise<Record<string, 
         busy: busy.n,
         failedClients: crowd.filter((r) => r.error !== undefined).length,
         errors: crowd.flatMap((r) => (r.error ? [r.error.slice(0, 200)] : [])),
-        sameTokensAsAlone: same
+        sameTokensAsAlone: same,
+        // per node, over the whole run (warm-up and the lone client included): batched forwards and sessions per batch
+        nodeBatches: batching
       },
       targets: { overOneClient: 5, p99OverP50: 3 }
     }
