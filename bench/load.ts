@@ -2,7 +2,7 @@
  * Load benchmark (issue #18): `npm run bench -- load --model FILE|SHAPE --peers 3 --clients 16
  * [--gen-tokens 32] [--prompt-tokens 8] [--forwarding chain|relay] [--kernels auto] [--threads N]
  * [--node-threads N] [--dtype q8_0] [--seed 1] [--max-queued-steps N] [--batch-wait-ms MS]
- * [--warmup-tokens 32]`.
+ * [--warmup-tokens 16] [--edge-first 1] [--edge-last 1]`.
  *
  * Starts N real node processes on 127.0.0.1 splitting the remote blocks evenly, then runs one
  * client alone and then `--clients` clients at once through the same swarm (greedy decoding, each
@@ -11,13 +11,17 @@
  * over every client's tokens, BUSY answers and failed clients, and how many clients got exactly
  * the tokens they get alone. The clients' own edge work (embeddings, edge blocks, LM head) runs
  * in this one process: on a real swarm each client computes on its own machine. Targets are
- * reported, not asserted.
+ * reported, not asserted. `spanBatch` is the first node's span run in this process for as many
+ * sessions as clients, one by one and batched (bench/load-span.ts): what batching gives a node
+ * once it is the bottleneck, which the crowd above reaches only when the clients' own work is
+ * not (`nodeBatches` says how many sessions the nodes' batches held).
  */
 import { availableParallelism } from 'node:os'
 import { parseArgs } from 'node:util'
 import { type LayerswarmClient as Client, createClient, type Forwarding } from '../client/index.js'
 import { type LocalNode, startLocalNode } from '../node/local-swarm.js'
 import { type Kernels, openModelFile, selectKernels } from '../shards/index.js'
+import { spanBatchBench } from './load-span.js'
 import { evenSpans, promptText, resolveModel } from './swarm.js'
 import { decodeRate } from './swarm-single.js'
 import { round } from './swarm-stats.js'
@@ -37,6 +41,9 @@ export interface LoadBenchOptions {
   readonly maxQueuedSteps?: number
   readonly batchWaitMs?: number
   readonly warmupTokens: number
+  /** Blocks the clients run themselves before and after the swarm's (default 1 and 1). */
+  readonly edgeFirst: number
+  readonly edgeLast: number
 }
 
 interface ClientRun {
@@ -98,8 +105,12 @@ export async function runLoadBench(o: LoadBenchOptions): Promise<Record<string, 
   const c = model.config
   // each client its own prompt: sessions at different positions, as real traffic is
   const prompts = Array.from({ length: o.clients }, (_, i) => promptText(model, o.promptTokens + (i % 4)))
+  const spans = evenSpans(o.edgeFirst, c.nLayers - o.edgeLast, o.peers)
+  // the first node's span alone in this process: what batching gives a node that is the bottleneck
+  const spanKernels = selectKernels({ kind: o.kernels, threads: o.nodeThreads })
+  const spanBatch = spanBatchBench(model, spanKernels, spans[0], o.clients)
+  spanKernels.close?.()
   model.close()
-  const spans = evenSpans(1, c.nLayers - 1, o.peers)
   const maxTokens = Math.min(o.genTokens, c.seqLen - o.promptTokens - 8)
   const args = ['--kernels', o.kernels, '--threads', String(o.nodeThreads), '--max-sessions', String(Math.max(16, o.clients * 2))]
   args.push('--metrics', '127.0.0.1:0')
@@ -120,6 +131,8 @@ export async function runLoadBench(o: LoadBenchOptions): Promise<Record<string, 
           bootstrap: nodes.map((n) => n.addrs[0]),
           model: path,
           forwarding: o.forwarding,
+          edgeFirst: o.edgeFirst,
+          edgeLast: o.edgeLast,
           kernels,
           canaries: false,
           routeTimeoutMs: 60_000,
@@ -183,6 +196,7 @@ export async function runLoadBench(o: LoadBenchOptions): Promise<Record<string, 
         // per node, over the whole run (warm-up and the lone client included): batched forwards and sessions per batch
         nodeBatches: batching
       },
+      spanBatch,
       targets: { overOneClient: 5, p99OverP50: 3 }
     }
   } finally {
@@ -209,7 +223,9 @@ export async function main(argv: string[]): Promise<void> {
       seed: { type: 'string', default: '1' },
       'max-queued-steps': { type: 'string' },
       'batch-wait-ms': { type: 'string' },
-      'warmup-tokens': { type: 'string', default: '16' }
+      'warmup-tokens': { type: 'string', default: '16' },
+      'edge-first': { type: 'string', default: '1' },
+      'edge-last': { type: 'string', default: '1' }
     }
   })
   const int = (name: string, v: string | undefined, min: number): number => {
@@ -238,7 +254,9 @@ export async function main(argv: string[]): Promise<void> {
     seed: int('seed', values.seed, 0),
     maxQueuedSteps: opt('max-queued-steps', 1),
     batchWaitMs: opt('batch-wait-ms', 0),
-    warmupTokens: int('warmup-tokens', values['warmup-tokens'], 1)
+    warmupTokens: int('warmup-tokens', values['warmup-tokens'], 1),
+    edgeFirst: int('edge-first', values['edge-first'], 0),
+    edgeLast: int('edge-last', values['edge-last'], 0)
   })
   console.log(JSON.stringify(result, null, 2))
 }
