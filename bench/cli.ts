@@ -11,6 +11,7 @@ const BENCHES: Record<string, () => Promise<BenchMain>> = {
   churn: async () => (await import('./churn.js')).main,
   failover: async () => (await import('./failover.js')).main,
   hop: async () => (await import('./hop.js')).main,
+  load: async () => (await import('./load.js')).main,
   seal: async () => (await import('./seal.js')).main,
   engine: async () => (await import('./engine.js')).main,
   'family-speed': async () => (await import('./family-speed.js')).main,

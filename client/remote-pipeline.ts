@@ -104,7 +104,15 @@ export class RemotePipeline implements BlockPipeline {
     })
     this.observers = [this.kv]
     if (init.canaries) this.observers.push(new CanaryObserver(init.canaries, { sessionId, forwarding, maxLength }))
-    this.transport = new StepTransport({ dim, forwarding, sessionId, receipts: this.receipts, log, observers: this.observers })
+    this.transport = new StepTransport({
+      dim,
+      forwarding,
+      sessionId,
+      receipts: this.receipts,
+      log,
+      observers: this.observers,
+      onHopTime: (peerId, ms, rows, blocks) => view.load.observe(peerId, ms, blocks, rows, view.rttOf(peerId))
+    })
   }
 
   get route(): HopTarget[] {

@@ -45,7 +45,7 @@ export {
   writeRandomModel
 } from './random-model.js'
 export { createSampler, logSoftmax, type Sampler, type SamplerOptions, Xorshift64 } from './sampler.js'
-export { createShard, type SessionOptions, Shard, type ShardInit } from './shard.js'
+export { type BatchStep, createShard, type SessionOptions, Shard, type ShardInit } from './shard.js'
 export * from './tokenizer.js'
 export * from './tokenizer-files.js'
 export * from './tokenizer-special.js'

@@ -16,7 +16,7 @@ import {
 } from '../../shards/index.js'
 import { addLogLevelOption, createLogger, eventLog, progress } from '../log.js'
 import { Metrics, serveMetrics } from '../metrics.js'
-import { DEFAULT_MAX_SESSIONS } from '../options.js'
+import { DEFAULT_BATCH_WAIT_MS, DEFAULT_MAX_BATCH_ROWS, DEFAULT_MAX_QUEUED_STEPS, DEFAULT_MAX_SESSIONS } from '../options.js'
 import { defaultModelPath } from '../paths.js'
 import { SwarmNode } from '../server.js'
 import { chooseSpan } from '../span-selection.js'
@@ -94,6 +94,21 @@ export function registerNodeStart(program: Command): void {
       new Option('--max-sessions <n>', 'sessions served at once; more get BUSY')
         .argParser(int('--max-sessions', 1))
         .default(DEFAULT_MAX_SESSIONS)
+    )
+    .addOption(
+      new Option('--max-queued-steps <n>', 'steps waiting for the span at once; more get BUSY')
+        .argParser(int('--max-queued-steps', 1))
+        .default(DEFAULT_MAX_QUEUED_STEPS)
+    )
+    .addOption(
+      new Option('--max-batch-rows <n>', "rows of several sessions' steps one batched forward takes at most")
+        .argParser(int('--max-batch-rows', 1))
+        .default(DEFAULT_MAX_BATCH_ROWS)
+    )
+    .addOption(
+      new Option('--batch-wait-ms <ms>', 'wait this long for more steps before a batch (0: whatever is queued)')
+        .argParser(int('--batch-wait-ms', 0))
+        .default(DEFAULT_BATCH_WAIT_MS)
     )
     .addOption(
       new Option('--idle-timeout <ms>', 'free a session after this long without requests')
@@ -221,6 +236,9 @@ export function registerNodeStart(program: Command): void {
         metrics,
         wireDtypes: opts.wire,
         maxSessions: opts.maxSessions,
+        maxQueuedSteps: opts.maxQueuedSteps,
+        maxBatchRows: opts.maxBatchRows,
+        batchWaitMs: opts.batchWaitMs,
         allowPrivateNextHops: opts.allowPrivateNextHops,
         idleTimeoutMs: opts.idleTimeout,
         announceIntervalMs: opts.announceInterval,

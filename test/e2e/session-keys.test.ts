@@ -153,7 +153,7 @@ describe('session keys, step tags and sealed KV through the session protocol', (
         sessionId: id,
         stepId,
         start: 0,
-        end: START,
+        end: SPAN[0],
         inputHash: o.input ?? clientIn(stepId),
         outputHash: sha256(sent)
       }
