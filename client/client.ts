@@ -8,7 +8,6 @@ import {
   createShard,
   createTokenizer,
   type Edge,
-  generateTokens,
   InvalidArgumentError,
   type Kernels,
   type KvDType,
@@ -30,12 +29,16 @@ import {
   DEFAULT_MAX_FAILOVERS,
   DEFAULT_MAX_TOKENS,
   DEFAULT_ROUTE_TIMEOUT_MS,
+  DEFAULT_SPECULATE,
   DEFAULT_STEP_TIMEOUT_MS,
   DEFAULT_WIRE
 } from './options.js'
 import type { ReceiptSummary } from './receipts.js'
 import { CONVICTED_BAN_MS, type Forwarding, RemotePipeline } from './remote-pipeline.js'
 import type { ReplayEvidence } from './replay-index.js'
+import type { DraftModel } from './draft-model.js'
+import { decodeTokens, parseSpeculate, type SpeculateMode } from './speculation.js'
+import { emptySpeculationStats, type SpeculationStats } from './speculative-decode.js'
 import { type RollbackRecord, type StreamEvent, VerifiedStreamNeedsCanariesError } from './rollback.js'
 import { type PeerRecord, SwarmView } from './swarm-view.js'
 import { clearPeers, isCleared } from './verified-clear.js'
@@ -86,6 +89,8 @@ export interface ClientInit {
   readonly standby?: boolean
   /** Streams hold tokens until their peers have cleared (GenerateOptions.verifiedStream); default off. */
   readonly verifiedStream?: boolean
+  /** Speculative steps: off, ngram, self or draft:<file> (docs/speculation.md); default off (options.ts). */
+  readonly speculate?: SpeculateMode
 }
 
 export interface GenerateOptions extends SamplerOptions {
@@ -107,6 +112,8 @@ export interface GenerateOptions extends SamplerOptions {
   readonly onLogits?: (logits: Float32Array, position: number) => void
   /** The prompt is a chat template's output: its control tokens (`<|eot_id|>`) are tokens, not text. */
   readonly special?: boolean
+  /** Speculative steps for this generation (default ClientInit.speculate). */
+  readonly speculate?: SpeculateMode
 }
 
 export interface VerificationReport {
@@ -139,6 +146,8 @@ export interface GenerateResult {
   readonly report: VerificationReport
   /** Peers convicted by canaries while this generation ran. */
   readonly convicted: string[]
+  /** Speculative steps: drafted and kept tokens, steps (all zero with speculation off). */
+  readonly speculation: SpeculationStats
 }
 
 const EMPTY_RECEIPTS: ReceiptSummary = { checked: 0, invalid: 0, byPeer: {} }
@@ -191,6 +200,7 @@ export class LayerswarmClient {
   private readonly last?: Shard
   private readonly ownKernels?: Kernels
   private canaries?: CanaryMonitor
+  private readonly draftModels = new Map<string, DraftModel>()
   readonly span: { first: [number, number]; remote: [number, number]; last: [number, number] }
 
   private constructor(
@@ -290,6 +300,8 @@ export class LayerswarmClient {
     if (verified && !canaries) throw new VerifiedStreamNeedsCanariesError()
     // peers convicted in an earlier run (trust file) stay out of routes, as a new conviction would
     for (const peerId of canaries?.restoredExcluded.splice(0) ?? []) this.view.ban(peerId, CONVICTED_BAN_MS)
+    const speculate = parseSpeculate(options.speculate ?? this.init.speculate ?? DEFAULT_SPECULATE)
+    const speculation = emptySpeculationStats()
     const wireLedger = new WireLedger(this.span.remote[0], this.init.wireDtype ?? DEFAULT_WIRE)
     const remotes: RemotePipeline[] = []
     const open = (kept: readonly number[], remaining: number): Attempt => {
@@ -307,14 +319,18 @@ export class LayerswarmClient {
         close: () => pipeline.close()
       }
       return {
-        tokens: generateTokens({
-          ...options,
-          edge: this.edge,
-          pipeline: tracked,
-          promptTokens: [...promptTokens, ...kept],
-          maxTokens: remaining,
-          stopIds: this.tokenizer.stopIds
-        }),
+        tokens: decodeTokens(
+          speculate,
+          {
+            ...options,
+            edge: this.edge,
+            pipeline: tracked,
+            promptTokens: [...promptTokens, ...kept],
+            maxTokens: remaining,
+            stopIds: this.tokenizer.stopIds
+          },
+          { ...this.draftContext(), stats: speculation }
+        ),
         lastStepPeers: () => peers,
         close: () => pipeline.close()
       }
@@ -379,8 +395,14 @@ export class LayerswarmClient {
         rollbacks,
         wire: wireLedger.report()
       },
-      convicted: [...convicted]
+      convicted: [...convicted],
+      speculation
     }
+  }
+
+  private draftContext() {
+    const { edge, first, last, model, draftModels } = this
+    return { edge, first, last, model, draftModels, kernels: this.init.kernels ?? this.ownKernels }
   }
 
   private remotePipeline(sessionId: string, maxLength: number, forwarding: Forwarding, wireLedger: WireLedger): RemotePipeline {
@@ -410,6 +432,7 @@ export class LayerswarmClient {
   async close(): Promise<void> {
     await this.canaries?.close()
     await this.host.stop()
+    for (const m of this.draftModels.values()) m.close()
     this.ownKernels?.close?.()
     this.model.close()
   }

@@ -49,6 +49,19 @@ export {
   VerifiedStreamNeedsCanariesError
 } from './rollback.js'
 export { NoRouteError, planRoute, type RouteCandidate, type RouteHop } from './route.js'
+export { createSelfDrafter, DraftModel, ModelDrafter } from './draft-model.js'
+export { createNgramDrafter, type Draft, type Drafter, type NgramDrafterOptions, ngramDraft } from './draft-ngram.js'
+export { decodeTokens, parseSpeculate, SPECULATE_MODES, type SpeculateMode, type SpeculationContext } from './speculation.js'
+export { DraftModelMismatchError, InvalidSpeculationError } from './speculation-errors.js'
+export { acceptOrResample, sampleFrom, targetProbs } from './speculative-accept.js'
+export {
+  emptySpeculationStats,
+  type SpeculationStats,
+  type SpeculativeInit,
+  type SpeculativeStepOptions,
+  speculativeTokens
+} from './speculative-decode.js'
+export { DraftLength, type DraftLengthOptions } from './speculative-k.js'
 export { SnapshotKeeper, type SnapshotKeeperInit, type SpanSnapshots } from './snapshots.js'
 export { StandbyKeeper, type StandbyKeeperInit, type StandbyRoute } from './standby.js'
 export { type Forwarding, type StepHopTiming, StepTransport, type StepTransportInit } from './step-transport.js'

@@ -1,6 +1,6 @@
-import { type Command, Option } from 'commander'
+import { type Command, InvalidArgumentError, Option } from 'commander'
 import { DEFAULT_CANARY_RATE } from '../../canary/index.js'
-import { parseBootstrapList } from '../../client/index.js'
+import { DEFAULT_SPECULATE, parseBootstrapList, parseSpeculate, type SpeculateMode } from '../../client/index.js'
 import { DEFAULT_KV_DTYPE, KV_DTYPES } from '../../shards/index.js'
 import { jsonSafe } from '../gateway/report.js'
 import { defaultModelPath } from '../paths.js'
@@ -95,6 +95,14 @@ export function registerGenerate(program: Command): void {
       'with --snapshot-every: per span, a standby peer not on the route imports every sealed delta and takes over when a hop dies',
       false
     )
+    .addOption(
+      new Option(
+        '--speculate <mode>',
+        'with --bootstrap: speculative steps, checked by every hop in one step (lossless): off, ngram (prompt lookup, no model), self (the edge blocks and head draft, skipping the swarm), draft:<file> (a small model with the same tokenizer)'
+      )
+        .argParser((v: string) => speculateOption(v))
+        .default(DEFAULT_SPECULATE)
+    )
     .option(
       '--verbose',
       'with --bootstrap: log routing and failover events to stderr, and explain a missing route (peers dialled, which answered, blocks missing)',
@@ -106,6 +114,7 @@ export function registerGenerate(program: Command): void {
       // every input checked before any work: one typed line instead of a trace from deep inside
       const model = checkReadableFile(opts.model ?? defaultModelPath(), '--model')
       if (opts.tokenizer !== undefined) checkReadableFile(opts.tokenizer, '--tokenizer')
+      if (String(opts.speculate).startsWith('draft:')) checkReadableFile(String(opts.speculate).slice(6), '--speculate draft:')
       const bootstrap = opts.bootstrap !== undefined ? parseBootstrapList(String(opts.bootstrap)) : undefined
       const ac = new AbortController()
       process.once('SIGINT', () => ac.abort())
@@ -139,6 +148,7 @@ export function registerGenerate(program: Command): void {
               trustFile: opts.trustFile,
               snapshotEvery: opts.snapshotEvery,
               standby: opts.standby,
+              speculate: opts.speculate,
               verbose: opts.verbose,
               kvDType: opts.kvDtype,
               ...verificationOptions(opts),
@@ -154,4 +164,13 @@ export function registerGenerate(program: Command): void {
           )
       process.stdout.write(opts.json ? `${JSON.stringify(jsonSafe(result))}\n` : '\n')
     })
+}
+
+/** Commander parser for --speculate: off, ngram, self or draft:<file>. */
+function speculateOption(v: string): SpeculateMode {
+  try {
+    return parseSpeculate(v)
+  } catch (err) {
+    throw new InvalidArgumentError((err as Error).message)
+  }
 }
