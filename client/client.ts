@@ -20,6 +20,7 @@ import {
 } from '../shards/index.js'
 import { type CanaryEvidence, CanaryMonitor, type CanaryOptions, type CanaryPeerReport } from './canary-monitor.js'
 import { bundledModelPath } from './default-model.js'
+import type { DraftModel } from './draft-model.js'
 import type { HopTarget } from './hop.js'
 import {
   DEFAULT_BAN_MS,
@@ -36,10 +37,9 @@ import {
 import type { ReceiptSummary } from './receipts.js'
 import { CONVICTED_BAN_MS, type Forwarding, RemotePipeline } from './remote-pipeline.js'
 import type { ReplayEvidence } from './replay-index.js'
-import type { DraftModel } from './draft-model.js'
+import { type RollbackRecord, type StreamEvent, VerifiedStreamNeedsCanariesError } from './rollback.js'
 import { decodeTokens, parseSpeculate, type SpeculateMode } from './speculation.js'
 import { emptySpeculationStats, type SpeculationStats } from './speculative-decode.js'
-import { type RollbackRecord, type StreamEvent, VerifiedStreamNeedsCanariesError } from './rollback.js'
 import { type PeerRecord, SwarmView } from './swarm-view.js'
 import { clearPeers, isCleared } from './verified-clear.js'
 import { type Attempt, verifiedTokens } from './verified-stream.js'

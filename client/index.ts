@@ -18,6 +18,8 @@ export {
   LayerswarmClient,
   type VerificationReport
 } from './client.js'
+export { createSelfDrafter, DraftModel, ModelDrafter } from './draft-model.js'
+export { createNgramDrafter, type Draft, type Drafter, type NgramDrafterOptions, ngramDraft } from './draft-ngram.js'
 export {
   BadHopKeyError,
   type HopOpenInit,
@@ -49,8 +51,7 @@ export {
   VerifiedStreamNeedsCanariesError
 } from './rollback.js'
 export { NoRouteError, planRoute, type RouteCandidate, type RouteHop } from './route.js'
-export { createSelfDrafter, DraftModel, ModelDrafter } from './draft-model.js'
-export { createNgramDrafter, type Draft, type Drafter, type NgramDrafterOptions, ngramDraft } from './draft-ngram.js'
+export { SnapshotKeeper, type SnapshotKeeperInit, type SpanSnapshots } from './snapshots.js'
 export { decodeTokens, parseSpeculate, SPECULATE_MODES, type SpeculateMode, type SpeculationContext } from './speculation.js'
 export { DraftModelMismatchError, InvalidSpeculationError } from './speculation-errors.js'
 export { acceptOrResample, sampleFrom, targetProbs } from './speculative-accept.js'
@@ -62,7 +63,6 @@ export {
   speculativeTokens
 } from './speculative-decode.js'
 export { DraftLength, type DraftLengthOptions } from './speculative-k.js'
-export { SnapshotKeeper, type SnapshotKeeperInit, type SpanSnapshots } from './snapshots.js'
 export { StandbyKeeper, type StandbyKeeperInit, type StandbyRoute } from './standby.js'
 export { type Forwarding, type StepHopTiming, StepTransport, type StepTransportInit } from './step-transport.js'
 export { type PeerRecord, type RefreshReport, type RouteWaitProgress, SwarmView } from './swarm-view.js'

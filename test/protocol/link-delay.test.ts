@@ -1,5 +1,5 @@
 import { once } from 'node:events'
-import { createServer, type Socket, connect } from 'node:net'
+import { connect, createServer, type Socket } from 'node:net'
 import type { MultiaddrConnection } from '@libp2p/interface'
 import { describe, expect, it } from 'vitest'
 import { checkLinkDelay, delayWrites, InvalidLinkDelayError, linkDelayFromEnv } from '../../protocol/index.js'
@@ -17,7 +17,11 @@ function tcpConnection(socket: Socket) {
   }
 }
 
-const chunk = (bytes: Uint8Array) => ({ byteLength: bytes.byteLength, subarray: () => bytes, [Symbol.iterator]: [][Symbol.iterator] })
+const chunk = (bytes: Uint8Array) => ({
+  byteLength: bytes.byteLength,
+  subarray: () => bytes,
+  [Symbol.iterator]: [][Symbol.iterator]
+})
 
 describe('link delay (WAN injection for benchmarks)', () => {
   it('delays every byte by the one-way delay, paces at the bandwidth, keeps order and flushes before close', async () => {
