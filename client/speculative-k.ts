@@ -30,7 +30,7 @@ export class DraftLength {
   private draftMsPerToken = 0
   private static readonly DECAY = 0.9
 
-  constructor(private readonly options: DraftLengthOptions = {}) {
+  constructor(options: DraftLengthOptions = {}) {
     this.maxDraft = options.maxDraft ?? 8
     if (!Number.isInteger(this.maxDraft) || this.maxDraft < 0)
       throw new InvalidSpeculationError(`maxDraft must be an integer ≥ 0, got ${this.maxDraft}`)

@@ -1,6 +1,6 @@
-import { type Command, InvalidArgumentError, Option } from 'commander'
+import { type Command, Option } from 'commander'
 import { DEFAULT_CANARY_RATE } from '../../canary/index.js'
-import { DEFAULT_SPECULATE, parseBootstrapList, parseSpeculate, type SpeculateMode } from '../../client/index.js'
+import { DEFAULT_SPECULATE, parseBootstrapList } from '../../client/index.js'
 import { DEFAULT_KV_DTYPE, KV_DTYPES } from '../../shards/index.js'
 import { jsonSafe } from '../gateway/report.js'
 import { defaultModelPath } from '../paths.js'
@@ -8,7 +8,7 @@ import { checkReadableFile } from './checks.js'
 import { BadOptionError } from './errors.js'
 import { runLocalGenerate } from './generate.js'
 import { runRemoteGenerate, WIRE_CLI_CHOICES } from './generate-remote.js'
-import { float, int } from './options.js'
+import { float, int, SPECULATE_HELP, speculateOption } from './options.js'
 import { addVerificationOptions, verificationOptions } from './verification-options.js'
 
 /** `layerswarm generate`: local, or through a swarm with --bootstrap. */
@@ -96,10 +96,7 @@ export function registerGenerate(program: Command): void {
       false
     )
     .addOption(
-      new Option(
-        '--speculate <mode>',
-        'with --bootstrap: speculative steps, checked by every hop in one step (lossless): off, ngram (prompt lookup, no model), self (the edge blocks and head draft, skipping the swarm), draft:<file> (a small model with the same tokenizer)'
-      )
+      new Option('--speculate <mode>', `with --bootstrap: ${SPECULATE_HELP}`)
         .argParser((v: string) => speculateOption(v))
         .default(DEFAULT_SPECULATE)
     )
@@ -164,13 +161,4 @@ export function registerGenerate(program: Command): void {
           )
       process.stdout.write(opts.json ? `${JSON.stringify(jsonSafe(result))}\n` : '\n')
     })
-}
-
-/** Commander parser for --speculate: off, ngram, self or draft:<file>. */
-function speculateOption(v: string): SpeculateMode {
-  try {
-    return parseSpeculate(v)
-  } catch (err) {
-    throw new InvalidArgumentError((err as Error).message)
-  }
 }
