@@ -41,6 +41,21 @@ export function ngramDraft(context: readonly number[], k: number, options: Ngram
   if (!Number.isInteger(minN) || !Number.isInteger(maxN) || minN < 1 || maxN < minN)
     throw new InvalidSpeculationError(`n-gram sizes must satisfy 1 ≤ minNgram ≤ maxNgram, got ${minN}..${maxN}`)
   if (!Number.isInteger(window) || window < 2) throw new InvalidSpeculationError(`window must be an integer ≥ 2, got ${window}`)
+  // A match near the end leaves a short continuation (in a loop `a b a b` it is one token): the
+  // drafts so far become context and the lookup repeats until k tokens or no match.
+  const draft: number[] = []
+  const extended = [...context]
+  while (draft.length < k) {
+    const more = lookup(extended, k - draft.length, maxN, minN, window)
+    if (more.length === 0) break
+    draft.push(...more)
+    extended.push(...more)
+  }
+  return draft
+}
+
+/** One lookup: the tokens after the most recent earlier match of the longest suffix (maxN..minN). */
+function lookup(context: readonly number[], k: number, maxN: number, minN: number, window: number): number[] {
   const L = context.length
   if (k === 0 || L < 2) return []
   const lo = Math.max(0, L - window)

@@ -31,8 +31,10 @@ describe('n-gram drafter (prompt lookup)', () => {
     expect(ngramDraft([5, 7, 8, 9, 10, 11, 3, 7, 8], 3)).toEqual([9, 10, 11])
     // the most recent match wins
     expect(ngramDraft([1, 2, 3, 1, 2, 4, 1, 2], 1)).toEqual([4])
-    // falls back to shorter suffixes; stops at the end of the context
-    expect(ngramDraft([4, 9, 6, 9], 5)).toEqual([6, 9])
+    // falls back to shorter suffixes; a continuation that reaches the end is looked up again with
+    // the drafts as context (a loop repeats)
+    expect(ngramDraft([4, 9, 6, 9], 5)).toEqual([6, 9, 6, 9, 6])
+    expect(ngramDraft([3, 1, 1], 4)).toEqual([1, 1, 1, 1])
     expect(ngramDraft([1, 2, 3], 4)).toEqual([])
     expect(ngramDraft([1, 1], 0)).toEqual([])
   })
