@@ -12,7 +12,7 @@ import {
   Xorshift64
 } from '../shards/index.js'
 import type { Draft, Drafter } from './draft-ngram.js'
-import { DraftModelMismatchError, InvalidSpeculationError } from './speculation-errors.js'
+import { DraftModelMismatchError, InvalidSpeculationError } from './errors.js'
 import { sampleFrom, targetProbs } from './speculative-accept.js'
 
 /**

@@ -1,4 +1,4 @@
-import { InvalidSpeculationError } from './speculation-errors.js'
+import { InvalidSpeculationError } from './errors.js'
 
 /**
  * A drafter's guess at the tokens after a context. `probs[i]`, when present, is the distribution

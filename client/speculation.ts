@@ -1,7 +1,7 @@
 import { type Edge, type GenerateInit, generateTokens, type Kernels, type ModelFile, type Shard } from '../shards/index.js'
 import { createSelfDrafter, DraftModel } from './draft-model.js'
 import { createNgramDrafter, type Drafter } from './draft-ngram.js'
-import { InvalidSpeculationError } from './speculation-errors.js'
+import { InvalidSpeculationError } from './errors.js'
 import { type SpeculationStats, speculativeTokens } from './speculative-decode.js'
 import type { DraftLengthOptions } from './speculative-k.js'
 

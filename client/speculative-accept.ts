@@ -1,5 +1,5 @@
 import { logSoftmax, type SamplerOptions, type Xorshift64 } from '../shards/index.js'
-import { InvalidSpeculationError } from './speculation-errors.js'
+import { InvalidSpeculationError } from './errors.js'
 
 /**
  * The distribution shards/sampler.ts samples from, as a dense vector over the vocabulary: the

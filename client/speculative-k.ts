@@ -1,4 +1,4 @@
-import { InvalidSpeculationError } from './speculation-errors.js'
+import { InvalidSpeculationError } from './errors.js'
 
 export interface DraftLengthOptions {
   /** Longest draft per step. Default 8. */
