@@ -1,3 +1,6 @@
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import {
   acceptOrResample,
@@ -5,6 +8,8 @@ import {
   createSelfDrafter,
   type Drafter,
   DraftLength,
+  DraftModel,
+  DraftModelMismatchError,
   emptySpeculationStats,
   InvalidSpeculationError,
   ngramDraft,
@@ -19,6 +24,8 @@ import {
   createTokenizer,
   generateTokens,
   openModelFile,
+  parseShape,
+  writeRandomModel,
   Xorshift64
 } from '../../shards/index.js'
 import { GGUF_PATH, loadReference } from '../helpers/reference.js'
@@ -171,5 +178,24 @@ describe('speculative greedy decoding on a local pipeline', () => {
     const plain = await run(undefined, 'plain2', 40)
     const spec = await run(wrong, 'wrong', 40)
     expect(spec.tokens).toEqual(plain.tokens)
+  })
+
+  it('a draft model with the same tokenizer drafts (the model itself: every draft kept); another vocabulary is refused', async () => {
+    const draftModel = new DraftModel(GGUF_PATH, model)
+    const drafter = draftModel.drafter(prompt.length + 40, { temperature: 0 })
+    const spec = await run(drafter, 'draft-model', 40)
+    await drafter.close()
+    draftModel.close()
+    expect(spec.tokens).toEqual(ref.generated_tokens.slice(0, 40))
+    expect(spec.stats.accepted).toBe(spec.stats.drafted)
+    expect(spec.stats.steps).toBeLessThan(20)
+    const dir = mkdtempSync(join(tmpdir(), 'layerswarm-draft-'))
+    try {
+      const other = join(dir, 'other.gguf')
+      writeRandomModel(other, parseShape('32,2,2,2,64,300'), { dtype: 'f32', seed: 1 })
+      expect(() => new DraftModel(other, model)).toThrow(DraftModelMismatchError)
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
   })
 })
