@@ -2,7 +2,7 @@
  * WAN benchmark (issue 18 item 4): `npm run bench -- wan --model F|SHAPE --peers 3 --rtt-ms 25
  * [--mbps 0] [--speculate off|ngram|self|draft:F] [--forwarding chain|relay] [--gen-tokens 64]
  * [--prompt TEXT] [--prompt-tokens 16] [--kernels auto] [--threads N] [--warmup-tokens 16]
- * [--edge-first 1] [--edge-last 1] [--dtype q8_0] [--seed 1]`.
+ * [--edge-first 1] [--edge-last 1] [--dtype q8_0] [--seed 1] [--repeats 1]`.
  *
  * Starts N real node processes on 127.0.0.1 and delays every link: each process (nodes and this
  * client) holds every byte it sends for RTT/2 (protocol/link-delay.ts, the environment variable
@@ -10,7 +10,8 @@
  * same swarm with speculation off and with the asked drafter, in the same run, and prints one JSON
  * object: decode tokens/s of each, tokens per step and drafts kept per step, whether each run's
  * tokens equal one process's (run here first, no delay), and the speed-up. A SHAPE (110m, ...)
- * writes a random-weight GGUF once (as bench swarm). Targets are reported, not asserted.
+ * writes a random-weight GGUF once (as bench swarm). `--repeats N` alternates off and on N times
+ * and reports medians (a shared host's load swings between runs). Targets are reported, not asserted.
  */
 import { availableParallelism } from 'node:os'
 import { parseArgs } from 'node:util'
@@ -20,7 +21,7 @@ import { LINK_DELAY_ENV, LINK_MBPS_ENV } from '../protocol/index.js'
 import { type KernelKind, openModelFile, selectKernels } from '../shards/index.js'
 import { evenSpans, promptText, resolveModel } from './swarm.js'
 import { decodeRate, openSingleProcess } from './swarm-single.js'
-import { round } from './swarm-stats.js'
+import { median, round } from './swarm-stats.js'
 
 export interface WanBenchOptions {
   readonly model: string
@@ -39,6 +40,7 @@ export interface WanBenchOptions {
   readonly edgeLast: number
   readonly dtype: 'f32' | 'f16' | 'q8_0'
   readonly seed: number
+  readonly repeats: number
 }
 
 /** llama.cpp RPC, 2 servers, 110m Q8_0, 25 ms RTT (issue 18's measurement): the target is 1.3× this. */
@@ -123,11 +125,23 @@ export async function runWanBench(o: WanBenchOptions): Promise<Record<string, un
     for (const [a, b] of spans.slice(1))
       nodes.push(await startLocalNode({ model: path, layers: `${a}:${b}`, bootstrap, args, env, startTimeoutMs }))
     const same = (tokens: number[]) => tokens.length === one.tokens.length && tokens.every((t, i) => t === one.tokens[i])
-    const off = await throughSwarm(path, o, nodes, prompt, 'off')
-    const spec = o.speculate === 'off' ? undefined : await throughSwarm(path, o, nodes, prompt, o.speculate)
-    const report = (r: typeof off) => {
+    type Run = Awaited<ReturnType<typeof throughSwarm>>
+    const offs: Run[] = []
+    const specs: Run[] = []
+    for (let i = 0; i < o.repeats; i++) {
+      offs.push(await throughSwarm(path, o, nodes, prompt, 'off'))
+      if (o.speculate !== 'off') specs.push(await throughSwarm(path, o, nodes, prompt, o.speculate))
+    }
+    // the run with the median rate stands for the mode; every run's rate and tokens are checked
+    const pick = (runs: Run[]): Run => {
+      const rates = runs.map((r) => r.decodeTokensPerSecond)
+      return runs[rates.indexOf(median(rates))]
+    }
+    const off = pick(offs)
+    const spec = specs.length > 0 ? pick(specs) : undefined
+    const report = (r: Run, all: Run[]) => {
       const { tokens, ...rest } = r
-      return { ...rest, sameTokensAsOneProcess: same(tokens) }
+      return { ...rest, runs: all.map((x) => x.decodeTokensPerSecond), sameTokensAsOneProcess: all.every((x) => same(x.tokens)) }
     }
     return {
       bench: 'wan',
@@ -144,8 +158,10 @@ export async function runWanBench(o: WanBenchOptions): Promise<Record<string, un
       threads: o.threads,
       cores: availableParallelism(),
       oneProcess: { decodeTokensPerSecond: round(one.decodeTokensPerSecond, 2), tokens: one.tokens.length },
-      speculationOff: report(off),
-      ...(spec ? { speculation: report(spec), speedUp: round(spec.decodeTokensPerSecond / off.decodeTokensPerSecond, 3) } : {}),
+      speculationOff: report(off, offs),
+      ...(spec
+        ? { speculation: report(spec, specs), speedUp: round(spec.decodeTokensPerSecond / off.decodeTokensPerSecond, 3) }
+        : {}),
       targets: {
         offOverLlamaCppRpc2Servers25ms: round(off.decodeTokensPerSecond / LLAMA_CPP_RPC_2_SERVERS_25MS, 3),
         offTarget: 1.3,
@@ -180,7 +196,8 @@ export async function main(argv: string[]): Promise<void> {
       'edge-first': { type: 'string', default: '1' },
       'edge-last': { type: 'string', default: '1' },
       dtype: { type: 'string', default: 'q8_0' },
-      seed: { type: 'string', default: '1' }
+      seed: { type: 'string', default: '1' },
+      repeats: { type: 'string', default: '1' }
     }
   })
   const num = (name: string, v: string | undefined, min: number, integer = true): number => {
@@ -210,7 +227,8 @@ export async function main(argv: string[]): Promise<void> {
     edgeFirst: num('edge-first', values['edge-first'], 0),
     edgeLast: num('edge-last', values['edge-last'], 0),
     dtype: oneOf('dtype', values.dtype, ['f32', 'f16', 'q8_0'] as const),
-    seed: num('seed', values.seed, 0)
+    seed: num('seed', values.seed, 0),
+    repeats: num('repeats', values.repeats, 1)
   })
   console.log(JSON.stringify(result, null, 2))
 }
