@@ -10,6 +10,7 @@
  */
 import type { Socket } from 'node:net'
 import type { MultiaddrConnection } from '@libp2p/interface'
+import { InvalidLinkDelayError } from './errors.js'
 
 export interface LinkDelay {
   /** Added to every byte this host sends (one way), in ms. */
@@ -20,14 +21,6 @@ export interface LinkDelay {
 
 export const LINK_DELAY_ENV = 'LAYERSWARM_LINK_DELAY_MS'
 export const LINK_MBPS_ENV = 'LAYERSWARM_LINK_MBPS'
-
-export class InvalidLinkDelayError extends Error {
-  readonly code = 'INVALID_LINK_DELAY'
-  constructor(message: string) {
-    super(message)
-    this.name = 'InvalidLinkDelayError'
-  }
-}
 
 /** Validate a link delay; undefined when it adds nothing. */
 export function checkLinkDelay(d: LinkDelay | undefined): LinkDelay | undefined {
