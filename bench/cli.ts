@@ -24,6 +24,7 @@ const BENCHES: Record<string, () => Promise<BenchMain>> = {
   swarm: async () => (await import('./swarm.js')).main,
   'swarm-canary': async () => (await import('./swarm-canary.js')).main,
   'verified-stream': async () => (await import('./verified-stream.js')).main,
+  wan: async () => (await import('./wan.js')).main,
   wire: async () => (await import('./wire.js')).main
 }
 

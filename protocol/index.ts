@@ -16,6 +16,7 @@ export * from './host.js'
 export * from './ids.js'
 export * from './info.js'
 export * from './limits.js'
+export * from './link-delay.js'
 export {
   type DecodeOptions,
   decodeInfoRequest,
