@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto'
 import type { AbortOptions } from '@libp2p/interface'
+import type { CanaryTraces } from '../canary/index.js'
 import { createHost, type Host } from '../protocol/index.js'
 import {
   type BlockPipeline,
@@ -19,6 +20,7 @@ import {
   selectKernelsFor,
   type Tokenizer
 } from '../shards/index.js'
+import { type CanaryBankInit, edgeOnlyModel, openCanaryBank } from './canary-bank-init.js'
 import { type CanaryEvidence, CanaryMonitor, type CanaryOptions, type CanaryPeerReport } from './canary-monitor.js'
 import { bundledModelPath } from './default-model.js'
 import type { HopTarget } from './hop.js'
@@ -86,6 +88,11 @@ export interface ClientInit {
   readonly standby?: boolean
   /** Streams hold tokens until their peers have cleared (GenerateOptions.verifiedStream); default off. */
   readonly verifiedStream?: boolean
+  /**
+   * A canary bank (`layerswarm canary build`): canaries come from it, and the client reads no
+   * weight of the blocks it does not run (a thin client; client/canary-bank-init.ts).
+   */
+  readonly canaryBank?: CanaryBankInit
 }
 
 export interface GenerateOptions extends SamplerOptions {
@@ -191,6 +198,7 @@ export class LayerswarmClient {
   private readonly last?: Shard
   private readonly ownKernels?: Kernels
   private canaries?: CanaryMonitor
+  private readonly bank?: CanaryTraces
   readonly span: { first: [number, number]; remote: [number, number]; last: [number, number] }
 
   private constructor(
@@ -216,14 +224,20 @@ export class LayerswarmClient {
     if (j > 0) this.last = createShard({ model, start: n - j, end: n, kernels, kvDType })
     this.span = { first: [0, k], remote: [k, n - j], last: [n - j, n] }
     this.modelId = computeModelId(model)
+    if (init.canaryBank) this.bank = openCanaryBank(init.canaryBank, this.modelId)
     this.view = new SwarmView(host, this.modelId, init.bootstrap)
   }
 
   static async create(init: ClientInit, options: AbortOptions = {}): Promise<LayerswarmClient> {
-    const model = openModelFile(
+    const file = openModelFile(
       init.model ?? bundledModelPath(),
       init.tokenizer !== undefined ? { tokenizerPath: init.tokenizer } : {}
     )
+    const n = file.config.nLayers
+    const thin = init.canaryBank && init.canaries !== false
+    const model = thin
+      ? edgeOnlyModel(file, init.edgeFirst ?? DEFAULT_EDGE_FIRST, n - (init.edgeLast ?? DEFAULT_EDGE_LAST))
+      : file
     let host: Host
     try {
       host = await createHost({ listen: [], bootstrap: [...init.bootstrap] }, options)
@@ -283,6 +297,7 @@ export class LayerswarmClient {
             maxLength,
             kernels: this.init.kernels ?? this.ownKernels,
             log: this.init.log,
+            bank: this.bank,
             onBuild: this.init.onCanaryBuild
           })
     const canaries = this.canaries

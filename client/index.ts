@@ -9,7 +9,23 @@ export {
   BootstrapPeerIdMismatchError,
   BootstrapUnreachableError
 } from './bootstrap-errors.js'
+export {
+  BlockNotHeldError,
+  type CanaryBankInit,
+  defaultBankKeyFile,
+  edgeOnlyModel,
+  openCanaryBank
+} from './canary-bank-init.js'
 export { type CanaryEvidence, CanaryMonitor, type CanaryOptions, type CanaryPeerReport } from './canary-monitor.js'
+export {
+  CANARY_SECRET_BYTES,
+  InvalidCanarySecretError,
+  loadOrCreateSecret,
+  randomSecret,
+  type SecretPromptOptions,
+  secretPrompts,
+  secretSeed
+} from './canary-secret.js'
 export {
   type ClientInit,
   createClient,
