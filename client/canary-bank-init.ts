@@ -1,6 +1,7 @@
 import { dirname, join } from 'node:path'
 import { type CanaryTraces, loadBankKey, loadCanaryBank } from '../canary/index.js'
 import type { ModelFile, TensorName } from '../shards/index.js'
+import { BlockNotHeldError } from './errors.js'
 
 /**
  * Where a client's canary bank comes from (`layerswarm canary build`, docs/verification.md): the
@@ -21,15 +22,6 @@ export function openCanaryBank(init: CanaryBankInit, modelId: string): CanaryTra
   if ('traces' in init) return init.traces
   const key = init.key ?? loadBankKey(init.keyFile ?? defaultBankKeyFile(init.path))
   return loadCanaryBank(init.path, key, { modelId })
-}
-
-/** A thin client touched a block it does not hold (a bug: with a bank nothing should). */
-export class BlockNotHeldError extends Error {
-  readonly code = 'BLOCK_NOT_HELD'
-  constructor(message: string) {
-    super(message)
-    this.name = 'BlockNotHeldError'
-  }
 }
 
 /**

@@ -46,7 +46,7 @@ describe('thin client + canary bank verifies as a full client does', () => {
       .map((n) => startLocalNode({ model: GGUF_PATH, layers: '1:4', bootstrap: first, args: [...FAST, ...TAMPERERS[n]] }))
     const honestNodes = ['1:2', '2:4'].map((layers) => startLocalNode({ model: GGUF_PATH, layers, bootstrap: first, args: FAST }))
     const started = await Promise.all([...rest, ...honestNodes])
-    names.slice(1).forEach((n, i) => (tamperers[n] = started[i]))
+    for (const [i, n] of names.slice(1).entries()) tamperers[n] = started[i]
     honest.push(...started.slice(rest.length))
     bootstrap = [...Object.values(tamperers), ...honest].map((n) => n.addrs[0])
   }, 180_000)
