@@ -1,5 +1,6 @@
 // What a client is made from, what generate() and stream() take, and what they return.
 import type { Kernels, KvDType, SamplerOptions } from '../shards/index.js'
+import type { CanaryBankInit } from './canary-bank-init.js'
 import type { CanaryEvidence, CanaryOptions, CanaryPeerReport } from './canary-monitor.js'
 import type { ReceiptSummary } from './receipts.js'
 import type { Forwarding } from './remote-pipeline.js'
@@ -55,6 +56,11 @@ export interface ClientInit {
   readonly verifiedStream?: boolean
   /** Speculative steps: off, ngram, self or draft:<file> (docs/speculation.md); default off (options.ts). */
   readonly speculate?: SpeculateMode
+  /**
+   * A canary bank (`layerswarm canary build`): canaries come from it, and the client reads no
+   * weight of the blocks it does not run (a thin client; client/canary-bank-init.ts).
+   */
+  readonly canaryBank?: CanaryBankInit
 }
 
 export interface GenerateOptions extends SamplerOptions {

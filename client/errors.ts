@@ -148,3 +148,12 @@ export class DraftModelMismatchError extends Error {
     this.name = 'DraftModelMismatchError'
   }
 }
+
+/** A thin client touched a block it does not hold (a bug: with a bank nothing should). */
+export class BlockNotHeldError extends Error {
+  readonly code = 'BLOCK_NOT_HELD'
+  constructor(message: string) {
+    super(message)
+    this.name = 'BlockNotHeldError'
+  }
+}

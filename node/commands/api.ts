@@ -21,6 +21,7 @@ import { defaultModelPath } from '../paths.js'
 import { checkReadableFile, listenError } from './checks.js'
 import { warn } from './cli-exit.js'
 import { float, int, SPECULATE_HELP, speculateOption } from './options.js'
+import { addCanaryBankOptions, canaryBankInit } from './verification-options.js'
 
 export interface ApiOptions {
   readonly bootstrap: string
@@ -38,6 +39,9 @@ export interface ApiOptions {
   readonly canaryRate: number
   /** Speculative steps of every generation (client/speculation.ts). */
   readonly speculate?: SpeculateMode
+  /** A sealed canary bank and its key file (a thin gateway: node/commands/canary.ts). */
+  readonly canaryBank?: string
+  readonly canaryBankKey?: string
   readonly routeTimeout: number
   readonly metrics?: string
   readonly logLevel: LogLevel
@@ -77,6 +81,7 @@ export async function runApi(
     routeTimeoutMs: o.routeTimeout,
     canaries: o.canaryRate > 0 ? { rate: o.canaryRate } : false,
     speculate: o.speculate,
+    canaryBank: canaryBankInit(o),
     log: eventLog(log.child({ component: 'client' }))
   })
   // one look at the swarm now, so a bad bootstrap address is reported at start, not per request
@@ -179,6 +184,7 @@ export function registerApi(program: Command): void {
         .default(10_000)
     )
     .option('--metrics <host:port>', 'serve Prometheus metrics at http://HOST:PORT/metrics')
+  addCanaryBankOptions(cmd)
   addLogLevelOption(cmd)
   withConfig(cmd, { required: ['bootstrap'] })
   cmd.action(async (opts: ApiOptions) => {
