@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto'
-import type { AbortOptions } from '@libp2p/interface'
+import type { AbortOptions, PrivateKey } from '@libp2p/interface'
 import { createHost, type Host } from '../protocol/index.js'
 import {
   type BlockPipeline,
@@ -46,6 +46,12 @@ import type { WirePreference } from './wire-negotiation.js'
 export interface ClientInit {
   /** Multiaddrs (with /p2p/<id>) of swarm peers to join through. */
   readonly bootstrap: readonly string[]
+  /**
+   * The client's libp2p identity (default: a fresh one per client). A kept key (the CLI's
+   * `--identity`) makes the client the same peer across runs: nodes see one owner of its sessions,
+   * and sealed KV snapshots stay bound to it.
+   */
+  readonly privateKey?: PrivateKey
   /**
    * The model file: the client runs its edge parts and checks peers serve the same model id
    * (default: the bundled stories260K.gguf, as the CLI's).
@@ -226,7 +232,7 @@ export class LayerswarmClient {
     )
     let host: Host
     try {
-      host = await createHost({ listen: [], bootstrap: [...init.bootstrap] }, options)
+      host = await createHost({ listen: [], bootstrap: [...init.bootstrap], privateKey: init.privateKey }, options)
     } catch (err) {
       model.close()
       throw err

@@ -6,6 +6,7 @@ import { exitWhenDrained, reportError } from './commands/cli-exit.js'
 import { registerDemo } from './commands/demo.js'
 import { registerDoctor } from './commands/doctor.js'
 import { registerGenerate } from './commands/generate-command.js'
+import { registerIdentity } from './commands/identity.js'
 import { registerInspect } from './commands/inspect.js'
 import { registerMakeModel } from './commands/make-model.js'
 import { registerNodeStart } from './commands/node-start.js'
@@ -40,6 +41,7 @@ registerDoctor(program)
 registerTokenize(program)
 registerInspect(program)
 registerVerifyEvidence(program)
+registerIdentity(program)
 withConfigEverywhere(program)
 
 try {

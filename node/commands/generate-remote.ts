@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs'
 import type { Forwarding, LayerswarmClient, RouteWaitProgress } from '../../client/index.js'
 import { createClient, type GenerateResult, NoRouteError, parseWirePreference, type WireChoice } from '../../client/index.js'
 import { type GgufValue, type KvDType, openModelFile } from '../../shards/index.js'
+import { loadOrCreateIdentity } from '../identity.js'
 import { progress } from '../log.js'
 import { chatPrompt } from './chat-prompt.js'
 import { checkContextLength } from './checks.js'
@@ -23,6 +24,8 @@ export interface RemoteGenerateOptions {
   model: string
   tokenizer?: string
   bootstrap: string[]
+  /** The client's key file (node/identity.ts); default: a fresh key per run. */
+  identity?: string
   prompt: string
   maxTokens: number
   temperature: number
@@ -98,8 +101,10 @@ export async function runRemoteGenerate(
   }
 > {
   const t0 = performance.now()
+  const identity = o.identity !== undefined ? await loadOrCreateIdentity(o.identity) : undefined
   const client = await createClient({
     bootstrap: o.bootstrap,
+    ...(identity ? { privateKey: identity.privateKey } : {}),
     model: o.model,
     tokenizer: o.tokenizer,
     edgeFirst: o.edgeFirst,

@@ -16,12 +16,14 @@ import {
 import { addLogLevelOption, createLogger, eventLog, progress } from '../log.js'
 import { Metrics, serveMetrics } from '../metrics.js'
 import { DEFAULT_MAX_SESSIONS } from '../options.js'
+import { defaultIdentityPath, loadOrCreateIdentity } from '../identity.js'
 import { defaultModelPath } from '../paths.js'
 import { SwarmNode } from '../server.js'
 import { chooseSpan } from '../span-selection.js'
 import { createTamper, TAMPER_MODES } from '../tamper.js'
 import { checkListenAddrs, checkReadableFile, listenError } from './checks.js'
 import { warn } from './cli-exit.js'
+import { BadOptionError } from './errors.js'
 import { float, int, parseSpan } from './options.js'
 
 /** Decode tokens/s of a loaded span, measured on a scratch session (announced for routing). */
@@ -88,6 +90,11 @@ export function registerNodeStart(program: Command): void {
     )
     .option('--listen <multiaddr...>', 'listen addresses', ['/ip4/127.0.0.1/tcp/0'])
     .option('--bootstrap <addrs>', 'comma-separated multiaddrs (with /p2p/<peer id>) of peers to join')
+    .option(
+      '--identity <file>',
+      'the key file that keeps this peer id across restarts (made, mode 0600, on first start; default: identity.key in $LAYERSWARM_HOME, else ~/.layerswarm)'
+    )
+    .option('--ephemeral-identity', 'a fresh key for this run only, nothing written (local test swarms)', false)
     .option('--allow-private-next-hops', 'chained steps may dial private/loopback next hops', false)
     .addOption(
       new Option('--max-sessions <n>', 'sessions served at once; more get BUSY')
@@ -169,10 +176,15 @@ export function registerNodeStart(program: Command): void {
       }
       // Every input checked before any work: one typed line, not a trace from libp2p or the file reader.
       const listen = checkListenAddrs(opts.listen)
+      if (opts.identity !== undefined && opts.ephemeralIdentity)
+        throw new BadOptionError('--identity and --ephemeral-identity exclude each other')
       const modelPath = checkReadableFile(opts.model ?? defaultModelPath(), '--model')
       const bootstrap: string[] = opts.bootstrap ? parseBootstrapList(String(opts.bootstrap)) : []
       // pino: pretty on a terminal, JSON lines in a pipe (tests and log collectors read those)
       const log = eventLog(createLogger({ level: opts.logLevel, name: 'layerswarm-node' }), 'info')
+      const identity = opts.ephemeralIdentity ? undefined : await loadOrCreateIdentity(opts.identity ?? defaultIdentityPath())
+      if (identity) log({ event: 'identity', path: identity.path, peerId: identity.peerId, created: identity.created })
+      const privateKey = identity?.privateKey ?? (await generateKeyPair('Ed25519'))
       const model = openModelFile(modelPath)
       const modelId = computeModelId(model)
       const n = model.config.nLayers
@@ -205,7 +217,7 @@ export function registerNodeStart(program: Command): void {
           })
         : undefined
       if (metricsServer) log({ event: 'metrics', url: metricsServer.url })
-      const privateKey = await generateKeyPair('Ed25519')
+      // Read (or made) before the model loads: a key others may read stops the start at once.
       const swarmNode = await SwarmNode.create({
         listen,
         model,
