@@ -31,7 +31,10 @@ export function registerIdentity(program: Command): void {
     )
   const common = (c: Command): Command =>
     c
-      .option('--identity <file>', 'the key file (default: identity.key, or client-identity.key with --client, in the home folder)')
+      .option(
+        '--identity <file>',
+        'the key file (default: identity.key, or client-identity.key with --client, in the home folder)'
+      )
       .option('--client', "a client's key instead of a node's", false)
       .option('--json', 'print JSON: {peerId, path, created}', false)
   common(cmd.command('show').description('Print the peer id of a key file.')).action((opts: IdentityCliOptions) => {

@@ -13,10 +13,10 @@ import {
   selectKernelsFor,
   spanKernelReport
 } from '../../shards/index.js'
+import { defaultIdentityPath, loadOrCreateIdentity } from '../identity.js'
 import { addLogLevelOption, createLogger, eventLog, progress } from '../log.js'
 import { Metrics, serveMetrics } from '../metrics.js'
 import { DEFAULT_MAX_SESSIONS } from '../options.js'
-import { defaultIdentityPath, loadOrCreateIdentity } from '../identity.js'
 import { defaultModelPath } from '../paths.js'
 import { SwarmNode } from '../server.js'
 import { chooseSpan } from '../span-selection.js'
