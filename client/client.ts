@@ -53,6 +53,11 @@ export interface ClientInit {
    */
   readonly privateKey?: PrivateKey
   /**
+   * Addresses the client listens on (default none: it only dials). A client with a public
+   * address lets a node behind NAT that it reached through a relay dial it back directly (DCUtR).
+   */
+  readonly listen?: readonly string[]
+  /**
    * The model file: the client runs its edge parts and checks peers serve the same model id
    * (default: the bundled stories260K.gguf, as the CLI's).
    */
@@ -232,7 +237,10 @@ export class LayerswarmClient {
     )
     let host: Host
     try {
-      host = await createHost({ listen: [], bootstrap: [...init.bootstrap], privateKey: init.privateKey }, options)
+      host = await createHost(
+        { listen: [...(init.listen ?? [])], bootstrap: [...init.bootstrap], privateKey: init.privateKey },
+        options
+      )
     } catch (err) {
       model.close()
       throw err

@@ -21,6 +21,7 @@ import {
   type NoReply,
   PROTOCOL_VERSION,
   REQUEST_STREAM_LIMITS,
+  type ReachabilityInit,
   SESSION_PROTOCOL,
   SESSION_STREAM_LIMITS,
   type SessionRequest,
@@ -50,6 +51,9 @@ export interface SwarmNodeInit {
   readonly listen?: string[]
   readonly bootstrap?: string[]
   readonly privateKey?: PrivateKey
+  /** Announced addresses and reachability services of the host (protocol/reachability.ts). */
+  readonly announce?: string[]
+  readonly reachability?: ReachabilityInit
   readonly maxSessions?: number
   /** KV positions over all sessions (default: maxSessions × context length). */
   readonly maxCacheTokens?: number
@@ -145,7 +149,12 @@ export class SwarmNode {
 
   static async create(init: SwarmNodeInit): Promise<SwarmNode> {
     const identity = init.privateKey ?? (await generateKeyPair('Ed25519'))
-    const host = await createHost({ listen: init.listen, privateKey: identity })
+    const host = await createHost({
+      listen: init.listen,
+      privateKey: identity,
+      announce: init.announce,
+      reachability: init.reachability
+    })
     const node = new SwarmNode(host, init, identity)
     await node.start()
     return node

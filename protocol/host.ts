@@ -31,6 +31,7 @@ import { createLibp2p, type Libp2p, type ServiceFactoryMap } from 'libp2p'
 import { gossipScoreParams } from './gossip-scoring.js'
 import { PROTOCOL_VERSION } from './ids.js'
 import { DEFAULT_MAX_MESSAGE_BYTES } from './limits.js'
+import { type ReachabilityInit, reachabilityServices, relayTransport, trackReachability } from './reachability.js'
 
 /**
  * yamux answers every data frame it receives with a window update as soon as any of the
@@ -76,12 +77,22 @@ export interface HostInit {
   maxConnections?: number
   /** Largest frame our streams accept; sizes the muxer's read buffers (default 64 MiB). */
   maxMessageBytes?: number
+  /**
+   * Addresses to announce instead of the listen addresses (a public address the machine cannot
+   * bind, a port its router forwards). Relayed addresses are added once a relay reserves a slot.
+   */
+  announce?: string[]
+  /** Relay serving, hole punching, AutoNAT, UPnP (protocol/reachability.ts). */
+  reachability?: ReachabilityInit
 }
 
 export async function createHost(init: HostInit = {}, { signal }: AbortOptions = {}): Promise<Host> {
   signal?.throwIfAborted()
   const maxMessageBytes = init.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES
-  const services: ServiceFactoryMap<HostServices> = { identify: identify() }
+  const services: ServiceFactoryMap<HostServices> = {
+    identify: identify(),
+    ...(reachabilityServices(init.reachability ?? {}) as ServiceFactoryMap<Record<string, unknown>>)
+  }
   if (init.pubsub !== false) {
     services.pubsub = gossipsub({
       // a lone first peer still announces; it simply reaches nobody yet
@@ -95,8 +106,13 @@ export async function createHost(init: HostInit = {}, { signal }: AbortOptions =
   const node = await createLibp2p<HostServices>({
     privateKey: init.privateKey,
     nodeInfo: { name: 'layerswarm', version: PROTOCOL_VERSION },
-    addresses: { listen: init.listen ?? ['/ip4/127.0.0.1/tcp/0'] },
-    transports: [coalescingTcp()],
+    addresses: {
+      listen: init.listen ?? ['/ip4/127.0.0.1/tcp/0'],
+      ...(init.announce?.length ? { announce: init.announce } : {})
+    },
+    // every host dials /p2p-circuit addresses (peers behind NAT announce those); listening on
+    // `/p2p-circuit` reserves a slot on a relay (protocol/reachability.ts)
+    transports: [coalescingTcp(), relayTransport()],
     connectionEncrypters: [noise()],
     streamMuxers: [
       yamux({
@@ -122,6 +138,7 @@ export async function createHost(init: HostInit = {}, { signal }: AbortOptions =
     },
     services
   })
+  trackReachability(node)
 
   try {
     signal?.throwIfAborted()

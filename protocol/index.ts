@@ -28,6 +28,12 @@ export {
   errorFromReply,
   errorReplyFor
 } from './messages.js'
+export {
+  RELAY_MAX_RESERVATIONS,
+  type Reachability,
+  type ReachabilityInit,
+  reachabilityOf
+} from './reachability.js'
 export * from './receipt.js'
 export { protoPath } from './schema.js'
 export * from './session-messages.js'

@@ -44,3 +44,8 @@ export class ContextLengthExceededError extends CliError {
 export class DoctorFailedError extends CliError {
   override readonly code = 'ERR_DOCTOR'
 }
+
+/** `--use-relay`: no relay among the connected peers granted a reservation in time (the node serves on, unreachable from outside its network until one does). */
+export class NoRelayReservationError extends CliError {
+  override readonly code = 'ERR_NO_RELAY_RESERVATION'
+}

@@ -84,6 +84,10 @@ export function registerGenerate(program: Command): void {
       "with --bootstrap: keep this client's key here (made, mode 0600, on first use), so it is the same peer across runs; --trust-file then defaults to trust.json beside it"
     )
     .option(
+      '--listen <multiaddr...>',
+      'with --bootstrap: addresses the client listens on (a public one lets a node behind NAT, reached through a relay, dial back directly)'
+    )
+    .option(
       '--trust-file <path>',
       "with --bootstrap: keep peers' canary records in this file across runs (a peer checked in an earlier run skips the new-peer burst of canaries; one convicted stays excluded)"
     )
@@ -139,6 +143,7 @@ export function registerGenerate(program: Command): void {
               ...common,
               bootstrap,
               identity: opts.identity,
+              listen: opts.listen,
               edgeFirst: opts.edgeFirst,
               edgeLast: opts.edgeLast,
               forwarding: opts.forwarding,

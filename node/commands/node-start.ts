@@ -23,8 +23,9 @@ import { chooseSpan } from '../span-selection.js'
 import { createTamper, TAMPER_MODES } from '../tamper.js'
 import { checkListenAddrs, checkReadableFile, listenError } from './checks.js'
 import { warn } from './cli-exit.js'
-import { BadOptionError } from './errors.js'
+import { BadOptionError, NoRelayReservationError } from './errors.js'
 import { float, int, parseSpan } from './options.js'
+import { addReachabilityOptions, hostReachability, RELAY_WAIT_MS, relayedAddress } from './reachability-options.js'
 
 /** Decode tokens/s of a loaded span, measured on a scratch session (announced for routing). */
 export function measureThroughput(shard: Shard, dim: number, steps = 8): number {
@@ -95,6 +96,8 @@ export function registerNodeStart(program: Command): void {
       'the key file that keeps this peer id across restarts (made, mode 0600, on first start; default: identity.key in $LAYERSWARM_HOME, else ~/.layerswarm)'
     )
     .option('--ephemeral-identity', 'a fresh key for this run only, nothing written (local test swarms)', false)
+  addReachabilityOptions(cmd)
+  cmd
     .option('--allow-private-next-hops', 'chained steps may dial private/loopback next hops', false)
     .addOption(
       new Option('--max-sessions <n>', 'sessions served at once; more get BUSY')
@@ -175,7 +178,8 @@ export function registerNodeStart(program: Command): void {
         return
       }
       // Every input checked before any work: one typed line, not a trace from libp2p or the file reader.
-      const listen = checkListenAddrs(opts.listen)
+      const net = hostReachability(opts, checkListenAddrs(opts.listen))
+      const listen = net.listen
       if (opts.identity !== undefined && opts.ephemeralIdentity)
         throw new BadOptionError('--identity and --ephemeral-identity exclude each other')
       const modelPath = checkReadableFile(opts.model ?? defaultModelPath(), '--model')
@@ -220,6 +224,8 @@ export function registerNodeStart(program: Command): void {
       // Read (or made) before the model loads: a key others may read stops the start at once.
       const swarmNode = await SwarmNode.create({
         listen,
+        announce: net.announce,
+        reachability: net.reachability,
         model,
         modelId,
         shard,
@@ -244,6 +250,9 @@ export function registerNodeStart(program: Command): void {
       })
       // A node may start before its bootstrap peers, so it serves anyway; but say which failed.
       for (const f of swarmNode.bootstrapResult.failed) warn(bootstrapDialError(f.addr, f.error))
+      // Behind NAT the relayed address is the one that matters: print the serving line with it.
+      if (opts.useRelay && !(await relayedAddress(() => swarmNode.addrs)))
+        warn(new NoRelayReservationError(`no relay granted a reservation within ${RELAY_WAIT_MS} ms (bootstrap a node started with --relay)`))
       // Listen for signals before announcing we serve: a SIGTERM right after the line must stop us cleanly.
       const stopped = new Promise<string>((resolve) => {
         process.once('SIGINT', () => resolve('SIGINT'))
