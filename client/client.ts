@@ -57,6 +57,8 @@ export interface ClientInit {
    * address lets a node behind NAT that it reached through a relay dial it back directly (DCUtR).
    */
   readonly listen?: readonly string[]
+  /** Addresses to tell peers instead (libp2p announces a public listen address only once AutoNAT confirmed it). */
+  readonly announce?: readonly string[]
   /**
    * The model file: the client runs its edge parts and checks peers serve the same model id
    * (default: the bundled stories260K.gguf, as the CLI's).
@@ -238,7 +240,12 @@ export class LayerswarmClient {
     let host: Host
     try {
       host = await createHost(
-        { listen: [...(init.listen ?? [])], bootstrap: [...init.bootstrap], privateKey: init.privateKey },
+        {
+          listen: [...(init.listen ?? [])],
+          announce: [...(init.announce ?? [])],
+          bootstrap: [...init.bootstrap],
+          privateKey: init.privateKey
+        },
         options
       )
     } catch (err) {

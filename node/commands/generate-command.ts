@@ -87,6 +87,7 @@ export function registerGenerate(program: Command): void {
       '--listen <multiaddr...>',
       'with --bootstrap: addresses the client listens on (a public one lets a node behind NAT, reached through a relay, dial back directly)'
     )
+    .option('--announce <multiaddr...>', 'with --listen: the addresses to tell peers (a public address and port)')
     .option(
       '--trust-file <path>',
       "with --bootstrap: keep peers' canary records in this file across runs (a peer checked in an earlier run skips the new-peer burst of canaries; one convicted stays excluded)"
@@ -144,6 +145,7 @@ export function registerGenerate(program: Command): void {
               bootstrap,
               identity: opts.identity,
               listen: opts.listen,
+              announce: opts.announce,
               edgeFirst: opts.edgeFirst,
               edgeLast: opts.edgeLast,
               forwarding: opts.forwarding,

@@ -1,8 +1,8 @@
 import { readFileSync } from 'node:fs'
 import type { Forwarding, LayerswarmClient, RouteWaitProgress } from '../../client/index.js'
 import { createClient, type GenerateResult, NoRouteError, parseWirePreference, type WireChoice } from '../../client/index.js'
-import { type GgufValue, type KvDType, openModelFile } from '../../shards/index.js'
 import { reachabilityOf } from '../../protocol/index.js'
+import { type GgufValue, type KvDType, openModelFile } from '../../shards/index.js'
 import { loadOrCreateIdentity } from '../identity.js'
 import { progress } from '../log.js'
 import { chatPrompt } from './chat-prompt.js'
@@ -29,6 +29,7 @@ export interface RemoteGenerateOptions {
   identity?: string
   /** Client listen addresses (lets a node behind NAT dial back after a relayed start: DCUtR). */
   listen?: string[]
+  announce?: string[]
   prompt: string
   maxTokens: number
   temperature: number
@@ -110,6 +111,7 @@ export async function runRemoteGenerate(
     bootstrap: o.bootstrap,
     ...(identity ? { privateKey: identity.privateKey } : {}),
     ...(o.listen?.length ? { listen: o.listen } : {}),
+    ...(o.announce?.length ? { announce: o.announce } : {}),
     model: o.model,
     tokenizer: o.tokenizer,
     edgeFirst: o.edgeFirst,

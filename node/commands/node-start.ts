@@ -252,7 +252,11 @@ export function registerNodeStart(program: Command): void {
       for (const f of swarmNode.bootstrapResult.failed) warn(bootstrapDialError(f.addr, f.error))
       // Behind NAT the relayed address is the one that matters: print the serving line with it.
       if (opts.useRelay && !(await relayedAddress(() => swarmNode.addrs)))
-        warn(new NoRelayReservationError(`no relay granted a reservation within ${RELAY_WAIT_MS} ms (bootstrap a node started with --relay)`))
+        warn(
+          new NoRelayReservationError(
+            `no relay granted a reservation within ${RELAY_WAIT_MS} ms (bootstrap a node started with --relay)`
+          )
+        )
       // Listen for signals before announcing we serve: a SIGTERM right after the line must stop us cleanly.
       const stopped = new Promise<string>((resolve) => {
         process.once('SIGINT', () => resolve('SIGINT'))
