@@ -14,6 +14,7 @@ const BENCHES: Record<string, () => Promise<BenchMain>> = {
   seal: async () => (await import('./seal.js')).main,
   engine: async () => (await import('./engine.js')).main,
   crosscheck: async () => (await import('./crosscheck/run.js')).main,
+  discovery: async () => (await import('./discovery.js')).main,
   'node-memory': async () => (await import('./node-memory.js')).main,
   kernels: async () => async (argv) => {
     const { runKernelBench } = await import('./kernels.js')

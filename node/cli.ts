@@ -8,6 +8,7 @@ import { registerDoctor } from './commands/doctor.js'
 import { registerGenerate } from './commands/generate-command.js'
 import { registerIdentity } from './commands/identity.js'
 import { registerInspect } from './commands/inspect.js'
+import { registerJoin } from './commands/join.js'
 import { registerMakeModel } from './commands/make-model.js'
 import { registerNodeStart } from './commands/node-start.js'
 import { registerSwarm } from './commands/swarm.js'
@@ -42,6 +43,7 @@ registerTokenize(program)
 registerInspect(program)
 registerVerifyEvidence(program)
 registerIdentity(program)
+registerJoin(program)
 withConfigEverywhere(program)
 
 try {

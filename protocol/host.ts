@@ -3,9 +3,11 @@
  * factory lives in protocol/, not in node/): TCP + Noise + yamux + identify, gossipsub for
  * announcements, with limits sized for long-lived session streams.
  *
- * No kad-dht: @libp2p/kad-dht needs the ping service (@libp2p/ping), which is not a declared
- * dependency; discovery runs on bootstrap peers + gossipsub announcements (§7 allows either),
- * plus a request for the announcements each bootstrap peer holds (announcement-exchange.ts).
+ * No DHT: discovery runs on bootstrap peers + gossipsub announcements, plus a request for the
+ * announcements each bootstrap peer holds (announcement-exchange.ts), so one bootstrap address
+ * gives a client the whole swarm; bench/discovery.ts measures how far that carries and
+ * docs/networking.md says why it suffices at the sizes a swarm of friends reaches.
+ * Reachability (relay, hole punching, AutoNAT, UPnP) is in reachability.ts.
  */
 import './polyfills.js'
 import type { Socket } from 'node:net'

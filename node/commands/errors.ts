@@ -49,3 +49,8 @@ export class DoctorFailedError extends CliError {
 export class NoRelayReservationError extends CliError {
   override readonly code = 'ERR_NO_RELAY_RESERVATION'
 }
+
+/** `join`: the node it runs exited on its own (a bad option, a crash); join stops too. */
+export class JoinedNodeExitedError extends CliError {
+  override readonly code = 'ERR_JOINED_NODE_EXITED'
+}
