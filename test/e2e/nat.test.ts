@@ -113,6 +113,17 @@ describe.skipIf(skip !== undefined)('a node behind NAT serves through a relay, t
     expect(relayed[0]).toContain(`/p2p/${relay.info.peerId}/p2p-circuit/p2p/${home.info.peerId}`)
   })
 
+  it('layerswarm swarm shows the home node as relayed', { timeout: 60_000 }, async () => {
+    const relayAddr = relay.info.addrs.find((a) => a.includes(RELAY_IP))!
+    const child = inNs(ns, ns.public, ['swarm', '--bootstrap', relayAddr, '--wait', '1000', '--json'])
+    let stdout = ''
+    child.stdout!.on('data', (d) => (stdout += d))
+    expect(await new Promise((r) => child.once('exit', r))).toBe(0)
+    const view = JSON.parse(stdout) as { peers: Array<{ peerId: string; reachability: string }> }
+    expect(view.peers.find((p) => p.peerId === home.info.peerId)?.reachability).toBe('relayed')
+    expect(view.peers.find((p) => p.peerId === relay.info.peerId)?.reachability).toBe('direct')
+  })
+
   it('a client that only dials reaches the home node through the relay', { timeout: 150_000 }, async () => {
     const relayAddr = relay.info.addrs.find((a) => a.includes(RELAY_IP))!
     const out = await generateIn(ns, ns.public, ['--bootstrap', relayAddr])
