@@ -29,6 +29,7 @@ import {
   serveAnnouncements,
   serveRequest,
   serveSessionStream,
+  startAnnouncementSync,
   subscribeAnnouncements,
   WIRE_DTYPES
 } from '../protocol/index.js'
@@ -253,6 +254,8 @@ export class SwarmNode {
     // topics it is subscribed to), so a client bootstrapped to one peer learns them all;
     // it also keeps them, for clients that ask (protocol/announcement-exchange.ts).
     if (host.services.pubsub) subscribeAnnouncements(host, (a, _from, signed) => this.announcements.put(a, signed), signal)
+    // and pull what neighbours hold, for what gossip did not deliver (protocol/announcement-sync.ts)
+    startAnnouncementSync(host, this.announcements, { intervalMs: this.init.announceIntervalMs ?? 5_000, signal })
     if (host.services.pubsub && this.init.privateKey) {
       createAnnouncer(host, {
         privateKey: this.init.privateKey,
