@@ -16,6 +16,7 @@ const BENCHES: Record<string, () => Promise<BenchMain>> = {
   engine: async () => (await import('./engine.js')).main,
   'family-speed': async () => (await import('./family-speed.js')).main,
   crosscheck: async () => (await import('./crosscheck/run.js')).main,
+  discovery: async () => (await import('./discovery.js')).main,
   'node-memory': async () => (await import('./node-memory.js')).main,
   kernels: async () => async (argv) => {
     const { runKernelBench } = await import('./kernels.js')

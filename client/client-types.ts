@@ -1,4 +1,5 @@
 // What a client is made from, what generate() and stream() take, and what they return.
+import type { PrivateKey } from '@libp2p/interface'
 import type { Kernels, KvDType, SamplerOptions } from '../shards/index.js'
 import type { CanaryBankInit } from './canary-bank-init.js'
 import type { CanaryEvidence, CanaryOptions, CanaryPeerReport } from './canary-monitor.js'
@@ -14,6 +15,19 @@ import type { WirePreference } from './wire-negotiation.js'
 export interface ClientInit {
   /** Multiaddrs (with /p2p/<id>) of swarm peers to join through. */
   readonly bootstrap: readonly string[]
+  /**
+   * The client's libp2p identity (default: a fresh one per client). A kept key (the CLI's
+   * `--identity`) makes the client the same peer across runs: nodes see one owner of its sessions,
+   * and sealed KV snapshots stay bound to it.
+   */
+  readonly privateKey?: PrivateKey
+  /**
+   * Addresses the client listens on (default none: it only dials). A client with a public
+   * address lets a node behind NAT that it reached through a relay dial it back directly (DCUtR).
+   */
+  readonly listen?: readonly string[]
+  /** Addresses to tell peers instead (libp2p announces a public listen address only once AutoNAT confirmed it). */
+  readonly announce?: readonly string[]
   /**
    * The model file: the client runs its edge parts and checks peers serve the same model id
    * (default: the bundled stories260K.gguf, as the CLI's).

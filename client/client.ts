@@ -105,7 +105,15 @@ export class LayerswarmClient {
       : file
     let host: Host
     try {
-      host = await createHost({ listen: [], bootstrap: [...init.bootstrap] }, options)
+      host = await createHost(
+        {
+          listen: [...(init.listen ?? [])],
+          announce: [...(init.announce ?? [])],
+          bootstrap: [...init.bootstrap],
+          privateKey: init.privateKey
+        },
+        options
+      )
     } catch (err) {
       model.close()
       throw err

@@ -7,7 +7,9 @@ import { exitWhenDrained, reportError } from './commands/cli-exit.js'
 import { registerDemo } from './commands/demo.js'
 import { registerDoctor } from './commands/doctor.js'
 import { registerGenerate } from './commands/generate-command.js'
+import { registerIdentity } from './commands/identity.js'
 import { registerInspect } from './commands/inspect.js'
+import { registerJoin } from './commands/join.js'
 import { registerMakeModel } from './commands/make-model.js'
 import { registerNodeStart } from './commands/node-start.js'
 import { registerSwarm } from './commands/swarm.js'
@@ -42,6 +44,8 @@ registerTokenize(program)
 registerInspect(program)
 registerVerifyEvidence(program)
 registerCanary(program)
+registerIdentity(program)
+registerJoin(program)
 withConfigEverywhere(program)
 
 try {

@@ -51,3 +51,12 @@ export const DEFAULT_MAX_BATCH_ROWS = 64
  * is not delayed.
  */
 export const DEFAULT_BATCH_WAIT_MS = 0
+
+/** The folder a peer keeps its identity in (and a client its trust file and canary secret): `$LAYERSWARM_HOME`, else `~/.layerswarm`. */
+export const HOME_ENV = 'LAYERSWARM_HOME'
+export const DEFAULT_HOME_DIR_NAME = '.layerswarm'
+/** A node's key file in that folder; a client's is CLIENT_IDENTITY_FILE_NAME, so both can run from one account. */
+export const IDENTITY_FILE_NAME = 'identity.key'
+export const CLIENT_IDENTITY_FILE_NAME = 'client-identity.key'
+/** A client's trust file beside its key (client/trust-file.ts); its canary secret sits beside that. */
+export const TRUST_FILE_NAME = 'trust.json'

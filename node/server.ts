@@ -21,6 +21,7 @@ import {
   type NoReply,
   PROTOCOL_VERSION,
   REQUEST_STREAM_LIMITS,
+  type ReachabilityInit,
   SESSION_PROTOCOL,
   SESSION_STREAM_LIMITS,
   type SessionRequest,
@@ -28,6 +29,7 @@ import {
   serveAnnouncements,
   serveRequest,
   serveSessionStream,
+  startAnnouncementSync,
   subscribeAnnouncements,
   WIRE_DTYPES
 } from '../protocol/index.js'
@@ -58,6 +60,9 @@ export interface SwarmNodeInit {
   readonly listen?: string[]
   readonly bootstrap?: string[]
   readonly privateKey?: PrivateKey
+  /** Announced addresses and reachability services of the host (protocol/reachability.ts). */
+  readonly announce?: string[]
+  readonly reachability?: ReachabilityInit
   readonly maxSessions?: number
   /** KV positions over all sessions (default: maxSessions × context length). */
   readonly maxCacheTokens?: number
@@ -170,7 +175,12 @@ export class SwarmNode {
 
   static async create(init: SwarmNodeInit): Promise<SwarmNode> {
     const identity = init.privateKey ?? (await generateKeyPair('Ed25519'))
-    const host = await createHost({ listen: init.listen, privateKey: identity })
+    const host = await createHost({
+      listen: init.listen,
+      privateKey: identity,
+      announce: init.announce,
+      reachability: init.reachability
+    })
     const node = new SwarmNode(host, init, identity)
     await node.start()
     return node
@@ -270,6 +280,8 @@ export class SwarmNode {
     // topics it is subscribed to), so a client bootstrapped to one peer learns them all;
     // it also keeps them, for clients that ask (protocol/announcement-exchange.ts).
     if (host.services.pubsub) subscribeAnnouncements(host, (a, _from, signed) => this.announcements.put(a, signed), signal)
+    // and pull what neighbours hold, for what gossip did not deliver (protocol/announcement-sync.ts)
+    startAnnouncementSync(host, this.announcements, { intervalMs: this.init.announceIntervalMs ?? 5_000, signal })
     if (host.services.pubsub && this.init.privateKey) {
       createAnnouncer(host, {
         privateKey: this.init.privateKey,

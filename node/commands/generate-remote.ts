@@ -1,7 +1,9 @@
 import { readFileSync } from 'node:fs'
 import type { Forwarding, LayerswarmClient, RouteWaitProgress, SpeculateMode } from '../../client/index.js'
 import { createClient, type GenerateResult, NoRouteError, parseWirePreference, type WireChoice } from '../../client/index.js'
+import { reachabilityOf } from '../../protocol/index.js'
 import { type GgufValue, type KvDType, openModelFile } from '../../shards/index.js'
+import { loadOrCreateIdentity } from '../identity.js'
 import { progress } from '../log.js'
 import { chatPrompt } from './chat-prompt.js'
 import { checkContextLength } from './checks.js'
@@ -24,6 +26,11 @@ export interface RemoteGenerateOptions {
   model: string
   tokenizer?: string
   bootstrap: string[]
+  /** The client's key file (node/identity.ts); default: a fresh key per run. */
+  identity?: string
+  /** Client listen addresses (lets a node behind NAT dial back after a relayed start: DCUtR). */
+  listen?: string[]
+  announce?: string[]
   prompt: string
   maxTokens: number
   temperature: number
@@ -98,14 +105,19 @@ export async function runRemoteGenerate(
   GenerateResult & {
     model: string
     seed: number
+    reachability: Record<string, string>
     completion: string
     text: string
     stats: { loadMs: number; prefillMs: number; decodeMs: number; decodeTokensPerSecond: number }
   }
 > {
   const t0 = performance.now()
+  const identity = o.identity !== undefined ? await loadOrCreateIdentity(o.identity) : undefined
   const client = await createClient({
     bootstrap: o.bootstrap,
+    ...(identity ? { privateKey: identity.privateKey } : {}),
+    ...(o.listen?.length ? { listen: o.listen } : {}),
+    ...(o.announce?.length ? { announce: o.announce } : {}),
     model: o.model,
     tokenizer: o.tokenizer,
     edgeFirst: o.edgeFirst,
@@ -173,8 +185,12 @@ export async function runRemoteGenerate(
       bytesPerToken: w.bytesPerToken
     })
     const decodeMs = count > 1 ? tEnd - tFirst : 0
+    // how the client reaches each peer it routed through, at the end: direct, relayed or hole-punched
+    const routed = new Set(r.value.report.routes.flat().map((h) => h.peerId))
+    const reachability = Object.fromEntries([...routed].map((id) => [id, reachabilityOf(client.host, id) ?? 'closed']))
     return {
       ...r.value,
+      reachability,
       model: o.model,
       seed: o.seed,
       completion: r.value.text,
