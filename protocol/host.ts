@@ -26,6 +26,7 @@ import type {
 } from '@libp2p/interface'
 import { KEEP_ALIVE } from '@libp2p/interface'
 import { tcp } from '@libp2p/tcp'
+import { webSockets } from '@libp2p/websockets'
 import { multiaddr } from '@multiformats/multiaddr'
 import { createLibp2p, type Libp2p, type ServiceFactoryMap } from 'libp2p'
 import { gossipScoreParams } from './gossip-scoring.js'
@@ -76,6 +77,16 @@ export interface HostInit {
   maxConnections?: number
   /** Largest frame our streams accept; sizes the muxer's read buffers (default 64 MiB). */
   maxMessageBytes?: number
+  /**
+   * Transports (default ['tcp', 'ws']: a node listens on WebSockets when a listen address ends
+   * in /ws). A browser passes ['ws'] (it has no TCP; @libp2p/tcp's browser build throws).
+   */
+  transports?: ReadonlyArray<'tcp' | 'ws'>
+  /**
+   * Dial plain ws:// and private addresses (default false: libp2p's browser connection gater
+   * refuses both). The browser client sets it for the bootstrap list its own gateway served.
+   */
+  dialInsecure?: boolean
 }
 
 export async function createHost(init: HostInit = {}, { signal }: AbortOptions = {}): Promise<Host> {
@@ -96,7 +107,10 @@ export async function createHost(init: HostInit = {}, { signal }: AbortOptions =
     privateKey: init.privateKey,
     nodeInfo: { name: 'layerswarm', version: PROTOCOL_VERSION },
     addresses: { listen: init.listen ?? ['/ip4/127.0.0.1/tcp/0'] },
-    transports: [coalescingTcp()],
+    transports: (init.transports ?? ['tcp', 'ws']).map((t) =>
+      t === 'tcp' ? coalescingTcp() : (webSockets() as unknown as (components: TcpComponents) => Transport)
+    ),
+    ...(init.dialInsecure ? { connectionGater: { denyDialMultiaddr: () => false } } : {}),
     connectionEncrypters: [noise()],
     streamMuxers: [
       yamux({
