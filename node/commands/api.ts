@@ -36,6 +36,8 @@ export interface ApiOptions {
   readonly canaryRate: number
   readonly routeTimeout: number
   readonly metrics?: string
+  /** Comma-separated ws:// multiaddrs the chat page dials (default: peers' /ws addresses the gateway learnt). */
+  readonly browserBootstrap?: string
   readonly logLevel: LogLevel
 }
 
@@ -97,7 +99,9 @@ export async function runApi(
       contextLength,
       log,
       metrics,
-      maxConcurrent: o.maxConcurrent
+      maxConcurrent: o.maxConcurrent,
+      modelPath,
+      browserBootstrap: o.browserBootstrap ? parseBootstrapList(o.browserBootstrap) : undefined
     })
     if (metrics && o.metrics) metricsServer = await serveMetrics(o.metrics, metrics.registry)
   } catch (err) {
@@ -173,6 +177,10 @@ export function registerApi(program: Command): void {
         .default(10_000)
     )
     .option('--metrics <host:port>', 'serve Prometheus metrics at http://HOST:PORT/metrics')
+    .option(
+      '--browser-bootstrap <addrs>',
+      'comma-separated ws multiaddrs (/ip4/…/tcp/N/ws/p2p/<id>) the browser chat page (/chat) dials; default: the /ws addresses of the peers the gateway knows'
+    )
   addLogLevelOption(cmd)
   withConfig(cmd, { required: ['bootstrap'] })
   cmd.action(async (opts: ApiOptions) => {

@@ -1,0 +1,112 @@
+// The chat page: asks the gateway for the model and the swarm's WebSocket addresses, starts the
+// browser SDK in a Web Worker (/browser/layerswarm-worker.js) and streams its tokens here.
+// State for tools and tests: #state[data-state] (loading, ready, generating, done, error) and
+// #output[data-tokens] (the completion's token ids, comma-separated).
+const $ = (id) => document.getElementById(id)
+const state = (s, text) => {
+  $('state').dataset.state = s
+  $('state').textContent = text ?? s
+}
+const showError = (where, e) => {
+  state('error', `${where}: ${e.code ?? 'error'}`)
+  $('meta').innerHTML = ''
+  const p = document.createElement('span')
+  p.className = 'err'
+  p.textContent = `${e.message} (${e.code ?? 'error'})`
+  $('meta').append(p)
+}
+
+let nextId = 1
+let current = null
+
+async function start() {
+  if (!self.crossOriginIsolated)
+    throw Object.assign(
+      new Error('the page is not cross-origin isolated (COOP/COEP headers missing): WebAssembly shared memory is unavailable'),
+      { code: 'ERR_NOT_ISOLATED' }
+    )
+  const res = await fetch('/browser.json')
+  if (!res.ok) throw Object.assign(new Error(`/browser.json answered HTTP ${res.status}`), { code: 'ERR_GATEWAY' })
+  const info = await res.json()
+  $('model-name').textContent = info.model.name
+  $('model-id').textContent = info.model.id
+  if (!info.model.gguf)
+    throw Object.assign(new Error('the browser client reads GGUF models only; this gateway serves another format'), {
+      code: 'ERR_NOT_GGUF'
+    })
+  if (info.bootstrap.length === 0)
+    throw Object.assign(
+      new Error(
+        'the gateway knows no peer with a /ws address: start nodes with --listen /ip4/…/tcp/N/ws, or pass layerswarm api --browser-bootstrap'
+      ),
+      { code: 'ERR_NO_WS_PEERS' }
+    )
+  const worker = new Worker('/browser/layerswarm-worker.js', { type: 'module' })
+  worker.onerror = (e) => showError('worker', { message: e.message, code: 'ERR_WORKER' })
+  worker.onmessage = (e) => onReply(e.data)
+  state('loading', 'fetching the model edge, joining the swarm…')
+  worker.postMessage({
+    type: 'init',
+    init: {
+      bootstrap: info.bootstrap,
+      modelUrl: new URL(info.model.url, location.href).href,
+      edgeFirst: info.edge.first,
+      edgeLast: info.edge.last,
+      wireDtype: 'f32',
+      routeTimeoutMs: 30000
+    }
+  })
+  $('form').onsubmit = (ev) => {
+    ev.preventDefault()
+    if (current) return
+    current = { id: nextId++, text: '' }
+    const out = $('output')
+    out.textContent = ''
+    delete out.dataset.tokens
+    const prompt = document.createElement('span')
+    prompt.className = 'prompt'
+    prompt.textContent = $('prompt').value
+    out.append(prompt, document.createElement('span'))
+    $('go').disabled = true
+    state('generating')
+    worker.postMessage({
+      type: 'generate',
+      id: current.id,
+      prompt: $('prompt').value,
+      maxTokens: Number($('max-tokens').value),
+      temperature: Number($('temperature').value)
+    })
+  }
+}
+
+function onReply(m) {
+  if (m.type === 'ready') {
+    $('meta').textContent =
+      `edge blocks on ${m.kernels} kernels in this tab; fetched ${(m.fetchedBytes / 1024).toFixed(0)} KiB of the ${(m.totalBytes / 1024).toFixed(0)} KiB model`
+    $('go').disabled = false
+    state('ready')
+  } else if (m.type === 'token' && current?.id === m.id) {
+    current.text += m.text
+    $('output').lastChild.textContent = current.text
+  } else if (m.type === 'rollback' && current?.id === m.id) {
+    current.text = current.text.slice(0, m.position)
+  } else if (m.type === 'done' && current?.id === m.id) {
+    $('output').lastChild.textContent = m.text
+    $('output').dataset.tokens = m.tokens.join(',')
+    const hops =
+      m.routes
+        .at(-1)
+        ?.map((h) => `${h.peerId.slice(-6)} [${h.start},${h.end})`)
+        .join(' → ') ?? ''
+    $('meta').textContent = `${m.tokens.length} tokens through ${hops}; receipts checked: ${m.receipts.checked}`
+    current = null
+    $('go').disabled = false
+    state('done')
+  } else if (m.type === 'error') {
+    if (m.id !== undefined) current = null
+    $('go').disabled = m.id === undefined
+    showError(m.id === undefined ? 'start' : 'generate', m)
+  }
+}
+
+start().catch((e) => showError('start', e))

@@ -1,0 +1,144 @@
+import { spawn } from 'node:child_process'
+import { existsSync, mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { type BrowserContext, chromium } from 'playwright-core'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { type RunningApi, runApi } from '../../node/commands/api.js'
+import { type LocalNode, startLocalNode } from '../../node/local-swarm.js'
+import { createLogger } from '../../node/log.js'
+import { CLI } from '../helpers/cli.js'
+import { GGUF_PATH, loadReference, ROOT } from '../helpers/reference.js'
+
+const CHROMIUM = '/usr/bin/chromium'
+// In CI (.ci/run installs Debian's chromium) a missing browser is a failure; elsewhere the test says why it skips.
+const SKIP = !existsSync(CHROMIUM) && !process.env.CI
+const BUNDLE = join(ROOT, 'dist', 'browser', 'layerswarm-worker.js')
+// Nodes listen on TCP (each other, the gateway, the CLI) and on WebSockets (the browser).
+const NODE_ARGS = ['--listen', '/ip4/127.0.0.1/tcp/0', '/ip4/127.0.0.1/tcp/0/ws', '--announce-interval', '300']
+const ref = loadReference('stories260K_greedy_once_upon_a_time')
+const MAX_TOKENS = 24
+
+function cli(args: string[], timeoutMs = 90_000): Promise<{ status: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [CLI, ...args], { cwd: ROOT })
+    let stdout = ''
+    let stderr = ''
+    child.stdout.on('data', (d) => (stdout += d))
+    child.stderr.on('data', (d) => (stderr += d))
+    const t = setTimeout(() => child.kill('SIGKILL'), timeoutMs)
+    child.on('exit', (status) => {
+      clearTimeout(t)
+      resolve({ status, stdout, stderr })
+    })
+  })
+}
+
+describe.skipIf(SKIP)(
+  `browser chat page in headless Chromium${SKIP ? ` (skipped: ${CHROMIUM} not found; apt-get install chromium)` : ''}`,
+  () => {
+    const nodes: LocalNode[] = []
+    let api: RunningApi
+    let browser: BrowserContext
+    let profile: string
+
+    beforeAll(async () => {
+      expect(existsSync(BUNDLE), `${BUNDLE} missing: npm run build:browser`).toBe(true)
+      nodes.push(await startLocalNode({ model: GGUF_PATH, layers: '1:3', args: NODE_ARGS }))
+      nodes.push(await startLocalNode({ model: GGUF_PATH, layers: '3:4', bootstrap: [nodes[0].addrs[0]], args: NODE_ARGS }))
+      for (const n of nodes) expect(n.addrs.some((a) => a.includes('/ws/p2p/'))).toBe(true)
+      api = await runApi(
+        {
+          bootstrap: nodes[0].addrs[0],
+          model: GGUF_PATH,
+          listen: '127.0.0.1:0',
+          maxConcurrent: 2,
+          edgeFirst: 1,
+          edgeLast: 1,
+          forwarding: 'relay',
+          wire: 'f32',
+          canaryRate: 0,
+          routeTimeout: 20_000,
+          logLevel: 'silent'
+        },
+        createLogger({ level: 'silent' })
+      )
+      profile = mkdtempSync(join(tmpdir(), 'layerswarm-chromium-'))
+      browser = await chromium.launchPersistentContext(profile, {
+        executablePath: CHROMIUM,
+        headless: true,
+        args: [
+          '--headless',
+          '--no-sandbox',
+          '--disable-gpu',
+          '--no-first-run',
+          '--disable-background-networking',
+          '--disable-sync'
+        ]
+      })
+    }, 120_000)
+
+    afterAll(async () => {
+      await browser?.close()
+      if (profile) rmSync(profile, { recursive: true, force: true })
+      await api?.close()
+      await Promise.all(nodes.map((n) => n.stop()))
+    })
+
+    it('serves the GGUF with byte ranges (206, Content-Range) and refuses unsatisfiable ones (416)', async () => {
+      const part = await fetch(`${api.gateway.url}/model.gguf`, { headers: { range: 'bytes=0-3' } })
+      expect(part.status).toBe(206)
+      expect(part.headers.get('content-range')).toMatch(/^bytes 0-3\/\d+$/)
+      expect(new TextDecoder().decode(await part.arrayBuffer())).toBe('GGUF')
+      const bad = await fetch(`${api.gateway.url}/model.gguf`, { headers: { range: 'bytes=999999999-' } })
+      expect(bad.status).toBe(416)
+      const info = (await (await fetch(`${api.gateway.url}/browser.json`)).json()) as { bootstrap: string[] }
+      expect(info.bootstrap.length).toBeGreaterThan(0)
+      for (const a of info.bootstrap) expect(a).toMatch(/\/ws\/p2p\//)
+    })
+
+    it('generates through the 2-node swarm over WebSockets with the same greedy tokens as the CLI', {
+      timeout: 240_000
+    }, async () => {
+      const page = await browser.newPage()
+      const errors: string[] = []
+      page.on('pageerror', (e) => errors.push(e.message))
+      await page.goto(`${api.gateway.url}/chat`)
+      expect(await page.evaluate(() => (globalThis as unknown as { crossOriginIsolated: boolean }).crossOriginIsolated)).toBe(
+        true
+      )
+      await page.waitForSelector('#state[data-state="ready"], #state[data-state="error"]', { timeout: 90_000 })
+      const meta = await page.textContent('#meta')
+      expect(await page.getAttribute('#state', 'data-state'), `${meta} ${errors.join('; ')}`).toBe('ready')
+      expect(meta).toMatch(/wasm kernels/)
+      await page.fill('#prompt', ref.prompt)
+      await page.fill('#max-tokens', String(MAX_TOKENS))
+      await page.click('#go')
+      await page.waitForSelector('#state[data-state="done"], #state[data-state="error"]', { timeout: 150_000 })
+      expect(await page.getAttribute('#state', 'data-state'), `${await page.textContent('#meta')}`).toBe('done')
+      const tokens = ((await page.getAttribute('#output', 'data-tokens')) ?? '').split(',').map(Number)
+      // the route went through both peers (blocks 1..4), not through the gateway
+      const route = await page.textContent('#meta')
+      for (const n of nodes) expect(route).toContain(n.peerId.slice(-6))
+
+      const r = await cli([
+        'generate',
+        '--bootstrap',
+        nodes[0].addrs[0],
+        '--prompt',
+        ref.prompt,
+        '--max-tokens',
+        String(MAX_TOKENS),
+        '--temperature',
+        '0',
+        '--json'
+      ])
+      expect(r.status, r.stderr).toBe(0)
+      const out = JSON.parse(r.stdout) as { tokens: number[] }
+      expect(tokens).toEqual(out.tokens)
+      expect(tokens).toEqual(ref.generated_tokens.slice(0, MAX_TOKENS))
+      expect(errors).toEqual([])
+      await page.close()
+    })
+  }
+)
