@@ -19,6 +19,8 @@ export interface ModelUrlInit {
   readonly signal?: AbortSignal
   /** First read of the header (default HEADER_PREFETCH_BYTES; tests make it small). */
   readonly headerPrefetchBytes?: number
+  /** Ranges closer than this are fetched as one (default RANGE_MERGE_GAP_BYTES). */
+  readonly mergeGapBytes?: number
 }
 
 /** A [start, end) byte range and its bytes once fetched. */
@@ -155,7 +157,7 @@ export async function openModelUrl(init: ModelUrlInit): Promise<{ model: ModelFi
         ranges.push([t.offset, t.offset + half], [end - half, end])
       }
     }
-    const wanted = mergeRanges(ranges, RANGE_MERGE_GAP_BYTES).filter(([, e]) => e > first.bytes.length)
+    const wanted = mergeRanges(ranges, init.mergeGapBytes ?? RANGE_MERGE_GAP_BYTES).filter(([, e]) => e > first.bytes.length)
     let next = 0
     const worker = async (): Promise<void> => {
       while (next < wanted.length) {
