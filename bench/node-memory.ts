@@ -60,7 +60,7 @@ export async function main(argv: string[]): Promise<void> {
         execFileSync(process.execPath, args, { stdio: ['ignore', 'ignore', 'pipe'], timeout: 1_800_000 })
         break
       } catch (e) {
-        if (attempt >= 5 || !String((e as { stderr?: Buffer }).stderr ?? '').includes('ERR_NO_ROUTE')) throw e
+        if (attempt >= 5 || !String((e as { stderr?: Buffer }).stderr ?? '').includes('NO_ROUTE')) throw e
         await new Promise((r) => setTimeout(r, 3000))
       }
     }

@@ -1,6 +1,6 @@
 /**
  * Checks of bootstrap addresses: their form before any dial, and what a failed dial means.
- * A bad address used to end, seconds later, in "nobody serves block(s) …" (ERR_NO_ROUTE),
+ * A bad address used to end, seconds later, in "nobody serves block(s) …" (NO_ROUTE),
  * which sends a user looking at the swarm instead of at the address they typed.
  */
 import { multiaddr } from '@multiformats/multiaddr'
@@ -9,7 +9,7 @@ import {
   type BootstrapError,
   BootstrapPeerIdMismatchError,
   BootstrapUnreachableError
-} from './bootstrap-errors.js'
+} from './errors.js'
 
 const HOST_PORT = /^(?:[a-z]+:\/\/)?(\[[0-9a-f:]+\]|[^/:\s]+):(\d{1,5})\/?$/i
 

@@ -11,18 +11,10 @@ import {
   type Kernels,
   type ModelFile
 } from '../shards/index.js'
+import { InvalidCanarySecretError } from './errors.js'
 
 /** Bytes of a client's canary secret. */
 export const CANARY_SECRET_BYTES = 32
-
-/** A canary secret file that is not one (wrong size, not hex, readable by others). */
-export class InvalidCanarySecretError extends Error {
-  readonly code = 'INVALID_CANARY_SECRET'
-  constructor(message: string) {
-    super(message)
-    this.name = 'InvalidCanarySecretError'
-  }
-}
 
 /**
  * The client's canary secret, kept in `path` (hex, owner-only: mode 0600 in a 0700 folder); made

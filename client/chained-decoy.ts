@@ -1,7 +1,8 @@
 import type { AbortOptions } from '@libp2p/interface'
 import { type Host, type Receipt, sha256 } from '../protocol/index.js'
+import { BadReceiptError } from './errors.js'
 import { type HopOpenInit, HopSession, type HopTarget } from './hop.js'
-import { BadReceiptError, type ReceiptLedger } from './receipts.js'
+import type { ReceiptLedger } from './receipts.js'
 
 /*
  * Chained forwarding, what a hop sees: the client opens the session on every hop (each told its

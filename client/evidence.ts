@@ -1,17 +1,9 @@
 import { type Drift, type DriftModel, defaultBenignModel, densityRatio, driftMetrics } from '../canary/index.js'
 import { type DType, encodeTensor, type Receipt, sha256, verifyReceipt } from '../protocol/index.js'
 import { computeModelId, createReferenceKernels, createShard, type ModelFile } from '../shards/index.js'
+import { InvalidEvidenceError } from './errors.js'
 import type { ReplayEvidence } from './replay-index.js'
 import { verifyReplayEvidence } from './replay-index.js'
-
-/** Evidence JSON that is not what a layerswarm report holds. */
-export class InvalidEvidenceError extends Error {
-  readonly code = 'INVALID_EVIDENCE'
-  constructor(message: string) {
-    super(message)
-    this.name = 'InvalidEvidenceError'
-  }
-}
 
 /** What verify-evidence found for one canary conviction. */
 export interface CanaryEvidenceCheck {

@@ -23,7 +23,6 @@ import {
   type HopTiming,
   type Host,
   MAX_CONTROL_BYTES,
-  ProtocolError,
   type Receipt,
   SESSION_PROTOCOL,
   SESSION_STREAM_LIMITS,
@@ -31,6 +30,7 @@ import {
   STEP_SLACK_BYTES,
   tensorByteLength
 } from '../protocol/index.js'
+import { BadHopKeyError } from './errors.js'
 import type { RouteHop } from './route.js'
 import type { WireLedger } from './wire-ledger.js'
 
@@ -81,16 +81,6 @@ export interface KvImport {
   readonly prefixHash: Uint8Array
   /** Append after the session's earlier imports (a standby being fed), else a fresh restore. */
   readonly append?: boolean
-}
-
-/** A hop whose X25519 key is missing or not signed by its peer id's key: never use it. */
-export class BadHopKeyError extends ProtocolError {
-  override readonly code = 'BAD_HOP_KEY'
-  readonly hopPeerId: string
-  constructor(peerId: string, message: string) {
-    super(`hop ${peerId}: ${message}`)
-    this.hopPeerId = peerId
-  }
 }
 
 /**

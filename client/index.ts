@@ -3,12 +3,6 @@ import '../protocol/polyfills.js'
 
 export { AuditBatcher, DEFAULT_AUDIT_EVERY, MAX_AUDIT_EVERY } from './audit-batch.js'
 export { bootstrapDialError, checkBootstrapAddress, parseBootstrapList, suggestMultiaddr } from './bootstrap-check.js'
-export {
-  BadBootstrapAddressError,
-  BootstrapError,
-  BootstrapPeerIdMismatchError,
-  BootstrapUnreachableError
-} from './bootstrap-errors.js'
 export { type CanaryEvidence, CanaryMonitor, type CanaryOptions, type CanaryPeerReport } from './canary-monitor.js'
 export {
   type ClientInit,
@@ -18,15 +12,8 @@ export {
   LayerswarmClient,
   type VerificationReport
 } from './client.js'
-export {
-  BadHopKeyError,
-  type HopOpenInit,
-  HopSession,
-  type HopStepOutcome,
-  type HopTarget,
-  type KvExportRange,
-  type KvImport
-} from './hop.js'
+export * from './errors.js'
+export { type HopOpenInit, HopSession, type HopStepOutcome, type HopTarget, type KvExportRange, type KvImport } from './hop.js'
 export { KvRecovery, type KvRecoveryInit } from './kv-recovery.js'
 export * from './options.js'
 export {
@@ -36,35 +23,25 @@ export {
   type PipelineObserver,
   type PipelineState
 } from './pipeline-observer.js'
-export { BadReceiptError, ReceiptLedger, type ReceiptSummary } from './receipts.js'
+export { ReceiptLedger, type ReceiptSummary } from './receipts.js'
 export { CONVICTED_BAN_MS, RemotePipeline, type RemotePipelineInit } from './remote-pipeline.js'
 export { DEFAULT_REPLAY_WINDOW, type ReplayEvidence, ReplayIndex, type SignedStep, verifyReplayEvidence } from './replay-index.js'
-export {
-  MAX_ROLLBACKS,
-  type RollbackEvent,
-  type RollbackRecord,
-  type StreamEvent,
-  type TokenEvent,
-  TooManyRollbacksError,
-  VerifiedStreamNeedsCanariesError
-} from './rollback.js'
-export { NoRouteError, planRoute, type RouteCandidate, type RouteHop } from './route.js'
+export { MAX_ROLLBACKS, type RollbackEvent, type RollbackRecord, type StreamEvent, type TokenEvent } from './rollback.js'
+export { planRoute, type RouteCandidate, type RouteHop } from './route.js'
 export { SnapshotKeeper, type SnapshotKeeperInit, type SpanSnapshots } from './snapshots.js'
 export { StandbyKeeper, type StandbyKeeperInit, type StandbyRoute } from './standby.js'
 export { type Forwarding, type StepHopTiming, StepTransport, type StepTransportInit } from './step-transport.js'
 export { type PeerRecord, type RefreshReport, type RouteWaitProgress, SwarmView } from './swarm-view.js'
-export { detectorFingerprint, InvalidTrustFileError, loadTrust, saveTrust } from './trust-file.js'
+export { detectorFingerprint, loadTrust, saveTrust } from './trust-file.js'
 export { type WireHopReport, WireLedger, type WireReport } from './wire-ledger.js'
 export {
   ALL_WIRE_DTYPES,
   AUTO_WIRE_ORDER,
   DEPRECATED_WIRE_NAMES,
-  InvalidWireError,
   negotiateWire,
   parseWireList,
   parseWirePreference,
   pickWire,
-  UnsupportedWireError,
   WIRE_CHOICES,
   WIRE_CLI_CHOICES,
   type WireChoice,

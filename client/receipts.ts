@@ -1,17 +1,6 @@
 import { type Receipt, sha256, verifyReceipt } from '../protocol/index.js'
+import { BadReceiptError } from './errors.js'
 import type { ReplayIndex } from './replay-index.js'
-
-/** A hop whose receipt does not match what it was sent and what it answered. */
-export class BadReceiptError extends Error {
-  readonly code = 'BAD_RECEIPT'
-  constructor(
-    readonly peerId: string,
-    message: string
-  ) {
-    super(message)
-    this.name = 'BadReceiptError'
-  }
-}
 
 const equal = (a: Uint8Array, b: Uint8Array): boolean => a.length === b.length && a.every((v, i) => v === b[i])
 
@@ -88,4 +77,17 @@ export class ReceiptLedger {
   summary(): ReceiptSummary {
     return { checked: this.checked, invalid: this.invalid, byPeer: Object.fromEntries(this.byPeer) }
   }
+}
+
+export const EMPTY_RECEIPTS: ReceiptSummary = { checked: 0, invalid: 0, byPeer: {} }
+
+/** Two summaries as one (a generation that recomputed after a rollback checked both). */
+export function mergeReceipts(a: ReceiptSummary, b?: ReceiptSummary): ReceiptSummary {
+  if (!b) return a
+  const byPeer: Record<string, { checked: number; invalid: number }> = { ...a.byPeer }
+  for (const [id, s] of Object.entries(b.byPeer)) {
+    const t = byPeer[id] ?? { checked: 0, invalid: 0 }
+    byPeer[id] = { checked: t.checked + s.checked, invalid: t.invalid + s.invalid }
+  }
+  return { checked: a.checked + b.checked, invalid: a.invalid + b.invalid, byPeer }
 }

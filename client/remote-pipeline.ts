@@ -2,11 +2,11 @@ import type { AbortOptions } from '@libp2p/interface'
 import type { Host } from '../protocol/index.js'
 import type { BlockPipeline } from '../shards/index.js'
 import type { CanaryMonitor } from './canary-monitor.js'
+import { NoRouteError, PeerExcludedError } from './errors.js'
 import { HopSession, type HopTarget } from './hop.js'
 import { KvRecovery } from './kv-recovery.js'
 import { CanaryObserver, type Exclusion, type PipelineObserver, type PipelineState } from './pipeline-observer.js'
 import { ReceiptLedger } from './receipts.js'
-import { NoRouteError } from './route.js'
 import { type Forwarding, StepTransport, stepDeadline, tagged } from './step-transport.js'
 import type { SwarmView } from './swarm-view.js'
 import type { WireLedger } from './wire-ledger.js'
@@ -139,7 +139,7 @@ export class RemotePipeline implements BlockPipeline {
     }
     if (excluded.length === 0) return
     this.exclude(excluded)
-    this.fail(Object.assign(new Error('peer excluded by canaries'), { peerId: excluded[0].peerId, code: 'EXCLUDED' }))
+    this.fail(new PeerExcludedError(excluded[0].peerId))
     this.failovers--
   }
 

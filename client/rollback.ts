@@ -40,24 +40,6 @@ export interface RollbackRecord {
 /** More recomputations than this: every one follows a new conviction, so the swarm is mostly tampering. */
 export const MAX_ROLLBACKS = 16
 
-/** A generation convicted peers more often than MAX_ROLLBACKS allows: no honest result to give. */
-export class TooManyRollbacksError extends Error {
-  readonly code = 'TOO_MANY_ROLLBACKS'
-  constructor(readonly rollbacks: number) {
-    super(`${rollbacks} recomputations after convictions: no honest completion could be made`)
-    this.name = 'TooManyRollbacksError'
-  }
-}
-
-/** verifiedStream without canaries: nothing could ever verify a peer. */
-export class VerifiedStreamNeedsCanariesError extends Error {
-  readonly code = 'VERIFIED_STREAM_NEEDS_CANARIES'
-  constructor() {
-    super('verifiedStream holds tokens until canaries clear their peers: it needs canaries on')
-    this.name = 'VerifiedStreamNeedsCanariesError'
-  }
-}
-
 /**
  * Which peers computed which completion token. Token i came out of the step whose route is
  * peersAt[i]; its value also depends on the KV every earlier step left on the hops, so a peer

@@ -1,3 +1,4 @@
+import { NoRouteError } from './errors.js'
 /**
  * Route planning over the swarm view: a chain of peers whose (sub-)spans cover the remote
  * blocks [from, to) exactly, with the least expected time per token. As Petals' routing does,
@@ -19,14 +20,6 @@ export interface RouteHop {
   readonly peerId: string
   readonly start: number
   readonly end: number
-}
-
-export class NoRouteError extends Error {
-  readonly code: string = 'ERR_NO_ROUTE'
-  constructor(message: string) {
-    super(message)
-    this.name = 'NoRouteError'
-  }
 }
 
 /** Expected milliseconds for one token through blocks [a, b) of a peer. */

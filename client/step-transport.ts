@@ -1,8 +1,9 @@
 import type { AbortOptions } from '@libp2p/interface'
 import { RemoteError } from '../protocol/index.js'
+import { BadReceiptError } from './errors.js'
 import type { HopSession, HopTarget } from './hop.js'
 import type { PipelineObserver } from './pipeline-observer.js'
-import { BadReceiptError, type ReceiptLedger } from './receipts.js'
+import type { ReceiptLedger } from './receipts.js'
 
 export type Forwarding = 'relay' | 'chain'
 

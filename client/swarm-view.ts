@@ -11,9 +11,10 @@ import {
   subscribeAnnouncements
 } from '../protocol/index.js'
 import { bootstrapDialError } from './bootstrap-check.js'
-import type { BootstrapError } from './bootstrap-errors.js'
+import type { BootstrapError } from './errors.js'
+import { NoRouteError } from './errors.js'
 import type { HopTarget } from './hop.js'
-import { NoRouteError, planRoute, type RouteCandidate, type RouteHop } from './route.js'
+import { planRoute, type RouteCandidate, type RouteHop } from './route.js'
 import { acceptedDtypes, planWireRoute, type WirePreference } from './wire-negotiation.js'
 
 /** Wire negotiation for a route: what the client asks for, and whether the route is a chain. */

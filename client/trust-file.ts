@@ -4,15 +4,7 @@ import { dirname } from 'node:path'
 import type { Detector, DetectorRecord, DriftModel } from '../canary/index.js'
 import { serializeDriftModel } from '../canary/index.js'
 import { sha256 } from '../protocol/index.js'
-
-/** A trust file that cannot be read as one (the client leaves it alone and starts afresh). */
-export class InvalidTrustFileError extends Error {
-  readonly code = 'INVALID_TRUST_FILE'
-  constructor(message: string, options?: { cause?: unknown }) {
-    super(message, options)
-    this.name = 'InvalidTrustFileError'
-  }
-}
+import { InvalidTrustFileError } from './errors.js'
 
 interface TrustFileV1 {
   version: 1

@@ -1,5 +1,6 @@
 import type { Tokenizer } from '../shards/index.js'
-import { MAX_ROLLBACKS, type RollbackRecord, type StreamEvent, TokenTaint, TokenText, TooManyRollbacksError } from './rollback.js'
+import { TooManyRollbacksError } from './errors.js'
+import { MAX_ROLLBACKS, type RollbackRecord, type StreamEvent, TokenTaint, TokenText } from './rollback.js'
 
 /** One run of the remote span: a fresh session on a route planned without the convicted peers. */
 export interface Attempt {

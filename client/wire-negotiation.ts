@@ -14,7 +14,8 @@
  * hop i's output is hop i+1's input, so a chain agrees on one dtype every hop accepts.
  */
 import { type DType, dtypeFromName, WIRE_DTYPES } from '../protocol/index.js'
-import { NoRouteError, planRoute, type RouteCandidate, type RouteHop } from './route.js'
+import { InvalidWireError, UnsupportedWireError } from './errors.js'
+import { planRoute, type RouteCandidate, type RouteHop } from './route.js'
 
 /** What a user asks for: a dtype, or the per-hop choice. */
 export type WirePreference = 'auto' | DType
@@ -41,23 +42,6 @@ export const ALL_WIRE_DTYPES: readonly DType[] = WIRE_DTYPES
 /** A dtype the user typed: f32, f16, q8_0, or a deprecated name (int8); undefined for anything else. */
 export function wireDtypeFromName(name: string): DType | undefined {
   return dtypeFromName(name) ?? (Object.hasOwn(DEPRECATED_WIRE_NAMES, name) ? DEPRECATED_WIRE_NAMES[name] : undefined)
-}
-
-export class InvalidWireError extends Error {
-  readonly code = 'ERR_INVALID_ARGUMENT'
-  constructor(message: string) {
-    super(message)
-    this.name = 'InvalidWireError'
-  }
-}
-
-/** No route whose hops accept the requested wire dtype (peers that would cover the span do exist). */
-export class UnsupportedWireError extends NoRouteError {
-  override readonly code: string = 'ERR_WIRE_UNSUPPORTED'
-  constructor(message: string) {
-    super(message)
-    this.name = 'UnsupportedWireError'
-  }
 }
 
 /** auto or a dtype; the deprecated 'int8' means q8_0. */

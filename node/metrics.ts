@@ -18,7 +18,7 @@ export class Metrics {
   readonly kvCacheTokens: Gauge<'state'>
   /** Canary verdicts (gateway/client side: nodes cannot tell canaries from real steps, by design). */
   readonly canaryChecks: Counter<'verdict'>
-  /** Errors by typed code (BUSY, BAD_SHAPE, ERR_NO_ROUTE, ...). */
+  /** Errors by typed code (BUSY, BAD_SHAPE, NO_ROUTE, ...). */
   readonly errors: Counter<'code'>
   /** Payload bytes on the wire (libp2p streams for nodes, HTTP bodies for the gateway). */
   readonly wireBytes: Counter<'direction'>

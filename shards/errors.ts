@@ -74,3 +74,18 @@ export class InvalidArgumentError extends EngineError {
 export class MissingPackageError extends EngineError {
   override readonly code = 'MISSING_PACKAGE'
 }
+
+/** The kernel set asked for explicitly cannot run here. */
+export class KernelsUnavailableError extends EngineError {
+  override readonly code = 'KERNELS_UNAVAILABLE'
+}
+
+/** The WebAssembly heap cannot hold an allocation (wasm32 stops at 4 GiB). */
+export class KernelMemoryError extends EngineError {
+  override readonly code = 'KERNEL_MEMORY'
+}
+
+/** A kernel thread failed (trap in WebAssembly or an exception in the native addon). */
+export class KernelThreadError extends EngineError {
+  override readonly code = 'KERNEL_THREAD'
+}

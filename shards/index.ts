@@ -1,11 +1,6 @@
 // The model engine: formats, tokenizer, kernels, spans of blocks, edge parts, sampler.
 
-export {
-  llama3RopeFactors,
-  neoxToNormOrder,
-  ropeFrequencies,
-  SUPPORTED_ARCHITECTURES
-} from './architectures.js'
+export { llama3RopeFactors, neoxToNormOrder, ropeFrequencies, SUPPORTED_ARCHITECTURES } from './architectures.js'
 export { SUPPORTED_PRE_TOKENIZERS } from './bpe-pretokenize.js'
 export { createEdge, Edge, type EdgeInit } from './edge.js'
 export * from './errors.js'
@@ -28,13 +23,11 @@ export {
   type FastKernelOptions,
   type FastKernels,
   type KernelKind,
-  KernelsUnavailableError,
   type SelectKernelsOptions,
   selectKernels
 } from './kernels-fast.js'
 export { createReferenceKernels } from './kernels-ref.js'
-export { KernelMemoryError } from './kernels-wasm/heap.js'
-export { KernelThreadError } from './kernels-wasm/pool.js'
+
 export { DEFAULT_KV_DTYPE, KV_DTYPES, type KvAllocator, KvCache, type KvDType, kvAllocatorOf, kvRowBytes } from './kv-cache.js'
 export { type ByteSource, type GgufValue, type ModelFile, sampleRange } from './model-file.js'
 export { computeModelId, SAMPLE_BYTES as MODEL_ID_SAMPLE_BYTES } from './model-id.js'

@@ -1,5 +1,5 @@
 import { availableParallelism } from 'node:os'
-import { EngineError } from './errors.js'
+import { KernelsUnavailableError } from './errors.js'
 import type { Kernels } from './kernels.js'
 import { createReferenceKernels } from './kernels-ref.js'
 import { createWasmKernels, type FastKernels } from './kernels-wasm/wasm-kernels.js'
@@ -7,11 +7,6 @@ import { wasmKernelsAvailable } from './kernels-wasm/wasm-module.js'
 import { loadNativeAddon } from './native/load.js'
 
 export type { FastKernels } from './kernels-wasm/wasm-kernels.js'
-
-/** The kernel set asked for explicitly cannot run here. */
-export class KernelsUnavailableError extends EngineError {
-  override readonly code = 'ERR_KERNELS_UNAVAILABLE'
-}
 
 export type KernelKind = 'auto' | 'reference' | 'wasm' | 'native'
 

@@ -8,14 +8,14 @@ import { CommanderError } from 'commander'
 
 /** commander's error codes → ours (commander's own names stay in its namespace). */
 const COMMANDER_CODES: Record<string, string> = {
-  'commander.invalidArgument': 'ERR_BAD_OPTION',
-  'commander.optionMissingArgument': 'ERR_BAD_OPTION',
-  'commander.missingArgument': 'ERR_BAD_OPTION',
-  'commander.missingMandatoryOptionValue': 'ERR_MISSING_OPTION',
-  'commander.conflictingOption': 'ERR_BAD_OPTION',
-  'commander.unknownOption': 'ERR_UNKNOWN_OPTION',
-  'commander.unknownCommand': 'ERR_UNKNOWN_COMMAND',
-  'commander.excessArguments': 'ERR_BAD_OPTION'
+  'commander.invalidArgument': 'BAD_OPTION',
+  'commander.optionMissingArgument': 'BAD_OPTION',
+  'commander.missingArgument': 'BAD_OPTION',
+  'commander.missingMandatoryOptionValue': 'MISSING_OPTION',
+  'commander.conflictingOption': 'BAD_OPTION',
+  'commander.unknownOption': 'UNKNOWN_OPTION',
+  'commander.unknownCommand': 'UNKNOWN_COMMAND',
+  'commander.excessArguments': 'BAD_OPTION'
 }
 
 /** Exit status and the line to print for an error that ended a command. */
@@ -25,13 +25,13 @@ export function describeError(err: unknown): { line?: string; status: number } {
     if (err.exitCode === 0 || err.code === 'commander.help' || err.code === 'commander.helpDisplayed')
       return { status: err.exitCode }
     const message = err.message.replace(/^error: /, '')
-    return { line: `layerswarm: ${message} (${COMMANDER_CODES[err.code] ?? 'ERR_USAGE'})`, status: err.exitCode || 1 }
+    return { line: `layerswarm: ${message} (${COMMANDER_CODES[err.code] ?? 'USAGE'})`, status: err.exitCode || 1 }
   }
   if (err instanceof Error && err.name === 'AbortError') return { status: 130 }
   const e = err instanceof Error ? err : new Error(String(err))
   const raw = (e as { code?: unknown }).code
-  // Node's own codes (ENOENT, EADDRINUSE) and ours (ERR_*, BUSY) alike; an error without one is a bug
-  const code = typeof raw === 'string' && raw !== '' ? raw : 'ERR_INTERNAL'
+  // Node's own codes (ENOENT, EADDRINUSE) and ours (BUSY, NO_ROUTE) alike; an error without one is a bug
+  const code = typeof raw === 'string' && raw !== '' ? raw : 'INTERNAL'
   const message = e.message.split('\n')[0].replace(/^error: /, '') || e.name
   return { line: `layerswarm: ${message} (${code})`, status: 1 }
 }

@@ -3,7 +3,7 @@
  * `layerswarm: <message> (<code>)`, and exits non-zero (node/commands/cli-exit.ts).
  */
 export class CliError extends Error {
-  readonly code: string = 'ERR_CLI'
+  readonly code: string = 'CLI'
   constructor(message: string, options?: ErrorOptions) {
     super(message, options)
     this.name = new.target.name
@@ -12,35 +12,35 @@ export class CliError extends Error {
 
 /** An option value that parses but is not allowed (an inverted --layers span, --standby alone). */
 export class BadOptionError extends CliError {
-  override readonly code = 'ERR_BAD_OPTION'
+  override readonly code = 'BAD_OPTION'
 }
 
 /** --model or --tokenizer names a file that does not exist or cannot be read. */
 export class ModelNotFoundError extends CliError {
-  override readonly code = 'ERR_MODEL_NOT_FOUND'
+  override readonly code = 'MODEL_NOT_FOUND'
 }
 
 /** --listen is not a listen multiaddr (a host:port, a typo). */
 export class BadListenAddressError extends CliError {
-  override readonly code = 'ERR_BAD_LISTEN_ADDRESS'
+  override readonly code = 'BAD_LISTEN_ADDRESS'
 }
 
 /** Another process listens on the --listen (or --metrics) address already. */
 export class AddressInUseError extends CliError {
-  override readonly code = 'ERR_ADDRESS_IN_USE'
+  override readonly code = 'ADDRESS_IN_USE'
 }
 
 /** Listening failed for another reason (an address not on this machine, no permission). */
 export class ListenFailedError extends CliError {
-  override readonly code = 'ERR_LISTEN_FAILED'
+  override readonly code = 'LISTEN_FAILED'
 }
 
 /** The prompt alone fills the model's context: nothing could be generated (the gateway's 400). */
 export class ContextLengthExceededError extends CliError {
-  override readonly code = 'ERR_CONTEXT_LENGTH_EXCEEDED'
+  override readonly code = 'CONTEXT_LENGTH_EXCEEDED'
 }
 
 /** `doctor` found at least one check that failed. */
 export class DoctorFailedError extends CliError {
-  override readonly code = 'ERR_DOCTOR'
+  override readonly code = 'DOCTOR'
 }

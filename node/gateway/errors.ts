@@ -49,10 +49,9 @@ export function toApiError(err: unknown): ApiError {
       return invalidRequest(`We could not parse the JSON body of your request: ${message}`, null, 'invalid_json')
     case 'BUSY':
       return new ApiError(429, `The swarm is busy: ${message}`, 'rate_limit_error', 'busy')
-    case 'ERR_NO_ROUTE':
+    case 'NO_ROUTE':
       return new ApiError(503, `No route through the swarm: ${message}`, 'service_unavailable', 'no_route')
-    case 'INVALID_ARGUMENT': // shards/errors.ts
-    case 'ERR_INVALID_ARGUMENT': // client/wire.ts
+    case 'INVALID_ARGUMENT': // argument checks in shards/ and client/
       return invalidRequest(message, null, 'invalid_argument')
   }
   if (e.name === 'SyntaxError' && typeof e.statusCode === 'number' && e.statusCode === 400) {

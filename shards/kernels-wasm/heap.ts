@@ -1,11 +1,6 @@
-import { EngineError } from '../errors.js'
+import { KernelMemoryError } from '../errors.js'
 import { HEAP_BASE, MAX_PAGES, PAGE } from './layout.js'
 import { type WasmMemory, wasmApi } from './wasm-module.js'
-
-/** The WebAssembly heap cannot hold an allocation (wasm32 stops at 4 GiB). */
-export class KernelMemoryError extends EngineError {
-  override readonly code = 'ERR_KERNEL_MEMORY'
-}
 
 /**
  * Allocator over the shared WebAssembly memory that the kernel threads all see. First fit with

@@ -1,12 +1,7 @@
 import { Worker } from 'node:worker_threads'
-import { EngineError } from '../errors.js'
+import { KernelThreadError } from '../errors.js'
 import { CTRL_ENGINE, CTRL_ERROR, CTRL_GENERATION, CTRL_NEXT, CTRL_PENDING, CTRL_REST, CTRL_SLOTS, CTRL_STOP } from './layout.js'
 import type { WasmMemory, WasmModule } from './wasm-module.js'
-
-/** A kernel thread failed (trap in WebAssembly or an exception in the native addon). */
-export class KernelThreadError extends EngineError {
-  override readonly code = 'ERR_KERNEL_THREAD'
-}
 
 /** Which engine runs the op the host wrote into the argument block. */
 export type TaskEngine = 'wasm' | 'native'

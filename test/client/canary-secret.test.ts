@@ -4,13 +4,8 @@ import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { DEFAULT_CANARY_PROMPTS } from '../../canary/index.js'
 import { CanaryMaterial } from '../../client/canary-decoys.js'
-import {
-  InvalidCanarySecretError,
-  loadOrCreateSecret,
-  randomSecret,
-  secretPrompts,
-  secretSeed
-} from '../../client/canary-secret.js'
+import { loadOrCreateSecret, randomSecret, secretPrompts, secretSeed } from '../../client/canary-secret.js'
+import { InvalidCanarySecretError } from '../../client/errors.js'
 import { createReferenceKernels, openModelFile } from '../../shards/index.js'
 import { GGUF_PATH } from '../helpers/reference.js'
 

@@ -1,14 +1,13 @@
 import { describe, expect, it } from 'vitest'
-import { NoRouteError } from '../../client/route.js'
+import { InvalidWireError, NoRouteError, UnsupportedWireError } from '../../client/errors.js'
+
 import { WireLedger } from '../../client/wire-ledger.js'
 import {
-  InvalidWireError,
   negotiateWire,
   parseWireList,
   parseWirePreference,
   pickWire,
   planWireRoute,
-  UnsupportedWireError,
   type WireCandidate
 } from '../../client/wire-negotiation.js'
 import { type DType, dtypeFromName } from '../../protocol/index.js'
@@ -66,7 +65,7 @@ describe('per-hop negotiation', () => {
       }
     })()
     expect(err).toBeInstanceOf(UnsupportedWireError)
-    expect(err?.code).toBe('ERR_WIRE_UNSUPPORTED')
+    expect(err?.code).toBe('WIRE_UNSUPPORTED')
     expect(err?.message).toMatch(/hop b accepts wire f32, not f16/)
   })
 

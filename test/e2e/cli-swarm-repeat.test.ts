@@ -1,6 +1,6 @@
 /**
  * Issue 21, item 1: after ~10 short-lived CLI clients from one IP, gossipsub's stock IP
- * colocation penalty hid the swarm from every new client (ERR_NO_ROUTE). Thirty separate
+ * colocation penalty hid the swarm from every new client (NO_ROUTE). Thirty separate
  * `generate` processes through one bootstrap address of a three-node swarm must all succeed
  * with the same tokens.
  */

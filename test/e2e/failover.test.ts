@@ -1,23 +1,16 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { createClient } from '../../client/index.js'
-import { type LocalNode, startLocalNode } from '../../node/local-swarm.js'
-import { createReferenceKernels } from '../../shards/index.js'
-import { generateWithFault } from '../helpers/fault.js'
-import { GGUF_PATH, loadReference } from '../helpers/reference.js'
+import type { LocalNode } from '../../node/local-swarm.js'
+import { createFaultClient, generateWithFault, startSpans } from '../helpers/fault.js'
+import { loadReference } from '../helpers/reference.js'
 
 const ref = loadReference('stories260K_greedy_once_upon_a_time')
-const FAST = ['--kernels', 'reference', '--announce-interval', '300']
 
 describe('failover: a node killed mid-generation changes no token', () => {
   const nodes: LocalNode[] = []
 
   beforeAll(async () => {
     // Four peers serve the same span [1, 4): each run takes out the one it is using.
-    nodes.push(await startLocalNode({ model: GGUF_PATH, layers: '1:4', args: FAST }))
-    const bootstrap = [nodes[0].addrs[0]]
-    nodes.push(
-      ...(await Promise.all([0, 1, 2].map(() => startLocalNode({ model: GGUF_PATH, layers: '1:4', bootstrap, args: FAST }))))
-    )
+    nodes.push(...(await startSpans(['1:4', '1:4', '1:4', '1:4'])))
   })
 
   afterAll(async () => {
@@ -29,15 +22,7 @@ describe('failover: a node killed mid-generation changes no token', () => {
     it(`${forwarding}, one hop: kill the serving peer at token 20 of 64`, async () => {
       const alive = nodes.filter((n) => n.process.exitCode === null && n.process.signalCode === null)
       const events: Array<Record<string, unknown>> = []
-      const client = await createClient({
-        bootstrap: alive.map((n) => n.addrs[0]),
-        model: GGUF_PATH,
-        kernels: createReferenceKernels(),
-        forwarding,
-        stepTimeoutMs: 5_000,
-        routeTimeoutMs: 20_000,
-        log: (e) => events.push(e)
-      })
+      const client = await createFaultClient(alive, events, { forwarding })
       try {
         await client.view.waitForRoute(1, 4, 20_000)
         const {
@@ -64,13 +49,7 @@ describe('failover: a node killed mid-generation changes no token', () => {
   it('relay: a peer that stalls past the step timeout is routed around', async () => {
     const alive = nodes.filter((n) => n.process.exitCode === null && n.process.signalCode === null)
     const events: Array<Record<string, unknown>> = []
-    const client = await createClient({
-      bootstrap: alive.map((n) => n.addrs[0]),
-      model: GGUF_PATH,
-      kernels: createReferenceKernels(),
-      stepTimeoutMs: 1_500,
-      log: (e) => events.push(e)
-    })
+    const client = await createFaultClient(alive, events, { stepTimeoutMs: 1_500 })
     try {
       await client.view.waitForRoute(1, 4, 20_000)
       // alive but silent: only the timeout can tell
@@ -90,11 +69,7 @@ describe('failover in a chain of hops', () => {
 
   beforeAll(async () => {
     // A [1,2) then B or C [2,4): the route is two hops; the test kills the second.
-    nodes.push(await startLocalNode({ model: GGUF_PATH, layers: '1:2', args: FAST }))
-    const bootstrap = [nodes[0].addrs[0]]
-    nodes.push(
-      ...(await Promise.all([0, 1].map(() => startLocalNode({ model: GGUF_PATH, layers: '2:4', bootstrap, args: FAST }))))
-    )
+    nodes.push(...(await startSpans(['1:2', '2:4', '2:4'])))
   })
 
   afterAll(async () => {
@@ -103,14 +78,7 @@ describe('failover in a chain of hops', () => {
 
   it('chain: kill the last hop at token 20 of 64; the first hop reports it, the client reroutes', async () => {
     const events: Array<Record<string, unknown>> = []
-    const client = await createClient({
-      bootstrap: nodes.map((n) => n.addrs[0]),
-      model: GGUF_PATH,
-      kernels: createReferenceKernels(),
-      forwarding: 'chain',
-      stepTimeoutMs: 5_000,
-      log: (e) => events.push(e)
-    })
+    const client = await createFaultClient(nodes, events, { forwarding: 'chain' })
     try {
       await client.view.waitForRoute(1, 4, 20_000)
       const plan = { at: 20, hop: 1, fault: (n: LocalNode) => n.kill() }

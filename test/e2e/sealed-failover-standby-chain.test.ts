@@ -7,14 +7,11 @@
  * chain becomes the route with its KV in place, few rows are replayed, tokens do not change.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { createClient } from '../../client/index.js'
-import { type LocalNode, startLocalNode } from '../../node/local-swarm.js'
-import { createReferenceKernels } from '../../shards/index.js'
-import { generateWithFault } from '../helpers/fault.js'
-import { GGUF_PATH, loadReference } from '../helpers/reference.js'
+import type { LocalNode } from '../../node/local-swarm.js'
+import { createFaultClient, generateWithFault, startSpans } from '../helpers/fault.js'
+import { loadReference } from '../helpers/reference.js'
 
 const ref = loadReference('stories260K_greedy_once_upon_a_time')
-const FAST = ['--kernels', 'reference', '--announce-interval', '300']
 const EVERY = 8
 
 describe('chained failover to a standby chain fed with sealed deltas, f16 wire', () => {
@@ -22,16 +19,8 @@ describe('chained failover to a standby chain fed with sealed deltas, f16 wire',
   let f32Only: LocalNode
 
   beforeAll(async () => {
-    nodes.push(await startLocalNode({ model: GGUF_PATH, layers: '1:2', args: FAST }))
-    const bootstrap = [nodes[0].addrs[0]]
-    const more = await Promise.all([
-      startLocalNode({ model: GGUF_PATH, layers: '1:2', bootstrap, args: FAST }),
-      startLocalNode({ model: GGUF_PATH, layers: '2:4', bootstrap, args: FAST }),
-      startLocalNode({ model: GGUF_PATH, layers: '2:4', bootstrap, args: FAST }),
-      startLocalNode({ model: GGUF_PATH, layers: '1:4', bootstrap, args: [...FAST, '--wire', 'f32'] })
-    ])
-    nodes.push(...more)
-    f32Only = more[3]
+    nodes.push(...(await startSpans(['1:2', '1:2', '2:4', '2:4', { layers: '1:4', args: ['--wire', 'f32'] }])))
+    f32Only = nodes[4]
   })
 
   afterAll(async () => {
@@ -40,18 +29,12 @@ describe('chained failover to a standby chain fed with sealed deltas, f16 wire',
 
   it(`SIGKILL the last hop at token 40 of 64: the standby chain takes over, fed every ${EVERY} positions, identical tokens`, async () => {
     const events: Array<Record<string, unknown>> = []
-    const client = await createClient({
-      bootstrap: nodes.map((n) => n.addrs[0]),
-      model: GGUF_PATH,
-      kernels: createReferenceKernels(),
+    const client = await createFaultClient(nodes, events, {
       forwarding: 'chain',
       wireDtype: 'f16',
       canaries: false,
-      stepTimeoutMs: 5_000,
-      routeTimeoutMs: 20_000,
       snapshotEvery: EVERY,
-      standby: true,
-      log: (e) => events.push(e)
+      standby: true
     })
     const show = () => JSON.stringify(events.filter((e) => e.event !== 'step'))
     try {

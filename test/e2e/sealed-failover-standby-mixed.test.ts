@@ -7,28 +7,18 @@
  * generated tokens must not change.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { createClient } from '../../client/index.js'
-import { type LocalNode, startLocalNode } from '../../node/local-swarm.js'
-import { createReferenceKernels } from '../../shards/index.js'
-import { generateWithFault } from '../helpers/fault.js'
-import { GGUF_PATH, loadReference } from '../helpers/reference.js'
+import type { LocalNode } from '../../node/local-swarm.js'
+import { createFaultClient, generateWithFault, startSpans } from '../helpers/fault.js'
+import { loadReference } from '../helpers/reference.js'
 
 const ref = loadReference('stories260K_greedy_once_upon_a_time')
-const FAST = ['--kernels', 'reference', '--announce-interval', '300']
 const EVERY = 8
 
 describe('relayed failover: a standby where fed, client-kept snapshots elsewhere', () => {
   const nodes: LocalNode[] = []
 
   beforeAll(async () => {
-    nodes.push(await startLocalNode({ model: GGUF_PATH, layers: '1:2', args: FAST }))
-    const bootstrap = [nodes[0].addrs[0]]
-    nodes.push(
-      ...(await Promise.all([
-        startLocalNode({ model: GGUF_PATH, layers: '1:2', bootstrap, args: FAST }),
-        startLocalNode({ model: GGUF_PATH, layers: '2:4', bootstrap, args: FAST })
-      ]))
-    )
+    nodes.push(...(await startSpans(['1:2', '1:2', '2:4'])))
   })
 
   afterAll(async () => {
@@ -37,17 +27,11 @@ describe('relayed failover: a standby where fed, client-kept snapshots elsewhere
 
   it(`SIGKILL the first hop at token 40 of 64: its standby takes over, the second span restores from snapshots every ${EVERY}`, async () => {
     const events: Array<Record<string, unknown>> = []
-    const client = await createClient({
-      bootstrap: nodes.map((n) => n.addrs[0]),
-      model: GGUF_PATH,
-      kernels: createReferenceKernels(),
+    const client = await createFaultClient(nodes, events, {
       forwarding: 'relay',
       canaries: false,
-      stepTimeoutMs: 5_000,
-      routeTimeoutMs: 20_000,
       snapshotEvery: EVERY,
-      standby: true,
-      log: (e) => events.push(e)
+      standby: true
     })
     const show = () => JSON.stringify(events.filter((e) => e.event !== 'step'))
     try {

@@ -5,14 +5,11 @@
  * replayed and no snapshot moves at failure time. The generated tokens must not change.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { createClient } from '../../client/index.js'
-import { type LocalNode, startLocalNode } from '../../node/local-swarm.js'
-import { createReferenceKernels } from '../../shards/index.js'
-import { generateWithFault } from '../helpers/fault.js'
-import { GGUF_PATH, loadReference } from '../helpers/reference.js'
+import type { LocalNode } from '../../node/local-swarm.js'
+import { createFaultClient, generateWithFault, startSpans } from '../helpers/fault.js'
+import { loadReference } from '../helpers/reference.js'
 
 const ref = loadReference('stories260K_greedy_once_upon_a_time')
-const FAST = ['--kernels', 'reference', '--announce-interval', '300']
 const EVERY = 8
 
 describe('failover to a standby fed with sealed deltas', () => {
@@ -20,9 +17,7 @@ describe('failover to a standby fed with sealed deltas', () => {
 
   beforeAll(async () => {
     // Three peers serve the same span [1, 4): the route, its standby, and one more.
-    nodes.push(await startLocalNode({ model: GGUF_PATH, layers: '1:4', args: FAST }))
-    for (let i = 0; i < 2; i++)
-      nodes.push(await startLocalNode({ model: GGUF_PATH, layers: '1:4', bootstrap: [nodes[0].addrs[0]], args: FAST }))
+    nodes.push(...(await startSpans(['1:4', '1:4', '1:4'])))
   })
 
   afterAll(async () => {
@@ -31,16 +26,7 @@ describe('failover to a standby fed with sealed deltas', () => {
 
   it(`SIGKILL the serving peer at token 40 of 64: the standby takes over, fed every ${EVERY} positions, identical tokens`, async () => {
     const events: Array<Record<string, unknown>> = []
-    const client = await createClient({
-      bootstrap: nodes.map((n) => n.addrs[0]),
-      model: GGUF_PATH,
-      kernels: createReferenceKernels(),
-      stepTimeoutMs: 5_000,
-      routeTimeoutMs: 20_000,
-      snapshotEvery: EVERY,
-      standby: true,
-      log: (e) => events.push(e)
-    })
+    const client = await createFaultClient(nodes, events, { snapshotEvery: EVERY, standby: true })
     const show = () => JSON.stringify(events.filter((e) => e.event !== 'step'))
     try {
       await client.view.waitForRoute(1, 4, 20_000)

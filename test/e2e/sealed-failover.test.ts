@@ -4,14 +4,11 @@
  * snapshot. The generated tokens must not change.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { createClient } from '../../client/index.js'
 import { type LocalNode, startLocalNode } from '../../node/local-swarm.js'
-import { createReferenceKernels } from '../../shards/index.js'
-import { generateWithFault } from '../helpers/fault.js'
+import { createFaultClient, FAULT_NODE_ARGS, generateWithFault, startSpans } from '../helpers/fault.js'
 import { GGUF_PATH, loadReference } from '../helpers/reference.js'
 
 const ref = loadReference('stories260K_greedy_once_upon_a_time')
-const FAST = ['--kernels', 'reference', '--announce-interval', '300']
 const EVERY = 8
 
 describe('failover from sealed KV snapshots', () => {
@@ -19,8 +16,7 @@ describe('failover from sealed KV snapshots', () => {
 
   beforeAll(async () => {
     // Two peers serve the same span [1, 4), nothing else: the test kills the one in use.
-    nodes.push(await startLocalNode({ model: GGUF_PATH, layers: '1:4', args: FAST }))
-    nodes.push(await startLocalNode({ model: GGUF_PATH, layers: '1:4', bootstrap: [nodes[0].addrs[0]], args: FAST }))
+    nodes.push(...(await startSpans(['1:4', '1:4'])))
   })
 
   afterAll(async () => {
@@ -29,15 +25,7 @@ describe('failover from sealed KV snapshots', () => {
 
   it(`kill the serving peer at token 40 of 64: restored from snapshots every ${EVERY} positions, identical tokens`, async () => {
     const events: Array<Record<string, unknown>> = []
-    const client = await createClient({
-      bootstrap: nodes.map((n) => n.addrs[0]),
-      model: GGUF_PATH,
-      kernels: createReferenceKernels(),
-      stepTimeoutMs: 5_000,
-      routeTimeoutMs: 20_000,
-      snapshotEvery: EVERY,
-      log: (e) => events.push(e)
-    })
+    const client = await createFaultClient(nodes, events, { snapshotEvery: EVERY })
     try {
       await client.view.waitForRoute(1, 4, 20_000)
       const {
@@ -63,16 +51,10 @@ describe('failover from sealed KV snapshots', () => {
 
   it('planned leave: SIGTERM the serving peer at token 40; its KV moves sealed, nothing is replayed', async () => {
     const alive = nodes.filter((n) => n.process.exitCode === null && n.process.signalCode === null)
-    nodes.push(await startLocalNode({ model: GGUF_PATH, layers: '1:4', bootstrap: [alive[0].addrs[0]], args: FAST }))
+    nodes.push(await startLocalNode({ model: GGUF_PATH, layers: '1:4', bootstrap: [alive[0].addrs[0]], args: FAULT_NODE_ARGS }))
     const events: Array<Record<string, unknown>> = []
-    const client = await createClient({
-      bootstrap: nodes.filter((n) => n.process.exitCode === null && n.process.signalCode === null).map((n) => n.addrs[0]),
-      model: GGUF_PATH,
-      kernels: createReferenceKernels(),
-      stepTimeoutMs: 5_000,
-      routeTimeoutMs: 20_000,
-      log: (e) => events.push(e)
-    })
+    const live = nodes.filter((n) => n.process.exitCode === null && n.process.signalCode === null)
+    const client = await createFaultClient(live, events)
     try {
       await client.view.waitForRoute(1, 4, 20_000)
       await new Promise((r) => setTimeout(r, 700)) // both peers announced

@@ -170,7 +170,7 @@ describe('wire dtypes negotiated per hop across 3 node processes', () => {
 
   it('an explicit dtype no route accepts fails with a typed error', async () => {
     const err = await run('f16', { ban: [c.peerId], routeTimeoutMs: 1_000 }).catch((e: unknown) => e)
-    expect(err).toMatchObject({ code: 'ERR_WIRE_UNSUPPORTED', name: 'UnsupportedWireError' })
+    expect(err).toMatchObject({ code: 'WIRE_UNSUPPORTED', name: 'UnsupportedWireError' })
     expect((err as Error).message).toMatch(new RegExp(`${b.peerId} \\[3, 5\\) accepts f32`))
   })
 

@@ -25,4 +25,4 @@ export function cliAsync(args: string[], timeoutMs = 60_000, env: NodeJS.Process
 }
 
 /** What every CLI error must look like: one line with a code, no stack trace. */
-export const ONE_LINE_ERROR = /^layerswarm: [^\n]+ \((ERR_[A-Z_]+|[A-Z_]+)\)\n$/
+export const ONE_LINE_ERROR = /^layerswarm: [^\n]+ \(([A-Z_]+)\)\n$/

@@ -1,6 +1,7 @@
-import type { GenerateResult, LayerswarmClient } from '../../client/index.js'
-import type { LocalNode } from '../../node/local-swarm.js'
-import { loadReference } from './reference.js'
+import { type ClientInit, createClient, type GenerateResult, type LayerswarmClient } from '../../client/index.js'
+import { type LocalNode, startLocalNode } from '../../node/local-swarm.js'
+import { createReferenceKernels } from '../../shards/index.js'
+import { GGUF_PATH, loadReference } from './reference.js'
 
 const ref = loadReference('stories260K_greedy_once_upon_a_time')
 
@@ -40,4 +41,34 @@ export async function generateWithFault(
   }
   if (!victim) throw new Error(`generation ended before token ${plan.at}`)
   return { tokens, result: r.value, victim, route }
+}
+
+/** Node flags for failover tests: the exact reference kernels, frequent announcements. */
+export const FAULT_NODE_ARGS = ['--kernels', 'reference', '--announce-interval', '300']
+
+/** One stories260K node per span (`'1:4'`, or `{ layers, args }` for extra flags), all joined through the first. */
+export async function startSpans(spans: ReadonlyArray<string | { layers: string; args: string[] }>): Promise<LocalNode[]> {
+  const spec = (s: (typeof spans)[number]) =>
+    typeof s === 'string' ? { layers: s, args: FAULT_NODE_ARGS } : { layers: s.layers, args: [...FAULT_NODE_ARGS, ...s.args] }
+  const first = await startLocalNode({ model: GGUF_PATH, ...spec(spans[0]) })
+  const bootstrap = [first.addrs[0]]
+  const rest = await Promise.all(spans.slice(1).map((s) => startLocalNode({ model: GGUF_PATH, bootstrap, ...spec(s) })))
+  return [first, ...rest]
+}
+
+/** A client on the exact kernels that logs into `events` and fails over within seconds. */
+export async function createFaultClient(
+  nodes: readonly LocalNode[],
+  events: Array<Record<string, unknown>>,
+  init: Partial<ClientInit> = {}
+): Promise<LayerswarmClient> {
+  return await createClient({
+    bootstrap: nodes.map((n) => n.addrs[0]),
+    model: GGUF_PATH,
+    kernels: createReferenceKernels(),
+    stepTimeoutMs: 5_000,
+    routeTimeoutMs: 20_000,
+    log: (e) => events.push(e),
+    ...init
+  })
 }

@@ -50,43 +50,43 @@ describe('CLI errors are one line with a code', () => {
   it('bad option values, without the help page', () => {
     expectOneLine(
       runCli(['generate', '--prompt', 'x', '--max-tokens', '-1']),
-      'ERR_BAD_OPTION',
+      'BAD_OPTION',
       /--max-tokens must be an integer ≥ 0/
     )
     const t = runCli(['generate', '--prompt', 'x', '--temperature', '-2'])
-    expectOneLine(t, 'ERR_BAD_OPTION', /--temperature must be a number ≥ 0/)
+    expectOneLine(t, 'BAD_OPTION', /--temperature must be a number ≥ 0/)
     expect(t.stderr).not.toMatch(/Infinity/)
-    expectOneLine(runCli(['generate', '--prompt', 'x', '--bogus']), 'ERR_UNKNOWN_OPTION')
-    expectOneLine(runCli(['generate', '--prompt', 'x', '--standby']), 'ERR_BAD_OPTION', /--snapshot-every/)
-    expectOneLine(runCli(['frobnicate']), 'ERR_UNKNOWN_COMMAND')
-    expectOneLine(runCli(['node', 'start', '--layers', '3:1']), 'ERR_BAD_OPTION', /--layers 3:1: expected a:b .*5 blocks/)
+    expectOneLine(runCli(['generate', '--prompt', 'x', '--bogus']), 'UNKNOWN_OPTION')
+    expectOneLine(runCli(['generate', '--prompt', 'x', '--standby']), 'BAD_OPTION', /--snapshot-every/)
+    expectOneLine(runCli(['frobnicate']), 'UNKNOWN_COMMAND')
+    expectOneLine(runCli(['node', 'start', '--layers', '3:1']), 'BAD_OPTION', /--layers 3:1: expected a:b .*5 blocks/)
   })
 
   it('a missing model file', () => {
-    expectOneLine(runCli(['generate', '--prompt', 'x', '--model', '/nonexistent/m.gguf']), 'ERR_MODEL_NOT_FOUND', /no such file/)
-    expectOneLine(runCli(['node', 'start', '--model', '/nonexistent/m.gguf']), 'ERR_MODEL_NOT_FOUND')
+    expectOneLine(runCli(['generate', '--prompt', 'x', '--model', '/nonexistent/m.gguf']), 'MODEL_NOT_FOUND', /no such file/)
+    expectOneLine(runCli(['node', 'start', '--model', '/nonexistent/m.gguf']), 'MODEL_NOT_FOUND')
   })
 
   it('bad --listen and a port in use', () => {
     expectOneLine(
       runCli(['node', 'start', '--listen', '0.0.0.0:4001']),
-      'ERR_BAD_LISTEN_ADDRESS',
+      'BAD_LISTEN_ADDRESS',
       /use a multiaddr, e\.g\. \/ip4\/0\.0\.0\.0\/tcp\/4001/
     )
-    expectOneLine(runCli(['node', 'start', '--listen', `/ip4/127.0.0.1/tcp/${portOf(busy)}`]), 'ERR_ADDRESS_IN_USE')
+    expectOneLine(runCli(['node', 'start', '--listen', `/ip4/127.0.0.1/tcp/${portOf(busy)}`]), 'ADDRESS_IN_USE')
   })
 
   it('bad bootstrap addresses: not a multiaddr, host:port, nothing listening', () => {
     for (const cmd of [['generate', '--prompt', 'x'], ['swarm']]) {
-      expectOneLine(runCli([...cmd, '--bootstrap', 'not-a-multiaddr']), 'ERR_BAD_BOOTSTRAP_ADDRESS', /is not a multiaddr/)
+      expectOneLine(runCli([...cmd, '--bootstrap', 'not-a-multiaddr']), 'BAD_BOOTSTRAP_ADDRESS', /is not a multiaddr/)
       expectOneLine(
         runCli([...cmd, '--bootstrap', '192.168.1.10:4001']),
-        'ERR_BAD_BOOTSTRAP_ADDRESS',
+        'BAD_BOOTSTRAP_ADDRESS',
         /use the multiaddr a node prints, e\.g\. \/ip4\/192\.168\.1\.10\/tcp\/4001\/p2p\/<peer id>/
       )
       expectOneLine(
         runCli([...cmd, '--bootstrap', `/ip4/127.0.0.1/tcp/${freePort}/p2p/${A_PEER_ID}`]),
-        'ERR_BOOTSTRAP_UNREACHABLE',
+        'BOOTSTRAP_UNREACHABLE',
         /connection refused/
       )
     }
@@ -94,7 +94,7 @@ describe('CLI errors are one line with a code', () => {
 
   it('a prompt longer than the context fails like the gateway', () => {
     const r = runCli(['generate', '--prompt', 'Once upon a time '.repeat(300), '--max-tokens', '4'])
-    expectOneLine(r, 'ERR_CONTEXT_LENGTH_EXCEEDED', /maximum context length is 512 tokens; your prompt has \d+/)
+    expectOneLine(r, 'CONTEXT_LENGTH_EXCEEDED', /maximum context length is 512 tokens; your prompt has \d+/)
     expect(r.stdout).toBe('')
   })
 

@@ -150,7 +150,7 @@ describe('chat formats', () => {
 describe('gateway errors and status', () => {
   it('maps typed errors to OpenAI status codes', () => {
     expect(toApiError(Object.assign(new Error('all full'), { code: 'BUSY' })).status).toBe(429)
-    expect(toApiError(Object.assign(new Error('no peer for block 3'), { code: 'ERR_NO_ROUTE' })).toJSON().error).toMatchObject({
+    expect(toApiError(Object.assign(new Error('no peer for block 3'), { code: 'NO_ROUTE' })).toJSON().error).toMatchObject({
       type: 'service_unavailable',
       code: 'no_route'
     })

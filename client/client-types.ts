@@ -1,0 +1,107 @@
+// What a client is made from, what generate() and stream() take, and what they return.
+import type { Kernels, KvDType, SamplerOptions } from '../shards/index.js'
+import type { CanaryEvidence, CanaryOptions, CanaryPeerReport } from './canary-monitor.js'
+import type { ReceiptSummary } from './receipts.js'
+import type { Forwarding } from './remote-pipeline.js'
+import type { ReplayEvidence } from './replay-index.js'
+import type { RollbackRecord } from './rollback.js'
+import type { WireReport } from './wire-ledger.js'
+import type { WirePreference } from './wire-negotiation.js'
+
+export interface ClientInit {
+  /** Multiaddrs (with /p2p/<id>) of swarm peers to join through. */
+  readonly bootstrap: readonly string[]
+  /**
+   * The model file: the client runs its edge parts and checks peers serve the same model id
+   * (default: the bundled stories260K.gguf, as the CLI's).
+   */
+  readonly model?: string
+  readonly tokenizer?: string
+  /** Blocks the client runs itself before / after the remote span (default 1 and 1). */
+  readonly edgeFirst?: number
+  readonly edgeLast?: number
+  readonly forwarding?: Forwarding
+  /**
+   * Activation dtype on the wire: 'auto' (per hop, f16 where accepted — client/wire.ts) or one
+   * of f32, f16, q8_0 (int8) on every hop. Default f32: bit-identical to one process.
+   */
+  readonly wireDtype?: WirePreference
+  readonly stepTimeoutMs?: number
+  readonly banMs?: number
+  readonly maxFailovers?: number
+  /** How long to wait for announcements until the remote blocks are covered. */
+  readonly routeTimeoutMs?: number
+  readonly kernels?: Kernels
+  /** KV cache storage of the client's own edge blocks (default f32: options.ts DEFAULT_EDGE_KV_DTYPE). */
+  readonly kvDType?: KvDType
+  readonly log?: (e: Record<string, unknown>) => void
+  /** Progress of building a canary set (boundary, canaries built, in all): for progress bars. */
+  readonly onCanaryBuild?: (boundary: number, built: number, total: number) => void
+  /** Canary verification (DESIGN.md §5); on by default at 3 % of steps; false turns it off. */
+  readonly canaries?: CanaryOptions | false
+  /**
+   * Every this many positions, each hop seals a KV delta the client keeps (it cannot read
+   * them); a failover then restores from them and replays only the positions after (default off).
+   */
+  readonly snapshotEvery?: number
+  /**
+   * With snapshotEvery: per span a standby peer (serving it, not on the route) imports every
+   * sealed delta, so when a hop dies it takes over with its KV in place (default off).
+   */
+  readonly standby?: boolean
+  /** Streams hold tokens until their peers have cleared (GenerateOptions.verifiedStream); default off. */
+  readonly verifiedStream?: boolean
+}
+
+export interface GenerateOptions extends SamplerOptions {
+  readonly maxTokens?: number
+  readonly signal?: AbortSignal
+  readonly forwarding?: Forwarding
+  /**
+   * Hold each token back until every peer that computed it has passed the evidence threshold
+   * (its canary start-up burst answered clean, not a suspect); default ClientInit.verifiedStream.
+   */
+  readonly verifiedStream?: boolean
+  /**
+   * The result waits until every peer that computed it has passed the canary threshold (extra
+   * canaries at the end when a generation ends before a new peer's start-up burst does); a peer
+   * that cannot be checked is routed around and its tokens recomputed. Default true (canaries on).
+   */
+  readonly verifyResult?: boolean
+  /** Sees the logits of every step (for tests and tools). */
+  readonly onLogits?: (logits: Float32Array, position: number) => void
+  /** The prompt is a chat template's output: its control tokens (`<|eot_id|>`) are tokens, not text. */
+  readonly special?: boolean
+}
+
+export interface VerificationReport {
+  /** Every route the session used, in order (more than one after a failover). */
+  readonly routes: Array<Array<{ peerId: string; start: number; end: number }>>
+  readonly failovers: number
+  readonly excludedPeers: string[]
+  readonly edge: { first: [number, number]; last: [number, number] }
+  readonly forwarding: Forwarding
+  /** Signed receipts checked per peer (signature, span, hash chain from input to output). */
+  readonly receipts: ReceiptSummary
+  /** Canary verdicts per peer: canaries sent, last drift, posterior P(tampering), exclusion. */
+  readonly canaries: CanaryPeerReport[]
+  /** Canaries that convicted a peer, with the receipt it signed for its wrong answer. */
+  readonly evidence: CanaryEvidence[]
+  /** Peers convicted by their own receipts: one output signed for two different inputs (both receipts). */
+  readonly replays: ReplayEvidence[]
+  /** Times part of the generation was recomputed because a peer that computed it was convicted. */
+  readonly reruns: number
+  /** Each recomputation: from which completion token, how many were void, whose conviction. */
+  readonly rollbacks: RollbackRecord[]
+  /** The wire dtype each hop used and the activation bytes on the wire per token. */
+  readonly wire: WireReport
+}
+
+export interface GenerateResult {
+  readonly promptTokens: number[]
+  readonly tokens: number[]
+  readonly text: string
+  readonly report: VerificationReport
+  /** Peers convicted by canaries while this generation ran. */
+  readonly convicted: string[]
+}
