@@ -103,6 +103,7 @@ describe.skipIf(SKIP)(
       const page = await browser.newPage()
       const errors: string[] = []
       page.on('pageerror', (e) => errors.push(e.message))
+      await page.setViewportSize({ width: 1100, height: 700 })
       await page.goto(`${api.gateway.url}/chat`)
       expect(await page.evaluate(() => (globalThis as unknown as { crossOriginIsolated: boolean }).crossOriginIsolated)).toBe(
         true
@@ -138,6 +139,8 @@ describe.skipIf(SKIP)(
       expect(tokens).toEqual(out.tokens)
       expect(tokens).toEqual(ref.generated_tokens.slice(0, MAX_TOKENS))
       expect(errors).toEqual([])
+      // for people (docs/browser.md): what the page shows; test-output/ is not tracked
+      await page.screenshot({ path: join(ROOT, 'test-output', 'chat-page.png') })
       await page.close()
     })
   }
