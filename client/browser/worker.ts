@@ -4,6 +4,7 @@
  * because the WebAssembly kernels compile synchronously (allowed in workers only past 4 KiB)
  * and a forward pass must not freeze the page.
  */
+import { checkKnownAnswers, type KnownAnswerVectors, nodePrimitives, webCryptoPrimitives } from '../../crypto/index.js'
 import { type BrowserClient, type BrowserClientInit, createBrowserClient } from './index.js'
 
 export type WorkerRequest =
@@ -15,6 +16,8 @@ export type WorkerRequest =
       readonly maxTokens: number
       readonly temperature?: number
     }
+  /** Known-answer self-test of this browser's crypto: WebCrypto and the bundle's node:crypto shim. */
+  | { readonly type: 'kat'; readonly vectors: KnownAnswerVectors }
 
 export type WorkerReply =
   | { type: 'ready'; modelId: string; fetchedBytes: number; totalBytes: number; kernels: string; span: unknown }
@@ -31,6 +34,7 @@ export type WorkerReply =
       wire: unknown
     }
   | { type: 'error'; id?: number; code: string; message: string }
+  | { type: 'kat'; failed: { webcrypto: string[]; shim: string[] } }
 
 interface WorkerScope {
   onmessage: ((e: { data: WorkerRequest }) => void) | null
@@ -83,6 +87,11 @@ scope.onmessage = (e) => {
           kernels: b.kernels,
           span: b.client.span
         }),
+      (err) => scope.postMessage(errorReply(err))
+    )
+  } else if (msg.type === 'kat') {
+    Promise.all([checkKnownAnswers(webCryptoPrimitives(), msg.vectors), checkKnownAnswers(nodePrimitives, msg.vectors)]).then(
+      ([webcrypto, shim]) => scope.postMessage({ type: 'kat', failed: { webcrypto, shim } }),
       (err) => scope.postMessage(errorReply(err))
     )
   } else if (msg.type === 'generate') {

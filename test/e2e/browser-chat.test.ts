@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process'
-import { existsSync, mkdtempSync, rmSync } from 'node:fs'
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { type BrowserContext, chromium } from 'playwright-core'
@@ -139,6 +139,23 @@ describe.skipIf(SKIP)(
       expect(tokens).toEqual(out.tokens)
       expect(tokens).toEqual(ref.generated_tokens.slice(0, MAX_TOKENS))
       expect(errors).toEqual([])
+      // Chromium's WebCrypto (AES-GCM, X25519) and the bundle's node:crypto shim pass the same
+      // known-answer vectors as node:crypto does in test/crypto/async-primitives.test.ts
+      const vectors = JSON.parse(readFileSync(join(ROOT, 'test', 'vectors', 'crypto-kat.json'), 'utf8'))
+      const kat = await page.evaluate(
+        (v) =>
+          new Promise((resolve) => {
+            type Port = {
+              addEventListener(t: 'message', f: (e: { data: { type: string; failed: unknown } }) => void): void
+              postMessage(m: unknown): void
+            }
+            const w = (globalThis as unknown as { layerswarmWorker: Port }).layerswarmWorker
+            w.addEventListener('message', (e) => e.data.type === 'kat' && resolve(e.data.failed))
+            w.postMessage({ type: 'kat', vectors: v })
+          }),
+        vectors
+      )
+      expect(kat).toEqual({ webcrypto: [], shim: [] })
       // for people (docs/browser.md): what the page shows; test-output/ is not tracked
       await page.screenshot({ path: join(ROOT, 'test-output', 'chat-page.png') })
       await page.close()

@@ -44,6 +44,8 @@ async function start() {
   const worker = new Worker('/browser/layerswarm-worker.js', { type: 'module' })
   worker.onerror = (e) => showError('worker', { message: e.message, code: 'ERR_WORKER' })
   worker.onmessage = (e) => onReply(e.data)
+  // for tools and tests (the known-answer self-test: post { type: 'kat', vectors })
+  self.layerswarmWorker = worker
   state('loading', 'fetching the model edge, joining the swarm…')
   worker.postMessage({
     type: 'init',
