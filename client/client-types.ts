@@ -1,5 +1,6 @@
 // What a client is made from, what generate() and stream() take, and what they return.
 import type { Kernels, KvDType, SamplerOptions } from '../shards/index.js'
+import type { CanaryBankInit } from './canary-bank-init.js'
 import type { CanaryEvidence, CanaryOptions, CanaryPeerReport } from './canary-monitor.js'
 import type { ReceiptSummary } from './receipts.js'
 import type { Forwarding } from './remote-pipeline.js'
@@ -51,6 +52,11 @@ export interface ClientInit {
   readonly standby?: boolean
   /** Streams hold tokens until their peers have cleared (GenerateOptions.verifiedStream); default off. */
   readonly verifiedStream?: boolean
+  /**
+   * A canary bank (`layerswarm canary build`): canaries come from it, and the client reads no
+   * weight of the blocks it does not run (a thin client; client/canary-bank-init.ts).
+   */
+  readonly canaryBank?: CanaryBankInit
 }
 
 export interface GenerateOptions extends SamplerOptions {

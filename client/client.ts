@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto'
 import type { AbortOptions } from '@libp2p/interface'
+import type { CanaryTraces } from '../canary/index.js'
 import { createHost, type Host } from '../protocol/index.js'
 import {
   type BlockPipeline,
@@ -17,6 +18,7 @@ import {
   selectKernelsFor,
   type Tokenizer
 } from '../shards/index.js'
+import { type CanaryBankInit, edgeOnlyModel, openCanaryBank } from './canary-bank-init.js'
 import { CanaryMonitor } from './canary-monitor.js'
 import type { ClientInit, GenerateOptions, GenerateResult } from './client-types.js'
 import { bundledModelPath } from './default-model.js'
@@ -57,6 +59,7 @@ export class LayerswarmClient {
   private readonly last?: Shard
   private readonly ownKernels?: Kernels
   private canaries?: CanaryMonitor
+  private readonly bank?: CanaryTraces
   readonly span: { first: [number, number]; remote: [number, number]; last: [number, number] }
 
   private constructor(
@@ -82,14 +85,20 @@ export class LayerswarmClient {
     if (j > 0) this.last = createShard({ model, start: n - j, end: n, kernels, kvDType })
     this.span = { first: [0, k], remote: [k, n - j], last: [n - j, n] }
     this.modelId = computeModelId(model)
+    if (init.canaryBank) this.bank = openCanaryBank(init.canaryBank, this.modelId)
     this.view = new SwarmView(host, this.modelId, init.bootstrap)
   }
 
   static async create(init: ClientInit, options: AbortOptions = {}): Promise<LayerswarmClient> {
-    const model = openModelFile(
+    const file = openModelFile(
       init.model ?? bundledModelPath(),
       init.tokenizer !== undefined ? { tokenizerPath: init.tokenizer } : {}
     )
+    const n = file.config.nLayers
+    const thin = init.canaryBank && init.canaries !== false
+    const model = thin
+      ? edgeOnlyModel(file, init.edgeFirst ?? DEFAULT_EDGE_FIRST, n - (init.edgeLast ?? DEFAULT_EDGE_LAST))
+      : file
     let host: Host
     try {
       host = await createHost({ listen: [], bootstrap: [...init.bootstrap] }, options)
@@ -158,6 +167,7 @@ export class LayerswarmClient {
             maxLength,
             kernels: this.init.kernels ?? this.ownKernels,
             log: this.init.log,
+            bank: this.bank,
             onBuild: this.init.onCanaryBuild
           })
     const canaries = this.canaries

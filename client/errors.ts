@@ -130,3 +130,12 @@ export class PeerExcludedError extends Error {
     this.name = 'PeerExcludedError'
   }
 }
+
+/** A thin client touched a block it does not hold (a bug: with a bank nothing should). */
+export class BlockNotHeldError extends Error {
+  readonly code = 'BLOCK_NOT_HELD'
+  constructor(message: string) {
+    super(message)
+    this.name = 'BlockNotHeldError'
+  }
+}

@@ -3,7 +3,21 @@ import '../protocol/polyfills.js'
 
 export { AuditBatcher, DEFAULT_AUDIT_EVERY, MAX_AUDIT_EVERY } from './audit-batch.js'
 export { bootstrapDialError, checkBootstrapAddress, parseBootstrapList, suggestMultiaddr } from './bootstrap-check.js'
+export {
+  type CanaryBankInit,
+  defaultBankKeyFile,
+  edgeOnlyModel,
+  openCanaryBank
+} from './canary-bank-init.js'
 export { type CanaryEvidence, CanaryMonitor, type CanaryOptions, type CanaryPeerReport } from './canary-monitor.js'
+export {
+  CANARY_SECRET_BYTES,
+  loadOrCreateSecret,
+  randomSecret,
+  type SecretPromptOptions,
+  secretPrompts,
+  secretSeed
+} from './canary-secret.js'
 export {
   type ClientInit,
   createClient,

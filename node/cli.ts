@@ -2,6 +2,7 @@
 import '../protocol/polyfills.js'
 import { Command } from 'commander'
 import { registerApi } from './commands/api.js'
+import { registerCanary } from './commands/canary.js'
 import { exitWhenDrained, reportError } from './commands/cli-exit.js'
 import { registerDemo } from './commands/demo.js'
 import { registerDoctor } from './commands/doctor.js'
@@ -40,6 +41,7 @@ registerDoctor(program)
 registerTokenize(program)
 registerInspect(program)
 registerVerifyEvidence(program)
+registerCanary(program)
 withConfigEverywhere(program)
 
 try {

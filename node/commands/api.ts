@@ -19,6 +19,7 @@ import { defaultModelPath } from '../paths.js'
 import { checkReadableFile, listenError } from './checks.js'
 import { warn } from './cli-exit.js'
 import { float, int } from './options.js'
+import { addCanaryBankOptions, canaryBankInit } from './verification-options.js'
 
 export interface ApiOptions {
   readonly bootstrap: string
@@ -34,6 +35,9 @@ export interface ApiOptions {
   /** auto, f32, f16, q8_0 (or its deprecated name int8): see client/wire-negotiation.ts. */
   readonly wire: WireChoice
   readonly canaryRate: number
+  /** A sealed canary bank and its key file (a thin gateway: node/commands/canary.ts). */
+  readonly canaryBank?: string
+  readonly canaryBankKey?: string
   readonly routeTimeout: number
   readonly metrics?: string
   /** Comma-separated ws:// multiaddrs the chat page dials (default: peers' /ws addresses the gateway learnt). */
@@ -74,6 +78,7 @@ export async function runApi(
     wireDtype: parseWirePreference(o.wire),
     routeTimeoutMs: o.routeTimeout,
     canaries: o.canaryRate > 0 ? { rate: o.canaryRate } : false,
+    canaryBank: canaryBankInit(o),
     log: eventLog(log.child({ component: 'client' }))
   })
   // one look at the swarm now, so a bad bootstrap address is reported at start, not per request
@@ -181,6 +186,7 @@ export function registerApi(program: Command): void {
       '--browser-bootstrap <addrs>',
       'comma-separated ws multiaddrs (/ip4/…/tcp/N/ws/p2p/<id>) the browser chat page (/chat) dials; default: the /ws addresses of the peers the gateway knows'
     )
+  addCanaryBankOptions(cmd)
   addLogLevelOption(cmd)
   withConfig(cmd, { required: ['bootstrap'] })
   cmd.action(async (opts: ApiOptions) => {

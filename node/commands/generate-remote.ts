@@ -6,6 +6,7 @@ import { progress } from '../log.js'
 import { chatPrompt } from './chat-prompt.js'
 import { checkContextLength } from './checks.js'
 import { type StreamWhen, StreamWriter } from './stream-writer.js'
+import { canaryBankInit } from './verification-options.js'
 
 /** The model file's metadata (the chat template), read from its header. */
 function templateMetadata(o: RemoteGenerateOptions): ReadonlyMap<string, GgufValue> {
@@ -52,6 +53,9 @@ export interface RemoteGenerateOptions {
   /** The canary secret's file, and a corpus the canary prompts are cut from (docs/verification.md). */
   canarySecret?: string
   canaryCorpus?: string
+  /** A sealed canary bank and its key file (a thin client: node/commands/canary.ts). */
+  canaryBank?: string
+  canaryBankKey?: string
   kvDType?: KvDType
   log?: (e: Record<string, unknown>) => void
 }
@@ -115,6 +119,7 @@ export async function runRemoteGenerate(
             ...(o.canaryCorpus ? { corpus: readFileSync(o.canaryCorpus, 'utf8').split(/\n\s*\n/) } : {})
           }
         : false,
+    canaryBank: canaryBankInit(o),
     onCanaryBuild: canaryProgress(),
     snapshotEvery: o.snapshotEvery,
     standby: o.standby,

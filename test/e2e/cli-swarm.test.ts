@@ -195,6 +195,6 @@ describe('layerswarm demo --model', () => {
     const r = await cli(['demo', '--model', out, '--max-tokens', '12'], 150_000)
     expect(r.status).toBe(0)
     expect(r.stdout).toBe(local.stdout)
-    expect(r.stderr).toMatch(/route:\n  blocks \[1, /)
+    expect(r.stderr).toMatch(/route:\n {2}blocks \[1, /)
   })
 })
