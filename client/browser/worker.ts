@@ -31,6 +31,7 @@ export type WorkerReply =
       text: string
       routes: unknown
       receipts: unknown
+      canaries: unknown
       wire: unknown
     }
   | { type: 'error'; id?: number; code: string; message: string }
@@ -69,6 +70,7 @@ async function generate(req: Extract<WorkerRequest, { type: 'generate' }>): Prom
     text: res.text,
     routes: res.report.routes,
     receipts: res.report.receipts,
+    canaries: res.report.canaries,
     wire: res.report.wire
   })
 }

@@ -106,7 +106,8 @@ export async function runApi(
       metrics,
       maxConcurrent: o.maxConcurrent,
       modelPath,
-      browserBootstrap: o.browserBootstrap ? parseBootstrapList(o.browserBootstrap) : undefined
+      browserBootstrap: o.browserBootstrap ? parseBootstrapList(o.browserBootstrap) : undefined,
+      canaryBankPath: o.canaryBank
     })
     if (metrics && o.metrics) metricsServer = await serveMetrics(o.metrics, metrics.registry)
   } catch (err) {

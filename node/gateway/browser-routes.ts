@@ -20,6 +20,8 @@ export interface BrowserRoutesInit {
   readonly modelName: string
   /** ws:// multiaddrs to hand the page; default: the /ws addresses of the peers the gateway knows. */
   readonly bootstrap?: readonly string[]
+  /** A sealed canary bank to serve at /canary-bank (its key is never served: the page is given it). */
+  readonly canaryBankPath?: string
 }
 
 /** Page files: no key needed (they hold no data), like the status page's. */
@@ -30,7 +32,7 @@ export const BROWSER_FILES: Record<string, { file: string; type: string; dir: 's
 }
 
 /** Routes with data (the key applies when the gateway has one). */
-export const BROWSER_DATA_ROUTES = ['/model.gguf', '/browser.json']
+export const BROWSER_DATA_ROUTES = ['/model.gguf', '/browser.json', '/canary-bank']
 
 export function bundleDir(): string {
   return join(packageRoot(), 'dist', 'browser')
@@ -98,8 +100,24 @@ export function registerBrowserRoutes(app: FastifyInstance, init: BrowserRoutesI
       .send({
         model: { name: init.modelName, id: client.modelId, url: '/model.gguf', gguf: init.modelPath.endsWith('.gguf') },
         edge: { first: client.span.first[1], last: client.span.last[1] - client.span.last[0] },
+        canaryBank: init.canaryBankPath !== undefined ? '/canary-bank' : null,
         bootstrap
       })
+  })
+
+  app.get('/canary-bank', async (_req, reply) => {
+    if (init.canaryBankPath === undefined)
+      throw new ApiError(
+        404,
+        'this gateway has no canary bank (layerswarm api --canary-bank)',
+        'invalid_request_error',
+        'no_bank'
+      )
+    // sealed (AES-256-GCM): useless without the key, which only the user gives the page
+    return isolate(reply)
+      .type('application/octet-stream')
+      .header('cache-control', 'no-store')
+      .send(readFileSync(init.canaryBankPath))
   })
 
   app.get('/model.gguf', async (req, reply) => {

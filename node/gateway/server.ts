@@ -30,6 +30,8 @@ export interface GatewayOptions {
   readonly modelPath?: string
   /** ws:// multiaddrs for the chat page (default: the /ws addresses of peers the gateway knows). */
   readonly browserBootstrap?: readonly string[]
+  /** A sealed canary bank the chat page may fetch (its key is not served). */
+  readonly canaryBankPath?: string
 }
 
 export interface Gateway {
@@ -172,7 +174,8 @@ export async function startGateway(o: GatewayOptions): Promise<Gateway> {
       client: o.client,
       modelPath: o.modelPath,
       modelName: o.modelName,
-      bootstrap: o.browserBootstrap
+      bootstrap: o.browserBootstrap,
+      canaryBankPath: o.canaryBankPath
     })
 
   await app.listen({ host, port })

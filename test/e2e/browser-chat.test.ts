@@ -41,6 +41,7 @@ describe.skipIf(SKIP)(
     let api: RunningApi
     let browser: BrowserContext
     let profile: string
+    let bankApi: RunningApi | undefined
 
     beforeAll(async () => {
       expect(existsSync(BUNDLE), `${BUNDLE} missing: npm run build:browser`).toBe(true)
@@ -79,6 +80,7 @@ describe.skipIf(SKIP)(
     }, 120_000)
 
     afterAll(async () => {
+      await bankApi?.close()
       await browser?.close()
       if (profile) rmSync(profile, { recursive: true, force: true })
       await api?.close()
@@ -159,6 +161,53 @@ describe.skipIf(SKIP)(
       // for people (docs/browser.md): what the page shows; test-output/ is not tracked
       await page.screenshot({ path: join(ROOT, 'test-output', 'chat-page.png') })
       await page.close()
+    })
+
+    it('verifies with a canary bank in the tab: canaries are sent, no peer is excluded, same tokens', {
+      timeout: 240_000
+    }, async () => {
+      const dir = mkdtempSync(join(tmpdir(), 'layerswarm-bank-'))
+      const bank = join(dir, 'bank')
+      const built = await cli(['canary', 'build', '--model', GGUF_PATH, '--out', bank, '--count', '4'])
+      expect(built.status, built.stderr).toBe(0)
+      const key = readFileSync(join(dir, 'canary-bank-key'), 'utf8').trim()
+      bankApi = await runApi(
+        {
+          bootstrap: nodes[0].addrs[0],
+          model: GGUF_PATH,
+          listen: '127.0.0.1:0',
+          maxConcurrent: 2,
+          edgeFirst: 1,
+          edgeLast: 1,
+          forwarding: 'relay',
+          wire: 'f32',
+          canaryRate: 0.5,
+          canaryBank: bank,
+          routeTimeout: 20_000,
+          logLevel: 'silent'
+        },
+        createLogger({ level: 'silent' })
+      )
+      // the bank is served sealed; a wrong key would not open it
+      const sealed = new Uint8Array(await (await fetch(`${bankApi.gateway.url}/canary-bank`)).arrayBuffer())
+      expect(new TextDecoder().decode(sealed.subarray(0, 8))).toBe('LSBANK01')
+      const page = await browser.newPage()
+      await page.goto(`${bankApi.gateway.url}/chat#bank-key=${key}`)
+      await page.waitForSelector('#state[data-state="ready"], #state[data-state="error"]', { timeout: 90_000 })
+      expect(await page.getAttribute('#state', 'data-state'), `${await page.textContent('#meta')}`).toBe('ready')
+      await page.fill('#prompt', ref.prompt)
+      await page.fill('#max-tokens', String(MAX_TOKENS))
+      await page.click('#go')
+      await page.waitForSelector('#state[data-state="done"], #state[data-state="error"]', { timeout: 180_000 })
+      const meta = (await page.textContent('#meta')) ?? ''
+      expect(await page.getAttribute('#state', 'data-state'), meta).toBe('done')
+      const tokens = ((await page.getAttribute('#output', 'data-tokens')) ?? '').split(',').map(Number)
+      expect(tokens).toEqual(ref.generated_tokens.slice(0, MAX_TOKENS))
+      const sent = Number(/canaries sent: (\d+)/.exec(meta)?.[1] ?? 0)
+      expect(sent, meta).toBeGreaterThan(0)
+      expect(meta).toContain('peers excluded: 0')
+      await page.close()
+      rmSync(dir, { recursive: true, force: true })
     })
   }
 )

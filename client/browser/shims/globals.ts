@@ -6,13 +6,23 @@
  */
 const g = globalThis as unknown as { process?: unknown; __layerswarmBuffer?: unknown; setImmediate?: unknown }
 
-type Enc = 'hex' | 'utf8' | 'utf-8' | 'base64' | undefined
+type Enc = 'hex' | 'utf8' | 'utf-8' | 'base64' | 'latin1' | undefined
 
 class BrowserBuffer extends Uint8Array {
-  override toString(enc?: Enc): string {
-    if (enc === 'hex') return Array.from(this, (x) => x.toString(16).padStart(2, '0')).join('')
-    if (enc === 'base64') return btoa(String.fromCharCode(...this))
-    return new TextDecoder().decode(this)
+  override toString(enc?: Enc, start = 0, end = this.length): string {
+    const b = this.subarray(start, end)
+    if (enc === 'hex') return Array.from(b, (x) => x.toString(16).padStart(2, '0')).join('')
+    if (enc === 'base64') return btoa(String.fromCharCode(...b))
+    if (enc === 'latin1') return String.fromCharCode(...b)
+    return new TextDecoder().decode(b)
+  }
+  readUIntBE(offset: number, byteLength: number): number {
+    let v = 0
+    for (let i = 0; i < byteLength; i++) v = v * 256 + this[offset + i]
+    return v
+  }
+  readUInt32LE(offset = 0): number {
+    return new DataView(this.buffer, this.byteOffset, this.byteLength).getUint32(offset, true)
   }
 }
 

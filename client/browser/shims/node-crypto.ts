@@ -26,11 +26,12 @@ const bytesOf = (v: Input | ArrayBuffer): Bytes =>
       ? new Uint8Array(v)
       : new Uint8Array(v.buffer, v.byteOffset, v.byteLength)
 
+/** Digests are Buffers, as Node's are (callers read them with readUIntBE): the bundle's Buffer. */
 function encode(b: Bytes, enc: Encoding): Bytes | string {
   if (enc === 'hex') return Array.from(b, (x) => x.toString(16).padStart(2, '0')).join('')
   if (enc === 'base64') return btoa(String.fromCharCode(...b))
   if (enc !== undefined) throw new NotInBrowserError(`digest encoding ${enc} is not supported in the browser`)
-  return b
+  return Buffer.from(b.buffer, b.byteOffset, b.byteLength)
 }
 
 const webCrypto = (): { getRandomValues(b: Bytes): Bytes; randomUUID(): string } =>

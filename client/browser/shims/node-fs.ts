@@ -1,7 +1,9 @@
 /**
  * node:fs in the browser bundle. Files do not exist there: every call throws NotInBrowserError,
  * except reads of the protocol schema, which the bundler inlines (protocol/schema.ts loads
- * layerswarm.proto at start; scripts/build-browser.mjs defines __LAYERSWARM_PROTO__).
+ * layerswarm.proto at start; scripts/build-browser.mjs defines __LAYERSWARM_PROTO__), and of
+ * in-memory files the browser client registered (a canary bank it fetched), so Node's own
+ * loaders (canary/canary-bank.ts) read them unchanged.
  */
 import { NotInBrowserError } from '../errors.js'
 
@@ -12,10 +14,20 @@ const refuse = (what: string) => (): never => {
   throw new NotInBrowserError(`${what} is not available in the browser (no file system)`)
 }
 
-export const existsSync = (path: string): boolean => typeof path === 'string' && path.endsWith(PROTO)
-export function readFileSync(path: string): string {
+const memoryFiles = new Map<string, Uint8Array>()
+
+/** Make `bytes` readable at `path` (readFileSync) for the rest of this worker's life. */
+export function registerBrowserFile(path: string, bytes: Uint8Array): void {
+  memoryFiles.set(path, bytes)
+}
+
+export const existsSync = (path: string): boolean => typeof path === 'string' && (path.endsWith(PROTO) || memoryFiles.has(path))
+export function readFileSync(path: string, encoding?: string): string | Uint8Array {
   if (typeof path === 'string' && path.endsWith(PROTO)) return __LAYERSWARM_PROTO__
-  return refuse(`reading ${path}`)()
+  const bytes = memoryFiles.get(path)
+  if (bytes === undefined) return refuse(`reading ${path}`)()
+  // a Buffer as Node returns (the bundle's Buffer: shims/globals.ts), over a copy
+  return encoding ? new TextDecoder().decode(bytes) : Buffer.from(bytes)
 }
 export const openSync = refuse('opening a file')
 export const readSync = refuse('reading a file')

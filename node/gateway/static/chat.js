@@ -41,6 +41,11 @@ async function start() {
       ),
       { code: 'ERR_NO_WS_PEERS' }
     )
+  // The canary bank's key comes with the page's address (#bank-key=HEX: a fragment never reaches
+  // the server); without it canaries are off in this tab.
+  const keyHex = new URLSearchParams(location.hash.slice(1)).get('bank-key')
+  const bankKey =
+    keyHex && /^[0-9a-f]{64}$/i.test(keyHex) ? Uint8Array.from(keyHex.match(/../g), (h) => Number.parseInt(h, 16)) : null
   const worker = new Worker('/browser/layerswarm-worker.js', { type: 'module' })
   worker.onerror = (e) => showError('worker', { message: e.message, code: 'ERR_WORKER' })
   worker.onmessage = (e) => onReply(e.data)
@@ -55,7 +60,8 @@ async function start() {
       edgeFirst: info.edge.first,
       edgeLast: info.edge.last,
       wireDtype: 'f32',
-      routeTimeoutMs: 30000
+      routeTimeoutMs: 30000,
+      ...(info.canaryBank && bankKey ? { canaryBank: { url: new URL(info.canaryBank, location.href).href, key: bankKey } } : {})
     }
   })
   $('form').onsubmit = (ev) => {
@@ -100,7 +106,10 @@ function onReply(m) {
         .at(-1)
         ?.map((h) => `${h.peerId.slice(-6)} [${h.start},${h.end})`)
         .join(' → ') ?? ''
-    $('meta').textContent = `${m.tokens.length} tokens through ${hops}; receipts checked: ${m.receipts.checked}`
+    const sent = m.canaries.reduce((n, c) => n + (c.canariesSent ?? 0), 0)
+    const flagged = m.canaries.filter((c) => c.excluded).length
+    const checks = m.canaries.length > 0 ? `canaries sent: ${sent}, peers excluded: ${flagged}` : 'canaries: off (no bank)'
+    $('meta').textContent = `${m.tokens.length} tokens through ${hops}; receipts checked: ${m.receipts.checked}; ${checks}`
     current = null
     $('go').disabled = false
     state('done')
