@@ -4,9 +4,10 @@
  * X25519 in Chromium 133+, Firefox 130+, Safari 17+ and Node 20). Same bytes in and out as the
  * synchronous functions: ciphertext ‖ 16-byte tag, the raw 32-byte shared secret, the same typed
  * errors. Both run the same known-answer vectors (test/crypto/async-primitives.test.ts in Node,
- * test/e2e/browser-chat.test.ts in Chromium). The browser client opens its sealed canary bank
- * with the WebCrypto one; the synchronous call sites (session keys, step tags) use the bundle's
- * node:crypto shim (client/browser/shims/node-crypto.ts), as WebCrypto has no synchronous API.
+ * test/e2e/browser-chat.test.ts in Chromium, where the worker's `kat` self-test runs them).
+ * The SDK's call sites are synchronous (session keys, step tags, sealed snapshots, the canary
+ * bank), so in the browser they run on the bundle's node:crypto shim
+ * (client/browser/shims/node-crypto.ts): WebCrypto has no synchronous API.
  */
 import { AES_KEY_BYTES, GCM_NONCE_BYTES, GCM_TAG_BYTES, open, seal } from './aead.js'
 import { assertBytes } from './encoding.js'
