@@ -94,9 +94,17 @@ describe.skipIf(SKIP)(
       expect(new TextDecoder().decode(await part.arrayBuffer())).toBe('GGUF')
       const bad = await fetch(`${api.gateway.url}/model.gguf`, { headers: { range: 'bytes=999999999-' } })
       expect(bad.status).toBe(416)
-      const info = (await (await fetch(`${api.gateway.url}/browser.json`)).json()) as { bootstrap: string[] }
+      const info = (await (await fetch(`${api.gateway.url}/browser.json`)).json()) as {
+        bootstrap: string[]
+        canaryBank: string | null
+      }
+      expect(info.canaryBank).toBeNull()
       expect(info.bootstrap.length).toBeGreaterThan(0)
       for (const a of info.bootstrap) expect(a).toMatch(/\/ws\/p2p\//)
+      // no bank on this gateway: a typed 404, and the page is told
+      const noBank = await fetch(`${api.gateway.url}/canary-bank`)
+      expect(noBank.status).toBe(404)
+      expect(((await noBank.json()) as { error: { code: string } }).error.code).toBe('no_bank')
     })
 
     it('generates through the 2-node swarm over WebSockets with the same greedy tokens as the CLI', {
@@ -208,6 +216,41 @@ describe.skipIf(SKIP)(
       expect(meta).toContain('peers excluded: 0')
       await page.close()
       rmSync(dir, { recursive: true, force: true })
+    })
+
+    it('a gateway with --api-key: the page says it needs the key, and works with #api-key', { timeout: 120_000 }, async () => {
+      const key = 'browser-test-key-123'
+      const keyed = await runApi(
+        {
+          bootstrap: nodes[0].addrs[0],
+          model: GGUF_PATH,
+          listen: '127.0.0.1:0',
+          apiKey: key,
+          maxConcurrent: 1,
+          edgeFirst: 1,
+          edgeLast: 1,
+          forwarding: 'relay',
+          wire: 'f32',
+          canaryRate: 0,
+          routeTimeout: 20_000,
+          logLevel: 'silent'
+        },
+        createLogger({ level: 'silent' })
+      )
+      try {
+        expect((await fetch(`${keyed.gateway.url}/model.gguf`, { headers: { range: 'bytes=0-3' } })).status).toBe(401)
+        const page = await browser.newPage()
+        await page.goto(`${keyed.gateway.url}/chat`)
+        await page.waitForSelector('#state[data-state="error"]', { timeout: 30_000 })
+        expect(await page.textContent('#meta')).toContain('ERR_API_KEY')
+        await page.goto(`${keyed.gateway.url}/chat#api-key=${key}`)
+        await page.reload()
+        await page.waitForSelector('#state[data-state="ready"], #state[data-state="error"]', { timeout: 90_000 })
+        expect(await page.getAttribute('#state', 'data-state'), `${await page.textContent('#meta')}`).toBe('ready')
+        await page.close()
+      } finally {
+        await keyed.close()
+      }
     })
   }
 )

@@ -25,7 +25,13 @@ async function start() {
       new Error('the page is not cross-origin isolated (COOP/COEP headers missing): WebAssembly shared memory is unavailable'),
       { code: 'ERR_NOT_ISOLATED' }
     )
-  const res = await fetch('/browser.json')
+  // A gateway with --api-key wants it on its data routes: #api-key=KEY (fragments stay in the browser)
+  const fragment = new URLSearchParams(location.hash.slice(1))
+  const apiKey = fragment.get('api-key')
+  const headers = apiKey ? { authorization: `Bearer ${apiKey}` } : {}
+  const res = await fetch('/browser.json', { headers })
+  if (res.status === 401)
+    throw Object.assign(new Error('this gateway needs its API key: open /chat#api-key=KEY'), { code: 'ERR_API_KEY' })
   if (!res.ok) throw Object.assign(new Error(`/browser.json answered HTTP ${res.status}`), { code: 'ERR_GATEWAY' })
   const info = await res.json()
   $('model-name').textContent = info.model.name
@@ -43,7 +49,7 @@ async function start() {
     )
   // The canary bank's key comes with the page's address (#bank-key=HEX: a fragment never reaches
   // the server); without it canaries are off in this tab.
-  const keyHex = new URLSearchParams(location.hash.slice(1)).get('bank-key')
+  const keyHex = fragment.get('bank-key')
   const bankKey =
     keyHex && /^[0-9a-f]{64}$/i.test(keyHex) ? Uint8Array.from(keyHex.match(/../g), (h) => Number.parseInt(h, 16)) : null
   const worker = new Worker('/browser/layerswarm-worker.js', { type: 'module' })
@@ -61,6 +67,7 @@ async function start() {
       edgeLast: info.edge.last,
       wireDtype: 'f32',
       routeTimeoutMs: 30000,
+      headers,
       ...(info.canaryBank && bankKey ? { canaryBank: { url: new URL(info.canaryBank, location.href).href, key: bankKey } } : {})
     }
   })
