@@ -74,7 +74,7 @@ async function start() {
   $('form').onsubmit = (ev) => {
     ev.preventDefault()
     if (current) return
-    current = { id: nextId++, text: '' }
+    current = { id: nextId++, text: '', startedAt: performance.now() }
     const out = $('output')
     out.textContent = ''
     delete out.dataset.tokens
@@ -116,7 +116,9 @@ function onReply(m) {
     const sent = m.canaries.reduce((n, c) => n + (c.canariesSent ?? 0), 0)
     const flagged = m.canaries.filter((c) => c.excluded).length
     const checks = m.canaries.length > 0 ? `canaries sent: ${sent}, peers excluded: ${flagged}` : 'canaries: off (no bank)'
-    $('meta').textContent = `${m.tokens.length} tokens through ${hops}; receipts checked: ${m.receipts.checked}; ${checks}`
+    const seconds = (performance.now() - current.startedAt) / 1000
+    $('meta').textContent =
+      `${m.tokens.length} tokens in ${seconds.toFixed(1)} s through ${hops}; receipts checked: ${m.receipts.checked}; ${checks}`
     current = null
     $('go').disabled = false
     state('done')
