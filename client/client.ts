@@ -127,6 +127,15 @@ export class LayerswarmClient {
     }
   }
 
+  /**
+   * A client over a host and an opened model its caller made (the browser entry: a WebSockets
+   * host and a model whose edge tensors were fetched with HTTP range requests). Closing the
+   * client stops the host and closes the model.
+   */
+  static fromModel(host: Host, model: ModelFile, init: ClientInit): LayerswarmClient {
+    return new LayerswarmClient(host, model, init)
+  }
+
   /** Tokens of context the model holds (prompt and completion together). */
   get contextLength(): number {
     return this.model.config.seqLen
