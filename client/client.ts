@@ -17,7 +17,7 @@ import {
   selectKernelsFor,
   type Tokenizer
 } from '../shards/index.js'
-import { type CanaryBankInit, edgeOnlyModel, openCanaryBank } from './canary-bank-init.js'
+import { edgeOnlyModel, openCanaryBank } from './canary-bank-init.js'
 import { CanaryMonitor } from './canary-monitor.js'
 import type { ClientInit, GenerateOptions, GenerateResult } from './client-types.js'
 import { bundledModelPath } from './default-model.js'
