@@ -17,7 +17,7 @@ import {
   selectKernelsFor,
   type Tokenizer
 } from '../shards/index.js'
-import { type CanaryBankInit, edgeOnlyModel, openCanaryBank } from './canary-bank-init.js'
+import { edgeOnlyModel, openCanaryBank } from './canary-bank-init.js'
 import { CanaryMonitor } from './canary-monitor.js'
 import type { ClientInit, GenerateOptions, GenerateResult } from './client-types.js'
 import { bundledModelPath } from './default-model.js'
@@ -125,6 +125,15 @@ export class LayerswarmClient {
       model.close()
       throw err
     }
+  }
+
+  /**
+   * A client over a host and an opened model its caller made (the browser entry: a WebSockets
+   * host and a model whose edge tensors were fetched with HTTP range requests). Closing the
+   * client stops the host and closes the model.
+   */
+  static fromModel(host: Host, model: ModelFile, init: ClientInit): LayerswarmClient {
+    return new LayerswarmClient(host, model, init)
   }
 
   /** Tokens of context the model holds (prompt and completion together). */

@@ -28,6 +28,7 @@ import type {
 } from '@libp2p/interface'
 import { KEEP_ALIVE } from '@libp2p/interface'
 import { tcp } from '@libp2p/tcp'
+import { webSockets } from '@libp2p/websockets'
 import { multiaddr } from '@multiformats/multiaddr'
 import { createLibp2p, type Libp2p, type ServiceFactoryMap } from 'libp2p'
 import { gossipScoreParams } from './gossip-scoring.js'
@@ -89,6 +90,16 @@ export interface HostInit {
   announce?: string[]
   /** Relay serving, hole punching, AutoNAT, UPnP (protocol/reachability.ts). */
   reachability?: ReachabilityInit
+  /**
+   * Transports (default ['tcp', 'ws']: a node listens on WebSockets when a listen address ends
+   * in /ws). A browser passes ['ws'] (it has no TCP; @libp2p/tcp's browser build throws).
+   */
+  transports?: ReadonlyArray<'tcp' | 'ws'>
+  /**
+   * Dial plain ws:// and private addresses (default false: libp2p's browser connection gater
+   * refuses both). The browser client sets it for the bootstrap list its own gateway served.
+   */
+  dialInsecure?: boolean
 }
 
 export async function createHost(init: HostInit = {}, { signal }: AbortOptions = {}): Promise<Host> {
@@ -117,7 +128,15 @@ export async function createHost(init: HostInit = {}, { signal }: AbortOptions =
     },
     // every host dials /p2p-circuit addresses (peers behind NAT announce those); listening on
     // `/p2p-circuit` reserves a slot on a relay (protocol/reachability.ts)
-    transports: [coalescingTcp(checkLinkDelay(init.linkDelay) ?? linkDelayFromEnv()), relayTransport()],
+    transports: [
+      ...(init.transports ?? ['tcp', 'ws']).map((t) =>
+        t === 'tcp'
+          ? coalescingTcp(checkLinkDelay(init.linkDelay) ?? linkDelayFromEnv())
+          : (webSockets() as unknown as (components: TcpComponents) => Transport)
+      ),
+      relayTransport()
+    ],
+    ...(init.dialInsecure ? { connectionGater: { denyDialMultiaddr: () => false } } : {}),
     connectionEncrypters: [noise()],
     streamMuxers: [
       yamux({

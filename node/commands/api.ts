@@ -44,6 +44,8 @@ export interface ApiOptions {
   readonly canaryBankKey?: string
   readonly routeTimeout: number
   readonly metrics?: string
+  /** Comma-separated ws:// multiaddrs the chat page dials (default: peers' /ws addresses the gateway learnt). */
+  readonly browserBootstrap?: string
   readonly logLevel: LogLevel
 }
 
@@ -107,7 +109,10 @@ export async function runApi(
       contextLength,
       log,
       metrics,
-      maxConcurrent: o.maxConcurrent
+      maxConcurrent: o.maxConcurrent,
+      modelPath,
+      browserBootstrap: o.browserBootstrap ? parseBootstrapList(o.browserBootstrap) : undefined,
+      canaryBankPath: o.canaryBank
     })
     if (metrics && o.metrics) metricsServer = await serveMetrics(o.metrics, metrics.registry)
   } catch (err) {
@@ -184,6 +189,10 @@ export function registerApi(program: Command): void {
         .default(10_000)
     )
     .option('--metrics <host:port>', 'serve Prometheus metrics at http://HOST:PORT/metrics')
+    .option(
+      '--browser-bootstrap <addrs>',
+      'comma-separated ws multiaddrs (/ip4/…/tcp/N/ws/p2p/<id>) the browser chat page (/chat) dials; default: the /ws addresses of the peers the gateway knows'
+    )
   addCanaryBankOptions(cmd)
   addLogLevelOption(cmd)
   withConfig(cmd, { required: ['bootstrap'] })
