@@ -31,6 +31,7 @@ import { createLibp2p, type Libp2p, type ServiceFactoryMap } from 'libp2p'
 import { gossipScoreParams } from './gossip-scoring.js'
 import { PROTOCOL_VERSION } from './ids.js'
 import { DEFAULT_MAX_MESSAGE_BYTES } from './limits.js'
+import { checkLinkDelay, delayWrites, type LinkDelay, linkDelayFromEnv } from './link-delay.js'
 
 /**
  * yamux answers every data frame it receives with a window update as soon as any of the
@@ -76,6 +77,8 @@ export interface HostInit {
   maxConnections?: number
   /** Largest frame our streams accept; sizes the muxer's read buffers (default 64 MiB). */
   maxMessageBytes?: number
+  /** Delay (and pace) every byte this host sends, for WAN benchmarks (default: LAYERSWARM_LINK_DELAY_MS, else none). */
+  linkDelay?: LinkDelay
 }
 
 export async function createHost(init: HostInit = {}, { signal }: AbortOptions = {}): Promise<Host> {
@@ -96,7 +99,7 @@ export async function createHost(init: HostInit = {}, { signal }: AbortOptions =
     privateKey: init.privateKey,
     nodeInfo: { name: 'layerswarm', version: PROTOCOL_VERSION },
     addresses: { listen: init.listen ?? ['/ip4/127.0.0.1/tcp/0'] },
-    transports: [coalescingTcp()],
+    transports: [coalescingTcp(checkLinkDelay(init.linkDelay) ?? linkDelayFromEnv())],
     connectionEncrypters: [noise()],
     streamMuxers: [
       yamux({
@@ -167,15 +170,17 @@ function coalesceWrites(maConn: MultiaddrConnection): MultiaddrConnection {
   return maConn
 }
 
-/** tcp() whose connections (dialled and accepted) coalesce their writes. */
-function coalescingTcp(): (components: TcpComponents) => Transport {
+/** tcp() whose connections (dialled and accepted) coalesce their writes (and are delayed, when asked: link-delay.ts). */
+function coalescingTcp(delay?: LinkDelay): (components: TcpComponents) => Transport {
+  const prepare = (maConn: MultiaddrConnection): MultiaddrConnection =>
+    delay ? delayWrites(coalesceWrites(maConn), delay) : coalesceWrites(maConn)
   const factory = tcp() as unknown as (components: TcpComponents) => Transport
   return (components) => {
     const transport = factory(components)
     const wrap = (upgrader: Upgrader): Upgrader => {
       const wrapped = Object.create(upgrader) as Upgrader
-      wrapped.upgradeInbound = (maConn, opts) => upgrader.upgradeInbound(coalesceWrites(maConn), opts)
-      wrapped.upgradeOutbound = (maConn, opts) => upgrader.upgradeOutbound(coalesceWrites(maConn), opts)
+      wrapped.upgradeInbound = (maConn, opts) => upgrader.upgradeInbound(prepare(maConn), opts)
+      wrapped.upgradeOutbound = (maConn, opts) => upgrader.upgradeOutbound(prepare(maConn), opts)
       return wrapped
     }
     const dial = transport.dial.bind(transport)
