@@ -6,6 +6,8 @@ import type { ReceiptSummary } from './receipts.js'
 import type { Forwarding } from './remote-pipeline.js'
 import type { ReplayEvidence } from './replay-index.js'
 import type { RollbackRecord } from './rollback.js'
+import type { SpeculateMode } from './speculation.js'
+import type { SpeculationStats } from './speculative-decode.js'
 import type { WireReport } from './wire-ledger.js'
 import type { WirePreference } from './wire-negotiation.js'
 
@@ -65,6 +67,8 @@ export interface ClientInit {
   readonly standby?: boolean
   /** Streams hold tokens until their peers have cleared (GenerateOptions.verifiedStream); default off. */
   readonly verifiedStream?: boolean
+  /** Speculative steps: off, ngram, self or draft:<file> (docs/speculation.md); default off (options.ts). */
+  readonly speculate?: SpeculateMode
 }
 
 export interface GenerateOptions extends SamplerOptions {
@@ -86,6 +90,8 @@ export interface GenerateOptions extends SamplerOptions {
   readonly onLogits?: (logits: Float32Array, position: number) => void
   /** The prompt is a chat template's output: its control tokens (`<|eot_id|>`) are tokens, not text. */
   readonly special?: boolean
+  /** Speculative steps for this generation (default ClientInit.speculate). */
+  readonly speculate?: SpeculateMode
 }
 
 export interface VerificationReport {
@@ -118,4 +124,6 @@ export interface GenerateResult {
   readonly report: VerificationReport
   /** Peers convicted by canaries while this generation ran. */
   readonly convicted: string[]
+  /** Speculative steps: drafted and kept tokens, steps (all zero with speculation off). */
+  readonly speculation: SpeculationStats
 }

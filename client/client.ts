@@ -8,7 +8,6 @@ import {
   createShard,
   createTokenizer,
   type Edge,
-  generateTokens,
   InvalidArgumentError,
   type Kernels,
   type ModelFile,
@@ -20,6 +19,7 @@ import {
 import { CanaryMonitor } from './canary-monitor.js'
 import type { ClientInit, GenerateOptions, GenerateResult } from './client-types.js'
 import { bundledModelPath } from './default-model.js'
+import type { DraftModel } from './draft-model.js'
 import { composePipeline } from './edge-pipeline.js'
 import { VerifiedStreamNeedsCanariesError } from './errors.js'
 import type { HopTarget } from './hop.js'
@@ -31,12 +31,15 @@ import {
   DEFAULT_MAX_FAILOVERS,
   DEFAULT_MAX_TOKENS,
   DEFAULT_ROUTE_TIMEOUT_MS,
+  DEFAULT_SPECULATE,
   DEFAULT_STEP_TIMEOUT_MS,
   DEFAULT_WIRE
 } from './options.js'
 import { EMPTY_RECEIPTS, mergeReceipts } from './receipts.js'
 import { CONVICTED_BAN_MS, type Forwarding, RemotePipeline } from './remote-pipeline.js'
 import type { StreamEvent } from './rollback.js'
+import { decodeTokens, parseSpeculate } from './speculation.js'
+import { emptySpeculationStats } from './speculative-decode.js'
 import { type PeerRecord, SwarmView } from './swarm-view.js'
 import { clearPeers, isCleared } from './verified-clear.js'
 import { type Attempt, verifiedTokens } from './verified-stream.js'
@@ -57,6 +60,7 @@ export class LayerswarmClient {
   private readonly last?: Shard
   private readonly ownKernels?: Kernels
   private canaries?: CanaryMonitor
+  private readonly draftModels = new Map<string, DraftModel>()
   readonly span: { first: [number, number]; remote: [number, number]; last: [number, number] }
 
   private constructor(
@@ -164,6 +168,8 @@ export class LayerswarmClient {
     if (verified && !canaries) throw new VerifiedStreamNeedsCanariesError()
     // peers convicted in an earlier run (trust file) stay out of routes, as a new conviction would
     for (const peerId of canaries?.restoredExcluded.splice(0) ?? []) this.view.ban(peerId, CONVICTED_BAN_MS)
+    const speculate = parseSpeculate(options.speculate ?? this.init.speculate ?? DEFAULT_SPECULATE)
+    const speculation = emptySpeculationStats()
     const wireLedger = new WireLedger(this.span.remote[0], this.init.wireDtype ?? DEFAULT_WIRE)
     const remotes: RemotePipeline[] = []
     const open = (kept: readonly number[], remaining: number): Attempt => {
@@ -181,14 +187,18 @@ export class LayerswarmClient {
         close: () => pipeline.close()
       }
       return {
-        tokens: generateTokens({
-          ...options,
-          edge: this.edge,
-          pipeline: tracked,
-          promptTokens: [...promptTokens, ...kept],
-          maxTokens: remaining,
-          stopIds: this.tokenizer.stopIds
-        }),
+        tokens: decodeTokens(
+          speculate,
+          {
+            ...options,
+            edge: this.edge,
+            pipeline: tracked,
+            promptTokens: [...promptTokens, ...kept],
+            maxTokens: remaining,
+            stopIds: this.tokenizer.stopIds
+          },
+          { ...this.draftContext(), stats: speculation }
+        ),
         lastStepPeers: () => peers,
         close: () => pipeline.close()
       }
@@ -253,8 +263,14 @@ export class LayerswarmClient {
         rollbacks,
         wire: wireLedger.report()
       },
-      convicted: [...convicted]
+      convicted: [...convicted],
+      speculation
     }
+  }
+
+  private draftContext() {
+    const { edge, first, last, model, draftModels } = this
+    return { edge, first, last, model, draftModels, kernels: this.init.kernels ?? this.ownKernels }
   }
 
   private remotePipeline(sessionId: string, maxLength: number, forwarding: Forwarding, wireLedger: WireLedger): RemotePipeline {
@@ -284,6 +300,7 @@ export class LayerswarmClient {
   async close(): Promise<void> {
     await this.canaries?.close()
     await this.host.stop()
+    for (const m of this.draftModels.values()) m.close()
     this.ownKernels?.close?.()
     this.model.close()
   }

@@ -40,3 +40,8 @@ export class IdentityExistsError extends NodeError {
 export class IdentityNotFoundError extends NodeError {
   override readonly code = 'IDENTITY_NOT_FOUND'
 }
+
+/** Step batching options (`--max-queued-steps`, `--max-batch-rows`, `--batch-wait-ms`) out of range. */
+export class InvalidBatchOptionsError extends NodeError {
+  override readonly code = 'INVALID_BATCH_OPTIONS'
+}

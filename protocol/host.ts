@@ -33,6 +33,7 @@ import { createLibp2p, type Libp2p, type ServiceFactoryMap } from 'libp2p'
 import { gossipScoreParams } from './gossip-scoring.js'
 import { PROTOCOL_VERSION } from './ids.js'
 import { DEFAULT_MAX_MESSAGE_BYTES } from './limits.js'
+import { checkLinkDelay, delayWrites, type LinkDelay, linkDelayFromEnv } from './link-delay.js'
 import { type ReachabilityInit, reachabilityServices, relayTransport, trackReachability } from './reachability.js'
 
 /**
@@ -86,6 +87,8 @@ export interface HostInit {
   announce?: string[]
   /** Relay serving, hole punching, AutoNAT, UPnP (protocol/reachability.ts). */
   reachability?: ReachabilityInit
+  /** Delay (and pace) every byte this host sends, for WAN benchmarks (default: LAYERSWARM_LINK_DELAY_MS, else none). */
+  linkDelay?: LinkDelay
 }
 
 export async function createHost(init: HostInit = {}, { signal }: AbortOptions = {}): Promise<Host> {
@@ -114,7 +117,7 @@ export async function createHost(init: HostInit = {}, { signal }: AbortOptions =
     },
     // every host dials /p2p-circuit addresses (peers behind NAT announce those); listening on
     // `/p2p-circuit` reserves a slot on a relay (protocol/reachability.ts)
-    transports: [coalescingTcp(), relayTransport()],
+    transports: [coalescingTcp(checkLinkDelay(init.linkDelay) ?? linkDelayFromEnv()), relayTransport()],
     connectionEncrypters: [noise()],
     streamMuxers: [
       yamux({
@@ -186,15 +189,17 @@ function coalesceWrites(maConn: MultiaddrConnection): MultiaddrConnection {
   return maConn
 }
 
-/** tcp() whose connections (dialled and accepted) coalesce their writes. */
-function coalescingTcp(): (components: TcpComponents) => Transport {
+/** tcp() whose connections (dialled and accepted) coalesce their writes (and are delayed, when asked: link-delay.ts). */
+function coalescingTcp(delay?: LinkDelay): (components: TcpComponents) => Transport {
+  const prepare = (maConn: MultiaddrConnection): MultiaddrConnection =>
+    delay ? delayWrites(coalesceWrites(maConn), delay) : coalesceWrites(maConn)
   const factory = tcp() as unknown as (components: TcpComponents) => Transport
   return (components) => {
     const transport = factory(components)
     const wrap = (upgrader: Upgrader): Upgrader => {
       const wrapped = Object.create(upgrader) as Upgrader
-      wrapped.upgradeInbound = (maConn, opts) => upgrader.upgradeInbound(coalesceWrites(maConn), opts)
-      wrapped.upgradeOutbound = (maConn, opts) => upgrader.upgradeOutbound(coalesceWrites(maConn), opts)
+      wrapped.upgradeInbound = (maConn, opts) => upgrader.upgradeInbound(prepare(maConn), opts)
+      wrapped.upgradeOutbound = (maConn, opts) => upgrader.upgradeOutbound(prepare(maConn), opts)
       return wrapped
     }
     const dial = transport.dial.bind(transport)

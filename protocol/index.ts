@@ -17,6 +17,7 @@ export * from './host.js'
 export * from './ids.js'
 export * from './info.js'
 export * from './limits.js'
+export * from './link-delay.js'
 export {
   type DecodeOptions,
   decodeInfoRequest,
@@ -37,7 +38,8 @@ export {
 } from './reachability.js'
 export * from './receipt.js'
 export { protoPath } from './schema.js'
-export * from './session-messages.js'
+export * from './session-request-codec.js'
+export * from './session-response-codec.js'
 export * from './session-stream.js'
 export * from './step-trace.js'
 export * from './tensor-codec.js'

@@ -4,8 +4,10 @@ import { DEFAULT_CANARY_RATE } from '../../canary/index.js'
 import {
   type BootstrapError,
   createClient,
+  DEFAULT_SPECULATE,
   parseBootstrapList,
   parseWirePreference,
+  type SpeculateMode,
   WIRE_CLI_CHOICES,
   type WireChoice
 } from '../../client/index.js'
@@ -18,7 +20,7 @@ import { Metrics, type MetricsServer, serveMetrics } from '../metrics.js'
 import { defaultModelPath } from '../paths.js'
 import { checkReadableFile, listenError } from './checks.js'
 import { warn } from './cli-exit.js'
-import { float, int } from './options.js'
+import { float, int, SPECULATE_HELP, speculateOption } from './options.js'
 
 export interface ApiOptions {
   readonly bootstrap: string
@@ -34,6 +36,8 @@ export interface ApiOptions {
   /** auto, f32, f16, q8_0 (or its deprecated name int8): see client/wire-negotiation.ts. */
   readonly wire: WireChoice
   readonly canaryRate: number
+  /** Speculative steps of every generation (client/speculation.ts). */
+  readonly speculate?: SpeculateMode
   readonly routeTimeout: number
   readonly metrics?: string
   readonly logLevel: LogLevel
@@ -72,6 +76,7 @@ export async function runApi(
     wireDtype: parseWirePreference(o.wire),
     routeTimeoutMs: o.routeTimeout,
     canaries: o.canaryRate > 0 ? { rate: o.canaryRate } : false,
+    speculate: o.speculate,
     log: eventLog(log.child({ component: 'client' }))
   })
   // one look at the swarm now, so a bad bootstrap address is reported at start, not per request
@@ -151,6 +156,7 @@ export function registerApi(program: Command): void {
         .choices(['relay', 'chain'])
         .default('relay')
     )
+    .addOption(new Option('--speculate <mode>', SPECULATE_HELP).argParser(speculateOption).default(DEFAULT_SPECULATE))
     .addOption(
       new Option(
         '--wire <dtype>',

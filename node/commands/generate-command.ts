@@ -1,6 +1,6 @@
 import { type Command, Option } from 'commander'
 import { DEFAULT_CANARY_RATE } from '../../canary/index.js'
-import { parseBootstrapList } from '../../client/index.js'
+import { DEFAULT_SPECULATE, parseBootstrapList } from '../../client/index.js'
 import { DEFAULT_KV_DTYPE, KV_DTYPES } from '../../shards/index.js'
 import { jsonSafe } from '../gateway/report.js'
 import { clientTrustFile } from '../identity.js'
@@ -9,7 +9,7 @@ import { checkReadableFile } from './checks.js'
 import { BadOptionError } from './errors.js'
 import { runLocalGenerate } from './generate.js'
 import { runRemoteGenerate, WIRE_CLI_CHOICES } from './generate-remote.js'
-import { float, int } from './options.js'
+import { float, int, SPECULATE_HELP, speculateOption } from './options.js'
 import { addVerificationOptions, verificationOptions } from './verification-options.js'
 
 /** `layerswarm generate`: local, or through a swarm with --bootstrap. */
@@ -105,6 +105,11 @@ export function registerGenerate(program: Command): void {
       'with --snapshot-every: per span, a standby peer not on the route imports every sealed delta and takes over when a hop dies',
       false
     )
+    .addOption(
+      new Option('--speculate <mode>', `with --bootstrap: ${SPECULATE_HELP}`)
+        .argParser((v: string) => speculateOption(v))
+        .default(DEFAULT_SPECULATE)
+    )
     .option(
       '--verbose',
       'with --bootstrap: log routing and failover events to stderr, and explain a missing route (peers dialled, which answered, blocks missing)',
@@ -116,6 +121,7 @@ export function registerGenerate(program: Command): void {
       // every input checked before any work: one typed line instead of a trace from deep inside
       const model = checkReadableFile(opts.model ?? defaultModelPath(), '--model')
       if (opts.tokenizer !== undefined) checkReadableFile(opts.tokenizer, '--tokenizer')
+      if (String(opts.speculate).startsWith('draft:')) checkReadableFile(String(opts.speculate).slice(6), '--speculate draft:')
       const bootstrap = opts.bootstrap !== undefined ? parseBootstrapList(String(opts.bootstrap)) : undefined
       // a kept identity keeps its trust records (and so the canary secret) beside it (docs/networking.md)
       if (opts.identity !== undefined && opts.trustFile === undefined) opts.trustFile = clientTrustFile(opts.identity)
@@ -154,6 +160,7 @@ export function registerGenerate(program: Command): void {
               trustFile: opts.trustFile,
               snapshotEvery: opts.snapshotEvery,
               standby: opts.standby,
+              speculate: opts.speculate,
               verbose: opts.verbose,
               kvDType: opts.kvDtype,
               ...verificationOptions(opts),

@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs'
-import type { Forwarding, LayerswarmClient, RouteWaitProgress } from '../../client/index.js'
+import type { Forwarding, LayerswarmClient, RouteWaitProgress, SpeculateMode } from '../../client/index.js'
 import { createClient, type GenerateResult, NoRouteError, parseWirePreference, type WireChoice } from '../../client/index.js'
 import { reachabilityOf } from '../../protocol/index.js'
 import { type GgufValue, type KvDType, openModelFile } from '../../shards/index.js'
@@ -49,6 +49,8 @@ export interface RemoteGenerateOptions {
   /** Sealed KV deltas every this many positions (0: off), and standby peers fed with them. */
   snapshotEvery?: number
   standby?: boolean
+  /** Speculative steps (client/speculation.ts). */
+  speculate?: SpeculateMode
   json: boolean
   /** On a failed route, explain it on stderr (peers dialled, which answered, blocks missing). */
   verbose?: boolean
@@ -130,6 +132,7 @@ export async function runRemoteGenerate(
     onCanaryBuild: canaryProgress(),
     snapshotEvery: o.snapshotEvery,
     standby: o.standby,
+    speculate: o.speculate,
     kvDType: o.kvDType,
     log: o.log
   })
