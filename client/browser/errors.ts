@@ -3,7 +3,7 @@
  * They are also what the chat page shows: each message says what to fix.
  */
 export class BrowserClientError extends Error {
-  readonly code: string = 'ERR_BROWSER_CLIENT'
+  readonly code: string = 'BROWSER_CLIENT'
   constructor(message: string, options?: ErrorOptions) {
     super(message, options)
     this.name = new.target.name
@@ -12,20 +12,20 @@ export class BrowserClientError extends Error {
 
 /** The model URL answered an HTTP error, or the network failed. */
 export class ModelFetchError extends BrowserClientError {
-  override readonly code = 'ERR_MODEL_FETCH'
+  override readonly code = 'MODEL_FETCH'
 }
 
 /** The server ignored the Range header (200 with the whole file) or sent the wrong range. */
 export class RangeNotSupportedError extends BrowserClientError {
-  override readonly code = 'ERR_RANGE_NOT_SUPPORTED'
+  override readonly code = 'RANGE_NOT_SUPPORTED'
 }
 
 /** A read asked for bytes that were not fetched (a tensor outside the client's edge). */
 export class RangeNotFetchedError extends BrowserClientError {
-  override readonly code = 'ERR_RANGE_NOT_FETCHED'
+  override readonly code = 'RANGE_NOT_FETCHED'
 }
 
 /** A Node-only facility (files, worker threads, the native addon) was called in the browser. */
 export class NotInBrowserError extends BrowserClientError {
-  override readonly code = 'ERR_NOT_IN_BROWSER'
+  override readonly code = 'NOT_IN_BROWSER'
 }

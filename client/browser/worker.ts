@@ -47,7 +47,7 @@ let browser: Promise<BrowserClient> | undefined
 
 function errorReply(err: unknown, id?: number): WorkerReply {
   const e = err as { code?: string; message?: string }
-  return { type: 'error', id, code: e?.code ?? 'ERR_UNKNOWN', message: e?.message ?? String(err) }
+  return { type: 'error', id, code: e?.code ?? 'UNKNOWN', message: e?.message ?? String(err) }
 }
 
 async function generate(req: Extract<WorkerRequest, { type: 'generate' }>): Promise<void> {

@@ -47,10 +47,10 @@ export class DoctorFailedError extends CliError {
 
 /** `--use-relay`: no relay among the connected peers granted a reservation in time (the node serves on, unreachable from outside its network until one does). */
 export class NoRelayReservationError extends CliError {
-  override readonly code = 'ERR_NO_RELAY_RESERVATION'
+  override readonly code = 'NO_RELAY_RESERVATION'
 }
 
 /** `join`: the node it runs exited on its own (a bad option, a crash); join stops too. */
 export class JoinedNodeExitedError extends CliError {
-  override readonly code = 'ERR_JOINED_NODE_EXITED'
+  override readonly code = 'JOINED_NODE_EXITED'
 }

@@ -63,7 +63,7 @@ describe('openModelUrl', () => {
       RangeNotSupportedError
     )
     await expect(openModelUrl({ url: `${base}/missing.gguf`, edgeFirst: 1, edgeLast: 1 })).rejects.toMatchObject({
-      code: 'ERR_MODEL_FETCH'
+      code: 'MODEL_FETCH'
     })
   })
 })

@@ -242,7 +242,7 @@ describe.skipIf(SKIP)(
         const page = await browser.newPage()
         await page.goto(`${keyed.gateway.url}/chat`)
         await page.waitForSelector('#state[data-state="error"]', { timeout: 30_000 })
-        expect(await page.textContent('#meta')).toContain('ERR_API_KEY')
+        expect(await page.textContent('#meta')).toContain('API_KEY')
         await page.goto(`${keyed.gateway.url}/chat#api-key=${key}`)
         await page.reload()
         await page.waitForSelector('#state[data-state="ready"], #state[data-state="error"]', { timeout: 90_000 })

@@ -23,7 +23,7 @@ async function start() {
   if (!self.crossOriginIsolated)
     throw Object.assign(
       new Error('the page is not cross-origin isolated (COOP/COEP headers missing): WebAssembly shared memory is unavailable'),
-      { code: 'ERR_NOT_ISOLATED' }
+      { code: 'NOT_ISOLATED' }
     )
   // A gateway with --api-key wants it on its data routes: #api-key=KEY (fragments stay in the browser)
   const fragment = new URLSearchParams(location.hash.slice(1))
@@ -31,21 +31,21 @@ async function start() {
   const headers = apiKey ? { authorization: `Bearer ${apiKey}` } : {}
   const res = await fetch('/browser.json', { headers })
   if (res.status === 401)
-    throw Object.assign(new Error('this gateway needs its API key: open /chat#api-key=KEY'), { code: 'ERR_API_KEY' })
-  if (!res.ok) throw Object.assign(new Error(`/browser.json answered HTTP ${res.status}`), { code: 'ERR_GATEWAY' })
+    throw Object.assign(new Error('this gateway needs its API key: open /chat#api-key=KEY'), { code: 'API_KEY' })
+  if (!res.ok) throw Object.assign(new Error(`/browser.json answered HTTP ${res.status}`), { code: 'GATEWAY' })
   const info = await res.json()
   $('model-name').textContent = info.model.name
   $('model-id').textContent = info.model.id
   if (!info.model.gguf)
     throw Object.assign(new Error('the browser client reads GGUF models only; this gateway serves another format'), {
-      code: 'ERR_NOT_GGUF'
+      code: 'NOT_GGUF'
     })
   if (info.bootstrap.length === 0)
     throw Object.assign(
       new Error(
         'the gateway knows no peer with a /ws address: start nodes with --listen /ip4/…/tcp/N/ws, or pass layerswarm api --browser-bootstrap'
       ),
-      { code: 'ERR_NO_WS_PEERS' }
+      { code: 'NO_WS_PEERS' }
     )
   // The canary bank's key comes with the page's address (#bank-key=HEX: a fragment never reaches
   // the server); without it canaries are off in this tab.
@@ -53,7 +53,7 @@ async function start() {
   const bankKey =
     keyHex && /^[0-9a-f]{64}$/i.test(keyHex) ? Uint8Array.from(keyHex.match(/../g), (h) => Number.parseInt(h, 16)) : null
   const worker = new Worker('/browser/layerswarm-worker.js', { type: 'module' })
-  worker.onerror = (e) => showError('worker', { message: e.message, code: 'ERR_WORKER' })
+  worker.onerror = (e) => showError('worker', { message: e.message, code: 'WORKER' })
   worker.onmessage = (e) => onReply(e.data)
   // for tools and tests (the known-answer self-test: post { type: 'kat', vectors })
   self.layerswarmWorker = worker
