@@ -1,5 +1,4 @@
 import { InvalidArgumentError } from './errors.js'
-import { isModelFileType, MODEL_FILE_TYPES } from './quant/file-types.js'
 
 // Shapes of the random-weight models (shards/random-model.ts): the named ones and the
 // `dim,layers,heads,kvHeads,ffn,vocab[,tied]` spelling of make-model --shape.
