@@ -27,6 +27,14 @@ export {
   sessionSteps
 } from './calibrate.js'
 export {
+  CANARY_BANK_KEY_BYTES,
+  canaryBankModelId,
+  loadBankKey,
+  loadCanaryBank,
+  loadOrCreateBankKey,
+  saveCanaryBank
+} from './canary-bank.js'
+export {
   CANARY_FILE_VERSION,
   type LoadCanarySetExpect,
   loadCanarySet,

@@ -1,7 +1,9 @@
 import {
   type AdaptiveRate,
   benignClassKey,
+  CanaryBankMismatchError,
   type CanarySet,
+  type CanaryTraces,
   createAdaptiveRate,
   createDetector,
   createRandom,
@@ -86,6 +88,8 @@ export class CanaryMonitor {
       maxLength: number
       kernels?: Kernels
       log?: (e: Record<string, unknown>) => void
+      /** A canary bank (a thin client's canaries): no canary is built on the client. */
+      bank?: CanaryTraces
       /** Progress of building a canary set: (boundary, canaries built, canaries in the set). */
       onBuild?: (boundary: number, built: number, total: number) => void
     }
@@ -102,7 +106,11 @@ export class CanaryMonitor {
         : (options.secret ?? (options.secretFile ? loadOrCreateSecret(options.secretFile) : randomSecret()))
     const seed = secret ? secretSeed(secret, 'traces') : options.seed
     this.random = createRandom(secret ? secretSeed(secret, 'mixing') : (options.seed ?? Date.now()))
+    if (options.bank && options.bank.modelId !== modelId) {
+      throw new CanaryBankMismatchError(`the canary bank was built for model ${options.bank.modelId}, not ${modelId}`)
+    }
     this.material = new CanaryMaterial(model, {
+      bank: options.bank,
       kernels: options.kernels,
       prompts: options.prompts,
       promptsFrom: secret

@@ -7,6 +7,7 @@ import { HopSession, type HopTarget } from './hop.js'
 import { KvRecovery } from './kv-recovery.js'
 import { CanaryObserver, type Exclusion, type PipelineObserver, type PipelineState } from './pipeline-observer.js'
 import { ReceiptLedger } from './receipts.js'
+import { randomSessionId } from './session-id.js'
 import { type Forwarding, StepTransport, stepDeadline, tagged } from './step-transport.js'
 import type { SwarmView } from './swarm-view.js'
 import type { WireLedger } from './wire-ledger.js'
@@ -65,7 +66,14 @@ export class RemotePipeline implements BlockPipeline {
   private hops: HopSession[] | undefined
   private history = new Float32Array(0)
   private length = 0
-  private connects = 0
+  /**
+   * Each route gets its own random session id on its hops (randomSessionId): a hop that survived
+   * a failover may still hold the old session (its close is best effort), so ids must not
+   * collide, and no hop may guess the next one from an id it saw (issue #17: squatting).
+   */
+  private nextSessionId = randomSessionId()
+  /** Positions no later step rewinds (speculative steps' drafts are not, until kept). */
+  private committed = 0
   failovers = 0
   /** Every hop's signed receipt is checked here (and goes to the canary monitor's replay index). */
   readonly receipts: ReceiptLedger
@@ -98,14 +106,31 @@ export class RemotePipeline implements BlockPipeline {
     })
     this.observers = [this.kv]
     if (init.canaries) this.observers.push(new CanaryObserver(init.canaries, { sessionId, forwarding, maxLength }))
-    this.transport = new StepTransport({ dim, forwarding, sessionId, receipts: this.receipts, log, observers: this.observers })
+    this.transport = new StepTransport({
+      dim,
+      forwarding,
+      sessionId,
+      receipts: this.receipts,
+      log,
+      observers: this.observers,
+      onHopTime: (peerId, ms, rows, blocks) => view.load.observe(peerId, ms, blocks, rows, view.rttOf(peerId))
+    })
   }
 
   get route(): HopTarget[] {
     return this.routes[this.routes.length - 1] ?? []
   }
 
-  async forward(hidden: Float32Array, startPos: number, { signal }: AbortOptions = {}): Promise<Float32Array> {
+  /**
+   * `committedRows`: only the step's first rows are final (a speculative step's drafted rows may
+   * be rewound by the next step: client/speculative-decode.ts); default all. Observers see the
+   * session's length up to the final rows only, so sealed snapshots never hold a rewound position.
+   */
+  async forward(
+    hidden: Float32Array,
+    startPos: number,
+    { signal, committedRows }: AbortOptions & { committedRows?: number } = {}
+  ): Promise<Float32Array> {
     let lastErr: unknown
     for (let attempt = 0; attempt <= this.init.maxFailovers; attempt++) {
       signal?.throwIfAborted()
@@ -114,6 +139,7 @@ export class RemotePipeline implements BlockPipeline {
         if (!this.hops) await this.connect(startPos, { signal })
         const out = await this.transport.run(this.hops!, this.route, hidden, startPos, () => this.deadline(signal))
         this.remember(hidden, startPos)
+        this.committed = Math.min(this.length, startPos + (committedRows ?? hidden.length / this.init.dim))
         await this.stepDone(startPos, hidden.length / this.init.dim, { signal })
         return out
       } catch (err) {
@@ -172,17 +198,9 @@ export class RemotePipeline implements BlockPipeline {
       route: this.route,
       hops: this.hops ?? [],
       history: this.history,
-      length: this.length,
-      nextSessionId: this.sessionIdOf(this.connects + 1)
+      length: this.committed,
+      nextSessionId: this.nextSessionId
     }
-  }
-
-  /**
-   * Each route gets its own session id on the hops: a hop that survived a failover may still
-   * hold the old session (its close is best effort), and the new one must not collide with it.
-   */
-  private sessionIdOf(connect: number): string {
-    return `${this.init.sessionId}.${connect}`
   }
 
   private remember(hidden: Float32Array, startPos: number): void {
@@ -226,8 +244,9 @@ export class RemotePipeline implements BlockPipeline {
         { preference: this.init.wireDtype, chained: this.init.forwarding === 'chain' },
         options
       ))
-    this.connects++
-    const sessionId = this.sessionIdOf(this.connects)
+    // the id standbys were opened with (state().nextSessionId); the one after it is fresh
+    const sessionId = this.nextSessionId
+    this.nextSessionId = randomSessionId()
     const chain = this.init.forwarding === 'chain'
     const hops: HopSession[] = []
     try {
@@ -259,6 +278,8 @@ export class RemotePipeline implements BlockPipeline {
     this.init.log?.({
       event: 'route',
       sessionId: this.init.sessionId,
+      // the route's own id on its hops (random per connect): tests check it cannot be predicted
+      hopSessionId: sessionId,
       forwarding: this.init.forwarding,
       route: route.map((h) => ({ peerId: h.peerId, start: h.start, end: h.end, wire: h.wireDtype }))
     })

@@ -139,7 +139,7 @@ void matvec(const Desc& d, int type, const uint8_t* w, float* out, int rows, int
 
 // Rows [r0, r1) of the qkv projection: wqkv's rows, then (when Wv is separate) Wv's.
 void matvecQkv(const Desc& d, uint8_t* base, float* out, int rows, int cols, int r0, int r1) {
-  const int split = d.hasWv ? d.dim + d.kvDim : rows;
+  const int split = d.hasWv ? d.qDim + d.kvDim : rows;
   if (r0 < split) matvec(d, d.type[0], base + d.wqkv, out, rows, cols, r0, r1 < split ? r1 : split);
   if (r1 > split) {
     // Wv's own row numbering, written from column `split` of out (the kernels use rows only
