@@ -132,7 +132,10 @@ describe('createDetector (Wald SPRT with a GLR over tamper rates)', () => {
     expect(() => createDetector({ benign: model, bound: 0.001 })).toThrow(CanaryArgumentError)
     expect(() => createDetector({ benign: model, rates: [1.5] })).toThrow(CanaryArgumentError)
     const d = defaultBenignModel()
-    expect(Object.keys(d.classes).sort()).toEqual(['*', 'f16', 'f32', 'q8_0'])
+    // per wire, and per wire with quantised weights (/qw) and a q8_0 KV cache (/kv-q8_0): benignClassKey
+    const wires = ['f16', 'f32', 'q8_0']
+    const keys = wires.flatMap((w) => [w, `${w}/kv-q8_0`, `${w}/qw`, `${w}/qw/kv-q8_0`])
+    expect(Object.keys(d.classes).sort()).toEqual(['*', ...keys].sort())
   })
 })
 
