@@ -11,9 +11,12 @@ const BENCHES: Record<string, () => Promise<BenchMain>> = {
   churn: async () => (await import('./churn.js')).main,
   failover: async () => (await import('./failover.js')).main,
   hop: async () => (await import('./hop.js')).main,
+  load: async () => (await import('./load.js')).main,
   seal: async () => (await import('./seal.js')).main,
   engine: async () => (await import('./engine.js')).main,
+  'family-speed': async () => (await import('./family-speed.js')).main,
   crosscheck: async () => (await import('./crosscheck/run.js')).main,
+  discovery: async () => (await import('./discovery.js')).main,
   'node-memory': async () => (await import('./node-memory.js')).main,
   kernels: async () => async (argv) => {
     const { runKernelBench } = await import('./kernels.js')
@@ -22,6 +25,7 @@ const BENCHES: Record<string, () => Promise<BenchMain>> = {
   swarm: async () => (await import('./swarm.js')).main,
   'swarm-canary': async () => (await import('./swarm-canary.js')).main,
   'verified-stream': async () => (await import('./verified-stream.js')).main,
+  wan: async () => (await import('./wan.js')).main,
   wire: async () => (await import('./wire.js')).main
 }
 

@@ -34,3 +34,28 @@ export class CorruptCanarySetError extends CanaryError {
 export class InvalidDriftModelError extends CanaryError {
   override readonly code = 'INVALID_DRIFT_MODEL'
 }
+
+/** A canary bank key file that does not hold a 32-byte hex key, or cannot be read. */
+export class CanaryBankKeyError extends CanaryError {
+  override readonly code = 'ERR_CANARY_BANK_KEY'
+}
+
+/** A canary bank the key does not open (another key, or the sealed bytes were altered). */
+export class CanaryBankLockedError extends CanaryError {
+  override readonly code = 'ERR_CANARY_BANK_LOCKED'
+}
+
+/** A canary bank built for another model. */
+export class CanaryBankMismatchError extends CanaryError {
+  override readonly code = 'ERR_CANARY_BANK_MISMATCH'
+}
+
+/** A file that is not a canary bank, truncated, or of an unknown format. */
+export class CorruptCanaryBankError extends CanaryError {
+  override readonly code = 'ERR_CANARY_BANK_CORRUPT'
+}
+
+/** A canary bank without the states at a block boundary the client's route needs. */
+export class CanaryBankLevelError extends CanaryError {
+  override readonly code = 'ERR_CANARY_BANK_LEVEL'
+}

@@ -12,6 +12,7 @@ export {
 export {
   BENIGN_PROFILES,
   type BenignProfile,
+  benignClassKey,
   type CalibrateOptions,
   type Calibration,
   type CalibrationTarget,
@@ -20,10 +21,19 @@ export {
   endsAfter,
   type PeerSession,
   profileKernels,
+  quantizedWeights,
   runPeerSession,
   sessionDrifts,
   sessionSteps
 } from './calibrate.js'
+export {
+  CANARY_BANK_KEY_BYTES,
+  canaryBankModelId,
+  loadBankKey,
+  loadCanaryBank,
+  loadOrCreateBankKey,
+  saveCanaryBank
+} from './canary-bank.js'
 export {
   CANARY_FILE_VERSION,
   type LoadCanarySetExpect,
@@ -44,7 +54,7 @@ export {
   inputFor,
   referenceFor
 } from './canary-set.js'
-export { calibrateDefault, calibrationRandomModels, defaultBenignModel } from './default-model.js'
+export { calibrateDefault, calibrationQuantizedModels, calibrationRandomModels, defaultBenignModel } from './default-model.js'
 export {
   createDetector,
   DEFAULT_RATES,

@@ -1,5 +1,6 @@
 import {
   buildCanaryTraces,
+  CanaryBankLevelError,
   type CanarySet,
   type CanaryTraces,
   canarySetFromTraces,
@@ -58,6 +59,11 @@ export class CanaryMaterial {
       /** Made on first use when `prompts` is not given (secret canaries: client/canary-secret.ts). */
       readonly promptsFrom?: () => readonly string[]
       readonly seed?: number
+      /**
+       * A canary bank (canary/canary-bank.ts): traces built elsewhere, so the client never runs
+       * the blocks it does not hold (a thin client). Its canaries' length sets `length`.
+       */
+      readonly bank?: CanaryTraces
       /** Positions per canary (default max(256, maxLength), capped by the context). */
       readonly length?: number
       readonly maxLength: number
@@ -65,7 +71,10 @@ export class CanaryMaterial {
     }
   ) {
     const seqLen = model.config.seqLen
-    this.length = Math.min(seqLen, o.length ?? Math.max(DEFAULT_CANARY_LENGTH, o.maxLength))
+    this.length = o.bank
+      ? Math.min(...o.bank.traces.map((t) => t.tokens.length))
+      : Math.min(seqLen, o.length ?? Math.max(DEFAULT_CANARY_LENGTH, o.maxLength))
+    if (o.bank) this.traces = o.bank
     this.planner = createDecoyPlanner({ seed: o.seed ?? 1 })
     this.standIn = createDecoyPlanner({ seed: (o.seed ?? 1) + 1, history: 1 })
   }
@@ -79,6 +88,9 @@ export class CanaryMaterial {
     let set = this.sets.get(boundary)
     if (set) return set
     const n = this.model.config.nLayers
+    if (this.o.bank && this.o.bank.traces.some((t) => t.states[boundary] === undefined)) {
+      throw new CanaryBankLevelError(`the canary bank holds no states at block boundary ${boundary}: rebuild it with that level`)
+    }
     if (!this.traces || this.traces.traces[0].states[boundary] === undefined) {
       // Building runs the whole model over every canary, token by token (sampled continuation),
       // so the default set is small (4 canaries); a longer-lived client can pass more prompts.

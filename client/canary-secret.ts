@@ -83,9 +83,10 @@ export function secretPrompts(model: ModelFile, secret: Uint8Array, o: SecretPro
     for (let i = 0; i < o.count; i++) {
       const sampler = createSampler({ temperature: 1, seed: secretSeed(secret, `prompt-${i}`) })
       const len = length()
-      // a random start: the prompt is cut from the middle of a sampled text, not its opening
-      const skip = rnd.int(Math.max(1, Math.min(32, model.config.seqLen - len - 2)))
-      const total = Math.min(model.config.seqLen - 1, skip + len)
+      // Sampled well past the prompt's length, so it can start at a later sentence: real prompts
+      // open a sentence, and a peer holding block 0 scores the first token after BOS (a cut in
+      // mid-sentence was told from real prompts at AUROC 0.77: test/canary/indistinguishable-content).
+      const total = Math.min(model.config.seqLen - 1, len + 48)
       const id = `canary-prompt-${i}`
       shard.openSession(id, { maxLength: total + 1 })
       const tokens = [tokenizer.bosId]
@@ -102,7 +103,11 @@ export function secretPrompts(model: ModelFile, secret: Uint8Array, o: SecretPro
       } finally {
         shard.closeSession(id)
       }
-      const text = tokenizer.decode(tokens.slice(1 + skip)).trim()
+      // a random start among the sentence openings (the text's first token, or one after . ! ?)
+      const starts = [1]
+      for (let k = 2; k + len <= tokens.length; k++) if (/[.!?]["']?\s*$/.test(tokenizer.decode([tokens[k - 1]]))) starts.push(k)
+      const skip = starts[rnd.int(starts.length)] - 1
+      const text = tokenizer.decode(tokens.slice(1 + skip, 1 + skip + len)).trim()
       out.push(text.length > 0 ? text : tokenizer.decode(tokens.slice(1)).trim() || 'a')
     }
   } finally {
@@ -117,8 +122,13 @@ function corpusExcerpts(corpus: readonly string[], rnd: Random, count: number, l
   const out: string[] = []
   for (let i = 0; i < count; i++) {
     const words = texts[rnd.int(texts.length)]
-    const n = Math.min(words.length, Math.max(1, Math.round(length() * 0.75))) // ~4 tokens per 3 words
-    const start = rnd.int(words.length - n + 1)
+    // a random sentence opening (real prompts open a sentence), then a random length
+    const starts = words.flatMap((w, k) => (k === 0 || /[.!?]["']?$/.test(words[k - 1]) ? [k] : []))
+    const start = starts[rnd.int(starts.length)]
+    let n = Math.min(words.length - start, Math.max(1, Math.round(length() * 0.75))) // ~4 tokens per 3 words
+    // ... to the end of that sentence: a real prompt's prefill is whole sentences, and a decoy's
+    // prefill (as long as a real one) should not run on into the model's continuation
+    while (start + n < words.length && !/[.!?]["']?$/.test(words[start + n - 1])) n++
     out.push(words.slice(start, start + n).join(' '))
   }
   return out

@@ -1,16 +1,33 @@
 // What a client is made from, what generate() and stream() take, and what they return.
+import type { PrivateKey } from '@libp2p/interface'
 import type { Kernels, KvDType, SamplerOptions } from '../shards/index.js'
+import type { CanaryBankInit } from './canary-bank-init.js'
 import type { CanaryEvidence, CanaryOptions, CanaryPeerReport } from './canary-monitor.js'
 import type { ReceiptSummary } from './receipts.js'
 import type { Forwarding } from './remote-pipeline.js'
 import type { ReplayEvidence } from './replay-index.js'
 import type { RollbackRecord } from './rollback.js'
+import type { SpeculateMode } from './speculation.js'
+import type { SpeculationStats } from './speculative-decode.js'
 import type { WireReport } from './wire-ledger.js'
 import type { WirePreference } from './wire-negotiation.js'
 
 export interface ClientInit {
   /** Multiaddrs (with /p2p/<id>) of swarm peers to join through. */
   readonly bootstrap: readonly string[]
+  /**
+   * The client's libp2p identity (default: a fresh one per client). A kept key (the CLI's
+   * `--identity`) makes the client the same peer across runs: nodes see one owner of its sessions,
+   * and sealed KV snapshots stay bound to it.
+   */
+  readonly privateKey?: PrivateKey
+  /**
+   * Addresses the client listens on (default none: it only dials). A client with a public
+   * address lets a node behind NAT that it reached through a relay dial it back directly (DCUtR).
+   */
+  readonly listen?: readonly string[]
+  /** Addresses to tell peers instead (libp2p announces a public listen address only once AutoNAT confirmed it). */
+  readonly announce?: readonly string[]
   /**
    * The model file: the client runs its edge parts and checks peers serve the same model id
    * (default: the bundled stories260K.gguf, as the CLI's).
@@ -51,6 +68,13 @@ export interface ClientInit {
   readonly standby?: boolean
   /** Streams hold tokens until their peers have cleared (GenerateOptions.verifiedStream); default off. */
   readonly verifiedStream?: boolean
+  /** Speculative steps: off, ngram, self or draft:<file> (docs/speculation.md); default off (options.ts). */
+  readonly speculate?: SpeculateMode
+  /**
+   * A canary bank (`layerswarm canary build`): canaries come from it, and the client reads no
+   * weight of the blocks it does not run (a thin client; client/canary-bank-init.ts).
+   */
+  readonly canaryBank?: CanaryBankInit
 }
 
 export interface GenerateOptions extends SamplerOptions {
@@ -72,6 +96,8 @@ export interface GenerateOptions extends SamplerOptions {
   readonly onLogits?: (logits: Float32Array, position: number) => void
   /** The prompt is a chat template's output: its control tokens (`<|eot_id|>`) are tokens, not text. */
   readonly special?: boolean
+  /** Speculative steps for this generation (default ClientInit.speculate). */
+  readonly speculate?: SpeculateMode
 }
 
 export interface VerificationReport {
@@ -104,4 +130,6 @@ export interface GenerateResult {
   readonly report: VerificationReport
   /** Peers convicted by canaries while this generation ran. */
   readonly convicted: string[]
+  /** Speculative steps: drafted and kept tokens, steps (all zero with speculation off). */
+  readonly speculation: SpeculationStats
 }

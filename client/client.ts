@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto'
 import type { AbortOptions } from '@libp2p/interface'
+import type { CanaryTraces } from '../canary/index.js'
 import { createHost, type Host } from '../protocol/index.js'
 import {
   type BlockPipeline,
@@ -8,7 +9,6 @@ import {
   createShard,
   createTokenizer,
   type Edge,
-  generateTokens,
   InvalidArgumentError,
   type Kernels,
   type ModelFile,
@@ -17,9 +17,11 @@ import {
   selectKernelsFor,
   type Tokenizer
 } from '../shards/index.js'
+import { edgeOnlyModel, openCanaryBank } from './canary-bank-init.js'
 import { CanaryMonitor } from './canary-monitor.js'
 import type { ClientInit, GenerateOptions, GenerateResult } from './client-types.js'
 import { bundledModelPath } from './default-model.js'
+import type { DraftModel } from './draft-model.js'
 import { composePipeline } from './edge-pipeline.js'
 import { VerifiedStreamNeedsCanariesError } from './errors.js'
 import type { HopTarget } from './hop.js'
@@ -31,12 +33,15 @@ import {
   DEFAULT_MAX_FAILOVERS,
   DEFAULT_MAX_TOKENS,
   DEFAULT_ROUTE_TIMEOUT_MS,
+  DEFAULT_SPECULATE,
   DEFAULT_STEP_TIMEOUT_MS,
   DEFAULT_WIRE
 } from './options.js'
 import { EMPTY_RECEIPTS, mergeReceipts } from './receipts.js'
 import { CONVICTED_BAN_MS, type Forwarding, RemotePipeline } from './remote-pipeline.js'
 import type { StreamEvent } from './rollback.js'
+import { decodeTokens, parseSpeculate } from './speculation.js'
+import { emptySpeculationStats } from './speculative-decode.js'
 import { type PeerRecord, SwarmView } from './swarm-view.js'
 import { clearPeers, isCleared } from './verified-clear.js'
 import { type Attempt, verifiedTokens } from './verified-stream.js'
@@ -57,6 +62,8 @@ export class LayerswarmClient {
   private readonly last?: Shard
   private readonly ownKernels?: Kernels
   private canaries?: CanaryMonitor
+  private readonly draftModels = new Map<string, DraftModel>()
+  private readonly bank?: CanaryTraces
   readonly span: { first: [number, number]; remote: [number, number]; last: [number, number] }
 
   private constructor(
@@ -82,17 +89,31 @@ export class LayerswarmClient {
     if (j > 0) this.last = createShard({ model, start: n - j, end: n, kernels, kvDType })
     this.span = { first: [0, k], remote: [k, n - j], last: [n - j, n] }
     this.modelId = computeModelId(model)
+    if (init.canaryBank) this.bank = openCanaryBank(init.canaryBank, this.modelId)
     this.view = new SwarmView(host, this.modelId, init.bootstrap)
   }
 
   static async create(init: ClientInit, options: AbortOptions = {}): Promise<LayerswarmClient> {
-    const model = openModelFile(
+    const file = openModelFile(
       init.model ?? bundledModelPath(),
       init.tokenizer !== undefined ? { tokenizerPath: init.tokenizer } : {}
     )
+    const n = file.config.nLayers
+    const thin = init.canaryBank && init.canaries !== false
+    const model = thin
+      ? edgeOnlyModel(file, init.edgeFirst ?? DEFAULT_EDGE_FIRST, n - (init.edgeLast ?? DEFAULT_EDGE_LAST))
+      : file
     let host: Host
     try {
-      host = await createHost({ listen: [], bootstrap: [...init.bootstrap] }, options)
+      host = await createHost(
+        {
+          listen: [...(init.listen ?? [])],
+          announce: [...(init.announce ?? [])],
+          bootstrap: [...init.bootstrap],
+          privateKey: init.privateKey
+        },
+        options
+      )
     } catch (err) {
       model.close()
       throw err
@@ -104,6 +125,15 @@ export class LayerswarmClient {
       model.close()
       throw err
     }
+  }
+
+  /**
+   * A client over a host and an opened model its caller made (the browser entry: a WebSockets
+   * host and a model whose edge tensors were fetched with HTTP range requests). Closing the
+   * client stops the host and closes the model.
+   */
+  static fromModel(host: Host, model: ModelFile, init: ClientInit): LayerswarmClient {
+    return new LayerswarmClient(host, model, init)
   }
 
   /** Tokens of context the model holds (prompt and completion together). */
@@ -149,6 +179,7 @@ export class LayerswarmClient {
             maxLength,
             kernels: this.init.kernels ?? this.ownKernels,
             log: this.init.log,
+            bank: this.bank,
             onBuild: this.init.onCanaryBuild
           })
     const canaries = this.canaries
@@ -156,6 +187,8 @@ export class LayerswarmClient {
     if (verified && !canaries) throw new VerifiedStreamNeedsCanariesError()
     // peers convicted in an earlier run (trust file) stay out of routes, as a new conviction would
     for (const peerId of canaries?.restoredExcluded.splice(0) ?? []) this.view.ban(peerId, CONVICTED_BAN_MS)
+    const speculate = parseSpeculate(options.speculate ?? this.init.speculate ?? DEFAULT_SPECULATE)
+    const speculation = emptySpeculationStats()
     const wireLedger = new WireLedger(this.span.remote[0], this.init.wireDtype ?? DEFAULT_WIRE)
     const remotes: RemotePipeline[] = []
     const open = (kept: readonly number[], remaining: number): Attempt => {
@@ -173,14 +206,18 @@ export class LayerswarmClient {
         close: () => pipeline.close()
       }
       return {
-        tokens: generateTokens({
-          ...options,
-          edge: this.edge,
-          pipeline: tracked,
-          promptTokens: [...promptTokens, ...kept],
-          maxTokens: remaining,
-          stopIds: this.tokenizer.stopIds
-        }),
+        tokens: decodeTokens(
+          speculate,
+          {
+            ...options,
+            edge: this.edge,
+            pipeline: tracked,
+            promptTokens: [...promptTokens, ...kept],
+            maxTokens: remaining,
+            stopIds: this.tokenizer.stopIds
+          },
+          { ...this.draftContext(), stats: speculation }
+        ),
         lastStepPeers: () => peers,
         close: () => pipeline.close()
       }
@@ -245,8 +282,14 @@ export class LayerswarmClient {
         rollbacks,
         wire: wireLedger.report()
       },
-      convicted: [...convicted]
+      convicted: [...convicted],
+      speculation
     }
+  }
+
+  private draftContext() {
+    const { edge, first, last, model, draftModels } = this
+    return { edge, first, last, model, draftModels, kernels: this.init.kernels ?? this.ownKernels }
   }
 
   private remotePipeline(sessionId: string, maxLength: number, forwarding: Forwarding, wireLedger: WireLedger): RemotePipeline {
@@ -276,6 +319,7 @@ export class LayerswarmClient {
   async close(): Promise<void> {
     await this.canaries?.close()
     await this.host.stop()
+    for (const m of this.draftModels.values()) m.close()
     this.ownKernels?.close?.()
     this.model.close()
   }

@@ -130,3 +130,30 @@ export class PeerExcludedError extends Error {
     this.name = 'PeerExcludedError'
   }
 }
+
+/** A speculation option or a drafter's argument is out of range. */
+export class InvalidSpeculationError extends Error {
+  readonly code = 'INVALID_SPECULATION'
+  constructor(message: string) {
+    super(message)
+    this.name = 'InvalidSpeculationError'
+  }
+}
+
+/** The draft model cannot draft for this model: another vocabulary or tokenizer. */
+export class DraftModelMismatchError extends Error {
+  readonly code = 'DRAFT_MODEL_MISMATCH'
+  constructor(message: string) {
+    super(message)
+    this.name = 'DraftModelMismatchError'
+  }
+}
+
+/** A thin client touched a block it does not hold (a bug: with a bank nothing should). */
+export class BlockNotHeldError extends Error {
+  readonly code = 'BLOCK_NOT_HELD'
+  constructor(message: string) {
+    super(message)
+    this.name = 'BlockNotHeldError'
+  }
+}

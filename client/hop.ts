@@ -41,6 +41,8 @@ export interface HopTarget extends RouteHop {
   readonly wireDtypes?: readonly DType[]
   /** The dtype negotiated for this hop of the route (client/wire-negotiation.ts). */
   readonly wireDtype?: DType
+  /** The peer's KV cache dtype as it announces it (selects its benign canary drift class). */
+  readonly kvDtype?: 'f32' | 'f16' | 'q8_0'
 }
 
 export interface HopStepOutcome {

@@ -3,7 +3,21 @@ import '../protocol/polyfills.js'
 
 export { AuditBatcher, DEFAULT_AUDIT_EVERY, MAX_AUDIT_EVERY } from './audit-batch.js'
 export { bootstrapDialError, checkBootstrapAddress, parseBootstrapList, suggestMultiaddr } from './bootstrap-check.js'
+export {
+  type CanaryBankInit,
+  defaultBankKeyFile,
+  edgeOnlyModel,
+  openCanaryBank
+} from './canary-bank-init.js'
 export { type CanaryEvidence, CanaryMonitor, type CanaryOptions, type CanaryPeerReport } from './canary-monitor.js'
+export {
+  CANARY_SECRET_BYTES,
+  loadOrCreateSecret,
+  randomSecret,
+  type SecretPromptOptions,
+  secretPrompts,
+  secretSeed
+} from './canary-secret.js'
 export {
   type ClientInit,
   createClient,
@@ -12,6 +26,8 @@ export {
   LayerswarmClient,
   type VerificationReport
 } from './client.js'
+export { createSelfDrafter, DraftModel, ModelDrafter } from './draft-model.js'
+export { createNgramDrafter, type Draft, type Drafter, type NgramDrafterOptions, ngramDraft } from './draft-ngram.js'
 export * from './errors.js'
 export { type HopOpenInit, HopSession, type HopStepOutcome, type HopTarget, type KvExportRange, type KvImport } from './hop.js'
 export { KvRecovery, type KvRecoveryInit } from './kv-recovery.js'
@@ -29,6 +45,16 @@ export { DEFAULT_REPLAY_WINDOW, type ReplayEvidence, ReplayIndex, type SignedSte
 export { MAX_ROLLBACKS, type RollbackEvent, type RollbackRecord, type StreamEvent, type TokenEvent } from './rollback.js'
 export { planRoute, type RouteCandidate, type RouteHop } from './route.js'
 export { SnapshotKeeper, type SnapshotKeeperInit, type SpanSnapshots } from './snapshots.js'
+export { decodeTokens, parseSpeculate, SPECULATE_MODES, type SpeculateMode, type SpeculationContext } from './speculation.js'
+export { acceptOrResample, sampleFrom, targetProbs } from './speculative-accept.js'
+export {
+  emptySpeculationStats,
+  type SpeculationStats,
+  type SpeculativeInit,
+  type SpeculativeStepOptions,
+  speculativeTokens
+} from './speculative-decode.js'
+export { DraftLength, type DraftLengthOptions } from './speculative-k.js'
 export { StandbyKeeper, type StandbyKeeperInit, type StandbyRoute } from './standby.js'
 export { type Forwarding, type StepHopTiming, StepTransport, type StepTransportInit } from './step-transport.js'
 export { type PeerRecord, type RefreshReport, type RouteWaitProgress, SwarmView } from './swarm-view.js'

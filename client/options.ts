@@ -25,3 +25,11 @@ export const DEFAULT_MAX_TOKENS = 256
  * keeps a swarm of f32 nodes bit-identical to one process (docs/design.md); nodes default to f16.
  */
 export const DEFAULT_EDGE_KV_DTYPE = 'f32' as const
+
+/**
+ * Speculative steps (docs/speculation.md): off by default. Canary decoys are shaped as
+ * one-token steps, so a peer could tell multi-row speculative steps from decoys; and on a fast
+ * link (loopback, LAN) a step's round trip is small next to its compute, so drafting gains little.
+ * Turn it on (`ngram`) for peers across a WAN.
+ */
+export const DEFAULT_SPECULATE = 'off' as const

@@ -72,6 +72,8 @@ export class RemotePipeline implements BlockPipeline {
    * collide, and no hop may guess the next one from an id it saw (issue #17: squatting).
    */
   private nextSessionId = randomSessionId()
+  /** Positions no later step rewinds (speculative steps' drafts are not, until kept). */
+  private committed = 0
   failovers = 0
   /** Every hop's signed receipt is checked here (and goes to the canary monitor's replay index). */
   readonly receipts: ReceiptLedger
@@ -104,14 +106,31 @@ export class RemotePipeline implements BlockPipeline {
     })
     this.observers = [this.kv]
     if (init.canaries) this.observers.push(new CanaryObserver(init.canaries, { sessionId, forwarding, maxLength }))
-    this.transport = new StepTransport({ dim, forwarding, sessionId, receipts: this.receipts, log, observers: this.observers })
+    this.transport = new StepTransport({
+      dim,
+      forwarding,
+      sessionId,
+      receipts: this.receipts,
+      log,
+      observers: this.observers,
+      onHopTime: (peerId, ms, rows, blocks) => view.load.observe(peerId, ms, blocks, rows, view.rttOf(peerId))
+    })
   }
 
   get route(): HopTarget[] {
     return this.routes[this.routes.length - 1] ?? []
   }
 
-  async forward(hidden: Float32Array, startPos: number, { signal }: AbortOptions = {}): Promise<Float32Array> {
+  /**
+   * `committedRows`: only the step's first rows are final (a speculative step's drafted rows may
+   * be rewound by the next step: client/speculative-decode.ts); default all. Observers see the
+   * session's length up to the final rows only, so sealed snapshots never hold a rewound position.
+   */
+  async forward(
+    hidden: Float32Array,
+    startPos: number,
+    { signal, committedRows }: AbortOptions & { committedRows?: number } = {}
+  ): Promise<Float32Array> {
     let lastErr: unknown
     for (let attempt = 0; attempt <= this.init.maxFailovers; attempt++) {
       signal?.throwIfAborted()
@@ -120,6 +139,7 @@ export class RemotePipeline implements BlockPipeline {
         if (!this.hops) await this.connect(startPos, { signal })
         const out = await this.transport.run(this.hops!, this.route, hidden, startPos, () => this.deadline(signal))
         this.remember(hidden, startPos)
+        this.committed = Math.min(this.length, startPos + (committedRows ?? hidden.length / this.init.dim))
         await this.stepDone(startPos, hidden.length / this.init.dim, { signal })
         return out
       } catch (err) {
@@ -178,7 +198,7 @@ export class RemotePipeline implements BlockPipeline {
       route: this.route,
       hops: this.hops ?? [],
       history: this.history,
-      length: this.length,
+      length: this.committed,
       nextSessionId: this.nextSessionId
     }
   }

@@ -12,6 +12,7 @@ export {
   randomNonce,
   seal
 } from './aead.js'
+export { type AsyncPrimitives, nodePrimitives, webCryptoPrimitives } from './async-primitives.js'
 export * from './errors.js'
 export {
   deriveHopKeys,
@@ -36,6 +37,7 @@ export {
   x25519KeyPairFromSecret,
   x25519SharedSecret
 } from './keys.js'
+export { checkKnownAnswers, type KnownAnswerVectors } from './known-answers.js'
 export {
   assertStepAuthorized,
   type ControlFields,

@@ -2,11 +2,14 @@
 import '../protocol/polyfills.js'
 import { Command } from 'commander'
 import { registerApi } from './commands/api.js'
+import { registerCanary } from './commands/canary.js'
 import { exitWhenDrained, reportError } from './commands/cli-exit.js'
 import { registerDemo } from './commands/demo.js'
 import { registerDoctor } from './commands/doctor.js'
 import { registerGenerate } from './commands/generate-command.js'
+import { registerIdentity } from './commands/identity.js'
 import { registerInspect } from './commands/inspect.js'
+import { registerJoin } from './commands/join.js'
 import { registerMakeModel } from './commands/make-model.js'
 import { registerNodeStart } from './commands/node-start.js'
 import { registerSwarm } from './commands/swarm.js'
@@ -40,6 +43,9 @@ registerDoctor(program)
 registerTokenize(program)
 registerInspect(program)
 registerVerifyEvidence(program)
+registerCanary(program)
+registerIdentity(program)
+registerJoin(program)
 withConfigEverywhere(program)
 
 try {

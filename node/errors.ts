@@ -20,3 +20,28 @@ export class ConfigError extends NodeError {
 export class InvalidTamperOptionsError extends NodeError {
   override readonly code = 'INVALID_TAMPER_OPTIONS'
 }
+
+/** Step batching options (`--max-queued-steps`, `--max-batch-rows`, `--batch-wait-ms`) out of range. */
+export class InvalidBatchOptionsError extends NodeError {
+  override readonly code = 'INVALID_BATCH_OPTIONS'
+}
+
+/** An identity file others may read (group or world bits set): a peer's key must be the owner's alone. */
+export class IdentityFileExposedError extends NodeError {
+  override readonly code = 'IDENTITY_FILE_EXPOSED'
+}
+
+/** An identity file that does not hold a libp2p private key (truncated, another format, a folder). */
+export class InvalidIdentityFileError extends NodeError {
+  override readonly code = 'INVALID_IDENTITY_FILE'
+}
+
+/** `identity new` on a path that already holds a key (replacing it changes the peer id: --force). */
+export class IdentityExistsError extends NodeError {
+  override readonly code = 'IDENTITY_EXISTS'
+}
+
+/** `identity show` on a path without a key. */
+export class IdentityNotFoundError extends NodeError {
+  override readonly code = 'IDENTITY_NOT_FOUND'
+}

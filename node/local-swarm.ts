@@ -45,6 +45,8 @@ export async function startLocalNode(o: StartNodeOptions = {}): Promise<LocalNod
   // nodes default to an f16 KV cache; a swarm on this machine (tests, the demo) keeps f32 unless
   // told otherwise, so its output stays bit-identical to one process (docs/design.md)
   if (!o.args?.includes('--kv-dtype')) args.push('--kv-dtype', 'f32')
+  // many nodes on one machine: each its own throwaway key, unless the caller names a key file
+  if (!o.args?.includes('--identity')) args.push('--ephemeral-identity')
   const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'], env: o.env ?? process.env })
   const logs: string[] = []
   createInterface({ input: child.stderr! }).on('line', (l) => logs.push(l))

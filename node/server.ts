@@ -21,6 +21,7 @@ import {
   type NoReply,
   PROTOCOL_VERSION,
   REQUEST_STREAM_LIMITS,
+  type ReachabilityInit,
   SESSION_PROTOCOL,
   SESSION_STREAM_LIMITS,
   type SessionRequest,
@@ -28,6 +29,7 @@ import {
   serveAnnouncements,
   serveRequest,
   serveSessionStream,
+  startAnnouncementSync,
   subscribeAnnouncements,
   WIRE_DTYPES
 } from '../protocol/index.js'
@@ -36,11 +38,19 @@ import type { ModelFile, Shard } from '../shards/index.js'
 import { type BusyPoller, createBusyPoller } from './busy-poll.js'
 import { createNextHopPolicy } from './chain.js'
 import type { Metrics } from './metrics.js'
-import { DEFAULT_BYTES_IN_FLIGHT, DEFAULT_MAX_SESSIONS, type PeerLimitOptions } from './options.js'
+import {
+  DEFAULT_BATCH_WAIT_MS,
+  DEFAULT_BYTES_IN_FLIGHT,
+  DEFAULT_MAX_BATCH_ROWS,
+  DEFAULT_MAX_QUEUED_STEPS,
+  DEFAULT_MAX_SESSIONS,
+  type PeerLimitOptions
+} from './options.js'
 import { PeerLimits } from './peer-limits.js'
 import { SessionCrypto } from './session-crypto.js'
 import { SessionManager } from './session-manager.js'
 import { SessionRequests } from './session-requests.js'
+import { NodeStepQueue } from './step-batch-run.js'
 import type { Tamper } from './tamper.js'
 
 export interface SwarmNodeInit {
@@ -50,6 +60,9 @@ export interface SwarmNodeInit {
   readonly listen?: string[]
   readonly bootstrap?: string[]
   readonly privateKey?: PrivateKey
+  /** Announced addresses and reachability services of the host (protocol/reachability.ts). */
+  readonly announce?: string[]
+  readonly reachability?: ReachabilityInit
   readonly maxSessions?: number
   /** KV positions over all sessions (default: maxSessions × context length). */
   readonly maxCacheTokens?: number
@@ -78,6 +91,12 @@ export interface SwarmNodeInit {
   readonly peerLimits?: Partial<PeerLimitOptions>
   /** Request bytes held in flight over all streams (default DEFAULT_BYTES_IN_FLIGHT). */
   readonly bytesInFlight?: number
+  /** Steps waiting for the span at once, more get BUSY (node/options.ts DEFAULT_MAX_QUEUED_STEPS). */
+  readonly maxQueuedSteps?: number
+  /** Rows one batched forward over several sessions takes at most (DEFAULT_MAX_BATCH_ROWS). */
+  readonly maxBatchRows?: number
+  /** Milliseconds a batch waits for more steps (DEFAULT_BATCH_WAIT_MS). */
+  readonly batchWaitMs?: number
 }
 
 /**
@@ -87,6 +106,8 @@ export interface SwarmNodeInit {
  */
 export class SwarmNode {
   readonly sessions: SessionManager
+  /** Steps of every session, batched over the span (continuous batching, issue #18). */
+  readonly steps: NodeStepQueue
   /** Hop keys, key agreement and sealed KV export/import of the sessions. */
   private readonly crypto: SessionCrypto
   private readonly requests: SessionRequests
@@ -117,6 +138,14 @@ export class SwarmNode {
       maxCacheTokens: init.maxCacheTokens ?? maxSessions * init.model.config.seqLen,
       idleTimeoutMs: init.idleTimeoutMs ?? 5 * 60_000
     })
+    this.steps = new NodeStepQueue({
+      shard: init.shard,
+      sessions: this.sessions,
+      maxQueued: init.maxQueuedSteps ?? DEFAULT_MAX_QUEUED_STEPS,
+      maxBatchRows: init.maxBatchRows ?? DEFAULT_MAX_BATCH_ROWS,
+      gatherMs: init.batchWaitMs ?? DEFAULT_BATCH_WAIT_MS,
+      onBatch: (jobs, rows) => init.metrics?.batch(jobs, rows)
+    })
     this.crypto = new SessionCrypto({
       peerId: host.peerId.toString(),
       modelId: init.modelId,
@@ -138,6 +167,7 @@ export class SwarmNode {
       peerId: host.peerId.toString(),
       wireDtypes: this.wireDtypes,
       nextHops: createNextHopPolicy(init.allowPrivateNextHops ?? false),
+      steps: this.steps,
       leaving: () => this.leaving,
       changed: () => this.reportSessions()
     })
@@ -145,7 +175,12 @@ export class SwarmNode {
 
   static async create(init: SwarmNodeInit): Promise<SwarmNode> {
     const identity = init.privateKey ?? (await generateKeyPair('Ed25519'))
-    const host = await createHost({ listen: init.listen, privateKey: identity })
+    const host = await createHost({
+      listen: init.listen,
+      privateKey: identity,
+      announce: init.announce,
+      reachability: init.reachability
+    })
     const node = new SwarmNode(host, init, identity)
     await node.start()
     return node
@@ -177,6 +212,7 @@ export class SwarmNode {
       freeCacheTokens: this.sessions.freeCacheTokens,
       maxSessions: this.init.maxSessions ?? DEFAULT_MAX_SESSIONS,
       activeSessions: this.sessions.active,
+      queuedSteps: this.steps.queued,
       wireDtypes: this.wireDtypes,
       x25519PublicKey: this.crypto.x25519.publicKey,
       x25519Binding: this.crypto.binding,
@@ -244,6 +280,8 @@ export class SwarmNode {
     // topics it is subscribed to), so a client bootstrapped to one peer learns them all;
     // it also keeps them, for clients that ask (protocol/announcement-exchange.ts).
     if (host.services.pubsub) subscribeAnnouncements(host, (a, _from, signed) => this.announcements.put(a, signed), signal)
+    // and pull what neighbours hold, for what gossip did not deliver (protocol/announcement-sync.ts)
+    startAnnouncementSync(host, this.announcements, { intervalMs: this.init.announceIntervalMs ?? 5_000, signal })
     if (host.services.pubsub && this.init.privateKey) {
       createAnnouncer(host, {
         privateKey: this.init.privateKey,
@@ -256,6 +294,7 @@ export class SwarmNode {
           end: this.init.shard.end,
           throughput: this.init.throughput,
           freeCacheTokens: this.sessions.freeCacheTokens,
+          queuedSteps: this.steps.queued,
           wireDtypes: this.wireDtypes,
           version: PROTOCOL_VERSION,
           x25519PublicKey: this.crypto.x25519.publicKey,

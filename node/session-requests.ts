@@ -33,6 +33,7 @@ import type { NodeSession } from './node-session.js'
 import type { SwarmNodeInit } from './server.js'
 import type { SessionCrypto } from './session-crypto.js'
 import type { SessionManager } from './session-manager.js'
+import type { NodeStepQueue } from './step-batch-run.js'
 import { upstreamClientInputHash } from './upstream-step.js'
 
 type Step = Extract<SessionRequest, { type: 'step' }>['step']
@@ -45,6 +46,8 @@ export interface SessionRequestsContext {
   readonly peerId: string
   readonly wireDtypes: readonly DType[]
   readonly nextHops: NextHopPolicy
+  /** Steps of all sessions, batched over the span (node/step-batch-run.ts). */
+  readonly steps: NodeStepQueue
   /** Set by drain(): no new sessions or steps, only exports and closes. */
   leaving(): boolean
   /** Sessions were opened or closed: report the gauges. */
@@ -140,7 +143,7 @@ export class SessionRequests {
   }
 
   private async step(s: Step, from: string, signal?: AbortSignal): Promise<SessionResponseBody | NoReply> {
-    const { init, sessions } = this.ctx
+    const { init } = this.ctx
     const dim = init.model.config.dim
     if (this.ctx.leaving()) throw new LeavingError(`this peer is leaving: export session ${s.sessionId} and move it`)
     const { session, tags: hopAuth, fromUpstream } = await this.stepSession(s, from)
@@ -152,7 +155,8 @@ export class SessionRequests {
         `session ${s.sessionId} was opened with wire dtype ${session.wireDtype}, this step carries ${s.hidden.dtype}`
       )
     }
-    const out = sessions.step(session, s.stepId, s.startPosition, hidden, fromUpstream)
+    const step = { session, stepId: s.stepId, startPosition: s.startPosition, hidden, fromUpstream }
+    const out = await this.ctx.steps.step(step, signal)
     stepTrace('computed', s.stepId)
     const rows = hidden.length / dim
     // A tampering peer still signs what it sends: its receipt becomes the evidence.

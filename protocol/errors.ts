@@ -202,3 +202,12 @@ export function errorCodeOf(err: unknown): ErrorCodeName {
   }
   return 'INTERNAL'
 }
+
+/** A link delay for WAN benchmarks (link-delay.ts) out of range: a local setting, not a wire code. */
+export class InvalidLinkDelayError extends Error {
+  readonly code = 'INVALID_LINK_DELAY'
+  constructor(message: string) {
+    super(message)
+    this.name = 'InvalidLinkDelayError'
+  }
+}

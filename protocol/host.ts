@@ -3,9 +3,11 @@
  * factory lives in protocol/, not in node/): TCP + Noise + yamux + identify, gossipsub for
  * announcements, with limits sized for long-lived session streams.
  *
- * No kad-dht: @libp2p/kad-dht needs the ping service (@libp2p/ping), which is not a declared
- * dependency; discovery runs on bootstrap peers + gossipsub announcements (§7 allows either),
- * plus a request for the announcements each bootstrap peer holds (announcement-exchange.ts).
+ * No DHT: discovery runs on bootstrap peers + gossipsub announcements, plus a request for the
+ * announcements each bootstrap peer holds (announcement-exchange.ts), so one bootstrap address
+ * gives a client the whole swarm; bench/discovery.ts measures how far that carries and
+ * docs/networking.md says why it suffices at the sizes a swarm of friends reaches.
+ * Reachability (relay, hole punching, AutoNAT, UPnP) is in reachability.ts.
  */
 import './polyfills.js'
 import type { Socket } from 'node:net'
@@ -26,11 +28,14 @@ import type {
 } from '@libp2p/interface'
 import { KEEP_ALIVE } from '@libp2p/interface'
 import { tcp } from '@libp2p/tcp'
+import { webSockets } from '@libp2p/websockets'
 import { multiaddr } from '@multiformats/multiaddr'
 import { createLibp2p, type Libp2p, type ServiceFactoryMap } from 'libp2p'
 import { gossipScoreParams } from './gossip-scoring.js'
 import { PROTOCOL_VERSION } from './ids.js'
 import { DEFAULT_MAX_MESSAGE_BYTES } from './limits.js'
+import { checkLinkDelay, delayWrites, type LinkDelay, linkDelayFromEnv } from './link-delay.js'
+import { type ReachabilityInit, reachabilityServices, relayTransport, trackReachability } from './reachability.js'
 
 /**
  * yamux answers every data frame it receives with a window update as soon as any of the
@@ -76,12 +81,34 @@ export interface HostInit {
   maxConnections?: number
   /** Largest frame our streams accept; sizes the muxer's read buffers (default 64 MiB). */
   maxMessageBytes?: number
+  /** Delay (and pace) every byte this host sends, for WAN benchmarks (default: LAYERSWARM_LINK_DELAY_MS, else none). */
+  linkDelay?: LinkDelay
+  /**
+   * Addresses to announce instead of the listen addresses (a public address the machine cannot
+   * bind, a port its router forwards). Relayed addresses are added once a relay reserves a slot.
+   */
+  announce?: string[]
+  /** Relay serving, hole punching, AutoNAT, UPnP (protocol/reachability.ts). */
+  reachability?: ReachabilityInit
+  /**
+   * Transports (default ['tcp', 'ws']: a node listens on WebSockets when a listen address ends
+   * in /ws). A browser passes ['ws'] (it has no TCP; @libp2p/tcp's browser build throws).
+   */
+  transports?: ReadonlyArray<'tcp' | 'ws'>
+  /**
+   * Dial plain ws:// and private addresses (default false: libp2p's browser connection gater
+   * refuses both). The browser client sets it for the bootstrap list its own gateway served.
+   */
+  dialInsecure?: boolean
 }
 
 export async function createHost(init: HostInit = {}, { signal }: AbortOptions = {}): Promise<Host> {
   signal?.throwIfAborted()
   const maxMessageBytes = init.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES
-  const services: ServiceFactoryMap<HostServices> = { identify: identify() }
+  const services: ServiceFactoryMap<HostServices> = {
+    identify: identify(),
+    ...(reachabilityServices(init.reachability ?? {}) as ServiceFactoryMap<Record<string, unknown>>)
+  }
   if (init.pubsub !== false) {
     services.pubsub = gossipsub({
       // a lone first peer still announces; it simply reaches nobody yet
@@ -95,8 +122,21 @@ export async function createHost(init: HostInit = {}, { signal }: AbortOptions =
   const node = await createLibp2p<HostServices>({
     privateKey: init.privateKey,
     nodeInfo: { name: 'layerswarm', version: PROTOCOL_VERSION },
-    addresses: { listen: init.listen ?? ['/ip4/127.0.0.1/tcp/0'] },
-    transports: [coalescingTcp()],
+    addresses: {
+      listen: init.listen ?? ['/ip4/127.0.0.1/tcp/0'],
+      ...(init.announce?.length ? { announce: init.announce } : {})
+    },
+    // every host dials /p2p-circuit addresses (peers behind NAT announce those); listening on
+    // `/p2p-circuit` reserves a slot on a relay (protocol/reachability.ts)
+    transports: [
+      ...(init.transports ?? ['tcp', 'ws']).map((t) =>
+        t === 'tcp'
+          ? coalescingTcp(checkLinkDelay(init.linkDelay) ?? linkDelayFromEnv())
+          : (webSockets() as unknown as (components: TcpComponents) => Transport)
+      ),
+      relayTransport()
+    ],
+    ...(init.dialInsecure ? { connectionGater: { denyDialMultiaddr: () => false } } : {}),
     connectionEncrypters: [noise()],
     streamMuxers: [
       yamux({
@@ -122,6 +162,7 @@ export async function createHost(init: HostInit = {}, { signal }: AbortOptions =
     },
     services
   })
+  trackReachability(node)
 
   try {
     signal?.throwIfAborted()
@@ -167,15 +208,17 @@ function coalesceWrites(maConn: MultiaddrConnection): MultiaddrConnection {
   return maConn
 }
 
-/** tcp() whose connections (dialled and accepted) coalesce their writes. */
-function coalescingTcp(): (components: TcpComponents) => Transport {
+/** tcp() whose connections (dialled and accepted) coalesce their writes (and are delayed, when asked: link-delay.ts). */
+function coalescingTcp(delay?: LinkDelay): (components: TcpComponents) => Transport {
+  const prepare = (maConn: MultiaddrConnection): MultiaddrConnection =>
+    delay ? delayWrites(coalesceWrites(maConn), delay) : coalesceWrites(maConn)
   const factory = tcp() as unknown as (components: TcpComponents) => Transport
   return (components) => {
     const transport = factory(components)
     const wrap = (upgrader: Upgrader): Upgrader => {
       const wrapped = Object.create(upgrader) as Upgrader
-      wrapped.upgradeInbound = (maConn, opts) => upgrader.upgradeInbound(coalesceWrites(maConn), opts)
-      wrapped.upgradeOutbound = (maConn, opts) => upgrader.upgradeOutbound(coalesceWrites(maConn), opts)
+      wrapped.upgradeInbound = (maConn, opts) => upgrader.upgradeInbound(prepare(maConn), opts)
+      wrapped.upgradeOutbound = (maConn, opts) => upgrader.upgradeOutbound(prepare(maConn), opts)
       return wrapped
     }
     const dial = transport.dial.bind(transport)

@@ -7,6 +7,7 @@ import './polyfills.js'
 export * from './announce.js'
 export * from './announcement-exchange.js'
 export * from './announcement-messages.js'
+export { type AnnouncementSyncInit, pullAnnouncements, startAnnouncementSync } from './announcement-sync.js'
 export * from './byte-budget.js'
 export * from './errors.js'
 export { DTYPE_VALUES, dtypeFromName, WIRE_DTYPES } from './field-checks.js'
@@ -16,6 +17,7 @@ export * from './host.js'
 export * from './ids.js'
 export * from './info.js'
 export * from './limits.js'
+export * from './link-delay.js'
 export {
   type DecodeOptions,
   decodeInfoRequest,
@@ -28,6 +30,12 @@ export {
   errorFromReply,
   errorReplyFor
 } from './messages.js'
+export {
+  RELAY_MAX_RESERVATIONS,
+  type Reachability,
+  type ReachabilityInit,
+  reachabilityOf
+} from './reachability.js'
 export * from './receipt.js'
 export { protoPath } from './schema.js'
 export * from './session-request-codec.js'

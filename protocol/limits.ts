@@ -70,3 +70,6 @@ export const MIN_FRAME_BYTES_PER_SECOND = 1024 * 1024
 
 /** Announcements one peer keeps for others to ask for (one per peer id, the newest). */
 export const MAX_HELD_ANNOUNCEMENTS = 512
+
+/** Largest queue length a peer may announce (InfoResponse/Announcement.queued_steps); more is MALFORMED. */
+export const MAX_QUEUED_STEPS_FIELD = 1 << 20

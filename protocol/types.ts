@@ -37,6 +37,8 @@ export interface InfoResponse {
   x25519Binding?: Uint8Array
   /** KV cache storage of the peer's sessions (absent from peers that predate the field). */
   kvDtype?: KvWireDType
+  /** Steps waiting for the span now (node batching, issue #18); absent from older peers: 0. */
+  queuedSteps?: number
 }
 
 /** KV cache storage types a peer announces (shards/kv-cache.ts KvDType). */
@@ -215,6 +217,8 @@ export interface Announcement {
   x25519Binding?: Uint8Array
   /** As InfoResponse.kvDtype. */
   kvDtype?: KvWireDType
+  /** As InfoResponse.queuedSteps. */
+  queuedSteps?: number
 }
 
 export interface SignedAnnouncement {

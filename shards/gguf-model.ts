@@ -3,13 +3,18 @@ import { InvalidModelError } from './errors.js'
 import { f16Table } from './f16.js'
 import { RangedFile } from './file-reader.js'
 import { type GgufTensorInfo, readGgufHeader } from './gguf-reader.js'
-import { type ModelFile, sampleRange } from './model-file.js'
+import { type ByteSource, type ModelFile, sampleRange } from './model-file.js'
 import { vocabularyFromGguf } from './tokenizer-files.js'
 import type { TensorName, Vocabulary } from './types.js'
 
 /** Open a GGUF model. Reads the header now and tensors on demand. */
 export function openGgufModel(path: string): ModelFile {
-  const file = new RangedFile(path)
+  return openGgufModelFrom(new RangedFile(path))
+}
+
+/** A GGUF model over any byte source (a file, or ranges fetched over HTTP); closes it on failure. */
+export function openGgufModelFrom(file: ByteSource): ModelFile {
+  const path = file.path
   try {
     const header = readGgufHeader(file)
     const f16 = f16Table()

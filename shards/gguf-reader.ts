@@ -7,8 +7,7 @@ import {
   UnsupportedModelError,
   UnsupportedTensorTypeError
 } from './errors.js'
-import type { RangedFile } from './file-reader.js'
-import type { GgufValue } from './model-file.js'
+import type { ByteSource, GgufValue } from './model-file.js'
 import { type GgmlType, ggmlTypeById, ggmlTypeName, supportedTypeNames } from './quant/ggml-types.js'
 import type { WeightMatrix } from './types.js'
 
@@ -45,7 +44,7 @@ class Cursor {
   pos = 0
   private readonly decoder = new TextDecoder('utf-8', { fatal: false })
 
-  constructor(private readonly file: RangedFile) {}
+  constructor(private readonly file: ByteSource) {}
 
   private need(n: number, what: string): number {
     const rel = this.pos - this.start
@@ -181,7 +180,7 @@ function tensorBytes(type: GgmlType, ne: readonly number[], name: string, path: 
  * UnknownTensorTypeError (an id ggml does not define), UnsupportedTensorTypeError (IQ*, …),
  * TensorSizeMismatchError (a shape its type cannot hold, or more bytes than the file gives it).
  */
-export function readGgufHeader(file: RangedFile): GgufHeader {
+export function readGgufHeader(file: ByteSource): GgufHeader {
   const path = file.path
   const c = new Cursor(file)
   if (file.sizeBytes < 4) throw new TruncatedFileError(`${path}: ${file.sizeBytes} bytes is too short for a GGUF file`)

@@ -12,10 +12,11 @@ export {
   generateTokens,
   type LocalPipelineOptions
 } from './generate.js'
+export { openGgufModelFrom } from './gguf-model.js'
 export { type GgufHeader, type GgufTensorInfo, readGgufHeader } from './gguf-reader.js'
 export { type GgufInit, type GgufTypedValue, writeGguf } from './gguf-writer.js'
 export { SMALL_MODEL_DIM, selectKernelsFor } from './kernel-policy.js'
-export { type SpanKernelReport, spanKernelReport } from './kernel-report.js'
+export { type SpanKernelReport, spanKernelReport, spanSlowReasons } from './kernel-report.js'
 export type { AttentionShape, KernelPlacement, Kernels, KvLayer } from './kernels.js'
 export {
   createFastKernels,
@@ -28,8 +29,8 @@ export {
 export { createReferenceKernels } from './kernels-ref.js'
 
 export { DEFAULT_KV_DTYPE, KV_DTYPES, type KvAllocator, KvCache, type KvDType, kvAllocatorOf, kvRowBytes } from './kv-cache.js'
-export { type GgufValue, type ModelFile, sampleRange } from './model-file.js'
-export { computeModelId } from './model-id.js'
+export { type ByteSource, type GgufValue, type ModelFile, sampleRange } from './model-file.js'
+export { computeModelId, SAMPLE_BYTES as MODEL_ID_SAMPLE_BYTES } from './model-id.js'
 export { type OpenModelOptions, openModelFile } from './open-model.js'
 export { NATIVE_BATCHED_FROM } from './options.js'
 export { dequantizeRow, Q8_0_BLOCK, Q8_0_BLOCK_BYTES, quantizeMatrix, rowBytes } from './quant.js'
@@ -45,7 +46,7 @@ export {
   writeRandomModel
 } from './random-model.js'
 export { createSampler, logSoftmax, type Sampler, type SamplerOptions, Xorshift64 } from './sampler.js'
-export { createShard, type SessionOptions, Shard, type ShardInit } from './shard.js'
+export { type BatchStep, createShard, type SessionOptions, Shard, type ShardInit } from './shard.js'
 export * from './tokenizer.js'
 export * from './tokenizer-files.js'
 export * from './tokenizer-special.js'

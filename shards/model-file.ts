@@ -36,6 +36,19 @@ export interface ModelFile {
   close(): void
 }
 
+/**
+ * Where a model file's bytes come from: a local file (RangedFile) or bytes fetched beforehand
+ * (the browser client's HTTP range requests, client/browser/model-url.ts). Reads are synchronous.
+ */
+export interface ByteSource {
+  readonly path: string
+  readonly sizeBytes: number
+  /** Exactly `length` bytes at `offset` (into `into` when given), or a typed error. */
+  read(offset: number, length: number, what: string, into?: Uint8Array): Uint8Array
+  bytesRead(): number
+  close(): void
+}
+
 /** The first and last halves of a range of `size` bytes, at most `maxBytes` in all. */
 export function sampleRange(size: number, maxBytes: number, read: (offset: number, length: number) => Uint8Array): Uint8Array {
   if (size <= maxBytes) return read(0, size)

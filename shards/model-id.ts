@@ -22,7 +22,7 @@ function idConfig(c: ModelConfig): object {
 }
 
 /** Bytes of each tensor that go into the id (first and last halves). */
-const SAMPLE_BYTES = 8192
+export const SAMPLE_BYTES = 8192
 
 /**
  * A model id: SHA-256 over the config and, for every tensor, its name, dtype and a sample of

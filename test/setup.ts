@@ -1,3 +1,7 @@
+import { mkdtempSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+
 // Shared test setup. libp2p 3 on Node 20 needs Promise.withResolvers before it loads.
 if (typeof (Promise as unknown as { withResolvers?: unknown }).withResolvers !== 'function') {
   ;(Promise as unknown as { withResolvers: () => unknown }).withResolvers = function withResolvers<T>() {
@@ -9,4 +13,10 @@ if (typeof (Promise as unknown as { withResolvers?: unknown }).withResolvers !==
     })
     return { promise, resolve, reject }
   }
+}
+
+// No test reads or writes the real ~/.layerswarm: node and client key files default to a scratch
+// home per test file (node/identity.ts), inherited by the CLI processes tests spawn.
+if (!process.env.LAYERSWARM_HOME) {
+  process.env.LAYERSWARM_HOME = mkdtempSync(join(tmpdir(), 'layerswarm-home-'))
 }

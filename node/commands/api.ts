@@ -4,8 +4,10 @@ import { DEFAULT_CANARY_RATE } from '../../canary/index.js'
 import {
   type BootstrapError,
   createClient,
+  DEFAULT_SPECULATE,
   parseBootstrapList,
   parseWirePreference,
+  type SpeculateMode,
   WIRE_CLI_CHOICES,
   type WireChoice
 } from '../../client/index.js'
@@ -18,7 +20,8 @@ import { Metrics, type MetricsServer, serveMetrics } from '../metrics.js'
 import { defaultModelPath } from '../paths.js'
 import { checkReadableFile, listenError } from './checks.js'
 import { warn } from './cli-exit.js'
-import { float, int } from './options.js'
+import { float, int, SPECULATE_HELP, speculateOption } from './options.js'
+import { addCanaryBankOptions, canaryBankInit } from './verification-options.js'
 
 export interface ApiOptions {
   readonly bootstrap: string
@@ -34,8 +37,15 @@ export interface ApiOptions {
   /** auto, f32, f16, q8_0 (or its deprecated name int8): see client/wire-negotiation.ts. */
   readonly wire: WireChoice
   readonly canaryRate: number
+  /** Speculative steps of every generation (client/speculation.ts). */
+  readonly speculate?: SpeculateMode
+  /** A sealed canary bank and its key file (a thin gateway: node/commands/canary.ts). */
+  readonly canaryBank?: string
+  readonly canaryBankKey?: string
   readonly routeTimeout: number
   readonly metrics?: string
+  /** Comma-separated ws:// multiaddrs the chat page dials (default: peers' /ws addresses the gateway learnt). */
+  readonly browserBootstrap?: string
   readonly logLevel: LogLevel
 }
 
@@ -72,6 +82,8 @@ export async function runApi(
     wireDtype: parseWirePreference(o.wire),
     routeTimeoutMs: o.routeTimeout,
     canaries: o.canaryRate > 0 ? { rate: o.canaryRate } : false,
+    speculate: o.speculate,
+    canaryBank: canaryBankInit(o),
     log: eventLog(log.child({ component: 'client' }))
   })
   // one look at the swarm now, so a bad bootstrap address is reported at start, not per request
@@ -97,7 +109,10 @@ export async function runApi(
       contextLength,
       log,
       metrics,
-      maxConcurrent: o.maxConcurrent
+      maxConcurrent: o.maxConcurrent,
+      modelPath,
+      browserBootstrap: o.browserBootstrap ? parseBootstrapList(o.browserBootstrap) : undefined,
+      canaryBankPath: o.canaryBank
     })
     if (metrics && o.metrics) metricsServer = await serveMetrics(o.metrics, metrics.registry)
   } catch (err) {
@@ -151,6 +166,7 @@ export function registerApi(program: Command): void {
         .choices(['relay', 'chain'])
         .default('relay')
     )
+    .addOption(new Option('--speculate <mode>', SPECULATE_HELP).argParser(speculateOption).default(DEFAULT_SPECULATE))
     .addOption(
       new Option(
         '--wire <dtype>',
@@ -173,6 +189,11 @@ export function registerApi(program: Command): void {
         .default(10_000)
     )
     .option('--metrics <host:port>', 'serve Prometheus metrics at http://HOST:PORT/metrics')
+    .option(
+      '--browser-bootstrap <addrs>',
+      'comma-separated ws multiaddrs (/ip4/…/tcp/N/ws/p2p/<id>) the browser chat page (/chat) dials; default: the /ws addresses of the peers the gateway knows'
+    )
+  addCanaryBankOptions(cmd)
   addLogLevelOption(cmd)
   withConfig(cmd, { required: ['bootstrap'] })
   cmd.action(async (opts: ApiOptions) => {

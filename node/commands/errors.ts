@@ -44,3 +44,13 @@ export class ContextLengthExceededError extends CliError {
 export class DoctorFailedError extends CliError {
   override readonly code = 'DOCTOR'
 }
+
+/** `--use-relay`: no relay among the connected peers granted a reservation in time (the node serves on, unreachable from outside its network until one does). */
+export class NoRelayReservationError extends CliError {
+  override readonly code = 'ERR_NO_RELAY_RESERVATION'
+}
+
+/** `join`: the node it runs exited on its own (a bad option, a crash); join stops too. */
+export class JoinedNodeExitedError extends CliError {
+  override readonly code = 'ERR_JOINED_NODE_EXITED'
+}

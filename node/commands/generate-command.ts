@@ -1,14 +1,15 @@
 import { type Command, Option } from 'commander'
 import { DEFAULT_CANARY_RATE } from '../../canary/index.js'
-import { parseBootstrapList } from '../../client/index.js'
+import { DEFAULT_SPECULATE, parseBootstrapList } from '../../client/index.js'
 import { DEFAULT_KV_DTYPE, KV_DTYPES } from '../../shards/index.js'
 import { jsonSafe } from '../gateway/report.js'
+import { clientTrustFile } from '../identity.js'
 import { defaultModelPath } from '../paths.js'
 import { checkReadableFile } from './checks.js'
 import { BadOptionError } from './errors.js'
 import { runLocalGenerate } from './generate.js'
 import { runRemoteGenerate, WIRE_CLI_CHOICES } from './generate-remote.js'
-import { float, int } from './options.js'
+import { float, int, SPECULATE_HELP, speculateOption } from './options.js'
 import { addVerificationOptions, verificationOptions } from './verification-options.js'
 
 /** `layerswarm generate`: local, or through a swarm with --bootstrap. */
@@ -79,6 +80,15 @@ export function registerGenerate(program: Command): void {
         .default(DEFAULT_CANARY_RATE)
     )
     .option(
+      '--identity <file>',
+      "with --bootstrap: keep this client's key here (made, mode 0600, on first use), so it is the same peer across runs; --trust-file then defaults to trust.json beside it"
+    )
+    .option(
+      '--listen <multiaddr...>',
+      'with --bootstrap: addresses the client listens on (a public one lets a node behind NAT, reached through a relay, dial back directly)'
+    )
+    .option('--announce <multiaddr...>', 'with --listen: the addresses to tell peers (a public address and port)')
+    .option(
       '--trust-file <path>',
       "with --bootstrap: keep peers' canary records in this file across runs (a peer checked in an earlier run skips the new-peer burst of canaries; one convicted stays excluded)"
     )
@@ -95,6 +105,11 @@ export function registerGenerate(program: Command): void {
       'with --snapshot-every: per span, a standby peer not on the route imports every sealed delta and takes over when a hop dies',
       false
     )
+    .addOption(
+      new Option('--speculate <mode>', `with --bootstrap: ${SPECULATE_HELP}`)
+        .argParser((v: string) => speculateOption(v))
+        .default(DEFAULT_SPECULATE)
+    )
     .option(
       '--verbose',
       'with --bootstrap: log routing and failover events to stderr, and explain a missing route (peers dialled, which answered, blocks missing)',
@@ -106,7 +121,10 @@ export function registerGenerate(program: Command): void {
       // every input checked before any work: one typed line instead of a trace from deep inside
       const model = checkReadableFile(opts.model ?? defaultModelPath(), '--model')
       if (opts.tokenizer !== undefined) checkReadableFile(opts.tokenizer, '--tokenizer')
+      if (String(opts.speculate).startsWith('draft:')) checkReadableFile(String(opts.speculate).slice(6), '--speculate draft:')
       const bootstrap = opts.bootstrap !== undefined ? parseBootstrapList(String(opts.bootstrap)) : undefined
+      // a kept identity keeps its trust records (and so the canary secret) beside it (docs/networking.md)
+      if (opts.identity !== undefined && opts.trustFile === undefined) opts.trustFile = clientTrustFile(opts.identity)
       const ac = new AbortController()
       process.once('SIGINT', () => ac.abort())
       // What both paths share: the model, the prompt and the sampling.
@@ -131,6 +149,9 @@ export function registerGenerate(program: Command): void {
             {
               ...common,
               bootstrap,
+              identity: opts.identity,
+              listen: opts.listen,
+              announce: opts.announce,
               edgeFirst: opts.edgeFirst,
               edgeLast: opts.edgeLast,
               forwarding: opts.forwarding,
@@ -139,6 +160,7 @@ export function registerGenerate(program: Command): void {
               trustFile: opts.trustFile,
               snapshotEvery: opts.snapshotEvery,
               standby: opts.standby,
+              speculate: opts.speculate,
               verbose: opts.verbose,
               kvDType: opts.kvDtype,
               ...verificationOptions(opts),

@@ -1,11 +1,14 @@
 import { readFileSync } from 'node:fs'
-import type { Forwarding, LayerswarmClient, RouteWaitProgress } from '../../client/index.js'
+import type { Forwarding, LayerswarmClient, RouteWaitProgress, SpeculateMode } from '../../client/index.js'
 import { createClient, type GenerateResult, NoRouteError, parseWirePreference, type WireChoice } from '../../client/index.js'
+import { reachabilityOf } from '../../protocol/index.js'
 import { type GgufValue, type KvDType, openModelFile } from '../../shards/index.js'
+import { loadOrCreateIdentity } from '../identity.js'
 import { progress } from '../log.js'
 import { chatPrompt } from './chat-prompt.js'
 import { checkContextLength } from './checks.js'
 import { type StreamWhen, StreamWriter } from './stream-writer.js'
+import { canaryBankInit } from './verification-options.js'
 
 /** The model file's metadata (the chat template), read from its header. */
 function templateMetadata(o: RemoteGenerateOptions): ReadonlyMap<string, GgufValue> {
@@ -23,6 +26,11 @@ export interface RemoteGenerateOptions {
   model: string
   tokenizer?: string
   bootstrap: string[]
+  /** The client's key file (node/identity.ts); default: a fresh key per run. */
+  identity?: string
+  /** Client listen addresses (lets a node behind NAT dial back after a relayed start: DCUtR). */
+  listen?: string[]
+  announce?: string[]
   prompt: string
   maxTokens: number
   temperature: number
@@ -42,6 +50,8 @@ export interface RemoteGenerateOptions {
   /** Sealed KV deltas every this many positions (0: off), and standby peers fed with them. */
   snapshotEvery?: number
   standby?: boolean
+  /** Speculative steps (client/speculation.ts). */
+  speculate?: SpeculateMode
   json: boolean
   /** On a failed route, explain it on stderr (peers dialled, which answered, blocks missing). */
   verbose?: boolean
@@ -52,6 +62,9 @@ export interface RemoteGenerateOptions {
   /** The canary secret's file, and a corpus the canary prompts are cut from (docs/verification.md). */
   canarySecret?: string
   canaryCorpus?: string
+  /** A sealed canary bank and its key file (a thin client: node/commands/canary.ts). */
+  canaryBank?: string
+  canaryBankKey?: string
   kvDType?: KvDType
   log?: (e: Record<string, unknown>) => void
 }
@@ -92,14 +105,19 @@ export async function runRemoteGenerate(
   GenerateResult & {
     model: string
     seed: number
+    reachability: Record<string, string>
     completion: string
     text: string
     stats: { loadMs: number; prefillMs: number; decodeMs: number; decodeTokensPerSecond: number }
   }
 > {
   const t0 = performance.now()
+  const identity = o.identity !== undefined ? await loadOrCreateIdentity(o.identity) : undefined
   const client = await createClient({
     bootstrap: o.bootstrap,
+    ...(identity ? { privateKey: identity.privateKey } : {}),
+    ...(o.listen?.length ? { listen: o.listen } : {}),
+    ...(o.announce?.length ? { announce: o.announce } : {}),
     model: o.model,
     tokenizer: o.tokenizer,
     edgeFirst: o.edgeFirst,
@@ -115,9 +133,11 @@ export async function runRemoteGenerate(
             ...(o.canaryCorpus ? { corpus: readFileSync(o.canaryCorpus, 'utf8').split(/\n\s*\n/) } : {})
           }
         : false,
+    canaryBank: canaryBankInit(o),
     onCanaryBuild: canaryProgress(),
     snapshotEvery: o.snapshotEvery,
     standby: o.standby,
+    speculate: o.speculate,
     kvDType: o.kvDType,
     log: o.log
   })
@@ -165,8 +185,12 @@ export async function runRemoteGenerate(
       bytesPerToken: w.bytesPerToken
     })
     const decodeMs = count > 1 ? tEnd - tFirst : 0
+    // how the client reaches each peer it routed through, at the end: direct, relayed or hole-punched
+    const routed = new Set(r.value.report.routes.flat().map((h) => h.peerId))
+    const reachability = Object.fromEntries([...routed].map((id) => [id, reachabilityOf(client.host, id) ?? 'closed']))
     return {
       ...r.value,
+      reachability,
       model: o.model,
       seed: o.seed,
       completion: r.value.text,

@@ -11,18 +11,22 @@ import {
   openModelFile,
   type Shard,
   selectKernelsFor,
-  spanKernelReport
+  spanKernelReport,
+  spanSlowReasons
 } from '../../shards/index.js'
+import { defaultIdentityPath, loadOrCreateIdentity } from '../identity.js'
 import { addLogLevelOption, createLogger, eventLog, progress } from '../log.js'
 import { Metrics, serveMetrics } from '../metrics.js'
-import { DEFAULT_MAX_SESSIONS } from '../options.js'
+import { DEFAULT_BATCH_WAIT_MS, DEFAULT_MAX_BATCH_ROWS, DEFAULT_MAX_QUEUED_STEPS, DEFAULT_MAX_SESSIONS } from '../options.js'
 import { defaultModelPath } from '../paths.js'
 import { SwarmNode } from '../server.js'
 import { chooseSpan } from '../span-selection.js'
 import { createTamper, TAMPER_MODES } from '../tamper.js'
 import { checkListenAddrs, checkReadableFile, listenError } from './checks.js'
 import { warn } from './cli-exit.js'
+import { BadOptionError, NoRelayReservationError } from './errors.js'
 import { float, int, parseSpan } from './options.js'
+import { addReachabilityOptions, hostReachability, RELAY_WAIT_MS, relayedAddress } from './reachability-options.js'
 
 /** Decode tokens/s of a loaded span, measured on a scratch session (announced for routing). */
 export function measureThroughput(shard: Shard, dim: number, steps = 8): number {
@@ -88,11 +92,33 @@ export function registerNodeStart(program: Command): void {
     )
     .option('--listen <multiaddr...>', 'listen addresses', ['/ip4/127.0.0.1/tcp/0'])
     .option('--bootstrap <addrs>', 'comma-separated multiaddrs (with /p2p/<peer id>) of peers to join')
+    .option(
+      '--identity <file>',
+      'the key file that keeps this peer id across restarts (made, mode 0600, on first start; default: identity.key in $LAYERSWARM_HOME, else ~/.layerswarm)'
+    )
+    .option('--ephemeral-identity', 'a fresh key for this run only, nothing written (local test swarms)', false)
+  addReachabilityOptions(cmd)
+  cmd
     .option('--allow-private-next-hops', 'chained steps may dial private/loopback next hops', false)
     .addOption(
       new Option('--max-sessions <n>', 'sessions served at once; more get BUSY')
         .argParser(int('--max-sessions', 1))
         .default(DEFAULT_MAX_SESSIONS)
+    )
+    .addOption(
+      new Option('--max-queued-steps <n>', 'steps waiting for the span at once; more get BUSY')
+        .argParser(int('--max-queued-steps', 1))
+        .default(DEFAULT_MAX_QUEUED_STEPS)
+    )
+    .addOption(
+      new Option('--max-batch-rows <n>', "rows of several sessions' steps one batched forward takes at most")
+        .argParser(int('--max-batch-rows', 1))
+        .default(DEFAULT_MAX_BATCH_ROWS)
+    )
+    .addOption(
+      new Option('--batch-wait-ms <ms>', 'wait this long for more steps before a batch (0: whatever is queued)')
+        .argParser(int('--batch-wait-ms', 0))
+        .default(DEFAULT_BATCH_WAIT_MS)
     )
     .addOption(
       new Option('--idle-timeout <ms>', 'free a session after this long without requests')
@@ -168,11 +194,17 @@ export function registerNodeStart(program: Command): void {
         return
       }
       // Every input checked before any work: one typed line, not a trace from libp2p or the file reader.
-      const listen = checkListenAddrs(opts.listen)
+      const net = hostReachability(opts, checkListenAddrs(opts.listen))
+      const listen = net.listen
+      if (opts.identity !== undefined && opts.ephemeralIdentity)
+        throw new BadOptionError('--identity and --ephemeral-identity exclude each other')
       const modelPath = checkReadableFile(opts.model ?? defaultModelPath(), '--model')
       const bootstrap: string[] = opts.bootstrap ? parseBootstrapList(String(opts.bootstrap)) : []
       // pino: pretty on a terminal, JSON lines in a pipe (tests and log collectors read those)
       const log = eventLog(createLogger({ level: opts.logLevel, name: 'layerswarm-node' }), 'info')
+      const identity = opts.ephemeralIdentity ? undefined : await loadOrCreateIdentity(opts.identity ?? defaultIdentityPath())
+      if (identity) log({ event: 'identity', path: identity.path, peerId: identity.peerId, created: identity.created })
+      const privateKey = identity?.privateKey ?? (await generateKeyPair('Ed25519'))
       const model = openModelFile(modelPath)
       const modelId = computeModelId(model)
       const n = model.config.nLayers
@@ -186,7 +218,7 @@ export function registerNodeStart(program: Command): void {
       bar.done()
       // One line on the kernels the span runs on; a span (partly) on the slow TypeScript kernels says why.
       const report = spanKernelReport(kernels, shard)
-      log({ event: report.slowWeightBytes || report.slowAttention ? 'kernels-slow' : 'kernels', ...report })
+      log({ event: report.slowWeightBytes || report.slowAttention || report.slowKv ? 'kernels-slow' : 'kernels', ...report })
       const throughput = measureThroughput(shard, model.config.dim)
       const tamper = opts.tamper
         ? createTamper({
@@ -205,9 +237,11 @@ export function registerNodeStart(program: Command): void {
           })
         : undefined
       if (metricsServer) log({ event: 'metrics', url: metricsServer.url })
-      const privateKey = await generateKeyPair('Ed25519')
+      // Read (or made) before the model loads: a key others may read stops the start at once.
       const swarmNode = await SwarmNode.create({
         listen,
+        announce: net.announce,
+        reachability: net.reachability,
         model,
         modelId,
         shard,
@@ -220,6 +254,9 @@ export function registerNodeStart(program: Command): void {
         metrics,
         wireDtypes: opts.wire,
         maxSessions: opts.maxSessions,
+        maxQueuedSteps: opts.maxQueuedSteps,
+        maxBatchRows: opts.maxBatchRows,
+        batchWaitMs: opts.batchWaitMs,
         allowPrivateNextHops: opts.allowPrivateNextHops,
         idleTimeoutMs: opts.idleTimeout,
         announceIntervalMs: opts.announceInterval,
@@ -232,13 +269,20 @@ export function registerNodeStart(program: Command): void {
       })
       // A node may start before its bootstrap peers, so it serves anyway; but say which failed.
       for (const f of swarmNode.bootstrapResult.failed) warn(bootstrapDialError(f.addr, f.error))
+      // Behind NAT the relayed address is the one that matters: print the serving line with it.
+      if (opts.useRelay && !(await relayedAddress(() => swarmNode.addrs)))
+        warn(
+          new NoRelayReservationError(
+            `no relay granted a reservation within ${RELAY_WAIT_MS} ms (bootstrap a node started with --relay)`
+          )
+        )
       // Listen for signals before announcing we serve: a SIGTERM right after the line must stop us cleanly.
       const stopped = new Promise<string>((resolve) => {
         process.once('SIGINT', () => resolve('SIGINT'))
         process.once('SIGTERM', () => resolve('SIGTERM'))
       })
       process.stdout.write(
-        `${JSON.stringify({ peerId: swarmNode.peerId, addrs: swarmNode.addrs, layers: [start, end], modelId, kernels: report.kernels, weightBytes: report.weightBytes, kvBytes: report.kvBytes, kvDtype: shard.kvDType })}\n`
+        `${JSON.stringify({ peerId: swarmNode.peerId, addrs: swarmNode.addrs, layers: [start, end], modelId, kernels: report.kernels, weightBytes: report.weightBytes, kvBytes: report.kvBytes, kvDtype: shard.kvDType, kvMemory: report.kvMemory, ...(spanSlowReasons(report).length > 0 ? { slow: spanSlowReasons(report) } : {}) })}\n`
       )
       log({ event: 'serving', peerId: swarmNode.peerId, throughput })
       const sig = await stopped

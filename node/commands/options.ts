@@ -1,4 +1,5 @@
 import { InvalidArgumentError } from 'commander'
+import { parseSpeculate, type SpeculateMode } from '../../client/index.js'
 import { BadOptionError } from './errors.js'
 
 /** Commander parser for an integer option ≥ min. */
@@ -30,4 +31,16 @@ export function parseSpan(text: string, nLayers: number): [number, number] {
   if (!m || a >= b || b > nLayers)
     throw new BadOptionError(`--layers ${text}: expected a:b with 0 ≤ a < b ≤ ${nLayers} (the model has ${nLayers} blocks)`)
   return [a, b]
+}
+
+export const SPECULATE_HELP =
+  'speculative steps (docs/speculation.md): drafted tokens checked by every hop in one step, same tokens (lossless): off, ngram (prompt lookup in the context, no model), self (the edge blocks and head draft, skipping the swarm), draft:<file> (a small model with the same tokenizer)'
+
+/** Commander parser for --speculate: off, ngram, self or draft:<file>. */
+export function speculateOption(v: string): SpeculateMode {
+  try {
+    return parseSpeculate(v)
+  } catch (err) {
+    throw new InvalidArgumentError((err as Error).message)
+  }
 }

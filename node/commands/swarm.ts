@@ -1,6 +1,6 @@
 import type { Command } from 'commander'
 import { type PeerRecord, parseBootstrapList, SwarmView } from '../../client/index.js'
-import { createHost } from '../../protocol/index.js'
+import { createHost, reachabilityOf } from '../../protocol/index.js'
 import { computeModelId, openModelFile } from '../../shards/index.js'
 import { checkReadableFile } from './checks.js'
 import { warn } from './cli-exit.js'
@@ -60,7 +60,8 @@ export function registerSwarm(program: Command): void {
         await view.refresh()
         const waitedMs = Date.now() - t0
         const last = view.lastRefresh
-        const peers = view.list()
+        // how this command reached each peer: direct, relayed or hole-punched (protocol/reachability.ts)
+        const peers = view.list().map((p) => ({ ...p, reachability: reachabilityOf(host, p.peerId) ?? 'unreached' }))
         const notes: string[] = []
         const held = last.bootstrapAnnouncements.filter((b) => b.announcements >= 0)
         if (first.bootstrapFailed.length > 0) notes.push(`${first.bootstrapFailed.length} bootstrap address(es) failed`)
@@ -71,7 +72,7 @@ export function registerSwarm(program: Command): void {
           )
         const silent = last.dialled.filter((d) => !d.ok).map((d) => d.peerId)
         if (silent.length > 0) notes.push(`${silent.length} announced peer(s) did not answer: ${silent.join(', ')}`)
-        const byModel = new Map<string, PeerRecord[]>()
+        const byModel = new Map<string, Array<PeerRecord & { reachability: string }>>()
         for (const p of peers) byModel.set(p.modelId, [...(byModel.get(p.modelId) ?? []), p])
         const models = [...byModel].map(([id, list]) => coverage(id, list))
         const partial = notes.length > 0
@@ -94,7 +95,7 @@ export function registerSwarm(program: Command): void {
           for (const p of list) {
             const bar = Array.from({ length: m.nLayers }, (_, b) => (b >= p.start && b < p.end ? '█' : '·')).join('')
             process.stdout.write(
-              `  ${bar}  [${p.start}, ${p.end})  ${p.peerId}  ${p.throughput} tok/s  rtt ${p.rttMs.toFixed(1)} ms  free KV ${p.freeCacheTokens}\n`
+              `  ${bar}  [${p.start}, ${p.end})  ${p.peerId}  ${p.throughput} tok/s  rtt ${p.rttMs.toFixed(1)} ms  ${p.reachability}  free KV ${p.freeCacheTokens}\n`
             )
           }
           process.stdout.write(

@@ -5,6 +5,7 @@ import type { LayerswarmClient } from '../../client/index.js'
 import { isLoopbackHost, parseHostPort } from '../config.js'
 import type { Logger } from '../log.js'
 import type { Metrics } from '../metrics.js'
+import { BROWSER_DATA_ROUTES, BROWSER_FILES, registerBrowserRoutes } from './browser-routes.js'
 import type { ChatFormatter } from './chat-template.js'
 import { ApiError, GatewayConfigError, toApiError } from './errors.js'
 import type { GatewayContext } from './generation.js'
@@ -25,6 +26,12 @@ export interface GatewayOptions {
   readonly maxConcurrent?: number
   /** Largest request body (default 1 MiB). */
   readonly bodyLimit?: number
+  /** The model file, served with Range support to the browser chat page (/chat); none: no page. */
+  readonly modelPath?: string
+  /** ws:// multiaddrs for the chat page (default: the /ws addresses of peers the gateway knows). */
+  readonly browserBootstrap?: readonly string[]
+  /** A sealed canary bank the chat page may fetch (its key is not served). */
+  readonly canaryBankPath?: string
 }
 
 export interface Gateway {
@@ -42,7 +49,9 @@ const ROUTES: Record<string, string[]> = {
   '/v1/completions': ['POST'],
   '/v1/chat/completions': ['POST'],
   '/status.json': ['GET'],
-  ...Object.fromEntries(Object.keys(STATIC_FILES).map((p) => [p, ['GET']]))
+  ...Object.fromEntries(
+    [...Object.keys(STATIC_FILES), ...Object.keys(BROWSER_FILES), ...BROWSER_DATA_ROUTES].map((p) => [p, ['GET']])
+  )
 }
 
 function keyMatches(header: string | undefined, key: Buffer): boolean {
@@ -115,7 +124,7 @@ export async function startGateway(o: GatewayOptions): Promise<Gateway> {
       )
     }
     const path = req.url.split('?')[0]
-    if (!key || (req.method === 'GET' && path in STATIC_FILES)) return
+    if (!key || (req.method === 'GET' && (path in STATIC_FILES || path in BROWSER_FILES))) return
     if (!keyMatches(req.headers.authorization, key)) {
       throw new ApiError(
         401,
@@ -160,6 +169,14 @@ export async function startGateway(o: GatewayOptions): Promise<Gateway> {
   let url = ''
   registerOpenAiRoutes(app, { ctx, modelName: o.modelName, chat: o.chat })
   registerStatus(app, { ctx, modelName: o.modelName, listen: () => url, auth: key !== undefined })
+  if (o.modelPath !== undefined)
+    registerBrowserRoutes(app, {
+      client: o.client,
+      modelPath: o.modelPath,
+      modelName: o.modelName,
+      bootstrap: o.browserBootstrap,
+      canaryBankPath: o.canaryBankPath
+    })
 
   await app.listen({ host, port })
   const addr = app.server.address()

@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import type { FastifyInstance } from 'fastify'
 import type { PeerRecord } from '../../client/index.js'
+import { reachabilityOf } from '../../protocol/index.js'
 import { packageRoot } from '../paths.js'
 import type { GatewayContext } from './generation.js'
 
@@ -120,6 +121,8 @@ function statusJson(init: StatusInit, peers: readonly PeerRecord[], refreshedAt:
         end: p.end,
         throughput: p.throughput,
         rtt_ms: Math.round(p.rttMs * 10) / 10,
+        // how the gateway reaches it now: direct, relayed (circuit relay v2) or hole-punched (DCUtR)
+        reachability: reachabilityOf(client.host, p.peerId) ?? null,
         free_cache_tokens: p.freeCacheTokens,
         version: p.version,
         seen_ago_ms: now - p.seenAtMs,

@@ -20,14 +20,24 @@ export const wasmApi = (globalThis as unknown as { WebAssembly?: WasmApi }).WebA
 
 let cached: WasmModule | null = null
 
+/** Base64 to bytes in Node (Buffer) and in a browser worker (atob), so the kernels run in both. */
+function base64Bytes(text: string): Uint8Array {
+  if (typeof Buffer === 'function') return Buffer.from(text, 'base64')
+  const binary = atob(text)
+  const out = new Uint8Array(binary.length)
+  for (let i = 0; i < binary.length; i++) out[i] = binary.charCodeAt(i)
+  return out
+}
+
 /**
  * The compiled kernel module (SIMD + threads), compiled once per process. Synchronous
- * compilation is fine in Node (the 4 KiB main-thread limit is a browser rule); the Module is
- * then shared with every worker.
+ * compilation is fine in Node and in a browser's Web Worker (the 4 KiB limit holds on a page's
+ * main thread only, so the browser client runs its SDK in a worker); the Module is then shared
+ * with every worker.
  */
 export function wasmKernelsModule(): WasmModule {
   if (!wasmApi) throw new Error('WebAssembly is not available')
-  if (!cached) cached = new wasmApi.Module(Buffer.from(WASM_KERNELS_BASE64, 'base64'))
+  if (!cached) cached = new wasmApi.Module(base64Bytes(WASM_KERNELS_BASE64))
   return cached
 }
 

@@ -101,6 +101,33 @@ describe('rollback on conviction: no tampered token survives (4 peers, tamperer 
     expect(runCli(['verify-evidence', file], 60_000).status).toBe(2)
   })
 
+  it('a thin client (1 + 1 edge blocks and a canary bank), relay and chain: honest tokens, the tamperer convicted', {
+    timeout: 600_000
+  }, async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'layerswarm-rollback-bank-'))
+    const built = runCli(['canary', 'build', '--model', GGUF_PATH, '--count', '8', '--out', join(dir, 'bank')], 120_000)
+    expect(built.status, built.stderr).toBe(0)
+    for (const forwarding of ['relay', 'chain'] as const) {
+      for (let i = 0; i < CLIENTS; i++) {
+        const client = await createClient({
+          bootstrap,
+          model: GGUF_PATH,
+          kernels: createReferenceKernels(),
+          forwarding,
+          canaryBank: { path: join(dir, 'bank') }
+        })
+        try {
+          await client.view.waitForRoute(1, 4, 20_000)
+          const result = await client.generate(ref.prompt, { maxTokens: TOKENS, temperature: 0 })
+          expect(result.tokens).toEqual(honest)
+          expect(result.convicted).toContain(nodes.tamperer.peerId)
+        } finally {
+          await client.close()
+        }
+      }
+    }
+  })
+
   for (const forwarding of ['relay', 'chain'] as const) {
     it(`SDK generate(), ${forwarding}: honest tokens in every fresh client, the tamperer convicted`, {
       timeout: 600_000

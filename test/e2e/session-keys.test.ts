@@ -18,7 +18,7 @@ import {
   verifyX25519Binding,
   wrapKey
 } from '../../crypto/index.js'
-import { type LocalNode, startLocalNode } from '../../node/local-swarm.js'
+import type { LocalNode } from '../../node/local-swarm.js'
 import {
   createHost,
   createSessionCaller,
@@ -34,30 +34,19 @@ import {
   type SessionRequestBody,
   signReceipt
 } from '../../protocol/index.js'
-import {
-  createEdge,
-  createShard,
-  type Kernels,
-  type ModelFile,
-  openModelFile,
-  type Shard,
-  selectKernels
-} from '../../shards/index.js'
+import type { Shard } from '../../shards/index.js'
 import { keyedSessions } from '../helpers/keyed-session.js'
 import { f32Data } from '../helpers/raw-session.js'
-import { GGUF_PATH } from '../helpers/reference.js'
+import { SPAN, type SpanNode, startSpanNode } from '../helpers/span-node.js'
 
 const DIM = 64
-const [START, END] = [1, 4]
-const SPAN = [START, END] as const
 
 describe('session keys, step tags and sealed KV through the session protocol', () => {
+  let fx: SpanNode
   let node: LocalNode
   let client: Host
   let upstream: Host
   let upstreamKey: PrivateKey
-  let model: ModelFile
-  let kernels: Kernels
   let local: Shard
   let rows: Float32Array
   let nodePub: Uint8Array
@@ -107,16 +96,12 @@ describe('session keys, step tags and sealed KV through the session protocol', (
   const same = (a: Float32Array, b: Float32Array) => Buffer.from(f32Data(a)).equals(Buffer.from(f32Data(b)))
 
   beforeAll(async () => {
-    node = await startLocalNode({ model: GGUF_PATH, layers: `${START}:${END}`, args: ['--kernels', 'reference'] })
+    fx = await startSpanNode({ hosts: 1, ids: [1, 403, 407, 261, 5, 77, 300, 42, 9, 31, 12, 88] })
+    ;({ node, local, rows } = fx)
+    ;[client] = fx.hosts
+    // the upstream hop signs receipts with a key this test holds
     upstreamKey = await generateKeyPair('Ed25519')
-    ;[client, upstream] = await Promise.all([
-      createHost({ listen: [], pubsub: false }),
-      createHost({ listen: [], pubsub: false, privateKey: upstreamKey })
-    ])
-    model = openModelFile(GGUF_PATH)
-    kernels = selectKernels({ kind: 'reference' })
-    local = createShard({ model, start: START, end: END, kernels })
-    rows = createEdge({ model, kernels }).embed([1, 403, 407, 261, 5, 77, 300, 42, 9, 31, 12, 88])
+    upstream = await createHost({ listen: [], pubsub: false, privateKey: upstreamKey })
     const { info } = await fetchInfo(
       client,
       node.addrs.map((a) => multiaddr(a))
@@ -126,10 +111,8 @@ describe('session keys, step tags and sealed KV through the session protocol', (
 
   afterAll(async () => {
     for (const c of callers) c.abort(new Error('test done'))
-    await Promise.all([client, upstream].map((h) => h?.stop()))
-    await node?.stop()
-    kernels?.close?.()
-    model?.close()
+    await upstream?.stop()
+    await fx?.close()
   })
 
   it("announces an X25519 key signed by its peer id's key", async () => {
@@ -170,7 +153,7 @@ describe('session keys, step tags and sealed KV through the session protocol', (
         sessionId: id,
         stepId,
         start: 0,
-        end: START,
+        end: SPAN[0],
         inputHash: o.input ?? clientIn(stepId),
         outputHash: sha256(sent)
       }

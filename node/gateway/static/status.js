@@ -92,7 +92,7 @@ function drawPeers(s) {
       <td><span class="chip" title="${esc(p.peer_id)}\n${esc(p.addrs.join('\n'))}"><i style="background:${peerColor(p.peer_id)}"></i><span class="mono">${esc(short(p.peer_id))}</span></span></td>
       <td class="mono">[${p.start}, ${p.end})</td>
       <td><span class="meter"><b style="width:${Math.round((p.throughput / maxTp) * 100)}%"></b></span>${fmt(p.throughput)} tok/s</td>
-      <td>${p.rtt_ms.toFixed(1)} ms</td>
+      <td>${p.rtt_ms.toFixed(1)} ms${p.reachability && p.reachability !== 'direct' ? ` · ${esc(p.reachability)}` : ''}</td>
       <td>${fmt(p.free_cache_tokens)} tok</td>
       <td class="mono">${esc(p.version)}</td>
       <td>${trustPill(p)}</td>

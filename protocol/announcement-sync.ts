@@ -1,0 +1,72 @@
+/**
+ * Anti-entropy for announcements (issue #19): a node also pulls what its neighbours hold
+ * (announcement-exchange.ts), so an announcement gossip did not deliver still arrives:
+ * - from a peer that just connected and serves the exchange, once, `intervalMs` after it was
+ *   identified (by then it has announced itself);
+ * - from one random connected peer every `intervalMs`.
+ * Why: a node restarted with its kept identity (node/identity.ts) was not heard over gossip by
+ * its bootstrap peer for over 12 s (the peer id's gossipsub state from before the restart), so a
+ * client asking that bootstrap peer did not find it; the pull closes that gap. Entries are
+ * verified on receipt (signature, signer, expiry): a neighbour can only withhold.
+ */
+import type { PeerId } from '@libp2p/interface'
+import { type AnnouncementStore, fetchAnnouncements } from './announcement-exchange.js'
+import type { Host } from './host.js'
+import { ANNOUNCEMENTS_PROTOCOL } from './ids.js'
+
+export interface AnnouncementSyncInit {
+  /** Pull period and the delay after a peer connects (a node uses its announce interval). */
+  intervalMs: number
+  /** How long one pull may take (default 5 s). */
+  timeoutMs?: number
+  signal?: AbortSignal
+  onError?(err: Error): void
+}
+
+/** One pull from `from`; resolves to how many verified entries it brought. */
+export async function pullAnnouncements(
+  host: Host,
+  store: AnnouncementStore,
+  from: PeerId,
+  signal?: AbortSignal
+): Promise<number> {
+  const got = await fetchAnnouncements(host, from, { signal })
+  for (const { announcement, signed } of got) store.put(announcement, signed)
+  return got.length
+}
+
+/** Pull on connect and every `intervalMs` until `signal` aborts. */
+export function startAnnouncementSync(host: Host, store: AnnouncementStore, init: AnnouncementSyncInit): void {
+  if (!Number.isFinite(init.intervalMs) || init.intervalMs <= 0) throw new RangeError('announcement sync: intervalMs > 0')
+  if (init.signal?.aborted) return
+  const pull = (from: PeerId): void => {
+    if (init.signal?.aborted) return
+    const signal = AbortSignal.any([AbortSignal.timeout(init.timeoutMs ?? 5_000), ...(init.signal ? [init.signal] : [])])
+    pullAnnouncements(host, store, from, signal).catch((err: Error) => init.onError?.(err))
+  }
+  const timers = new Set<ReturnType<typeof setTimeout>>()
+  const onIdentify = (evt: CustomEvent<{ peerId: PeerId; protocols: string[] }>): void => {
+    if (!evt.detail.protocols.includes(ANNOUNCEMENTS_PROTOCOL)) return
+    const t = setTimeout(() => {
+      timers.delete(t)
+      pull(evt.detail.peerId)
+    }, init.intervalMs)
+    t.unref?.()
+    timers.add(t)
+  }
+  host.addEventListener('peer:identify', onIdentify)
+  const every = setInterval(() => {
+    const peers = host.getPeers()
+    if (peers.length > 0) pull(peers[Math.floor(Math.random() * peers.length)])
+  }, init.intervalMs)
+  every.unref?.()
+  init.signal?.addEventListener(
+    'abort',
+    () => {
+      clearInterval(every)
+      for (const t of timers) clearTimeout(t)
+      host.removeEventListener('peer:identify', onIdentify)
+    },
+    { once: true }
+  )
+}
