@@ -72,7 +72,8 @@ async function held(node: LocalNode): Promise<{ peerId: string; sessions: number
     peerId: node.peerId,
     sessions: value(/^layerswarm_sessions_active/),
     kvTokens: value(/^layerswarm_kv_cache_tokens\{[^}]*state="used"/),
-    rssMiB: Math.round(value(/^layerswarm_process_resident_memory_bytes/) / 2 ** 20)
+    // prom-client default metrics under our prefix: layerswarm_process_process_resident_memory_bytes
+    rssMiB: Math.round(value(/^layerswarm_process_process_resident_memory_bytes[{ ]/) / 2 ** 20)
   }
 }
 

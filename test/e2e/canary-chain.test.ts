@@ -87,7 +87,7 @@ describe('canaries in chained forwarding', () => {
     await Promise.all(Object.values(nodes).map((n) => n.stop()))
   })
 
-  it('a middle hop cannot tell decoy steps from real ones by source, sizes or shapes', { timeout: 180_000 }, async () => {
+  it('a middle hop cannot tell decoy steps from real ones by source, sizes or shapes', { timeout: 420_000 }, async () => {
     const events: Array<Record<string, unknown>> = []
     const client = await createClient({
       bootstrap: [nodes.a.addrs[0]],

@@ -91,7 +91,9 @@ describe('failover in a chain of hops', () => {
     await Promise.all(nodes.map((n) => n.stop()))
   })
 
-  it('chain: kill the last hop at token 20 of 64; the first hop reports it, the client reroutes', async () => {
+  it('chain: kill the last hop at token 20 of 64; the first hop reports it, the client reroutes', {
+    timeout: 180_000
+  }, async () => {
     const events: Array<Record<string, unknown>> = []
     const client = await createFaultClient(nodes, events, { forwarding: 'chain' })
     try {
