@@ -139,7 +139,7 @@ function stepsToExclusion(
       canariesByReceipt = canaries
     }
     const drift = o.tamper.tampers(sessionId, s.stepId) ? s.tampered : s.benign
-    if (det.observe('peer', drift, peer.wire, s.kvLength).excluded)
+    if (det.observe('peer', drift, peer.key, s.kvLength).excluded)
       return { steps: Math.min(t, byReceipt), canarySteps: t, canaries: byReceipt < t ? canariesByReceipt : canaries }
   }
   return { steps: byReceipt, canarySteps: Number.POSITIVE_INFINITY, canaries: canariesByReceipt }
@@ -257,7 +257,7 @@ export function adaptiveBenign(
       if (v.posterior >= rate.suspectPosterior) suspectSteps++
       if (rnd.next() < rate.rateFor(v)) {
         const i = sent++ % drifts.length
-        const after = det.observe('peer', drifts[i], peer.wire, kv[i])
+        const after = det.observe('peer', drifts[i], peer.key, kv[i])
         maxPosterior = Math.max(maxPosterior, after.posterior)
       }
       if (t === short) shortFrac.push(sent / short)
@@ -319,7 +319,7 @@ export function lateDetection(
         if (rnd.next() >= rate.rateFor(det.verdict('peer'))) continue
         sent++
         const i = next++ % drifts.length
-        if (det.observe('peer', drifts[i], peer.wire, peer.steps[i].position + peer.steps[i].rows).excluded) break
+        if (det.observe('peer', drifts[i], peer.key, peer.steps[i].position + peer.steps[i].rows).excluded) break
       }
       steps.push(t <= maxSteps ? t : Number.POSITIVE_INFINITY)
       canaries.push(sent)

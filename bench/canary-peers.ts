@@ -1,6 +1,7 @@
 /** Honest canary peers for the canary benchmarks: real kernel outputs on real canary sets. */
 import {
   BENIGN_PROFILES,
+  benignClassKey,
   buildCanarySet,
   calibrationRandomModels,
   createSpanRunner,
@@ -12,6 +13,7 @@ import {
   positionBucket,
   profileKernels,
   quantile,
+  quantizedWeights,
   runPeerSession,
   WIRE_DTYPES,
   type WireDType,
@@ -46,6 +48,8 @@ export interface Peer {
   readonly span: string
   readonly profile: string
   readonly wire: WireDType
+  /** The benign class the client scores this peer in (canary/calibrate.ts benignClassKey). */
+  readonly key: string
   readonly steps: Step[]
   /** Detector scores of the honest steps: log f_T/f_B at each step's own position, before the ε cap (logDriftScore). */
   readonly benignScores: number[]
@@ -155,6 +159,7 @@ export function honestPeers(benign: DriftModel): { peers: Peer[]; fallbacks: str
             span: `${t.name}[${t.boundary},${e})`,
             profile,
             wire,
+            key: benignClassKey(wire, pk.kvDType, quantizedWeights(t.model)),
             steps: [],
             benignScores: [],
             benignCapped: [],
@@ -180,8 +185,8 @@ export function honestPeers(benign: DriftModel): { peers: Peer[]; fallbacks: str
               }
               const d = driftMetrics(wireRoundtrip(step.raw, set.dim, wire), step.ref)
               byEnd[k].steps.push(step)
-              byEnd[k].benignScores.push(logDriftScore(benign, d, wire, pos + rows))
-              byEnd[k].benignCapped.push(Math.log(Math.max(1e-300, densityRatio(benign, d, wire, pos + rows))))
+              byEnd[k].benignScores.push(logDriftScore(benign, d, byEnd[k].key, pos + rows))
+              byEnd[k].benignCapped.push(Math.log(Math.max(1e-300, densityRatio(benign, d, byEnd[k].key, pos + rows))))
               byEnd[k].benignRelL2.push(d.relL2)
               byEnd[k].benignPeak.push(relMaxAbs(d, step.ref))
               byEnd[k].benignKv.push(pos + rows)

@@ -60,7 +60,7 @@ function evaluate(
   const first = tamperPass(peer, tamper, 0)
   const hit = first.filter((x) => x.tampered)
   // The detector's own score: each step against benign drift at its position (before the ε cap).
-  const pos = hit.map((x) => logDriftScore(benign, x.drift, peer.wire, x.kvLength))
+  const pos = hit.map((x) => logDriftScore(benign, x.drift, peer.key, x.kvLength))
   const overSpread = effectOverSpread(spread, peer.wire, hit)
   const share = shareOverSpread(spread, peer.wire, hit)
   // against the whole range of benign drift: every honest peer of the wire at the step's position, and this configuration's own
@@ -75,7 +75,7 @@ function evaluate(
     for (const x of pass === 0 ? first : tamperPass(peer, tamper, pass)) {
       canaries++
       if (x.tampered) tampered++
-      if ((excluded = det.observe('peer', x.drift, peer.wire, x.kvLength).excluded)) break
+      if ((excluded = det.observe('peer', x.drift, peer.key, x.kvLength).excluded)) break
       if (canaries >= MAX_CANARIES) break
     }
   }
@@ -89,7 +89,7 @@ function evaluate(
     auroc: pos.length ? auroc(pos, peer.benignScores) : Number.NaN,
     aurocCapped: pos.length
       ? auroc(
-          hit.map((x) => Math.log(Math.max(1e-300, densityRatio(benign, x.drift, peer.wire, x.kvLength)))),
+          hit.map((x) => Math.log(Math.max(1e-300, densityRatio(benign, x.drift, peer.key, x.kvLength)))),
           peer.benignCapped
         )
       : Number.NaN,
@@ -165,7 +165,7 @@ export async function main(argv: string[]): Promise<void> {
   for (const p of peers) {
     const det = createDetector({ benign })
     for (const s of p.steps) {
-      const v = det.observe('peer', driftMetrics(wireRoundtrip(s.raw, p.dim, p.wire), s.ref), p.wire, s.position + s.rows)
+      const v = det.observe('peer', driftMetrics(wireRoundtrip(s.raw, p.dim, p.wire), s.ref), p.key, s.position + s.rows)
       benignChecks++
       maxBenignPosterior = Math.max(maxBenignPosterior, v.posterior)
     }

@@ -24,6 +24,7 @@ import {
 
 const SPANS = ['1:4', '1:4', '1:2', '2:4', '2:4']
 const IDLE_TIMEOUT_MS = 4_000
+const NODE_START_TIMEOUT_MS = 180_000
 const PROMPT = 'Once upon a time'
 
 function median(xs: number[]): number | null {
@@ -54,7 +55,7 @@ async function oneProcessTokens(modelPath: string, maxTokens: number): Promise<n
 }
 
 /** Sessions open and KV positions held, from a node's Prometheus text. */
-async function held(node: LocalNode): Promise<{ sessions: number; kvTokens: number }> {
+async function held(node: LocalNode): Promise<{ peerId: string; sessions: number; kvTokens: number; rssMiB: number }> {
   const line = node.logs.find((l) => l.includes('"msg":"metrics"'))
   if (!line) throw new Error(`node ${node.peerId} serves no metrics`)
   const text = await (await fetch((JSON.parse(line) as { url: string }).url)).text()
@@ -67,7 +68,12 @@ async function held(node: LocalNode): Promise<{ sessions: number; kvTokens: numb
         ?.split(' ')
         .at(-1) ?? 0
     )
-  return { sessions: value(/^layerswarm_sessions_active/), kvTokens: value(/^layerswarm_kv_cache_tokens\{[^}]*state="used"/) }
+  return {
+    peerId: node.peerId,
+    sessions: value(/^layerswarm_sessions_active/),
+    kvTokens: value(/^layerswarm_kv_cache_tokens\{[^}]*state="used"/),
+    rssMiB: Math.round(value(/^layerswarm_process_resident_memory_bytes/) / 2 ** 20)
+  }
 }
 
 export async function main(argv: string[]): Promise<void> {
@@ -102,12 +108,15 @@ export async function main(argv: string[]): Promise<void> {
     '--metrics',
     '127.0.0.1:0'
   ]
-  const start = (layers: string, bootstrap?: string[]) => startLocalNode({ model: modelPath, layers, bootstrap, args })
+  // a loaded machine may take a while to start a node process
+  const start = (layers: string, bootstrap?: string[]) =>
+    startLocalNode({ model: modelPath, layers, bootstrap, args, startTimeoutMs: NODE_START_TIMEOUT_MS })
   const nodes: LocalNode[] = [await start(SPANS[0])]
   for (const span of SPANS.slice(1)) nodes.push(await start(span, [nodes[0].addrs[0]]))
   const expected = await oneProcessTokens(modelPath, maxTokens)
   const runs: Array<{ ms: number; failovers: number; identical: boolean; churn?: string }> = []
   const killed: string[] = []
+  let firstHeld: Awaited<ReturnType<typeof held>>[] = []
   try {
     for (let g = 0; g < generations; g++) {
       const live = nodes.filter((n) => n.process.exitCode === null && n.process.signalCode === null)
@@ -155,6 +164,8 @@ export async function main(argv: string[]): Promise<void> {
         const survivor = nodes.find((n) => n !== victim && n.process.exitCode === null && n.process.signalCode === null)
         nodes[i] = await start(victim.layers.join(':'), survivor ? [survivor.addrs[0]] : undefined)
       }
+      // the resident memory of each node after the first generation: survivors must not grow with the run
+      if (g === 0) firstHeld = await Promise.all(nodes.map(held))
       process.stderr.write(`bench churn: generation ${g + 1}/${generations}${churn ? ` (${churn})` : ''}\n`)
     }
     // sessions of failed routes are closed best effort; what is left must go with the idle timeout
@@ -180,7 +191,12 @@ export async function main(argv: string[]): Promise<void> {
           medianSlowdownPerFailoverMs: perFailover.length ? Math.round(median(perFailover) as number) : null,
           heldRightAfter: immediately,
           heldAfterIdleTimeout: afterIdle,
-          leaks: afterIdle.some((h) => h.sessions !== 0 || h.kvTokens !== 0)
+          leaks: afterIdle.some((h) => h.sessions !== 0 || h.kvTokens !== 0),
+          // nodes that served from the first generation to the last: resident MiB then and now
+          survivorsRssMiB: afterIdle.flatMap((h) => {
+            const first = firstHeld.find((f) => f.peerId === h.peerId)
+            return first ? [{ peerId: h.peerId, afterFirstGeneration: first.rssMiB, atEnd: h.rssMiB }] : []
+          })
         },
         null,
         2

@@ -11,8 +11,10 @@ const BENCHES: Record<string, () => Promise<BenchMain>> = {
   churn: async () => (await import('./churn.js')).main,
   failover: async () => (await import('./failover.js')).main,
   hop: async () => (await import('./hop.js')).main,
+  load: async () => (await import('./load.js')).main,
   seal: async () => (await import('./seal.js')).main,
   engine: async () => (await import('./engine.js')).main,
+  'family-speed': async () => (await import('./family-speed.js')).main,
   crosscheck: async () => (await import('./crosscheck/run.js')).main,
   'node-memory': async () => (await import('./node-memory.js')).main,
   kernels: async () => async (argv) => {

@@ -1,7 +1,8 @@
 /**
  * `npm run bench -- node-memory --model FILE [--layers A:B] [--tokens 8]`: the
  * peak resident memory of a real node process (`node start`) serving a span, after a client
- * generated a few tokens through it, against the budget of issue #14:
+ * generated a few tokens through it (the client runs blocks outside [A, B) itself), against
+ * the budget of issue #14:
  *   peak RSS ≤ 1.15 × (span weights + reserved KV) + 150 MB.
  * Reserved KV is the node's `kvBytes` (one session of the model's full context on the span,
  * from node start's JSON line). Prints one JSON object. Linux (reads /proc/PID/status VmHWM).
@@ -51,7 +52,11 @@ export async function main(argv: string[]): Promise<void> {
     const afterStart = residentBytes(node.process.pid as number)
     // A client generating through the node: its session reserves KV and runs every block.
     const cli = join(dirname(fileURLToPath(import.meta.url)), '..', 'node', 'cli.js')
-    const args = [cli, 'generate', '--model', values.model, '--bootstrap', node.addrs[0], '--edge-first', '0', '--edge-last', '0']
+    // The client runs the blocks outside the node's span itself (its edge), so a route is the
+    // node alone: a span smaller than the model used to leave blocks nobody served (NO_ROUTE).
+    const [a, b] = layers.split(':').map(Number)
+    const edge = ['--edge-first', String(a), '--edge-last', String(n - b)]
+    const args = [cli, 'generate', '--model', values.model, '--bootstrap', node.addrs[0], ...edge]
     args.push('--prompt', 'Once upon a time', '--max-tokens', values.tokens, '--temperature', '0')
     const t0 = performance.now()
     // The node's span announcement reaches a new client within a few seconds: retry until then.

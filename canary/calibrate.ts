@@ -9,11 +9,37 @@ import { WIRE_DTYPES, type WireDType, wireRoundtrip } from './wire-roundtrip.js'
 
 /**
  * Benign variation the project itself produces, measured rather than assumed: a peer on other
- * kernels (the WebAssembly path vs the TypeScript reference), other thread counts, an f16 KV
- * cache, and an f16 or q8_0 wire, against references from the trusted reference kernels.
+ * kernels (the WebAssembly path vs the TypeScript reference), other thread counts, an f16 or
+ * q8_0 KV cache, and an f16 or q8_0 wire, against references from the trusted reference kernels.
+ * An f16 cache drifts about as much as the kernels do and joins the wire's class; a q8_0 cache
+ * drifts an order of magnitude more, so its samples get classes of their own
+ * (benignClassKey: `<wire>/kv-q8_0`), and a peer that does not announce a q8_0 cache keeps
+ * the tighter ones.
  */
-export type BenignProfile = 'reference' | 'wasm-1t' | 'wasm-2t' | 'reference-kvf16'
-export const BENIGN_PROFILES: readonly BenignProfile[] = ['reference', 'wasm-1t', 'wasm-2t', 'reference-kvf16']
+export type BenignProfile = 'reference' | 'wasm-1t' | 'wasm-2t' | 'reference-kvf16' | 'reference-kvq8_0'
+export const BENIGN_PROFILES: readonly BenignProfile[] = [
+  'reference',
+  'wasm-1t',
+  'wasm-2t',
+  'reference-kvf16',
+  'reference-kvq8_0'
+]
+
+/**
+ * The benign drift class a peer's canary drift is scored in: its wire dtype; `/qw` when the
+ * model's matrices are Q8_0 or a block type (the fast kernels quantise activations, so a wire's
+ * rounding of the input moves outputs by about 1 % instead of 0.03 %); `/kv-q8_0` when the peer
+ * announces a q8_0 KV cache.
+ */
+export function benignClassKey(wire: string, kvDtype?: KvDType, quantizedWeights = false): string {
+  return `${wire}${quantizedWeights ? '/qw' : ''}${kvDtype === 'q8_0' ? '/kv-q8_0' : ''}`
+}
+
+/** Whether the fast kernels quantise activations for this model's matrices (Q8_0 and block types but BF16). */
+export function quantizedWeights(model: ModelFile): boolean {
+  const d = model.weightDType
+  return d !== 'f32' && d !== 'f16' && d !== 'bf16'
+}
 
 export interface ProfileKernels {
   readonly profile: BenignProfile
@@ -38,7 +64,8 @@ export function profileKernels(profile: BenignProfile): ProfileKernels {
       fallback = true
     }
   } else kernels = selectKernels({ kind: 'reference' })
-  return { profile, kernels, kvDType: profile === 'reference-kvf16' ? 'f16' : 'f32', fallback, close: () => kernels.close?.() }
+  const kvDType: KvDType = profile === 'reference-kvf16' ? 'f16' : profile === 'reference-kvq8_0' ? 'q8_0' : 'f32'
+  return { profile, kernels, kvDType, fallback, close: () => kernels.close?.() }
 }
 
 /** Step row counts of an ordinary session over a canary: prefill of the prompt, then 1-row steps. */
@@ -117,6 +144,11 @@ export function collectBenignSamples(options: CalibrateOptions): { samples: Drif
       })
       for (const profile of profiles) {
         const pk = profileKernels(profile)
+        // A q8_0 cache needs whole 32-blocks per KV row (shards/kv-cache.ts).
+        if (pk.kvDType === 'q8_0' && model.config.kvDim % 32 !== 0) {
+          pk.close()
+          continue
+        }
         if (pk.fallback) fallbacks.add(profile)
         const runner = createSpanRunner({
           model,
@@ -129,7 +161,8 @@ export function collectBenignSamples(options: CalibrateOptions): { samples: Drif
           for (const wire of wires) {
             if (wire === 'q8_0' && set.dim % 32 !== 0) continue
             for (let i = 0; i < set.canaries.length; i++) {
-              samples.push(...sessionDrifts(set, i, runPeerSession(runner, set, i, wire), wire))
+              const key = benignClassKey(wire, pk.kvDType, quantizedWeights(model))
+              samples.push(...sessionDrifts(set, i, runPeerSession(runner, set, i, wire), wire, key))
             }
           }
         } finally {
@@ -142,8 +175,14 @@ export function collectBenignSamples(options: CalibrateOptions): { samples: Drif
   return { samples, fallbacks: [...fallbacks] }
 }
 
-/** One drift sample per step and span end of a peer session (outputs sent back in `wire`). */
-export function sessionDrifts(set: CanarySet, index: number, session: PeerSession, wire: WireDType): DriftSample[] {
+/** One drift sample per step and span end of a peer session (outputs sent back in `wire`; samples keyed `key`). */
+export function sessionDrifts(
+  set: CanarySet,
+  index: number,
+  session: PeerSession,
+  wire: WireDType,
+  key: string = wire
+): DriftSample[] {
   const out: DriftSample[] = []
   set.ends.forEach((_, k) => {
     const back = wireRoundtrip(session.outputs[k], set.dim, wire)
@@ -151,7 +190,7 @@ export function sessionDrifts(set: CanarySet, index: number, session: PeerSessio
     let pos = 0
     for (const rows of session.steps) {
       const a = back.subarray(pos * set.dim, (pos + rows) * set.dim)
-      out.push({ drift: driftMetrics(a, ref.subarray(pos * set.dim, (pos + rows) * set.dim)), wire, kvLength: pos + rows })
+      out.push({ drift: driftMetrics(a, ref.subarray(pos * set.dim, (pos + rows) * set.dim)), wire: key, kvLength: pos + rows })
       pos += rows
     }
   })

@@ -26,6 +26,19 @@ export function calibrationRandomModels(): { name: string; model: ModelFile }[] 
   ]
 }
 
+/**
+ * Random-weight models with matrices the fast kernels multiply with quantised activations
+ * (Q8_0, and the Q4_K_M mixture with Q6_K and Q5_0/Q8_0 fallbacks): their benign drift has
+ * classes of its own (benignClassKey's `/qw`).
+ */
+export function calibrationQuantizedModels(): { name: string; model: ModelFile }[] {
+  const shape = parseShape('256,3,4,2,512,300')
+  return (['q8_0', 'q4_k_m'] as const).map((dtype) => ({
+    name: `random-256,3,4,2,512,300-${dtype}`,
+    model: createRandomModel(shape, { dtype, seed: 7, seqLen: 128 })
+  }))
+}
+
 /** Recompute the default calibration from the bundled model file (stories260K.gguf). */
 export function calibrateDefault(
   bundled: ModelFile,
@@ -35,7 +48,8 @@ export function calibrateDefault(
 ): Calibration {
   const targets: CalibrationTarget[] = [
     { model: bundled, boundaries: [1, 2, 3] },
-    ...calibrationRandomModels().map(({ model }) => ({ model, boundaries: [1] }))
+    ...calibrationRandomModels().map(({ model }) => ({ model, boundaries: [1] })),
+    ...calibrationQuantizedModels().map(({ model }) => ({ model, boundaries: [1] }))
   ]
   return calibrate({ targets, seed, features, maxPoints })
 }

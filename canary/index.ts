@@ -12,6 +12,7 @@ export {
 export {
   BENIGN_PROFILES,
   type BenignProfile,
+  benignClassKey,
   type CalibrateOptions,
   type Calibration,
   type CalibrationTarget,
@@ -20,6 +21,7 @@ export {
   endsAfter,
   type PeerSession,
   profileKernels,
+  quantizedWeights,
   runPeerSession,
   sessionDrifts,
   sessionSteps
@@ -44,7 +46,7 @@ export {
   inputFor,
   referenceFor
 } from './canary-set.js'
-export { calibrateDefault, calibrationRandomModels, defaultBenignModel } from './default-model.js'
+export { calibrateDefault, calibrationQuantizedModels, calibrationRandomModels, defaultBenignModel } from './default-model.js'
 export {
   createDetector,
   DEFAULT_RATES,

@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto'
 import {
   buildCanaryTraces,
   type CanarySet,
@@ -16,6 +15,7 @@ import { createReferenceKernels, type Kernels, type ModelFile } from '../shards/
 import type { StepContext } from './canary-types.js'
 import type { ChainedDecoy } from './chained-decoy.js'
 import type { HopSession, HopTarget } from './hop.js'
+import { randomSessionId } from './session-id.js'
 
 /** A decoy session: one hop's (relayed) or the whole route's (chained), running through one canary. */
 export interface Decoy {
@@ -166,8 +166,8 @@ export class DecoyPool {
       await closeDecoy(decoy)
     }
     const plan = this.material.plan(targets[0].start, ctx)
-    // shaped as a real route's hop session id (RemotePipeline: `<session>.<route number>`)
-    const sessionId = `${randomUUID()}.1`
+    // shaped as a real route's hop session id (128 random bits, as RemotePipeline's)
+    const sessionId = randomSessionId()
     const opened = await open(sessionId, plan.maxLength)
     decoy = {
       targets,

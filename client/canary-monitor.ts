@@ -1,5 +1,6 @@
 import {
   type AdaptiveRate,
+  benignClassKey,
   type CanarySet,
   createAdaptiveRate,
   createDetector,
@@ -14,6 +15,7 @@ import {
   fixedRate,
   inputFor,
   type PeerVerdict,
+  quantizedWeights,
   type Random,
   referenceFor
 } from '../canary/index.js'
@@ -72,6 +74,8 @@ export class CanaryMonitor {
   readonly restoredExcluded: string[] = []
   /** The trust file to write at close (unset when there is none, or it could not be read). */
   private trustFile?: string
+  /** Whether the model's matrices make the fast kernels quantise activations (benignClassKey). */
+  private readonly quantized: boolean
 
   constructor(
     private readonly host: Host,
@@ -86,6 +90,7 @@ export class CanaryMonitor {
       onBuild?: (boundary: number, built: number, total: number) => void
     }
   ) {
+    this.quantized = quantizedWeights(model)
     this.benign = options.benign ?? defaultBenignModel()
     this.detector = createDetector({ benign: this.benign, prior: options.prior, bound: options.bound })
     const base = options.rate ?? DEFAULT_CANARY_RATE
@@ -283,7 +288,7 @@ export class CanaryMonitor {
           this.noteConviction(v)
           if (
             decoy.taintedFrom === route.length &&
-            densityRatio(this.benign, driftMetrics(outputs[i], reference), this.wireOf(route[i]), position + rows) > 1
+            densityRatio(this.benign, driftMetrics(outputs[i], reference), this.classOf(route[i]), position + rows) > 1
           )
             decoy.taintedFrom = i
         }
@@ -305,6 +310,11 @@ export class CanaryMonitor {
   }
 
   /** The wire dtype a hop was negotiated (a decoy uses it, as the real session does). */
+  /** The benign drift class of a hop: its wire, the model's weights, its announced KV dtype. */
+  private classOf(target: HopTarget): string {
+    return benignClassKey(this.wireOf(target), target.kvDtype, this.quantized)
+  }
+
   private wireOf(target: HopTarget): DType {
     return (target as HopTarget & { wireDtype?: DType }).wireDtype ?? this.options.wireDtype
   }
@@ -324,7 +334,8 @@ export class CanaryMonitor {
     this.last.set(target.peerId, drift)
     const before = this.detector.verdict(target.peerId).excluded
     // Scored against benign drift at the step's own position (benign drift grows with KV length).
-    const verdict = this.detector.observe(target.peerId, drift, this.wireOf(target), position + rows)
+    // In the class of the hop's wire and announced KV dtype (a q8_0 cache drifts more, benignly).
+    const verdict = this.detector.observe(target.peerId, drift, this.classOf(target), position + rows)
     if (verdict.excluded && !before) {
       this.evidence.push({
         peerId: target.peerId,

@@ -7,6 +7,7 @@ import {
   generateX25519KeyPair,
   type HopKeys,
   randomKey,
+  sha256,
   stepTag,
   verifyX25519Binding,
   wrapKeyUnder,
@@ -40,6 +41,8 @@ export interface HopTarget extends RouteHop {
   readonly wireDtypes?: readonly DType[]
   /** The dtype negotiated for this hop of the route (client/wire-negotiation.ts). */
   readonly wireDtype?: DType
+  /** The peer's KV cache dtype as it announces it (selects its benign canary drift class). */
+  readonly kvDtype?: 'f32' | 'f16' | 'q8_0'
 }
 
 export interface HopStepOutcome {
@@ -247,9 +250,13 @@ export class HopSession {
     downstream: readonly HopSession[] = [],
     { signal }: AbortOptions = {}
   ) {
-    const fields = { sessionId: this.sessionId, stepId, startPosition, inputHash: chainedStepBinding(hidden.length / this.dim) }
+    const message = this.stepMessage(stepId, startPosition, hidden, true)
+    // each tag binds the row count and the hash of the bytes we send: a later hop finds that
+    // hash in this hop's signed receipt, which travels with the step (issue #17)
+    const inputHash = chainedStepBinding(hidden.length / this.dim, sha256(message.hidden.data))
+    const fields = { sessionId: this.sessionId, stepId, startPosition, inputHash }
     const hopAuth = downstream.map((h) => stepTag(h.keys.stepMacKey, fields))
-    const step = { ...this.stepMessage(stepId, startPosition, hidden, true), hopAuth, oneWay: true }
+    const step = { ...message, hopAuth, oneWay: true }
     if (this.ledger) {
       // hop-to-hop links: each hop encodes its output in its negotiated dtype (the chain shares one)
       const rows = hidden.length / this.dim

@@ -7,6 +7,7 @@ import { HopSession, type HopTarget } from './hop.js'
 import { KvRecovery } from './kv-recovery.js'
 import { CanaryObserver, type Exclusion, type PipelineObserver, type PipelineState } from './pipeline-observer.js'
 import { ReceiptLedger } from './receipts.js'
+import { randomSessionId } from './session-id.js'
 import { type Forwarding, StepTransport, stepDeadline, tagged } from './step-transport.js'
 import type { SwarmView } from './swarm-view.js'
 import type { WireLedger } from './wire-ledger.js'
@@ -67,7 +68,12 @@ export class RemotePipeline implements BlockPipeline {
   private length = 0
   /** Positions no later step rewinds (speculative steps' drafts are not, until kept). */
   private committed = 0
-  private connects = 0
+  /**
+   * Each route gets its own random session id on its hops (randomSessionId): a hop that survived
+   * a failover may still hold the old session (its close is best effort), so ids must not
+   * collide, and no hop may guess the next one from an id it saw (issue #17: squatting).
+   */
+  private nextSessionId = randomSessionId()
   failovers = 0
   /** Every hop's signed receipt is checked here (and goes to the canary monitor's replay index). */
   readonly receipts: ReceiptLedger
@@ -100,7 +106,15 @@ export class RemotePipeline implements BlockPipeline {
     })
     this.observers = [this.kv]
     if (init.canaries) this.observers.push(new CanaryObserver(init.canaries, { sessionId, forwarding, maxLength }))
-    this.transport = new StepTransport({ dim, forwarding, sessionId, receipts: this.receipts, log, observers: this.observers })
+    this.transport = new StepTransport({
+      dim,
+      forwarding,
+      sessionId,
+      receipts: this.receipts,
+      log,
+      observers: this.observers,
+      onHopTime: (peerId, ms, rows, blocks) => view.load.observe(peerId, ms, blocks, rows, view.rttOf(peerId))
+    })
   }
 
   get route(): HopTarget[] {
@@ -185,16 +199,8 @@ export class RemotePipeline implements BlockPipeline {
       hops: this.hops ?? [],
       history: this.history,
       length: this.committed,
-      nextSessionId: this.sessionIdOf(this.connects + 1)
+      nextSessionId: this.nextSessionId
     }
-  }
-
-  /**
-   * Each route gets its own session id on the hops: a hop that survived a failover may still
-   * hold the old session (its close is best effort), and the new one must not collide with it.
-   */
-  private sessionIdOf(connect: number): string {
-    return `${this.init.sessionId}.${connect}`
   }
 
   private remember(hidden: Float32Array, startPos: number): void {
@@ -238,8 +244,9 @@ export class RemotePipeline implements BlockPipeline {
         { preference: this.init.wireDtype, chained: this.init.forwarding === 'chain' },
         options
       ))
-    this.connects++
-    const sessionId = this.sessionIdOf(this.connects)
+    // the id standbys were opened with (state().nextSessionId); the one after it is fresh
+    const sessionId = this.nextSessionId
+    this.nextSessionId = randomSessionId()
     const chain = this.init.forwarding === 'chain'
     const hops: HopSession[] = []
     try {
@@ -271,6 +278,8 @@ export class RemotePipeline implements BlockPipeline {
     this.init.log?.({
       event: 'route',
       sessionId: this.init.sessionId,
+      // the route's own id on its hops (random per connect): tests check it cannot be predicted
+      hopSessionId: sessionId,
       forwarding: this.init.forwarding,
       route: route.map((h) => ({ peerId: h.peerId, start: h.start, end: h.end, wire: h.wireDtype }))
     })

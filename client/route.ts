@@ -4,7 +4,8 @@ import { NoRouteError } from './errors.js'
  * blocks [from, to) exactly, with the least expected time per token. As Petals' routing does,
  * this is a shortest path over block boundaries: an edge a → b exists when a peer serves
  * [s, e) with s ≤ a < b ≤ e, and costs that peer's round trip plus its compute for b - a
- * blocks. Dijkstra on ≤ n+1 nodes.
+ * blocks, plus the wait its queue announces (issue #18: load-aware routes). Dijkstra on ≤ n+1
+ * nodes.
  */
 export interface RouteCandidate {
   readonly peerId: string
@@ -14,6 +15,15 @@ export interface RouteCandidate {
   readonly rttMs: number
   /** Tokens/s the peer reports for its whole span (decode). */
   readonly throughput: number
+  /** Steps waiting in the peer's batch queue, as it last announced (0 or absent: none). */
+  readonly queuedSteps?: number
+  /**
+   * The client's own moving average of ms per block its decode steps took on this peer past the
+   * round trip (client/peer-load.ts); replaces the reported throughput once known.
+   */
+  readonly measuredMsPerBlock?: number
+  /** A per-client tie-break fraction (client/peer-load.ts ROUTE_JITTER), so equal replicas share clients. */
+  readonly jitter?: number
 }
 
 export interface RouteHop {
@@ -22,11 +32,21 @@ export interface RouteHop {
   readonly end: number
 }
 
-/** Expected milliseconds for one token through blocks [a, b) of a peer. */
+/** Assumed ms per block of a peer that reports no throughput. */
+const UNKNOWN_MS_PER_BLOCK = 50
+
+/**
+ * Expected milliseconds for one token through blocks [a, b) of a peer: its round trip, its
+ * compute for b - a blocks (the client's own measure when it has one, else the reported
+ * throughput), and one step of its whole span for each step its queue announces waiting
+ * (a bound: batching runs waiting steps together), all raised by the client's tie-break.
+ */
 export function hopCostMs(c: RouteCandidate, a: number, b: number): number {
   const span = Math.max(1, c.end - c.start)
-  const perBlockMs = c.throughput > 0 ? 1000 / c.throughput / span : 50
-  return c.rttMs + perBlockMs * (b - a)
+  const reportedMsPerBlock = c.throughput > 0 ? 1000 / c.throughput / span : UNKNOWN_MS_PER_BLOCK
+  const perBlockMs = c.measuredMsPerBlock ?? reportedMsPerBlock
+  const queueMs = Math.max(0, c.queuedSteps ?? 0) * reportedMsPerBlock * span
+  return (c.rttMs + perBlockMs * (b - a) + queueMs) * (1 + Math.max(0, c.jitter ?? 0))
 }
 
 export function planRoute(candidates: readonly RouteCandidate[], from: number, to: number): RouteHop[] {

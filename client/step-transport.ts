@@ -24,6 +24,11 @@ export interface StepTransportInit {
   readonly log?: (e: Record<string, unknown>) => void
   /** Told of every chained step once its receipts passed, off the critical path (canary audits). */
   readonly observers?: readonly PipelineObserver[]
+  /**
+   * Told how long each hop took for a step (ms on the client's clock, relayed: its round trip;
+   * chained: its reported compute and an equal share of the rest), for load-aware routes.
+   */
+  readonly onHopTime?: (peerId: string, ms: number, rows: number, blocks: number) => void
 }
 
 /**
@@ -114,6 +119,9 @@ export class StepTransport {
       throw err
     }
     await checked()
+    hops.forEach((hop, i) => {
+      this.init.onHopTime?.(hop.target.peerId, timings[i].rttMs ?? 0, rows, hop.target.end - hop.target.start)
+    })
     this.logStep(stepId, startPos, rows, performance.now() - t0, timings)
     return h
   }
@@ -144,6 +152,7 @@ export class StepTransport {
     // The step goes one way; a hop that fails it reports back through the first hop (`failed`).
     const got = await Promise.race([result, sent.then((s) => tagged(first.target.peerId, s.failed))])
     const ms = performance.now() - t0
+    this.chainedHopTimes(hops, ms, rows, got.timings)
     // The output carries every hop's receipt and compute time (each hop signed before it
     // forwarded); they are checked off the critical path, once the next step is sent (or the
     // session closes): a bad receipt poisons the route and the step after that fails over.
@@ -168,6 +177,19 @@ export class StepTransport {
       .finally(() => this.offPath.delete(offPath))
     this.offPath.add(offPath)
     return got.hidden
+  }
+
+  /** A chained step's time per hop: each hop's reported compute and an equal share of the rest. */
+  private chainedHopTimes(hops: readonly HopSession[], ms: number, rows: number, timings: readonly StepHopTiming[]): void {
+    const report = this.init.onHopTime
+    if (!report) return
+    const compute = new Map(timings.map((t) => [t.peerId, Math.max(0, t.computeMs)]))
+    const total = [...compute.values()].reduce((a, b) => a + b, 0)
+    const rest = Math.max(0, ms - total) / hops.length
+    for (const hop of hops) {
+      const own = Math.min(compute.get(hop.target.peerId) ?? 0, ms)
+      report(hop.target.peerId, own + rest, rows, hop.target.end - hop.target.start)
+    }
   }
 
   /** A `step` log event: wall time of the remote span, and per hop its compute (and, relayed, its round trip). */

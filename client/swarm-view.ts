@@ -14,6 +14,7 @@ import { bootstrapDialError } from './bootstrap-check.js'
 import type { BootstrapError } from './errors.js'
 import { NoRouteError } from './errors.js'
 import type { HopTarget } from './hop.js'
+import { PeerLoad } from './peer-load.js'
 import { planRoute, type RouteCandidate, type RouteHop } from './route.js'
 import { acceptedDtypes, planWireRoute, type WirePreference } from './wire-negotiation.js'
 
@@ -34,6 +35,8 @@ export interface PeerRecord extends RouteCandidate {
   readonly wireDtypes: readonly DType[]
   /** Blocks in the whole model (the peer's InfoResponse.n_layers). */
   readonly nLayers: number
+  /** The peer's KV cache dtype (InfoResponse.kv_dtype; canary drift is scored in its class). */
+  readonly kvDtype?: 'f32' | 'f16' | 'q8_0'
 }
 
 /** What the last refresh saw: for `--verbose` explanations of a missing route and for `doctor`. */
@@ -74,6 +77,8 @@ export class SwarmView {
   lastRefresh: RefreshReport = { bootstrapFailed: [], bootstrapAnnouncements: [], dialled: [], otherModel: [] }
   /** Called on each round of waitForRoute that found no route yet (the CLI's progress line). */
   onWait?: (p: RouteWaitProgress) => void
+  /** This client's own measures of each peer's step times, and its tie-breaks (load-aware routes). */
+  readonly load = new PeerLoad()
 
   constructor(
     private readonly host: Host,
@@ -94,6 +99,9 @@ export class SwarmView {
     this.announced.delete(a.peerId) // re-inserted last: the map stays in arrival order
     this.announced.set(a.peerId, a)
     this.pruneAnnouncements()
+    // a known peer's queue moves with every announcement: routes planned next see it
+    const known = this.peers.get(a.peerId)
+    if (known) this.peers.set(a.peerId, { ...known, queuedSteps: a.queuedSteps ?? 0 })
   }
 
   /** Drops expired announcements, then the oldest beyond MAX_ANNOUNCED_PEERS. */
@@ -164,10 +172,12 @@ export class SwarmView {
             throughput: info.throughput,
             rttMs,
             freeCacheTokens: info.freeCacheTokens,
+            queuedSteps: info.queuedSteps ?? 0,
             version: info.version,
             seenAtMs: Date.now(),
             wireDtypes: acceptedDtypes(info.wireDtypes),
-            nLayers: info.nLayers
+            nLayers: info.nLayers,
+            ...(info.kvDtype ? { kvDtype: info.kvDtype } : {})
           })
         } catch (err) {
           dialled.push({ peerId: id, ok: false, error: (err as Error).message.split('\n')[0] })
@@ -224,6 +234,11 @@ export class SwarmView {
     return [...this.peers.values()].sort((a, b) => a.start - b.start || a.end - b.end || a.peerId.localeCompare(b.peerId))
   }
 
+  /** The round trip the last info request to `peerId` took (0 for a peer not known). */
+  rttOf(peerId: string): number {
+    return this.peers.get(peerId)?.rttMs ?? 0
+  }
+
   /** Keep a peer out of routes for `ms` (a longer ban already in place stays). */
   ban(peerId: string, ms: number): void {
     this.banned.set(peerId, Math.max(this.banned.get(peerId) ?? 0, Date.now() + ms))
@@ -245,7 +260,9 @@ export class SwarmView {
    * (a chain one dtype all its hops accept); UnsupportedWireError when only the dtype is missing.
    */
   route(from: number, to: number, wire?: RouteWire): HopTarget[] {
-    const candidates = this.list().filter((p) => !this.isBanned(p.peerId))
+    const candidates = this.list()
+      .filter((p) => !this.isBanned(p.peerId))
+      .map((p) => ({ ...p, measuredMsPerBlock: this.load.measuredMsPerBlock(p.peerId), jitter: this.load.jitter(p.peerId) }))
     if (!wire) return planRoute(candidates, from, to).map((h) => this.target(h))
     return planWireRoute(candidates, from, to, wire.preference, wire.chained).map((h) => ({
       ...this.target(h),
@@ -255,7 +272,7 @@ export class SwarmView {
 
   private target(h: RouteHop): HopTarget {
     const p = this.peers.get(h.peerId)!
-    return { ...h, addrs: p.addrs, wireDtypes: p.wireDtypes }
+    return { ...h, addrs: p.addrs, wireDtypes: p.wireDtypes, ...(p.kvDtype ? { kvDtype: p.kvDtype } : {}) }
   }
 
   /** Refresh until a route exists (announcements take a moment to arrive), or throw NoRouteError. */

@@ -95,14 +95,17 @@ export function verifyControlTag(controlMacKey: Uint8Array, f: ControlFields, ta
 }
 
 /**
- * The input hash a chained hop's step tag binds. The client cannot know a later hop's input (it
- * is the previous hop's output), so the tag binds what it does know: the step's row count, hashed
- * under its own domain (issue #17: a constant let a hop replay an old tag with other rows). With
- * the session, step id (which a hop requires to go up) and position, that authorizes one step.
+ * The input hash a chained hop's step tag binds (issue #17). The client cannot know a later hop's
+ * input (it is the previous hop's output), so the tag binds what it does know: the step's row
+ * count and the SHA-256 of its own input bytes to the first hop. The receiving hop takes that
+ * hash from the first hop's signed receipt, which travels with the step, and checks that the
+ * receipts chain from it to the bytes it got. With the session, the step id (which a hop
+ * requires to go up) and the position, a tag authorizes one step on one input, once.
  */
-export function chainedStepBinding(rows: number): Uint8Array {
+export function chainedStepBinding(rows: number, clientInputHash: Uint8Array): Uint8Array {
   assertUint('rows', rows)
-  return sha256(new FieldWriter().string(CHAINED_STEP_DOMAIN).u64(rows).finish())
+  assertBytes('clientInputHash', clientInputHash, 32)
+  return sha256(new FieldWriter().string(CHAINED_STEP_DOMAIN).u64(rows).bytes(clientInputHash).finish())
 }
 
-const CHAINED_STEP_DOMAIN = 'layerswarm chained step rows v1'
+const CHAINED_STEP_DOMAIN = 'layerswarm chained step rows+input v2'

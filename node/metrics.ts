@@ -22,6 +22,8 @@ export class Metrics {
   readonly errors: Counter<'code'>
   /** Payload bytes on the wire (libp2p streams for nodes, HTTP bodies for the gateway). */
   readonly wireBytes: Counter<'direction'>
+  /** Sessions per batched forward over the span (node batching, issue #18). */
+  readonly batchSessions: Histogram
 
   constructor(o: { role: 'node' | 'gateway'; defaultMetrics?: boolean; labels?: Record<string, string> }) {
     const r = [this.registry]
@@ -56,12 +58,23 @@ export class Metrics {
       registers: r
     })
     this.errors = new Counter({ name: 'layerswarm_errors_total', help: 'Errors by code', labelNames: ['code'], registers: r })
+    this.batchSessions = new Histogram({
+      name: 'layerswarm_batch_sessions',
+      help: 'Sessions whose steps ran in one batched forward',
+      buckets: [1, 2, 4, 8, 16, 32, 64],
+      registers: r
+    })
     this.wireBytes = new Counter({
       name: 'layerswarm_wire_bytes_total',
       help: 'Bytes on the wire',
       labelNames: ['direction'],
       registers: r
     })
+  }
+
+  /** One batched forward over the span ran `jobs` sessions' steps (`rows` rows in all). */
+  batch(jobs: number, _rows: number): void {
+    this.batchSessions.observe(jobs)
   }
 
   /** `positions` token positions went through a step that took `seconds`. */

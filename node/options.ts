@@ -31,3 +31,23 @@ export const DEFAULT_MAX_SESSIONS = 16
 
 /** Bytes of request frames a node holds in flight over all streams (protocol/byte-budget.ts). */
 export const DEFAULT_BYTES_IN_FLIGHT = 512 * 1024 * 1024
+
+/**
+ * Steps waiting for the span at once (`node start --max-queued-steps`); more get BUSY, so a
+ * client moves to a replica instead of queueing behind a long line (issue #18). One step per
+ * session in flight is the normal case, so the default admits every session's step.
+ */
+export const DEFAULT_MAX_QUEUED_STEPS = DEFAULT_MAX_SESSIONS * 4
+
+/**
+ * Rows one batched forward takes at most (`--max-batch-rows`): the steps of many sessions share
+ * one read of the span's weights; past a few dozen rows a decode batch is compute bound.
+ */
+export const DEFAULT_MAX_BATCH_ROWS = 64
+
+/**
+ * Milliseconds a batch waits for more steps after its first one (`--batch-wait-ms`). 0: none, a
+ * batch takes whatever is queued when the span is free (continuous batching), so a lone client
+ * is not delayed.
+ */
+export const DEFAULT_BATCH_WAIT_MS = 0

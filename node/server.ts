@@ -36,11 +36,19 @@ import type { ModelFile, Shard } from '../shards/index.js'
 import { type BusyPoller, createBusyPoller } from './busy-poll.js'
 import { createNextHopPolicy } from './chain.js'
 import type { Metrics } from './metrics.js'
-import { DEFAULT_BYTES_IN_FLIGHT, DEFAULT_MAX_SESSIONS, type PeerLimitOptions } from './options.js'
+import {
+  DEFAULT_BATCH_WAIT_MS,
+  DEFAULT_BYTES_IN_FLIGHT,
+  DEFAULT_MAX_BATCH_ROWS,
+  DEFAULT_MAX_QUEUED_STEPS,
+  DEFAULT_MAX_SESSIONS,
+  type PeerLimitOptions
+} from './options.js'
 import { PeerLimits } from './peer-limits.js'
 import { SessionCrypto } from './session-crypto.js'
 import { SessionManager } from './session-manager.js'
 import { SessionRequests } from './session-requests.js'
+import { NodeStepQueue } from './step-batch-run.js'
 import type { Tamper } from './tamper.js'
 
 export interface SwarmNodeInit {
@@ -78,6 +86,12 @@ export interface SwarmNodeInit {
   readonly peerLimits?: Partial<PeerLimitOptions>
   /** Request bytes held in flight over all streams (default DEFAULT_BYTES_IN_FLIGHT). */
   readonly bytesInFlight?: number
+  /** Steps waiting for the span at once, more get BUSY (node/options.ts DEFAULT_MAX_QUEUED_STEPS). */
+  readonly maxQueuedSteps?: number
+  /** Rows one batched forward over several sessions takes at most (DEFAULT_MAX_BATCH_ROWS). */
+  readonly maxBatchRows?: number
+  /** Milliseconds a batch waits for more steps (DEFAULT_BATCH_WAIT_MS). */
+  readonly batchWaitMs?: number
 }
 
 /**
@@ -87,6 +101,8 @@ export interface SwarmNodeInit {
  */
 export class SwarmNode {
   readonly sessions: SessionManager
+  /** Steps of every session, batched over the span (continuous batching, issue #18). */
+  readonly steps: NodeStepQueue
   /** Hop keys, key agreement and sealed KV export/import of the sessions. */
   private readonly crypto: SessionCrypto
   private readonly requests: SessionRequests
@@ -117,6 +133,14 @@ export class SwarmNode {
       maxCacheTokens: init.maxCacheTokens ?? maxSessions * init.model.config.seqLen,
       idleTimeoutMs: init.idleTimeoutMs ?? 5 * 60_000
     })
+    this.steps = new NodeStepQueue({
+      shard: init.shard,
+      sessions: this.sessions,
+      maxQueued: init.maxQueuedSteps ?? DEFAULT_MAX_QUEUED_STEPS,
+      maxBatchRows: init.maxBatchRows ?? DEFAULT_MAX_BATCH_ROWS,
+      gatherMs: init.batchWaitMs ?? DEFAULT_BATCH_WAIT_MS,
+      onBatch: (jobs, rows) => init.metrics?.batch(jobs, rows)
+    })
     this.crypto = new SessionCrypto({
       peerId: host.peerId.toString(),
       modelId: init.modelId,
@@ -138,6 +162,7 @@ export class SwarmNode {
       peerId: host.peerId.toString(),
       wireDtypes: this.wireDtypes,
       nextHops: createNextHopPolicy(init.allowPrivateNextHops ?? false),
+      steps: this.steps,
       leaving: () => this.leaving,
       changed: () => this.reportSessions()
     })
@@ -177,6 +202,7 @@ export class SwarmNode {
       freeCacheTokens: this.sessions.freeCacheTokens,
       maxSessions: this.init.maxSessions ?? DEFAULT_MAX_SESSIONS,
       activeSessions: this.sessions.active,
+      queuedSteps: this.steps.queued,
       wireDtypes: this.wireDtypes,
       x25519PublicKey: this.crypto.x25519.publicKey,
       x25519Binding: this.crypto.binding,
@@ -256,6 +282,7 @@ export class SwarmNode {
           end: this.init.shard.end,
           throughput: this.init.throughput,
           freeCacheTokens: this.sessions.freeCacheTokens,
+          queuedSteps: this.steps.queued,
           wireDtypes: this.wireDtypes,
           version: PROTOCOL_VERSION,
           x25519PublicKey: this.crypto.x25519.publicKey,

@@ -93,20 +93,21 @@ export class SessionCrypto {
 
   /**
    * A chained step from an upstream hop (not the owner) must carry the client's tag for this hop
-   * first in hop_auth. Of the sessions `id` that `from` feeds (one per client that routed through
+   * first in hop_auth, over the client's input hash (upstreamClientInputHash, already checked). Of the sessions `id` that `from` feeds (one per client that routed through
    * it), the one whose key verifies the tag is the step's. Returns it and the tags for the hops after us.
    */
   upstreamStep(
     candidates: readonly NodeSession[],
     s: Extract<SessionRequest, { type: 'step' }>['step'],
-    rows: number
+    rows: number,
+    clientInputHash: Uint8Array
   ): { session: NodeSession; tags: Uint8Array[] } {
     const tags = s.hopAuth ?? []
     const fields = {
       sessionId: s.sessionId,
       stepId: s.stepId,
       startPosition: s.startPosition,
-      inputHash: chainedStepBinding(rows)
+      inputHash: chainedStepBinding(rows, clientInputHash)
     }
     let refusal: unknown = new UnauthorizedError(`session ${s.sessionId} has no client key: a chained step cannot be authorized`)
     for (const session of candidates) {

@@ -33,6 +33,8 @@ import type { NodeSession } from './node-session.js'
 import type { SwarmNodeInit } from './server.js'
 import type { SessionCrypto } from './session-crypto.js'
 import type { SessionManager } from './session-manager.js'
+import type { NodeStepQueue } from './step-batch-run.js'
+import { upstreamClientInputHash } from './upstream-step.js'
 
 type Step = Extract<SessionRequest, { type: 'step' }>['step']
 
@@ -44,6 +46,8 @@ export interface SessionRequestsContext {
   readonly peerId: string
   readonly wireDtypes: readonly DType[]
   readonly nextHops: NextHopPolicy
+  /** Steps of all sessions, batched over the span (node/step-batch-run.ts). */
+  readonly steps: NodeStepQueue
   /** Set by drain(): no new sessions or steps, only exports and closes. */
   leaving(): boolean
   /** Sessions were opened or closed: report the gauges. */
@@ -127,22 +131,22 @@ export class SessionRequests {
   }
 
   /** The session a step is for: the sender's own, or one it feeds whose client tag verifies. */
-  private stepSession(s: Step, from: string): { session: NodeSession; tags: Uint8Array[]; fromUpstream: boolean } {
+  private async stepSession(s: Step, from: string): Promise<{ session: NodeSession; tags: Uint8Array[]; fromUpstream: boolean }> {
     const { sessions, crypto } = this.ctx
     const own = sessions.find(s.sessionId, from)
     if (own?.owner === from) return { session: sessions.owned(s.sessionId, from), tags: s.hopAuth ?? [], fromUpstream: false }
     const fed = sessions.fedBy(s.sessionId, from)
     if (fed.length === 0) throw new UnknownSessionError(`no session ${s.sessionId} of yours here`)
     const rows = s.hidden.shape.length === 2 ? s.hidden.shape[0] : 0
-    const { session, tags } = crypto.upstreamStep(fed, s, rows)
+    const { session, tags } = crypto.upstreamStep(fed, s, rows, await upstreamClientInputHash(s, from))
     return { session, tags, fromUpstream: true }
   }
 
   private async step(s: Step, from: string, signal?: AbortSignal): Promise<SessionResponseBody | NoReply> {
-    const { init, sessions } = this.ctx
+    const { init } = this.ctx
     const dim = init.model.config.dim
     if (this.ctx.leaving()) throw new LeavingError(`this peer is leaving: export session ${s.sessionId} and move it`)
-    const { session, tags: hopAuth, fromUpstream } = this.stepSession(s, from)
+    const { session, tags: hopAuth, fromUpstream } = await this.stepSession(s, from)
     const hidden = decodeTensor(s.hidden, { shape: [undefined, dim] })
     // the dtype negotiated at open, on both ends of every link of the session (a chain shares
     // one); checked after the decode, so a malformed tensor is MALFORMED whatever its dtype
@@ -151,7 +155,8 @@ export class SessionRequests {
         `session ${s.sessionId} was opened with wire dtype ${session.wireDtype}, this step carries ${s.hidden.dtype}`
       )
     }
-    const out = sessions.step(session, s.stepId, s.startPosition, hidden, fromUpstream)
+    const step = { session, stepId: s.stepId, startPosition: s.startPosition, hidden, fromUpstream }
+    const out = await this.ctx.steps.step(step, signal)
     stepTrace('computed', s.stepId)
     const rows = hidden.length / dim
     // A tampering peer still signs what it sends: its receipt becomes the evidence.
@@ -193,11 +198,12 @@ export class SessionRequests {
       return { type: 'noReply', failure: failure.then((f) => f) }
     }
     if (s.chain && link?.next) {
-      // Forward first (the step is on the socket when forward() first yields) and sign our
-      // receipt while the next hops compute.
-      const forwarded = link.forward({ ...s, hidden: tensor, chain: true, hopAuth }, signal)
-      forwarded.catch(() => {}) // awaited below
+      // our receipt goes with the step: the next hop's tag binds the client's input hash, which
+      // the receipts chain to the bytes it gets (issue #17)
       const mine = await receipt()
+      const receipts = [...(s.receipts ?? []), mine]
+      const forwarded = link.forward({ ...s, hidden: tensor, chain: true, hopAuth, receipts }, signal)
+      forwarded.catch(() => {}) // awaited below
       // kept for the client's audit (an AwaitResult to a middle hop): canaries check middle hops this way
       link.deliver(s.stepId, tensor, [timing], [mine])
       const after = await forwarded

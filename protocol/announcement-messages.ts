@@ -12,6 +12,7 @@ import {
   dtypeToWire,
   finiteField,
   kvDtypeField,
+  queuedStepsField,
   safeUint64,
   spanFields,
   stringField,
@@ -56,7 +57,8 @@ function announcementFromWire(w: Wire): Announcement {
       ? { x25519PublicKey: bytesField(w.x25519PublicKey, 'announcement.x25519_public_key', [32]) }
       : {}),
     ...(w.x25519Binding?.length ? { x25519Binding: bytesField(w.x25519Binding, 'announcement.x25519_binding', [64]) } : {}),
-    ...kvDtypeField(w.kvDtype, 'announcement.kv_dtype')
+    ...kvDtypeField(w.kvDtype, 'announcement.kv_dtype'),
+    ...queuedStepsField(w.queuedSteps, 'announcement.queued_steps')
   }
 }
 

@@ -3,6 +3,7 @@
  * passes through one of these before the rest of the program sees it (DESIGN.md §3).
  */
 import { BadSpanError, MalformedMessageError } from './errors.js'
+import { MAX_QUEUED_STEPS_FIELD } from './limits.js'
 import type { DType } from './types.js'
 
 /** Wire values of `enum DType` in layerswarm.proto (keep in sync). */
@@ -21,6 +22,12 @@ export function kvDtypeField(value: unknown, field: string): { kvDtype?: 'f32' |
   if (value === undefined || value === '') return {}
   if (value === 'f32' || value === 'f16' || value === 'q8_0') return { kvDtype: value }
   throw new MalformedMessageError(`${field}: unknown KV dtype ${JSON.stringify(String(value)).slice(0, 40)}`)
+}
+
+/** An optional queued_steps count (issue #18): absent or 0 → undefined (older peers); above the cap is malformed. */
+export function queuedStepsField(value: unknown, field: string): { queuedSteps?: number } {
+  if (value === undefined || value === 0) return {}
+  return { queuedSteps: uint32Field(value, field, 0, MAX_QUEUED_STEPS_FIELD) }
 }
 
 export function dtypeToWire(dtype: DType, field: string): number {

@@ -60,7 +60,16 @@ export const STEP_SLACK_BYTES = 64 * 1024
  * forever by sending a frame one byte at a time, yamux keepalives keeping TCP up).
  */
 export const FRAME_DEADLINE_MS = 10_000
+/**
+ * How long a session stream that a node stopped serving (a refused frame) may take to close
+ * its writable side before it is reset: a peer that neither reads our ErrorReply nor closes
+ * its side would otherwise hold the stream and what it buffered (issue #17, found by the fuzzer).
+ */
+export const STREAM_CLOSE_TIMEOUT_MS = 10_000
 export const MIN_FRAME_BYTES_PER_SECOND = 1024 * 1024
 
 /** Announcements one peer keeps for others to ask for (one per peer id, the newest). */
 export const MAX_HELD_ANNOUNCEMENTS = 512
+
+/** Largest queue length a peer may announce (InfoResponse/Announcement.queued_steps); more is MALFORMED. */
+export const MAX_QUEUED_STEPS_FIELD = 1 << 20

@@ -26,6 +26,7 @@ import {
   dtypeToWire,
   finiteField,
   kvDtypeField,
+  queuedStepsField,
   safeUint64,
   spanFields,
   stringField,
@@ -164,7 +165,8 @@ function infoFromWire(w: Wire): InfoResponse {
     wireDtypes: dtypeListFromWire(w.wireDtypes, 'wire_dtypes', MAX_WIRE_DTYPES),
     x25519PublicKey: bytesField(w.x25519PublicKey, 'x25519_public_key', [0, 32]),
     ...(w.x25519Binding?.length ? { x25519Binding: bytesField(w.x25519Binding, 'x25519_binding', [64]) } : {}),
-    ...kvDtypeField(w.kvDtype, 'kv_dtype')
+    ...kvDtypeField(w.kvDtype, 'kv_dtype'),
+    ...queuedStepsField(w.queuedSteps, 'queued_steps')
   }
 }
 

@@ -10,10 +10,12 @@
  *   frame): the caller fails every pending call with it and the stream is finished.
  */
 import type { Stream } from '@libp2p/interface'
-import { MalformedMessageError, NextHopFailedError, ProtocolError } from './errors.js'
+import { MalformedMessageError, NextHopFailedError, ProtocolError, RequestTimeoutError } from './errors.js'
 import { createMessageChannel, type MessageChannel, type MessageChannelInit } from './framing.js'
+import { STREAM_CLOSE_TIMEOUT_MS } from './limits.js'
 import { type DecodeOptions, errorFromReply, errorReplyFor } from './messages.js'
-import { decodeSessionRequest, decodeSessionResponse, encodeSessionRequest, encodeSessionResponse } from './session-messages.js'
+import { decodeSessionRequest, encodeSessionRequest } from './session-request-codec.js'
+import { decodeSessionResponse, encodeSessionResponse } from './session-response-codec.js'
 import { stepTrace } from './step-trace.js'
 import type { SessionRequest, SessionRequestBody, SessionResponse, SessionResponseBody } from './types.js'
 import { peekVarintField } from './wire-scan.js'
@@ -213,6 +215,20 @@ export function createSessionCaller(stream: Stream, init: SessionStreamInit = {}
   }
 }
 
+/** Resolves when the stream closes (both sides) or `signal` aborts. */
+async function untilClosed(stream: Stream, signal: AbortSignal): Promise<void> {
+  if (stream.status !== 'open' || signal.aborted) return
+  await new Promise<void>((resolve) => {
+    const done = (): void => {
+      stream.removeEventListener('close', done)
+      signal.removeEventListener('abort', done)
+      resolve()
+    }
+    stream.addEventListener('close', done)
+    signal.addEventListener('abort', done)
+  })
+}
+
 export interface SessionServerInit extends SessionStreamInit {
   /** Our peer id, reported in ErrorReply.peer_id. */
   peerId?: string
@@ -252,6 +268,7 @@ export async function serveSessionStream(
   const reply = async (res: SessionResponse): Promise<void> => {
     await channel.write(encodeSessionResponse(res), signal)
   }
+  let refused = false
   try {
     while (true) {
       let bytes: Uint8Array | undefined
@@ -266,6 +283,7 @@ export async function serveSessionStream(
         // oversized or truncated frame: framing is lost, answer at stream level and stop
         await reply({ requestId: 0, type: 'error', error: errorReplyFor(err, { peerId: init.peerId }) })
         init.onError?.(err)
+        refused = true
         break
       }
       if (bytes === undefined) break
@@ -311,8 +329,25 @@ export async function serveSessionStream(
         const stepId = req?.type === 'step' ? req.step.stepId : undefined
         await reply({ requestId, type: 'error', error: errorReplyFor(err, { peerId: init.peerId, stepId }) })
         init.onError?.(err as Error, req)
-        if (requestId === 0) break
+        if (requestId === 0) {
+          refused = true
+          break
+        }
       }
+    }
+    if (refused) {
+      // We read no more: drop what the peer sent after the refused frame and stop buffering what
+      // it still sends; a peer that never closed its side kept the stream, and every byte it
+      // wrote after, until it left (issue #17: the fuzzer's node grew by 1 GiB of such buffers).
+      const { stream } = channel
+      if (stream.readStatus !== 'closed' && stream.readStatus !== 'closing') await stream.closeRead().catch(() => {})
+      const t = AbortSignal.timeout(STREAM_CLOSE_TIMEOUT_MS)
+      await channel.close(signal ? AbortSignal.any([signal, t]) : t).catch((err: Error) => channel.abort(err))
+      // yamux has no "stop sending": a peer that keeps its side open keeps the stream (though what
+      // it sends is dropped), so the stream is reset once the peer had time to read our reply
+      await untilClosed(stream, t)
+      if (stream.status === 'open') channel.abort(new RequestTimeoutError('stream not closed after a refused frame'))
+      return
     }
     await channel.close(signal)
   } catch (err) {

@@ -37,6 +37,8 @@ export interface InfoResponse {
   x25519Binding?: Uint8Array
   /** KV cache storage of the peer's sessions (absent from peers that predate the field). */
   kvDtype?: KvWireDType
+  /** Steps waiting for the span now (node batching, issue #18); absent from older peers: 0. */
+  queuedSteps?: number
 }
 
 /** KV cache storage types a peer announces (shards/kv-cache.ts KvDType). */
@@ -82,8 +84,12 @@ export interface Step {
   hopAuth?: Uint8Array[]
   /** Chained one-way mode: no answer unless the step fails; receipts and timings travel with the step. */
   oneWay?: boolean
-  /** Chained one-way mode: the receipts and compute times of the hops before the receiver, in route order. */
+  /** Chained one-way mode: the compute times of the hops before the receiver, in route order. */
   timings?: HopTiming[]
+  /**
+   * Chained mode (one-way or not): the signed receipts of the hops before the receiver, in route
+   * order. The first one's input hash is the client's input, which the receiver's step tag binds.
+   */
   receipts?: Receipt[]
 }
 
@@ -211,6 +217,8 @@ export interface Announcement {
   x25519Binding?: Uint8Array
   /** As InfoResponse.kvDtype. */
   kvDtype?: KvWireDType
+  /** As InfoResponse.queuedSteps. */
+  queuedSteps?: number
 }
 
 export interface SignedAnnouncement {

@@ -15,7 +15,7 @@ export {
 export { type GgufHeader, type GgufTensorInfo, readGgufHeader } from './gguf-reader.js'
 export { type GgufInit, type GgufTypedValue, writeGguf } from './gguf-writer.js'
 export { SMALL_MODEL_DIM, selectKernelsFor } from './kernel-policy.js'
-export { type SpanKernelReport, spanKernelReport } from './kernel-report.js'
+export { type SpanKernelReport, spanKernelReport, spanSlowReasons } from './kernel-report.js'
 export type { AttentionShape, KernelPlacement, Kernels, KvLayer } from './kernels.js'
 export {
   createFastKernels,
@@ -45,7 +45,7 @@ export {
   writeRandomModel
 } from './random-model.js'
 export { createSampler, logSoftmax, type Sampler, type SamplerOptions, Xorshift64 } from './sampler.js'
-export { createShard, type SessionOptions, Shard, type ShardInit } from './shard.js'
+export { type BatchStep, createShard, type SessionOptions, Shard, type ShardInit } from './shard.js'
 export * from './tokenizer.js'
 export * from './tokenizer-files.js'
 export * from './tokenizer-special.js'

@@ -1,5 +1,5 @@
 import { InvalidArgumentError } from './errors.js'
-import { quantizeActivationsQ8 } from './kernels-ref-exact.js'
+import { f32OrderRows, quantizeActivationsQ8 } from './kernels-ref-exact.js'
 import {
   createUnpackedBlock,
   dequantizeQuantRow,
@@ -91,7 +91,8 @@ export function matmulQuantExact(
   if (data.byteLength < rb * rows) throw new InvalidArgumentError(`weight data has ${data.byteLength} bytes, needs ${rb * rows}`)
   const { activations, blockBytes, blockElems } = QUANT_LAYOUTS[dtype]
   if (activations === 'f32') {
-    bf16Exact(out, x, dtype, data, rows, cols, T)
+    // BF16: weights widened exactly to f32, then the f32 order of kernels-ref-exact.ts.
+    f32OrderRows(out, x, rows, cols, T, (r, row) => dequantizeQuantRow(dtype, data, cols, r, row))
     return
   }
   const nb = cols / blockElems
@@ -136,39 +137,6 @@ export function matmulQuantExact(
         }
       }
       out[t * rows + r] = sumf
-    }
-  }
-}
-
-/** BF16: weights widened exactly to f32, then the f32 order of kernels-ref-exact.ts. */
-function bf16Exact(
-  out: Float32Array,
-  x: Float32Array,
-  dtype: QuantDType,
-  data: Uint8Array,
-  rows: number,
-  cols: number,
-  T: number
-): void {
-  const row = new Float32Array(cols)
-  const n4 = cols & ~3
-  for (let r = 0; r < rows; r++) {
-    dequantizeQuantRow(dtype, data, cols, r, row)
-    for (let t = 0; t < T; t++) {
-      const xo = t * cols
-      let a0 = 0
-      let a1 = 0
-      let a2 = 0
-      let a3 = 0
-      for (let k = 0; k < n4; k += 4) {
-        a0 = fr(a0 + fr(row[k] * x[xo + k]))
-        a1 = fr(a1 + fr(row[k + 1] * x[xo + k + 1]))
-        a2 = fr(a2 + fr(row[k + 2] * x[xo + k + 2]))
-        a3 = fr(a3 + fr(row[k + 3] * x[xo + k + 3]))
-      }
-      let s = fr(fr(a0 + a1) + fr(a2 + a3))
-      for (let k = n4; k < cols; k++) s = fr(s + fr(row[k] * x[xo + k]))
-      out[t * rows + r] = s
     }
   }
 }

@@ -54,10 +54,26 @@ export function matmulExact(out: Float32Array, x: Float32Array, w: WeightMatrix,
     matmulQuantExact(out, x, w.dtype, w.data, rows, cols, T)
     return
   }
+  f32OrderRows(out, x, rows, cols, T, (r, row) => dequantizeRow(w, r, row))
+}
+
+/**
+ * The f32 order of every weight the kernels widen exactly to f32 (f32, f16, BF16): per (row,
+ * token), 4 lane accumulators over k in steps of 4, (l0 + l1) + (l2 + l3), then the tail.
+ * `decode(r, row)` writes row r's weights as f32.
+ */
+export function f32OrderRows(
+  out: Float32Array,
+  x: Float32Array,
+  rows: number,
+  cols: number,
+  T: number,
+  decode: (r: number, row: Float32Array) => void
+): void {
   const row = new Float32Array(cols)
   const n4 = cols & ~3
   for (let r = 0; r < rows; r++) {
-    dequantizeRow(w, r, row)
+    decode(r, row)
     for (let t = 0; t < T; t++) {
       const xo = t * cols
       let a0 = 0

@@ -119,4 +119,10 @@ export interface KernelPlacement {
   readonly slowWeightBytes: number
   /** One line per cause of slow weights (empty when none). */
   readonly reasons: readonly string[]
+  /**
+   * Where the kernels keep f32/f16 KV layers: native buffers (any size that fits in RAM), the
+   * WebAssembly heap (with kvHeapFreeBytes left in it), or absent for plain typed arrays.
+   */
+  readonly kvMemory?: 'native' | 'heap'
+  readonly kvHeapFreeBytes?: number
 }

@@ -2,7 +2,8 @@
 
 /**
  * Rows per step from which matmuls go to the native addon's batched kernels (below it, decode
- * kernels). The native code has the same threshold compiled in (shards/native/block.cc and
- * quant-dot.cc `kBatchedFrom`); the fused native block is used only while the two agree.
+ * kernels). shards/native/build.mjs reads this line and compiles it in (batch.h
+ * `kBatchedFrom`); the addon exports it as `batchedFrom`, and the fused native block is used
+ * only while the two agree (an addon built before a change here).
  */
 export const NATIVE_BATCHED_FROM = 8

@@ -1,13 +1,14 @@
 import { InvalidArgumentError } from './errors.js'
 import { f16Table } from './f16.js'
+import { GGML_TYPE_TABLE } from './quant/ggml-types.js'
 
 /**
- * GGUF block types beyond F32/F16/Q8_0 that the fast kernels multiply, with their ggml type id,
- * block size and how activations are quantised for the dot product (as llama.cpp's CPU
- * backend does: Q8_0 blocks of 32 for the legacy types, Q8_K super-blocks of 256 for the
- * K-quants; BF16 multiplies f32 activations). Layouts: ggml-common.h block_q4_0 … block_q6_K.
+ * GGUF block types beyond F32/F16/Q8_0 that the fast kernels multiply. Their ggml type id,
+ * block size and activation quantisation come from the one type table,
+ * shards/quant/ggml-types.ts GGML_TYPE_TABLE. Layouts: ggml-common.h block_q4_0 … block_q6_K.
  */
-export type QuantDType = 'q4_0' | 'q4_1' | 'q5_0' | 'q5_1' | 'q2_k' | 'q3_k' | 'q4_k' | 'q5_k' | 'q6_k' | 'bf16'
+export const QUANT_DTYPES = ['q4_0', 'q4_1', 'q5_0', 'q5_1', 'q2_k', 'q3_k', 'q4_k', 'q5_k', 'q6_k', 'bf16'] as const
+export type QuantDType = (typeof QUANT_DTYPES)[number]
 
 export interface QuantLayout {
   /** ggml_type id (ggml.h), also the type code the native addon takes. */
@@ -19,18 +20,12 @@ export interface QuantLayout {
   readonly activations: 'q8_0' | 'q8_k' | 'f32'
 }
 
-export const QUANT_LAYOUTS: Readonly<Record<QuantDType, QuantLayout>> = {
-  q4_0: { ggmlType: 2, blockElems: 32, blockBytes: 18, activations: 'q8_0' },
-  q4_1: { ggmlType: 3, blockElems: 32, blockBytes: 20, activations: 'q8_0' },
-  q5_0: { ggmlType: 6, blockElems: 32, blockBytes: 22, activations: 'q8_0' },
-  q5_1: { ggmlType: 7, blockElems: 32, blockBytes: 24, activations: 'q8_0' },
-  q2_k: { ggmlType: 10, blockElems: 256, blockBytes: 84, activations: 'q8_k' },
-  q3_k: { ggmlType: 11, blockElems: 256, blockBytes: 110, activations: 'q8_k' },
-  q4_k: { ggmlType: 12, blockElems: 256, blockBytes: 144, activations: 'q8_k' },
-  q5_k: { ggmlType: 13, blockElems: 256, blockBytes: 176, activations: 'q8_k' },
-  q6_k: { ggmlType: 14, blockElems: 256, blockBytes: 210, activations: 'q8_k' },
-  bf16: { ggmlType: 30, blockElems: 1, blockBytes: 2, activations: 'f32' }
-}
+export const QUANT_LAYOUTS: Readonly<Record<QuantDType, QuantLayout>> = Object.fromEntries(
+  QUANT_DTYPES.map((dtype) => {
+    const t = GGML_TYPE_TABLE.find((g) => g.dtype === dtype) as (typeof GGML_TYPE_TABLE)[number]
+    return [dtype, { ggmlType: t.id, blockElems: t.blockElems, blockBytes: t.blockBytes, activations: t.activations }]
+  })
+) as Record<QuantDType, QuantLayout>
 
 export function isQuantDType(dtype: string): dtype is QuantDType {
   return Object.hasOwn(QUANT_LAYOUTS, dtype)

@@ -1,3 +1,4 @@
+import { batchBlockForward } from './batch-forward.js'
 import { type BlockWeights, blockForward, blockWeightBytes, loadBlock, Scratch } from './block.js'
 import { InvalidArgumentError, PositionError, UnknownSessionError } from './errors.js'
 import type { Kernels } from './kernels.js'
@@ -31,6 +32,14 @@ const SPAN_CALL_MAX_ROWS = 8
 
 /** Default ShardInit.maxStepRows: big enough that batched matmuls run at full speed. */
 export const DEFAULT_MAX_STEP_ROWS = 64
+
+/** One session's step in Shard.forwardBatch. */
+export interface BatchStep {
+  readonly id: string
+  /** [T, dim] hidden states at positions startPos .. startPos+T-1. */
+  readonly hidden: Float32Array
+  readonly startPos: number
+}
 
 export interface SessionOptions {
   /** KV positions to preallocate; defaults to the model's context length. */
@@ -224,6 +233,56 @@ export class Shard {
     }
     cache.length = startPos + T
     return x
+  }
+
+  /**
+   * The steps of several different sessions of the same span as one batched forward
+   * (shards/batch-forward.ts): each output equals forward(id, hidden, startPos) alone, bit for
+   * bit. Every step is checked (session, span, shape, position, cache room) before any KV is
+   * touched, so a bad step throws and no session changes. A single step runs as forward().
+   */
+  forwardBatch(steps: readonly BatchStep[]): Float32Array[] {
+    if (steps.length === 1) return [this.forward(steps[0].id, steps[0].hidden, steps[0].startPos)]
+    const { dim } = this.config
+    const first = steps.length > 0 ? this.session(steps[0].id) : undefined
+    const seen = new Set<string>()
+    const parts = steps.map((st) => {
+      const session = this.session(st.id)
+      if (seen.has(st.id)) throw new InvalidArgumentError(`session ${st.id} appears twice in one batch`)
+      seen.add(st.id)
+      if (session.start !== first?.start || session.end !== first.end) {
+        throw new InvalidArgumentError(`session ${st.id} runs another span than the batch's first session`)
+      }
+      if (st.hidden.length === 0 || st.hidden.length % dim !== 0) {
+        throw new InvalidArgumentError(`hidden states of ${st.hidden.length} floats are not a whole number of ${dim}-wide rows`)
+      }
+      const rows = st.hidden.length / dim
+      if (!Number.isInteger(st.startPos) || st.startPos < 0 || st.startPos > session.cache.length) {
+        throw new PositionError(
+          `step at position ${st.startPos} does not continue session ${st.id} of length ${session.cache.length}`
+        )
+      }
+      session.cache.reserve(st.startPos, rows)
+      return { rows, startPos: st.startPos, cache: session.cache }
+    })
+    if (!first) return []
+    const total = parts.reduce((n, p) => n + p.rows, 0)
+    const x = new Float32Array(total * dim)
+    let at = 0
+    for (const st of steps) {
+      x.set(st.hidden, at)
+      at += st.hidden.length
+    }
+    for (let i = 0; i < first.end - first.start; i++) {
+      batchBlockForward(this.kernels, this.config, this.blocks[first.first + i], x, parts, i, this.scratch)
+    }
+    at = 0
+    return parts.map((p) => {
+      p.cache.length = p.startPos + p.rows
+      const out = x.slice(at * dim, (at + p.rows) * dim)
+      at += p.rows
+      return out
+    })
   }
 
   /** All blocks of the session's span in one kernels.spanForward call, false when not taken. */

@@ -7,7 +7,7 @@
  * (llama-greedy.cc, next to this file) is compiled against the built libllama.
  */
 import { execFileSync } from 'node:child_process'
-import { existsSync, readFileSync } from 'node:fs'
+import { existsSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { ensureInstalled, LLAMA_CPP_VERSION, llamaCppDir } from '../llama-cpp.js'
@@ -16,6 +16,10 @@ export interface NativeLlamaCpp {
   readonly dir: string
   readonly quantize: string
   readonly greedy: string
+  /** Our llama-tokens driver: llama_tokenize over many strings. */
+  readonly tokens: string
+  /** llama.cpp's source tree (gguf-py, the converter). */
+  readonly src: string
   /** llama.cpp's release tag inside node-llama-cpp@LLAMA_CPP_VERSION. */
   readonly tag: string
 }
@@ -53,6 +57,7 @@ export function buildNativeLlamaCpp(log: (line: string) => void = () => {}): Nat
   const bin = join(dir, 'build', 'bin')
   const quantize = join(bin, 'llama-quantize')
   const greedy = join(bin, 'llama-greedy')
+  const tokens = join(bin, 'llama-tokens')
   const pkg = join(dir, 'node_modules', 'node-llama-cpp', 'llama')
   if (!existsSync(join(pkg, 'gitRelease.bundle'))) {
     log(`installing node-llama-cpp@${LLAMA_CPP_VERSION} into ${dir} (its llama.cpp source bundle)`)
@@ -74,9 +79,14 @@ export function buildNativeLlamaCpp(log: (line: string) => void = () => {}): Nat
       stdio: ['ignore', 'ignore', 'inherit']
     })
   }
-  const driver = join(repoRoot(), 'bench', 'crosscheck', 'llama-greedy.cc')
-  if (!existsSync(greedy)) {
-    log('compiling bench/crosscheck/llama-greedy.cc against libllama')
+  // Our drivers are compiled when missing or older than their source (a checkout that changed them).
+  for (const [name, out] of [
+    ['llama-greedy.cc', greedy],
+    ['llama-tokens.cc', tokens]
+  ] as const) {
+    const driver = join(repoRoot(), 'bench', 'crosscheck', name)
+    if (existsSync(out) && statSync(out).mtimeMs >= statSync(driver).mtimeMs) continue
+    log(`compiling bench/crosscheck/${name} against libllama`)
     execFileSync(
       process.env.CXX || 'g++',
       [
@@ -94,12 +104,12 @@ export function buildNativeLlamaCpp(log: (line: string) => void = () => {}): Nat
         '-lggml-base',
         `-Wl,-rpath,${bin}`,
         '-o',
-        greedy
+        out
       ],
       { stdio: ['ignore', 'ignore', 'inherit'] }
     )
   }
-  return { dir, quantize, greedy, tag }
+  return { dir, src, quantize, greedy, tokens, tag }
 }
 
 /** llama-quantize `src` into `dst` as `type` (a llama-quantize type name such as Q4_K_M). */
@@ -108,7 +118,11 @@ export function llamaQuantize(tools: NativeLlamaCpp, src: string, dst: string, t
 }
 
 export interface GreedyRun {
+  /** The prompt ids llama.cpp decoded from (given, or its tokenization of the text). */
+  readonly prompt: number[]
   readonly tokens: number[]
+  /** llama.cpp's top-1 minus top-2 logit per step. */
+  readonly margins: number[]
   readonly prefillMs: number
   readonly decodeMs: number
   readonly decodeSteps: number
@@ -120,13 +134,46 @@ export function llamaGreedy(
   model: string,
   threads: number,
   n: number,
-  prompt: readonly number[]
+  prompt: readonly number[] | { readonly text: string; readonly chat?: boolean },
+  /** f32 KV cache and attention without flash attention (llama-greedy's LLAMA_GREEDY_F32_KV). */
+  opts: { f32Kv?: boolean } = {}
 ): GreedyRun {
-  const out = execFileSync(tools.greedy, [model, String(threads), String(n), prompt.join(',')], {
+  const arg = 'text' in prompt ? `${prompt.chat ? 'chat' : 'text'}:${prompt.text}` : prompt.join(',')
+  const out = execFileSync(tools.greedy, [model, String(threads), String(n), arg], {
+    env: opts.f32Kv ? { ...process.env, LLAMA_GREEDY_F32_KV: '1' } : process.env,
     encoding: 'utf8',
     stdio: ['ignore', 'pipe', 'pipe'],
     timeout: 1_800_000,
     maxBuffer: 1 << 24
   })
   return JSON.parse(out.trim().split('\n').pop() ?? '{}') as GreedyRun
+}
+
+/**
+ * llama.cpp's tokenization of each string (llama_tokenize, vocabulary only, one process), with
+ * control tokens parsed when `special`, and BOS added when `addBos` and the file says so.
+ */
+export function llamaTokenize(
+  tools: NativeLlamaCpp,
+  model: string,
+  strings: readonly string[],
+  special: boolean,
+  addBos: boolean,
+  workDir: string
+): number[][] {
+  if (strings.some((s) => s.includes('\0'))) throw new Error('llamaTokenize: strings must not contain NUL')
+  const input = join(workDir, `strings-${process.pid}.bin`)
+  writeFileSync(input, strings.join('\0'))
+  try {
+    const out = execFileSync(tools.tokens, [model, input, special ? '1' : '0', addBos ? '1' : '0'], {
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'pipe'],
+      timeout: 600_000,
+      maxBuffer: 1 << 28
+    })
+    const lines = out.split('\n').slice(0, strings.length)
+    return lines.map((l) => (l === '' ? [] : l.split(' ').map(Number)))
+  } finally {
+    rmSync(input, { force: true })
+  }
 }

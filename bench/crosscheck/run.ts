@@ -85,6 +85,7 @@ export async function oursGreedy(
 }
 
 export async function main(argv: string[]): Promise<void> {
+  if (argv[0] === 'families') return (await import('./families.js')).main(argv.slice(1))
   const { values } = parseArgs({
     args: argv,
     options: {

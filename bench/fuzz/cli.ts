@@ -24,16 +24,26 @@ if (!Number.isSafeInteger(frames) || frames < 1) throw new Error('--frames: a po
 const log = (line: string): void => {
   process.stderr.write(`${line}\n`)
 }
-const command = `npm run fuzz -- --frames ${frames} --seed ${seed} --target ${values.target}`
+// SIGINT/SIGTERM end the run early: the summary says what was sent and projects the whole run
+const stop = new AbortController()
+for (const sig of ['SIGINT', 'SIGTERM'] as const) process.once(sig, () => stop.abort())
+const command = `npm run fuzz -- --frames ${frames} --seed ${seed} --target ${values.target} --attackers ${values.attackers}`
 const out: Record<string, unknown> = { command }
 let ok = true
 if (values.target === 'node' || values.target === 'both') {
-  const node = await fuzzNode({ frames, seed, attackers: Number(values.attackers), model: values.model, log })
+  const node = await fuzzNode({
+    frames,
+    seed,
+    attackers: Number(values.attackers),
+    model: values.model,
+    log,
+    signal: stop.signal
+  })
   out.node = node
   ok &&= node.nodeAlive && node.honestBitIdentical && node.internalErrors === 0
 }
 if (values.target === 'client' || values.target === 'both') {
-  const client = await fuzzClient({ replies: frames, seed, log })
+  const client = await fuzzClient({ replies: frames, seed, log, signal: stop.signal })
   out.client = client
   ok &&= client.untypedErrors === 0 && client.unhandledRejections === 0
 }

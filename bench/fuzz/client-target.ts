@@ -31,13 +31,18 @@ export interface ClientFuzzOptions {
   readonly replies: number
   readonly seed: number
   readonly log?: (line: string) => void
+  /** Stops the run early (SIGINT/SIGTERM): the summary counts the replies sent. */
+  readonly signal?: AbortSignal
 }
 
 export interface ClientFuzzSummary {
   readonly target: 'client'
   readonly seed: number
+  /** Hostile session replies the client got (all `replies` unless stopped early). */
   readonly sessionReplies: number
   readonly infoReplies: number
+  readonly stoppedEarly: boolean
+  readonly repliesPerSecond: number
   readonly outcomes: Record<string, number>
   /** Rejections that were not typed errors (a ProtocolError or an error with a code). */
   readonly untypedErrors: number
@@ -113,11 +118,12 @@ export async function fuzzClient(o: ClientFuzzOptions): Promise<ClientFuzzSummar
           body === 'result' ? resultCap : body === 'snapshot' ? DEFAULT_MAX_MESSAGE_BYTES : MAX_CONTROL_BYTES
       })
     let next = 0
+    let infoSent = 0
     let dialFailures = 0
     // CONCURRENT workers, each with its own stream: a reply that kills a stream costs only its worker a re-dial
     const worker = async (): Promise<void> => {
       let caller: SessionCaller | undefined
-      while (next < o.replies) {
+      while (next < o.replies && !o.signal?.aborted) {
         try {
           caller ??= await dial()
         } catch (err) {
@@ -142,6 +148,7 @@ export async function fuzzClient(o: ClientFuzzOptions): Promise<ClientFuzzSummar
           caller = undefined
         }
         if (i % 10 === 0) {
+          infoSent++
           try {
             await fetchInfo(client, evil.getMultiaddrs(), AbortSignal.timeout(5_000))
             count('info answered')
@@ -149,7 +156,10 @@ export async function fuzzClient(o: ClientFuzzOptions): Promise<ClientFuzzSummar
             count(`info ${classify(err)}`)
           }
         }
-        if (i > 0 && i % 20_000 === 0) o.log?.(`client fuzz: ${i} replies`)
+        if (i > 0 && i % 5_000 === 0) {
+          const s = (performance.now() - t0) / 1000
+          o.log?.(`client fuzz: ${i}/${o.replies} replies, ${Math.round(i / s)}/s, ${Math.round(s)} s`)
+        }
       }
       caller?.abort(new Error('fuzz: done'))
     }
@@ -158,8 +168,10 @@ export async function fuzzClient(o: ClientFuzzOptions): Promise<ClientFuzzSummar
     return {
       target: 'client',
       seed: o.seed,
-      sessionReplies: o.replies,
-      infoReplies: Math.ceil(o.replies / 10),
+      sessionReplies: Math.min(next, o.replies),
+      infoReplies: infoSent,
+      stoppedEarly: next < o.replies,
+      repliesPerSecond: Math.round(Math.min(next, o.replies) / ((performance.now() - t0) / 1000)),
       outcomes,
       untypedErrors: untyped,
       dialFailures,

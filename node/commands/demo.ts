@@ -9,6 +9,12 @@ import { int } from './options.js'
 /** A local swarm announces often, so the client finds every peer within a second. */
 const FAST_ANNOUNCE = ['--announce-interval', '500']
 
+/** The demo's three spans: the client keeps block 0 and block n-1; three peers split [1, n-1) as evenly as they can. */
+export function demoSpans(nLayers: number): string[] {
+  const cut = (i: number): number => 1 + Math.round(((nLayers - 2) * i) / 3)
+  return [0, 1, 2].map((i) => `${cut(i)}:${cut(i + 1)}`)
+}
+
 export function registerDemo(program: Command): void {
   program
     .command('demo')
@@ -25,9 +31,7 @@ export function registerDemo(program: Command): void {
       const n = file.config.nLayers
       file.close()
       if (n < 5) throw new BadOptionError(`--model: the demo needs a model of at least 5 blocks, ${model} has ${n}`)
-      // the client keeps block 0 and block n-1; three peers split [1, n-1) as evenly as they can
-      const cut = (i: number): number => 1 + Math.round(((n - 2) * i) / 3)
-      const spans = [0, 1, 2].map((i) => `${cut(i)}:${cut(i + 1)}`)
+      const spans = demoSpans(n)
       const say = (s: string): void => {
         process.stderr.write(`${s}\n`)
       }

@@ -11,11 +11,12 @@ import {
   openModelFile,
   type Shard,
   selectKernelsFor,
-  spanKernelReport
+  spanKernelReport,
+  spanSlowReasons
 } from '../../shards/index.js'
 import { addLogLevelOption, createLogger, eventLog, progress } from '../log.js'
 import { Metrics, serveMetrics } from '../metrics.js'
-import { DEFAULT_MAX_SESSIONS } from '../options.js'
+import { DEFAULT_BATCH_WAIT_MS, DEFAULT_MAX_BATCH_ROWS, DEFAULT_MAX_QUEUED_STEPS, DEFAULT_MAX_SESSIONS } from '../options.js'
 import { defaultModelPath } from '../paths.js'
 import { SwarmNode } from '../server.js'
 import { chooseSpan } from '../span-selection.js'
@@ -93,6 +94,21 @@ export function registerNodeStart(program: Command): void {
       new Option('--max-sessions <n>', 'sessions served at once; more get BUSY')
         .argParser(int('--max-sessions', 1))
         .default(DEFAULT_MAX_SESSIONS)
+    )
+    .addOption(
+      new Option('--max-queued-steps <n>', 'steps waiting for the span at once; more get BUSY')
+        .argParser(int('--max-queued-steps', 1))
+        .default(DEFAULT_MAX_QUEUED_STEPS)
+    )
+    .addOption(
+      new Option('--max-batch-rows <n>', "rows of several sessions' steps one batched forward takes at most")
+        .argParser(int('--max-batch-rows', 1))
+        .default(DEFAULT_MAX_BATCH_ROWS)
+    )
+    .addOption(
+      new Option('--batch-wait-ms <ms>', 'wait this long for more steps before a batch (0: whatever is queued)')
+        .argParser(int('--batch-wait-ms', 0))
+        .default(DEFAULT_BATCH_WAIT_MS)
     )
     .addOption(
       new Option('--idle-timeout <ms>', 'free a session after this long without requests')
@@ -186,7 +202,7 @@ export function registerNodeStart(program: Command): void {
       bar.done()
       // One line on the kernels the span runs on; a span (partly) on the slow TypeScript kernels says why.
       const report = spanKernelReport(kernels, shard)
-      log({ event: report.slowWeightBytes || report.slowAttention ? 'kernels-slow' : 'kernels', ...report })
+      log({ event: report.slowWeightBytes || report.slowAttention || report.slowKv ? 'kernels-slow' : 'kernels', ...report })
       const throughput = measureThroughput(shard, model.config.dim)
       const tamper = opts.tamper
         ? createTamper({
@@ -220,6 +236,9 @@ export function registerNodeStart(program: Command): void {
         metrics,
         wireDtypes: opts.wire,
         maxSessions: opts.maxSessions,
+        maxQueuedSteps: opts.maxQueuedSteps,
+        maxBatchRows: opts.maxBatchRows,
+        batchWaitMs: opts.batchWaitMs,
         allowPrivateNextHops: opts.allowPrivateNextHops,
         idleTimeoutMs: opts.idleTimeout,
         announceIntervalMs: opts.announceInterval,
@@ -238,7 +257,7 @@ export function registerNodeStart(program: Command): void {
         process.once('SIGTERM', () => resolve('SIGTERM'))
       })
       process.stdout.write(
-        `${JSON.stringify({ peerId: swarmNode.peerId, addrs: swarmNode.addrs, layers: [start, end], modelId, kernels: report.kernels, weightBytes: report.weightBytes, kvBytes: report.kvBytes, kvDtype: shard.kvDType })}\n`
+        `${JSON.stringify({ peerId: swarmNode.peerId, addrs: swarmNode.addrs, layers: [start, end], modelId, kernels: report.kernels, weightBytes: report.weightBytes, kvBytes: report.kvBytes, kvDtype: shard.kvDType, kvMemory: report.kvMemory, ...(spanSlowReasons(report).length > 0 ? { slow: spanSlowReasons(report) } : {}) })}\n`
       )
       log({ event: 'serving', peerId: swarmNode.peerId, throughput })
       const sig = await stopped

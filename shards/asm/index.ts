@@ -5,6 +5,8 @@ import { ARGS, arg, chunkEnd, chunkStart } from './common'
 import { attention } from './attention'
 import { matmulF } from './matmul-f'
 import { matmulQ8, quantizeQ8 } from './matmul-q8'
+import { matmulQuant } from './matmul-quant'
+import { UNPACK_BYTES } from './quant-unpack'
 
 export { quantizeQ8 }
 
@@ -14,6 +16,8 @@ export const OP_MATMUL_Q8: i32 = 3
 export const OP_ATTENTION_F32: i32 = 4
 export const OP_ATTENTION_F16: i32 = 5
 export const OP_STREAM: i32 = 6
+export const OP_MATMUL_BLOCKS: i32 = 9
+export const OP_MATMUL_BF16: i32 = 10
 
 export function argsOffset(): usize {
   return ARGS
@@ -21,7 +25,15 @@ export function argsOffset(): usize {
 
 export function task(tid: i32, n: i32): void {
   const op = arg(0)
-  if (op == OP_MATMUL_F32 || op == OP_MATMUL_F16 || op == OP_MATMUL_Q8) {
+  if (op == OP_MATMUL_BLOCKS) {
+    // slots: 1 w, 2 xq (i16), 3 xd, 4 out, 5 rows, 6 cols, 7 T, 8 ggml type, 9 Σq per 16, 10 unpack areas
+    const rows = arg(5)
+    const r0 = chunkStart(rows, tid, n)
+    const r1 = chunkEnd(rows, tid, n)
+    if (r0 >= r1) return
+    const u = <usize>arg(10) + <usize>tid * UNPACK_BYTES
+    matmulQuant(arg(8), <usize>arg(1), <usize>arg(2), <usize>arg(3), <usize>arg(9), <usize>arg(4), rows, arg(6), arg(7), r0, r1, u)
+  } else if (op == OP_MATMUL_F32 || op == OP_MATMUL_F16 || op == OP_MATMUL_Q8 || op == OP_MATMUL_BF16) {
     // slots: 1 w, 2 x (f32 or i16 quants), 3 xd, 4 out, 5 rows, 6 cols, 7 T
     const rows = arg(5)
     const r0 = chunkStart(rows, tid, n)
@@ -32,6 +44,7 @@ export function task(tid: i32, n: i32): void {
     const out = <usize>arg(4)
     if (op == OP_MATMUL_F32) matmulF<f32>(w, x, out, rows, arg(6), arg(7), r0, r1)
     else if (op == OP_MATMUL_F16) matmulF<u16>(w, x, out, rows, arg(6), arg(7), r0, r1)
+    else if (op == OP_MATMUL_BF16) matmulF<i16>(w, x, out, rows, arg(6), arg(7), r0, r1)
     else matmulQ8(w, x, <usize>arg(3), out, rows, arg(6), arg(7), r0, r1)
   } else if (op == OP_STREAM) {
     // slots: 1 src, 2 bytes (multiple of 64 * n), 3 result (i32 per thread). Read-bandwidth probe.

@@ -1,4 +1,5 @@
-// f32 and f16 weight matmul: out[t, r] = Σ_k w[r, k] x[t, k].
+// f32, f16 and bf16 weight matmul: out[t, r] = Σ_k w[r, k] x[t, k]. W = f32, u16 (IEEE half
+// bits) or i16 (bf16 bits: the top half of an f32, widened exactly).
 // Canonical order of every dot product (whatever the tile, thread or batch size):
 //   acc = f32x4(0); for k in steps of 4: acc = acc + w[k..k+4] * x[k..k+4]   (mul, then add)
 //   s = (acc0 + acc1) + (acc2 + acc3); for the k % 4 tail: s = s + w[k] * x[k]
@@ -8,12 +9,14 @@ import { halfToFloat, halfToFloat4, hsum } from './common'
 @inline
 function loadW<W>(p: usize): v128 {
   if (sizeof<W>() == 4) return v128.load(p)
+  if (isSigned<W>()) return i32x4.shl(v128.load16x4_u(p), 16)
   return halfToFloat4(v128.load16x4_u(p))
 }
 
 @inline
 function scalarW<W>(p: usize): f32 {
   if (sizeof<W>() == 4) return load<f32>(p)
+  if (isSigned<W>()) return reinterpret<f32>(<u32>load<u16>(p) << 16)
   return halfToFloat(<u32>load<u16>(p))
 }
 

@@ -37,8 +37,8 @@ export interface FusedBlockDeps {
   /** Offset of a weight matrix in the heap, null when it lives outside. */
   /** Address of a weight matrix as a distance from the heap's start (heap or native buffer), null when neither. */
   weightDelta(w: WeightMatrix): number | null
-  /** Offset of a KV layer's keys or values in the heap (allocKv), undefined otherwise. */
-  kvOffset(a: Float32Array | Uint16Array | Uint8Array): number | undefined
+  /** Address of a KV layer's keys or values (allocKv) as a distance from the heap's start (heap or native buffer), undefined otherwise. */
+  kvDelta(a: Float32Array | Uint16Array | Uint8Array): number | undefined
   setArgs(values: number[]): void
 }
 
@@ -95,7 +95,7 @@ export function createFusedBlock(deps: FusedBlockDeps): FusedBlock {
     c: ModelConfig,
     T: number,
     startPos: number,
-    at: Record<string, number> & { types?: number[]; weights?: number[] }
+    at: Record<string, number> & { types?: number[]; weights?: number[]; kv?: number[] }
   ): number[] | null {
     const mats = [w.wqkv, w.wo, w.w13, w.w2]
     // Per matrix: f32, Q8_0, or a block type when the addon multiplies those (quant-dot.cc).
@@ -112,12 +112,15 @@ export function createFusedBlock(deps: FusedBlockDeps): FusedBlock {
     if (types.some((t) => t === null) || wvType === null) return null
     const offsets = mats.map((m) => deps.weightDelta(m))
     const wvOffset = w.wv ? deps.weightDelta(w.wv) : 0
-    const kp = deps.kvOffset(kv.keys)
-    const vp = deps.kvOffset(kv.values)
+    const kp = deps.kvDelta(kv.keys)
+    const vp = deps.kvDelta(kv.values)
     if (offsets.some((o) => o === null) || wvOffset === null || kp === undefined || vp === undefined) return null
     at.types = [...(types as number[]), w.wv ? 1 : 0, wvType]
     // i64 weight addresses (block.h BLOCK_DESC_WEIGHTS_BYTE), as low/high i32 halves.
-    at.weights = [...(offsets as number[]), wvOffset].flatMap((d) => [(d % 2 ** 32) | 0, Math.floor(d / 2 ** 32)])
+    const i64 = (d: number): number[] => [(d % 2 ** 32) | 0, Math.floor(d / 2 ** 32)]
+    at.weights = [...(offsets as number[]), wvOffset].flatMap(i64)
+    // KV layers in the heap or in native buffers (allocKv): i64 distances (BLOCK_DESC_KV_BYTE).
+    at.kv = [...i64(kp), ...i64(vp)]
     return [
       types[0] === 8 ? 1 : 0,
       c.dim,
@@ -135,8 +138,8 @@ export function createFusedBlock(deps: FusedBlockDeps): FusedBlock {
       0,
       0,
       0, // slots 12-15: the weights are at BLOCK_DESC_WEIGHTS_BYTE
-      kp,
-      vp,
+      0,
+      0, // slots 16-17: the KV layers are at BLOCK_DESC_KV_BYTE
       kv.dtype === 'f16' ? 1 : 0,
       at.rope,
       at.act,
@@ -147,7 +150,14 @@ export function createFusedBlock(deps: FusedBlockDeps): FusedBlock {
   return {
     run(x, T, startPos, ws, kvs, c) {
       const n = ws.length
-      if (!native.fusedBlock || n === 0 || kvs.length !== n || deps.batchedFrom !== NATIVE_BATCHED_FROM) return false
+      if (
+        !native.fusedBlock ||
+        n === 0 ||
+        kvs.length !== n ||
+        deps.batchedFrom !== NATIVE_BATCHED_FROM ||
+        (native.batchedFrom ?? NATIVE_BATCHED_FROM) !== NATIVE_BATCHED_FROM
+      )
+        return false
       if (c.headDim % 2 !== 0 || c.nKvHeads <= 0 || c.nHeads % c.nKvHeads !== 0) return false
       const { dim, qDim, kvDim, hiddenDim } = c
       if (c.qDim !== c.nHeads * c.headDim || (c.qkNorm && c.headDim % 2 !== 0)) return false
@@ -158,17 +168,19 @@ export function createFusedBlock(deps: FusedBlockDeps): FusedBlock {
       const desc = scratch.get('blk-desc', n * L.BLOCK_DESC_BYTES)
       const all: number[][] = []
       const types: number[][] = []
+      const kvAt: number[][] = []
       for (let i = 0; i < n; i++) {
-        const at: Record<string, number> & { types?: number[]; weights?: number[] } = {
+        const at: Record<string, number> & { types?: number[]; weights?: number[]; kv?: number[] } = {
           x: xp,
           rope,
           act,
           sync: sync + i * L.BLOCK_SYNC_BYTES
         }
         const slots = blockSlots(ws[i], kvs[i], c, T, startPos, at)
-        if (!slots || !at.types || !at.weights) return false
+        if (!slots || !at.types || !at.weights || !at.kv) return false
         all.push(slots)
         types.push([...at.types, ...at.weights])
+        kvAt.push(at.kv)
       }
       heap.f32().set(x.subarray(0, T * dim), xp >>> 2)
       heap.u8().fill(0, sync, sync + n * L.BLOCK_SYNC_BYTES)
@@ -185,6 +197,7 @@ export function createFusedBlock(deps: FusedBlockDeps): FusedBlock {
             (at + L.BLOCK_DESC_ARCH_BYTE) >>> 2
           )
         heap.i32().set(types[i], (at + L.BLOCK_DESC_TYPES_BYTE) >>> 2)
+        heap.i32().set(kvAt[i], (at + L.BLOCK_DESC_KV_BYTE) >>> 2)
       }
       deps.setArgs([L.OP_DECODE_BLOCK, desc, n])
       pool.run('native')

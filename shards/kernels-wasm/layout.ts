@@ -28,16 +28,25 @@ export const OP_DECODE_BLOCK = 7
  * slot 3: the ggml type id, slot 2: the f32 activations (the addon quantises them).
  */
 export const OP_MATMUL_QUANT = 8
+/**
+ * Matmul on a block type in WebAssembly (shards/asm/matmul-quant.ts); slots 2-3: i16
+ * activations and their scales, 8: the ggml type id, 9: Q8_K Σq per 16, 10: unpack areas.
+ */
+export const OP_MATMUL_BLOCKS = 9
+/** BF16 weights in WebAssembly: the f32 kernel's slots and order (shards/asm/matmul-f.ts). */
+export const OP_MATMUL_BF16 = 10
 /** i32 slots of the block descriptor, and the byte offset of eps (f64) within it. */
 export const BLOCK_DESC_SLOTS = 22
 export const BLOCK_DESC_EPS_BYTE = 96
-export const BLOCK_DESC_BYTES = 192
+export const BLOCK_DESC_BYTES = 256
 /** i32 types of wqkv, wo, w13, w2 (ggml ids), then whether Wv is separate and its type. */
 export const BLOCK_DESC_TYPES_BYTE = 104
 /** i64 addresses of wqkv, wo, w13, w2, wv as distances from the heap's start (follow the types). */
 export const BLOCK_DESC_WEIGHTS_BYTE = 128
 /** i32 qDim, then heap offsets of the QKV bias, Q norm and K norm weights (0: none), after the weights; shards/native/block.h. */
 export const BLOCK_DESC_ARCH_BYTE = 168
+/** i64 addresses of the KV layer's keys and values as distances from the heap's start (heap or native buffer). */
+export const BLOCK_DESC_KV_BYTE = 184
 /** Claim and done counters of the block's 5 phases, 16 i32 apart (own cache lines). */
 export const BLOCK_SYNC_BYTES = 5 * 2 * 16 * 4
 

@@ -9,6 +9,7 @@
 #include <sys/mman.h>
 #endif
 
+#include "batch.h"
 #include "block.h"
 #include "matmul.h"
 #include "ops.h"
@@ -71,9 +72,9 @@ Napi::Value Task(const Napi::CallbackInfo& info) {
       uint8_t* heap = base - delta;
       const int16_t* xq = reinterpret_cast<const int16_t*>(heap + a[2]);
       const float* xd = reinterpret_cast<const float*>(heap + a[3]);
-      if (T < 8 && ls::decodeAvailable(true)) ls::decodeQ8(base, xq, xd, out, rows, cols, T, r0, r1);
+      if (T < ls::kBatchedFrom && ls::decodeAvailable(true)) ls::decodeQ8(base, xq, xd, out, rows, cols, T, r0, r1);
       else ls::matmulQ8(base, xq, xd, out, rows, cols, T, r0, r1);
-    } else if (op == kMatmulF32 && T < 8 && ls::decodeAvailable(false)) {
+    } else if (op == kMatmulF32 && T < ls::kBatchedFrom && ls::decodeAvailable(false)) {
       ls::decodeF32(reinterpret_cast<const float*>(base), reinterpret_cast<const float*>(base - delta + a[2]), out, rows, cols, T, r0, r1);
     } else if (op == kMatmulF32 || op == kMatmulF16) {
       ls::matmulF(base, op == kMatmulF16, reinterpret_cast<const float*>(base - delta + a[2]), out, rows, cols, T, r0, r1);
@@ -82,7 +83,7 @@ Napi::Value Task(const Napi::CallbackInfo& info) {
     }
     return env.Undefined();
   }
-  // T < 8: the decode kernels (decode.cc); the host only sends these ops when decodeF32/decodeQ8.
+  // T < kBatchedFrom: the decode kernels (decode.cc); the host only sends these ops when decodeF32/decodeQ8.
   if (op == kMatmulQuant) {
     // slot 3: the ggml type (quant-dot.h); every thread quantises the activations itself (the
     // same bits), then computes its rows.
@@ -94,9 +95,9 @@ Napi::Value Task(const Napi::CallbackInfo& info) {
     const float* x = reinterpret_cast<const float*>(base + a[2]);
     ls::quantPrepare(type, x, cols, T);
     ls::quantRows(type, base + a[1], x, out, rows, cols, T, r0, r1);
-  } else if (T < 8 && op == kMatmulQ8 && ls::decodeAvailable(true)) {
+  } else if (T < ls::kBatchedFrom && op == kMatmulQ8 && ls::decodeAvailable(true)) {
     ls::decodeQ8(base + a[1], reinterpret_cast<const int16_t*>(base + a[2]), reinterpret_cast<const float*>(base + a[3]), out, rows, cols, T, r0, r1);
-  } else if (T < 8 && op == kMatmulF32 && ls::decodeAvailable(false)) {
+  } else if (T < ls::kBatchedFrom && op == kMatmulF32 && ls::decodeAvailable(false)) {
     ls::decodeF32(reinterpret_cast<const float*>(base + a[1]), reinterpret_cast<const float*>(base + a[2]), out, rows, cols, T, r0, r1);
   } else if (op == kMatmulF32 || op == kMatmulF16) {
     ls::matmulF(base + a[1], op == kMatmulF16, reinterpret_cast<const float*>(base + a[2]), out, rows, cols, T, r0, r1);
@@ -148,8 +149,12 @@ Napi::Value AllocBuffer(const Napi::CallbackInfo& info) {
 #if defined(MADV_HUGEPAGE)
   madvise(p, bytes, MADV_HUGEPAGE);
 #endif
-  return Napi::ArrayBuffer::New(env, p, bytes, [](Napi::Env, void* data, size_t* len) {
+  // Tell V8 the bytes exist, so that dropped buffers (a closed session's KV layers) are
+  // collected, and unmapped, as the process's memory grows rather than whenever.
+  Napi::MemoryManagement::AdjustExternalMemory(env, int64_t(bytes));
+  return Napi::ArrayBuffer::New(env, p, bytes, [](Napi::Env e, void* data, size_t* len) {
     munmap(data, *len);
+    Napi::MemoryManagement::AdjustExternalMemory(e, -int64_t(*len));
     delete len;
   }, new size_t(bytes));
 #else
@@ -215,6 +220,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("fusedBlock", Napi::Boolean::New(env, ls::blockAvailable()));
   exports.Set("jsExp", Napi::Function::New(env, JsExp));
   exports.Set("adviseHugePages", Napi::Function::New(env, AdviseHugePages));
+  exports.Set("batchedFrom", Napi::Number::New(env, ls::kBatchedFrom));
   exports.Set("allocBuffer", Napi::Function::New(env, AllocBuffer));
   exports.Set("addressOf", Napi::Function::New(env, AddressOf));
   return exports;

@@ -16,6 +16,8 @@
 // A thread that never joins (asleep) costs nothing: the others claim all shares.
 #include "block.h"
 
+#include "batch.h"
+
 #include <sched.h>
 
 #include <cstring>
@@ -35,11 +37,12 @@ namespace {
 
 constexpr int kPhases = 5;
 constexpr int kSyncStride = 16;
-constexpr int kBatchedFrom = 8;  // shards/kernels-wasm/wasm-kernels.ts nativeMinBatch  // i32 slots: claim and done counters on their own cache lines
+// kBatchedFrom (batch.h): shards/options.ts NATIVE_BATCHED_FROM, as the host's matmul() uses it.
 
 struct Desc {
   int q8, dim, kvDim, hidden, nHeads, nKvHeads, headDim, T, startPos;
-  uint32_t x, attnNorm, ffnNorm, keys, values;
+  uint32_t x, attnNorm, ffnNorm;
+  int64_t keys, values;  // BLOCK_DESC_KV_BYTE
   int64_t wqkv, wo, w13, w2;  // BLOCK_DESC_WEIGHTS_BYTE
   int kvHalf;
   uint32_t rope, scratch, sync;
@@ -63,7 +66,10 @@ Desc readDesc(const uint8_t* base, uint32_t at) {
   d.q8 = s[0], d.dim = s[1], d.kvDim = s[2], d.hidden = s[3], d.nHeads = s[4], d.nKvHeads = s[5];
   d.headDim = s[6], d.T = s[7], d.startPos = s[8];
   d.x = uint32_t(s[9]), d.attnNorm = uint32_t(s[10]), d.ffnNorm = uint32_t(s[11]);
-  d.keys = uint32_t(s[16]), d.values = uint32_t(s[17]), d.kvHalf = s[18];
+  d.kvHalf = s[18];
+  int64_t kv[2];
+  std::memcpy(kv, base + at + BLOCK_DESC_KV_BYTE, sizeof kv);
+  d.keys = kv[0], d.values = kv[1];
   d.rope = uint32_t(s[19]), d.scratch = uint32_t(s[20]), d.sync = uint32_t(s[21]);
   int32_t a[BLOCK_DESC_ARCH_SLOTS];
   std::memcpy(a, base + at + BLOCK_DESC_ARCH_BYTE, sizeof a);
@@ -133,7 +139,7 @@ void matvec(const Desc& d, int type, const uint8_t* w, float* out, int rows, int
 
 // Rows [r0, r1) of the qkv projection: wqkv's rows, then (when Wv is separate) Wv's.
 void matvecQkv(const Desc& d, uint8_t* base, float* out, int rows, int cols, int r0, int r1) {
-  const int split = d.hasWv ? d.dim + d.kvDim : rows;
+  const int split = d.hasWv ? d.qDim + d.kvDim : rows;
   if (r0 < split) matvec(d, d.type[0], base + d.wqkv, out, rows, cols, r0, r1 < split ? r1 : split);
   if (r1 > split) {
     // Wv's own row numbering, written from column `split` of out (the kernels use rows only

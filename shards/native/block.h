@@ -7,7 +7,7 @@
 
 #define BLOCK_DESC_SLOTS 22
 #define BLOCK_DESC_EPS_BYTE 96
-#define BLOCK_DESC_BYTES 192
+#define BLOCK_DESC_BYTES 256
 // Matrix types (ggml ids: 0 f32, 8 Q8_0, quant-dot.h's) of wqkv, wo, w13, w2, then whether Wv
 // is separate (0: stacked in wqkv) and its type, as i32 from this byte on.
 #define BLOCK_DESC_TYPES_BYTE 104
@@ -18,6 +18,9 @@
 // offsets of the QKV bias and the Q and K norm weights (0: none).
 #define BLOCK_DESC_ARCH_BYTE 168
 #define BLOCK_DESC_ARCH_SLOTS 4
+// The KV layer's keys and values as i64 byte distances from the shared memory's start (with the
+// addon, KV layers live in native buffers, not in the WebAssembly heap).
+#define BLOCK_DESC_KV_BYTE 184
 
 namespace ls {
 

@@ -5,7 +5,7 @@
 // Never fails the install: on any error it prints one line and exits 0, and the kernels
 // fall back to WebAssembly.
 import { execFileSync } from 'node:child_process'
-import { mkdirSync, rmSync } from 'node:fs'
+import { mkdirSync, readFileSync, rmSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -20,7 +20,12 @@ try {
   const cxx = process.env.CXX || 'g++'
   const march = process.env.LAYERSWARM_MARCH || 'native'
   mkdirSync(dirname(out), { recursive: true })
+  // One definition of the batched-kernel threshold for TypeScript and C++ (batch.h).
+  const options = readFileSync(join(here, '..', 'options.ts'), 'utf8')
+  const batchedFrom = /export const NATIVE_BATCHED_FROM = (\d+)/.exec(options)?.[1]
+  if (!batchedFrom) throw new Error('NATIVE_BATCHED_FROM not found in shards/options.ts')
   const args = [
+    `-DLS_BATCHED_FROM=${batchedFrom}`,
     '-O3',
     `-march=${march}`,
     '-ffp-contract=off',

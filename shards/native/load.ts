@@ -21,6 +21,8 @@ export interface NativeAddon {
   readonly quantTypes: boolean
   /** Whether it runs a whole decode block in one call (block.cc, OP_DECODE_BLOCK). */
   readonly fusedBlock: boolean
+  /** The batched-kernel threshold compiled in (shards/options.ts NATIVE_BATCHED_FROM at build time). */
+  readonly batchedFrom?: number
   /** Its port of V8's Math.exp (tests compare the two). */
   readonly jsExp?: (x: number) => number
   /**
@@ -72,6 +74,7 @@ export function loadNativeAddon(path: string | null = nativeAddonPath()): Native
       decodeF32: addon.decodeF32 === true,
       quantTypes: addon.quantTypes === true,
       fusedBlock: addon.fusedBlock === true,
+      batchedFrom: typeof addon.batchedFrom === 'number' ? addon.batchedFrom : undefined,
       jsExp: addon.jsExp,
       adviseHugePages: typeof addon.adviseHugePages === 'function' ? addon.adviseHugePages : undefined,
       allocBuffer: typeof addon.allocBuffer === 'function' ? addon.allocBuffer : undefined,

@@ -16,6 +16,7 @@
 #include <immintrin.h>
 #endif
 
+#include "batch.h"
 #include "ops.h"
 #include "quant-internal.h"
 
@@ -48,9 +49,8 @@ namespace {
 
 bool isK(int type) { return type >= kTypeQ2_K && type <= kTypeQ6_K; }
 
-// From this batch size on the batched kernels take the rows (as matmulQ8Rows for Q8_0; block.cc
-// kBatchedFrom and shards/kernels-wasm/wasm-kernels.ts nativeMinBatch agree).
-constexpr int kBatchedFrom = 8;
+// From kBatchedFrom (batch.h: shards/options.ts NATIVE_BATCHED_FROM) on the batched kernels
+// take the rows, as for Q8_0.
 
 // This thread's activations: int8 quants, one scale per block, Σq per block (Q8_0) or per 16
 // (Q8_K); one set per format, so a phase of the fused block may mix legacy and K types.

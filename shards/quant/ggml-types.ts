@@ -1,10 +1,11 @@
-import { QUANT_LAYOUTS, type QuantDType } from '../quant-blocks.js'
 import type { WeightDType } from '../types.js'
 
 /**
- * Every GGUF tensor type the engine reads, with its ggml_type id (ggml.h), elements per block
- * and bytes per block: F32, F16, Q8_0 here and the other block types from QUANT_LAYOUTS
- * (shards/quant-blocks.ts), so ids and sizes are written down once.
+ * Every GGUF tensor type the engine reads, with its ggml_type id (ggml.h), elements and bytes
+ * per block (ggml-common.h) and how the fast kernels' dot products quantise activations for it
+ * (as llama.cpp's CPU backend does: Q8_0 blocks of 32 for Q8_0 and the legacy types, Q8_K
+ * super-blocks of 256 for the K-quants; F32, F16 and BF16 multiply f32 activations). The one
+ * table of block types: shards/quant-blocks.ts QUANT_LAYOUTS is read from it.
  */
 export interface GgmlType {
   readonly dtype: WeightDType
@@ -13,24 +14,40 @@ export interface GgmlType {
   readonly id: number
   readonly blockElems: number
   readonly blockBytes: number
+  readonly activations: 'f32' | 'q8_0' | 'q8_k'
 }
 
-export const GGML_TYPE_TABLE: readonly GgmlType[] = ([] as GgmlType[])
-  .concat(
-    [
-      { dtype: 'f32', name: 'F32', id: 0, blockElems: 1, blockBytes: 4 },
-      { dtype: 'f16', name: 'F16', id: 1, blockElems: 1, blockBytes: 2 },
-      { dtype: 'q8_0', name: 'Q8_0', id: 8, blockElems: 32, blockBytes: 34 }
-    ],
-    (Object.entries(QUANT_LAYOUTS) as Array<[QuantDType, (typeof QUANT_LAYOUTS)[QuantDType]]>).map(([dtype, l]) => ({
-      dtype,
-      name: dtype.toUpperCase(),
-      id: l.ggmlType,
-      blockElems: l.blockElems,
-      blockBytes: l.blockBytes
-    }))
-  )
-  .sort((a: GgmlType, b: GgmlType) => a.id - b.id)
+const type = (
+  dtype: WeightDType,
+  id: number,
+  blockElems: number,
+  blockBytes: number,
+  activations: GgmlType['activations']
+): GgmlType => ({
+  dtype,
+  name: dtype.toUpperCase(),
+  id,
+  blockElems,
+  blockBytes,
+  activations
+})
+
+/** In ggml_type id order. */
+export const GGML_TYPE_TABLE: readonly GgmlType[] = [
+  type('f32', 0, 1, 4, 'f32'),
+  type('f16', 1, 1, 2, 'f32'),
+  type('q4_0', 2, 32, 18, 'q8_0'),
+  type('q4_1', 3, 32, 20, 'q8_0'),
+  type('q5_0', 6, 32, 22, 'q8_0'),
+  type('q5_1', 7, 32, 24, 'q8_0'),
+  type('q8_0', 8, 32, 34, 'q8_0'),
+  type('q2_k', 10, 256, 84, 'q8_k'),
+  type('q3_k', 11, 256, 110, 'q8_k'),
+  type('q4_k', 12, 256, 144, 'q8_k'),
+  type('q5_k', 13, 256, 176, 'q8_k'),
+  type('q6_k', 14, 256, 210, 'q8_k'),
+  type('bf16', 30, 1, 2, 'f32')
+]
 
 const BY_DTYPE = new Map(GGML_TYPE_TABLE.map((t) => [t.dtype, t]))
 const BY_ID = new Map(GGML_TYPE_TABLE.map((t) => [t.id, t]))

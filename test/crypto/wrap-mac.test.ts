@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import {
   assertStepAuthorized,
+  chainedStepBinding,
   controlTag,
   deriveHopKeys,
   generateX25519KeyPair,
@@ -97,5 +98,17 @@ describe('step authorization in chained forwarding', () => {
     expect(verifyControlTag(hopKeys.controlMacKey, { ...f, op: 'close' }, tag)).toBe(false)
     expect(verifyControlTag(hopKeys.controlMacKey, { ...f, counter: 4 }, tag)).toBe(false)
     expect(verifyControlTag(hopKeys.controlMacKey, { ...f, args: Uint8Array.of(0, 0, 0, 8) }, tag)).toBe(false)
+  })
+
+  it("chainedStepBinding binds the row count and the client's input hash (issue #17)", () => {
+    const input = sha256(Uint8Array.of(1, 2, 3))
+    const other = sha256(Uint8Array.of(1, 2, 4))
+    const b = chainedStepBinding(2, input)
+    expect(b.length).toBe(32)
+    expect(Buffer.from(chainedStepBinding(2, input)).equals(Buffer.from(b))).toBe(true)
+    expect(Buffer.from(chainedStepBinding(3, input)).equals(Buffer.from(b))).toBe(false)
+    expect(Buffer.from(chainedStepBinding(2, other)).equals(Buffer.from(b))).toBe(false)
+    expect(() => chainedStepBinding(2, new Uint8Array(31))).toThrow()
+    expect(() => chainedStepBinding(-1, input)).toThrow()
   })
 })

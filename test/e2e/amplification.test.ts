@@ -8,7 +8,7 @@
 import { readFileSync } from 'node:fs'
 import { multiaddr } from '@multiformats/multiaddr'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { type LocalNode, startLocalNode } from '../../node/local-swarm.js'
+import type { LocalNode } from '../../node/local-swarm.js'
 import {
   createHost,
   createMessageChannel,
@@ -25,15 +25,7 @@ import {
   type SessionCaller,
   STEP_SLACK_BYTES
 } from '../../protocol/index.js'
-import {
-  createEdge,
-  createShard,
-  type Kernels,
-  type ModelFile,
-  openModelFile,
-  type Shard,
-  selectKernels
-} from '../../shards/index.js'
+import type { Shard } from '../../shards/index.js'
 import {
   importSnapshotsFlood,
   infoDtypesFlood,
@@ -43,10 +35,10 @@ import {
 } from '../helpers/flood-frames.js'
 import { openBody, stepBody } from '../helpers/hostile-cases.js'
 import { f32Data, openRawSession } from '../helpers/raw-session.js'
-import { GGUF_PATH } from '../helpers/reference.js'
+import { SPAN, type SpanNode, startSpanNode } from '../helpers/span-node.js'
 
 const DIM = 64
-const [START, END] = [1, 4]
+const [START, END] = SPAN
 const MiB = 1024 * 1024
 /** The node's peak resident set after all floods (it idles near 100 MiB; the issue saw 3.1 GB). */
 const PEAK_RSS_BOUND_MIB = 400
@@ -60,11 +52,10 @@ function peakRssMiB(pid: number): number {
 }
 
 describe('amplification frames against a real node and a real client', () => {
+  let fx: SpanNode
   let node: LocalNode
   let legit: Host
   let attacker: Host
-  let model: ModelFile
-  let kernels: Kernels
   let local: Shard
   let rows: Float32Array
   let legitCaller: SessionCaller
@@ -79,12 +70,9 @@ describe('amplification frames against a real node and a real client', () => {
   }
 
   beforeAll(async () => {
-    node = await startLocalNode({ model: GGUF_PATH, layers: `${START}:${END}`, args: ['--kernels', 'reference'] })
-    ;[legit, attacker] = await Promise.all([1, 2].map(() => createHost({ listen: [], pubsub: false })))
-    model = openModelFile(GGUF_PATH)
-    kernels = selectKernels({ kind: 'reference' })
-    local = createShard({ model, start: START, end: END, kernels })
-    rows = createEdge({ model, kernels }).embed([1, 403, 407, 261, 5, 77, 300, 42])
+    fx = await startSpanNode({ hosts: 2, ids: [1, 403, 407, 261, 5, 77, 300, 42] })
+    ;({ node, local, rows } = fx)
+    ;[legit, attacker] = fx.hosts
     legitCaller = createSessionCaller(await legit.dialProtocol(target(), SESSION_PROTOCOL, SESSION_STREAM_LIMITS))
     await legitCaller.call(openBody('legit', { modelId: node.modelId, start: START, end: END, maxLength: 16 }))
     local.openSession('legit', { maxLength: 16 })
@@ -93,10 +81,7 @@ describe('amplification frames against a real node and a real client', () => {
 
   afterAll(async () => {
     legitCaller?.abort(new Error('done'))
-    await Promise.all([legit, attacker].map((h) => h?.stop()))
-    await node?.stop()
-    kernels?.close?.()
-    model?.close()
+    await fx?.close()
   })
 
   it("refuses a stranger's 64 MiB next_hops flood on its length prefix, without buffering it", async () => {

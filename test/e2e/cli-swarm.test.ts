@@ -1,29 +1,14 @@
-import { spawn } from 'node:child_process'
 import { mkdtempSync, statSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { type LocalNode, startLocalNode } from '../../node/local-swarm.js'
-import { CLI } from '../helpers/cli.js'
-import { GGUF_PATH, loadReference, ROOT } from '../helpers/reference.js'
+import { cliAsync } from '../helpers/cli-async.js'
+import { GGUF_PATH, loadReference } from '../helpers/reference.js'
 
 const ref = loadReference('stories260K_greedy_once_upon_a_time')
 
-/** Run the CLI asynchronously (node processes of the swarm keep running meanwhile). */
-function cli(args: string[], timeoutMs = 60_000): Promise<{ status: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, [CLI, ...args], { cwd: ROOT })
-    let stdout = ''
-    let stderr = ''
-    child.stdout.on('data', (d) => (stdout += d))
-    child.stderr.on('data', (d) => (stderr += d))
-    const t = setTimeout(() => child.kill('SIGKILL'), timeoutMs)
-    child.on('exit', (status) => {
-      clearTimeout(t)
-      resolve({ status, stdout, stderr })
-    })
-  })
-}
+const cli = (args: string[], timeoutMs = 60_000) => cliAsync(args, timeoutMs)
 
 describe('CLI against a real local swarm', () => {
   const nodes: LocalNode[] = []

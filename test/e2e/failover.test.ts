@@ -5,6 +5,21 @@ import { loadReference } from '../helpers/reference.js'
 
 const ref = loadReference('stories260K_greedy_once_upon_a_time')
 
+/** Hop session ids of successive routes: 128 random bits each, sharing no prefix and about half their bits. */
+function expectUnrelatedIds(ids: string[]): void {
+  for (const id of ids) expect(id).toMatch(/^[0-9a-f]{32}$/)
+  expect(new Set(ids).size).toBe(ids.length)
+  for (let i = 0; i + 1 < ids.length; i++) {
+    const [a, b] = [Buffer.from(ids[i], 'hex'), Buffer.from(ids[i + 1], 'hex')]
+    expect(a.subarray(0, 4).equals(b.subarray(0, 4))).toBe(false)
+    let differing = 0
+    for (let j = 0; j < a.length; j++) for (let x = a[j] ^ b[j]; x; x &= x - 1) differing++
+    // Binomial(128, 1/2): outside [24, 104] with probability below 1e-12
+    expect(differing).toBeGreaterThanOrEqual(24)
+    expect(differing).toBeLessThanOrEqual(104)
+  }
+}
+
 describe('failover: a node killed mid-generation changes no token', () => {
   const nodes: LocalNode[] = []
 
@@ -89,6 +104,15 @@ describe('failover in a chain of hops', () => {
       expect(report.forwarding).toBe('chain')
       expect(report.routes.at(-1)!.map((h) => h.peerId)).not.toContain(killed!.peerId)
       expect(report.excludedPeers).toEqual([killed!.peerId])
+      // issue #17: the first hop survived and saw the session id of both routes; the second is
+      // fresh randomness, not derivable from the first (ids were `${uuid}.${n}`: a hop that saw
+      // one could pre-open the next on the replacement peer)
+      const ids = events.filter((e) => e.event === 'route').map((e) => e.hopSessionId as string)
+      expect(ids.length).toBeGreaterThanOrEqual(2)
+      const survivor = nodes.find((n) => n.peerId === route[0].peerId)!
+      const seen = survivor.logs.filter((l) => l.includes('"session-open"')).map((l) => JSON.parse(l).sessionId as string)
+      expect(seen).toEqual(expect.arrayContaining(ids.slice(0, 2)))
+      expectUnrelatedIds(ids)
     } finally {
       await client.close()
     }

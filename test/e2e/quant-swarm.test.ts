@@ -1,12 +1,10 @@
-import { spawn } from 'node:child_process'
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { type LocalNode, startLocalNode } from '../../node/local-swarm.js'
 import { parseShape, writeRandomModel } from '../../shards/random-model.js'
-import { CLI } from '../helpers/cli.js'
-import { ROOT } from '../helpers/reference.js'
+import { cliAsync } from '../helpers/cli-async.js'
 
 // Real node processes on a llama.cpp-style Q4_K_M file (shards/quant/file-types.ts mixture:
 // rows of 128 fall back to Q5_0/Q8_0, ffn_down rows of 256 stay Q4_K/Q6_K) with a q8_0 KV
@@ -16,20 +14,7 @@ import { ROOT } from '../helpers/reference.js'
 const dir = mkdtempSync(join(tmpdir(), 'layerswarm-quant-swarm-'))
 const model = join(dir, 'q4km.gguf')
 
-function cli(args: string[], timeoutMs = 90_000): Promise<{ status: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, [CLI, ...args], { cwd: ROOT })
-    let stdout = ''
-    let stderr = ''
-    child.stdout.on('data', (d) => (stdout += d))
-    child.stderr.on('data', (d) => (stderr += d))
-    const t = setTimeout(() => child.kill('SIGKILL'), timeoutMs)
-    child.on('exit', (status) => {
-      clearTimeout(t)
-      resolve({ status, stdout, stderr })
-    })
-  })
-}
+const cli = (args: string[], timeoutMs = 90_000) => cliAsync(args, timeoutMs)
 
 /** A copy of the model with one tensor's type id replaced. */
 function withType(name: string, id: number): string {

@@ -3,6 +3,8 @@
  * blocks [1, 4)): the node's signed X25519 key, per-session hop keys, step tags in chained
  * mode, and sealed KV export/import with every refusal typed and nothing of a refused import kept.
  */
+import { generateKeyPair } from '@libp2p/crypto/keys'
+import type { PrivateKey } from '@libp2p/interface'
 import { peerIdFromString } from '@libp2p/peer-id'
 import { multiaddr } from '@multiformats/multiaddr'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
@@ -11,46 +13,40 @@ import {
   generateX25519KeyPair,
   type HopKeys,
   randomKey,
+  sha256,
   stepTag,
   verifyX25519Binding,
   wrapKey
 } from '../../crypto/index.js'
-import { type LocalNode, startLocalNode } from '../../node/local-swarm.js'
+import type { LocalNode } from '../../node/local-swarm.js'
 import {
   createHost,
   createSessionCaller,
   decodeTensor,
+  encodeTensor,
   fetchInfo,
   type Host,
+  type Receipt,
   RemoteError,
   SESSION_PROTOCOL,
   SESSION_STREAM_LIMITS,
   type SessionCaller,
-  type SessionRequestBody
+  type SessionRequestBody,
+  signReceipt
 } from '../../protocol/index.js'
-import {
-  createEdge,
-  createShard,
-  type Kernels,
-  type ModelFile,
-  openModelFile,
-  type Shard,
-  selectKernels
-} from '../../shards/index.js'
+import type { Shard } from '../../shards/index.js'
 import { keyedSessions } from '../helpers/keyed-session.js'
 import { f32Data } from '../helpers/raw-session.js'
-import { GGUF_PATH } from '../helpers/reference.js'
+import { SPAN, type SpanNode, startSpanNode } from '../helpers/span-node.js'
 
 const DIM = 64
-const [START, END] = [1, 4]
-const SPAN = [START, END] as const
 
 describe('session keys, step tags and sealed KV through the session protocol', () => {
+  let fx: SpanNode
   let node: LocalNode
   let client: Host
   let upstream: Host
-  let model: ModelFile
-  let kernels: Kernels
+  let upstreamKey: PrivateKey
   let local: Shard
   let rows: Float32Array
   let nodePub: Uint8Array
@@ -100,12 +96,12 @@ describe('session keys, step tags and sealed KV through the session protocol', (
   const same = (a: Float32Array, b: Float32Array) => Buffer.from(f32Data(a)).equals(Buffer.from(f32Data(b)))
 
   beforeAll(async () => {
-    node = await startLocalNode({ model: GGUF_PATH, layers: `${START}:${END}`, args: ['--kernels', 'reference'] })
-    ;[client, upstream] = await Promise.all([1, 2].map(() => createHost({ listen: [], pubsub: false })))
-    model = openModelFile(GGUF_PATH)
-    kernels = selectKernels({ kind: 'reference' })
-    local = createShard({ model, start: START, end: END, kernels })
-    rows = createEdge({ model, kernels }).embed([1, 403, 407, 261, 5, 77, 300, 42, 9, 31, 12, 88])
+    fx = await startSpanNode({ hosts: 1, ids: [1, 403, 407, 261, 5, 77, 300, 42, 9, 31, 12, 88] })
+    ;({ node, local, rows } = fx)
+    ;[client] = fx.hosts
+    // the upstream hop signs receipts with a key this test holds
+    upstreamKey = await generateKeyPair('Ed25519')
+    upstream = await createHost({ listen: [], pubsub: false, privateKey: upstreamKey })
     const { info } = await fetchInfo(
       client,
       node.addrs.map((a) => multiaddr(a))
@@ -115,10 +111,8 @@ describe('session keys, step tags and sealed KV through the session protocol', (
 
   afterAll(async () => {
     for (const c of callers) c.abort(new Error('test done'))
-    await Promise.all([client, upstream].map((h) => h?.stop()))
-    await node?.stop()
-    kernels?.close?.()
-    model?.close()
+    await upstream?.stop()
+    await fx?.close()
   })
 
   it("announces an X25519 key signed by its peer id's key", async () => {
@@ -134,41 +128,80 @@ describe('session keys, step tags and sealed KV through the session protocol', (
     expect(await verifyX25519Binding(other, info.x25519Binding!, verify)).toBe(false)
   })
 
-  it('chained mode: a step from upstream runs only with the client tag for this hop', async () => {
+  it('chained mode: a step from upstream runs only with the client tag for this hop, bound to its rows and the client input', async () => {
     const [owner, ownerWait, up] = [await dial(client), await dial(client), await dial(upstream)]
     const id = 'chain-auth'
     await owner.call(open(id, { upstream: upstream.peerId.toString() }))
     local.openSession(id, { maxLength: 16 })
     const keys = keysFor(id)
-    const tag = (stepId: number, pos: number, rows = 2) =>
-      stepTag(keys.stepMacKey, { sessionId: id, stepId, startPosition: pos, inputHash: chainedStepBinding(rows) })
+    // stands for the SHA-256 of the client's input bytes to the first hop (the upstream here)
+    const clientIn = (stepId: number) => sha256(new TextEncoder().encode(`client input of step ${stepId}`))
+    const tag = (stepId: number, pos: number, rows = 2, input = clientIn(stepId)) =>
+      stepTag(keys.stepMacKey, { sessionId: id, stepId, startPosition: pos, inputHash: chainedStepBinding(rows, input) })
+    /** A step as the upstream hop sends it: its signed receipt (client input -> the bytes sent) goes with it. */
+    const fromUp = async (
+      stepId: number,
+      pos: number,
+      x: Float32Array,
+      hopAuth: Uint8Array[] | undefined,
+      o: { input?: Uint8Array; signedFor?: Float32Array; key?: PrivateKey; receipts?: Receipt[] } = {}
+    ): Promise<SessionRequestBody> => {
+      const body = step(id, stepId, pos, x, true, hopAuth)
+      if (body.type !== 'step') throw new Error('not a step')
+      const sent = o.signedFor ? encodeTensor(o.signedFor, [o.signedFor.length / DIM, DIM], 'f32').data : body.step.hidden.data
+      const fields = {
+        sessionId: id,
+        stepId,
+        start: 0,
+        end: SPAN[0],
+        inputHash: o.input ?? clientIn(stepId),
+        outputHash: sha256(sent)
+      }
+      const receipt = await signReceipt(fields, upstream.peerId.toString(), o.key ?? upstreamKey)
+      return { type: 'step', step: { ...body.step, receipts: o.receipts ?? [receipt] } }
+    }
     const x = input(0, 2)
-    expect(await refused(up, step(id, 1, 0, x, true))).toBe('UNAUTHORIZED')
-    expect(await refused(up, step(id, 1, 0, x, true, [randomKey()]))).toBe('UNAUTHORIZED')
-    expect(await refused(up, step(id, 1, 0, x, true, [tag(2, 0)]))).toBe('UNAUTHORIZED') // another step's tag
-    expect(await refused(up, step(id, 1, 0, x, true, [tag(1, 1)]))).toBe('UNAUTHORIZED') // another position
-    expect(await refused(up, step(id, 1, 0, x, true, [tag(1, 0, 1)]))).toBe('UNAUTHORIZED') // another row count
+    expect(await refused(up, await fromUp(1, 0, x, undefined))).toBe('UNAUTHORIZED')
+    expect(await refused(up, await fromUp(1, 0, x, [randomKey()]))).toBe('UNAUTHORIZED')
+    expect(await refused(up, await fromUp(1, 0, x, [tag(2, 0)]))).toBe('UNAUTHORIZED') // another step's tag
+    expect(await refused(up, await fromUp(1, 0, x, [tag(1, 1)]))).toBe('UNAUTHORIZED') // another position
+    expect(await refused(up, await fromUp(1, 0, x, [tag(1, 0, 1)]))).toBe('UNAUTHORIZED') // another row count
+    // the tag of another client input: the upstream cannot reuse a tag with other data
+    expect(await refused(up, await fromUp(1, 0, x, [tag(1, 0, 2, clientIn(7))]))).toBe('UNAUTHORIZED')
+    expect(await refused(up, await fromUp(1, 0, x, [tag(1, 0)], { receipts: [] }))).toBe('UNAUTHORIZED') // no receipt
+    // altered bytes: the upstream signed other bytes than it sent
+    expect(await refused(up, await fromUp(1, 0, x, [tag(1, 0)], { signedFor: input(2, 4) }))).toBe('UNAUTHORIZED')
+    // a receipt signed by another key (not the upstream's own)
+    const stranger = await generateKeyPair('Ed25519')
+    expect(await refused(up, await fromUp(1, 0, x, [tag(1, 0)], { key: stranger }))).toBe('UNAUTHORIZED')
     // a tag made under another session's keys
     const otherKeys = keysFor('another-session')
     const foreign = stepTag(otherKeys.stepMacKey, {
       sessionId: id,
       stepId: 1,
       startPosition: 0,
-      inputHash: chainedStepBinding(2)
+      inputHash: chainedStepBinding(2, clientIn(1))
     })
-    expect(await refused(up, step(id, 1, 0, x, true, [foreign]))).toBe('UNAUTHORIZED')
+    expect(await refused(up, await fromUp(1, 0, x, [foreign]))).toBe('UNAUTHORIZED')
+    // after every refusal the honest step gives the output of one process
     const waiting = ownerWait.call({ type: 'await', await: { sessionId: id, stepId: 1 } })
-    expect(await up.call(step(id, 1, 0, x, true, [tag(1, 0)]))).toMatchObject({ type: 'result' })
+    expect(await up.call(await fromUp(1, 0, x, [tag(1, 0)]))).toMatchObject({ type: 'result' })
     const res = await waiting
     if (res.type !== 'result' || !res.result.hidden) throw new Error('await answered without output')
     expect(same(decodeTensor(res.result.hidden), local.forward(id, x, 0))).toBe(true)
     // step ids from upstream must go up: step 2 runs, then step 1's valid tag is a replay (it would rewind the KV)
-    expect(await up.call(step(id, 2, 2, input(2, 3), true, [tag(2, 2, 1)]))).toMatchObject({ type: 'result' })
-    expect(await refused(up, step(id, 1, 0, x, true, [tag(1, 0)]))).toBe('UNAUTHORIZED')
+    expect(await up.call(await fromUp(2, 2, input(2, 3), [tag(2, 2, 1)]))).toMatchObject({ type: 'result' })
     await ownerWait.call({ type: 'await', await: { sessionId: id, stepId: 2 } })
     local.forward(id, input(2, 3), 2)
+    expect(await refused(up, await fromUp(1, 0, x, [tag(1, 0)]))).toBe('UNAUTHORIZED')
+    // and the replay changed nothing: step 3 continues from position 3 with the bits of one process
+    const waiting3 = ownerWait.call({ type: 'await', await: { sessionId: id, stepId: 3 } })
+    expect(await up.call(await fromUp(3, 3, input(3, 4), [tag(3, 3, 1)]))).toMatchObject({ type: 'result' })
+    const res3 = await waiting3
+    if (res3.type !== 'result' || !res3.result.hidden) throw new Error('await answered without output')
+    expect(same(decodeTensor(res3.result.hidden), local.forward(id, input(3, 4), 3))).toBe(true)
     // the owner's own steps need no tag
-    expect(await owner.call(step(id, 3, 3, input(3, 4)))).toMatchObject({ type: 'result' })
+    expect(await owner.call(step(id, 4, 4, input(4, 5)))).toMatchObject({ type: 'result' })
     await owner.call({ type: 'close', close: { sessionId: id } })
     local.closeSession(id)
   })

@@ -243,7 +243,7 @@ describe('validation', () => {
     expect(() => decodeSessionRequest(bytes, { maxTensorElements: 64 })).toThrow(MessageTooLargeError)
   })
 
-  it('one-way steps: receipts and timings only with one_way, one_way only chained, receipts checked', () => {
+  it('chained steps: timings only with one_way, receipts only chained, one_way only chained, receipts checked', () => {
     const receipt = {
       peerId: '12D3KooWabc',
       start: 0,
@@ -258,7 +258,9 @@ describe('validation', () => {
       receipts: [receipt],
       timings: []
     })
-    expect(() => decode({ chain: true, receipts: [receipt] })).toThrow(MalformedMessageError)
+    // a two-way chained step carries the upstream receipts its tag's client input hash is taken from
+    expect(stepOf(decode({ chain: true, receipts: [receipt] }))).toMatchObject({ receipts: [receipt] })
+    expect(() => decode({ receipts: [receipt] })).toThrow(MalformedMessageError)
     expect(() => decode({ chain: true, timings: [{ peerId: '12D3KooWabc', computeMs: 1 }] })).toThrow(MalformedMessageError)
     expect(() => decode({ oneWay: true })).toThrow(MalformedMessageError)
     expect(() => decode({ chain: true, oneWay: true, receipts: [{ ...receipt, signature: new Uint8Array(10) }] })).toThrow(

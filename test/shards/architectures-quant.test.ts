@@ -61,7 +61,10 @@ function engineLogits(model: ModelFile, ids: number[], kernels?: Kernels): Float
 const FAMILIES: Array<{ what: string; arch: ArchSpec; llama3Factor?: number }> = [
   { what: 'llama 3', arch: { architecture: 'llama', ropeTheta: 500000, ropeScaling: 'llama3' }, llama3Factor: 8 },
   { what: 'qwen2', arch: { architecture: 'qwen2', ropeTheta: 1000000 } },
-  { what: 'qwen3', arch: { architecture: 'qwen3', headDim: 32, ropeTheta: 1000000 } }
+  { what: 'qwen3', arch: { architecture: 'qwen3', headDim: 32, ropeTheta: 1000000 } },
+  // Queries wider than dim (4 heads of 128 = 512, as Qwen3's 128-wide heads): the fused block's
+  // split between [Wq; Wk] and a separate Wv is at qDim + kvDim, not dim + kvDim.
+  { what: 'qwen3 wide heads', arch: { architecture: 'qwen3', headDim: 128, ropeTheta: 1000000 } }
 ]
 const MIXTURES: Array<[string, (name: string) => QuantDType]> = [
   ['q4_0', () => 'q4_0'],
@@ -74,8 +77,8 @@ describe('model families on block types', () => {
   for (const f of FAMILIES) {
     for (const [mname, mix] of MIXTURES) {
       it(`${f.what}, ${mname}: reference = float64 forward; fast fused = op by op`, () => {
-        // dim 256, heads*headDim 256 (qwen3: 8 heads of 32), ffn 512: rows fit 256-element super-blocks.
-        const spec = f.arch.architecture === 'qwen3' ? '256,2,8,2,512,300' : '256,2,4,2,512,300'
+        // dim 256, heads*headDim 256 (qwen3: 8 heads of 32, or 4 of 128 = 512), ffn 512: rows fit 256-element super-blocks.
+        const spec = f.arch.architecture === 'qwen3' && f.arch.headDim === 32 ? '256,2,8,2,512,300' : '256,2,4,2,512,300'
         const model = withBlockTypes(
           createRandomModel(parseShape(spec), { dtype: 'f32', seed: 6, seqLen: 32, arch: f.arch }),
           mix

@@ -11,6 +11,10 @@ import {
   type WeightDType,
   type WeightMatrix
 } from '../../shards/index.js'
+import { matmulExact, quantizeActivationsQ8 } from '../../shards/kernels-ref-exact.js'
+import { quantizeActivationsQ8K } from '../../shards/kernels-ref-exact-quant.js'
+import { QUANT_LAYOUTS, type QuantDType } from '../../shards/quant-blocks.js'
+import { randomBlockMatrix } from '../helpers/random-blocks.js'
 import { GGUF_PATH } from '../helpers/reference.js'
 
 /*
@@ -19,7 +23,9 @@ import { GGUF_PATH } from '../helpers/reference.js'
  * plus the activation quantization llama.cpp does), rmsnorm/rope/swiglu identical to the
  * reference, attention within 1e-5·max|v| over f32 and f16 KV, batch rows independent of the
  * batch (row t of T equals a T = 1 call, bit for bit), and a model's span giving the same bits
- * batched and token by token. A new kernel set is added to IMPLEMENTATIONS and must pass as is.
+ * batched and token by token. Block types (Q4_0 … Q6_K, BF16): a fast kernel equals its exact
+ * TypeScript twin (kernels-ref-exact-quant.ts) bit for bit, and the twin stays within the
+ * activation quantisation error of the reference (blockBound). A new kernel set is added to IMPLEMENTATIONS and must pass as is.
  */
 
 const made: Kernels[] = []
@@ -91,8 +97,61 @@ function matmulBound(dtype: WeightDType, w: WeightMatrix, x: Float32Array, T: nu
   return bound
 }
 
-describe.each(IMPLEMENTATIONS)('Kernels compliance: %s', (_name, make) => {
+/**
+ * Per output, the block types' tolerance against the reference (stated in
+ * kernels-ref-exact-quant.ts): Σ|w|·(dx/2 + |x|·2⁻¹⁰) for Q8_0 activations, Σ|w|·|dx|/2 for Q8_K,
+ * plus the f32 summation term; BF16 (f32 activations) only the latter.
+ */
+function blockBound(w: WeightMatrix, x: Float32Array, T: number): Float32Array {
+  const { cols, rows } = w
+  const acts = QUANT_LAYOUTS[w.dtype as QuantDType].activations
+  const q8 = acts === 'q8_0' ? quantizeActivationsQ8(x, cols, T) : null
+  const q8k = acts === 'q8_k' ? quantizeActivationsQ8K(x, cols, T) : null
+  const row = new Float32Array(cols)
+  const bound = new Float32Array(T * rows)
+  for (let r = 0; r < rows; r++) {
+    dequantizeRow(w, r, row)
+    for (let t = 0; t < T; t++) {
+      let mag = 0
+      let qerr = 0
+      for (let c = 0; c < cols; c++) {
+        const xv = x[t * cols + c]
+        mag += Math.abs(row[c] * xv)
+        if (q8) qerr += Math.abs(row[c]) * (q8.d[t * (cols / 32) + (c >> 5)] / 2 + Math.abs(xv) * 2 ** -10)
+        if (q8k) qerr += Math.abs(row[c]) * (Math.abs(q8k.d[t * (cols / 256) + (c >> 8)]) / 2) * 1.001
+      }
+      bound[t * rows + r] = (cols / 4 + 4) * 2 ** -24 * mag + qerr + 1e-30
+    }
+  }
+  return bound
+}
+
+describe.each(IMPLEMENTATIONS)('Kernels compliance: %s', (name, make) => {
   const k = make()
+
+  it.each(Object.keys(QUANT_LAYOUTS) as QuantDType[])(
+    'matmul %s: equals its exact twin (fast kernels), within tolerance of the reference; batch rows = single rows',
+    (dtype) => {
+      const unit = QUANT_LAYOUTS[dtype].blockElems === 256 ? 256 : 32
+      const rows = 11
+      const cols = unit * 3
+      const w = randomBlockMatrix(dtype, rows, cols, rows * 17 + cols)
+      for (const T of [1, 3, 9]) {
+        const x = randn(T * cols, T + cols)
+        const got = matmul(k, w, x, T)
+        if (name !== 'reference') {
+          const exact = new Float32Array(T * rows)
+          matmulExact(exact, x, w, T)
+          expect(got).toEqual(exact)
+        }
+        const want = matmul(ref, w, x, T)
+        const bound = blockBound(w, x, T)
+        for (let i = 0; i < got.length; i++) expect(Math.abs(got[i] - want[i]), `T=${T} i=${i}`).toBeLessThanOrEqual(bound[i])
+        for (let t = 0; t < T; t++)
+          expect(got.subarray(t * rows, (t + 1) * rows)).toEqual(matmul(k, w, x.slice(t * cols, (t + 1) * cols), 1))
+      }
+    }
+  )
 
   it.each([
     ['f32', 5, 13],

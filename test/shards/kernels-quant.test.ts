@@ -9,7 +9,8 @@ import { QUANT_LAYOUTS, type QuantDType } from '../../shards/quant-blocks.js'
 import type { WeightMatrix } from '../../shards/types.js'
 import { randomBlockMatrix as randomMatrix, rng } from '../helpers/random-blocks.js'
 
-// The block-type kernels (shards/native/quant-dot.cc) against their exact TypeScript definition
+// The block-type kernels (shards/native/quant-dot.cc, and the WebAssembly SIMD ones of
+// shards/asm/matmul-quant.ts) against their exact TypeScript definition
 // (shards/kernels-ref-exact-quant.ts) bit for bit, for 1 and 2 threads, decode (T < 8) and
 // batched (T >= 8) shapes; and the definition against the float64 reference on the dequantised
 // weights, within the activation quantisation error (stated in shards/kernels-ref-exact-quant.ts):
@@ -24,8 +25,8 @@ function randn(n: number, rand: () => number, scale = 1): Float32Array {
 
 const addon = loadNativeAddon()
 const kernels: FastKernels[] = []
-function fast(threads: number): FastKernels {
-  const k = createFastKernels({ threads })
+function fast(threads: number, native?: false): FastKernels {
+  const k = createFastKernels({ threads, native })
   kernels.push(k)
   return k
 }
@@ -34,6 +35,8 @@ afterAll(() => {
 })
 const one = fast(1)
 const two = fast(2)
+const wasmOne = fast(1, false)
+const wasmTwo = fast(2, false)
 const ref = createReferenceKernels()
 
 function run(k: FastKernels, w: WeightMatrix, x: Float32Array, T: number): Float32Array {
@@ -64,6 +67,8 @@ describe('block-type matmul', () => {
           matmulExact(exact, x, w, T)
           expect(run(one, w, x, T)).toEqual(exact)
           expect(run(two, w, x, T)).toEqual(exact)
+          expect(run(wasmOne, w, x, T)).toEqual(exact)
+          expect(run(wasmTwo, w, x, T)).toEqual(exact)
           const expected = new Float32Array(T * rows)
           ref.matmul(expected, x, w, T)
           const acts = QUANT_LAYOUTS[dtype].activations
@@ -90,21 +95,23 @@ describe('block-type matmul', () => {
     }
   }
 
-  it('batched rows equal T = 1 rows bit for bit', () => {
-    for (const dtype of ['q4_0', 'q4_k', 'q6_k'] as const) {
-      const cols = 512
-      const w = randomMatrix(dtype, 21, cols, 5)
-      const T = 12
-      const x = randn(T * cols, rng(3))
-      const batched = run(two, w, x, T)
-      for (let t = 0; t < T; t++)
-        expect(run(two, w, x.subarray(t * cols, (t + 1) * cols), 1)).toEqual(batched.subarray(t * 21, (t + 1) * 21))
+  it('batched rows equal T = 1 rows bit for bit (native and WebAssembly)', () => {
+    for (const k of [two, wasmTwo]) {
+      for (const dtype of ['q4_0', 'q5_1', 'q2_k', 'q3_k', 'q4_k', 'q5_k', 'q6_k', 'bf16'] as const) {
+        const cols = 512
+        const w = randomMatrix(dtype, 21, cols, 5)
+        const T = 12
+        const x = randn(T * cols, rng(3))
+        const batched = run(k, w, x, T)
+        for (let t = 0; t < T; t++)
+          expect(run(k, w, x.subarray(t * cols, (t + 1) * cols), 1)).toEqual(batched.subarray(t * 21, (t + 1) * 21))
+      }
     }
   })
 })
 
 describe('placement: a span on slow kernels says so', () => {
-  it('block types without the native addon are reported with their bytes and cause; with it, none', () => {
+  it('block types in the WebAssembly heap run on its kernels (nothing slow); with the addon, none either', () => {
     const wasmOnly = createFastKernels({ threads: 1, native: false })
     kernels.push(wasmOnly)
     const w = randomMatrix('q4_k', 8, 256, 1)
@@ -114,13 +121,22 @@ describe('placement: a span on slow kernels says so', () => {
     const exact = new Float32Array(8)
     matmulExact(exact, x, w, 1)
     expect(out).toEqual(exact)
-    const p = wasmOnly.placement?.()
-    expect(p?.slowWeightBytes).toBe(w.data.byteLength)
-    expect(p?.reasons.join('\n')).toMatch(/q4_k weights run on their TypeScript definition/)
+    expect(wasmOnly.placement?.()).toMatchObject({
+      weightBytes: w.data.byteLength,
+      slowWeightBytes: 0,
+      reasons: [],
+      kvMemory: 'heap'
+    })
     if (addon?.quantTypes) {
       const k = fast(1)
       k.prepare(w)
-      expect(k.placement?.()).toEqual({ weightBytes: w.data.byteLength, nativeBufferBytes: 0, slowWeightBytes: 0, reasons: [] })
+      expect(k.placement?.()).toMatchObject({
+        weightBytes: w.data.byteLength,
+        nativeBufferBytes: 0,
+        slowWeightBytes: 0,
+        reasons: [],
+        kvMemory: 'native'
+      })
     }
   })
 })

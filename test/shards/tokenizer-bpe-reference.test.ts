@@ -2,12 +2,12 @@ import { readFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { Tokenizer as HfTokenizer } from '@huggingface/tokenizers'
 import { describe, expect, it } from 'vitest'
+import { tokenizerStrings } from '../../bench/crosscheck/tokenizer-strings.js'
 import { ggufPlainValue } from '../../shards/gguf-writer.js'
 import type { GgufValue } from '../../shards/model-file.js'
 import { createTokenizer, type Tokenizer } from '../../shards/tokenizer.js'
 import { vocabularyFromGguf } from '../../shards/tokenizer-files.js'
 import { loadPackageVocabulary, VOCAB_PACKAGES, type VocabPackageName } from '../../shards/vocab-packages.js'
-import { tokenizerStrings } from '../helpers/tokenizer-strings.js'
 
 // Issue 15 reference check: our byte-level BPE, reading the vocabulary from the GGUF metadata
 // make-model writes (llama.cpp's converter layout), tokenizes exactly as Hugging Face's

@@ -1,23 +1,20 @@
 /**
- * Codecs for /layerswarm/session/1.0.0 (DESIGN.md §2-3). Decoding validates each field
- * and, once request_id is known, attaches it to the thrown error so the handler can answer
- * that request with a typed ErrorReply instead of dropping the stream.
+ * The SessionRequest codec of /layerswarm/session/1.0.0 (DESIGN.md §2-3). Decoding validates
+ * each field and, once request_id is known, attaches it to the thrown error so the handler can
+ * answer that request with a typed ErrorReply instead of dropping the stream.
  *
- * These checks are context-free (sizes, ranges, enums); checks against the session
- * (span served, dim, positions, max length) belong to the handler, which can use
+ * These checks are context-free (sizes, ranges, enums); checks against the session (span
+ * served, dim, positions, max length) belong to the handler, which can use
  * decodeTensor(t, { shape: [undefined, dim] }) and the typed errors in errors.ts.
  */
-
-import type protobuf from 'protobufjs'
-import { encodeImportKvRequest, encodeSnapshotResponse } from './bulk-codec.js'
-import { MalformedMessageError, ProtocolError } from './errors.js'
+import { encodeImportKvRequest } from './bulk-codec.js'
+import { MalformedMessageError } from './errors.js'
 import {
   arrayField,
   bytesField,
   checkUint64,
   dtypeFromWire,
   dtypeToWire,
-  finiteField,
   safeUint64,
   spanFields,
   stringField,
@@ -25,56 +22,22 @@ import {
   withRequestId
 } from './field-checks.js'
 import {
-  DEFAULT_MAX_MESSAGE_BYTES,
   MAX_ADDR_LENGTH,
   MAX_ADDRS,
-  MAX_CONTROL_BYTES,
   MAX_HOP_AUTH,
   MAX_IMPORT_SNAPSHOTS,
   MAX_LAYERS,
   MAX_MODEL_ID_LENGTH,
   MAX_NEXT_HOPS,
-  MAX_PEER_ID_LENGTH,
-  MAX_SESSION_ID_LENGTH,
   MAX_SESSION_LENGTH,
   MAX_TIMINGS
 } from './limits.js'
-import {
-  type DecodeOptions,
-  decodeWire,
-  encodeWire,
-  errorReplyFromWire,
-  errorReplyToWire,
-  oneofBody,
-  tensorFromWire,
-  tensorToWire,
-  type Wire
-} from './messages.js'
+import { type DecodeOptions, encodeWire, oneofBody, tensorFromWire, tensorToWire, type Wire } from './messages.js'
 import { schema } from './schema.js'
-import type {
-  ExportKv,
-  HopTiming,
-  ImportKv,
-  NextHop,
-  OpenSession,
-  Receipt,
-  SessionRequest,
-  SessionResponse,
-  Step,
-  StepResult
-} from './types.js'
-import { peekVarintField } from './wire-scan.js'
+import { decodeIdentified, peerId, receiptFromWire, sessionId, timingFromWire } from './session-codec-fields.js'
+import type { ExportKv, ImportKv, NextHop, OpenSession, SessionRequest, Step } from './types.js'
 
 const REQUEST_BODIES = ['open', 'step', 'rewind', 'close', 'awaitResult', 'exportKv', 'importKv'] as const
-const RESPONSE_BODIES = ['opened', 'result', 'rewound', 'closed', 'error', 'snapshot', 'imported'] as const
-
-function sessionId(value: unknown, field: string): string {
-  return stringField(value, field, { max: MAX_SESSION_ID_LENGTH, token: true })
-}
-
-function peerId(value: unknown, field: string): string {
-  return stringField(value, field, { max: MAX_PEER_ID_LENGTH, token: true })
-}
 
 function nextHopFromWire(w: Wire, field: string): NextHop {
   const span = spanFields(w.start, w.end, field, MAX_LAYERS)
@@ -155,9 +118,12 @@ function oneWayFromWire(w: Wire): Pick<Step, 'oneWay' | 'timings' | 'receipts'> 
   const timings = arrayField(w.timings, 'step.timings', MAX_TIMINGS)
   const receipts = arrayField(w.receipts, 'step.receipts', MAX_TIMINGS)
   if (w.oneWay !== true) {
-    if (timings.length > 0 || receipts.length > 0)
-      throw new MalformedMessageError('step.timings and step.receipts need step.one_way')
-    return {}
+    if (timings.length > 0) throw new MalformedMessageError('step.timings need step.one_way')
+    if (receipts.length === 0) return {}
+    // a two-way chained step carries the receipts of the hops before the receiver too: they bind
+    // the client's input hash its step tag names (issue #17)
+    if (w.chain !== true) throw new MalformedMessageError('step.receipts need step.chain')
+    return { receipts: receipts.map((r, i) => receiptFromWire(r, `step.receipts[${i}]`)) }
   }
   if (w.chain !== true) throw new MalformedMessageError('step.one_way needs step.chain')
   return {
@@ -170,34 +136,6 @@ function oneWayFromWire(w: Wire): Pick<Step, 'oneWay' | 'timings' | 'receipts'> 
 function hopAuthFromWire(value: unknown): { hopAuth?: Uint8Array[] } {
   const tags = arrayField(value, 'step.hop_auth', MAX_HOP_AUTH)
   return tags.length > 0 ? { hopAuth: tags.map((t, i) => bytesField(t, `step.hop_auth[${i}]`, [32])) } : {}
-}
-
-function timingFromWire(w: Wire, field: string): HopTiming {
-  return { peerId: peerId(w.peerId, `${field}.peer_id`), computeMs: finiteField(w.computeMs, `${field}.compute_ms`) }
-}
-
-function receiptFromWire(w: Wire, field: string): Receipt {
-  const span = spanFields(w.start, w.end, field, MAX_LAYERS)
-  return {
-    peerId: peerId(w.peerId, `${field}.peer_id`),
-    start: span.start,
-    end: span.end,
-    inputHash: bytesField(w.inputHash, `${field}.input_hash`, [32]),
-    outputHash: bytesField(w.outputHash, `${field}.output_hash`, [32]),
-    signature: bytesField(w.signature, `${field}.signature`, [64])
-  }
-}
-
-function resultFromWire(w: Wire, maxElements?: number): StepResult {
-  const timings = arrayField(w.timings, 'result.timings', MAX_TIMINGS)
-  const receipts = arrayField(w.receipts, 'result.receipts', MAX_TIMINGS)
-  return {
-    sessionId: sessionId(w.sessionId, 'result.session_id'),
-    stepId: safeUint64(w.stepId, 'result.step_id'),
-    ...(w.hidden != null ? { hidden: tensorFromWire(w.hidden, 'result.hidden', maxElements) } : {}),
-    timings: timings.map((t, i) => timingFromWire(t, `result.timings[${i}]`)),
-    receipts: receipts.map((r, i) => receiptFromWire(r, `result.receipts[${i}]`))
-  }
 }
 
 function requestFromWire(w: Wire, maxElements?: number): SessionRequest {
@@ -255,52 +193,6 @@ function withStepId<T>(w: Wire, fn: () => T): T {
   }
 }
 
-function responseFromWire(w: Wire, maxElements?: number): SessionResponse {
-  const requestId = safeUint64(w.requestId, 'request_id')
-  return withRequestId(requestId, (): SessionResponse => {
-    const body = oneofBody(w, RESPONSE_BODIES, 'SessionResponse')
-    switch (body) {
-      case 'opened':
-        return { requestId, type: 'opened', opened: { sessionId: sessionId(w.opened.sessionId, 'opened.session_id') } }
-      case 'result':
-        return { requestId, type: 'result', result: resultFromWire(w.result, maxElements) }
-      case 'rewound':
-        return {
-          requestId,
-          type: 'rewound',
-          rewound: {
-            sessionId: sessionId(w.rewound.sessionId, 'rewound.session_id'),
-            length: uint32Field(w.rewound.length, 'rewound.length', 0, MAX_SESSION_LENGTH)
-          }
-        }
-      case 'closed':
-        return { requestId, type: 'closed', closed: { sessionId: sessionId(w.closed.sessionId, 'closed.session_id') } }
-      case 'error':
-        return { requestId, type: 'error', error: errorReplyFromWire(w.error) }
-      case 'snapshot':
-        return {
-          requestId,
-          type: 'snapshot',
-          snapshot: {
-            sessionId: sessionId(w.snapshot.sessionId, 'snapshot.session_id'),
-            snapshot: bytesField(w.snapshot.snapshot, 'snapshot.snapshot')
-          }
-        }
-      case 'imported':
-        return {
-          requestId,
-          type: 'imported',
-          imported: {
-            sessionId: sessionId(w.imported.sessionId, 'imported.session_id'),
-            length: uint32Field(w.imported.length, 'imported.length', 0, MAX_SESSION_LENGTH)
-          }
-        }
-      default:
-        throw new MalformedMessageError('SessionResponse: missing or unsupported body')
-    }
-  })
-}
-
 function stepToWire(s: Step): Wire {
   return { ...s, stepId: checkUint64(s.stepId, 'step.step_id'), hidden: tensorToWire(s.hidden) }
 }
@@ -327,35 +219,6 @@ function requestToWire(req: SessionRequest): Wire {
   }
 }
 
-function responseToWire(res: SessionResponse): Wire {
-  const requestId = checkUint64(res.requestId, 'request_id')
-  switch (res.type) {
-    case 'opened':
-      return { requestId, opened: res.opened }
-    case 'result':
-      return {
-        requestId,
-        result: {
-          ...res.result,
-          stepId: checkUint64(res.result.stepId, 'result.step_id'),
-          hidden: res.result.hidden ? tensorToWire(res.result.hidden) : undefined
-        }
-      }
-    case 'rewound':
-      return { requestId, rewound: res.rewound }
-    case 'closed':
-      return { requestId, closed: res.closed }
-    case 'snapshot':
-      return { requestId, snapshot: res.snapshot }
-    case 'imported':
-      return { requestId, imported: res.imported }
-    case 'error':
-      return { requestId, error: errorReplyToWire(res.error) }
-    default:
-      throw new MalformedMessageError(`unknown response type ${(res as { type: string }).type}`)
-  }
-}
-
 export function encodeSessionRequest(req: SessionRequest): Uint8Array {
   const wire = requestToWire(req)
   requestFromWire(wire)
@@ -364,44 +227,6 @@ export function encodeSessionRequest(req: SessionRequest): Uint8Array {
   return encodeWire(schema.SessionRequest, wire)
 }
 
-/** Bodies whose size is bounded by their tensor or snapshot; every other body is a control message. */
-const BULK_BODIES = new Set(['step', 'importKv', 'result', 'snapshot'])
-
-/** Without a caller's caps: control bodies MAX_CONTROL_BYTES, bulk ones the frame cap. */
-function bodyCaps(options: DecodeOptions): DecodeOptions {
-  const frame = options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES
-  const given = options.maxBodyBytes
-  return {
-    ...options,
-    maxBodyBytes: (body, sessionId) =>
-      given !== undefined ? given(body, sessionId) : BULK_BODIES.has(body) ? frame : MAX_CONTROL_BYTES
-  }
-}
-
-/** Decodes a wire message, attaching the request id (peeked without decoding) to a refusal. */
-function decodeIdentified(type: protobuf.Type, bytes: Uint8Array, options: DecodeOptions): Wire {
-  try {
-    return decodeWire(type, bytes, bodyCaps(options))
-  } catch (err) {
-    const requestId = bytes instanceof Uint8Array ? peekVarintField(bytes, 1) : undefined
-    if (requestId !== undefined && requestId > 0 && Number.isSafeInteger(requestId) && err instanceof ProtocolError) {
-      err.requestId = requestId
-    }
-    throw err
-  }
-}
-
 export function decodeSessionRequest(bytes: Uint8Array, options: DecodeOptions = {}): SessionRequest {
   return requestFromWire(decodeIdentified(schema.SessionRequest, bytes, options), options.maxTensorElements)
-}
-
-export function encodeSessionResponse(res: SessionResponse): Uint8Array {
-  const wire = responseToWire(res)
-  responseFromWire(wire)
-  if (res.type === 'snapshot') return encodeSnapshotResponse(wire.requestId, res.snapshot)
-  return encodeWire(schema.SessionResponse, wire)
-}
-
-export function decodeSessionResponse(bytes: Uint8Array, options: DecodeOptions = {}): SessionResponse {
-  return responseFromWire(decodeIdentified(schema.SessionResponse, bytes, options), options.maxTensorElements)
 }

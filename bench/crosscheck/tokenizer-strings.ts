@@ -104,3 +104,19 @@ const text = fc
 export function tokenizerStrings(count: number, seed: number): string[] {
   return fc.sample(text, { numRuns: count, seed })
 }
+
+/**
+ * Fixed hard strings before the seeded ones: llama.cpp's own pre-tokenizer probe (chktxt of
+ * convert_hf_to_gguf_update.py), long digit and whitespace runs, and chat-shaped text.
+ */
+export const HARD_STRINGS = [
+  "\n \n\n \n\n\n \t \t\t \t\n  \n   \n    \n     \n🚀 (normal) 😶\u200d🌫️ (multiple emojis concatenated) ✅ 🦙🦙 3 33 333 3333 33333 333333 3333333 33333333 3.3 3..3 3...3 កាន់តែពិសេសអាច😁 ?我想在apple工作1314151天～ ------======= нещо на Български ''''''```````\"\"\"\"......!!!!!!?????? I've been 'told he's there, 'RE you sure? 'M not sure I'll make it, 'D you like some tea? We'Ve a'lL",
+  '12345678901234567890 0.000001 -42 1e10 ١٢٣',
+  '          x\n\n\n\n\t\t\t   \r\n',
+  '<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n',
+  '<|start_header_id|>user<|end_header_id|>\n\nhi<|eot_id|><|eot_id|>',
+  '<|im_start|<|im_end |> <|endoftext|><think>x</think>',
+  'for (let i = 0; i < n; i++) {\n    sum += a[i] * b[i];\n}',
+  'ÀÉÎÕÜ ǅ ﬁ ẞ İstanbul ΆΈΉ',
+  '🏳️‍🌈👩🏽‍💻🇯🇵 漢字かなカナ한국어 ไทย'
+]

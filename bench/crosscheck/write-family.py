@@ -1,0 +1,142 @@
+# Writes a random-weight Llama 3 / Qwen 2 / Qwen 3 GGUF with llama.cpp's own writer (gguf-py from
+# the llama.cpp source tree of the opt-in build, put on PYTHONPATH by families.ts): the "written by
+# llama.cpp's tools" side of `npm run crosscheck -- families`. The vocabulary comes from a Hugging
+# Face tokenizer directory (tokenizer.json, tokenizer_config.json, config.json) and is written as
+# conversion/base.py get_vocab_base + _set_vocab_gpt2 do (tokens, token types, pre-tokenizer name),
+# with gguf.SpecialVocab for merges, special ids, add_bos and the chat template. The hyper-parameters
+# follow TextModel.set_gguf_parameters (and LlamaModel's vocab size / rope dimension count).
+# Convert's own entry point needs torch and transformers, which this machine has no copy of.
+#
+#   python3 write-family.py --arch llama|qwen2|qwen3 --vocab-dir DIR --pre NAME --out F
+#       [--seed N] [--dim 256] [--layers 2] [--heads 4] [--kv-heads 2] [--ffn 768]
+#       [--head-dim N] [--tied]
+import argparse
+import json
+import os
+
+import gguf
+import numpy as np
+
+p = argparse.ArgumentParser()
+p.add_argument("--arch", required=True, choices=["llama", "qwen2", "qwen3"])
+p.add_argument("--vocab-dir", required=True)
+p.add_argument("--pre", required=True)
+p.add_argument("--out", required=True)
+p.add_argument("--seed", type=int, default=1)
+p.add_argument("--dim", type=int, default=256)
+p.add_argument("--layers", type=int, default=2)
+p.add_argument("--heads", type=int, default=4)
+p.add_argument("--kv-heads", type=int, default=2)
+p.add_argument("--ffn", type=int, default=768)
+p.add_argument("--head-dim", type=int, default=0)
+p.add_argument("--vocab-size", type=int, default=0)
+p.add_argument("--rope-theta", type=float, default=500000.0)
+p.add_argument("--tied", action="store_true")
+a = p.parse_args()
+
+# -- vocabulary, as get_vocab_base reads it through AutoTokenizer --------------------------------
+tok = json.load(open(os.path.join(a.vocab_dir, "tokenizer.json"), encoding="utf-8"))
+vocab = dict(tok["model"]["vocab"])
+added = {t["content"]: t for t in tok["added_tokens"]}
+for t in tok["added_tokens"]:
+    vocab[t["content"]] = t["id"]
+n_vocab = a.vocab_size or (max(vocab.values()) + 1)
+reverse = {i: t for t, i in vocab.items()}
+
+
+def looks_special(text):  # base.py does_token_look_special
+    return (
+        text in ("<pad>", "<mask>", "<2mass>", "[@BOS@]")
+        or (text.startswith("<|") and text.endswith("|>"))
+        or (text.startswith("<｜") and text.endswith("｜>"))
+        or (text.startswith("<unused") and text.endswith(">"))
+    )
+
+
+tokens, types = [], []
+for i in range(n_vocab):
+    if i not in reverse:
+        tokens.append(f"[PAD{i}]")
+        types.append(gguf.TokenType.UNUSED)
+        continue
+    t = reverse[i]
+    if t in added:
+        types.append(gguf.TokenType.CONTROL if added[t]["special"] or looks_special(t) else gguf.TokenType.USER_DEFINED)
+    else:
+        types.append(gguf.TokenType.NORMAL)
+    tokens.append(t)
+
+# -- hyper-parameters ----------------------------------------------------------------------------
+arch = {"llama": gguf.MODEL_ARCH.LLAMA, "qwen2": gguf.MODEL_ARCH.QWEN2, "qwen3": gguf.MODEL_ARCH.QWEN3}[a.arch]
+head_dim = a.head_dim or a.dim // a.heads
+w = gguf.GGUFWriter(a.out, gguf.MODEL_ARCH_NAMES[arch])
+w.add_type(gguf.GGUFType.MODEL)
+w.add_name(f"random {a.arch} seed {a.seed}")
+w.add_block_count(a.layers)
+w.add_context_length(4096)
+w.add_embedding_length(a.dim)
+w.add_feed_forward_length(a.ffn)
+w.add_head_count(a.heads)
+w.add_head_count_kv(a.kv_heads)
+w.add_rope_freq_base(a.rope_theta)
+w.add_layer_norm_rms_eps(1e-6 if a.arch != "llama" else 1e-5)
+if a.head_dim:
+    w.add_key_length(head_dim)
+    w.add_value_length(head_dim)
+if a.arch == "llama":
+    w.add_vocab_size(n_vocab)
+    w.add_rope_dimension_count(head_dim)
+w.add_file_type(gguf.LlamaFileType.MOSTLY_F16)
+
+w.add_tokenizer_model("gpt2")
+w.add_tokenizer_pre(a.pre)
+w.add_token_list(tokens)
+w.add_token_types(types)
+gguf.SpecialVocab(a.vocab_dir, load_merges=True, n_vocab=n_vocab).add_to_gguf(w)
+
+# -- peaked random weights -----------------------------------------------------------------------
+# Uniform ±1/√fan_in matrices; the LM head's rows get log-normal scales so that a few tokens stand
+# far out of the logits: greedy steps have clear margins, as a trained model's mostly do.
+rng = np.random.default_rng(a.seed)
+
+
+def mat(rows, cols, scale=1.0):  # [out, in] as Hugging Face stores it; GGUF dims are [in, out]
+    return (rng.uniform(-1, 1, size=(rows, cols)) * (scale / np.sqrt(cols))).astype(np.float16)
+
+
+def norm(n):
+    return rng.uniform(0.8, 1.2, size=n).astype(np.float32)
+
+
+def head(rows, cols):
+    row_scale = np.exp(rng.normal(0, 0.6, size=(rows, 1))) * 6.0
+    return (rng.uniform(-1, 1, size=(rows, cols)) * row_scale / np.sqrt(cols)).astype(np.float16)
+
+
+q_dim, kv_dim = a.heads * head_dim, a.kv_heads * head_dim
+w.add_tensor("token_embd.weight", head(n_vocab, a.dim) if a.tied else mat(n_vocab, a.dim, np.sqrt(a.dim)))
+for b in range(a.layers):
+    blk = f"blk.{b}."
+    w.add_tensor(blk + "attn_norm.weight", norm(a.dim))
+    w.add_tensor(blk + "attn_q.weight", mat(q_dim, a.dim))
+    w.add_tensor(blk + "attn_k.weight", mat(kv_dim, a.dim))
+    w.add_tensor(blk + "attn_v.weight", mat(kv_dim, a.dim))
+    if a.arch == "qwen2":
+        for t, n in (("q", q_dim), ("k", kv_dim), ("v", kv_dim)):
+            w.add_tensor(blk + f"attn_{t}.bias", rng.uniform(-0.2, 0.2, size=n).astype(np.float32))
+    if a.arch == "qwen3":
+        w.add_tensor(blk + "attn_q_norm.weight", norm(head_dim))
+        w.add_tensor(blk + "attn_k_norm.weight", norm(head_dim))
+    w.add_tensor(blk + "attn_output.weight", mat(a.dim, q_dim))
+    w.add_tensor(blk + "ffn_norm.weight", norm(a.dim))
+    w.add_tensor(blk + "ffn_gate.weight", mat(a.ffn, a.dim))
+    w.add_tensor(blk + "ffn_up.weight", mat(a.ffn, a.dim))
+    w.add_tensor(blk + "ffn_down.weight", mat(a.dim, a.ffn))
+w.add_tensor("output_norm.weight", norm(a.dim))
+if not a.tied:
+    w.add_tensor("output.weight", head(n_vocab, a.dim))
+
+w.write_header_to_file()
+w.write_kv_data_to_file()
+w.write_tensors_to_file()
+w.close()

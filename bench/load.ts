@@ -1,0 +1,262 @@
+/**
+ * Load benchmark (issue #18): `npm run bench -- load --model FILE|SHAPE --peers 3 --clients 16
+ * [--gen-tokens 32] [--prompt-tokens 8] [--forwarding chain|relay] [--kernels auto] [--threads N]
+ * [--node-threads N] [--dtype q8_0] [--seed 1] [--max-queued-steps N] [--batch-wait-ms MS]
+ * [--warmup-tokens 16] [--edge-first 1] [--edge-last 1]`.
+ *
+ * Starts N real node processes on 127.0.0.1 splitting the remote blocks evenly, then runs one
+ * client alone and then `--clients` clients at once through the same swarm (greedy decoding, each
+ * its own prompt, all in this process sharing one kernel set) and prints one JSON object:
+ * aggregate decode tokens/s of the crowd, one client's tokens/s alone, p50/p99 time per token
+ * over every client's tokens, BUSY answers and failed clients, and how many clients got exactly
+ * the tokens they get alone. The clients' own edge work (embeddings, edge blocks, LM head) runs
+ * in this one process: on a real swarm each client computes on its own machine. Targets are
+ * reported, not asserted. `spanBatch` is the first node's span run in this process for as many
+ * sessions as clients, one by one and batched (bench/load-span.ts): what batching gives a node
+ * once it is the bottleneck, which the crowd above reaches only when the clients' own work is
+ * not (`nodeBatches` says how many sessions the nodes' batches held).
+ */
+import { availableParallelism } from 'node:os'
+import { parseArgs } from 'node:util'
+import { type LayerswarmClient as Client, createClient, type Forwarding } from '../client/index.js'
+import { type LocalNode, startLocalNode } from '../node/local-swarm.js'
+import { type Kernels, openModelFile, selectKernels } from '../shards/index.js'
+import { spanBatchBench } from './load-span.js'
+import { evenSpans, promptText, resolveModel } from './swarm.js'
+import { decodeRate } from './swarm-single.js'
+import { round } from './swarm-stats.js'
+
+export interface LoadBenchOptions {
+  readonly model: string
+  readonly peers: number
+  readonly clients: number
+  readonly genTokens: number
+  readonly promptTokens: number
+  readonly forwarding: Forwarding
+  readonly kernels: 'auto' | 'reference' | 'wasm' | 'native'
+  readonly threads: number
+  readonly nodeThreads: number
+  readonly dtype: 'f32' | 'f16' | 'q8_0'
+  readonly seed: number
+  readonly maxQueuedSteps?: number
+  readonly batchWaitMs?: number
+  readonly warmupTokens: number
+  /** Blocks the clients run themselves before and after the swarm's (default 1 and 1). */
+  readonly edgeFirst: number
+  readonly edgeLast: number
+}
+
+interface ClientRun {
+  readonly tokens: number[]
+  /** Arrival time (performance.now) of each token. */
+  readonly times: number[]
+  readonly busy: number
+  readonly error?: string
+}
+
+function percentile(xs: number[], p: number): number {
+  if (xs.length === 0) return Number.NaN
+  const s = [...xs].sort((a, b) => a - b)
+  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))]
+}
+
+async function runClient(client: Client, prompt: string, maxTokens: number, busy: { n: number }): Promise<ClientRun> {
+  const times: number[] = []
+  const busy0 = busy.n
+  try {
+    const it = client.stream(prompt, { maxTokens, temperature: 0 })
+    let r = await it.next()
+    while (!r.done) {
+      times.push(performance.now())
+      r = await it.next()
+    }
+    return { tokens: r.value.tokens, times, busy: busy.n - busy0 }
+  } catch (err) {
+    return {
+      tokens: [],
+      times,
+      busy: busy.n - busy0,
+      error: `${(err as { code?: string }).code ?? ''} ${(err as Error).message}`
+    }
+  }
+}
+
+/** A node's batched forwards so far and their mean sessions, from its Prometheus metrics. */
+async function batchStats(node: LocalNode): Promise<{ batches: number; meanSessions: number } | null> {
+  const line = node.logs.find((l) => l.includes('"msg":"metrics"'))
+  if (!line) return null
+  const { url } = JSON.parse(line) as { url: string }
+  const text = await (await fetch(url)).text()
+  const value = (name: string): number =>
+    Number(
+      text
+        .split('\n')
+        .find((l) => l.startsWith(name))
+        ?.split(' ')
+        .at(-1)
+    )
+  const batches = value('layerswarm_batch_sessions_count')
+  return { batches, meanSessions: round(value('layerswarm_batch_sessions_sum') / batches, 2) }
+}
+
+export async function runLoadBench(o: LoadBenchOptions): Promise<Record<string, unknown>> {
+  const { path, shape } = resolveModel(o)
+  const model = openModelFile(path)
+  const c = model.config
+  // each client its own prompt: sessions at different positions, as real traffic is
+  const prompts = Array.from({ length: o.clients }, (_, i) => promptText(model, o.promptTokens + (i % 4)))
+  const spans = evenSpans(o.edgeFirst, c.nLayers - o.edgeLast, o.peers)
+  // the first node's span alone in this process: what batching gives a node that is the bottleneck
+  const spanKernels = selectKernels({ kind: o.kernels, threads: o.nodeThreads })
+  const spanBatch = spanBatchBench(model, spanKernels, spans[0], o.clients)
+  spanKernels.close?.()
+  model.close()
+  const maxTokens = Math.min(o.genTokens, c.seqLen - o.promptTokens - 8)
+  const args = ['--kernels', o.kernels, '--threads', String(o.nodeThreads), '--max-sessions', String(Math.max(16, o.clients * 2))]
+  args.push('--metrics', '127.0.0.1:0')
+  if (o.maxQueuedSteps !== undefined) args.push('--max-queued-steps', String(o.maxQueuedSteps))
+  if (o.batchWaitMs !== undefined) args.push('--batch-wait-ms', String(o.batchWaitMs))
+  const nodes: LocalNode[] = []
+  const kernels: Kernels = selectKernels({ kind: o.kernels, threads: o.threads })
+  const clients: Client[] = []
+  const busy = { n: 0 }
+  try {
+    nodes.push(await startLocalNode({ model: path, layers: `${spans[0][0]}:${spans[0][1]}`, args, startTimeoutMs: 600_000 }))
+    for (const [a, b] of spans.slice(1)) {
+      nodes.push(await startLocalNode({ model: path, layers: `${a}:${b}`, bootstrap: [nodes[0].addrs[0]], args }))
+    }
+    for (let i = 0; i < o.clients; i++) {
+      clients.push(
+        await createClient({
+          bootstrap: nodes.map((n) => n.addrs[0]),
+          model: path,
+          forwarding: o.forwarding,
+          edgeFirst: o.edgeFirst,
+          edgeLast: o.edgeLast,
+          kernels,
+          canaries: false,
+          routeTimeoutMs: 60_000,
+          stepTimeoutMs: 120_000,
+          banMs: 2_000,
+          maxFailovers: 20,
+          log: (e) => {
+            if (e.event === 'failover' && e.code === 'BUSY') busy.n++
+          }
+        })
+      )
+    }
+    // warm up: routes, streams and JIT on every side
+    await Promise.all(clients.map((cl, i) => cl.generate(prompts[i], { maxTokens: o.warmupTokens, temperature: 0 })))
+    busy.n = 0
+    // one client alone: its tokens/s, and the tokens every client must get in the crowd too
+    const alone: ClientRun[] = []
+    for (let i = 0; i < o.clients; i++) alone.push(await runClient(clients[i], prompts[i], maxTokens, busy))
+    const aloneRate = decodeRate(alone[0].times)
+    const aloneStepMs = alone[0].times.slice(1).map((t, i) => t - alone[0].times[i])
+    busy.n = 0
+    const t0 = performance.now()
+    const crowd = await Promise.all(clients.map((cl, i) => runClient(cl, prompts[i], maxTokens, busy)))
+    const wallMs = performance.now() - t0
+    const gaps = crowd.flatMap((r) => r.times.slice(1).map((t, i) => t - r.times[i]))
+    const decoded = crowd.reduce((n, r) => n + Math.max(0, r.times.length - 1), 0)
+    const firsts = crowd.filter((r) => r.times.length > 0).map((r) => r.times[0])
+    const lasts = crowd.filter((r) => r.times.length > 0).map((r) => r.times[r.times.length - 1])
+    const decodeWindowMs = Math.max(...lasts) - Math.min(...firsts)
+    const aggregate = (decoded * 1000) / decodeWindowMs
+    const batching = await Promise.all(nodes.map(batchStats))
+    const p50 = percentile(gaps, 50)
+    const p99 = percentile(gaps, 99)
+    const same = crowd.filter((r, i) => r.error === undefined && r.tokens.join() === alone[i].tokens.join()).length
+    return {
+      bench: 'load',
+      model: path,
+      ...(shape ? { shape } : {}),
+      config: { dim: c.dim, layers: c.nLayers, vocab: c.vocabSize },
+      peers: o.peers,
+      spans,
+      clients: o.clients,
+      forwarding: o.forwarding,
+      kernels: kernels.name,
+      threads: o.threads,
+      nodeThreads: o.nodeThreads,
+      cores: availableParallelism(),
+      genTokens: maxTokens,
+      oneClient: { decodeTokensPerSecond: round(aloneRate, 2), p50TokenMs: round(percentile(aloneStepMs, 50)) },
+      crowd: {
+        aggregateDecodeTokensPerSecond: round(aggregate, 2),
+        overOneClient: round(aggregate / aloneRate, 2),
+        wallMs: round(wallMs),
+        p50TokenMs: round(p50),
+        p99TokenMs: round(p99),
+        p99OverP50: round(p99 / p50, 2),
+        busy: busy.n,
+        failedClients: crowd.filter((r) => r.error !== undefined).length,
+        errors: crowd.flatMap((r) => (r.error ? [r.error.slice(0, 200)] : [])),
+        sameTokensAsAlone: same,
+        // per node, over the whole run (warm-up and the lone client included): batched forwards and sessions per batch
+        nodeBatches: batching
+      },
+      spanBatch,
+      targets: { overOneClient: 5, p99OverP50: 3 }
+    }
+  } finally {
+    await Promise.all(clients.map((cl) => cl.close().catch(() => {})))
+    await Promise.all(nodes.map((n) => n.stop()))
+    kernels.close?.()
+  }
+}
+
+export async function main(argv: string[]): Promise<void> {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      model: { type: 'string' },
+      peers: { type: 'string', default: '3' },
+      clients: { type: 'string', default: '16' },
+      'gen-tokens': { type: 'string', default: '32' },
+      'prompt-tokens': { type: 'string', default: '8' },
+      forwarding: { type: 'string', default: 'chain' },
+      kernels: { type: 'string', default: 'auto' },
+      threads: { type: 'string', default: '1' },
+      'node-threads': { type: 'string', default: '1' },
+      dtype: { type: 'string', default: 'q8_0' },
+      seed: { type: 'string', default: '1' },
+      'max-queued-steps': { type: 'string' },
+      'batch-wait-ms': { type: 'string' },
+      'warmup-tokens': { type: 'string', default: '16' },
+      'edge-first': { type: 'string', default: '1' },
+      'edge-last': { type: 'string', default: '1' }
+    }
+  })
+  const int = (name: string, v: string | undefined, min: number): number => {
+    const n = Number(v)
+    if (!Number.isInteger(n) || n < min) throw new Error(`bench load: --${name} must be an integer >= ${min}`)
+    return n
+  }
+  const oneOf = <T extends string>(name: string, v: string, allowed: readonly T[]): T => {
+    if (!allowed.includes(v as T)) throw new Error(`bench load: --${name} ${allowed.join('|')}`)
+    return v as T
+  }
+  if (!values.model) throw new Error('bench load: --model FILE or a shape (110m, ...) is required')
+  const opt = (name: 'max-queued-steps' | 'batch-wait-ms', min: number) =>
+    values[name] === undefined ? undefined : int(name, values[name], min)
+  const result = await runLoadBench({
+    model: values.model,
+    peers: int('peers', values.peers, 1),
+    clients: int('clients', values.clients, 1),
+    genTokens: int('gen-tokens', values['gen-tokens'], 2),
+    promptTokens: int('prompt-tokens', values['prompt-tokens'], 1),
+    forwarding: oneOf('forwarding', values.forwarding, ['relay', 'chain'] as const),
+    kernels: oneOf('kernels', values.kernels, ['auto', 'reference', 'wasm', 'native'] as const),
+    threads: int('threads', values.threads, 1),
+    nodeThreads: int('node-threads', values['node-threads'], 1),
+    dtype: oneOf('dtype', values.dtype, ['f32', 'f16', 'q8_0'] as const),
+    seed: int('seed', values.seed, 0),
+    maxQueuedSteps: opt('max-queued-steps', 1),
+    batchWaitMs: opt('batch-wait-ms', 0),
+    warmupTokens: int('warmup-tokens', values['warmup-tokens'], 1),
+    edgeFirst: int('edge-first', values['edge-first'], 0),
+    edgeLast: int('edge-last', values['edge-last'], 0)
+  })
+  console.log(JSON.stringify(result, null, 2))
+}
