@@ -1,4 +1,12 @@
-import { type Drift, type DriftModel, defaultBenignModel, densityRatio, driftMetrics } from '../canary/index.js'
+import {
+  benignClassKey,
+  type Drift,
+  type DriftModel,
+  defaultBenignModel,
+  densityRatio,
+  driftMetrics,
+  quantizedWeights
+} from '../canary/index.js'
 import { type DType, encodeTensor, type Receipt, sha256, verifyReceipt } from '../protocol/index.js'
 import { computeModelId, createReferenceKernels, createShard, type ModelFile } from '../shards/index.js'
 import { InvalidEvidenceError } from './errors.js'
@@ -122,7 +130,8 @@ export async function verifyEvidence(
         shard.closeSession('evidence')
         const reference = all.subarray(position * d)
         const drift = driftMetrics(output, reference)
-        const key = wire === 'q8_0' ? 'int8' : wire
+        // the peer's benign class: its wire, and whether its kernels quantise activations (canary/calibrate.ts)
+        const key = benignClassKey(wire, undefined, quantizedWeights(model))
         const ratio = densityRatio(benign, drift, key, position + stepRows)
         recomputed = { modelId: computeModelId(model) === e.modelId, drift, densityRatio: ratio, tampered: ratio > 1 }
       }
