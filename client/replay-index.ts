@@ -10,7 +10,8 @@ import { type Receipt, verifyReceipt } from '../protocol/index.js'
  * checkable by anyone with the peer id alone, that the peer returned an output it had computed
  * for something else: the `replay` tamper mode, caught on the first replayed step whose original
  * this client saw, canary or not. Equal outputs for equal inputs are legitimate and do not count:
- * a retried step, a failover's replay of the same rows, a decoy re-sending a canary's rows.
+ * a retried step, a failover's replay of the same rows, a decoy re-sending a canary's rows; so
+ * are equal outputs of different spans (blocks [1, 4) and [2, 4) of one prompt end alike).
  */
 
 /** A step as its receipt names it: enough for anyone to check the signature. */
@@ -56,7 +57,9 @@ export class ReplayIndex {
     const peerId = receipt.peerId
     let seen = this.byPeer.get(peerId)
     if (!seen) this.byPeer.set(peerId, (seen = new Map()))
-    const key = hex(receipt.outputHash)
+    // keyed by span too: one prompt through [a, e) and through a later sub-span [b, e) ends in the
+    // same hidden state from different inputs, honestly (routes split spans differently over time)
+    const key = `${receipt.start}:${receipt.end}:${hex(receipt.outputHash)}`
     const earlier = seen.get(key)
     const step = { sessionId, stepId, receipt }
     if (earlier && hex(earlier.receipt.inputHash) !== hex(receipt.inputHash)) {

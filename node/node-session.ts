@@ -2,7 +2,7 @@
  * One record per session a node serves (issue #20: it lived in five maps keyed by the same id).
  * The SessionManager owns these records; the Shard keeps the session's KV under `key`.
  */
-import type { DType } from '../protocol/index.js'
+import { type DType, sha256 } from '../protocol/index.js'
 import type { ChainLink } from './chain.js'
 import type { SessionKeys } from './session-crypto.js'
 
@@ -24,8 +24,13 @@ export interface NodeSession {
   /** The activation dtype negotiated at open (every link of a chain shares it). */
   readonly wireDtype: DType
   lastUsed: number
-  /** The last step, kept so a retried step (same id, position and rows) is answered without recomputing. */
-  last?: { stepId: number; startPosition: number; rows: number; output: Float32Array }
+  /**
+   * The last step, kept so a retried step (same id, position, rows and input bytes) is answered
+   * without recomputing. The input's hash is part of it: the receipt of a step signs its input, so
+   * answering a different input with a kept output would sign one output for two inputs, which
+   * the client's replay index rightly reads as a replay (client/replay-index.ts).
+   */
+  last?: { stepId: number; startPosition: number; rows: number; inputHash: Uint8Array; output: Float32Array }
   /** The highest step id the upstream ran: its steps must go up (a replayed tag cannot rewind the KV). */
   upstreamStepId: number
   /** Chained forwarding: the stream to the next hop and, on the last hop, outputs awaiting the client. */
@@ -50,4 +55,22 @@ export function releaseSession(s: NodeSession): void {
     k.stepMacKey.fill(0)
     s.keys = undefined
   }
+}
+
+/** The hash a retried step's input must match (node-session `last`). */
+export function stepInputHash(hidden: Float32Array): Uint8Array {
+  return sha256(new Uint8Array(hidden.buffer, hidden.byteOffset, hidden.byteLength))
+}
+
+/** Whether a step is a retry of the session's last one: same id, position, rows and input. */
+export function isRetryOfLast(
+  s: NodeSession,
+  stepId: number,
+  startPosition: number,
+  rows: number,
+  inputHash: Uint8Array
+): boolean {
+  const last = s.last
+  if (!last || last.stepId !== stepId || last.startPosition !== startPosition || last.rows !== rows) return false
+  return Buffer.compare(Buffer.from(last.inputHash), Buffer.from(inputHash)) === 0
 }

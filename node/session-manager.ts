@@ -8,7 +8,7 @@ import {
   UnknownSessionError
 } from '../protocol/index.js'
 import type { Shard } from '../shards/index.js'
-import { type NodeSession, releaseSession, sessionKey } from './node-session.js'
+import { isRetryOfLast, type NodeSession, releaseSession, sessionKey, stepInputHash } from './node-session.js'
 
 export interface SessionManagerInit {
   readonly shard: Shard
@@ -138,9 +138,9 @@ export class SessionManager {
     }
     s.lastUsed = this.now()
     const rows = hidden.length / dim
-    const last = s.last
-    if (last && last.stepId === stepId && last.startPosition === startPosition && last.rows === rows) {
-      return { output: last.output, computeMs: 0, duplicate: true }
+    const inputHash = stepInputHash(hidden)
+    if (isRetryOfLast(s, stepId, startPosition, rows, inputHash)) {
+      return { output: s.last!.output, computeMs: 0, duplicate: true }
     }
     if (fromUpstream && stepId <= s.upstreamStepId) {
       throw new UnauthorizedError(`step ${stepId} is not above step ${s.upstreamStepId}: an upstream cannot replay a step`)
@@ -150,7 +150,7 @@ export class SessionManager {
     const computeMs = performance.now() - t0
     // the next step is a network hop away: free the cores for the peers and the client
     this.init.shard.rest()
-    s.last = { stepId, startPosition, rows, output }
+    s.last = { stepId, startPosition, rows, inputHash, output }
     if (fromUpstream) s.upstreamStepId = stepId
     this.tokensServed += rows
     return { output, computeMs, duplicate: false }

@@ -6,7 +6,7 @@
  */
 import { BadShapeError, UnauthorizedError, UnknownSessionError } from '../protocol/index.js'
 import type { Shard } from '../shards/index.js'
-import type { NodeSession } from './node-session.js'
+import { isRetryOfLast, type NodeSession, stepInputHash } from './node-session.js'
 import type { SessionManager, StepOutcome } from './session-manager.js'
 import { type BatchJob, StepBatcher } from './step-batcher.js'
 
@@ -62,11 +62,12 @@ export class NodeStepQueue {
 
   private run(jobs: readonly BatchJob<QueuedStep>[]): Array<StepOutcome | Error> {
     const { sessions, shard } = this.init
+    const inputHashes = new Map<QueuedStep, Uint8Array>()
     const results: Array<StepOutcome | Error | undefined> = jobs.map(({ input: q, rows }) => {
       if (!sessions.isOpen(q.session)) return new UnknownSessionError(`session ${q.session.id} was closed while its step waited`)
-      const last = q.session.last
-      if (last && last.stepId === q.stepId && last.startPosition === q.startPosition && last.rows === rows) {
-        return { output: last.output, computeMs: 0, duplicate: true }
+      inputHashes.set(q, stepInputHash(q.hidden))
+      if (isRetryOfLast(q.session, q.stepId, q.startPosition, rows, inputHashes.get(q)!)) {
+        return { output: q.session.last!.output, computeMs: 0, duplicate: true }
       }
       if (q.fromUpstream && q.stepId <= q.session.upstreamStepId) {
         return new UnauthorizedError(
@@ -93,7 +94,13 @@ export class NodeStepQueue {
         if (results[i] !== undefined) return
         const q = job.input
         const output = outs[k++]
-        q.session.last = { stepId: q.stepId, startPosition: q.startPosition, rows: job.rows, output }
+        q.session.last = {
+          stepId: q.stepId,
+          startPosition: q.startPosition,
+          rows: job.rows,
+          inputHash: inputHashes.get(q)!,
+          output
+        }
         q.session.lastUsed = Date.now()
         if (q.fromUpstream) q.session.upstreamStepId = q.stepId
         sessions.tokensServed += job.rows

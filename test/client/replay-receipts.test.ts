@@ -83,6 +83,21 @@ describe('replay proven by receipts', () => {
     expect(replays.evidence).toEqual([])
   })
 
+  it('does not count equal outputs of different spans: one prompt through [2, 4) and later [3, 4) of one peer', async () => {
+    // A peer serving [2, 5) is routed for [2, 4) in one session and [3, 4) in the next (routes
+    // split spans by load): the same prompt ends in the same hidden state from different inputs.
+    const wide = await hop(1, 2, 4)
+    const narrow = { ...wide, start: 3 }
+    const replays = new ReplayIndex()
+    const ledger = new ReceiptLedger(replays)
+    await step(ledger, wide, 's1', 1, bytes(1, 2), bytes(7, 8))
+    await step(ledger, narrow, 's2', 1, bytes(5, 6), bytes(7, 8))
+    expect(replays.takeConvicted()).toEqual([])
+    // the same span answering another input with that output is still a replay
+    await step(ledger, narrow, 's3', 1, bytes(9, 9), bytes(7, 8))
+    expect(replays.takeConvicted()).toEqual([wide.peerId])
+  })
+
   it('keeps outputs per peer: two peers answering the same bytes for different inputs convict neither', async () => {
     const [a, b] = [await hop(1, 1, 2), await hop(2, 1, 2)]
     const replays = new ReplayIndex()
