@@ -1,7 +1,7 @@
 import type { CanarySet } from './canary-set.js'
 import { CanaryArgumentError } from './errors.js'
 import { DEFAULT_CANARY_RATE } from './options.js'
-import { createRandom } from './rng.js'
+import { createRandom, type Random } from './rng.js'
 import { WIRE_DTYPES, type WireDType } from './wire-roundtrip.js'
 
 /*
@@ -109,8 +109,12 @@ export interface DecoyPlanner {
   observeReal(shape: SessionShape): void
   /** Real shapes recorded (up to `history`). */
   readonly observed: number
-  /** A decoy over `set` (the planner's own set by default). */
-  plan(set?: CanarySet): DecoyPlan
+  /**
+   * A decoy over `set` (the planner's own set by default). With `prefillEnds` (per canary, the
+   * positions its prefill may end at, e.g. sentence ends) the prefill ends at the one nearest the
+   * real shape's, so a decoy's prefill never stops where no real prompt would.
+   */
+  plan(set?: CanarySet, prefillEnds?: readonly (readonly number[])[]): DecoyPlan
 }
 
 export interface DecoyPlannerOptions {
@@ -164,7 +168,7 @@ export function createDecoyPlanner(options: DecoyPlannerOptions = {}): DecoyPlan
     get observed() {
       return shapes.length
     },
-    plan(given) {
+    plan(given, prefillEnds) {
       const set = checkSet(given ?? options.set)
       let shape: SessionShape
       if (shapes.length > 0) shape = shapes[rnd.int(shapes.length)]
@@ -177,21 +181,52 @@ export function createDecoyPlanner(options: DecoyPlannerOptions = {}): DecoyPlan
           wire: defaultWire
         }
       }
-      const need = shape.promptLength + shape.steps - 1
-      const fits = set.canaries.map((c, i) => ({ i, n: c.tokens.length })).filter((c) => c.n >= need)
+      const cut = prefillEnds ? nearestEnd(set, prefillEnds, shape, rnd) : undefined
       let canaryIndex: number
       let prompt = shape.promptLength
       let decode = shape.steps - 1
-      if (fits.length > 0) canaryIndex = fits[rnd.int(fits.length)].i
-      else {
-        canaryIndex = set.canaries.reduce((b, c, i) => (c.tokens.length > set.canaries[b].tokens.length ? i : b), 0)
-        const n = set.canaries[canaryIndex].tokens.length
-        prompt = Math.min(prompt, n)
-        decode = Math.min(decode, n - prompt)
+      if (cut) {
+        canaryIndex = cut.index
+        prompt = cut.end
+        decode = Math.min(decode, set.canaries[canaryIndex].tokens.length - prompt)
+      } else {
+        const need = shape.promptLength + shape.steps - 1
+        const fits = set.canaries.map((c, i) => ({ i, n: c.tokens.length })).filter((c) => c.n >= need)
+        if (fits.length > 0) canaryIndex = fits[rnd.int(fits.length)].i
+        else {
+          canaryIndex = set.canaries.reduce((b, c, i) => (c.tokens.length > set.canaries[b].tokens.length ? i : b), 0)
+          const n = set.canaries[canaryIndex].tokens.length
+          prompt = Math.min(prompt, n)
+          decode = Math.min(decode, n - prompt)
+        }
       }
       const steps: DecoyStep[] = [{ startPosition: 0, rows: prompt }]
       for (let k = 0; k < decode; k++) steps.push({ startPosition: prompt + k, rows: 1 })
       return { canaryIndex, maxLength: shape.maxLength, wire: shape.wire, steps }
     }
   }
+}
+
+/**
+ * The (canary, prefill end) nearest the real shape's prompt length among those leaving room for
+ * its decode steps (else for as many as can be), drawn at random among equally near ones.
+ */
+function nearestEnd(
+  set: CanarySet,
+  prefillEnds: readonly (readonly number[])[],
+  shape: SessionShape,
+  rnd: Random
+): { index: number; end: number } | undefined {
+  if (prefillEnds.length !== set.canaries.length)
+    throw new CanaryArgumentError(`prefillEnds holds ${prefillEnds.length} lists for ${set.canaries.length} canaries`)
+  const all = prefillEnds.flatMap((ends, index) =>
+    ends.filter((e) => Number.isInteger(e) && e >= 1 && e < set.canaries[index].tokens.length).map((end) => ({ index, end }))
+  )
+  if (all.length === 0) return undefined
+  const room = (c: { index: number; end: number }): number => set.canaries[c.index].tokens.length - c.end
+  const roomy = all.filter((c) => room(c) >= shape.steps - 1)
+  const pool = roomy.length > 0 ? roomy : all
+  const best = Math.min(...pool.map((c) => Math.abs(c.end - shape.promptLength)))
+  const nearest = pool.filter((c) => Math.abs(c.end - shape.promptLength) === best)
+  return nearest[rnd.int(nearest.length)]
 }

@@ -63,8 +63,8 @@ export interface SecretPromptOptions {
 
 /**
  * Canary prompts only the secret's holder can regenerate, from the same distribution as real
- * prompts: excerpts of the user's corpus, or text the model samples (temperature 1, from BOS), in
- * both cases starting at a random position and of a random length.
+ * prompts: excerpts of the user's corpus (from a text's start to a sentence end), or text the
+ * model samples (temperature 1, from BOS, from a random sentence opening), of a random length.
  */
 export function secretPrompts(model: ModelFile, secret: Uint8Array, o: SecretPromptOptions): string[] {
   const rnd = createRandom(secretSeed(secret, 'prompts'))
@@ -122,9 +122,9 @@ function corpusExcerpts(corpus: readonly string[], rnd: Random, count: number, l
   const out: string[] = []
   for (let i = 0; i < count; i++) {
     const words = texts[rnd.int(texts.length)]
-    // a random sentence opening (real prompts open a sentence), then a random length
-    const starts = words.flatMap((w, k) => (k === 0 || /[.!?]["']?$/.test(words[k - 1]) ? [k] : []))
-    const start = starts[rnd.int(starts.length)]
+    // from the text's start (each text is an example of a prompt: real prompts open a story,
+    // a later sentence often opens on a pronoun), then a random length
+    const start = 0
     let n = Math.min(words.length - start, Math.max(1, Math.round(length() * 0.75))) // ~4 tokens per 3 words
     // ... to the end of that sentence: a real prompt's prefill is whole sentences, and a decoy's
     // prefill (as long as a real one) should not run on into the model's continuation
