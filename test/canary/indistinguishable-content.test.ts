@@ -199,11 +199,34 @@ const VIEWS = [
   ['hidden states entering block 3', activationFeatures(3)]
 ] as const
 
+/**
+ * Standard error of an AUROC `a` over n1 and n2 scores (Hanley and McNeil 1982). Real sessions of
+ * one prompt share their prefill, so this understates it somewhat for the real side.
+ */
+function aurocStandardError(a: number, n1: number, n2: number): number {
+  const q1 = a / (2 - a)
+  const q2 = (2 * a * a) / (1 + a)
+  return Math.sqrt((a * (1 - a) + (n1 - 1) * (q1 - a * a) + (n2 - 1) * (q2 - a * a)) / (n1 * n2))
+}
+
 function scores(mode: string, real: readonly View[], decoys: readonly View[]): number[] {
   return VIEWS.map(([view, features]) => {
-    const folds = heldOutAuroc(real, decoys, features).map((a) => Number(a.toFixed(3)))
-    const score = Number(mean(folds).toFixed(3))
-    console.log(JSON.stringify({ canaries: mode, view, heldOutAuroc: score, folds, real: real.length, decoys: decoys.length }))
+    const folds = heldOutAuroc(real, decoys, features)
+    const score = mean(folds)
+    // each fold scores half of each side; the mean of two folds has about 1/√2 of one's error
+    const se = aurocStandardError(score, real.length / 2, decoys.length / 2) / Math.SQRT2
+    const round = (x: number): number => Number(x.toFixed(3))
+    console.log(
+      JSON.stringify({
+        canaries: mode,
+        view,
+        heldOutAuroc: round(score),
+        ci95: [round(score - 1.96 * se), round(score + 1.96 * se)],
+        folds: folds.map(round),
+        real: real.length,
+        decoys: decoys.length
+      })
+    )
     return score
   })
 }
@@ -219,8 +242,15 @@ describe('canary content is indistinguishable from real sessions (issue 16)', ()
     for (const score of scores('corpus', real, decoys)) expect(score).toBeLessThanOrEqual(0.6)
   }, 600_000)
 
-  it('canaries the model samples (the default)', () => {
+  /*
+   * Not at chance, measured (docs/verification.md): held-out AUROC 0.66 on decoded tokens, 0.65 at
+   * block 1, 0.69 at block 3. The model's own text (a 260K-parameter model, at temperature 1) is
+   * likelier under it than people's prompts, and opens differently (the first rows' norms and the
+   * prefill's peaks). Asserted no worse than that, so a change that makes it worse fails; a corpus
+   * (above) is what reaches chance.
+   */
+  it('canaries the model samples (the default): no better told apart than measured (AUROC ≤ 0.75)', () => {
     const decoys = decoyViews(real)
-    scores('sampled', real, decoys)
+    for (const score of scores('sampled', real, decoys)) expect(score).toBeLessThanOrEqual(0.75)
   }, 600_000)
 })

@@ -125,6 +125,38 @@ describe('decoy sessions', () => {
     expect(() => planner.observeReal({ promptLength: 0, steps: 1, maxLength: 8, wire: 'f32' })).toThrow(CanaryArgumentError)
   })
 
+  it('ends the prefill at the allowed end nearest the real shape, leaving room for its steps', () => {
+    const planner = createDecoyPlanner({ set: canaries, seed: 4 })
+    planner.observeReal({ promptLength: 9, steps: 3, maxLength: 128, wire: 'f32' })
+    const L = canaries.canaries[0].tokens.length
+    // canary 1 may end its prefill at 12 or 30, the others nowhere: 12 is nearest 9
+    const ends = canaries.canaries.map((_, i) => (i === 1 ? [30, 12] : []))
+    const p = planner.plan(undefined, ends)
+    expect(p.canaryIndex).toBe(1)
+    expect(p.steps).toEqual([
+      { startPosition: 0, rows: 12 },
+      { startPosition: 12, rows: 1 },
+      { startPosition: 13, rows: 1 }
+    ])
+    // an end with no room for the decode steps is passed over while another has room
+    const q = createDecoyPlanner({ set: canaries, seed: 4, history: 1 })
+    q.observeReal({ promptLength: L - 1, steps: 3, maxLength: 512, wire: 'f32' })
+    const far = q.plan(
+      undefined,
+      canaries.canaries.map((_, i) => (i === 0 ? [L - 1, L - 2, L - 3] : []))
+    )
+    expect(far.steps[0].rows).toBe(L - 2)
+    expect(far.steps).toHaveLength(3)
+    // without any allowed end it copies the real prefill length
+    expect(
+      q.plan(
+        undefined,
+        canaries.canaries.map(() => [])
+      ).steps[0].rows
+    ).toBe(L - 1)
+    expect(() => q.plan(undefined, [[3]])).toThrow(CanaryArgumentError)
+  })
+
   it('a classifier over what a peer sees (session length included) does no better than chance', () => {
     const rnd = createRandom(3)
     const planner = createDecoyPlanner({ set: canaries, seed: 5 })
