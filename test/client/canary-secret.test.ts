@@ -58,9 +58,12 @@ describe('secret canaries (issue 16)', () => {
     for (let i = 0; i < mine.canaries.length; i++) expect(other.canaries[i].inputs).not.toEqual(mine.canaries[i].inputs)
   })
 
-  it('cuts prompts from a user corpus at random places when given one', () => {
-    const corpus = [readFileSync(join(import.meta.dirname, '..', '..', 'models', 'README.md'), 'utf8')]
-    const prompts = secretPrompts(model, randomSecret(), { count: 5, corpus })
-    for (const p of prompts) expect(corpus[0].replace(/\s+/g, ' ')).toContain(p)
+  it('cuts prompts from a user corpus when given one: from the start of a paragraph, of random lengths', () => {
+    const corpus = readFileSync(join(import.meta.dirname, '..', '..', 'models', 'README.md'), 'utf8').split(/\n\s*\n/)
+    const flat = corpus.map((t) => t.trim().replace(/\s+/g, ' '))
+    const prompts = secretPrompts(model, randomSecret(), { count: 12, corpus })
+    // each paragraph is an example of a prompt: real prompts open a text
+    for (const p of prompts) expect(flat.some((t) => t.startsWith(p))).toBe(true)
+    expect(new Set(prompts.map((p) => p.split(' ').length)).size).toBeGreaterThan(1)
   })
 })
