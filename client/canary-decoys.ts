@@ -168,7 +168,8 @@ export class CanaryMaterial {
    * a prefill cut anywhere else shows in the row norms of its last rows: held-out AUROC 0.80-0.87
    * on hidden states before this, test/canary/indistinguishable-content.test.ts). Any sentence end
    * of the canary, its prompt's or its continuation's: keeping to the prompt's end (a corpus
-   * excerpt's) was told apart more easily (held-out AUROC 0.65 at block 3). When no canary has one, the prefill copies the real shape's length.
+   * excerpt's) was told apart more easily (held-out AUROC 0.65 at block 3). When no canary has
+   * one, the prefill copies the real shape's length.
    */
   private endsOf(set: CanarySet): readonly (readonly number[])[] | undefined {
     if (this.prefillEnds) return this.prefillEnds
