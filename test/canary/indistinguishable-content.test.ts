@@ -235,12 +235,12 @@ describe('canary content is indistinguishable from real sessions (issue 16)', ()
   let real: View[]
   beforeAll(() => {
     real = realViews()
-  }, 600_000)
+  }, 1_200_000)
 
   it('canaries cut from a corpus of texts like the real prompts (--canary-corpus): every view at chance (AUROC ≤ 0.6)', () => {
     const decoys = decoyViews(real, CORPUS)
     for (const score of scores('corpus', real, decoys)) expect(score).toBeLessThanOrEqual(0.6)
-  }, 600_000)
+  }, 1_200_000)
 
   /*
    * Not at chance, measured (docs/verification.md): held-out AUROC 0.72 on decoded tokens, 0.67 at
@@ -252,5 +252,5 @@ describe('canary content is indistinguishable from real sessions (issue 16)', ()
   it('canaries the model samples (the default): no better told apart than measured (AUROC ≤ 0.8)', () => {
     const decoys = decoyViews(real)
     for (const score of scores('sampled', real, decoys)) expect(score).toBeLessThanOrEqual(0.8)
-  }, 600_000)
+  }, 1_200_000)
 })
