@@ -1,6 +1,6 @@
 import { setMaxListeners } from 'node:events'
 import { generateKeyPair } from '@libp2p/crypto/keys'
-import type { PrivateKey } from '@libp2p/interface'
+import type { AbortOptions, PrivateKey } from '@libp2p/interface'
 import { bindX25519Key } from '../crypto/index.js'
 import {
   AnnouncementStore,
@@ -173,16 +173,21 @@ export class SwarmNode {
     })
   }
 
-  static async create(init: SwarmNodeInit): Promise<SwarmNode> {
+  /** Start a node; `signal` aborts the start (the host is stopped again), not the running node: stop() does that. */
+  static async create(init: SwarmNodeInit, options: AbortOptions = {}): Promise<SwarmNode> {
+    options.signal?.throwIfAborted()
     const identity = init.privateKey ?? (await generateKeyPair('Ed25519'))
-    const host = await createHost({
-      listen: init.listen,
-      privateKey: identity,
-      announce: init.announce,
-      reachability: init.reachability
-    })
+    const host = await createHost(
+      { listen: init.listen, privateKey: identity, announce: init.announce, reachability: init.reachability },
+      options
+    )
     const node = new SwarmNode(host, init, identity)
-    await node.start()
+    try {
+      await node.start(options)
+    } catch (err) {
+      await node.stop()
+      throw err
+    }
     return node
   }
 
@@ -224,9 +229,10 @@ export class SwarmNode {
     return this.init.wireDtypes ?? [...WIRE_DTYPES]
   }
 
-  private async start(): Promise<void> {
+  private async start(options: AbortOptions): Promise<void> {
     const { host } = this
     const signal = this.abort.signal
+    options.signal?.throwIfAborted()
     // Every open session stream waits on this one node-wide signal (a listener per pending
     // read, removed when the read ends), so more than 10 live streams is normal, not a leak.
     setMaxListeners(Infinity, signal)
@@ -242,10 +248,10 @@ export class SwarmNode {
       SESSION_PROTOCOL,
       (stream, connection) => {
         const from = connection.remotePeer.toString()
-        const handler = async (req: SessionRequest, sig?: AbortSignal): Promise<SessionResponseBody | NoReply> => {
+        const handler = async (req: SessionRequest, options?: AbortOptions): Promise<SessionResponseBody | NoReply> => {
           this.poller.touch()
           try {
-            return await this.requests.handle(req, from, sig)
+            return await this.requests.handle(req, from, options)
           } finally {
             this.poller.touch() // the window runs from the end of the request: a step computes longer than it
           }
@@ -275,7 +281,11 @@ export class SwarmNode {
     }, 5_000)
     this.sweeper.unref()
     await serveAnnouncements(host, this.announcements, { signal })
-    if (this.init.bootstrap?.length) this.bootstrapResult = await dialBootstrap(host, this.init.bootstrap, signal)
+    if (this.init.bootstrap?.length) {
+      const dialSignal = options.signal ? AbortSignal.any([signal, options.signal]) : signal
+      this.bootstrapResult = await dialBootstrap(host, this.init.bootstrap, { signal: dialSignal })
+    }
+    options.signal?.throwIfAborted()
     // Subscribing makes this peer relay others' announcements (gossipsub forwards only
     // topics it is subscribed to), so a client bootstrapped to one peer learns them all;
     // it also keeps them, for clients that ask (protocol/announcement-exchange.ts).
@@ -316,10 +326,13 @@ export class SwarmNode {
    * its sessions' KV (sealed under keys only it can hand on) and moves them to other peers;
    * resolves once every session was closed or after `graceMs`.
    */
-  async drain(graceMs: number): Promise<void> {
+  async drain(graceMs: number, { signal }: AbortOptions = {}): Promise<void> {
     this.leaving = true
     const until = Date.now() + graceMs
-    while (this.sessions.active > 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 50))
+    while (this.sessions.active > 0 && Date.now() < until) {
+      signal?.throwIfAborted()
+      await new Promise((r) => setTimeout(r, 50))
+    }
   }
 
   async stop(): Promise<void> {

@@ -4,6 +4,7 @@
  * (a retried step answered from the last output, an upstream's step ids only going up, the
  * session still open), so a batched step behaves as an unbatched one in every respect.
  */
+import type { AbortOptions } from '@libp2p/interface'
 import { BadShapeError, UnauthorizedError, UnknownSessionError } from '../protocol/index.js'
 import type { Shard } from '../shards/index.js'
 import { isRetryOfLast, type NodeSession, stepInputHash } from './node-session.js'
@@ -51,13 +52,13 @@ export class NodeStepQueue {
   }
 
   /** Queue a step of an authorized session; BusyError when too many steps wait already. */
-  async step(q: QueuedStep, signal?: AbortSignal): Promise<StepOutcome> {
+  async step(q: QueuedStep, options: AbortOptions = {}): Promise<StepOutcome> {
     const dim = this.init.shard.config.dim
     if (q.hidden.length === 0 || q.hidden.length % dim !== 0) {
       throw new BadShapeError(`hidden states of ${q.hidden.length} values are not rows of ${dim}`)
     }
     const job = { key: q.session.key, group: `${q.session.start}-${q.session.end}`, rows: q.hidden.length / dim, input: q }
-    return await this.batcher.submit(job, signal)
+    return await this.batcher.submit(job, options)
   }
 
   private run(jobs: readonly BatchJob<QueuedStep>[]): Array<StepOutcome | Error> {

@@ -9,7 +9,7 @@
  * - A response with request_id 0 is a stream-level error (an unparseable or oversized
  *   frame): the caller fails every pending call with it and the stream is finished.
  */
-import type { Stream } from '@libp2p/interface'
+import type { AbortOptions, Stream } from '@libp2p/interface'
 import { MalformedMessageError, NextHopFailedError, ProtocolError, RequestTimeoutError } from './errors.js'
 import { createMessageChannel, type MessageChannel, type MessageChannelInit } from './framing.js'
 import { STREAM_CLOSE_TIMEOUT_MS } from './limits.js'
@@ -34,18 +34,18 @@ export interface SessionCaller {
    * Sends one request and resolves with its response. An ErrorReply rejects with a
    * RemoteError (code, peerId, stepId); a dead stream rejects with NextHopFailedError.
    */
-  call(body: SessionRequestBody, signal?: AbortSignal): Promise<Exclude<SessionResponse, { type: 'error' }>>
+  call(body: SessionRequestBody, options?: AbortOptions): Promise<Exclude<SessionResponse, { type: 'error' }>>
   /**
    * Sends a request the peer answers only if it fails (a chained one-way step); resolves once
    * written. `failed` rejects with the peer's ErrorReply (a RemoteError) or the stream's death
    * until settle(requestId) forgets the request; it never resolves. Only the newest
    * MAX_ONE_WAY_PENDING requests are remembered.
    */
-  send(body: SessionRequestBody, signal?: AbortSignal): Promise<{ requestId: number; failed: Promise<never> }>
+  send(body: SessionRequestBody, options?: AbortOptions): Promise<{ requestId: number; failed: Promise<never> }>
   /** Forget a one-way request that succeeded (its answer came another way). */
   settle(requestId: number): void
   /** Closes our writable side; responses to pending calls are still delivered. */
-  close(signal?: AbortSignal): Promise<void>
+  close(options?: AbortOptions): Promise<void>
   /** Resets the stream and fails pending calls. */
   abort(err: Error): void
 }
@@ -118,7 +118,7 @@ export function createSessionCaller(stream: Stream, init: SessionStreamInit = {}
       return pending.size
     },
 
-    async call(body, signal) {
+    async call(body, { signal } = {}) {
       if (failure !== undefined) throw failure
       signal?.throwIfAborted()
       const requestId = nextId++
@@ -148,7 +148,7 @@ export function createSessionCaller(stream: Stream, init: SessionStreamInit = {}
           void readLoop()
         }
         try {
-          await channel.write(bytes, signal)
+          await channel.write(bytes, { signal })
           stepTrace(`caller-sent-${body.type}`, requestId)
         } catch (err) {
           // a local refusal (too large) or our own abort leaves the stream intact
@@ -169,7 +169,7 @@ export function createSessionCaller(stream: Stream, init: SessionStreamInit = {}
       }
     },
 
-    async send(body, signal) {
+    async send(body, { signal } = {}) {
       if (failure !== undefined) throw failure
       signal?.throwIfAborted()
       const requestId = nextId++
@@ -187,7 +187,7 @@ export function createSessionCaller(stream: Stream, init: SessionStreamInit = {}
         void readLoop()
       }
       try {
-        await channel.write(bytes, signal)
+        await channel.write(bytes, { signal })
       } catch (err) {
         oneWay.delete(requestId)
         if (err instanceof ProtocolError || signal?.aborted === true) throw err
@@ -203,9 +203,9 @@ export function createSessionCaller(stream: Stream, init: SessionStreamInit = {}
       oneWay.delete(requestId)
     },
 
-    async close(signal) {
+    async close({ signal } = {}) {
       oneWay.clear() // closing: the session is over, late failures of its steps do not matter
-      await channel.close(signal)
+      await channel.close({ signal })
     },
 
     abort(err) {
@@ -251,7 +251,7 @@ export interface NoReply {
   failure: Promise<void>
 }
 
-export type SessionRequestHandler = (request: SessionRequest, signal?: AbortSignal) => Promise<SessionResponseBody | NoReply>
+export type SessionRequestHandler = (request: SessionRequest, options?: AbortOptions) => Promise<SessionResponseBody | NoReply>
 
 /**
  * Serves one session stream until the caller closes it. Requests are handled one at a
@@ -266,14 +266,14 @@ export async function serveSessionStream(
   const { signal } = init
   const channel = createMessageChannel(stream, init)
   const reply = async (res: SessionResponse): Promise<void> => {
-    await channel.write(encodeSessionResponse(res), signal)
+    await channel.write(encodeSessionResponse(res), { signal })
   }
   let refused = false
   try {
     while (true) {
       let bytes: Uint8Array | undefined
       try {
-        bytes = await channel.read(signal)
+        bytes = await channel.read({ signal })
       } catch (err) {
         // the caller reset or abandoned the stream: it went away, which is no failed request
         if (!(err instanceof ProtocolError)) {
@@ -304,7 +304,7 @@ export async function serveSessionStream(
         })
         const traceId = req.type === 'step' ? req.step.stepId : req.type === 'await' ? req.await.stepId : req.requestId
         stepTrace(`server-got-${req.type}`, traceId)
-        const body = await handler(req, signal)
+        const body = await handler(req, { signal })
         stepTrace(`server-reply-${req.type}`, traceId)
         if (body.type === 'noReply') {
           const failed = req
@@ -342,14 +342,14 @@ export async function serveSessionStream(
       const { stream } = channel
       if (stream.readStatus !== 'closed' && stream.readStatus !== 'closing') await stream.closeRead().catch(() => {})
       const t = AbortSignal.timeout(STREAM_CLOSE_TIMEOUT_MS)
-      await channel.close(signal ? AbortSignal.any([signal, t]) : t).catch((err: Error) => channel.abort(err))
+      await channel.close({ signal: signal ? AbortSignal.any([signal, t]) : t }).catch((err: Error) => channel.abort(err))
       // yamux has no "stop sending": a peer that keeps its side open keeps the stream (though what
       // it sends is dropped), so the stream is reset once the peer had time to read our reply
       await untilClosed(stream, t)
       if (stream.status === 'open') channel.abort(new RequestTimeoutError('stream not closed after a refused frame'))
       return
     }
-    await channel.close(signal)
+    await channel.close({ signal })
   } catch (err) {
     channel.abort(err as Error)
     init.onError?.(err as Error)
