@@ -31,10 +31,10 @@ import {
 } from '../protocol/index.js'
 import { ChainLink, type NextHopPolicy, requestShape } from './chain.js'
 import type { NodeSession } from './node-session.js'
-import type { SwarmNodeInit } from './server.js'
 import type { SessionCrypto } from './session-crypto.js'
 import type { SessionManager } from './session-manager.js'
 import type { NodeStepQueue } from './step-batch-run.js'
+import type { SwarmNodeInit } from './swarm-node-init.js'
 import { upstreamClientInputHash } from './upstream-step.js'
 
 type Step = Extract<SessionRequest, { type: 'step' }>['step']
