@@ -4,7 +4,6 @@ import { InvalidArgumentError, PositionError, UnknownSessionError } from './erro
 import type { Kernels } from './kernels.js'
 import { createReferenceKernels } from './kernels-ref.js'
 import { KvCache, type KvDType, kvAllocatorOf } from './kv-cache.js'
-import type { ModelFile } from './model-file.js'
 import type { BatchStep, SessionOptions, ShardInit } from './shard-types.js'
 import type { ModelConfig } from './types.js'
 
