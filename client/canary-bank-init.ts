@@ -31,11 +31,13 @@ export function openCanaryBank(init: CanaryBankInit, modelId: string): CanaryTra
  * middle blocks would get it from the bank. With a canary bank the client never needs the rest.
  */
 export function edgeOnlyModel(model: ModelFile, first: number, last: number): ModelFile {
-  const guard = (name: TensorName): void => {
+  /** `read()` of tensor `name`, unless the tensor is in a block this client does not hold. */
+  const guard = <T>(name: TensorName, read: () => T): T => {
     const m = /^blk\.(\d+)\./.exec(name)
     if (m && Number(m[1]) >= first && Number(m[1]) < last) {
       throw new BlockNotHeldError(`block ${m[1]} (${name}) is not held by this client (it holds [0, ${first}) and [${last}, n))`)
     }
+    return read()
   }
   return {
     format: model.format,
@@ -45,12 +47,12 @@ export function edgeOnlyModel(model: ModelFile, first: number, last: number): Mo
     metadata: model.metadata,
     weightDType: model.weightDType,
     hasTensor: (name) => model.hasTensor(name),
-    readMatrix: (name) => (guard(name), model.readMatrix(name)),
-    ...(model.matrixInfo ? { matrixInfo: (name: TensorName) => (guard(name), model.matrixInfo!(name)) } : {}),
+    readMatrix: (name) => guard(name, () => model.readMatrix(name)),
+    ...(model.matrixInfo ? { matrixInfo: (name: TensorName) => guard(name, () => model.matrixInfo!(name)) } : {}),
     ...(model.readMatrixInto
-      ? { readMatrixInto: (name: TensorName, into: Uint8Array) => (guard(name), model.readMatrixInto!(name, into)) }
+      ? { readMatrixInto: (name: TensorName, into: Uint8Array) => guard(name, () => model.readMatrixInto!(name, into)) }
       : {}),
-    readVector: (name) => (guard(name), model.readVector(name)),
+    readVector: (name) => guard(name, () => model.readVector(name)),
     sampleTensor: (name, maxBytes) => model.sampleTensor(name, maxBytes),
     bytesRead: () => model.bytesRead(),
     close: () => model.close()

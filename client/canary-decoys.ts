@@ -93,7 +93,7 @@ export class CanaryMaterial {
     let set = this.sets.get(boundary)
     if (set) return set
     const n = this.model.config.nLayers
-    if (this.o.bank && this.o.bank.traces.some((t) => t.states[boundary] === undefined)) {
+    if (this.o.bank?.traces.some((t) => t.states[boundary] === undefined)) {
       throw new CanaryBankLevelError(`the canary bank holds no states at block boundary ${boundary}: rebuild it with that level`)
     }
     if (!this.traces || this.traces.traces[0].states[boundary] === undefined) {

@@ -1,3 +1,4 @@
+import type { AbortOptions } from '@libp2p/interface'
 import {
   benignClassKey,
   type Drift,
@@ -86,11 +87,14 @@ function findReport(json: unknown): { evidence: unknown[]; replays: unknown[] } 
 export async function verifyEvidence(
   json: unknown,
   model?: ModelFile,
-  benign: DriftModel = defaultBenignModel()
+  benign: DriftModel = defaultBenignModel(),
+  { signal }: AbortOptions = {}
 ): Promise<EvidenceReport> {
   const { evidence, replays } = findReport(json)
   const canaries: CanaryEvidenceCheck[] = []
   for (const [i, raw] of evidence.entries()) {
+    // each entry may recompute a span with reference kernels: the place to stop
+    signal?.throwIfAborted()
     const e = raw as Record<string, unknown>
     const what = `evidence[${i}]`
     if (

@@ -116,7 +116,7 @@ async function verifiedHopKey(host: Host, target: HopTarget, { signal }: AbortOp
   const { info } = await fetchInfo(
     host,
     target.addrs.map((a) => multiaddr(a)),
-    signal
+    { signal }
   )
   const pub = info.x25519PublicKey
   const binding = info.x25519Binding ?? new Uint8Array(0)
@@ -201,7 +201,7 @@ export class HopSession {
             wrappedSnapshotKey
           }
         },
-        signal
+        { signal }
       )
     } catch (err) {
       caller.abort(err as Error)
@@ -223,7 +223,7 @@ export class HopSession {
     const step = this.stepMessage(stepId, startPosition, hidden, false)
     const rows = hidden.length / this.dim
     this.ledger?.transfer(undefined, this.target, this.wireDtype, step.hidden.data.byteLength, rows)
-    const res = await this.caller.call({ type: 'step', step }, signal)
+    const res = await this.caller.call({ type: 'step', step }, { signal })
     if (res.type !== 'result' || !res.result.hidden) throw new Error(`hop ${this.target.peerId} answered a step without output`)
     this.ledger?.transfer(this.target, undefined, res.result.hidden.dtype, res.result.hidden.data.byteLength, rows)
     return {
@@ -267,7 +267,7 @@ export class HopSession {
         this.ledger.transfer(chain[i].target, chain[i + 1].target, d, tensorByteLength([rows, this.dim], d), rows)
       }
     }
-    const { requestId, failed } = await this.caller.send({ type: 'step', step }, signal)
+    const { requestId, failed } = await this.caller.send({ type: 'step', step }, { signal })
     return { requestId, failed, sent: step.hidden.data }
   }
 
@@ -278,7 +278,7 @@ export class HopSession {
 
   /** Chained mode, last hop: the output of step stepId. */
   async awaitResult(stepId: number, rows: number, { signal }: AbortOptions = {}) {
-    const res = await this.caller.call({ type: 'await', await: { sessionId: this.sessionId, stepId } }, signal)
+    const res = await this.caller.call({ type: 'await', await: { sessionId: this.sessionId, stepId } }, { signal })
     if (res.type !== 'result' || !res.result.hidden) throw new Error(`hop ${this.target.peerId} answered an await without output`)
     this.ledger?.transfer(this.target, undefined, res.result.hidden.dtype, res.result.hidden.data.byteLength, rows)
     return {
@@ -294,7 +294,7 @@ export class HopSession {
     const { from, to, sequence, prefixHash, delta } = range
     const res = await this.caller.call(
       { type: 'exportKv', exportKv: { sessionId: this.sessionId, from, to, sequence, prefixHash, delta } },
-      signal
+      { signal }
     )
     if (res.type !== 'snapshot') throw new Error(`hop ${this.target.peerId} answered an export without a snapshot`)
     return res.snapshot.snapshot
@@ -302,7 +302,7 @@ export class HopSession {
 
   /** Restore this session from sealed snapshots (fresh, or `append` after earlier imports); the positions the hop now holds. */
   async importKv(i: KvImport, { signal }: AbortOptions = {}): Promise<number> {
-    const res = await this.caller.call({ type: 'importKv', importKv: { sessionId: this.sessionId, ...i } }, signal)
+    const res = await this.caller.call({ type: 'importKv', importKv: { sessionId: this.sessionId, ...i } }, { signal })
     if (res.type !== 'imported') throw new Error(`hop ${this.target.peerId} answered an import without a length`)
     return res.imported.length
   }
@@ -310,8 +310,11 @@ export class HopSession {
   /** Close the session on the hop and its stream (default deadline 2 s); never throws. */
   async close({ signal }: AbortOptions = {}): Promise<void> {
     try {
-      await this.caller.call({ type: 'close', close: { sessionId: this.sessionId } }, signal ?? AbortSignal.timeout(2_000))
-      await this.caller.close(signal)
+      await this.caller.call(
+        { type: 'close', close: { sessionId: this.sessionId } },
+        { signal: signal ?? AbortSignal.timeout(2_000) }
+      )
+      await this.caller.close({ signal })
     } catch {
       this.caller.abort(new Error('closing'))
     }

@@ -82,8 +82,8 @@ export class KvRecovery implements PipelineObserver {
   }
 
   /** On failover from `route`: the route the fed standbys take over, if they can (standby.ts). */
-  async takeover(route: readonly HopTarget[]): Promise<StandbyRoute | undefined> {
-    return route.length > 0 ? await this.standbys?.take(route) : undefined
+  async takeover(route: readonly HopTarget[], options: AbortOptions = {}): Promise<StandbyRoute | undefined> {
+    return route.length > 0 ? await this.standbys?.take(route, options) : undefined
   }
 
   /**

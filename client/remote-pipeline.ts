@@ -234,7 +234,7 @@ export class RemotePipeline implements BlockPipeline {
     const { view, from, to, dim } = this.init
     // A hop died with fed standbys: they take over their spans with their KV in place (relayed,
     // fresh peers take the other spans; chained, only a complete set takes over).
-    const standby = await this.kv.takeover(this.route)
+    const standby = await this.kv.takeover(this.route, options)
     const route =
       standby?.route ??
       (await view.waitForRoute(

@@ -218,7 +218,8 @@ export class StandbyKeeper {
    * standby closed (their session ids would collide with the new route's), when no standby
    * serves or a span finds no fresh peer: the caller plans a whole new route.
    */
-  async take(route: readonly HopTarget[]): Promise<StandbyRoute | undefined> {
+  async take(route: readonly HopTarget[], { signal }: AbortOptions = {}): Promise<StandbyRoute | undefined> {
+    signal?.throwIfAborted()
     const sts = route.map((h) => {
       const s = this.standbys.get(`${h.start}:${h.end}`)
       return s && s.fed > 0 && !this.init.view.isBanned(s.hop.target.peerId) ? s : undefined

@@ -134,7 +134,7 @@ export class SwarmView {
 
   /** Query every known peer's info; drops peers that do not answer. */
   async refresh({ signal }: AbortOptions = {}): Promise<void> {
-    const boot = await dialBootstrap(this.host, [...this.bootstrap], signal)
+    const boot = await dialBootstrap(this.host, [...this.bootstrap], { signal })
     const bootstrapAnnouncements = await this.askBootstrap(boot, signal)
     const dialled: RefreshReport['dialled'] = []
     const otherModel: string[] = []
@@ -151,11 +151,9 @@ export class SwarmView {
       [...targets].map(async ([id, t]) => {
         try {
           const target = t.id ?? t.addrs.map((x) => multiaddr(x))
-          const { info, rttMs } = await fetchInfo(
-            this.host,
-            target,
-            AbortSignal.any([AbortSignal.timeout(5_000), ...(signal ? [signal] : [])])
-          )
+          const { info, rttMs } = await fetchInfo(this.host, target, {
+            signal: AbortSignal.any([AbortSignal.timeout(5_000), ...(signal ? [signal] : [])])
+          })
           dialled.push({ peerId: id, ok: true })
           if (this.modelId !== undefined && info.modelId !== this.modelId) {
             otherModel.push(id)

@@ -1,4 +1,5 @@
 import { isIP } from 'node:net'
+import type { AbortOptions } from '@libp2p/interface'
 import { type Multiaddr, multiaddr } from '@multiformats/multiaddr'
 import {
   createSessionCaller,
@@ -104,12 +105,12 @@ export class ChainLink {
   ) {}
 
   /** Send a step on to the next hop; resolves with the timings and receipts of the hops after us. */
-  async forward(step: Step, signal?: AbortSignal): Promise<{ timings: HopTiming[]; receipts: Receipt[] }> {
+  async forward(step: Step, options: AbortOptions = {}): Promise<{ timings: HopTiming[]; receipts: Receipt[] }> {
     const next = this.next
     if (!next) throw new Error('no next hop')
     try {
-      const caller = await this.dial(next, signal)
-      const res = await caller.call({ type: 'step', step }, signal)
+      const caller = await this.dial(next, options)
+      const res = await caller.call({ type: 'step', step }, options)
       return res.type === 'result'
         ? { timings: res.result.timings, receipts: res.result.receipts ?? [] }
         : { timings: [], receipts: [] }
@@ -126,13 +127,13 @@ export class ChainLink {
    * One-way chained step (Step.one_way): send it on and resolve once written. The returned
    * promise rejects if the next hop (or one after it) fails this step later; it never resolves.
    */
-  async send(step: Step, signal?: AbortSignal): Promise<Promise<never>> {
+  async send(step: Step, options: AbortOptions = {}): Promise<Promise<never>> {
     const next = this.next
     if (!next) throw new Error('no next hop')
     let caller: SessionCaller | undefined
     try {
-      caller = await this.dial(next, signal)
-      const { failed } = await caller.send({ type: 'step', step }, signal)
+      caller = await this.dial(next, options)
+      const { failed } = await caller.send({ type: 'step', step }, options)
       const sentOn = caller
       return failed.catch((err: Error) => {
         throw this.nextHopError(err, next, step.stepId, sentOn)
@@ -142,7 +143,7 @@ export class ChainLink {
     }
   }
 
-  private async dial(next: NextHop, signal?: AbortSignal): Promise<SessionCaller> {
+  private async dial(next: NextHop, { signal }: AbortOptions): Promise<SessionCaller> {
     if (this.caller === undefined) this.policy.check(next)
     this.caller ??= createSessionCaller(
       await this.host.dialProtocol(
@@ -179,12 +180,13 @@ export class ChainLink {
     for (const id of this.ready.keys()) if (this.ready.size > 8) this.ready.delete(id)
   }
 
-  async await(stepId: number, timeoutMs: number, signal?: AbortSignal): Promise<Delivered> {
+  async await(stepId: number, timeoutMs: number, { signal }: AbortOptions = {}): Promise<Delivered> {
     const got = this.ready.get(stepId)
     if (got) {
       this.ready.delete(stepId)
       return got
     }
+    signal?.throwIfAborted()
     return await new Promise((resolve, reject) => {
       const timer = setTimeout(() => {
         this.waiting.delete(stepId)

@@ -20,7 +20,7 @@ import {
 import { homedir } from 'node:os'
 import { dirname, join, resolve } from 'node:path'
 import { generateKeyPair, privateKeyFromProtobuf, privateKeyToProtobuf } from '@libp2p/crypto/keys'
-import type { PrivateKey } from '@libp2p/interface'
+import type { AbortOptions, PrivateKey } from '@libp2p/interface'
 import { peerIdFromPrivateKey } from '@libp2p/peer-id'
 import { IdentityExistsError, IdentityFileExposedError, IdentityNotFoundError, InvalidIdentityFileError } from './errors.js'
 import { CLIENT_IDENTITY_FILE_NAME, DEFAULT_HOME_DIR_NAME, HOME_ENV, IDENTITY_FILE_NAME, TRUST_FILE_NAME } from './options.js'
@@ -107,9 +107,13 @@ function writeTemp(path: string, key: PrivateKey): string {
  * record naming the old one goes stale). The file appears whole or not at all (a temporary file
  * linked or renamed into place).
  */
-export async function createIdentity(path: string, { overwrite = false }: { overwrite?: boolean } = {}): Promise<Identity> {
+export async function createIdentity(
+  path: string,
+  { overwrite = false, signal }: { overwrite?: boolean } & AbortOptions = {}
+): Promise<Identity> {
   if (typeof path !== 'string' || path === '') throw new InvalidIdentityFileError('an identity path is a non-empty string')
   const privateKey = await generateKeyPair('Ed25519')
+  signal?.throwIfAborted()
   const tmp = writeTemp(path, privateKey)
   try {
     if (overwrite) renameSync(tmp, path)
@@ -125,14 +129,14 @@ export async function createIdentity(path: string, { overwrite = false }: { over
 }
 
 /** The key at `path`, made (0600, in a 0700 folder) on first use. */
-export async function loadOrCreateIdentity(path: string): Promise<Identity> {
+export async function loadOrCreateIdentity(path: string, options: AbortOptions = {}): Promise<Identity> {
   try {
     return readIdentity(path)
   } catch (e) {
     if (!(e instanceof IdentityNotFoundError)) throw e
   }
   try {
-    return await createIdentity(path)
+    return await createIdentity(path, { signal: options.signal })
   } catch (e) {
     // another process made it between our read and our link: use theirs
     if (e instanceof IdentityExistsError) return readIdentity(path)

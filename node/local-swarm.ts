@@ -3,6 +3,7 @@ import { once } from 'node:events'
 import { join } from 'node:path'
 import { createInterface } from 'node:readline'
 import { fileURLToPath } from 'node:url'
+import type { AbortOptions } from '@libp2p/interface'
 import { packageRoot } from './paths.js'
 
 /** A `layerswarm node start` child process on this machine. */
@@ -34,8 +35,9 @@ const CLI = import.meta.url.endsWith('.ts')
   ? join(packageRoot(), 'dist', 'node', 'cli.js')
   : fileURLToPath(new URL('./cli.js', import.meta.url))
 
-/** Start a node process and wait for its "serving" JSON line. */
-export async function startLocalNode(o: StartNodeOptions = {}): Promise<LocalNode> {
+/** Start a node process and wait for its "serving" JSON line; `signal` aborts the start (the process is killed). */
+export async function startLocalNode(o: StartNodeOptions = {}, { signal }: AbortOptions = {}): Promise<LocalNode> {
+  signal?.throwIfAborted()
   const args = [CLI, 'node', 'start']
   if (o.model) args.push('--model', o.model)
   if (o.layers) args.push('--layers', o.layers)
@@ -52,16 +54,25 @@ export async function startLocalNode(o: StartNodeOptions = {}): Promise<LocalNod
   createInterface({ input: child.stderr! }).on('line', (l) => logs.push(l))
   const lines = createInterface({ input: child.stdout! })
   const first = await new Promise<string>((resolve, reject) => {
+    const onAbort = (): void => {
+      child.kill('SIGKILL')
+      reject(signal?.reason)
+    }
     const timer = setTimeout(
       () => reject(new Error(`node did not start within ${o.startTimeoutMs ?? 30_000} ms:\n${logs.join('\n')}`)),
       o.startTimeoutMs ?? 30_000
     )
-    lines.once('line', (l) => {
+    const settled = (): void => {
       clearTimeout(timer)
+      signal?.removeEventListener('abort', onAbort)
+    }
+    signal?.addEventListener('abort', onAbort, { once: true })
+    lines.once('line', (l) => {
+      settled()
       resolve(l)
     })
     child.once('exit', (code) => {
-      clearTimeout(timer)
+      settled()
       reject(new Error(`node exited with ${code} before serving:\n${logs.join('\n')}`))
     })
   })

@@ -1,4 +1,5 @@
 import { createServer, type Server } from 'node:http'
+import type { AbortOptions } from '@libp2p/interface'
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client'
 import { parseHostPort } from './config.js'
 
@@ -132,8 +133,9 @@ export interface MetricsServer {
 }
 
 /** `GET /metrics` on HOST:PORT (`--metrics`). Plain node:http: it must work with nothing else running. */
-export async function serveMetrics(listen: string, registry: Registry): Promise<MetricsServer> {
+export async function serveMetrics(listen: string, registry: Registry, { signal }: AbortOptions = {}): Promise<MetricsServer> {
   const { host, port } = parseHostPort(listen, '--metrics')
+  signal?.throwIfAborted()
   const server: Server = createServer((req, res) => {
     if (req.method !== 'GET' || (req.url ?? '/').split('?')[0] !== '/metrics') {
       res.writeHead(404, { 'content-type': 'text/plain' }).end('not found: metrics are at /metrics\n')
@@ -148,6 +150,10 @@ export async function serveMetrics(listen: string, registry: Registry): Promise<
     server.once('error', reject)
     server.listen(port, host, () => resolve())
   })
+  if (signal?.aborted) {
+    await new Promise<void>((resolve) => server.close(() => resolve()))
+    signal.throwIfAborted()
+  }
   const addr = server.address()
   const bound = typeof addr === 'object' && addr ? addr.port : port
   return {

@@ -1,6 +1,6 @@
 import { setMaxListeners } from 'node:events'
 import { generateKeyPair } from '@libp2p/crypto/keys'
-import type { PrivateKey } from '@libp2p/interface'
+import type { AbortOptions, PrivateKey } from '@libp2p/interface'
 import { bindX25519Key } from '../crypto/index.js'
 import {
   AnnouncementStore,
@@ -21,7 +21,6 @@ import {
   type NoReply,
   PROTOCOL_VERSION,
   REQUEST_STREAM_LIMITS,
-  type ReachabilityInit,
   SESSION_PROTOCOL,
   SESSION_STREAM_LIMITS,
   type SessionRequest,
@@ -34,70 +33,23 @@ import {
   WIRE_DTYPES
 } from '../protocol/index.js'
 
-import type { ModelFile, Shard } from '../shards/index.js'
 import { type BusyPoller, createBusyPoller } from './busy-poll.js'
 import { createNextHopPolicy } from './chain.js'
-import type { Metrics } from './metrics.js'
 import {
   DEFAULT_BATCH_WAIT_MS,
   DEFAULT_BYTES_IN_FLIGHT,
   DEFAULT_MAX_BATCH_ROWS,
   DEFAULT_MAX_QUEUED_STEPS,
-  DEFAULT_MAX_SESSIONS,
-  type PeerLimitOptions
+  DEFAULT_MAX_SESSIONS
 } from './options.js'
 import { PeerLimits } from './peer-limits.js'
 import { SessionCrypto } from './session-crypto.js'
 import { SessionManager } from './session-manager.js'
 import { SessionRequests } from './session-requests.js'
 import { NodeStepQueue } from './step-batch-run.js'
-import type { Tamper } from './tamper.js'
+import { defaultSessionsPerPeer, type SwarmNodeInit } from './swarm-node-init.js'
 
-export interface SwarmNodeInit {
-  readonly model: ModelFile
-  readonly modelId: string
-  readonly shard: Shard
-  readonly listen?: string[]
-  readonly bootstrap?: string[]
-  readonly privateKey?: PrivateKey
-  /** Announced addresses and reachability services of the host (protocol/reachability.ts). */
-  readonly announce?: string[]
-  readonly reachability?: ReachabilityInit
-  readonly maxSessions?: number
-  /** KV positions over all sessions (default: maxSessions × context length). */
-  readonly maxCacheTokens?: number
-  readonly idleTimeoutMs?: number
-  /** How long the last hop waits for a chained step the client awaits. */
-  readonly chainTimeoutMs?: number
-  readonly announceIntervalMs?: number
-  /** Measured decode tokens/s of the span, announced to clients for routing. */
-  readonly throughput: number
-  /** Wire dtypes this node accepts and announces (`--wire`; default all). */
-  readonly wireDtypes?: DType[]
-  readonly log?: (event: Record<string, unknown>) => void
-  /** For measuring the canary detector: return wrong outputs on some steps (DESIGN.md §5). */
-  readonly tamper?: Tamper
-  /** Log every session request's source and shape (`--log-level trace`): what this peer sees of its traffic. */
-  readonly traceRequests?: boolean
-  /** Prometheus metrics (`--metrics`). */
-  readonly metrics?: Metrics
-  /** Keep the event loop polling this long after each session request (`--busy-poll`; node/busy-poll.ts). */
-  readonly busyPollMs?: number
-  /** Sessions one peer may hold at once (default: three quarters of maxSessions, so one peer never holds them all). */
-  readonly maxSessionsPerPeer?: number
-  /** Dial next hops at private and loopback addresses (`--allow-private-next-hops`: local swarms, tests). */
-  readonly allowPrivateNextHops?: boolean
-  /** Per-peer token buckets (node/options.ts DEFAULT_PEER_LIMITS). */
-  readonly peerLimits?: Partial<PeerLimitOptions>
-  /** Request bytes held in flight over all streams (default DEFAULT_BYTES_IN_FLIGHT). */
-  readonly bytesInFlight?: number
-  /** Steps waiting for the span at once, more get BUSY (node/options.ts DEFAULT_MAX_QUEUED_STEPS). */
-  readonly maxQueuedSteps?: number
-  /** Rows one batched forward over several sessions takes at most (DEFAULT_MAX_BATCH_ROWS). */
-  readonly maxBatchRows?: number
-  /** Milliseconds a batch waits for more steps (DEFAULT_BATCH_WAIT_MS). */
-  readonly batchWaitMs?: number
-}
+export { defaultSessionsPerPeer, type SwarmNodeInit } from './swarm-node-init.js'
 
 /**
  * A swarm peer: a libp2p host serving `info` and `session` for one span of one model, and
@@ -173,16 +125,21 @@ export class SwarmNode {
     })
   }
 
-  static async create(init: SwarmNodeInit): Promise<SwarmNode> {
+  /** Start a node; `signal` aborts the start (the host is stopped again), not the running node: stop() does that. */
+  static async create(init: SwarmNodeInit, options: AbortOptions = {}): Promise<SwarmNode> {
+    options.signal?.throwIfAborted()
     const identity = init.privateKey ?? (await generateKeyPair('Ed25519'))
-    const host = await createHost({
-      listen: init.listen,
-      privateKey: identity,
-      announce: init.announce,
-      reachability: init.reachability
-    })
+    const host = await createHost(
+      { listen: init.listen, privateKey: identity, announce: init.announce, reachability: init.reachability },
+      options
+    )
     const node = new SwarmNode(host, init, identity)
-    await node.start()
+    try {
+      await node.start(options)
+    } catch (err) {
+      await node.stop()
+      throw err
+    }
     return node
   }
 
@@ -224,9 +181,10 @@ export class SwarmNode {
     return this.init.wireDtypes ?? [...WIRE_DTYPES]
   }
 
-  private async start(): Promise<void> {
+  private async start(options: AbortOptions): Promise<void> {
     const { host } = this
     const signal = this.abort.signal
+    options.signal?.throwIfAborted()
     // Every open session stream waits on this one node-wide signal (a listener per pending
     // read, removed when the read ends), so more than 10 live streams is normal, not a leak.
     setMaxListeners(Infinity, signal)
@@ -242,10 +200,10 @@ export class SwarmNode {
       SESSION_PROTOCOL,
       (stream, connection) => {
         const from = connection.remotePeer.toString()
-        const handler = async (req: SessionRequest, sig?: AbortSignal): Promise<SessionResponseBody | NoReply> => {
+        const handler = async (req: SessionRequest, options?: AbortOptions): Promise<SessionResponseBody | NoReply> => {
           this.poller.touch()
           try {
-            return await this.requests.handle(req, from, sig)
+            return await this.requests.handle(req, from, options)
           } finally {
             this.poller.touch() // the window runs from the end of the request: a step computes longer than it
           }
@@ -275,7 +233,11 @@ export class SwarmNode {
     }, 5_000)
     this.sweeper.unref()
     await serveAnnouncements(host, this.announcements, { signal })
-    if (this.init.bootstrap?.length) this.bootstrapResult = await dialBootstrap(host, this.init.bootstrap, signal)
+    if (this.init.bootstrap?.length) {
+      const dialSignal = options.signal ? AbortSignal.any([signal, options.signal]) : signal
+      this.bootstrapResult = await dialBootstrap(host, this.init.bootstrap, { signal: dialSignal })
+    }
+    options.signal?.throwIfAborted()
     // Subscribing makes this peer relay others' announcements (gossipsub forwards only
     // topics it is subscribed to), so a client bootstrapped to one peer learns them all;
     // it also keeps them, for clients that ask (protocol/announcement-exchange.ts).
@@ -316,10 +278,13 @@ export class SwarmNode {
    * its sessions' KV (sealed under keys only it can hand on) and moves them to other peers;
    * resolves once every session was closed or after `graceMs`.
    */
-  async drain(graceMs: number): Promise<void> {
+  async drain(graceMs: number, { signal }: AbortOptions = {}): Promise<void> {
     this.leaving = true
     const until = Date.now() + graceMs
-    while (this.sessions.active > 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 50))
+    while (this.sessions.active > 0 && Date.now() < until) {
+      signal?.throwIfAborted()
+      await new Promise((r) => setTimeout(r, 50))
+    }
   }
 
   async stop(): Promise<void> {
@@ -329,9 +294,4 @@ export class SwarmNode {
     this.sessions.closeAll()
     await this.host.stop()
   }
-}
-
-/** Three quarters of the slots, rounded up, and one fewer than all when there are several. */
-export function defaultSessionsPerPeer(maxSessions: number): number {
-  return maxSessions <= 1 ? 1 : Math.min(maxSessions - 1, Math.ceil((maxSessions * 3) / 4))
 }

@@ -1,14 +1,6 @@
-import {
-  BadShapeError,
-  BadSpanError,
-  BusyError,
-  type DType,
-  DuplicateSessionError,
-  UnauthorizedError,
-  UnknownSessionError
-} from '../protocol/index.js'
+import { BadSpanError, BusyError, type DType, DuplicateSessionError, UnknownSessionError } from '../protocol/index.js'
 import type { Shard } from '../shards/index.js'
-import { isRetryOfLast, type NodeSession, releaseSession, sessionKey, stepInputHash } from './node-session.js'
+import { type NodeSession, releaseSession, sessionKey } from './node-session.js'
 
 export interface SessionManagerInit {
   readonly shard: Shard
@@ -33,12 +25,6 @@ export interface OpenRequest {
   /** In chained mode, the peer whose output this hop takes. */
   readonly upstream?: string
   readonly wireDtype?: DType
-}
-
-export interface StepOutcome {
-  readonly output: Float32Array
-  readonly computeMs: number
-  readonly duplicate: boolean
 }
 
 /**
@@ -130,30 +116,9 @@ export class SessionManager {
     return this.sessions.get(sessionKey(from, id)) ?? this.fedBy(id, from)[0]
   }
 
-  /** Run a step (its sender was authorized by the caller). Retries of the last step return its output again. */
-  step(s: NodeSession, stepId: number, startPosition: number, hidden: Float32Array, fromUpstream = false): StepOutcome {
-    const dim = this.init.shard.config.dim
-    if (hidden.length === 0 || hidden.length % dim !== 0) {
-      throw new BadShapeError(`hidden states of ${hidden.length} values are not rows of ${dim}`)
-    }
+  /** A request or a step used the session now: it is not idle. */
+  touch(s: NodeSession): void {
     s.lastUsed = this.now()
-    const rows = hidden.length / dim
-    const inputHash = stepInputHash(hidden)
-    if (isRetryOfLast(s, stepId, startPosition, rows, inputHash)) {
-      return { output: s.last!.output, computeMs: 0, duplicate: true }
-    }
-    if (fromUpstream && stepId <= s.upstreamStepId) {
-      throw new UnauthorizedError(`step ${stepId} is not above step ${s.upstreamStepId}: an upstream cannot replay a step`)
-    }
-    const t0 = performance.now()
-    const output = this.init.shard.forward(s.key, hidden, startPosition)
-    const computeMs = performance.now() - t0
-    // the next step is a network hop away: free the cores for the peers and the client
-    this.init.shard.rest()
-    s.last = { stepId, startPosition, rows, inputHash, output }
-    if (fromUpstream) s.upstreamStepId = stepId
-    this.tokensServed += rows
-    return { output, computeMs, duplicate: false }
   }
 
   rewind(s: NodeSession, length: number): void {

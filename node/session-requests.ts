@@ -3,6 +3,7 @@
  * NodeSession records of its SessionManager. Every refusal is a typed protocol error; cheap
  * checks (caps, ownership, sizes) run before any key agreement or tensor decoding.
  */
+import type { AbortOptions } from '@libp2p/interface'
 import {
   BusyError,
   DEFAULT_MAX_MESSAGE_BYTES,
@@ -30,10 +31,10 @@ import {
 } from '../protocol/index.js'
 import { ChainLink, type NextHopPolicy, requestShape } from './chain.js'
 import type { NodeSession } from './node-session.js'
-import type { SwarmNodeInit } from './server.js'
 import type { SessionCrypto } from './session-crypto.js'
 import type { SessionManager } from './session-manager.js'
 import type { NodeStepQueue } from './step-batch-run.js'
+import type { SwarmNodeInit } from './swarm-node-init.js'
 import { upstreamClientInputHash } from './upstream-step.js'
 
 type Step = Extract<SessionRequest, { type: 'step' }>['step']
@@ -71,19 +72,20 @@ export class SessionRequests {
     return MAX_CONTROL_BYTES
   }
 
-  async handle(req: SessionRequest, from: string, signal?: AbortSignal): Promise<SessionResponseBody | NoReply> {
+  async handle(req: SessionRequest, from: string, options: AbortOptions = {}): Promise<SessionResponseBody | NoReply> {
     const { init, sessions, crypto } = this.ctx
+    const { signal } = options
     if (init.traceRequests) init.log?.({ event: 'request', from, ...requestShape(req) })
     switch (req.type) {
       case 'open':
         return this.open(req.open, from)
       case 'step':
-        return await this.step(req.step, from, signal)
+        return await this.step(req.step, from, options)
       case 'await': {
         // owner only: an await consumes the output, so anyone else could read it and starve the client
         const s = sessions.owned(req.await.sessionId, from)
         if (!s.chain) throw new MalformedMessageError(`session ${req.await.sessionId} was not opened for chained forwarding`)
-        const got = await s.chain.await(req.await.stepId, init.chainTimeoutMs ?? 30_000, signal)
+        const got = await s.chain.await(req.await.stepId, init.chainTimeoutMs ?? 30_000, { signal })
         const { sessionId, stepId } = req.await
         return { type: 'result', result: { sessionId, stepId, ...got } }
       }
@@ -142,7 +144,7 @@ export class SessionRequests {
     return { session, tags, fromUpstream: true }
   }
 
-  private async step(s: Step, from: string, signal?: AbortSignal): Promise<SessionResponseBody | NoReply> {
+  private async step(s: Step, from: string, options: AbortOptions = {}): Promise<SessionResponseBody | NoReply> {
     const { init } = this.ctx
     const dim = init.model.config.dim
     if (this.ctx.leaving()) throw new LeavingError(`this peer is leaving: export session ${s.sessionId} and move it`)
@@ -156,7 +158,7 @@ export class SessionRequests {
       )
     }
     const step = { session, stepId: s.stepId, startPosition: s.startPosition, hidden, fromUpstream }
-    const out = await this.ctx.steps.step(step, signal)
+    const out = await this.ctx.steps.step(step, options)
     stepTrace('computed', s.stepId)
     const rows = hidden.length / dim
     // A tampering peer still signs what it sends: its receipt becomes the evidence.
@@ -192,7 +194,7 @@ export class SessionRequests {
         link.deliver(s.stepId, tensor, timings, receipts)
         return { type: 'noReply', failure: Promise.resolve() }
       }
-      const failure = link.send({ ...s, hidden: tensor, hopAuth, timings, receipts }, signal)
+      const failure = link.send({ ...s, hidden: tensor, hopAuth, timings, receipts }, options)
       // kept for the client's audit (an AwaitResult to a middle hop): canaries check middle hops this way
       link.deliver(s.stepId, tensor, [timing], [mine])
       return { type: 'noReply', failure: failure.then((f) => f) }
@@ -202,7 +204,7 @@ export class SessionRequests {
       // the receipts chain to the bytes it gets (issue #17)
       const mine = await receipt()
       const receipts = [...(s.receipts ?? []), mine]
-      const forwarded = link.forward({ ...s, hidden: tensor, chain: true, hopAuth, receipts }, signal)
+      const forwarded = link.forward({ ...s, hidden: tensor, chain: true, hopAuth, receipts }, options)
       forwarded.catch(() => {}) // awaited below
       // kept for the client's audit (an AwaitResult to a middle hop): canaries check middle hops this way
       link.deliver(s.stepId, tensor, [timing], [mine])

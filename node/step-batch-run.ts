@@ -1,13 +1,14 @@
 /**
  * The node's side of continuous batching (issue #18): queued steps of its sessions go through
- * a StepBatcher into Shard.forwardBatch. Per step it keeps what SessionManager.step does alone
- * (a retried step answered from the last output, an upstream's step ids only going up, the
- * session still open), so a batched step behaves as an unbatched one in every respect.
+ * a StepBatcher into Shard.forwardBatch. This is the one way a node runs a step: per step it checks
+ * the shape, answers a retried step from the last output, lets an upstream's step ids only go up
+ * and requires the session still open, so a step in a batch of one is a plain step.
  */
+import type { AbortOptions } from '@libp2p/interface'
 import { BadShapeError, UnauthorizedError, UnknownSessionError } from '../protocol/index.js'
 import type { Shard } from '../shards/index.js'
 import { isRetryOfLast, type NodeSession, stepInputHash } from './node-session.js'
-import type { SessionManager, StepOutcome } from './session-manager.js'
+import type { SessionManager } from './session-manager.js'
 import { type BatchJob, StepBatcher } from './step-batcher.js'
 
 export interface QueuedStep {
@@ -16,6 +17,13 @@ export interface QueuedStep {
   readonly startPosition: number
   readonly hidden: Float32Array
   readonly fromUpstream: boolean
+}
+
+/** A step's output; `duplicate` when it was a retry of the session's last step, answered again. */
+export interface StepOutcome {
+  readonly output: Float32Array
+  readonly computeMs: number
+  readonly duplicate: boolean
 }
 
 export interface NodeStepQueueInit {
@@ -51,13 +59,13 @@ export class NodeStepQueue {
   }
 
   /** Queue a step of an authorized session; BusyError when too many steps wait already. */
-  async step(q: QueuedStep, signal?: AbortSignal): Promise<StepOutcome> {
+  async step(q: QueuedStep, options: AbortOptions = {}): Promise<StepOutcome> {
     const dim = this.init.shard.config.dim
     if (q.hidden.length === 0 || q.hidden.length % dim !== 0) {
       throw new BadShapeError(`hidden states of ${q.hidden.length} values are not rows of ${dim}`)
     }
     const job = { key: q.session.key, group: `${q.session.start}-${q.session.end}`, rows: q.hidden.length / dim, input: q }
-    return await this.batcher.submit(job, signal)
+    return await this.batcher.submit(job, options)
   }
 
   private run(jobs: readonly BatchJob<QueuedStep>[]): Array<StepOutcome | Error> {
@@ -101,7 +109,7 @@ export class NodeStepQueue {
           inputHash: inputHashes.get(q)!,
           output
         }
-        q.session.lastUsed = Date.now()
+        sessions.touch(q.session)
         if (q.fromUpstream) q.session.upstreamStepId = q.stepId
         sessions.tokensServed += job.rows
         results[i] = { output, computeMs, duplicate: false }

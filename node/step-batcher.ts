@@ -7,6 +7,7 @@
  * `maxQueued` waiting steps a step gets BUSY at once. A batch that throws is re-run step by
  * step, so one session's failure never fails another session's step.
  */
+import type { AbortOptions } from '@libp2p/interface'
 import { BusyError } from '../protocol/index.js'
 import { InvalidBatchOptionsError } from './errors.js'
 
@@ -65,7 +66,7 @@ export class StepBatcher<I, O> {
   }
 
   /** Queue a job; resolves with its result once its batch ran. BusyError when the queue is full. */
-  submit(job: BatchJob<I>, signal?: AbortSignal): Promise<O> {
+  submit(job: BatchJob<I>, { signal }: AbortOptions = {}): Promise<O> {
     signal?.throwIfAborted()
     if (this.queue.length >= this.init.maxQueued) {
       this.busy++

@@ -8,7 +8,7 @@
  */
 import { publicKeyFromProtobuf, publicKeyToProtobuf } from '@libp2p/crypto/keys'
 import { type Message, TopicValidatorResult } from '@libp2p/gossipsub'
-import type { PeerId, PrivateKey, PublicKey } from '@libp2p/interface'
+import type { AbortOptions, PeerId, PrivateKey, PublicKey } from '@libp2p/interface'
 import { peerIdFromPublicKey } from '@libp2p/peer-id'
 import {
   decodeAnnouncement,
@@ -33,7 +33,7 @@ function signedPayload(encoded: Uint8Array): Uint8Array {
 export async function signAnnouncement(
   a: Announcement,
   privateKey: PrivateKey,
-  signal?: AbortSignal
+  { signal }: AbortOptions = {}
 ): Promise<SignedAnnouncement> {
   const announcement = encodeAnnouncement(a)
   const signature = await privateKey.sign(signedPayload(announcement), { signal })
@@ -105,7 +105,7 @@ export interface AnnouncerInit {
 
 export interface Announcer {
   /** Signs and publishes the current content now. */
-  publish(signal?: AbortSignal): Promise<SignedAnnouncement>
+  publish(options?: AbortOptions): Promise<SignedAnnouncement>
   stop(): void
 }
 
@@ -117,7 +117,7 @@ export function createAnnouncer(host: Host, init: AnnouncerInit): Announcer {
   const topic = init.topic ?? ANNOUNCE_TOPIC
   let timer: ReturnType<typeof setInterval> | undefined
 
-  const publish = async (signal?: AbortSignal): Promise<SignedAnnouncement> => {
+  const publish = async ({ signal }: AbortOptions = {}): Promise<SignedAnnouncement> => {
     const content = await init.content()
     const now = Date.now()
     const a: Announcement = {
@@ -127,14 +127,14 @@ export function createAnnouncer(host: Host, init: AnnouncerInit): Announcer {
       issuedAtMs: now,
       expiresAtMs: now + ttl
     }
-    const signed = await signAnnouncement(a, init.privateKey, signal)
+    const signed = await signAnnouncement(a, init.privateKey, { signal })
     init.onPublished?.(a, signed)
     await pubsub.publish(topic, encodeSignedAnnouncement(signed))
     return signed
   }
 
   const tick = (): void => {
-    publish(init.signal).catch((err: Error) => init.onError?.(err))
+    publish({ signal: init.signal }).catch((err: Error) => init.onError?.(err))
   }
   const stop = (): void => {
     if (timer !== undefined) clearInterval(timer)

@@ -84,11 +84,11 @@ export async function serveAnnouncements(
         maxBufferedBytes: 2 * MAX_ANNOUNCEMENTS_REQUEST_BYTES
       })
       try {
-        const req = await channel.read(signal)
+        const req = await channel.read({ signal })
         if (req === undefined) throw new MalformedMessageError('stream closed without a request')
         const { modelId } = decodeAnnouncementsRequest(req)
-        await channel.write(encodeAnnouncementsResponse(store.list(modelId)), signal)
-        await channel.close(signal)
+        await channel.write(encodeAnnouncementsResponse(store.list(modelId)), { signal })
+        await channel.close({ signal })
       } catch (err) {
         stream.abort(err as Error)
         options.onError?.(err as Error)

@@ -9,7 +9,7 @@
  * client asking that bootstrap peer did not find it; the pull closes that gap. Entries are
  * verified on receipt (signature, signer, expiry): a neighbour can only withhold.
  */
-import type { PeerId } from '@libp2p/interface'
+import type { AbortOptions, PeerId } from '@libp2p/interface'
 import { type AnnouncementStore, fetchAnnouncements } from './announcement-exchange.js'
 import type { Host } from './host.js'
 import { ANNOUNCEMENTS_PROTOCOL } from './ids.js'
@@ -28,7 +28,7 @@ export async function pullAnnouncements(
   host: Host,
   store: AnnouncementStore,
   from: PeerId,
-  signal?: AbortSignal
+  { signal }: AbortOptions = {}
 ): Promise<number> {
   const got = await fetchAnnouncements(host, from, { signal })
   for (const { announcement, signed } of got) store.put(announcement, signed)
@@ -42,7 +42,7 @@ export function startAnnouncementSync(host: Host, store: AnnouncementStore, init
   const pull = (from: PeerId): void => {
     if (init.signal?.aborted) return
     const signal = AbortSignal.any([AbortSignal.timeout(init.timeoutMs ?? 5_000), ...(init.signal ? [init.signal] : [])])
-    pullAnnouncements(host, store, from, signal).catch((err: Error) => init.onError?.(err))
+    pullAnnouncements(host, store, from, { signal }).catch((err: Error) => init.onError?.(err))
   }
   const timers = new Set<ReturnType<typeof setTimeout>>()
   const onIdentify = (evt: CustomEvent<{ peerId: PeerId; protocols: string[] }>): void => {

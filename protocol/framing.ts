@@ -4,7 +4,7 @@
  * decoded (DESIGN.md §3). Built on @libp2p/utils' lpStream, which reads v3 streams
  * (EventTarget + send()) directly.
  */
-import type { Libp2p, PeerId, Stream } from '@libp2p/interface'
+import type { AbortOptions, Libp2p, PeerId, Stream } from '@libp2p/interface'
 import { lpStream } from '@libp2p/utils'
 import type { Multiaddr } from '@multiformats/multiaddr'
 import type { ByteBudget } from './byte-budget.js'
@@ -42,11 +42,11 @@ export interface MessageChannel {
   readonly stream: Stream
   readonly maxMessageBytes: number
   /** Sends one frame; throws MessageTooLargeError locally if it exceeds the cap. */
-  write(bytes: Uint8Array, signal?: AbortSignal): Promise<void>
+  write(bytes: Uint8Array, options?: AbortOptions): Promise<void>
   /** Next frame, or undefined when the remote closed its side cleanly between frames. */
-  read(signal?: AbortSignal): Promise<Uint8Array | undefined>
+  read(options?: AbortOptions): Promise<Uint8Array | undefined>
   /** Closes our writable side after queued frames are sent; reading continues. */
-  close(signal?: AbortSignal): Promise<void>
+  close(options?: AbortOptions): Promise<void>
   /** Resets the stream in both directions. */
   abort(err: Error): void
 }
@@ -134,14 +134,14 @@ export function createMessageChannel(stream: Stream, init: MessageChannelInit = 
     stream,
     maxMessageBytes,
 
-    async write(bytes, signal) {
+    async write(bytes, { signal } = {}) {
       if (bytes.byteLength > maxMessageBytes) {
         throw new MessageTooLargeError(`refusing to send ${bytes.byteLength} bytes, cap is ${maxMessageBytes}`)
       }
       await lp.write(bytes, { signal })
     },
 
-    async read(signal) {
+    async read({ signal } = {}) {
       releaseReserved() // the previous frame was handled: its bytes leave the budget
       if (failure !== undefined) throw failure
       if (ended) return undefined
@@ -191,7 +191,7 @@ export function createMessageChannel(stream: Stream, init: MessageChannelInit = 
       }
     },
 
-    async close(signal) {
+    async close({ signal } = {}) {
       await stream.close({ signal })
     },
 
@@ -202,8 +202,7 @@ export function createMessageChannel(stream: Stream, init: MessageChannelInit = 
   }
 }
 
-export interface RequestOptions {
-  signal?: AbortSignal
+export interface RequestOptions extends AbortOptions {
   maxMessageBytes?: number
 }
 
@@ -222,9 +221,9 @@ export async function request(
   const stream = await node.dialProtocol(target, protocol, { signal, ...REQUEST_STREAM_LIMITS })
   const channel = createMessageChannel(stream, { maxMessageBytes: options.maxMessageBytes })
   try {
-    await channel.write(bytes, signal)
-    await channel.close(signal)
-    const reply = await channel.read(signal)
+    await channel.write(bytes, { signal })
+    await channel.close({ signal })
+    const reply = await channel.read({ signal })
     if (reply === undefined) throw new MalformedMessageError(`${protocol}: stream closed without a response`)
     return reply
   } catch (err) {
@@ -233,8 +232,7 @@ export async function request(
   }
 }
 
-export interface ServeRequestOptions {
-  signal?: AbortSignal
+export interface ServeRequestOptions extends AbortOptions {
   maxMessageBytes?: number
   /** Called with any failure; the stream has already been reset. */
   onError?(err: Error): void
@@ -252,10 +250,10 @@ export async function serveRequest(
   const { signal } = options
   const channel = createMessageChannel(stream, { maxMessageBytes: options.maxMessageBytes })
   try {
-    const req = await channel.read(signal)
+    const req = await channel.read({ signal })
     if (req === undefined) throw new MalformedMessageError('stream closed without a request')
-    await channel.write(await respond(req, signal), signal)
-    await channel.close(signal)
+    await channel.write(await respond(req, signal), { signal })
+    await channel.close({ signal })
   } catch (err) {
     stream.abort(err as Error)
     options.onError?.(err as Error)

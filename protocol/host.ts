@@ -166,7 +166,7 @@ export async function createHost(init: HostInit = {}, { signal }: AbortOptions =
 
   try {
     signal?.throwIfAborted()
-    await dialBootstrap(node, init.bootstrap ?? [], signal)
+    await dialBootstrap(node, init.bootstrap ?? [], { signal })
     signal?.throwIfAborted()
   } catch (err) {
     await node.stop()
@@ -240,7 +240,7 @@ export interface BootstrapResult {
  * them if the connection drops. Failures are returned, not thrown: a node may start
  * before its bootstrap peers do.
  */
-export async function dialBootstrap(node: Libp2p, addrs: string[], signal?: AbortSignal): Promise<BootstrapResult> {
+export async function dialBootstrap(node: Libp2p, addrs: string[], { signal }: AbortOptions = {}): Promise<BootstrapResult> {
   const result: BootstrapResult = { connected: [], failed: [] }
   await Promise.all(
     addrs.map(async (addr) => {

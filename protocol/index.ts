@@ -38,6 +38,7 @@ export {
 } from './reachability.js'
 export * from './receipt.js'
 export { protoPath } from './schema.js'
+export * from './session-caller.js'
 export * from './session-request-codec.js'
 export * from './session-response-codec.js'
 export * from './session-stream.js'

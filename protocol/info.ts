@@ -1,4 +1,4 @@
-import type { PeerId } from '@libp2p/interface'
+import type { AbortOptions, PeerId } from '@libp2p/interface'
 import type { Multiaddr } from '@multiformats/multiaddr'
 import { request } from './framing.js'
 import type { Host } from './host.js'
@@ -11,7 +11,7 @@ import type { InfoResponse } from './types.js'
 export async function fetchInfo(
   host: Host,
   target: PeerId | Multiaddr | Multiaddr[],
-  signal?: AbortSignal
+  { signal }: AbortOptions = {}
 ): Promise<{ info: InfoResponse; rttMs: number }> {
   const t0 = performance.now()
   // an InfoResponse is a few hundred bytes: a longer reply is refused on its length prefix

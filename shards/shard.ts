@@ -4,50 +4,16 @@ import { InvalidArgumentError, PositionError, UnknownSessionError } from './erro
 import type { Kernels } from './kernels.js'
 import { createReferenceKernels } from './kernels-ref.js'
 import { KvCache, type KvDType, kvAllocatorOf } from './kv-cache.js'
-import type { ModelFile } from './model-file.js'
+import type { BatchStep, SessionOptions, ShardInit } from './shard-types.js'
 import type { ModelConfig } from './types.js'
 
-export interface ShardInit {
-  readonly model: ModelFile
-  /** First block, inclusive. */
-  readonly start: number
-  /** Last block, exclusive. */
-  readonly end: number
-  /** Kernel set; the plain TypeScript reference when omitted. */
-  readonly kernels?: Kernels
-  /** KV cache storage, f32 by default. */
-  readonly kvDType?: KvDType
-  /** Called after each block's weights are read: (blocks loaded, blocks in span). */
-  readonly onProgress?: (loaded: number, total: number) => void
-  /**
-   * Longest run of rows pushed through the blocks at once (default 64): a longer step (a long
-   * prompt) goes through in pieces of this many rows, with the same bits, so activation
-   * buffers stay bounded by it instead of growing with the prompt.
-   */
-  readonly maxStepRows?: number
-}
+export type { BatchStep, SessionOptions, ShardInit } from './shard-types.js'
 
 /** Steps of fewer rows than this may run the whole span in one kernel call (Kernels.spanForward). */
 const SPAN_CALL_MAX_ROWS = 8
 
 /** Default ShardInit.maxStepRows: big enough that batched matmuls run at full speed. */
 export const DEFAULT_MAX_STEP_ROWS = 64
-
-/** One session's step in Shard.forwardBatch. */
-export interface BatchStep {
-  readonly id: string
-  /** [T, dim] hidden states at positions startPos .. startPos+T-1. */
-  readonly hidden: Float32Array
-  readonly startPos: number
-}
-
-export interface SessionOptions {
-  /** KV positions to preallocate; defaults to the model's context length. */
-  readonly maxLength?: number
-  /** The sub-span [start, end) of the shard's blocks this session runs; the whole shard by default. */
-  readonly start?: number
-  readonly end?: number
-}
 
 interface Session {
   readonly cache: KvCache

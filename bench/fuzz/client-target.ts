@@ -137,7 +137,7 @@ export async function fuzzClient(o: ClientFuzzOptions): Promise<ClientFuzzSummar
         try {
           const res = await caller.call(
             { type: 'step', step: { sessionId: 's', stepId: i + 1, startPosition: 0, hidden, chain: false } },
-            AbortSignal.timeout(1_000)
+            { signal: AbortSignal.timeout(1_000) }
           )
           count(`answered ${res.type}`)
         } catch (err) {
@@ -150,7 +150,7 @@ export async function fuzzClient(o: ClientFuzzOptions): Promise<ClientFuzzSummar
         if (i % 10 === 0) {
           infoSent++
           try {
-            await fetchInfo(client, evil.getMultiaddrs(), AbortSignal.timeout(5_000))
+            await fetchInfo(client, evil.getMultiaddrs(), { signal: AbortSignal.timeout(5_000) })
             count('info answered')
           } catch (err) {
             // our own deadline (a loaded machine, or a reply that never completes): the caller's

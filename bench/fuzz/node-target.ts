@@ -199,7 +199,7 @@ export async function fuzzNode(o: NodeFuzzOptions): Promise<NodeFuzzSummary> {
                 open: { sessionId: 'fz', modelId: node.modelId, start: 1, end: 4, maxLength: 64, wireDtype: 0 }
               }).finish()
             )
-            await ch.read(AbortSignal.timeout(30_000))
+            await ch.read({ signal: AbortSignal.timeout(30_000) })
             channel = ch
             return ch
           } catch (err) {
@@ -225,7 +225,7 @@ export async function fuzzNode(o: NodeFuzzOptions): Promise<NodeFuzzSummary> {
         const ch = createMessageChannel(stream)
         await ch.write(frame.bytes).catch(() => {})
         await ch.close().catch(() => {})
-        const r = await ch.read(AbortSignal.timeout(30_000)).catch(() => undefined)
+        const r = await ch.read({ signal: AbortSignal.timeout(30_000) }).catch(() => undefined)
         count(replies, r === undefined ? 'info-refused' : 'info-answered')
         framesAnswered++
         ch.abort(new Error('done'))
@@ -249,7 +249,7 @@ export async function fuzzNode(o: NodeFuzzOptions): Promise<NodeFuzzSummary> {
         framesSent += n
         sentPerType[type] = (sentPerType[type] ?? 0) + n
         for (let i = 0; i < n; i++) {
-          const bytes = await ch.read(AbortSignal.timeout(60_000)).catch(() => undefined)
+          const bytes = await ch.read({ signal: AbortSignal.timeout(60_000) }).catch(() => undefined)
           if (bytes === undefined) {
             streamsEnded++
             channel = undefined

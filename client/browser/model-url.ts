@@ -5,6 +5,7 @@
  * (shards/model-id.ts). The ranges are fetched up front, so the engine's synchronous reads
  * (shards/model-file.ts ByteSource) are served from memory; a read outside them is a typed error.
  */
+import type { AbortOptions } from '@libp2p/interface'
 import { type ByteSource, MODEL_ID_SAMPLE_BYTES, type ModelFile, openGgufModelFrom, readGgufHeader } from '../../shards/index.js'
 import { ModelFetchError, RangeNotFetchedError, RangeNotSupportedError } from './errors.js'
 import { FETCH_CONCURRENCY, HEADER_PREFETCH_BYTES, MAX_HEADER_BYTES, RANGE_MERGE_GAP_BYTES } from './options.js'
@@ -76,7 +77,7 @@ export async function fetchRange(
   start: number,
   end: number,
   headers: Record<string, string> = {},
-  signal?: AbortSignal
+  { signal }: AbortOptions = {}
 ): Promise<{ bytes: Uint8Array; totalBytes: number }> {
   let res: Response
   try {
@@ -127,7 +128,7 @@ export async function openModelUrl(init: ModelUrlInit): Promise<{ model: ModelFi
   const { url, headers, signal } = init
   let prefix = init.headerPrefetchBytes ?? HEADER_PREFETCH_BYTES
   for (;;) {
-    const first = await fetchRange(url, 0, prefix, headers, signal)
+    const first = await fetchRange(url, 0, prefix, headers, { signal })
     const size = first.totalBytes
     const source = new PrefetchedBytes(url, size)
     source.add({ start: 0, bytes: first.bytes })
@@ -163,7 +164,7 @@ export async function openModelUrl(init: ModelUrlInit): Promise<{ model: ModelFi
       while (next < wanted.length) {
         const [s, e] = wanted[next++]
         // a range reaching past the prefix is fetched whole: a read must lie inside one chunk
-        source.add({ start: s, bytes: (await fetchRange(url, s, e, headers, signal)).bytes })
+        source.add({ start: s, bytes: (await fetchRange(url, s, e, headers, { signal })).bytes })
       }
     }
     await Promise.all(Array.from({ length: Math.min(FETCH_CONCURRENCY, wanted.length) }, worker))

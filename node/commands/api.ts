@@ -1,4 +1,5 @@
 import { basename, extname } from 'node:path'
+import type { AbortOptions } from '@libp2p/interface'
 import { type Command, Option } from 'commander'
 import { DEFAULT_CANARY_RATE } from '../../canary/index.js'
 import {
@@ -60,7 +61,8 @@ export interface RunningApi {
 /** Start the gateway: an SDK client on the swarm, the HTTP server, and optionally the metrics endpoint. */
 export async function runApi(
   o: ApiOptions,
-  log: Logger = createLogger({ level: o.logLevel, name: 'layerswarm-api' })
+  log: Logger = createLogger({ level: o.logLevel, name: 'layerswarm-api' }),
+  options: AbortOptions = {}
 ): Promise<RunningApi> {
   // Fail on a bad address before joining the swarm, not after.
   checkListen(o.listen, o.apiKey)
@@ -72,22 +74,25 @@ export async function runApi(
   const template = file.metadata.get('tokenizer.chat_template')
   const contextLength = file.config.seqLen
   file.close()
-  const client = await createClient({
-    bootstrap,
-    model: modelPath,
-    tokenizer: o.tokenizer,
-    edgeFirst: o.edgeFirst,
-    edgeLast: o.edgeLast,
-    forwarding: o.forwarding,
-    wireDtype: parseWirePreference(o.wire),
-    routeTimeoutMs: o.routeTimeout,
-    canaries: o.canaryRate > 0 ? { rate: o.canaryRate } : false,
-    speculate: o.speculate,
-    canaryBank: canaryBankInit(o),
-    log: eventLog(log.child({ component: 'client' }))
-  })
+  const client = await createClient(
+    {
+      bootstrap,
+      model: modelPath,
+      tokenizer: o.tokenizer,
+      edgeFirst: o.edgeFirst,
+      edgeLast: o.edgeLast,
+      forwarding: o.forwarding,
+      wireDtype: parseWirePreference(o.wire),
+      routeTimeoutMs: o.routeTimeout,
+      canaries: o.canaryRate > 0 ? { rate: o.canaryRate } : false,
+      speculate: o.speculate,
+      canaryBank: canaryBankInit(o),
+      log: eventLog(log.child({ component: 'client' }))
+    },
+    options
+  )
   // one look at the swarm now, so a bad bootstrap address is reported at start, not per request
-  await client.view.refresh().catch(() => {})
+  await client.view.refresh(options).catch(() => {})
   const bootstrapFailed = client.view.lastRefresh.bootstrapFailed
   const tk = client.tokenizer
   const chat = createChatFormatter({
@@ -97,26 +102,31 @@ export async function runApi(
     addsBos: tk.encode('').length > 0
   })
   const metrics = o.metrics ? new Metrics({ role: 'gateway' }) : undefined
-  let gateway: Gateway
+  let gateway: Gateway | undefined
   let metricsServer: MetricsServer | undefined
   try {
-    gateway = await startGateway({
-      client,
-      listen: o.listen,
-      apiKey: o.apiKey,
-      modelName: o.modelName ?? basename(modelPath, extname(modelPath)),
-      chat,
-      contextLength,
-      log,
-      metrics,
-      maxConcurrent: o.maxConcurrent,
-      modelPath,
-      browserBootstrap: o.browserBootstrap ? parseBootstrapList(o.browserBootstrap) : undefined,
-      canaryBankPath: o.canaryBank
-    })
-    if (metrics && o.metrics) metricsServer = await serveMetrics(o.metrics, metrics.registry)
+    gateway = await startGateway(
+      {
+        client,
+        listen: o.listen,
+        apiKey: o.apiKey,
+        modelName: o.modelName ?? basename(modelPath, extname(modelPath)),
+        chat,
+        contextLength,
+        log,
+        metrics,
+        maxConcurrent: o.maxConcurrent,
+        modelPath,
+        browserBootstrap: o.browserBootstrap ? parseBootstrapList(o.browserBootstrap) : undefined,
+        canaryBankPath: o.canaryBank
+      },
+      options
+    )
+    if (metrics && o.metrics) metricsServer = await serveMetrics(o.metrics, metrics.registry, options)
   } catch (err) {
+    await gateway?.close()
     await client.close()
+    if (options.signal?.aborted) throw err
     throw listenError([o.listen], err)
   }
   log.info({ url: gateway.url, chat: chat.kind, auth: o.apiKey !== undefined, metrics: metricsServer?.url }, 'gateway listening')

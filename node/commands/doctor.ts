@@ -44,7 +44,7 @@ async function checkBootstrapPeer(addr: string, modelId: string | undefined): Pr
   const host = await createHost({ listen: [], pubsub: false })
   try {
     const conn = await host.dial(multiaddr(addr), { signal: AbortSignal.timeout(10_000) })
-    const { info, rttMs } = await fetchInfo(host, conn.remotePeer, AbortSignal.timeout(5_000))
+    const { info, rttMs } = await fetchInfo(host, conn.remotePeer, { signal: AbortSignal.timeout(5_000) })
     let held = 'does not hand over announcements (an older version: clients rely on gossip)'
     try {
       const list = await fetchAnnouncements(host, conn.remotePeer, { signal: AbortSignal.timeout(5_000) })

@@ -167,13 +167,11 @@ export function registerGenerate(program: Command): void {
               log: opts.verbose ? (e) => process.stderr.write(`${JSON.stringify(e)}\n`) : undefined
             },
             write,
-            ac.signal
+            { signal: ac.signal }
           )
-        : await runLocalGenerate(
-            { ...common, threads: opts.threads, kernelKind: opts.kernels, kvDType: opts.kvDtype },
-            write,
-            ac.signal
-          )
+        : await runLocalGenerate({ ...common, threads: opts.threads, kernelKind: opts.kernels, kvDType: opts.kvDtype }, write, {
+            signal: ac.signal
+          })
       process.stdout.write(opts.json ? `${JSON.stringify(jsonSafe(result))}\n` : '\n')
     })
 }

@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs'
+import type { AbortOptions } from '@libp2p/interface'
 import type { Forwarding, LayerswarmClient, RouteWaitProgress, SpeculateMode } from '../../client/index.js'
 import { createClient, type GenerateResult, NoRouteError, parseWirePreference, type WireChoice } from '../../client/index.js'
 import { reachabilityOf } from '../../protocol/index.js'
@@ -100,7 +101,7 @@ function canaryProgress(): (boundary: number, built: number, total: number) => v
 export async function runRemoteGenerate(
   o: RemoteGenerateOptions,
   write: (text: string) => void,
-  signal?: AbortSignal
+  { signal }: AbortOptions = {}
 ): Promise<
   GenerateResult & {
     model: string

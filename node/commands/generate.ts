@@ -1,3 +1,4 @@
+import type { AbortOptions } from '@libp2p/interface'
 import {
   createEdge,
   createLocalPipeline,
@@ -56,7 +57,7 @@ export interface GenerateResult {
 export async function runLocalGenerate(
   o: GenerateCommandOptions,
   write: (text: string) => void,
-  signal?: AbortSignal
+  { signal }: AbortOptions = {}
 ): Promise<GenerateResult> {
   const t0 = performance.now()
   const model = openModelFile(o.model, o.tokenizer !== undefined ? { tokenizerPath: o.tokenizer } : {})

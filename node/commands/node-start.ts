@@ -50,7 +50,7 @@ async function pickSpan(nLayers: number, numBlocks: number, modelId: string, boo
     const spans = []
     for (const addr of bootstrap) {
       try {
-        const { info } = await fetchInfo(host, multiaddr(addr), AbortSignal.timeout(5_000))
+        const { info } = await fetchInfo(host, multiaddr(addr), { signal: AbortSignal.timeout(5_000) })
         if (info.modelId === modelId) spans.push({ start: info.start, end: info.end, throughput: info.throughput })
       } catch {}
     }

@@ -3,6 +3,7 @@
  * behind NAT, explicit public addresses, AutoNAT, UPnP and hole punching
  * (protocol/reachability.ts holds what each turns on).
  */
+import type { AbortOptions } from '@libp2p/interface'
 import { multiaddr } from '@multiformats/multiaddr'
 import { type Command, Option } from 'commander'
 import type { ReachabilityInit } from '../../protocol/index.js'
@@ -76,9 +77,14 @@ export function hostReachability(opts: ReachabilityCliOptions, listen: readonly 
 export const RELAY_WAIT_MS = 15_000
 
 /** Resolves true once `addrs()` holds a relayed address, false after `waitMs`. */
-export async function relayedAddress(addrs: () => string[], waitMs = RELAY_WAIT_MS): Promise<boolean> {
+export async function relayedAddress(
+  addrs: () => string[],
+  waitMs = RELAY_WAIT_MS,
+  { signal }: AbortOptions = {}
+): Promise<boolean> {
   const until = Date.now() + waitMs
   while (Date.now() < until) {
+    signal?.throwIfAborted()
     if (addrs().some((a) => a.includes('/p2p-circuit'))) return true
     await new Promise((r) => setTimeout(r, 100))
   }

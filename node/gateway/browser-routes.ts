@@ -5,8 +5,10 @@
  * edge split and the swarm's WebSocket bootstrap addresses). Every answer carries COOP/COEP, so
  * the page is cross-origin isolated: the WebAssembly kernels need shared memory.
  */
+
 import { createReadStream, existsSync, readFileSync, statSync } from 'node:fs'
 import { join } from 'node:path'
+import type { AbortOptions } from '@libp2p/interface'
 import type { FastifyInstance, FastifyReply } from 'fastify'
 import type { LayerswarmClient } from '../../client/index.js'
 import { packageRoot } from '../paths.js'
@@ -70,8 +72,9 @@ export function parseRange(header: string | undefined, size: number): [number, n
 }
 
 /** The /ws addresses (with /p2p/<id>) of the peers the gateway's client is connected to or has seen. */
-export async function wsBootstrap(client: LayerswarmClient): Promise<string[]> {
+export async function wsBootstrap(client: LayerswarmClient, { signal }: AbortOptions = {}): Promise<string[]> {
   const out: string[] = []
+  signal?.throwIfAborted()
   for (const peer of await client.host.peerStore.all()) {
     for (const { multiaddr } of peer.addresses) {
       const s = multiaddr.toString()

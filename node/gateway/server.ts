@@ -1,5 +1,6 @@
 import { timingSafeEqual } from 'node:crypto'
 import { isIP } from 'node:net'
+import type { AbortOptions } from '@libp2p/interface'
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from 'fastify'
 import type { LayerswarmClient } from '../../client/index.js'
 import { isLoopbackHost, parseHostPort } from '../config.js'
@@ -87,8 +88,9 @@ export function checkListen(listen: string, apiKey?: string): { host: string; po
   return { host, port }
 }
 
-/** The OpenAI-compatible gateway and the status page, on a fastify server. */
-export async function startGateway(o: GatewayOptions): Promise<Gateway> {
+/** The OpenAI-compatible gateway and the status page, on a fastify server; `signal` aborts the start. */
+export async function startGateway(o: GatewayOptions, { signal }: AbortOptions = {}): Promise<Gateway> {
+  signal?.throwIfAborted()
   const { host, port } = checkListen(o.listen ?? '127.0.0.1:8080', o.apiKey)
   const key = o.apiKey ? Buffer.from(o.apiKey) : undefined
   const stats = new LiveStats()
@@ -179,6 +181,10 @@ export async function startGateway(o: GatewayOptions): Promise<Gateway> {
     })
 
   await app.listen({ host, port })
+  if (signal?.aborted) {
+    await app.close()
+    signal.throwIfAborted()
+  }
   const addr = app.server.address()
   const bound = typeof addr === 'object' && addr ? addr.port : port
   url = `http://${host.includes(':') ? `[${host}]` : host}:${bound}`

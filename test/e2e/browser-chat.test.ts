@@ -4,10 +4,10 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { type BrowserContext, chromium } from 'playwright-core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { type RunningApi, runApi } from '../../node/commands/api.js'
+import type { RunningApi } from '../../node/commands/api.js'
 import { type LocalNode, startLocalNode } from '../../node/local-swarm.js'
-import { createLogger } from '../../node/log.js'
 import { CLI } from '../helpers/cli.js'
+import { startGatewayApi } from '../helpers/gateway-api.js'
 import { GGUF_PATH, loadReference, ROOT } from '../helpers/reference.js'
 
 const CHROMIUM = '/usr/bin/chromium'
@@ -48,22 +48,7 @@ describe.skipIf(SKIP)(
       nodes.push(await startLocalNode({ model: GGUF_PATH, layers: '1:3', args: NODE_ARGS }))
       nodes.push(await startLocalNode({ model: GGUF_PATH, layers: '3:4', bootstrap: [nodes[0].addrs[0]], args: NODE_ARGS }))
       for (const n of nodes) expect(n.addrs.some((a) => a.includes('/ws/p2p/'))).toBe(true)
-      api = await runApi(
-        {
-          bootstrap: nodes[0].addrs[0],
-          model: GGUF_PATH,
-          listen: '127.0.0.1:0',
-          maxConcurrent: 2,
-          edgeFirst: 1,
-          edgeLast: 1,
-          forwarding: 'relay',
-          wire: 'f32',
-          canaryRate: 0,
-          routeTimeout: 20_000,
-          logLevel: 'silent'
-        },
-        createLogger({ level: 'silent' })
-      )
+      api = await startGatewayApi({ bootstrap: nodes[0].addrs[0], model: GGUF_PATH })
       profile = mkdtempSync(join(tmpdir(), 'layerswarm-chromium-'))
       browser = await chromium.launchPersistentContext(profile, {
         executablePath: CHROMIUM,
@@ -179,23 +164,7 @@ describe.skipIf(SKIP)(
       const built = await cli(['canary', 'build', '--model', GGUF_PATH, '--out', bank, '--count', '4'])
       expect(built.status, built.stderr).toBe(0)
       const key = readFileSync(join(dir, 'canary-bank-key'), 'utf8').trim()
-      bankApi = await runApi(
-        {
-          bootstrap: nodes[0].addrs[0],
-          model: GGUF_PATH,
-          listen: '127.0.0.1:0',
-          maxConcurrent: 2,
-          edgeFirst: 1,
-          edgeLast: 1,
-          forwarding: 'relay',
-          wire: 'f32',
-          canaryRate: 0.5,
-          canaryBank: bank,
-          routeTimeout: 20_000,
-          logLevel: 'silent'
-        },
-        createLogger({ level: 'silent' })
-      )
+      bankApi = await startGatewayApi({ bootstrap: nodes[0].addrs[0], model: GGUF_PATH, canaryRate: 0.5, canaryBank: bank })
       // the bank is served sealed; a wrong key would not open it
       const sealed = new Uint8Array(await (await fetch(`${bankApi.gateway.url}/canary-bank`)).arrayBuffer())
       expect(new TextDecoder().decode(sealed.subarray(0, 8))).toBe('LSBANK01')
@@ -220,23 +189,7 @@ describe.skipIf(SKIP)(
 
     it('a gateway with --api-key: the page says it needs the key, and works with #api-key', { timeout: 120_000 }, async () => {
       const key = 'browser-test-key-123'
-      const keyed = await runApi(
-        {
-          bootstrap: nodes[0].addrs[0],
-          model: GGUF_PATH,
-          listen: '127.0.0.1:0',
-          apiKey: key,
-          maxConcurrent: 1,
-          edgeFirst: 1,
-          edgeLast: 1,
-          forwarding: 'relay',
-          wire: 'f32',
-          canaryRate: 0,
-          routeTimeout: 20_000,
-          logLevel: 'silent'
-        },
-        createLogger({ level: 'silent' })
-      )
+      const keyed = await startGatewayApi({ bootstrap: nodes[0].addrs[0], model: GGUF_PATH, apiKey: key, maxConcurrent: 1 })
       try {
         expect((await fetch(`${keyed.gateway.url}/model.gguf`, { headers: { range: 'bytes=0-3' } })).status).toBe(401)
         const page = await browser.newPage()

@@ -3,13 +3,12 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import OpenAI from 'openai'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { type RunningApi, runApi } from '../../node/commands/api.js'
-import { runLocalGenerate } from '../../node/commands/generate.js'
+import type { RunningApi } from '../../node/commands/api.js'
 import { runRemoteGenerate } from '../../node/commands/generate-remote.js'
 import { type LocalNode, startLocalNode } from '../../node/local-swarm.js'
-import { createLogger } from '../../node/log.js'
 import { createTokenizer, openModelFile, parseShape, writeRandomModel } from '../../shards/index.js'
 import { loadPackageVocabulary } from '../../shards/vocab-packages.js'
+import { localChatGreedy, startGatewayApi } from '../helpers/gateway-api.js'
 
 // Issue 15: a Llama-architecture model with the real Llama 3 vocabulary (byte-level BPE, as
 // make-model --vocab llama3 writes it) served by a 2-process swarm; the gateway applies the
@@ -30,22 +29,7 @@ describe('gateway chat on a Llama 3 vocabulary model over a 2-process swarm', ()
     writeRandomModel(model, shape, { dtype: 'f16', seed: 11, seqLen: 128, tokenizerMetadata: v.metadata })
     nodes.push(await startLocalNode({ model, layers: '0:3', args: FAST, startTimeoutMs: 90_000 }))
     nodes.push(await startLocalNode({ model, layers: '2:4', bootstrap: [nodes[0].addrs[0]], args: FAST, startTimeoutMs: 90_000 }))
-    api = await runApi(
-      {
-        listen: '127.0.0.1:0',
-        maxConcurrent: 2,
-        edgeFirst: 1,
-        edgeLast: 1,
-        forwarding: 'relay',
-        wire: 'f32',
-        canaryRate: 0,
-        routeTimeout: 60_000,
-        logLevel: 'silent',
-        model,
-        bootstrap: nodes[0].addrs[0]
-      },
-      createLogger({ level: 'silent' })
-    )
+    api = await startGatewayApi({ model, bootstrap: nodes[0].addrs[0], routeTimeout: 60_000 })
     client = new OpenAI({ baseURL: `${api.gateway.url}/v1`, apiKey: 'unused', maxRetries: 0, timeout: 120_000 })
   }, 240_000)
 
@@ -70,22 +54,7 @@ describe('gateway chat on a Llama 3 vocabulary model over a 2-process swarm', ()
     expect(res.usage?.prompt_tokens).toBe(promptTokens.length)
     expect(res.usage?.completion_tokens).toBeGreaterThan(0)
     expect(promptTokens.length).toBeLessThan(tok.encode(rendered).length) // control tokens are single tokens
-    const local = await runLocalGenerate(
-      {
-        model,
-        prompt: 'Hi',
-        chat: true,
-        maxTokens: res.usage?.completion_tokens ?? 0,
-        temperature: 0,
-        topK: 0,
-        topP: 1,
-        seed: 1,
-        repetitionPenalty: 1,
-        json: true,
-        kernelKind: 'reference'
-      },
-      () => {}
-    )
+    const local = await localChatGreedy(model, 'Hi', res.usage?.completion_tokens ?? 0)
     expect(local.promptTokens).toEqual(promptTokens)
     expect(res.choices[0].message.content).toBe(local.completion)
     // generate --chat --bootstrap: the same prompt tokens and completion through the swarm.

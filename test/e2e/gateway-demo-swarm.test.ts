@@ -3,13 +3,12 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import OpenAI from 'openai'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { type RunningApi, runApi } from '../../node/commands/api.js'
+import type { RunningApi } from '../../node/commands/api.js'
 import { demoSpans } from '../../node/commands/demo.js'
-import { runLocalGenerate } from '../../node/commands/generate.js'
 import { type LocalNode, startLocalNode } from '../../node/local-swarm.js'
-import { createLogger } from '../../node/log.js'
 import { createTokenizer, openModelFile, parseShape, writeRandomModel } from '../../shards/index.js'
 import { loadPackageVocabulary } from '../../shards/vocab-packages.js'
+import { localChatGreedy, startGatewayApi } from '../helpers/gateway-api.js'
 
 // Issue 15: the demo's swarm (three node processes splitting [1, n-1) as `npm run demo -- --model F`
 // does, chain forwarding, the client keeping blocks 0 and n-1) on a Qwen 3 file with the real
@@ -44,22 +43,7 @@ describe("gateway chat with a Qwen 3 file's template over the demo's 3-process s
         spans.slice(1).map((layers) => startLocalNode({ model, layers, bootstrap, args: FAST, startTimeoutMs: 90_000 }))
       ))
     )
-    api = await runApi(
-      {
-        listen: '127.0.0.1:0',
-        maxConcurrent: 2,
-        edgeFirst: 1,
-        edgeLast: 1,
-        forwarding: 'chain',
-        wire: 'f32',
-        canaryRate: 0,
-        routeTimeout: 60_000,
-        logLevel: 'silent',
-        model,
-        bootstrap: bootstrap[0]
-      },
-      createLogger({ level: 'silent' })
-    )
+    api = await startGatewayApi({ model, bootstrap: bootstrap[0], forwarding: 'chain', routeTimeout: 60_000 })
     client = new OpenAI({ baseURL: `${api.gateway.url}/v1`, apiKey: 'unused', maxRetries: 0, timeout: 120_000 })
   }, 300_000)
 
@@ -85,22 +69,7 @@ describe("gateway chat with a Qwen 3 file's template over the demo's 3-process s
     expect(promptTokens.slice(0, 1)).toEqual([151644]) // <|im_start|> as one control token, no BOS (add_bos false)
     expect(res.usage?.prompt_tokens).toBe(promptTokens.length)
     expect(res.usage?.completion_tokens).toBeGreaterThan(0)
-    const local = await runLocalGenerate(
-      {
-        model,
-        prompt: 'Why is the sky blue?',
-        chat: true,
-        maxTokens: res.usage?.completion_tokens ?? 0,
-        temperature: 0,
-        topK: 0,
-        topP: 1,
-        seed: 1,
-        repetitionPenalty: 1,
-        json: true,
-        kernelKind: 'reference'
-      },
-      () => {}
-    )
+    const local = await localChatGreedy(model, 'Why is the sky blue?', res.usage?.completion_tokens ?? 0)
     expect(local.promptTokens).toEqual(promptTokens)
     expect(res.choices[0].message.content).toBe(local.completion)
   }, 300_000)

@@ -3,9 +3,9 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { type BrowserContext, chromium } from 'playwright-core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { type RunningApi, runApi } from '../../node/commands/api.js'
+import type { RunningApi } from '../../node/commands/api.js'
 import { type LocalNode, startLocalNode } from '../../node/local-swarm.js'
-import { createLogger } from '../../node/log.js'
+import { startGatewayApi } from '../helpers/gateway-api.js'
 import { GGUF_PATH, ROOT } from '../helpers/reference.js'
 
 const CHROMIUM = '/usr/bin/chromium'
@@ -27,22 +27,7 @@ describe.skipIf(SKIP)(
     beforeAll(async () => {
       nodes.push(await startLocalNode({ model: GGUF_PATH, layers: '0:3', args: FAST }))
       nodes.push(await startLocalNode({ model: GGUF_PATH, layers: '2:5', bootstrap: [nodes[0].addrs[0]], args: FAST }))
-      api = await runApi(
-        {
-          bootstrap: nodes[0].addrs[0],
-          model: GGUF_PATH,
-          listen: '127.0.0.1:0',
-          maxConcurrent: 4,
-          edgeFirst: 1,
-          edgeLast: 1,
-          forwarding: 'relay',
-          wire: 'f32',
-          canaryRate: 0.5,
-          routeTimeout: 20_000,
-          logLevel: 'silent'
-        },
-        createLogger({ level: 'silent' })
-      )
+      api = await startGatewayApi({ bootstrap: nodes[0].addrs[0], model: GGUF_PATH, maxConcurrent: 4, canaryRate: 0.5 })
       // Some traffic, so the page has routes, canary verdicts and tokens to show.
       for (const prompt of ['Once upon a time', 'Lily had a red ball']) {
         const res = await fetch(`${api.gateway.url}/v1/completions`, {

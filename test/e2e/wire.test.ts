@@ -98,7 +98,7 @@ describe('wire dtypes negotiated per hop across 3 node processes', () => {
           await fetchInfo(
             host,
             n.addrs.map((x) => multiaddr(x)),
-            AbortSignal.timeout(10_000)
+            { signal: AbortSignal.timeout(10_000) }
           )
         ).info.wireDtypes
       expect(await infoOf(a)).toEqual(['f32', 'f16', 'q8_0'])

@@ -43,7 +43,7 @@ export async function openRawSession(host: Host, target: Multiaddr[]): Promise<R
       stream.send(bytes)
     },
     async recv() {
-      const bytes = await channel.read(AbortSignal.timeout(20_000))
+      const bytes = await channel.read({ signal: AbortSignal.timeout(20_000) })
       return bytes === undefined ? undefined : decodeSessionResponse(bytes)
     },
     async request(wire) {

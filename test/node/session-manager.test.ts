@@ -1,6 +1,8 @@
 import { describe, expect, it } from 'vitest'
+import type { NodeSession } from '../../node/node-session.js'
 import { sessionKey } from '../../node/node-session.js'
 import { SessionManager } from '../../node/session-manager.js'
+import { NodeStepQueue } from '../../node/step-batch-run.js'
 import {
   BadShapeError,
   BadSpanError,
@@ -27,30 +29,34 @@ function setup(overrides: Partial<{ maxSessions: number; maxCacheTokens: number;
     now: () => clock,
     ...overrides
   })
-  return { m, shard, tick: (ms: number) => (clock += ms) }
+  // steps run the one way a node runs them: through its step queue (node/step-batch-run.ts)
+  const queue = new NodeStepQueue({ shard, sessions: m, maxQueued: 8, maxBatchRows: 64 })
+  const step = (session: NodeSession, stepId: number, startPosition: number, hidden: Float32Array, fromUpstream = false) =>
+    queue.step({ session, stepId, startPosition, hidden, fromUpstream })
+  return { m, shard, step, tick: (ms: number) => (clock += ms) }
 }
 
 describe('node session manager', () => {
-  it('opens sub-spans, runs steps and answers a retried step without recomputing', () => {
-    const { m } = setup()
+  it('opens sub-spans, runs steps and answers a retried step without recomputing', async () => {
+    const { m, step } = setup()
     const s = m.open({ sessionId: 's', start: 2, end: 4, maxLength: 64, owner: 'client' })
     const x = edge.embed([1, 5, 9])
-    const a = m.step(s, 1, 0, x)
+    const a = await step(s, 1, 0, x)
     expect(a.duplicate).toBe(false)
-    const again = m.step(s, 1, 0, x)
+    const again = await step(s, 1, 0, x)
     expect(again.duplicate).toBe(true)
     expect(again.output).toBe(a.output)
     expect(m.tokensServed).toBe(3)
     // same id, position and rows but other input bytes: not a retry, so computed (its receipt signs that input)
-    const other = m.step(s, 1, 0, edge.embed([2, 5, 9]))
+    const other = await step(s, 1, 0, edge.embed([2, 5, 9]))
     expect(other.duplicate).toBe(false)
     expect(other.output).not.toEqual(a.output)
-    const b = m.step(s, 2, 3, edge.embed([4]))
+    const b = await step(s, 2, 3, edge.embed([4]))
     expect(b.duplicate).toBe(false)
   })
 
-  it('enforces caps with BUSY, and rejects bad spans, shapes and duplicates', () => {
-    const { m } = setup({ maxSessions: 2, maxCacheTokens: 100 })
+  it('enforces caps with BUSY, and rejects bad spans, shapes and duplicates', async () => {
+    const { m, step } = setup({ maxSessions: 2, maxCacheTokens: 100 })
     m.open({ sessionId: 'a', start: 1, end: 4, maxLength: 60, owner: 'c' })
     expect(() => m.open({ sessionId: 'b', start: 1, end: 4, maxLength: 60, owner: 'c' })).toThrow(BusyError) // KV cap
     const b = m.open({ sessionId: 'b', start: 1, end: 4, maxLength: 40, owner: 'c' })
@@ -60,12 +66,12 @@ describe('node session manager', () => {
     m.close(b)
     expect(() => m.open({ sessionId: 'd', start: 0, end: 2, maxLength: 1, owner: 'c' })).toThrow(BadSpanError)
     expect(() => m.open({ sessionId: 'd', start: 1, end: 4, maxLength: 100_000, owner: 'c' })).toThrow(BadSpanError)
-    expect(() => m.step(m.owned('a', 'c'), 1, 0, new Float32Array(dim + 1))).toThrow(BadShapeError)
+    await expect(step(m.owned('a', 'c'), 1, 0, new Float32Array(dim + 1))).rejects.toThrow(BadShapeError)
     expect(() => m.owned('zzz', 'c')).toThrow(UnknownSessionError)
   })
 
-  it('keys sessions by (owner, id): another peer can neither reach nor squat a session', () => {
-    const { m, shard } = setup()
+  it('keys sessions by (owner, id): another peer can neither reach nor squat a session', async () => {
+    const { m, shard, step } = setup()
     const mine = m.open({ sessionId: 's', start: 1, end: 4, maxLength: 8, owner: 'client', upstream: 'hopA' })
     expect(() => m.owned('s', 'mallory')).toThrow(UnknownSessionError)
     // the id the client will use next, opened first by a squatter: the client's open still succeeds
@@ -76,10 +82,10 @@ describe('node session manager', () => {
     expect(m.fedBy('s', 'hopA')).toEqual([mine])
     expect(m.find('s', 'hopA')).toBe(mine)
     expect(m.fedBy('s', 'mallory')).toEqual([])
-    expect(m.step(mine, 1, 0, edge.embed([1]), true).output.length).toBe(dim)
+    expect((await step(mine, 1, 0, edge.embed([1]), true)).output.length).toBe(dim)
     // an upstream's step ids must go up: a replayed tag cannot rewind the KV
-    expect(() => m.step(mine, 1, 1, edge.embed([2]), true)).toThrow(UnauthorizedError)
-    expect(m.step(mine, 1, 0, edge.embed([1]), true).duplicate).toBe(true) // a retry is answered
+    await expect(step(mine, 1, 1, edge.embed([2]), true)).rejects.toThrow(UnauthorizedError)
+    expect((await step(mine, 1, 0, edge.embed([1]), true)).duplicate).toBe(true) // a retry is answered
   })
 
   it('caps the sessions one owner holds', () => {

@@ -6,8 +6,8 @@ import { createEdge, createShard, openModelFile, PositionError } from '../../sha
 import { GGUF_PATH } from '../helpers/reference.js'
 
 // The node's batched steps (issue #18) over a real Shard and SessionManager: outputs equal each
-// session's step alone, one bad step fails only itself, and the per-session checks of
-// SessionManager.step hold inside a batch.
+// session's step alone, one bad step fails only itself, and the per-session checks of a
+// step (retries, upstream step ids, closed sessions) hold inside a batch.
 
 const model = openModelFile(GGUF_PATH)
 const edge = createEdge({ model })

@@ -85,7 +85,7 @@ describe('StepBatcher', () => {
   it('an aborted step leaves the queue without running', async () => {
     const { batches, batcher } = recorder()
     const ac = new AbortController()
-    const p = batcher.submit(job('gone'), ac.signal)
+    const p = batcher.submit(job('gone'), { signal: ac.signal })
     const q = batcher.submit(job('stays'))
     ac.abort(new Error('client went away'))
     await expect(p).rejects.toThrow('client went away')

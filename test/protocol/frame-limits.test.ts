@@ -59,7 +59,7 @@ describe('frame deadline and bytes-in-flight budget', () => {
     const honest = await open()
     await honest.write(new Uint8Array(2 * KiB))
     expect(text(await honest.read())).toBe('2 KiB')
-    const outcome = await slow.read(AbortSignal.timeout(10_000)).then(
+    const outcome = await slow.read({ signal: AbortSignal.timeout(10_000) }).then(
       (r) => r ?? 'ended',
       (e: Error) => e.name
     )

@@ -1,0 +1,58 @@
+import type { PrivateKey } from '@libp2p/interface'
+import type { DType, ReachabilityInit } from '../protocol/index.js'
+import type { ModelFile, Shard } from '../shards/index.js'
+import type { Metrics } from './metrics.js'
+import type { PeerLimitOptions } from './options.js'
+import type { Tamper } from './tamper.js'
+
+/** What a SwarmNode serves and how (node/server.ts); the CLI's `node start` options end up here. */
+export interface SwarmNodeInit {
+  readonly model: ModelFile
+  readonly modelId: string
+  readonly shard: Shard
+  readonly listen?: string[]
+  readonly bootstrap?: string[]
+  readonly privateKey?: PrivateKey
+  /** Announced addresses and reachability services of the host (protocol/reachability.ts). */
+  readonly announce?: string[]
+  readonly reachability?: ReachabilityInit
+  readonly maxSessions?: number
+  /** KV positions over all sessions (default: maxSessions × context length). */
+  readonly maxCacheTokens?: number
+  readonly idleTimeoutMs?: number
+  /** How long the last hop waits for a chained step the client awaits. */
+  readonly chainTimeoutMs?: number
+  readonly announceIntervalMs?: number
+  /** Measured decode tokens/s of the span, announced to clients for routing. */
+  readonly throughput: number
+  /** Wire dtypes this node accepts and announces (`--wire`; default all). */
+  readonly wireDtypes?: DType[]
+  readonly log?: (event: Record<string, unknown>) => void
+  /** For measuring the canary detector: return wrong outputs on some steps (DESIGN.md §5). */
+  readonly tamper?: Tamper
+  /** Log every session request's source and shape (`--log-level trace`): what this peer sees of its traffic. */
+  readonly traceRequests?: boolean
+  /** Prometheus metrics (`--metrics`). */
+  readonly metrics?: Metrics
+  /** Keep the event loop polling this long after each session request (`--busy-poll`; node/busy-poll.ts). */
+  readonly busyPollMs?: number
+  /** Sessions one peer may hold at once (default: three quarters of maxSessions, so one peer never holds them all). */
+  readonly maxSessionsPerPeer?: number
+  /** Dial next hops at private and loopback addresses (`--allow-private-next-hops`: local swarms, tests). */
+  readonly allowPrivateNextHops?: boolean
+  /** Per-peer token buckets (node/options.ts DEFAULT_PEER_LIMITS). */
+  readonly peerLimits?: Partial<PeerLimitOptions>
+  /** Request bytes held in flight over all streams (default DEFAULT_BYTES_IN_FLIGHT). */
+  readonly bytesInFlight?: number
+  /** Steps waiting for the span at once, more get BUSY (node/options.ts DEFAULT_MAX_QUEUED_STEPS). */
+  readonly maxQueuedSteps?: number
+  /** Rows one batched forward over several sessions takes at most (DEFAULT_MAX_BATCH_ROWS). */
+  readonly maxBatchRows?: number
+  /** Milliseconds a batch waits for more steps (DEFAULT_BATCH_WAIT_MS). */
+  readonly batchWaitMs?: number
+}
+
+/** Three quarters of the slots, rounded up, and one fewer than all when there are several. */
+export function defaultSessionsPerPeer(maxSessions: number): number {
+  return maxSessions <= 1 ? 1 : Math.min(maxSessions - 1, Math.ceil((maxSessions * 3) / 4))
+}
