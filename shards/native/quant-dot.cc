@@ -395,6 +395,10 @@ void quantPrepare(int type, const float* x, int cols, int T) {
     if (k) quantizeRowQ8K(row, xs, a.xd.data() + size_t(t) * nb, a.xsum.data() + size_t(t) * (cols / 16), cols);
     else quantizeRowQ8(row, xs, a.xd.data() + size_t(t) * nb, a.xsum.data() + size_t(t) * nb, cols, 1);
   }
+  if (k && T < kBatchedFrom) {
+    a.bsum16.resize(a.xsum.size());
+    for (size_t i = 0; i < a.xsum.size(); i++) a.bsum16[i] = int16_t(a.xsum[i]);
+  }
   if (T >= kBatchedFrom && quantBatchAvailable()) quantBatchPrepare(k, a, cols, T);
 }
 
@@ -412,6 +416,7 @@ void quantRows(int type, const uint8_t* w, const float* x, float* out, int rows,
     quantRowsBatched(type, w, out, rows, cols, T, r0, r1);
     return;
   }
+  if (T < kBatchedFrom && quantDecodeK(type, w, a, out, rows, cols, T, r0, r1)) return;
   for (int r = r0; r < r1; r++) {
     const uint8_t* row = w + size_t(r) * rb;
     for (int t = 0; t < T; t++) {

@@ -11,7 +11,14 @@ struct QuantActs {
   std::vector<int8_t> xs;
   std::vector<float> xd;
   std::vector<int32_t> xsum;
+  std::vector<int16_t> bsum16;  // Q8_K only: Σq per 16 as i16 (|Σ| ≤ 16·127), for the decode kernels
 };
+
+/**
+ * Rows [r0, r1) of out[T, rows] for Q4_K, Q5_K and Q6_K with T below kBatchedFrom, 8 rows per
+ * pass (quant-decode-k.cc); false for other types (and builds without AVX2).
+ */
+bool quantDecodeK(int type, const uint8_t* w, const QuantActs& a, float* out, int rows, int cols, int T, int r0, int r1);
 
 /** Regroup this thread's activations for quantRowsBatched (called by quantPrepare, T >= 8). */
 void quantBatchPrepare(bool kQuant, const QuantActs& a, int cols, int T);
