@@ -27,12 +27,17 @@ namespace {
 thread_local std::vector<uint8_t> tlXu;    // [group][block][dword][16][4]
 thread_local std::vector<float> tlDx;      // [group][block][16]
 thread_local std::vector<int32_t> tlSum;   // [group][block][sums per block][16]: Σq per 16 (K) or per 32 (legacy)
+// K only, for the mins term through vpdpwssd: [group][block][pair][16] i32 lanes holding two
+// i16 activation sums (low, high): Σq per 16 of sub-blocks 2j, 2j + 1 (8 pairs), and Σq per 32
+// of sub-blocks 2j, 2j + 1 (4 pairs). |Σ| ≤ 32·127 fits i16.
+thread_local std::vector<int32_t> tlPair16, tlPair32;
 thread_local int tlSumsPerBlock = 0;
 
 // One block unpacked: signed weights as the integer dot uses them, sub-block scales and mins.
 struct Unpacked {
   alignas(64) int8_t w[256];
   int32_t sc[16], mn[16], wsum[16];
+  int32_t mnPair[8];  // mins of sub-blocks 2j (low i16) and 2j + 1 (high i16)
   float d, dmin;
 };
 
@@ -141,6 +146,20 @@ int unpack(int type, const uint8_t* blk, Unpacked& u) {
   return subLen;
 }
 
+// −128·Σw per sub-block (the u8 offset of the activations, taken back out; exact) and the
+// mins in pairs. Σw through sad on w + 128 (the sign bit flipped).
+void finish(Unpacked& u, int subLen, int nsub) {
+  const __m128i flip = _mm_set1_epi8(char(0x80));
+  for (int s = 0; s < nsub; s++) {
+    __m128i acc = _mm_setzero_si128();
+    for (int o = 0; o < subLen; o += 16)
+      acc = _mm_add_epi64(acc, _mm_sad_epu8(_mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(u.w + s * subLen + o)), flip), _mm_setzero_si128()));
+    const int biased = int(_mm_cvtsi128_si64(acc) + _mm_extract_epi64(acc, 1));
+    u.wsum[s] = -128 * (biased - 128 * subLen);
+  }
+  for (int j = 0; j < nsub / 2; j++) u.mnPair[j] = int32_t(uint32_t(u.mn[2 * j] & 0xffff) | (uint32_t(u.mn[2 * j + 1]) << 16));
+}
+
 int blockBytes(int type) { return int(quantRowBytes(type, type >= kTypeQ2_K && type <= kTypeQ6_K ? 256 : 32)); }
 
 }  // namespace
@@ -153,6 +172,7 @@ void quantBatchPrepare(bool kQuant, const QuantActs& a, int cols, int T) {
   tlXu.assign(size_t(groups) * nb * dw * 64, 128);
   tlDx.assign(size_t(groups) * nb * 16, 0.0f);
   tlSum.assign(size_t(groups) * nb * sums * 16, 0);
+  if (kQuant) tlPair16.assign(size_t(groups) * nb * 8 * 16, 0), tlPair32.assign(size_t(groups) * nb * 4 * 16, 0);
   for (int t = 0; t < T; t++) {
     const int g = t / 16, lane = t % 16;
     const int8_t* q = a.xs.data() + size_t(t) * cols;
@@ -161,17 +181,27 @@ void quantBatchPrepare(bool kQuant, const QuantActs& a, int cols, int T) {
       for (int k = 0; k < dw; k++)
         for (int e = 0; e < 4; e++) dst[size_t(k) * 64 + e] = uint8_t(q[b * be + k * 4 + e] + 128);
       tlDx[(size_t(g) * nb + b) * 16 + lane] = a.xd[size_t(t) * nb + b];
-      for (int s = 0; s < sums; s++) tlSum[((size_t(g) * nb + b) * sums + s) * 16 + lane] = a.xsum[(size_t(t) * nb + b) * sums + s];
+      const int32_t* xsum = a.xsum.data() + (size_t(t) * nb + b) * sums;
+      for (int s = 0; s < sums; s++) tlSum[((size_t(g) * nb + b) * sums + s) * 16 + lane] = xsum[s];
+      if (!kQuant) continue;
+      for (int j = 0; j < 8; j++)
+        tlPair16[((size_t(g) * nb + b) * 8 + j) * 16 + lane] = int32_t(uint32_t(xsum[2 * j] & 0xffff) | (uint32_t(xsum[2 * j + 1]) << 16));
+      for (int j = 0; j < 4; j++) {
+        const int lo = xsum[4 * j] + xsum[4 * j + 1], hi = xsum[4 * j + 2] + xsum[4 * j + 3];
+        tlPair32[((size_t(g) * nb + b) * 4 + j) * 16 + lane] = int32_t(uint32_t(lo & 0xffff) | (uint32_t(hi) << 16));
+      }
     }
   }
 }
 
+namespace {
+
 // Rows are taken kRows at a time, so each activation vector loaded from L2 feeds kRows
 // independent vpdpbusd chains (one load per kRows multiply-adds; rows past r1 repeat the last
-// row and are dropped).
-constexpr int kRows = 4;
-
-void quantRowsBatched(int type, const uint8_t* w, float* out, int rows, int cols, int T, int r0, int r1) {
+// row and are dropped): 8 for the K-quants, 4 for the legacy types, whose unpacked tile of
+// 32-blocks would otherwise outgrow L1.
+template <int kRows>
+void rowsBatched(int type, const uint8_t* w, float* out, int rows, int cols, int T, int r0, int r1) {
   const bool kQuant = type >= kTypeQ2_K && type <= kTypeQ6_K;
   const bool withMin = type == kTypeQ2_K || type == kTypeQ4_K || type == kTypeQ5_K;
   const bool legacyMin = type == kTypeQ4_1 || type == kTypeQ5_1;
@@ -186,12 +216,7 @@ void quantRowsBatched(int type, const uint8_t* w, float* out, int rows, int cols
       for (int b = 0; b < nb; b++) {
         Unpacked& u = tile[size_t(b) * kRows + i];
         subLen = unpack(type, w + size_t(rr) * nb * bb + size_t(b) * bb, u);
-        // −128·Σw per sub-block: the u8 offset of the activations, taken back out (exact).
-        for (int s = 0; s < be / subLen; s++) {
-          int sum = 0;
-          for (int e = 0; e < subLen; e++) sum += u.w[s * subLen + e];
-          u.wsum[s] = -128 * sum;
-        }
+        finish(u, subLen, be / subLen);
       }
     }
     const int nsub = be / subLen, dwSub = subLen / 4;
@@ -215,15 +240,15 @@ void quantRowsBatched(int type, const uint8_t* w, float* out, int rows, int cols
               t[i] = _mm512_dpbusd_epi32(t[i], x, _mm512_set1_epi32(wk));
             }
           }
-          __m512i bs = _mm512_setzero_si512();
-          if (withMin) {
-            // Σqx of the sub-block from the per-16 sums (one or two of them).
-            bs = _mm512_loadu_si512(sb + size_t(s * subLen / 16) * 16);
-            if (subLen == 32) bs = _mm512_add_epi32(bs, _mm512_loadu_si512(sb + size_t(s * 2 + 1) * 16));
-          }
-          for (int i = 0; i < kRows; i++) {
+          for (int i = 0; i < kRows; i++)
             sumi[i] = kQuant ? _mm512_add_epi32(sumi[i], _mm512_mullo_epi32(t[i], _mm512_set1_epi32(u[i].sc[s]))) : t[i];
-            if (withMin) summ[i] = _mm512_add_epi32(summ[i], _mm512_mullo_epi32(bs, _mm512_set1_epi32(u[i].mn[s])));
+        }
+        if (withMin) {
+          // Σ mn·Σqx over the sub-blocks, two per vpdpwssd (activation sums and mins in i16 pairs).
+          const int32_t* pairs = (subLen == 32 ? tlPair32.data() + (size_t(g) * nb + b) * 4 * 16 : tlPair16.data() + (size_t(g) * nb + b) * 8 * 16);
+          for (int j = 0; j < nsub / 2; j++) {
+            const __m512i bs = _mm512_loadu_si512(pairs + size_t(j) * 16);
+            for (int i = 0; i < kRows; i++) summ[i] = _mm512_dpwssd_epi32(summ[i], bs, _mm512_set1_epi32(u[i].mnPair[j]));
           }
         }
         const __m512 dx = _mm512_loadu_ps(tlDx.data() + (size_t(g) * nb + b) * 16);
@@ -248,6 +273,13 @@ void quantRowsBatched(int type, const uint8_t* w, float* out, int rows, int cols
       }
     }
   }
+}
+
+}  // namespace
+
+void quantRowsBatched(int type, const uint8_t* w, float* out, int rows, int cols, int T, int r0, int r1) {
+  if (type >= kTypeQ2_K && type <= kTypeQ6_K) rowsBatched<8>(type, w, out, rows, cols, T, r0, r1);
+  else rowsBatched<4>(type, w, out, rows, cols, T, r0, r1);
 }
 
 #else
