@@ -38,7 +38,7 @@ thread_local int tlSumsPerBlock = 0;
 // One block unpacked: signed weights as the integer dot uses them, sub-block scales and mins.
 struct Unpacked {
   alignas(64) int8_t w[256];
-  int32_t sc[16], mn[16], wsum[16];
+  int32_t sc[16], mn[16];
   int32_t mnPair[8], scPair[8];  // mins / scales of sub-blocks 2j (low i16) and 2j + 1 (high i16)
   int off;                       // the type's quant offset: weight = q − off
   float d, dmin;
