@@ -92,10 +92,13 @@ void quantizeRowQ8K(const float* x, int8_t* qs, float* d, int32_t* bsums, int co
       for (int s = 0; s < 16; s++) bsums[b * 16 + s] = 0;
       continue;
     }
+    // The first element whose magnitude is amax (8 at a time; there is one, amax came from it).
     float max = 0;
-    for (int j = 0; j < 256; j++) {
-      if ((src[j] < 0 ? -src[j] : src[j]) == amax) {
-        max = src[j];
+    const __m256 va = _mm256_set1_ps(amax);
+    for (int j = 0; j < 256; j += 8) {
+      const int hit = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_and_ps(_mm256_loadu_ps(src + j), absMask), va, _CMP_EQ_OQ));
+      if (hit) {
+        max = src[j + __builtin_ctz(unsigned(hit))];
         break;
       }
     }
