@@ -207,7 +207,10 @@ void rowsBatched(int type, const uint8_t* w, float* out, int rows, int cols, int
   const bool legacyMin = type == kTypeQ4_1 || type == kTypeQ5_1;
   const int be = kQuant ? 256 : 32, nb = cols / be, dw = be / 4, bb = blockBytes(type);
   const int groups = (T + 15) / 16, sums = tlSumsPerBlock;
-  std::vector<Unpacked> tile(static_cast<size_t>(nb) * kRows);
+  // This thread's unpacked rows, kept between calls (no allocation or zeroing per share).
+  static thread_local std::vector<Unpacked> tileBuf;
+  if (tileBuf.size() < size_t(nb) * kRows) tileBuf.resize(size_t(nb) * kRows);
+  Unpacked* tile = tileBuf.data();
   int subLen = 32;
   for (int r = r0; r < r1; r += kRows) {
     const int nr = r1 - r < kRows ? r1 - r : kRows;
@@ -224,7 +227,7 @@ void rowsBatched(int type, const uint8_t* w, float* out, int rows, int cols, int
       __m512 acc[kRows];
       for (int i = 0; i < kRows; i++) acc[i] = _mm512_setzero_ps();
       for (int b = 0; b < nb; b++) {
-        const Unpacked* u = tile.data() + size_t(b) * kRows;
+        const Unpacked* u = tile + size_t(b) * kRows;
         const int8_t* xb = tlXu.data() + ((size_t(g) * nb + b) * dw) * 64;
         const int32_t* sb = tlSum.data() + (size_t(g) * nb + b) * sums * 16;
         __m512i sumi[kRows], summ[kRows];
