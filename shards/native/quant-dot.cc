@@ -313,24 +313,6 @@ float dotK(const uint8_t* row, const int8_t* xs, const float* xd, const int32_t*
 
 // ---- legacy 32-blocks: one row against one token's Q8_0 activations -----------------------
 
-// The block's 32 quants as u8 (0..31, before the offset): low nibbles are elements 0..15, high
-// nibbles 16..31; Q5's 32-bit qh gives bit 4 of element j from bit j.
-template <int QsAt, bool Five>
-inline __m256i unpackLegacy(const uint8_t* blk) {
-  const __m128i t = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + QsAt));
-  __m256i q = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(t, 4), t), _mm256_set1_epi8(0x0f));
-  if (Five) {
-    uint32_t qh;
-    std::memcpy(&qh, blk + QsAt - 4, 4);
-    const __m256i spread = _mm256_shuffle_epi8(_mm256_set1_epi32(int(qh)),
-                                               _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0));
-    const __m256i bit = _mm256_set1_epi64x(int64_t(0x8040201008040201));
-    const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
-    q = _mm256_or_si256(q, _mm256_and_si256(set, _mm256_set1_epi8(0x10)));
-  }
-  return q;
-}
-
 // One row: blocks 8 at a time (reduce8, 8-wide float terms), the terms then summed in block
 // order. isum = Σ u8·qx − Offset·Σqx; legacy with min adds m · (dx · Σqx).
 template <int Bytes, int QsAt, int Offset, bool Five, bool Min>
@@ -442,7 +424,7 @@ void quantRows(int type, const uint8_t* w, const float* x, float* out, int rows,
     quantRowsBatched(type, w, out, rows, cols, T, r0, r1);
     return;
   }
-  if (T < kBatchedFrom && quantDecodeK(type, w, a, out, rows, cols, T, r0, r1)) return;
+  if (T < kBatchedFrom && quantDecode8(type, w, a, out, rows, cols, T, r0, r1)) return;
   for (int r = r0; r < r1; r++) {
     const uint8_t* row = w + size_t(r) * rb;
     for (int t = 0; t < T; t++) {

@@ -1,7 +1,7 @@
-// Decode-sized (T < kBatchedFrom) matmuls for Q4_K, Q5_K and Q6_K, 8 rows per pass over the
-// activations, with the canonical arithmetic of shards/kernels-ref-exact-quant.ts (the same bits
+// Decode-sized (T < kBatchedFrom) matmuls for Q4_K, Q5_K, Q6_K and the legacy Q4_0, Q4_1, Q5_0,
+// Q5_1, 8 rows per pass over the activations, with the canonical arithmetic of shards/kernels-ref-exact-quant.ts (the same bits
 // as quant-dot.cc's one-row kernels and the WebAssembly ones):
-// - Inside a super-block every sum is an exact integer (6-bit or smaller u8 quants times s8
+// - Inside a block every sum is an exact integer (6-bit or smaller u8 quants times s8
 //   Q8_K activations, per 4 through vpdpbusd or maddubs+madd, then sub-block scales through
 //   vpdpwssd/madd), so the SIMD grouping does not change it.
 // - The per-block float steps (dx·d, dx·dmin, their products with the integer sums, the
@@ -202,19 +202,65 @@ void rowsK(const uint8_t* w, const QuantActs& a, float* out, int rows, int cols,
   }
 }
 
+// Legacy 32-blocks against Q8_0 activations: isum = Σ u8·qx − Offset·Σqx, then per block
+// main = isum·(d·dx), plus m·(dx·Σqx) for the types with a min (quant-dot.cc dotLegacy's steps).
+template <int Bytes, int QsAt, int Offset, bool Five, bool Min>
+void rowsLegacy(const uint8_t* w, const QuantActs& a, float* out, int rows, int cols, int T, int r0, int r1) {
+  const int nb = cols / 32;
+  const size_t rb = size_t(nb) * Bytes;
+  for (int r = r0; r < r1; r += 8) {
+    const int nr = r1 - r < 8 ? r1 - r : 8;
+    const uint8_t* wr[8];
+    alignas(32) int32_t offs[8];
+    for (int i = 0; i < 8; i++) {
+      wr[i] = w + size_t(r + (i < nr ? i : 0)) * rb;
+      offs[i] = int32_t((i < nr ? i : 0) * rb);
+    }
+    const __m256i dIdx = _mm256_load_si256(reinterpret_cast<const __m256i*>(offs));
+    const char* ahead = reinterpret_cast<const char*>(w + size_t(r + 16) * rb);
+    for (int t = 0; t < T; t++) {
+      const int8_t* xs = a.xs.data() + size_t(t) * cols;
+      const float* xd = a.xd.data() + size_t(t) * nb;
+      const int32_t* xsum = a.xsum.data() + size_t(t) * nb;
+      __m256 acc = _mm256_setzero_ps();
+      for (int b = 0; b < nb; b++) {
+        if (t == 0) prefetchTile<Bytes>(ahead, b);
+        const __m256i x = load(xs + size_t(b) * 32);
+        __m256i p[8];
+        for (int i = 0; i < 8; i++) p[i] = dotU8(unpackLegacy<QsAt, Five>(wr[i] + size_t(b) * Bytes), x);
+        __m256i isum = reduce8(p);
+        if (Offset) isum = _mm256_sub_epi32(isum, _mm256_set1_epi32(Offset * xsum[b]));
+        const __m256 dx = _mm256_set1_ps(xd[b]);
+        const __m256i dm = _mm256_i32gather_epi32(reinterpret_cast<const int*>(wr[0] + size_t(b) * Bytes), dIdx, 1);
+        __m256 term = _mm256_mul_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(half8(dm), dx));
+        if (Min) term = _mm256_add_ps(term, _mm256_mul_ps(half8(_mm256_srli_epi32(dm, 16)), _mm256_mul_ps(dx, _mm256_set1_ps(float(xsum[b])))));
+        acc = _mm256_add_ps(acc, term);
+      }
+      alignas(32) float lanes[8];
+      _mm256_store_ps(lanes, acc);
+      for (int i = 0; i < nr; i++) out[size_t(t) * rows + r + i] = lanes[i];
+    }
+  }
+}
+
 }  // namespace
 
-bool quantDecodeK(int type, const uint8_t* w, const QuantActs& a, float* out, int rows, int cols, int T, int r0, int r1) {
+bool quantDecode8(int type, const uint8_t* w, const QuantActs& a, float* out, int rows, int cols, int T, int r0, int r1) {
   switch (type) {
     case kTypeQ4_K: rowsK<kTypeQ4_K>(w, a, out, rows, cols, T, r0, r1); return true;
     case kTypeQ5_K: rowsK<kTypeQ5_K>(w, a, out, rows, cols, T, r0, r1); return true;
     case kTypeQ6_K: rowsK<kTypeQ6_K>(w, a, out, rows, cols, T, r0, r1); return true;
+    // Bytes, qs offset, quant offset, 5-bit, min: ggml-common.h block_q4_0 … block_q5_1.
+    case kTypeQ4_0: rowsLegacy<18, 2, 8, false, false>(w, a, out, rows, cols, T, r0, r1); return true;
+    case kTypeQ4_1: rowsLegacy<20, 4, 0, false, true>(w, a, out, rows, cols, T, r0, r1); return true;
+    case kTypeQ5_0: rowsLegacy<22, 6, 16, true, false>(w, a, out, rows, cols, T, r0, r1); return true;
+    case kTypeQ5_1: rowsLegacy<24, 8, 0, true, true>(w, a, out, rows, cols, T, r0, r1); return true;
     default: return false;
   }
 }
 
 #else
-bool quantDecodeK(int, const uint8_t*, const QuantActs&, float*, int, int, int, int, int) { return false; }
+bool quantDecode8(int, const uint8_t*, const QuantActs&, float*, int, int, int, int, int) { return false; }
 #endif
 
 }  // namespace ls
