@@ -7,6 +7,10 @@
 //   maddubs/vpdpbusd, pairs far below 2^15; sub-block scales through madd/vpdpwssd), so SIMD
 //   order does not matter; the few float steps per block then run in block order per
 //   (row, token), one row per chain. Results do not depend on how rows are split over threads.
+// This file quantises the activations and dispatches: batched kernels (quant-batch.cc) from
+// kBatchedFrom tokens on, 8-row kernels (quant-decode.cc) for Q4_0–Q5_1 and Q4_K–Q6_K below it
+// (or for every T when the batched ones are not built), and its own one-row kernels for Q2_K,
+// Q3_K and BF16.
 // Built with -ffp-contract=off (build.mjs): no FMA, each float product and sum rounds alone.
 #include "quant-dot.h"
 
