@@ -3,6 +3,7 @@
  * Add a benchmark by adding its module to BENCHES (a module exports main(argv)).
  */
 import { availableParallelism } from 'node:os'
+import { isQuantDType } from '../shards/quant-blocks.js'
 
 type BenchMain = (argv: string[]) => Promise<void>
 
@@ -19,6 +20,17 @@ const BENCHES: Record<string, () => Promise<BenchMain>> = {
   discovery: async () => (await import('./discovery.js')).main,
   'node-memory': async () => (await import('./node-memory.js')).main,
   kernels: async () => async (argv) => {
+    const types = argv.indexOf('--types')
+    if (types >= 0) {
+      // Block types: CPU ns per super-block on one thread (bench/kernels-quant.ts).
+      const { runQuantKernelBench } = await import('./kernels-quant.js')
+      const list = (argv[types + 1] ?? '').split(',').filter((t) => t !== '')
+      const bad = list.find((t) => !isQuantDType(t))
+      if (list.length === 0 || bad !== undefined) throw new Error(`--types: not a block type: ${bad ?? '(none)'}`)
+      const opts = { types: list.filter(isQuantDType), quick: argv.includes('--quick'), wasm: argv.includes('--wasm') }
+      console.log(JSON.stringify(runQuantKernelBench(opts), null, 2))
+      return
+    }
     const { runKernelBench } = await import('./kernels.js')
     console.log(JSON.stringify(runKernelBench({ quick: argv.includes('--quick') }), null, 2))
   },

@@ -49,6 +49,7 @@ try {
     join(here, 'attention.cc'),
     join(here, 'quant-dot.cc'),
     join(here, 'quant-batch.cc'),
+    join(here, 'quant-decode.cc'),
     '-o',
     out
   ]

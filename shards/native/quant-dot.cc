@@ -7,6 +7,10 @@
 //   maddubs/vpdpbusd, pairs far below 2^15; sub-block scales through madd/vpdpwssd), so SIMD
 //   order does not matter; the few float steps per block then run in block order per
 //   (row, token), one row per chain. Results do not depend on how rows are split over threads.
+// This file quantises the activations and dispatches: batched kernels (quant-batch.cc) from
+// kBatchedFrom tokens on, 8-row kernels (quant-decode.cc) for Q4_0–Q5_1 and Q4_K–Q6_K below it
+// (or for every T when the batched ones are not built), and its own one-row kernels for Q2_K,
+// Q3_K and BF16.
 // Built with -ffp-contract=off (build.mjs): no FMA, each float product and sum rounds alone.
 #include "quant-dot.h"
 
@@ -71,14 +75,20 @@ inline int nearestInt(float v) {
   return (i & 0x007fffff) - 0x00400000;
 }
 
+// ggml quantize_row_q8_K_ref, 8 lanes at a time with the same float operations: amax over |x|
+// (NaN never compares greater, so vector max keeps the running value over a NaN, as the scalar
+// loop skips it), the first element of largest magnitude gives the sign, q = min(127,
+// nearestInt(iscale·x)).
 void quantizeRowQ8K(const float* x, int8_t* qs, float* d, int32_t* bsums, int cols) {
+  const __m256 absMask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
   for (int b = 0; b < cols / 256; b++) {
     const float* src = x + b * 256;
-    float amax = 0, max = 0;
-    for (int j = 0; j < 256; j++) {
-      const float ax = src[j] < 0 ? -src[j] : src[j];
-      if (ax > amax) amax = ax, max = src[j];
-    }
+    __m256 vmax = _mm256_setzero_ps();
+    for (int j = 0; j < 256; j += 8) vmax = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(src + j), absMask), vmax);
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(vmax), _mm256_extractf128_ps(vmax, 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    m4 = _mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1));
+    const float amax = _mm_cvtss_f32(m4);
     int8_t* q = qs + b * 256;
     if (amax == 0) {
       std::memset(q, 0, 256);
@@ -86,25 +96,38 @@ void quantizeRowQ8K(const float* x, int8_t* qs, float* d, int32_t* bsums, int co
       for (int s = 0; s < 16; s++) bsums[b * 16 + s] = 0;
       continue;
     }
-    const float iscale = -127.f / max;
-    for (int j = 0; j < 256; j++) {
-      const int v = nearestInt(iscale * src[j]);
-      q[j] = int8_t(v < 127 ? v : 127);
+    // The first element whose magnitude is amax (8 at a time; there is one, amax came from it).
+    float max = 0;
+    const __m256 va = _mm256_set1_ps(amax);
+    for (int j = 0; j < 256; j += 8) {
+      const int hit = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_and_ps(_mm256_loadu_ps(src + j), absMask), va, _CMP_EQ_OQ));
+      if (hit) {
+        max = src[j + __builtin_ctz(unsigned(hit))];
+        break;
+      }
     }
-    for (int s = 0; s < 16; s++) {
-      int sum = 0;
-      for (int i = 0; i < 16; i++) sum += q[s * 16 + i];
-      bsums[b * 16 + s] = sum;
+    const float iscale = -127.f / max;
+    const __m256 vs = _mm256_set1_ps(iscale), magic = _mm256_set1_ps(12582912.f);
+    for (int j = 0; j < 256; j += 32) {
+      __m256i v[4];
+      for (int i = 0; i < 4; i++) {
+        const __m256i bits = _mm256_castps_si256(_mm256_add_ps(_mm256_mul_ps(vs, _mm256_loadu_ps(src + j + 8 * i)), magic));
+        v[i] = _mm256_min_epi32(_mm256_sub_epi32(_mm256_and_si256(bits, _mm256_set1_epi32(0x007fffff)), _mm256_set1_epi32(0x00400000)),
+                                _mm256_set1_epi32(127));
+      }
+      // packs interleave 128-bit halves: lanes come out as 0 4 1 5 2 6 3 7 in dwords; undo it.
+      const __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(v[0], v[1]), _mm256_packs_epi32(v[2], v[3]));
+      const __m256i qv = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + j), qv);
+      // Σq per 16: the two halves of the 32 just stored.
+      const __m256i w = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), qv), _mm256_set1_epi16(1));
+      const __m256i hw = _mm256_hadd_epi32(w, w);
+      const __m128i h = _mm256_castsi256_si128(hw), hh = _mm256_extracti128_si256(hw, 1);
+      bsums[b * 16 + j / 16] = _mm_cvtsi128_si32(h) + _mm_extract_epi32(h, 1);
+      bsums[b * 16 + j / 16 + 1] = _mm_cvtsi128_si32(hh) + _mm_extract_epi32(hh, 1);
     }
     d[b] = 1 / iscale;
   }
-}
-
-inline int hsum8(__m256i v) {
-  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
-  return _mm_cvtsi128_si32(s);
 }
 
 inline __m256i srl16(__m256i v, int n) { return _mm256_srl_epi16(v, _mm_cvtsi32_si128(n)); }
@@ -158,59 +181,6 @@ inline __m256i reduce8(const __m256i* p) {
 }
 
 inline __m256i load(const void* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
-
-// Q4_K (Five = false) and Q5_K: 8 sub-blocks of 32, 6-bit scales and mins (get_scale_min_k4,
-// taken 4 bytes at a time: scales 0..3 and mins 0..3 are the low 6 bits of bytes 0..3 / 4..7;
-// 4..7 take their low nibble from bytes 8..11 and the top 2 bits from bytes 0..3 / 4..7).
-template <bool Five>
-inline void blockQ45K(const uint8_t* blk, const int8_t* x, const int32_t* bs, __m256i& p, __m256i& m) {
-  uint32_t u[3];
-  std::memcpy(u, blk + 4, 12);
-  const __m128i sm = _mm_setr_epi32(int(u[0] & 0x3f3f3f3f), int((u[2] & 0x0f0f0f0f) | (((u[0] >> 6) & 0x03030303) << 4)),
-                                    int(u[1] & 0x3f3f3f3f), int(((u[2] >> 4) & 0x0f0f0f0f) | (((u[1] >> 6) & 0x03030303) << 4)));
-  // The 8 scales as i16 in both 128-bit halves; scale k is broadcast by one byte shuffle.
-  const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm));
-  const __m256i m4 = _mm256_set1_epi8(0x0f), one = _mm256_set1_epi8(1);
-  const uint8_t* qs = blk + (Five ? 48 : 16);
-  const __m256i hb = Five ? load(blk + 16) : _mm256_setzero_si256();
-  __m256i acc = _mm256_setzero_si256();
-  for (int k = 0; k < 4; k++) {
-    const __m256i qv = load(qs + 32 * k);
-    __m256i lo = _mm256_and_si256(qv, m4), hi = _mm256_and_si256(srl16(qv, 4), m4);
-    if (Five) {
-      lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(srl16(hb, 2 * k), one), 4));
-      hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(srl16(hb, 2 * k + 1), one), 4));
-    }
-    const __m256i s0 = _mm256_shuffle_epi8(sc16, _mm256_set1_epi16(short(0x0100 * (4 * k + 1) + 4 * k)));
-    const __m256i s1 = _mm256_shuffle_epi8(sc16, _mm256_set1_epi16(short(0x0100 * (4 * k + 3) + 4 * k + 2)));
-    acc = dotScaled(acc, lo, load(x + 64 * k), s0);
-    acc = dotScaled(acc, hi, load(x + 64 * k + 32), s1);
-  }
-  p = acc;
-  // Σqx per 32 from the per-16 sums, times the 8 mins.
-  const __m256i b16 = load(bs), b16hi = load(bs + 8);
-  const __m256i pairs = _mm256_permute4x64_epi64(_mm256_hadd_epi32(b16, b16hi), 0xd8);
-  m = _mm256_mullo_epi32(_mm256_cvtepu8_epi32(_mm_srli_si128(sm, 8)), pairs);
-}
-
-// Q6_K: 16 sub-blocks of 16, int8 scales, quants 0..63 offset by −32 (32·Σ sc·Σqx subtracted).
-inline void blockQ6K(const uint8_t* blk, const int8_t* x, const int32_t* bs, __m256i& p, __m256i&) {
-  const __m256i m4 = _mm256_set1_epi8(0x0f), m2 = _mm256_set1_epi8(3);
-  const int8_t* sc = reinterpret_cast<const int8_t*>(blk + 192);
-  __m256i acc = _mm256_setzero_si256();
-  for (int n = 0; n < 2; n++) {
-    const __m256i a = load(blk + 64 * n), c = load(blk + 64 * n + 32), h = load(blk + 128 + 32 * n);
-    const __m256i q[4] = {_mm256_or_si256(_mm256_and_si256(a, m4), _mm256_slli_epi16(_mm256_and_si256(h, m2), 4)),
-                          _mm256_or_si256(_mm256_and_si256(c, m4), _mm256_slli_epi16(_mm256_and_si256(srl16(h, 2), m2), 4)),
-                          _mm256_or_si256(_mm256_and_si256(srl16(a, 4), m4), _mm256_slli_epi16(_mm256_and_si256(srl16(h, 4), m2), 4)),
-                          _mm256_or_si256(_mm256_and_si256(srl16(c, 4), m4), _mm256_slli_epi16(_mm256_and_si256(srl16(h, 6), m2), 4))};
-    for (int k = 0; k < 4; k++) acc = dotScaled(acc, q[k], load(x + 128 * n + 32 * k), pair16(sc[8 * n + 2 * k], sc[8 * n + 2 * k + 1]));
-  }
-  const __m128i s16 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(sc));
-  const __m256i corr = _mm256_add_epi32(_mm256_mullo_epi32(_mm256_cvtepi8_epi32(s16), load(bs)),
-                                        _mm256_mullo_epi32(_mm256_cvtepi8_epi32(_mm_srli_si128(s16, 8)), load(bs + 8)));
-  p = _mm256_sub_epi32(acc, _mm256_slli_epi32(corr, 5));
-}
 
 // Q3_K: 16 sub-blocks of 16, 6-bit scales − 32, quants 2 low bits + high bit (hmask), value
 // low − 4·(1 − high), taken here as (low + 4·high) − 4.
@@ -285,61 +255,6 @@ float dotK(const uint8_t* row, const int8_t* xs, const float* xd, const int32_t*
   return sumf;
 }
 
-// ---- legacy 32-blocks: one row against one token's Q8_0 activations -----------------------
-
-// The block's 32 quants as u8 (0..31, before the offset): low nibbles are elements 0..15, high
-// nibbles 16..31; Q5's 32-bit qh gives bit 4 of element j from bit j.
-template <int QsAt, bool Five>
-inline __m256i unpackLegacy(const uint8_t* blk) {
-  const __m128i t = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + QsAt));
-  __m256i q = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(t, 4), t), _mm256_set1_epi8(0x0f));
-  if (Five) {
-    uint32_t qh;
-    std::memcpy(&qh, blk + QsAt - 4, 4);
-    const __m256i spread = _mm256_shuffle_epi8(_mm256_set1_epi32(int(qh)),
-                                               _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0));
-    const __m256i bit = _mm256_set1_epi64x(int64_t(0x8040201008040201));
-    const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
-    q = _mm256_or_si256(q, _mm256_and_si256(set, _mm256_set1_epi8(0x10)));
-  }
-  return q;
-}
-
-// One row: blocks 8 at a time (reduce8, 8-wide float terms), the terms then summed in block
-// order. isum = Σ u8·qx − Offset·Σqx; legacy with min adds m · (dx · Σqx).
-template <int Bytes, int QsAt, int Offset, bool Five, bool Min>
-float dotLegacy(const uint8_t* row, const int8_t* xs, const float* xd, const int32_t* xsum, int nb) {
-  float sumf = 0;
-  const __m256i idx = _mm256_setr_epi32(0, Bytes, 2 * Bytes, 3 * Bytes, 4 * Bytes, 5 * Bytes, 6 * Bytes, 7 * Bytes);
-  int b = 0;
-  for (; b + 8 <= nb; b += 8) {
-    __m256i p[8];
-    const uint8_t* blk = row + size_t(b) * Bytes;
-    for (int i = 0; i < 8; i++) p[i] = dotU8(unpackLegacy<QsAt, Five>(blk + i * Bytes), load(xs + size_t(b + i) * 32));
-    const __m256i sx = load(xsum + b);
-    __m256i isum = reduce8(p);
-    if (Offset) isum = _mm256_sub_epi32(isum, _mm256_mullo_epi32(sx, _mm256_set1_epi32(Offset)));
-    const __m256 dx = _mm256_loadu_ps(xd + b);
-    const __m256i dm = _mm256_i32gather_epi32(reinterpret_cast<const int*>(blk), idx, 1);
-    __m256 term = _mm256_mul_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(half8(dm), dx));
-    if (Min) term = _mm256_add_ps(term, _mm256_mul_ps(half8(_mm256_srli_epi32(dm, 16)), _mm256_mul_ps(dx, _mm256_cvtepi32_ps(sx))));
-    alignas(32) float lanes[8];
-    _mm256_store_ps(lanes, term);
-    for (int i = 0; i < 8; i++) sumf = sumf + lanes[i];
-  }
-  for (; b < nb; b++) {
-    const uint8_t* blk = row + size_t(b) * Bytes;
-    alignas(32) uint8_t q[32];
-    _mm256_store_si256(reinterpret_cast<__m256i*>(q), unpackLegacy<QsAt, Five>(blk));
-    int isum = 0;
-    for (int i = 0; i < 32; i++) isum += (int(q[i]) - Offset) * xs[size_t(b) * 32 + i];
-    const float dx = xd[b];
-    const float main = float(isum) * (half(blk) * dx);
-    sumf = sumf + (Min ? main + half(blk + 2) * (dx * float(xsum[b])) : main);
-  }
-  return sumf;
-}
-
 // ---- BF16: f32 activations, the f32 kernels' order (4 lanes over k, then (l0+l1)+(l2+l3)) --
 
 inline __m128 bf16x4(const uint8_t* p) {
@@ -395,6 +310,10 @@ void quantPrepare(int type, const float* x, int cols, int T) {
     if (k) quantizeRowQ8K(row, xs, a.xd.data() + size_t(t) * nb, a.xsum.data() + size_t(t) * (cols / 16), cols);
     else quantizeRowQ8(row, xs, a.xd.data() + size_t(t) * nb, a.xsum.data() + size_t(t) * nb, cols, 1);
   }
+  if (k && !(T >= kBatchedFrom && quantBatchAvailable())) {
+    a.bsum16.resize(a.xsum.size());
+    for (size_t i = 0; i < a.xsum.size(); i++) a.bsum16[i] = int16_t(a.xsum[i]);
+  }
   if (T >= kBatchedFrom && quantBatchAvailable()) quantBatchPrepare(k, a, cols, T);
 }
 
@@ -412,6 +331,8 @@ void quantRows(int type, const uint8_t* w, const float* x, float* out, int rows,
     quantRowsBatched(type, w, out, rows, cols, T, r0, r1);
     return;
   }
+  // The 8-row kernels for every T when no batched kernels were built.
+  if (quantDecode8(type, w, a, out, rows, cols, T, r0, r1)) return;
   for (int r = r0; r < r1; r++) {
     const uint8_t* row = w + size_t(r) * rb;
     for (int t = 0; t < T; t++) {
@@ -420,15 +341,8 @@ void quantRows(int type, const uint8_t* w, const float* x, float* out, int rows,
       const int32_t* bs = a.xsum.data() + size_t(t) * sumStride;
       float v;
       switch (type) {
-        case kTypeQ4_K: v = dotK<blockQ45K<false>, 144, 0, 2>(row, xs, xd, bs, nb); break;
-        case kTypeQ5_K: v = dotK<blockQ45K<true>, 176, 0, 2>(row, xs, xd, bs, nb); break;
-        case kTypeQ6_K: v = dotK<blockQ6K, 210, 208, -1>(row, xs, xd, bs, nb); break;
         case kTypeQ3_K: v = dotK<blockQ3K, 110, 108, -1>(row, xs, xd, bs, nb); break;
-        case kTypeQ2_K: v = dotK<blockQ2K, 84, 80, 82>(row, xs, xd, bs, nb); break;
-        case kTypeQ4_0: v = dotLegacy<18, 2, 8, false, false>(row, xs, xd, bs, nb); break;
-        case kTypeQ4_1: v = dotLegacy<20, 4, 0, false, true>(row, xs, xd, bs, nb); break;
-        case kTypeQ5_0: v = dotLegacy<22, 6, 16, true, false>(row, xs, xd, bs, nb); break;
-        default: v = dotLegacy<24, 8, 0, true, true>(row, xs, xd, bs, nb); break;
+        default: v = dotK<blockQ2K, 84, 80, 82>(row, xs, xd, bs, nb); break;  // Q2_K
       }
       out[size_t(t) * rows + r] = v;
     }
