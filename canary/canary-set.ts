@@ -96,11 +96,14 @@ export function buildCanaryTraces(options: BuildCanaryTracesOptions): CanaryTrac
   const kernels = options.kernels ?? createReferenceKernels()
   const tracer = createTracer(model, kernels, createTokenizer(model.vocabulary))
   try {
-    const traces = prompts.map((text, i) => {
-      const t = tracer.trace({ text, length: total, maxPromptTokens: maxPrompt, seed: seed * 1000 + i, levels: new Set(levels) })
-      options.onProgress?.(i + 1, prompts.length)
-      return t
-    })
+    // All canaries in lockstep (Tracer.traceAll): the same traces as one at a time, bit for bit,
+    // with each weight read once per step for all of them instead of once per canary.
+    const wanted = new Set(levels)
+    let built = 0
+    const traces = tracer.traceAll(
+      prompts.map((text, i) => ({ text, length: total, maxPromptTokens: maxPrompt, seed: seed * 1000 + i, levels: wanted })),
+      () => options.onProgress?.(++built, prompts.length)
+    )
     return { modelId: computeModelId(model), kernels: kernels.name, dim: model.config.dim, nLayers: n, traces }
   } finally {
     tracer.close()
