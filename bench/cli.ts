@@ -7,6 +7,7 @@ import { availableParallelism } from 'node:os'
 type BenchMain = (argv: string[]) => Promise<void>
 
 const BENCHES: Record<string, () => Promise<BenchMain>> = {
+  'big-swarm': async () => (await import('./big-swarm.js')).main,
   canary: async () => (await import('./canary.js')).main,
   churn: async () => (await import('./churn.js')).main,
   failover: async () => (await import('./failover.js')).main,
