@@ -20,11 +20,15 @@ import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
 import { type LocalNode, startLocalNode } from '../node/local-swarm.js'
+import { packageRoot } from '../node/paths.js'
 import { openModelFile } from '../shards/index.js'
 import { evenSpans } from './swarm.js'
 
 const MB = 2 ** 20
-const CLI = join(dirname(fileURLToPath(import.meta.url)), '..', 'node', 'cli.js')
+/** The compiled CLI, also when this module runs from source (the opt-in e2e test). */
+const CLI = import.meta.url.endsWith('.ts')
+  ? join(packageRoot(), 'dist', 'node', 'cli.js')
+  : join(dirname(fileURLToPath(import.meta.url)), '..', 'node', 'cli.js')
 
 export interface BigSwarmOptions {
   readonly model: string
