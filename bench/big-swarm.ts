@@ -60,6 +60,7 @@ export function residentBytes(pid: number): { peak: number; now: number } {
 
 interface CliRun {
   readonly code: number | null
+  readonly signal: NodeJS.Signals | null
   readonly stdout: string
   readonly stderr: string
   readonly ms: number
@@ -82,10 +83,10 @@ function runCli(args: string[], timeoutMs: number): Promise<CliRun> {
       if (p > peak) peak = p
     }, 250)
     const kill = setTimeout(() => child.kill('SIGKILL'), timeoutMs)
-    child.on('exit', (code) => {
+    child.on('exit', (code, signal) => {
       clearInterval(poll)
       clearTimeout(kill)
-      resolve({ code, stdout, stderr, ms: performance.now() - t0, peakRssBytes: peak })
+      resolve({ code, signal, stdout, stderr, ms: performance.now() - t0, peakRssBytes: peak })
     })
   })
 }
@@ -99,7 +100,9 @@ interface GenerateJson {
 function parseGenerate(run: CliRun, what: string): GenerateJson {
   const line = run.stdout.trim().split('\n').at(-1) ?? ''
   if (run.code !== 0 || !line.startsWith('{'))
-    throw new Error(`${what} exited with ${run.code} after ${Math.round(run.ms)} ms: ${run.stderr.trim().split('\n').at(-1)}`)
+    throw new Error(
+      `${what} exited with ${run.code ?? run.signal} after ${Math.round(run.ms)} ms (peak RSS ${Math.round(run.peakRssBytes / MB)} MiB): ${run.stderr.trim().split('\n').at(-1)}`
+    )
   return JSON.parse(line) as GenerateJson
 }
 
