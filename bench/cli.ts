@@ -8,6 +8,7 @@ import { isQuantDType } from '../shards/quant-blocks.js'
 type BenchMain = (argv: string[]) => Promise<void>
 
 const BENCHES: Record<string, () => Promise<BenchMain>> = {
+  'big-swarm': async () => (await import('./big-swarm.js')).main,
   canary: async () => (await import('./canary.js')).main,
   churn: async () => (await import('./churn.js')).main,
   failover: async () => (await import('./failover.js')).main,

@@ -1,5 +1,6 @@
 /**
- * `npm run bench -- node-memory --model FILE [--layers A:B] [--tokens 8]`: the
+ * `npm run bench -- node-memory --model FILE [--layers A:B] [--tokens 8] [--kv-dtype f32]
+ * [--canary-rate R]`: the
  * peak resident memory of a real node process (`node start`) serving a span, after a client
  * generated a few tokens through it (the client runs blocks outside [A, B) itself), against
  * the budget of issue #14:
@@ -30,9 +31,14 @@ export async function main(argv: string[]): Promise<void> {
     options: {
       model: { type: 'string' },
       layers: { type: 'string' },
-      tokens: { type: 'string', default: '8' }
+      tokens: { type: 'string', default: '8' },
+      'kv-dtype': { type: 'string', default: 'f32' },
+      // the client's canaries (default rate unless told; 0: none, the client then runs no whole-model canary traces)
+      'canary-rate': { type: 'string' }
     }
   })
+  const kv = values['kv-dtype']
+  if (kv !== 'f32' && kv !== 'f16' && kv !== 'q8_0') throw new Error('bench node-memory: --kv-dtype f32|f16|q8_0')
   if (!values.model)
     throw new Error('bench node-memory: --model FILE is required (an 8b-shaped Q4_K_M GGUF, see docs/performance.md)')
   const model = openModelFile(values.model)
@@ -43,7 +49,7 @@ export async function main(argv: string[]): Promise<void> {
   const node = await startLocalNode({
     model: values.model,
     layers,
-    args: ['--log-level', 'info'],
+    args: ['--log-level', 'info', '--kv-dtype', kv],
     startTimeoutMs: 600_000
   })
   try {
@@ -57,12 +63,15 @@ export async function main(argv: string[]): Promise<void> {
     const [a, b] = layers.split(':').map(Number)
     const edge = ['--edge-first', String(a), '--edge-last', String(n - b)]
     const args = [cli, 'generate', '--model', values.model, '--bootstrap', node.addrs[0], ...edge]
-    args.push('--prompt', 'Once upon a time', '--max-tokens', values.tokens, '--temperature', '0')
+    args.push('--prompt', 'Once upon a time', '--max-tokens', values.tokens, '--temperature', '0', '--json')
+    if (values['canary-rate'] !== undefined) args.push('--canary-rate', values['canary-rate'])
     const t0 = performance.now()
+    let generated: { tokens: number[]; stats?: Record<string, number> } = { tokens: [] }
     // The node's span announcement reaches a new client within a few seconds: retry until then.
     for (let attempt = 1; ; attempt++) {
       try {
-        execFileSync(process.execPath, args, { stdio: ['ignore', 'ignore', 'pipe'], timeout: 1_800_000 })
+        const out = execFileSync(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'], timeout: 3_600_000 })
+        generated = JSON.parse(out.toString().trim().split('\n').at(-1) ?? '{}')
         break
       } catch (e) {
         if (attempt >= 5 || !String((e as { stderr?: Buffer }).stderr ?? '').includes('NO_ROUTE')) throw e
@@ -81,6 +90,11 @@ export async function main(argv: string[]): Promise<void> {
           model: values.model,
           dtype,
           layers,
+          kvDType: kv,
+          canaryRate: values['canary-rate'] ?? 'default',
+          // the whole generation finished: every token the client asked for came back
+          tokensGenerated: generated.tokens.length,
+          clientStats: generated.stats,
           kernels: info.kernels,
           weightBytes,
           kvBytes,

@@ -40,7 +40,7 @@ export interface BuildCanarySetOptions {
    * so a decoy can run as long as one (default DEFAULT_CANARY_LENGTH, capped by the model context).
    */
   readonly tokensPerPrompt?: number
-  /** At most this many prompt tokens are kept (default 24), so there is a continuation. */
+  /** At most this many prompt tokens are kept (default MAX_CANARY_PROMPT_TOKENS), so there is a continuation. */
   readonly maxPromptTokens?: number
   /** Seed of the continuation sampler (temperature 1, as ordinary generation). */
   readonly seed?: number
@@ -50,6 +50,9 @@ export interface BuildCanarySetOptions {
 
 /** Positions per canary by default: the length of a client's default generation (256 tokens). */
 export const DEFAULT_CANARY_LENGTH = 256
+
+/** Prompt tokens a canary keeps at most by default, so there is a continuation. */
+export const MAX_CANARY_PROMPT_TOKENS = 24
 
 /** Canary traces of a model: every block boundary's states, for sets at any boundary. */
 export interface CanaryTraces {
@@ -82,7 +85,7 @@ export function buildCanaryTraces(options: BuildCanaryTracesOptions): CanaryTrac
     throw new CanaryArgumentError('prompts must be a non-empty list of non-empty strings')
   }
   const total = options.tokensPerPrompt ?? Math.min(DEFAULT_CANARY_LENGTH, model.config.seqLen)
-  const maxPrompt = options.maxPromptTokens ?? 24
+  const maxPrompt = options.maxPromptTokens ?? MAX_CANARY_PROMPT_TOKENS
   if (!isInt(total, 2) || total > model.config.seqLen) {
     throw new CanaryArgumentError(`tokensPerPrompt must be an integer in [2, ${model.config.seqLen}]`)
   }
@@ -96,11 +99,14 @@ export function buildCanaryTraces(options: BuildCanaryTracesOptions): CanaryTrac
   const kernels = options.kernels ?? createReferenceKernels()
   const tracer = createTracer(model, kernels, createTokenizer(model.vocabulary))
   try {
-    const traces = prompts.map((text, i) => {
-      const t = tracer.trace({ text, length: total, maxPromptTokens: maxPrompt, seed: seed * 1000 + i, levels: new Set(levels) })
-      options.onProgress?.(i + 1, prompts.length)
-      return t
-    })
+    // All canaries in lockstep (Tracer.traceAll): the same traces as one at a time, bit for bit,
+    // with each weight read once per step for all of them instead of once per canary.
+    const wanted = new Set(levels)
+    let built = 0
+    const traces = tracer.traceAll(
+      prompts.map((text, i) => ({ text, length: total, maxPromptTokens: maxPrompt, seed: seed * 1000 + i, levels: wanted })),
+      () => options.onProgress?.(++built, prompts.length)
+    )
     return { modelId: computeModelId(model), kernels: kernels.name, dim: model.config.dim, nLayers: n, traces }
   } finally {
     tracer.close()

@@ -52,6 +52,7 @@ export {
   canarySetFromTraces,
   DEFAULT_CANARY_LENGTH,
   inputFor,
+  MAX_CANARY_PROMPT_TOKENS,
   referenceFor
 } from './canary-set.js'
 export { calibrateDefault, calibrationQuantizedModels, calibrationRandomModels, defaultBenignModel } from './default-model.js'

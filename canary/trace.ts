@@ -5,6 +5,7 @@ import {
   type Edge,
   type Kernels,
   type ModelFile,
+  type Sampler,
   type Shard,
   type Tokenizer
 } from '../shards/index.js'
@@ -40,15 +41,23 @@ export interface TraceOptions {
 
 export interface Tracer {
   trace(o: TraceOptions): CanaryTrace
+  /**
+   * Several canaries generated in lockstep: each step of every canary still in progress goes
+   * through a block as one batch (Shard.forwardBatch) and the LM head as one matmul, so a weight
+   * is read once per step for all of them. Each trace equals trace(o) alone, bit for bit (a
+   * batched row is computed as that row alone: shards/batch-forward.ts). `onDone(i)` sees
+   * canary i finish.
+   */
+  traceAll(os: readonly TraceOptions[], onDone?: (index: number) => void): CanaryTrace[]
   close(): void
 }
 
 let traceCounter = 0
 
 /**
- * Generate one canary as an ordinary session runs: the prompt as one prefill step, then one
- * sampled token per step (temperature 1, as ordinary generation), recording each block's output.
- * Stop tokens are masked out of the sampling, so every canary reaches `length` positions: a decoy
+ * Generate canaries as ordinary sessions run: the prompt as one prefill step, then one sampled
+ * token per step (temperature 1, as ordinary generation), recording each block's output. Stop
+ * tokens are masked out of the sampling, so every canary reaches `length` positions: a decoy
  * then lasts as long as the client's real sessions, and a peer that tampers only late in a session
  * is still checked there. Real sessions that end early (a stop token) are matched by the decoy's
  * length, drawn from real ones, not by the canary.
@@ -56,44 +65,94 @@ let traceCounter = 0
 export function createTracer(model: ModelFile, kernels: Kernels, tokenizer: Tokenizer): Tracer {
   const edge = createEdge({ model, kernels })
   const shard = createShard({ model, start: 0, end: model.config.nLayers, kernels })
-  return { trace: (o) => traceCanary(model, edge, shard, tokenizer, o), close: () => shard.close() }
+  const traceAll = (os: readonly TraceOptions[], onDone?: (index: number) => void) =>
+    traceCanaries(model, edge, shard, tokenizer, os, onDone)
+  return { trace: (o) => traceAll([o])[0], traceAll, close: () => shard.close() }
 }
 
-function traceCanary(model: ModelFile, edge: Edge, shard: Shard, tokenizer: Tokenizer, o: TraceOptions): CanaryTrace {
-  const L = o.length
+/** One canary in progress. */
+interface Run {
+  readonly o: TraceOptions
+  readonly index: number
+  readonly id: string
+  readonly states: (Float32Array | undefined)[]
+  readonly tokens: number[]
+  readonly promptLength: number
+  readonly sampler: Sampler
+  input: number[]
+  pos: number
+}
+
+function traceCanaries(
+  model: ModelFile,
+  edge: Edge,
+  shard: Shard,
+  tokenizer: Tokenizer,
+  os: readonly TraceOptions[],
+  onDone?: (index: number) => void
+): CanaryTrace[] {
   const n = model.config.nLayers
   const dim = model.config.dim
-  const states: (Float32Array | undefined)[] = Array.from({ length: n + 1 }, (_, k) =>
-    o.levels.has(k) ? new Float32Array(L * dim) : undefined
-  )
-  const prompt = tokenizer.encode(o.text, { bos: true }).slice(0, o.maxPromptTokens)
   const stops = [tokenizer.bosId, tokenizer.eosId, ...tokenizer.stopIds].filter((t) => t >= 0 && t < model.config.vocabSize)
-  const sampler = createSampler({ temperature: 1, seed: o.seed })
-  const id = `canary-trace-${++traceCounter}`
-  // One-block sessions chained in order, so the output after every block is at hand.
-  for (let l = 0; l < n; l++) shard.openSession(`${id}-${l}`, { maxLength: L, start: l, end: l + 1 })
-  const tokens = [...prompt]
+  const runs: Run[] = []
   try {
-    let input: number[] = tokens.slice()
-    let pos = 0
-    while (pos < L) {
-      const rows = Math.min(input.length, L - pos)
-      let x = edge.embed(input.slice(0, rows))
-      states[0]?.set(x, pos * dim)
+    for (const [index, o] of os.entries()) {
+      const prompt = tokenizer.encode(o.text, { bos: true }).slice(0, o.maxPromptTokens)
+      const id = `canary-trace-${++traceCounter}`
+      runs.push({
+        o,
+        index,
+        id,
+        states: Array.from({ length: n + 1 }, (_, k) => (o.levels.has(k) ? new Float32Array(o.length * dim) : undefined)),
+        tokens: [...prompt],
+        promptLength: Math.min(prompt.length, o.length),
+        sampler: createSampler({ temperature: 1, seed: o.seed }),
+        input: prompt.slice(),
+        pos: 0
+      })
+      // One-block sessions chained in order, so the output after every block is at hand.
+      for (let l = 0; l < n; l++) shard.openSession(`${id}-${l}`, { maxLength: o.length, start: l, end: l + 1 })
+    }
+    let active = runs.filter((r) => r.pos < r.o.length)
+    while (active.length > 0) {
+      const rows = active.map((r) => Math.min(r.input.length, r.o.length - r.pos))
+      let xs = active.map((r, i) => edge.embed(r.input.slice(0, rows[i])))
+      for (const [i, r] of active.entries()) r.states[0]?.set(xs[i], r.pos * dim)
       for (let l = 0; l < n; l++) {
-        x = shard.forward(`${id}-${l}`, x, pos)
-        states[l + 1]?.set(x, pos * dim)
+        xs = shard.forwardBatch(active.map((r, i) => ({ id: `${r.id}-${l}`, hidden: xs[i], startPos: r.pos })))
+        for (const [i, r] of active.entries()) r.states[l + 1]?.set(xs[i], r.pos * dim)
       }
-      pos += rows
-      if (pos >= L) break
-      const logits = edge.lastLogits(x, rows) // the edge's own buffer: masking it in place is safe
-      for (const s of stops) logits[s] = Number.NEGATIVE_INFINITY
-      const next = sampler.sample(logits, tokens)
-      tokens.push(next)
-      input = [next]
+      active.forEach((r, i) => {
+        r.pos += rows[i]
+      })
+      const going = active.filter((r) => r.pos < r.o.length)
+      for (const r of active) if (r.pos >= r.o.length) onDone?.(r.index)
+      if (going.length > 0) {
+        // The LM head over the last row of every canary still going, as one matmul.
+        const last = new Float32Array(going.length * dim)
+        going.forEach((r, g) => {
+          const i = active.indexOf(r)
+          last.set(xs[i].subarray((rows[i] - 1) * dim, rows[i] * dim), g * dim)
+        })
+        const logits = edge.logits(last, going.length)
+        const vocab = model.config.vocabSize
+        going.forEach((r, g) => {
+          const row = logits.subarray(g * vocab, (g + 1) * vocab)
+          for (const s of stops) row[s] = Number.NEGATIVE_INFINITY
+          const next = r.sampler.sample(row, r.tokens)
+          r.tokens.push(next)
+          r.input = [next]
+        })
+      }
+      active = going
     }
   } finally {
-    for (let l = 0; l < n; l++) shard.closeSession(`${id}-${l}`)
+    for (const r of runs) for (let l = 0; l < n; l++) shard.closeSession(`${r.id}-${l}`)
   }
-  return { text: o.text, tokens: tokens.slice(0, L), promptLength: Math.min(prompt.length, L), states }
+  return runs.map((r) => ({
+    text: r.o.text,
+    tokens: r.tokens.slice(0, r.o.length),
+    promptLength: r.promptLength,
+    states: r.states
+  }))
 }

@@ -10,6 +10,7 @@ import {
   type DecoyPlan,
   type DecoyPlanner,
   type DecoyStep,
+  MAX_CANARY_PROMPT_TOKENS,
   type WireDType
 } from '../canary/index.js'
 import { createReferenceKernels, createTokenizer, type Kernels, type ModelFile } from '../shards/index.js'
@@ -53,8 +54,15 @@ export class CanaryMaterial {
   private readonly standIn: DecoyPlanner
   /** Real sessions in progress: their shape so far. */
   private readonly active = new Map<string, { promptLength: number; steps: number; maxLength: number; wire: WireDType }>()
-  /** Positions per canary: as long as the longest real session expected. */
+  /** Positions per canary at most: as long as the longest real session expected. */
   readonly length: number
+  /**
+   * Positions the traces are built to: with the default length, the longest real session seen so
+   * far (setFor's `maxLength`), not `length` up front. A decoy copies a real session's shape, so
+   * it never runs past the longest real session; positions beyond it cost whole-model decode
+   * steps on the client (minutes per canary on an 8B model) and were never sent.
+   */
+  private wanted: number
 
   constructor(
     private readonly model: ModelFile,
@@ -79,6 +87,8 @@ export class CanaryMaterial {
     this.length = o.bank
       ? Math.min(...o.bank.traces.map((t) => t.tokens.length))
       : Math.min(seqLen, o.length ?? Math.max(DEFAULT_CANARY_LENGTH, o.maxLength))
+    // an explicit length (or a bank) is built as given; the default grows with real sessions
+    this.wanted = o.bank || o.length !== undefined ? this.length : 0
     if (o.bank) this.traces = o.bank
     this.planner = createDecoyPlanner({ seed: o.seed ?? 1 })
     this.standIn = createDecoyPlanner({ seed: (o.seed ?? 1) + 1, history: 1 })
@@ -87,26 +97,37 @@ export class CanaryMaterial {
   /**
    * Canary inputs at a boundary, with references for every span end after it. The traces keep the
    * states from the first boundary asked for on (a route's hops all start at or after it); one
-   * before it rebuilds them.
+   * before it rebuilds them. `maxLength`: a real session's (prompt plus completion), so that the
+   * canaries are at least that long (capped by `length`); the traces are rebuilt longer when a
+   * real session outgrows them. Rebuilding regenerates the same tokens and the same states at
+   * the positions built before (same seed, sampler and kernels; a row depends only on the rows
+   * before it), so a decoy in progress continues on the same canary.
    */
-  setFor(boundary: number): CanarySet {
+  setFor(boundary: number, maxLength?: number): CanarySet {
+    const want = Math.min(this.length, Math.max(2, maxLength ?? (this.wanted || this.length)))
+    const built = this.traces ? Math.min(...this.traces.traces.map((t) => t.tokens.length)) : 0
+    // grows at least twofold, so a client whose sessions keep getting longer rebuilds few times
+    if (want > this.wanted) this.wanted = built > 0 && want > built ? Math.min(this.length, Math.max(want, 2 * built)) : want
     let set = this.sets.get(boundary)
-    if (set) return set
+    if (set && built >= this.wanted) return set
     const n = this.model.config.nLayers
     if (this.o.bank?.traces.some((t) => t.states[boundary] === undefined)) {
       throw new CanaryBankLevelError(`the canary bank holds no states at block boundary ${boundary}: rebuild it with that level`)
     }
-    if (!this.traces || this.traces.traces[0].states[boundary] === undefined) {
-      // Building runs the whole model over every canary, token by token (sampled continuation),
-      // so the default set is small (4 canaries); a longer-lived client can pass more prompts.
+    if (!this.traces || this.traces.traces[0].states[boundary] === undefined || (!this.o.bank && built < this.wanted)) {
+      // Building runs the whole model over every canary (in lockstep, canary/trace.ts), token by
+      // token (sampled continuation), so the default set is small; a longer-lived client can pass
+      // more prompts. Levels from the lowest boundary asked for so far.
+      const from = Math.min(boundary, this.traces ? this.traces.traces[0].states.findIndex((s) => s !== undefined) : n)
       this.traces = buildCanaryTraces({
         model: this.model,
         kernels: this.o.kernels ?? createReferenceKernels(),
         prompts: this.o.prompts ?? (this.prompts ??= this.o.promptsFrom?.()) ?? DEFAULT_CANARY_PROMPTS.slice(0, 4),
-        tokensPerPrompt: this.length,
+        tokensPerPrompt: this.wanted,
+        maxPromptTokens: Math.min(MAX_CANARY_PROMPT_TOKENS, this.wanted),
         seed: this.o.seed ?? 1,
-        levels: Array.from({ length: n + 1 - boundary }, (_, i) => boundary + i),
-        onProgress: (built, total) => this.o.onBuild?.(boundary, built, total)
+        levels: Array.from({ length: n + 1 - from }, (_, i) => from + i),
+        onProgress: (done, total) => this.o.onBuild?.(boundary, done, total)
       })
       this.sets.clear()
       this.prefillEnds = undefined

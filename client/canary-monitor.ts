@@ -177,7 +177,7 @@ export class CanaryMonitor {
       // The canary set is built on first use (the whole model over every canary, seconds on a
       // large one, synchronous): at a session's first step, not at its first canary, which at a
       // trusted peer's base rate can fall in the middle of a generation and stall it.
-      this.material.setFor(route[0].start)
+      this.material.setFor(route[0].start, ctx.maxLength)
       this.material.observeStep(ctx, this.wireOf(route[0]))
     }
     if (ctx.forwarding === 'chain' && route.length > 1) {

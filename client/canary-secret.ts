@@ -61,6 +61,8 @@ export interface SecretPromptOptions {
   readonly kernels?: Kernels
 }
 
+let promptCounter = 0
+
 /**
  * Canary prompts only the secret's holder can regenerate, from the same distribution as real
  * prompts: excerpts of the user's corpus (from a text's start to a sentence end), or text the
@@ -78,40 +80,61 @@ export function secretPrompts(model: ModelFile, secret: Uint8Array, o: SecretPro
   const edge = createEdge({ model, kernels })
   const shard = createShard({ model, start: 0, end: model.config.nLayers, kernels })
   const stops = new Set([tokenizer.bosId, tokenizer.eosId, ...tokenizer.stopIds])
-  const out: string[] = []
+  // All prompts sampled in lockstep: each step of every prompt still going runs the blocks as
+  // one batch (Shard.forwardBatch) and the LM head as one matmul, so each weight is read once
+  // per step for all of them; a batched row is computed as that row alone, so the tokens are
+  // those of sampling each prompt by itself.
+  // The draws of sampling one prompt after another, in that order: each prompt's length, then
+  // its start (Random.int takes one uniform draw whatever its range).
+  const runs = Array.from({ length: o.count }, (_, i) => {
+    const len = length()
+    const startDraw = rnd.next()
+    // Sampled well past the prompt's length, so it can start at a later sentence: real prompts
+    // open a sentence, and a peer holding block 0 scores the first token after BOS (a cut in
+    // mid-sentence was told from real prompts at AUROC 0.77: test/canary/indistinguishable-content).
+    const total = Math.min(model.config.seqLen - 1, len + 48)
+    return {
+      id: `canary-prompt-${++promptCounter}`,
+      len,
+      startDraw,
+      total,
+      sampler: createSampler({ temperature: 1, seed: secretSeed(secret, `prompt-${i}`) }),
+      tokens: [tokenizer.bosId],
+      input: [tokenizer.bosId],
+      pos: 0
+    }
+  })
+  const { dim, vocabSize } = model.config
   try {
-    for (let i = 0; i < o.count; i++) {
-      const sampler = createSampler({ temperature: 1, seed: secretSeed(secret, `prompt-${i}`) })
-      const len = length()
-      // Sampled well past the prompt's length, so it can start at a later sentence: real prompts
-      // open a sentence, and a peer holding block 0 scores the first token after BOS (a cut in
-      // mid-sentence was told from real prompts at AUROC 0.77: test/canary/indistinguishable-content).
-      const total = Math.min(model.config.seqLen - 1, len + 48)
-      const id = `canary-prompt-${i}`
-      shard.openSession(id, { maxLength: total + 1 })
-      const tokens = [tokenizer.bosId]
-      try {
-        let input = [tokenizer.bosId]
-        for (let pos = 0; tokens.length <= total; pos += input.length) {
-          const h = shard.forward(id, edge.embed(input), pos)
-          const logits = edge.lastLogits(h, input.length)
-          for (const s of stops) if (s >= 0 && s < logits.length) logits[s] = Number.NEGATIVE_INFINITY
-          const next = sampler.sample(logits, tokens)
-          tokens.push(next)
-          input = [next]
-        }
-      } finally {
-        shard.closeSession(id)
-      }
-      // a random start among the sentence openings (the text's first token, or one after . ! ?)
-      const starts = [1]
-      for (let k = 2; k + len <= tokens.length; k++) if (/[.!?]["']?\s*$/.test(tokenizer.decode([tokens[k - 1]]))) starts.push(k)
-      const skip = starts[rnd.int(starts.length)] - 1
-      const text = tokenizer.decode(tokens.slice(1 + skip, 1 + skip + len)).trim()
-      out.push(text.length > 0 ? text : tokenizer.decode(tokens.slice(1)).trim() || 'a')
+    for (const r of runs) shard.openSession(r.id, { maxLength: r.total + 1 })
+    let going = runs.filter((r) => r.tokens.length <= r.total)
+    while (going.length > 0) {
+      const hs = shard.forwardBatch(going.map((r) => ({ id: r.id, hidden: edge.embed(r.input), startPos: r.pos })))
+      const last = new Float32Array(going.length * dim)
+      for (const [g, r] of going.entries()) last.set(hs[g].subarray((r.input.length - 1) * dim), g * dim)
+      const logits = edge.logits(last, going.length)
+      going.forEach((r, g) => {
+        const row = logits.subarray(g * vocabSize, (g + 1) * vocabSize)
+        for (const s of stops) if (s >= 0 && s < vocabSize) row[s] = Number.NEGATIVE_INFINITY
+        const next = r.sampler.sample(row, r.tokens)
+        r.pos += r.input.length
+        r.tokens.push(next)
+        r.input = [next]
+      })
+      going = going.filter((r) => r.tokens.length <= r.total)
     }
   } finally {
+    for (const r of runs) shard.closeSession(r.id)
     shard.close()
+  }
+  const out: string[] = []
+  for (const { tokens, len, startDraw } of runs) {
+    // a random start among the sentence openings (the text's first token, or one after . ! ?)
+    const starts = [1]
+    for (let k = 2; k + len <= tokens.length; k++) if (/[.!?]["']?\s*$/.test(tokenizer.decode([tokens[k - 1]]))) starts.push(k)
+    const skip = starts[Math.floor(startDraw * starts.length)] - 1
+    const text = tokenizer.decode(tokens.slice(1 + skip, 1 + skip + len)).trim()
+    out.push(text.length > 0 ? text : tokenizer.decode(tokens.slice(1)).trim() || 'a')
   }
   return out
 }
