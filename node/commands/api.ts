@@ -112,7 +112,8 @@ export async function runApi(
       maxConcurrent: o.maxConcurrent,
       modelPath,
       browserBootstrap: o.browserBootstrap ? parseBootstrapList(o.browserBootstrap) : undefined,
-      canaryBankPath: o.canaryBank
+      canaryBankPath: o.canaryBank,
+      speculate: o.speculate
     })
     if (metrics && o.metrics) metricsServer = await serveMetrics(o.metrics, metrics.registry)
   } catch (err) {
