@@ -26,6 +26,8 @@ export interface SpeculativeDecoy {
   lastK: number
   /** The client-side session computing rejected rows' states (opened on first need). */
   rowSession?: string
+  /** Positions of that session holding the canary's own tokens (rejected drafts come after). */
+  rowContext: number
 }
 
 /** One step of a decoy: its position and rows; `scored` leading rows are the canary's own. */
@@ -37,7 +39,7 @@ export interface PlannedDecoyStep extends DecoyStep {
 
 /** Start a speculative decoy after its prefill of `prompt` rows, covering positions [0, end). */
 export function speculativeDecoy(tokens: readonly number[], prompt: number, end: number, k: number): SpeculativeDecoy {
-  return { tokens, pos: prompt, end: Math.min(end, tokens.length), lastK: Math.max(0, k) }
+  return { tokens, pos: prompt, end: Math.min(end, tokens.length), lastK: Math.max(0, k), rowContext: 0 }
 }
 
 /** Whether a speculative decoy has covered its positions. */
@@ -112,10 +114,11 @@ export class DecoyDraftRows {
       d.rowSession = `decoy-rows-${++this.seq}`
       shard.openSession(d.rowSession, { maxLength: d.tokens.length })
     }
-    // the canary's tokens before `at` as context (a start below the session's length rewinds it)
-    const length = shard.sessionLength(d.rowSession)
-    const from = Math.min(length, at)
-    if (from < at) shard.forward(d.rowSession, this.edge.embed(d.tokens.slice(from, at) as number[]), from)
+    // the canary's tokens before `at` as context (a start below the session's length rewinds it,
+    // so the rejected drafts of an earlier step are overwritten)
+    const from = Math.min(d.rowContext, at)
+    if (from < at) shard.forward(d.rowSession, this.edge.embed(d.tokens.slice(from, at)), from)
+    d.rowContext = at
     return shard.forward(d.rowSession, this.edge.embed([...rejected]), at)
   }
 
@@ -138,5 +141,6 @@ export class DecoyDraftRows {
     if (d?.rowSession === undefined) return
     for (const s of [this.o.first, ...this.shards.values()]) s?.closeSession(d.rowSession)
     d.rowSession = undefined
+    d.rowContext = 0
   }
 }
