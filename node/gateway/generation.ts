@@ -1,4 +1,4 @@
-import type { GenerateResult, LayerswarmClient, SpeculateMode } from '../../client/index.js'
+import { DEFAULT_SPECULATE, type GenerateResult, type LayerswarmClient, type SpeculateMode } from '../../client/index.js'
 import type { Logger } from '../log.js'
 import type { Metrics } from '../metrics.js'
 import { ApiError, invalidRequest } from './errors.js'
@@ -50,6 +50,8 @@ export interface GenerationOutcome {
   readonly finishReason: 'stop' | 'length'
   readonly result: GenerateResult
   readonly ms: number
+  /** The drafter this request ran with: off, ngram, self or draft (the gateway's draft model). */
+  readonly speculate: string
 }
 
 /**
@@ -96,7 +98,8 @@ export async function runGeneration(
   const t0 = performance.now()
   try {
     const out = await attempt(ctx, req, maxTokens, speculate, onText, onRollback)
-    const outcome = { ...out, ms: performance.now() - t0 }
+    const mode = speculate ?? ctx.speculate ?? DEFAULT_SPECULATE
+    const outcome = { ...out, ms: performance.now() - t0, speculate: mode.startsWith('draft:') ? 'draft' : mode }
     if (out.result.report.rollbacks.length > 0)
       ctx.log.warn(
         { convicted: out.result.convicted, rollbacks: out.result.report.rollbacks },
@@ -121,7 +124,7 @@ async function attempt(
   speculate: SpeculateMode | undefined,
   onText?: (text: string) => void,
   onRollback?: OnRollback
-): Promise<Omit<GenerationOutcome, 'ms'>> {
+): Promise<Omit<GenerationOutcome, 'ms' | 'speculate'>> {
   const { params } = req
   const stops = [...params.stop, ...(req.formatStops ?? [])]
   let matcher = new StopMatcher(stops)
