@@ -2,15 +2,18 @@
  * Load benchmark (issue #18): `npm run bench -- load --model FILE|SHAPE --peers 3 --clients 16
  * [--gen-tokens 32] [--prompt-tokens 8] [--forwarding chain|relay] [--kernels auto] [--threads N]
  * [--node-threads N] [--dtype q8_0] [--seed 1] [--max-queued-steps N] [--batch-wait-ms MS]
- * [--warmup-tokens 16] [--edge-first 1] [--edge-last 1]`.
+ * [--warmup-tokens 16] [--edge-first 1] [--edge-last 1] [--client-mode process|shared]
+ * [--speculate off|ngram|self|draft:F]`.
  *
  * Starts N real node processes on 127.0.0.1 splitting the remote blocks evenly, then runs one
  * client alone and then `--clients` clients at once through the same swarm (greedy decoding, each
- * its own prompt, all in this process sharing one kernel set) and prints one JSON object:
- * aggregate decode tokens/s of the crowd, one client's tokens/s alone, p50/p99 time per token
- * over every client's tokens, BUSY answers and failed clients, and how many clients got exactly
- * the tokens they get alone. The clients' own edge work (embeddings, edge blocks, LM head) runs
- * in this one process: on a real swarm each client computes on its own machine. Targets are
+ * its own prompt) and prints one JSON object: aggregate decode tokens/s of the crowd, one client's
+ * tokens/s alone, p50/p99 time per token over every client's tokens, BUSY answers and failed
+ * clients, and how many clients got exactly the tokens they get alone. Each client runs in its own
+ * process by default (`--client-mode process`, bench/load-clients.ts), as on a real swarm each
+ * client computes its edge work (embeddings, edge blocks, LM head) on its own machine; `shared`
+ * runs them all in this process on one kernel set (one event loop caps the aggregate). On a host
+ * with fewer cores than processes, clients and nodes still share the cores. Targets are
  * reported, not asserted. `spanBatch` is the first node's span run in this process for as many
  * sessions as clients, one by one and batched (bench/load-span.ts): what batching gives a node
  * once it is the bottleneck, which the crowd above reaches only when the clients' own work is
@@ -18,9 +21,10 @@
  */
 import { availableParallelism } from 'node:os'
 import { parseArgs } from 'node:util'
-import { type LayerswarmClient as Client, createClient, type Forwarding } from '../client/index.js'
+import { type Forwarding, parseSpeculate, type SpeculateMode } from '../client/index.js'
 import { type LocalNode, startLocalNode } from '../node/local-swarm.js'
 import { type Kernels, openModelFile, selectKernels } from '../shards/index.js'
+import { type ClientRun, type LoadClients, processClients, sharedClients } from './load-clients.js'
 import { spanBatchBench } from './load-span.js'
 import { evenSpans, promptText, resolveModel } from './swarm.js'
 import { decodeRate } from './swarm-single.js'
@@ -44,41 +48,16 @@ export interface LoadBenchOptions {
   /** Blocks the clients run themselves before and after the swarm's (default 1 and 1). */
   readonly edgeFirst: number
   readonly edgeLast: number
-}
-
-interface ClientRun {
-  readonly tokens: number[]
-  /** Arrival time (performance.now) of each token. */
-  readonly times: number[]
-  readonly busy: number
-  readonly error?: string
+  /** Each client in its own process (default), or all in this one. */
+  readonly clientMode: 'process' | 'shared'
+  /** Speculative steps of every client (default off: one token per step, so time per token is a step's). */
+  readonly speculate: SpeculateMode
 }
 
 function percentile(xs: number[], p: number): number {
   if (xs.length === 0) return Number.NaN
   const s = [...xs].sort((a, b) => a - b)
   return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))]
-}
-
-async function runClient(client: Client, prompt: string, maxTokens: number, busy: { n: number }): Promise<ClientRun> {
-  const times: number[] = []
-  const busy0 = busy.n
-  try {
-    const it = client.stream(prompt, { maxTokens, temperature: 0 })
-    let r = await it.next()
-    while (!r.done) {
-      times.push(performance.now())
-      r = await it.next()
-    }
-    return { tokens: r.value.tokens, times, busy: busy.n - busy0 }
-  } catch (err) {
-    return {
-      tokens: [],
-      times,
-      busy: busy.n - busy0,
-      error: `${(err as { code?: string }).code ?? ''} ${(err as Error).message}`
-    }
-  }
 }
 
 /** A node's batched forwards so far and their mean sessions, from its Prometheus metrics. */
@@ -117,45 +96,35 @@ export async function runLoadBench(o: LoadBenchOptions): Promise<Record<string, 
   if (o.maxQueuedSteps !== undefined) args.push('--max-queued-steps', String(o.maxQueuedSteps))
   if (o.batchWaitMs !== undefined) args.push('--batch-wait-ms', String(o.batchWaitMs))
   const nodes: LocalNode[] = []
-  const kernels: Kernels = selectKernels({ kind: o.kernels, threads: o.threads })
-  const clients: Client[] = []
-  const busy = { n: 0 }
+  const kernels: Kernels | undefined =
+    o.clientMode === 'shared' ? selectKernels({ kind: o.kernels, threads: o.threads }) : undefined
+  let clients: LoadClients | undefined
   try {
     nodes.push(await startLocalNode({ model: path, layers: `${spans[0][0]}:${spans[0][1]}`, args, startTimeoutMs: 600_000 }))
     for (const [a, b] of spans.slice(1)) {
       nodes.push(await startLocalNode({ model: path, layers: `${a}:${b}`, bootstrap: [nodes[0].addrs[0]], args }))
     }
-    for (let i = 0; i < o.clients; i++) {
-      clients.push(
-        await createClient({
-          bootstrap: nodes.map((n) => n.addrs[0]),
-          model: path,
-          forwarding: o.forwarding,
-          edgeFirst: o.edgeFirst,
-          edgeLast: o.edgeLast,
-          kernels,
-          canaries: false,
-          routeTimeoutMs: 60_000,
-          stepTimeoutMs: 120_000,
-          banMs: 2_000,
-          maxFailovers: 20,
-          log: (e) => {
-            if (e.event === 'failover' && e.code === 'BUSY') busy.n++
-          }
-        })
-      )
+    const config = {
+      bootstrap: nodes.map((n) => n.addrs[0]),
+      model: path,
+      forwarding: o.forwarding,
+      edgeFirst: o.edgeFirst,
+      edgeLast: o.edgeLast,
+      kernels: o.kernels,
+      threads: o.threads,
+      maxTokens,
+      warmupTokens: o.warmupTokens,
+      speculate: o.speculate
     }
-    // warm up: routes, streams and JIT on every side
-    await Promise.all(clients.map((cl, i) => cl.generate(prompts[i], { maxTokens: o.warmupTokens, temperature: 0 })))
-    busy.n = 0
+    clients = o.clientMode === 'shared' ? await sharedClients(config, prompts, kernels!) : await processClients(config, prompts)
+    const crowdOf = clients
     // one client alone: its tokens/s, and the tokens every client must get in the crowd too
     const alone: ClientRun[] = []
-    for (let i = 0; i < o.clients; i++) alone.push(await runClient(clients[i], prompts[i], maxTokens, busy))
+    for (let i = 0; i < o.clients; i++) alone.push(await crowdOf.run(i))
     const aloneRate = decodeRate(alone[0].times)
     const aloneStepMs = alone[0].times.slice(1).map((t, i) => t - alone[0].times[i])
-    busy.n = 0
     const t0 = performance.now()
-    const crowd = await Promise.all(clients.map((cl, i) => runClient(cl, prompts[i], maxTokens, busy)))
+    const crowd = await Promise.all(prompts.map((_, i) => crowdOf.run(i)))
     const wallMs = performance.now() - t0
     const gaps = crowd.flatMap((r) => r.times.slice(1).map((t, i) => t - r.times[i]))
     const decoded = crowd.reduce((n, r) => n + Math.max(0, r.times.length - 1), 0)
@@ -176,7 +145,9 @@ export async function runLoadBench(o: LoadBenchOptions): Promise<Record<string, 
       spans,
       clients: o.clients,
       forwarding: o.forwarding,
-      kernels: kernels.name,
+      kernels: kernels?.name ?? o.kernels,
+      clientMode: o.clientMode,
+      speculate: o.speculate,
       threads: o.threads,
       nodeThreads: o.nodeThreads,
       cores: availableParallelism(),
@@ -189,7 +160,7 @@ export async function runLoadBench(o: LoadBenchOptions): Promise<Record<string, 
         p50TokenMs: round(p50),
         p99TokenMs: round(p99),
         p99OverP50: round(p99 / p50, 2),
-        busy: busy.n,
+        busy: crowd.reduce((n, r) => n + r.busy, 0),
         failedClients: crowd.filter((r) => r.error !== undefined).length,
         errors: crowd.flatMap((r) => (r.error ? [r.error.slice(0, 200)] : [])),
         sameTokensAsAlone: same,
@@ -200,9 +171,9 @@ export async function runLoadBench(o: LoadBenchOptions): Promise<Record<string, 
       targets: { overOneClient: 5, p99OverP50: 3 }
     }
   } finally {
-    await Promise.all(clients.map((cl) => cl.close().catch(() => {})))
+    await clients?.close()
     await Promise.all(nodes.map((n) => n.stop()))
-    kernels.close?.()
+    kernels?.close?.()
   }
 }
 
@@ -225,7 +196,9 @@ export async function main(argv: string[]): Promise<void> {
       'batch-wait-ms': { type: 'string' },
       'warmup-tokens': { type: 'string', default: '16' },
       'edge-first': { type: 'string', default: '1' },
-      'edge-last': { type: 'string', default: '1' }
+      'edge-last': { type: 'string', default: '1' },
+      'client-mode': { type: 'string', default: 'process' },
+      speculate: { type: 'string', default: 'off' }
     }
   })
   const int = (name: string, v: string | undefined, min: number): number => {
@@ -256,7 +229,9 @@ export async function main(argv: string[]): Promise<void> {
     batchWaitMs: opt('batch-wait-ms', 0),
     warmupTokens: int('warmup-tokens', values['warmup-tokens'], 1),
     edgeFirst: int('edge-first', values['edge-first'], 0),
-    edgeLast: int('edge-last', values['edge-last'], 0)
+    edgeLast: int('edge-last', values['edge-last'], 0),
+    clientMode: oneOf('client-mode', values['client-mode'], ['process', 'shared'] as const),
+    speculate: parseSpeculate(values.speculate)
   })
   console.log(JSON.stringify(result, null, 2))
 }

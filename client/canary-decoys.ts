@@ -14,6 +14,14 @@ import {
   type WireDType
 } from '../canary/index.js'
 import { createReferenceKernels, createTokenizer, type Kernels, type ModelFile } from '../shards/index.js'
+import {
+  type DecoyDraftRows,
+  nextSpeculativeStep,
+  type PlannedDecoyStep,
+  type SpeculativeDecoy,
+  speculativeDecoy,
+  speculativeDone
+} from './canary-decoy-speculative.js'
 import type { StepContext } from './canary-types.js'
 import type { ChainedDecoy } from './chained-decoy.js'
 import type { HopSession, HopTarget } from './hop.js'
@@ -36,6 +44,13 @@ export interface Decoy {
   stepId: number
   /** Chained: hops from this index on saw an input a suspicious upstream hop had altered. */
   taintedFrom: number
+  /** Speculative shape (the real session speculated when it opened): steps after the prefill. */
+  readonly spec?: SpeculativeDecoy
+}
+
+/** Whether a decoy has sent its whole plan (the next probe opens a new one). */
+export function decoyDone(d: Decoy): boolean {
+  return d.spec && d.next > 0 ? speculativeDone(d.spec) : d.next >= d.steps.length
 }
 
 /**
@@ -153,7 +168,7 @@ export class CanaryMaterial {
       this.active.set(ctx.sessionId, { promptLength: Math.max(1, ctx.rows), steps: 1, maxLength: ctx.maxLength, wire })
       // sessions never ended (a caller that dropped its pipeline) do not pile up
       if (this.active.size > 64) this.endSession(this.active.keys().next().value as string)
-    } else cur.steps++
+    } else cur.steps = Math.max(cur.steps + 1, ctx.startPosition - cur.promptLength + 2) // a speculative step may cover several positions
   }
 
   endSession(sessionId: string): void {
@@ -215,7 +230,11 @@ export class CanaryMaterial {
 export class DecoyPool {
   private readonly decoys = new Map<string, Decoy>()
 
-  constructor(private readonly material: CanaryMaterial) {}
+  constructor(
+    private readonly material: CanaryMaterial,
+    /** Rejected drafts' rows of speculative decoys. */
+    readonly draftRows?: DecoyDraftRows
+  ) {}
 
   /** The decoy for `key`, opened anew when it has none or its plan is done. */
   async decoyFor(
@@ -225,10 +244,10 @@ export class DecoyPool {
     open: (sessionId: string, maxLength: number) => Promise<Pick<Decoy, 'hop' | 'chain'>>
   ): Promise<Decoy> {
     let decoy = this.decoys.get(key)
-    if (decoy && decoy.next < decoy.steps.length) return decoy
+    if (decoy && !decoyDone(decoy)) return decoy
     if (decoy) {
       this.decoys.delete(key)
-      await closeDecoy(decoy)
+      await this.close(decoy)
     }
     const plan = this.material.plan(targets[0].start, ctx)
     // shaped as a real route's hop session id (128 random bits, as RemotePipeline's)
@@ -242,7 +261,16 @@ export class DecoyPool {
       steps: plan.steps,
       next: 0,
       stepId: 1,
-      taintedFrom: targets.length
+      taintedFrom: targets.length,
+      spec:
+        ctx.draftLength === undefined || !this.draftRows
+          ? undefined
+          : speculativeDecoy(
+              this.material.setFor(targets[0].start).canaries[plan.canaryIndex].tokens,
+              plan.steps[0].rows,
+              plan.steps[plan.steps.length - 1].startPosition + plan.steps[plan.steps.length - 1].rows,
+              ctx.draftLength
+            )
     }
     this.decoys.set(key, decoy)
     return decoy
@@ -252,13 +280,22 @@ export class DecoyPool {
    * One step of the decoy for `key`: a step that fails leaves the decoy's session out of step with
    * the peer (or gone, e.g. closed as idle), so the decoy is dropped and the next probe opens anew.
    */
-  async stepDecoy<T>(key: string, decoy: Decoy, run: (step: DecoyStep, stepId: number) => Promise<T>): Promise<T> {
-    const step = decoy.steps[decoy.next++]
+  async stepDecoy<T>(
+    key: string,
+    decoy: Decoy,
+    run: (step: PlannedDecoyStep, stepId: number) => Promise<T>,
+    draftLength?: number
+  ): Promise<T> {
+    const step: PlannedDecoyStep =
+      decoy.spec && decoy.next > 0
+        ? nextSpeculativeStep(decoy.spec, draftLength)
+        : { ...decoy.steps[decoy.next], scored: decoy.steps[decoy.next].rows, rejected: [] }
+    decoy.next++
     try {
       return await run(step, decoy.stepId++)
     } catch (err) {
       if (this.decoys.get(key) === decoy) this.decoys.delete(key)
-      closeDecoy(decoy).catch(() => {})
+      this.close(decoy).catch(() => {})
       throw err
     }
   }
@@ -269,13 +306,18 @@ export class DecoyPool {
    */
   retire(key: string, decoy: Decoy, after: Promise<unknown>): void {
     if (this.decoys.get(key) === decoy) this.decoys.delete(key)
-    after.finally(() => closeDecoy(decoy).catch(() => {}))
+    after.finally(() => this.close(decoy).catch(() => {}))
   }
 
   async closeAll(): Promise<void> {
     const all = [...this.decoys.values()]
     this.decoys.clear()
-    await Promise.all(all.map(closeDecoy))
+    await Promise.all(all.map((d) => this.close(d)))
+  }
+
+  private close(d: Decoy): Promise<void> {
+    this.draftRows?.release(d.spec)
+    return closeDecoy(d)
   }
 }
 

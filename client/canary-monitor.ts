@@ -22,9 +22,10 @@ import {
   referenceFor
 } from '../canary/index.js'
 import type { DType, Host, Receipt } from '../protocol/index.js'
-import type { Kernels, ModelFile } from '../shards/index.js'
+import type { Edge, Kernels, ModelFile, Shard } from '../shards/index.js'
 import { AuditBatcher } from './audit-batch.js'
-import { CanaryMaterial, type Decoy, DecoyPool } from './canary-decoys.js'
+import { DecoyDraftRows } from './canary-decoy-speculative.js'
+import { CanaryMaterial, type Decoy, DecoyPool, decoyDone } from './canary-decoys.js'
 import { loadOrCreateSecret, randomSecret, secretPrompts, secretSeed } from './canary-secret.js'
 import type { CanaryEvidence, CanaryOptions, CanaryPeerReport, StepContext } from './canary-types.js'
 import { ChainedDecoy } from './chained-decoy.js'
@@ -92,6 +93,9 @@ export class CanaryMonitor {
       bank?: CanaryTraces
       /** Progress of building a canary set: (boundary, canaries built, canaries in the set). */
       onBuild?: (boundary: number, built: number, total: number) => void
+      /** The client's embeddings and first blocks: speculative decoys' rejected drafts run through them. */
+      edge?: Edge
+      first?: Shard
     }
   ) {
     this.quantized = quantizedWeights(model)
@@ -121,7 +125,10 @@ export class CanaryMonitor {
       maxLength: options.maxLength,
       onBuild: options.onBuild
     })
-    this.pool = new DecoyPool(this.material)
+    this.pool = new DecoyPool(
+      this.material,
+      new DecoyDraftRows(model, { kernels: options.kernels, edge: options.edge, first: options.first })
+    )
     this.audits = new AuditBatcher(options.auditEvery)
     if (options.trustFile !== undefined) this.restoreTrust(options.trustFile)
   }
@@ -249,15 +256,23 @@ export class CanaryMonitor {
       )
     }))
     const set = this.setFor(target.start)
-    return await this.pool.stepDecoy(key, decoy, async ({ startPosition: position, rows }, stepId) => {
-      const input = inputFor(set, decoy.canary, position, rows)
-      const out = await decoy.hop!.step(stepId, position, input, { signal: ctx.signal })
-      await this.receipts.check([target], decoy.sessionId, stepId, out.receipts, out.sent, out.received)
-      this.counts.canarySteps++
-      this.counts.canaryComputeMs += out.timings[0]?.computeMs ?? 0
-      const reference = referenceFor(set, decoy.canary, target.end, position, rows)
-      return [this.score(target, decoy, stepId, position, rows, out.hidden, reference, out.receipts[0])]
-    })
+    return await this.pool.stepDecoy(
+      key,
+      decoy,
+      async (step, stepId) => {
+        // a speculative decoy's rows after its first rejected draft are not the canary's: not scored
+        const { startPosition: position, scored: rows } = step
+        const input = this.pool.draftRows!.input(set, decoy.canary, target.start, decoy.spec, step)
+        const out = await decoy.hop!.step(stepId, position, input, { signal: ctx.signal })
+        await this.receipts.check([target], decoy.sessionId, stepId, out.receipts, out.sent, out.received)
+        this.counts.canarySteps++
+        this.counts.canaryComputeMs += out.timings[0]?.computeMs ?? 0
+        const reference = referenceFor(set, decoy.canary, target.end, position, rows)
+        const output = out.hidden.subarray(0, rows * set.dim)
+        return [this.score(target, decoy, stepId, position, rows, output, reference, out.receipts[0])]
+      },
+      ctx.draftLength
+    )
   }
 
   /**
@@ -277,19 +292,27 @@ export class CanaryMonitor {
       )
     }))
     const set = this.setFor(route[0].start)
-    const { out, position, rows, stepId } = await this.pool.stepDecoy(key, decoy, async ({ startPosition, rows }, stepId) => {
-      const input = inputFor(set, decoy.canary, startPosition, rows)
-      const audit = this.audits.audit.bind(this.audits, 'decoy')
-      const got = await decoy.chain!.step(stepId, startPosition, input, set.dim, this.receipts, audit, { signal: ctx.signal })
-      return { out: got, position: startPosition, rows, stepId }
-    })
+    const { out, position, rows, stepId } = await this.pool.stepDecoy(
+      key,
+      decoy,
+      async (step, stepId) => {
+        const input = this.pool.draftRows!.input(set, decoy.canary, route[0].start, decoy.spec, step)
+        const audit = this.audits.audit.bind(this.audits, 'decoy')
+        const got = await decoy.chain!.step(stepId, step.startPosition, input, set.dim, this.receipts, audit, {
+          signal: ctx.signal
+        })
+        // only the canary's own rows are scored (a speculative decoy's rejected drafts are not)
+        return { out: got, position: step.startPosition, rows: step.scored, stepId }
+      },
+      ctx.draftLength
+    )
     this.counts.canarySteps += route.length
     this.counts.canaryComputeMs += out.computeMs
     // Scored once the middle hops' outputs come with their audit round, in the decoy's step order
     // (a hop found tampering taints the inputs of the hops after it for the rest of the decoy).
     const scored = (this.scoring.get(key) ?? Promise.resolve())
       .then(async () => {
-        const outputs = [...(await out.middle), out.last]
+        const outputs = [...(await out.middle), out.last].map((o) => o.subarray(0, rows * set.dim))
         for (let i = 0; i < Math.min(route.length, decoy.taintedFrom + 1); i++) {
           const reference = referenceFor(set, decoy.canary, route[i].end, position, rows)
           const v = this.score(route[i], decoy, stepId, position, rows, outputs[i], reference, out.receipts[i])
@@ -308,7 +331,7 @@ export class CanaryMonitor {
     scored.finally(() => {
       if (this.scoring.get(key) === scored) this.scoring.delete(key)
     })
-    if (decoy.next >= decoy.steps.length) {
+    if (decoyDone(decoy)) {
       // The decoy's session ends here: as a real one's end does (RemotePipeline.close), its last
       // audits go out now, in a round for every session, and the session closes after them.
       this.audits.round()

@@ -60,6 +60,11 @@ export interface StepContext {
   readonly sessionId?: string
   readonly startPosition?: number
   readonly rows?: number
+  /**
+   * A speculative step: the draft length it asked for (K, so up to K+1 rows). Decoys opened
+   * meanwhile take speculative shapes and draft as many (client/canary-decoy-speculative.ts).
+   */
+  readonly draftLength?: number
 }
 
 /** Why a peer was excluded: the canary that convicted it and the receipt it signed for it. */

@@ -68,7 +68,7 @@ export interface ClientInit {
   readonly standby?: boolean
   /** Streams hold tokens until their peers have cleared (GenerateOptions.verifiedStream); default off. */
   readonly verifiedStream?: boolean
-  /** Speculative steps: off, ngram, self or draft:<file> (docs/speculation.md); default off (options.ts). */
+  /** Speculative steps: off, ngram, self or draft:<file> (docs/speculation.md); default ngram (options.ts). */
   readonly speculate?: SpeculateMode
   /**
    * A canary bank (`layerswarm canary build`): canaries come from it, and the client reads no

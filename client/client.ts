@@ -180,7 +180,9 @@ export class LayerswarmClient {
             kernels: this.init.kernels ?? this.ownKernels,
             log: this.init.log,
             bank: this.bank,
-            onBuild: this.init.onCanaryBuild
+            onBuild: this.init.onCanaryBuild,
+            edge: this.edge,
+            first: this.first
           })
     const canaries = this.canaries
     const verified = options.verifiedStream ?? this.init.verifiedStream ?? false

@@ -27,9 +27,9 @@ export const DEFAULT_MAX_TOKENS = 256
 export const DEFAULT_EDGE_KV_DTYPE = 'f32' as const
 
 /**
- * Speculative steps (docs/speculation.md): off by default. Canary decoys are shaped as
- * one-token steps, so a peer could tell multi-row speculative steps from decoys; and on a fast
- * link (loopback, LAN) a step's round trip is small next to its compute, so drafting gains little.
- * Turn it on (`ngram`) for peers across a WAN.
+ * Speculative steps (docs/speculation.md): prompt lookup (`ngram`) by default. Greedy output is
+ * the same tokens as without it, sampling keeps the target distribution, and canary decoys take
+ * the same shapes (rows per step, rewinds after rejected drafts: client/canary-decoy-speculative.ts),
+ * so a peer cannot tell decoys by their shape. `off` sends one row per step.
  */
-export const DEFAULT_SPECULATE = 'off' as const
+export const DEFAULT_SPECULATE = 'ngram' as const

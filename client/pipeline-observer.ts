@@ -19,6 +19,8 @@ export interface PipelineState {
 export interface CompletedStep {
   readonly startPosition: number
   readonly rows: number
+  /** A speculative step's draft length (K asked for); undefined for a plain step. */
+  readonly draftLength?: number
 }
 
 /** A peer an observer convicted: the pipeline bans it, leaves the route and reports why. */
@@ -60,7 +62,15 @@ export class CanaryObserver implements PipelineObserver {
   async stepDone(state: PipelineState, step: CompletedStep, { signal }: AbortOptions = {}): Promise<readonly Exclusion[]> {
     const { forwarding, maxLength, sessionId } = this.session
     // the real step's shape too: decoys copy real sessions' prefill, length and max length
-    const ctx = { forwarding, maxLength, signal, sessionId, startPosition: step.startPosition, rows: step.rows }
+    const ctx = {
+      forwarding,
+      maxLength,
+      signal,
+      sessionId,
+      startPosition: step.startPosition,
+      rows: step.rows,
+      draftLength: step.draftLength
+    }
     return this.exclusions(await this.canaries.afterStep(state.route, ctx))
   }
 

@@ -129,7 +129,7 @@ export class RemotePipeline implements BlockPipeline {
   async forward(
     hidden: Float32Array,
     startPos: number,
-    { signal, committedRows }: AbortOptions & { committedRows?: number } = {}
+    { signal, committedRows, draftLength }: AbortOptions & { committedRows?: number; draftLength?: number } = {}
   ): Promise<Float32Array> {
     let lastErr: unknown
     for (let attempt = 0; attempt <= this.init.maxFailovers; attempt++) {
@@ -140,7 +140,7 @@ export class RemotePipeline implements BlockPipeline {
         const out = await this.transport.run(this.hops!, this.route, hidden, startPos, () => this.deadline(signal))
         this.remember(hidden, startPos)
         this.committed = Math.min(this.length, startPos + (committedRows ?? hidden.length / this.init.dim))
-        await this.stepDone(startPos, hidden.length / this.init.dim, { signal })
+        await this.stepDone(startPos, hidden.length / this.init.dim, draftLength, { signal })
         return out
       } catch (err) {
         // No route means no peer to fail over to: waiting for one already took routeTimeoutMs.
@@ -157,10 +157,15 @@ export class RemotePipeline implements BlockPipeline {
   }
 
   /** Observers after a step; a conviction leaves the route now (the next step plans one without it). */
-  private async stepDone(startPosition: number, rows: number, options: AbortOptions): Promise<void> {
+  private async stepDone(
+    startPosition: number,
+    rows: number,
+    draftLength: number | undefined,
+    options: AbortOptions
+  ): Promise<void> {
     const excluded: Exclusion[] = []
     for (const o of this.observers) {
-      const got = await o.stepDone?.(this.state(), { startPosition, rows }, options)
+      const got = await o.stepDone?.(this.state(), { startPosition, rows, draftLength }, options)
       if (got) excluded.push(...got)
     }
     if (excluded.length === 0) return

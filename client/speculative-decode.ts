@@ -11,6 +11,8 @@ import { DraftLength, type DraftLengthOptions } from './speculative-k.js'
 export interface SpeculativeStepOptions {
   readonly signal?: AbortSignal
   readonly committedRows?: number
+  /** The draft length the step asked for (decoys copy it: client/canary-decoy-speculative.ts). */
+  readonly draftLength?: number
 }
 
 /** Counters of one speculative generation (for benchmarks and logs). */
@@ -80,11 +82,12 @@ export async function* speculativeTokens(init: SpeculativeInit): AsyncGenerator<
     // K+1 rows at pos..pos+K must fit the session, and at most maxTokens-produced tokens are wanted
     const limit = Math.min(maxTokens - produced - 1, maxLength - pos - 1)
     const t0 = performance.now()
-    const draft = limit > 0 ? await drafter.draft(history, k.next(limit)) : { tokens: [] }
+    const want = limit > 0 ? k.next(limit) : 0
+    const draft = want > 0 ? await drafter.draft(history, want) : { tokens: [] }
     const drafts = draft.tokens.slice(0, Math.max(0, limit))
     const draftMs = performance.now() - t0
     const input = [last, ...drafts]
-    const step: { signal?: AbortSignal; committedRows: number } = { signal, committedRows: 1 }
+    const step: SpeculativeStepOptions = { signal, committedRows: 1, draftLength: want }
     const out = await pipeline.forward(edge.embed(input), pos, step)
     const logits = edge.logits(out, input.length)
     const vocab = logits.length / input.length

@@ -118,7 +118,8 @@ export async function runApi(
         maxConcurrent: o.maxConcurrent,
         modelPath,
         browserBootstrap: o.browserBootstrap ? parseBootstrapList(o.browserBootstrap) : undefined,
-        canaryBankPath: o.canaryBank
+        canaryBankPath: o.canaryBank,
+        speculate: o.speculate
       },
       options
     )

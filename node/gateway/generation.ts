@@ -1,4 +1,4 @@
-import type { GenerateResult, LayerswarmClient } from '../../client/index.js'
+import { DEFAULT_SPECULATE, type GenerateResult, type LayerswarmClient, type SpeculateMode } from '../../client/index.js'
 import type { Logger } from '../log.js'
 import type { Metrics } from '../metrics.js'
 import { ApiError, invalidRequest } from './errors.js'
@@ -16,6 +16,20 @@ export interface GatewayContext {
   readonly maxConcurrent: number
   /** The model's context length (prompt + completion tokens). */
   readonly contextLength: number
+  /** The gateway's speculation (--speculate): requests without layerswarm.speculate get it. */
+  readonly speculate?: SpeculateMode
+}
+
+/** A request's layerswarm.speculate as the SDK's option (`draft`: the gateway's draft model). */
+export function requestSpeculate(ctx: GatewayContext, params: GenerationParams): SpeculateMode | undefined {
+  const asked = params.speculate
+  if (asked !== 'draft') return asked
+  if (ctx.speculate?.startsWith('draft:')) return ctx.speculate
+  throw invalidRequest(
+    "Invalid 'layerswarm.speculate': this gateway has no draft model (start it with --speculate draft:FILE).",
+    'layerswarm.speculate',
+    'unsupported_value'
+  )
 }
 
 export interface GenerationRequest {
@@ -36,6 +50,8 @@ export interface GenerationOutcome {
   readonly finishReason: 'stop' | 'length'
   readonly result: GenerateResult
   readonly ms: number
+  /** The drafter this request ran with: off, ngram, self or draft (the gateway's draft model). */
+  readonly speculate: string
 }
 
 /**
@@ -76,12 +92,14 @@ export async function runGeneration(
   // OpenAI's defaults: 16 tokens for completions, up to the context for chat.
   const requested = req.params.maxTokens ?? (req.endpoint === 'completions' ? 16 : ctx.contextLength)
   const maxTokens = Math.min(requested, ctx.contextLength - promptLength)
+  const speculate = requestSpeculate(ctx, req.params)
   ctx.stats.sessionStarted()
   ctx.metrics?.sessionOpened()
   const t0 = performance.now()
   try {
-    const out = await attempt(ctx, req, maxTokens, onText, onRollback)
-    const outcome = { ...out, ms: performance.now() - t0 }
+    const out = await attempt(ctx, req, maxTokens, speculate, onText, onRollback)
+    const mode = speculate ?? ctx.speculate ?? DEFAULT_SPECULATE
+    const outcome = { ...out, ms: performance.now() - t0, speculate: mode.startsWith('draft:') ? 'draft' : mode }
     if (out.result.report.rollbacks.length > 0)
       ctx.log.warn(
         { convicted: out.result.convicted, rollbacks: out.result.report.rollbacks },
@@ -103,9 +121,10 @@ async function attempt(
   ctx: GatewayContext,
   req: GenerationRequest,
   maxTokens: number,
+  speculate: SpeculateMode | undefined,
   onText?: (text: string) => void,
   onRollback?: OnRollback
-): Promise<Omit<GenerationOutcome, 'ms'>> {
+): Promise<Omit<GenerationOutcome, 'ms' | 'speculate'>> {
   const { params } = req
   const stops = [...params.stop, ...(req.formatStops ?? [])]
   let matcher = new StopMatcher(stops)
@@ -120,6 +139,7 @@ async function attempt(
     seed: params.seed ?? Math.floor(Math.random() * 2 ** 31),
     signal: req.signal,
     special: req.special ?? false,
+    speculate,
     // A stop sequence ends the text, but the SDK's stream has no "stop now" that still hands back
     // the verification report: make the next token EOS so the generation ends the normal way.
     onLogits: (logits) => {

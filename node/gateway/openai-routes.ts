@@ -133,7 +133,10 @@ export function registerOpenAiRoutes(app: FastifyInstance, init: OpenAiRoutesIni
       reply.header('x-layerswarm-model-id', ctx.client.modelId)
       return {
         ...whole(o),
-        layerswarm: reportJson(ctx.client.modelId, o.result.report, o.result.convicted, o.ms, o.completionTokens)
+        layerswarm: reportJson(ctx.client.modelId, o.result.report, o.result.convicted, o.ms, o.completionTokens, {
+          mode: o.speculate,
+          stats: o.result.speculation
+        })
       }
     }
     // The stream opens with the first text, so errors before it (no route, busy) keep their status codes.
@@ -157,7 +160,10 @@ export function registerOpenAiRoutes(app: FastifyInstance, init: OpenAiRoutesIni
           })
       )
       const s = open()
-      const report = reportJson(ctx.client.modelId, o.result.report, o.result.convicted, o.ms, o.completionTokens)
+      const report = reportJson(ctx.client.modelId, o.result.report, o.result.convicted, o.ms, o.completionTokens, {
+        mode: o.speculate,
+        stats: o.result.speculation
+      })
       s.send({ ...chunk('', o.finishReason), usage: usage(o), layerswarm: report })
       if (r.params.includeUsage) s.send({ ...chunk('', null), choices: [], usage: usage(o) })
       s.done()

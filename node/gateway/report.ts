@@ -1,4 +1,4 @@
-import type { VerificationReport } from '../../client/index.js'
+import type { SpeculationStats, VerificationReport } from '../../client/index.js'
 
 /** The `layerswarm` field of every response: how the tokens were made and what was checked. */
 export interface ReportJson {
@@ -8,6 +8,8 @@ export interface ReportJson {
   readonly report: unknown
   readonly convicted: string[]
   readonly timing: { total_ms: number; tokens_per_second: number }
+  /** The request's speculative steps: the drafter (`draft` for the gateway's draft model) and its counts. */
+  readonly speculation?: { mode: string; steps: number; drafted: number; accepted: number }
 }
 
 /**
@@ -29,7 +31,8 @@ export function reportJson(
   report: VerificationReport,
   convicted: string[],
   ms: number,
-  tokens: number
+  tokens: number,
+  speculation?: { readonly mode: string; readonly stats: SpeculationStats }
 ): ReportJson {
   const last = report.routes[report.routes.length - 1] ?? []
   return {
@@ -37,7 +40,17 @@ export function reportJson(
     route: last.map((h) => ({ peer_id: h.peerId, start: h.start, end: h.end })),
     report: jsonSafe(report),
     convicted,
-    timing: { total_ms: Math.round(ms), tokens_per_second: ms > 0 ? Math.round((tokens * 1e5) / ms) / 100 : 0 }
+    timing: { total_ms: Math.round(ms), tokens_per_second: ms > 0 ? Math.round((tokens * 1e5) / ms) / 100 : 0 },
+    ...(speculation
+      ? {
+          speculation: {
+            mode: speculation.mode,
+            steps: speculation.stats.steps,
+            drafted: speculation.stats.drafted,
+            accepted: speculation.stats.accepted
+          }
+        }
+      : {})
   }
 }
 

@@ -12,7 +12,13 @@ export interface GenerationParams {
   readonly stop: string[]
   readonly stream: boolean
   readonly includeUsage: boolean
+  /** `layerswarm.speculate`: speculative steps for this request (default: the gateway's --speculate). */
+  readonly speculate?: RequestSpeculate
 }
+
+/** What a request may ask of speculation: `draft` is the gateway's own draft model, if it has one. */
+export type RequestSpeculate = 'off' | 'ngram' | 'self' | 'draft'
+const REQUEST_SPECULATE: readonly RequestSpeculate[] = ['off', 'ngram', 'self', 'draft']
 
 type Body = Record<string, unknown>
 
@@ -94,8 +100,40 @@ export function commonParams(b: Body, servedModels: readonly string[]): Generati
     seed: optInt(b, 'seed', 0),
     stop,
     stream: b.stream === true,
-    includeUsage: typeof so === 'object' && so !== null && so.include_usage === true
+    includeUsage: typeof so === 'object' && so !== null && so.include_usage === true,
+    ...layerswarmParams(b)
   }
+}
+
+/**
+ * The request's own `layerswarm` object (the field responses carry the verification report in):
+ * options of the swarm a request may set. Unknown keys are refused, so a misspelt one is not
+ * silently ignored. A draft model is named by the gateway's operator (--speculate draft:F), never
+ * by a request: a request names a path on the gateway's host with nothing.
+ */
+function layerswarmParams(b: Body): { speculate?: RequestSpeculate } {
+  const ls = b.layerswarm
+  if (ls === undefined || ls === null) return {}
+  if (typeof ls !== 'object' || Array.isArray(ls))
+    throw invalidRequest("Invalid 'layerswarm': expected an object.", 'layerswarm', 'invalid_type')
+  for (const key of Object.keys(ls)) {
+    if (key !== 'speculate')
+      throw invalidRequest(
+        `Unknown parameter 'layerswarm.${key}': the request may set layerswarm.speculate.`,
+        `layerswarm.${key}`,
+        'unknown_parameter'
+      )
+  }
+  const v = (ls as Body).speculate
+  if (v === undefined || v === null) return {}
+  if (typeof v !== 'string' || !REQUEST_SPECULATE.includes(v as RequestSpeculate)) {
+    throw invalidRequest(
+      `Invalid 'layerswarm.speculate': expected one of ${REQUEST_SPECULATE.map((m) => `'${m}'`).join(', ')}, got ${JSON.stringify(v)}.`,
+      'layerswarm.speculate',
+      'invalid_value'
+    )
+  }
+  return { speculate: v as RequestSpeculate }
 }
 
 /** `prompt` of /v1/completions: a string, or an array holding one string. */

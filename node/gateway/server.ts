@@ -2,7 +2,7 @@ import { timingSafeEqual } from 'node:crypto'
 import { isIP } from 'node:net'
 import type { AbortOptions } from '@libp2p/interface'
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from 'fastify'
-import type { LayerswarmClient } from '../../client/index.js'
+import type { LayerswarmClient, SpeculateMode } from '../../client/index.js'
 import { isLoopbackHost, parseHostPort } from '../config.js'
 import type { Logger } from '../log.js'
 import type { Metrics } from '../metrics.js'
@@ -33,6 +33,8 @@ export interface GatewayOptions {
   readonly browserBootstrap?: readonly string[]
   /** A sealed canary bank the chat page may fetch (its key is not served). */
   readonly canaryBankPath?: string
+  /** The client's --speculate: what `layerswarm.speculate: "draft"` means in a request. */
+  readonly speculate?: SpeculateMode
 }
 
 export interface Gateway {
@@ -100,7 +102,8 @@ export async function startGateway(o: GatewayOptions, { signal }: AbortOptions =
     metrics: o.metrics,
     log: o.log,
     maxConcurrent: o.maxConcurrent ?? 4,
-    contextLength: o.contextLength
+    contextLength: o.contextLength,
+    speculate: o.speculate
   }
   const app = Fastify({
     loggerInstance: o.log.child({ component: 'http' }) as FastifyBaseLogger,

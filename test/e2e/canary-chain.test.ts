@@ -94,6 +94,9 @@ describe('canaries in chained forwarding', () => {
       model: GGUF_PATH,
       kernels: createReferenceKernels(),
       forwarding: 'chain',
+      // one row per step: the exact shape checks below compare step counts; decoys of speculative
+      // sessions (rows per step, rewinds) are checked by test/client/decoy-speculative-shape.test.ts
+      speculate: 'off',
       canaries: { rate: 0.5, seed: 5 },
       log: (e) => events.push(e)
     })

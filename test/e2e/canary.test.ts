@@ -78,6 +78,9 @@ describe('verified inference: a tampering peer is caught by canaries and routed 
         model: GGUF_PATH,
         kernels: createReferenceKernels(),
         canaries: { seed, trustFile },
+        // one token per step: the burst (canary/adaptive-rate.ts) is sized in real steps, and this
+        // test counts on 64 of them (speculative steps carry ~2 tokens each on this model)
+        speculate: 'off',
         log: (e) => events.push(e)
       })
       try {

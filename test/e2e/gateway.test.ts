@@ -218,6 +218,42 @@ describe('OpenAI-compatible gateway on a 2-process swarm, driven by the openai c
     expect(huge.status).toBe(413)
   })
 
+  it('takes speculation per request (layerswarm.speculate): same greedy text, the report says which drafter ran', async () => {
+    const post = async (body: Record<string, unknown>) => {
+      const res = await fetch(`${open.gateway.url}/v1/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ model: MODEL, prompt: ref.prompt, max_tokens: 24, temperature: 0, ...body })
+      })
+      return { status: res.status, json: (await res.json()) as Record<string, any> }
+    }
+    // the gateway's default (ngram, client/options.ts), and off for one request
+    const byDefault = await post({})
+    const off = await post({ layerswarm: { speculate: 'off' } })
+    const ngram = await post({ layerswarm: { speculate: 'ngram' } })
+    for (const r of [byDefault, off, ngram]) {
+      expect(r.status).toBe(200)
+      expect(r.json.choices[0].text).toBe(greedyText)
+    }
+    expect(byDefault.json.layerswarm.speculation.mode).toBe('ngram')
+    expect(off.json.layerswarm.speculation).toEqual({ mode: 'off', steps: 0, drafted: 0, accepted: 0 })
+    expect(ngram.json.layerswarm.speculation.mode).toBe('ngram')
+    expect(ngram.json.layerswarm.speculation.drafted).toBeGreaterThan(0)
+    // a request cannot name a file on the gateway's host; `draft` needs the gateway's draft model
+    for (const [layerswarm, code] of [
+      [{ speculate: 'draft:/etc/passwd' }, 'invalid_value'],
+      [{ speculate: 'draft' }, 'unsupported_value'],
+      [{ speculate: 3 }, 'invalid_value'],
+      [{ speculat: 'off' }, 'unknown_parameter'],
+      ['off', 'invalid_type']
+    ] as const) {
+      const bad = await post({ layerswarm })
+      expect(bad.status).toBe(400)
+      expect(bad.json.error).toMatchObject({ type: 'invalid_request_error', code })
+      expect(String(bad.json.error.param)).toMatch(/^layerswarm/)
+    }
+  })
+
   it('answers 429 busy beyond --max-concurrent', async () => {
     const busy = await runApi(apiOptions({ bootstrap: nodes[0].addrs[0], maxConcurrent: 1 }), createLogger({ level: 'silent' }))
     try {
