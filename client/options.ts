@@ -27,9 +27,11 @@ export const DEFAULT_MAX_TOKENS = 256
 export const DEFAULT_EDGE_KV_DTYPE = 'f32' as const
 
 /**
- * Speculative steps (docs/speculation.md): prompt lookup (`ngram`) by default. Greedy output is
- * the same tokens as without it, sampling keeps the target distribution, and canary decoys take
- * the same shapes (rows per step, rewinds after rejected drafts: client/canary-decoy-speculative.ts),
- * so a peer cannot tell decoys by their shape. `off` sends one row per step.
+ * Speculative steps (docs/speculation.md): off by default for now. With `ngram` greedy output is
+ * the same tokens, sampling keeps the target distribution, and canary decoys take the same
+ * shapes (rows per step, rewinds after rejected drafts: client/canary-decoy-speculative.ts). It
+ * stays opt-in until canaries keep pace with it: canary rates count real steps, a speculative
+ * step carries about two tokens, and a thin client (edge blocks + canary bank) did not convict a
+ * tamperer within 64 tokens with it on (test/e2e/rollback.test.ts).
  */
-export const DEFAULT_SPECULATE = 'ngram' as const
+export const DEFAULT_SPECULATE = 'off' as const
