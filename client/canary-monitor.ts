@@ -181,16 +181,40 @@ export class CanaryMonitor {
       this.material.observeStep(ctx, this.wireOf(route[0]))
     }
     if (ctx.forwarding === 'chain' && route.length > 1) {
-      // One chained decoy covers the whole route: at the rate of its most-wanted hop.
+      // One chained decoy covers the whole route: at the rate (and decoys in flight) of its most-wanted hop.
       const rate = Math.max(...route.map((h) => this.rateOf(h.peerId)))
-      if (this.random.next() < rate) this.launch(route.map((h) => h.peerId).join('>'), () => this.probeChained(route, ctx))
+      const lanes = Math.max(...route.map((h) => this.lanesOf(h.peerId)))
+      const key = route.map((h) => `${h.peerId}/${h.start}/${h.end}`).join('>')
+      for (let lane = 0; lane < lanes; lane++)
+        if (this.random.next() < rate) this.launch(laneKey(key, lane), () => this.probeChained(route, ctx, lane))
+      this.retireLanes(key, lanes)
     } else {
       for (const hop of route) {
-        if (this.random.next() < this.rateOf(hop.peerId))
-          this.launch(`${hop.peerId}/${hop.start}/${hop.end}`, () => this.probe(hop, ctx))
+        const lanes = this.lanesOf(hop.peerId)
+        for (let lane = 0; lane < lanes; lane++)
+          if (this.random.next() < this.rateOf(hop.peerId))
+            this.launch(laneKey(`${hop.peerId}/${hop.start}/${hop.end}`, lane), () => this.probe(hop, ctx, lane))
+        this.retireLanes(`${hop.peerId}/${hop.start}/${hop.end}`, lanes)
       }
     }
     return this.takeExcluded()
+  }
+
+  /**
+   * Decoy sessions of a peer in flight at once (canary/adaptive-rate.ts): several while it is
+   * below the evidence threshold, so a new client's burst (and a suspect's checks) take a few
+   * real steps rather than one per canary; each is a session of its own, like another client's.
+   */
+  lanesOf(peerId: string): number {
+    return this.rates.lanes(this.detector.verdict(peerId))
+  }
+
+  /** Once a peer needs fewer decoys in flight, the extra ones' sessions end (after their step in flight). */
+  private retireLanes(key: string, lanes: number): void {
+    for (let lane = Math.max(1, lanes); lane < this.rates.inFlight; lane++) {
+      const k = laneKey(key, lane)
+      if (!this.inflight.has(k)) this.pool.release(k, this.scoring.get(k) ?? Promise.resolve())
+    }
   }
 
   /** A verdict that has just convicted its peer (on this very observation) is reported once. */
@@ -237,8 +261,8 @@ export class CanaryMonitor {
   }
 
   /** Send one canary step to a hop (relayed) and score its answer. */
-  async probe(target: HopTarget, ctx: StepContext): Promise<PeerVerdict[]> {
-    const key = `${target.peerId}/${target.start}/${target.end}`
+  async probe(target: HopTarget, ctx: StepContext, lane = 0): Promise<PeerVerdict[]> {
+    const key = laneKey(`${target.peerId}/${target.start}/${target.end}`, lane)
     const decoy = await this.pool.decoyFor(key, [target], ctx, async (sessionId, maxLength) => ({
       hop: await HopSession.open(
         this.host,
@@ -265,8 +289,8 @@ export class CanaryMonitor {
    * reference at its span end; once a hop's answer looks like tampering (density ratio above 1),
    * the hops after it got an altered input, so they are not scored for the rest of this decoy.
    */
-  async probeChained(route: readonly HopTarget[], ctx: StepContext): Promise<PeerVerdict[]> {
-    const key = route.map((h) => `${h.peerId}/${h.start}/${h.end}`).join('>')
+  async probeChained(route: readonly HopTarget[], ctx: StepContext, lane = 0): Promise<PeerVerdict[]> {
+    const key = laneKey(route.map((h) => `${h.peerId}/${h.start}/${h.end}`).join('>'), lane)
     const decoy = await this.pool.decoyFor(key, route, ctx, async (sessionId, maxLength) => ({
       chain: await ChainedDecoy.open(
         this.host,
@@ -381,4 +405,9 @@ export class CanaryMonitor {
       this.options.log?.({ event: 'trust-file-unsaved', path: this.trustFile, message: (err as Error).message })
     }
   }
+}
+
+/** The decoy of one lane: lane 0 is the decoy a peer always has, lanes 1+ only below the threshold. */
+function laneKey(key: string, lane: number): string {
+  return lane === 0 ? key : `${key}#${lane}`
 }
