@@ -29,7 +29,9 @@ import { loadOrCreateSecret, randomSecret, secretPrompts, secretSeed } from './c
 import type { CanaryEvidence, CanaryOptions, CanaryPeerReport, StepContext } from './canary-types.js'
 import { ChainedDecoy } from './chained-decoy.js'
 import { HopSession, type HopTarget } from './hop.js'
+import { DEFAULT_REDUNDANCY_RATE } from './options.js'
 import { ReceiptLedger } from './receipts.js'
+import { type RedundancyDeps, type RedundancyRecord, scheduledCrossCheck } from './redundancy-schedule.js'
 import { ReplayIndex } from './replay-index.js'
 import { detectorFingerprint, loadTrust, saveTrust } from './trust-file.js'
 
@@ -60,6 +62,9 @@ export class CanaryMonitor {
   private readonly last = new Map<string, Drift>()
   private readonly random: Random
   readonly evidence: CanaryEvidence[] = []
+  /** Redundancy checks run (the same decoy to two peers of one span). */
+  readonly redundancy: RedundancyRecord[] = []
+  private readonly redundancyDeps?: RedundancyDeps
   /**
    * Every receipt the client checks (real steps through RemotePipeline's ledger, canary steps
    * through this one) goes to one index: a peer that signs one output for two inputs is convicted
@@ -92,6 +97,8 @@ export class CanaryMonitor {
       bank?: CanaryTraces
       /** Progress of building a canary set: (boundary, canaries built, canaries in the set). */
       onBuild?: (boundary: number, built: number, total: number) => void
+      /** Peers serving exactly [start, end) that routes may use: partners for redundancy checks. */
+      peersOf?: (start: number, end: number) => readonly HopTarget[]
     }
   ) {
     this.quantized = quantizedWeights(model)
@@ -124,6 +131,37 @@ export class CanaryMonitor {
     this.pool = new DecoyPool(this.material)
     this.audits = new AuditBatcher(options.auditEvery)
     if (options.trustFile !== undefined) this.restoreTrust(options.trustFile)
+    const redundancyRate = options.redundancyRate ?? DEFAULT_REDUNDANCY_RATE
+    if (!(redundancyRate >= 0 && redundancyRate <= 1))
+      throw new RangeError(`redundancyRate must be in [0, 1], got ${redundancyRate}`)
+    const peersOf = options.peersOf
+    if (peersOf && redundancyRate > 0)
+      this.redundancyDeps = {
+        host,
+        modelId,
+        benign: this.benign,
+        peersOf,
+        isExcluded: (p) => this.detector.verdict(p).excluded,
+        setFor: (b) => this.setFor(b),
+        plan: (b) => this.material.plan(b, { forwarding: 'relay', maxLength: options.maxLength }),
+        wireOf: (t) => this.wireOf(t),
+        pick: (n) => this.random.int(n),
+        score: (...a) => this.score(...a)
+      }
+  }
+
+  /**
+   * A redundancy check of a hop (relayed): the same decoy to it and to another peer of its span,
+   * each answer scored as a canary's; recorded and logged (`redundancy`). None without a partner.
+   */
+  async crossCheck(hop: HopTarget, ctx: StepContext): Promise<PeerVerdict[]> {
+    if (!this.redundancyDeps) return []
+    const got = await scheduledCrossCheck(hop, this.redundancyDeps, { signal: ctx.signal })
+    if (!got) return []
+    this.counts.canarySteps += 2 * got.record.steps
+    this.redundancy.push(got.record)
+    this.options.log?.({ event: 'redundancy', ...got.record })
+    return got.verdicts
   }
 
   private restoreTrust(path: string): void {
@@ -190,6 +228,8 @@ export class CanaryMonitor {
       this.retireLanes(key, lanes)
     } else {
       for (const hop of route) {
+        if (this.redundancyDeps && this.random.next() < (this.options.redundancyRate ?? DEFAULT_REDUNDANCY_RATE))
+          this.launch(`redundancy/${hop.start}/${hop.end}`, () => this.crossCheck(hop, ctx))
         const lanes = this.lanesOf(hop.peerId)
         for (let lane = 0; lane < lanes; lane++)
           if (this.random.next() < this.rateOf(hop.peerId))
@@ -353,7 +393,7 @@ export class CanaryMonitor {
 
   private score(
     target: HopTarget,
-    decoy: Decoy,
+    decoy: Pick<Decoy, 'sessionId' | 'canary'>,
     stepId: number,
     position: number,
     rows: number,

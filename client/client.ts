@@ -180,7 +180,13 @@ export class LayerswarmClient {
             kernels: this.init.kernels ?? this.ownKernels,
             log: this.init.log,
             bank: this.bank,
-            onBuild: this.init.onCanaryBuild
+            onBuild: this.init.onCanaryBuild,
+            // redundancy checks' partners: the other peers of a hop's span that routes may use
+            peersOf: (start: number, end: number) =>
+              this.view
+                .list()
+                .filter((p) => p.start === start && p.end === end && p.modelId === this.modelId && !this.view.isBanned(p.peerId))
+                .map(({ peerId, addrs, wireDtypes, kvDtype }) => ({ peerId, start, end, addrs, wireDtypes, kvDtype }))
           })
     const canaries = this.canaries
     const verified = options.verifiedStream ?? this.init.verifiedStream ?? false
