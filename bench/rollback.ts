@@ -8,7 +8,7 @@
  * `--clients` fresh clients (a new secret, no trust file) generates greedily from the reference
  * prompt through one interface:
  *  - `sdk`: `client.generate()` in this process;
- *  - `cli`: `layerswarm generate --json` in a child process (its `text`);
+ *  - `cli`: `layerswarm generate --wire f32 --json` in a child process (its `completion`);
  *  - `gateway` / `gateway-stream`: a fresh `layerswarm api` gateway (in this process) answering
  *    one /v1/completions request, whole or streamed (SSE, `layerswarm` rollback events applied).
  * The honest text is llama2.c's greedy continuation (test/vectors). Prints one JSON object: in how
@@ -71,16 +71,17 @@ async function viaSdk(s: Swarm): Promise<Outcome> {
 function viaCli(s: Swarm): Outcome {
   const cli = join(packageRoot(), 'dist', 'node', 'cli.js')
   const args = ['generate', '--bootstrap', s.bootstrap.join(','), '--model', s.model, '--prompt', s.prompt]
-  args.push('--max-tokens', String(s.tokens), '--temperature', '0', '--forwarding', s.forwarding, '--json')
+  // f32 on the wire, as the SDK and gateway runs: the honest text is llama2.c's f32 one
+  args.push('--max-tokens', String(s.tokens), '--temperature', '0', '--forwarding', s.forwarding, '--wire', 'f32', '--json')
   const r = spawnSync(process.execPath, [cli, ...args], { encoding: 'utf8', timeout: 600_000 })
   if (r.status !== 0) return { text: `(exit ${r.status}: ${r.stderr.trim().split('\n').at(-1)})` }
   const result = JSON.parse(r.stdout) as {
-    text: string
+    completion: string
     convicted: string[]
     report: { routes: { peerId: string }[][]; rollbacks: unknown[] }
   }
   return {
-    text: result.text,
+    text: result.completion,
     firstRoute: result.report.routes[0]?.map((h) => h.peerId),
     convicted: result.convicted,
     rollbacks: result.report.rollbacks.length
