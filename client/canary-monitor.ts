@@ -1,6 +1,7 @@
 import {
   type AdaptiveRate,
   benignClassKey,
+  CanaryArgumentError,
   CanaryBankMismatchError,
   type CanarySet,
   type CanaryTraces,
@@ -133,7 +134,7 @@ export class CanaryMonitor {
     if (options.trustFile !== undefined) this.restoreTrust(options.trustFile)
     const redundancyRate = options.redundancyRate ?? DEFAULT_REDUNDANCY_RATE
     if (!(redundancyRate >= 0 && redundancyRate <= 1))
-      throw new RangeError(`redundancyRate must be in [0, 1], got ${redundancyRate}`)
+      throw new CanaryArgumentError(`redundancyRate must be in [0, 1], got ${redundancyRate}`)
     const peersOf = options.peersOf
     if (peersOf && redundancyRate > 0)
       this.redundancyDeps = {
