@@ -126,21 +126,26 @@ function stepsToExclusion(
         canariesByReceipt = canaries
       }
     }
-    if (rnd.next() >= o.rate.rateFor(det.verdict('peer'))) continue
-    // Decoy sessions run through the canaries in order; each pass is a new session id, so the
-    // tamperer's seeded draw of which steps it tampers is fresh.
-    const i = next % steps.length
-    const s = steps[i]
-    const sessionId = `${o.seed}-${Math.floor(next / steps.length)}-${s.sessionId}`
-    next++
-    canaries++
-    if (!Number.isFinite(byReceipt) && receipts.serve(sessionId, peer.steps[i])) {
-      byReceipt = t
-      canariesByReceipt = canaries
+    // below the evidence threshold several decoys are in flight, each drawing the rate
+    const v = det.verdict('peer')
+    const lanes = o.rate.lanes(v)
+    for (let lane = 0; lane < lanes; lane++) {
+      if (rnd.next() >= o.rate.rateFor(v)) continue
+      // Decoy sessions run through the canaries in order; each pass is a new session id, so the
+      // tamperer's seeded draw of which steps it tampers is fresh.
+      const i = next % steps.length
+      const s = steps[i]
+      const sessionId = `${o.seed}-${Math.floor(next / steps.length)}-${s.sessionId}`
+      next++
+      canaries++
+      if (!Number.isFinite(byReceipt) && receipts.serve(sessionId, peer.steps[i])) {
+        byReceipt = t
+        canariesByReceipt = canaries
+      }
+      const drift = o.tamper.tampers(sessionId, s.stepId) ? s.tampered : s.benign
+      if (det.observe('peer', drift, peer.key, s.kvLength).excluded)
+        return { steps: Math.min(t, byReceipt), canarySteps: t, canaries: byReceipt < t ? canariesByReceipt : canaries }
     }
-    const drift = o.tamper.tampers(sessionId, s.stepId) ? s.tampered : s.benign
-    if (det.observe('peer', drift, peer.key, s.kvLength).excluded)
-      return { steps: Math.min(t, byReceipt), canarySteps: t, canaries: byReceipt < t ? canariesByReceipt : canaries }
   }
   return { steps: byReceipt, canarySteps: Number.POSITIVE_INFINITY, canaries: canariesByReceipt }
 }

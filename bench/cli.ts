@@ -36,6 +36,7 @@ const BENCHES: Record<string, () => Promise<BenchMain>> = {
     console.log(JSON.stringify(runKernelBench({ quick: argv.includes('--quick') }), null, 2))
   },
   swarm: async () => (await import('./swarm.js')).main,
+  rollback: async () => (await import('./rollback.js')).main,
   'swarm-canary': async () => (await import('./swarm-canary.js')).main,
   'verified-stream': async () => (await import('./verified-stream.js')).main,
   wan: async () => (await import('./wan.js')).main,

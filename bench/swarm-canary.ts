@@ -21,7 +21,7 @@ import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import { type LayerswarmClient as Client, createClient, type Forwarding } from '../client/index.js'
 import { type LocalNode, startLocalNode } from '../node/local-swarm.js'
-import { openModelFile, selectKernels } from '../shards/index.js'
+import { openModelFile, selectKernelsFor } from '../shards/index.js'
 import { evenSpans, promptText, resolveModel } from './swarm.js'
 import { decodeRate } from './swarm-single.js'
 import { median, round } from './swarm-stats.js'
@@ -52,11 +52,12 @@ export async function runSwarmCanaryBench(o: Options): Promise<Record<string, un
   const model = openModelFile(path)
   const c = model.config
   const prompt = promptText(model, 16)
+  // the kernels the model's shape calls for (a tiny model's dims do not fit the fast paths' tiles)
+  const kernels = selectKernelsFor(c, { threads: o.threads })
   model.close()
   const maxTokens = Math.min(o.genTokens, c.seqLen - 17)
   const spans = evenSpans(1, c.nLayers - 1, o.peers)
   const nodes: LocalNode[] = []
-  const kernels = selectKernels({ kind: 'auto', threads: o.threads })
   const clients: Client[] = []
   const trustDir = mkdtempSync(join(tmpdir(), 'layerswarm-bench-trust-'))
   const trustFile = join(trustDir, 'trust.json')

@@ -4,12 +4,13 @@ import { startLocalNode } from '../node/local-swarm.js'
 import { defaultModelPath } from '../node/paths.js'
 
 /**
- * `npm run bench -- verified-stream [--tokens N] [--rounds R]`: what verifiedStream costs. On a
+ * `npm run bench -- verified-stream [--tokens N] [--rounds R] [--in-flight K]`: what verifiedStream costs. On a
  * real 2-peer swarm (separate node processes, the bundled model unless --model), per token the
  * time from its logits (onLogits: the step that made it is done) to the stream handing it out,
  * in ms and in steps (the median time between tokens), for a fresh client (its peers still in
  * their canary start-up burst) and the same client again (its peers cleared), with and without
- * verifiedStream.
+ * verifiedStream. --in-flight sets the decoys a peer below the evidence threshold gets at once
+ * (canary/adaptive-rate.ts, default 4; 1 is the one-canary-per-real-step burst of before).
  */
 async function holdOf(client: LayerswarmClient, tokens: number, verifiedStream: boolean) {
   const made: number[] = []
@@ -50,12 +51,14 @@ export async function main(argv: string[]): Promise<void> {
     options: {
       model: { type: 'string' },
       tokens: { type: 'string', default: '128' },
-      rounds: { type: 'string', default: '3' }
+      rounds: { type: 'string', default: '3' },
+      'in-flight': { type: 'string' }
     }
   })
   const model = values.model ?? defaultModelPath()
   const tokens = Number(values.tokens)
   const rounds = Number(values.rounds)
+  const inFlight = values['in-flight'] === undefined ? undefined : Number(values['in-flight'])
   if (!Number.isInteger(tokens) || tokens < 2 || !Number.isInteger(rounds) || rounds < 1)
     throw new Error('bench verified-stream: --tokens ≥ 2 and --rounds ≥ 1 (integers)')
   const a = await startLocalNode({ model, layers: '1:3', args: ['--announce-interval', '300'] })
@@ -63,7 +66,12 @@ export async function main(argv: string[]): Promise<void> {
   const runs: Array<Record<string, unknown>> = []
   try {
     for (let i = 0; i < rounds; i++) {
-      const client = await createClient({ bootstrap: [a.addrs[0], b.addrs[0]], model, forwarding: 'relay' })
+      const client = await createClient({
+        bootstrap: [a.addrs[0], b.addrs[0]],
+        model,
+        forwarding: 'relay',
+        ...(inFlight === undefined ? {} : { canaries: { adaptive: { inFlight } } })
+      })
       try {
         await client.view.waitForRoute(1, 4, 20_000)
         runs.push({ client: 'fresh', verifiedStream: true, ...(await holdOf(client, tokens, true)) })
@@ -85,6 +93,7 @@ export async function main(argv: string[]): Promise<void> {
       {
         model,
         tokens,
+        inFlight: inFlight ?? 'default (4)',
         meanHoldSteps: { fresh: mean('fresh', true), cleared: mean('cleared', true), off: mean('cleared', false) },
         target: '< 1 step per token at the default rate',
         runs

@@ -30,6 +30,12 @@ import { DEFAULT_CANARY_RATE } from './options.js'
  * by their number: a peer's first 256 steps now get ~23 (16 + the base rate), where a smoothly
  * decaying start (0.75, the excess halving every 6 canaries) spent ~32 and caught the 10 %
  * tamperer sooner (`npm run bench -- canary --adaptive`: mean 84 steps, was 62.5).
+ * Decoys in flight (`inFlight`, default 4): below the evidence threshold (in the start-up burst, or
+ * a suspect) a client keeps several decoy sessions of a peer going at once, each its own session
+ * stepping once per real step, so the burst takes ~N/inFlight real steps instead of N. A peer sees
+ * several sessions at once, as it does when several clients use it. The burst is then sized at
+ * `start · inFlight` canaries per real step; with the target of 40 steps that is 24 canaries
+ * (0.9^24 ≈ 0.08 of 10 % tamperers pass it clean, where 0.9^16 ≈ 0.19 did), spent in ~6 steps.
  */
 export interface AdaptiveRateOptions {
   /** Canaries per real step for a peer with a clean record (default 0.03). */
@@ -38,10 +44,15 @@ export interface AdaptiveRateOptions {
   readonly start?: number
   /** Length of the start-up burst in canaries; default derived from targetSteps (see above). */
   readonly startCanaries?: number
-  /** Expected real steps to exclude a designTamperRate tamperer the burst is sized for (default 80). */
+  /** Expected real steps to exclude a designTamperRate tamperer the burst is sized for (default 40). */
   readonly targetSteps?: number
   /** Fraction of steps tampered the burst is sized for (default 0.1). */
   readonly designTamperRate?: number
+  /**
+   * Decoy sessions of one peer in flight at once while it is below the evidence threshold
+   * (start-up burst, suspect), each stepping at the rate above (default 4; 1 sends one at a time).
+   */
+  readonly inFlight?: number
   /** Posterior P(tampering) from which a peer is a suspect (default 0.1). */
   readonly suspectPosterior?: number
   /** Canaries per real step for a suspect (default 1). */
@@ -62,8 +73,15 @@ export interface AdaptiveRate {
   readonly startCanaries: number
   readonly suspectPosterior: number
   readonly suspectRate: number
-  /** Probability that a real step through this peer is followed by a canary step to it. */
+  /** Decoy sessions in flight at once for a peer below the evidence threshold. */
+  readonly inFlight: number
+  /** Probability that a real step through this peer is followed by a canary step to it (per decoy in flight). */
   rateFor(evidence: RateEvidence): number
+  /**
+   * Decoy sessions of a peer to keep in flight: `inFlight` for a suspect, as many as its start-up
+   * burst still needs up to `inFlight`, 1 after it, 0 once excluded. Each draws `rateFor`.
+   */
+  lanes(evidence: RateEvidence): number
 }
 
 const inUnit = (x: unknown): x is number => typeof x === 'number' && x > 0 && x <= 1
@@ -89,8 +107,11 @@ export function createAdaptiveRate(options: AdaptiveRateOptions = {}): AdaptiveR
   const start = options.start ?? 1
   const suspectPosterior = options.suspectPosterior ?? 0.1
   const suspectRate = options.suspectRate ?? 1
-  const targetSteps = options.targetSteps ?? 80
+  const targetSteps = options.targetSteps ?? 40
   const q = options.designTamperRate ?? 0.1
+  const inFlight = options.inFlight ?? 4
+  if (!(Number.isInteger(inFlight) && inFlight >= 1 && inFlight <= 16))
+    throw new CanaryArgumentError(`inFlight must be an integer in [1, 16], got ${inFlight}`)
   if (!inUnit(base)) throw new CanaryArgumentError(`base rate must be in (0, 1], got ${base}`)
   if (!inUnit(start) || start < base) throw new CanaryArgumentError(`start rate must be in [base, 1], got ${start}`)
   if (!inUnit(suspectRate) || suspectRate < base)
@@ -101,7 +122,7 @@ export function createAdaptiveRate(options: AdaptiveRateOptions = {}): AdaptiveR
   if (!inUnit(q) || q >= 1) throw new CanaryArgumentError(`designTamperRate must be in (0, 1), got ${q}`)
   if (!(typeof targetSteps === 'number' && targetSteps > 0 && Number.isFinite(targetSteps)))
     throw new CanaryArgumentError(`targetSteps must be a positive number of steps, got ${targetSteps}`)
-  const startCanaries = options.startCanaries ?? startCanariesFor(targetSteps, q, base, start)
+  const startCanaries = options.startCanaries ?? startCanariesFor(targetSteps, q, base, start * inFlight)
   if (!(Number.isInteger(startCanaries) && startCanaries >= 0))
     throw new CanaryArgumentError(`startCanaries must be an integer ≥ 0, got ${startCanaries}`)
   return {
@@ -110,12 +131,18 @@ export function createAdaptiveRate(options: AdaptiveRateOptions = {}): AdaptiveR
     startCanaries,
     suspectPosterior,
     suspectRate,
+    inFlight,
     rateFor(e) {
       if (!e || !(e.observations >= 0) || !(e.posterior >= 0 && e.posterior <= 1))
         throw new CanaryArgumentError('rateFor needs observations ≥ 0 and a posterior in [0, 1]')
       if (e.excluded) return 0 // not routed through any more
       if (e.posterior >= suspectPosterior) return suspectRate
       return e.observations < startCanaries ? start : base
+    },
+    lanes(e) {
+      if (e.excluded) return 0
+      if (e.posterior >= suspectPosterior) return inFlight
+      return Math.max(1, Math.min(inFlight, startCanaries - e.observations))
     }
   }
 }
@@ -129,6 +156,8 @@ export function fixedRate(rate: number): AdaptiveRate {
     startCanaries: 0,
     suspectPosterior: 0.999999,
     suspectRate: rate,
-    rateFor: (e) => (e.excluded ? 0 : rate)
+    inFlight: 1,
+    rateFor: (e) => (e.excluded ? 0 : rate),
+    lanes: (e) => (e.excluded ? 0 : 1)
   }
 }

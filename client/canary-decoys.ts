@@ -309,6 +309,12 @@ export class DecoyPool {
     after.finally(() => this.close(decoy).catch(() => {}))
   }
 
+  /** The decoy for `key`, if open, ends early (closed once `after` settles), as a real session may. */
+  release(key: string, after: Promise<unknown>): void {
+    const decoy = this.decoys.get(key)
+    if (decoy) this.retire(key, decoy, after)
+  }
+
   async closeAll(): Promise<void> {
     const all = [...this.decoys.values()]
     this.decoys.clear()

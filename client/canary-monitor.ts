@@ -1,6 +1,7 @@
 import {
   type AdaptiveRate,
   benignClassKey,
+  CanaryArgumentError,
   CanaryBankMismatchError,
   type CanarySet,
   type CanaryTraces,
@@ -30,7 +31,9 @@ import { loadOrCreateSecret, randomSecret, secretPrompts, secretSeed } from './c
 import type { CanaryEvidence, CanaryOptions, CanaryPeerReport, StepContext } from './canary-types.js'
 import { ChainedDecoy } from './chained-decoy.js'
 import { HopSession, type HopTarget } from './hop.js'
+import { DEFAULT_REDUNDANCY_RATE } from './options.js'
 import { ReceiptLedger } from './receipts.js'
+import { type RedundancyDeps, type RedundancyRecord, scheduledCrossCheck } from './redundancy-schedule.js'
 import { ReplayIndex } from './replay-index.js'
 import { detectorFingerprint, loadTrust, saveTrust } from './trust-file.js'
 
@@ -61,6 +64,9 @@ export class CanaryMonitor {
   private readonly last = new Map<string, Drift>()
   private readonly random: Random
   readonly evidence: CanaryEvidence[] = []
+  /** Redundancy checks run (the same decoy to two peers of one span). */
+  readonly redundancy: RedundancyRecord[] = []
+  private readonly redundancyDeps?: RedundancyDeps
   /**
    * Every receipt the client checks (real steps through RemotePipeline's ledger, canary steps
    * through this one) goes to one index: a peer that signs one output for two inputs is convicted
@@ -96,6 +102,8 @@ export class CanaryMonitor {
       /** The client's embeddings and first blocks: speculative decoys' rejected drafts run through them. */
       edge?: Edge
       first?: Shard
+      /** Peers serving exactly [start, end) that routes may use: partners for redundancy checks. */
+      peersOf?: (start: number, end: number) => readonly HopTarget[]
     }
   ) {
     this.quantized = quantizedWeights(model)
@@ -131,6 +139,37 @@ export class CanaryMonitor {
     )
     this.audits = new AuditBatcher(options.auditEvery)
     if (options.trustFile !== undefined) this.restoreTrust(options.trustFile)
+    const redundancyRate = options.redundancyRate ?? DEFAULT_REDUNDANCY_RATE
+    if (!(redundancyRate >= 0 && redundancyRate <= 1))
+      throw new CanaryArgumentError(`redundancyRate must be in [0, 1], got ${redundancyRate}`)
+    const peersOf = options.peersOf
+    if (peersOf && redundancyRate > 0)
+      this.redundancyDeps = {
+        host,
+        modelId,
+        benign: this.benign,
+        peersOf,
+        isExcluded: (p) => this.detector.verdict(p).excluded,
+        setFor: (b) => this.setFor(b),
+        plan: (b) => this.material.plan(b, { forwarding: 'relay', maxLength: options.maxLength }),
+        wireOf: (t) => this.wireOf(t),
+        pick: (n) => this.random.int(n),
+        score: (...a) => this.score(...a)
+      }
+  }
+
+  /**
+   * A redundancy check of a hop (relayed): the same decoy to it and to another peer of its span,
+   * each answer scored as a canary's; recorded and logged (`redundancy`). None without a partner.
+   */
+  async crossCheck(hop: HopTarget, ctx: StepContext): Promise<PeerVerdict[]> {
+    if (!this.redundancyDeps) return []
+    const got = await scheduledCrossCheck(hop, this.redundancyDeps, { signal: ctx.signal })
+    if (!got) return []
+    this.counts.canarySteps += 2 * got.record.steps
+    this.redundancy.push(got.record)
+    this.options.log?.({ event: 'redundancy', ...got.record })
+    return got.verdicts
   }
 
   private restoreTrust(path: string): void {
@@ -188,16 +227,42 @@ export class CanaryMonitor {
       this.material.observeStep(ctx, this.wireOf(route[0]))
     }
     if (ctx.forwarding === 'chain' && route.length > 1) {
-      // One chained decoy covers the whole route: at the rate of its most-wanted hop.
+      // One chained decoy covers the whole route: at the rate (and decoys in flight) of its most-wanted hop.
       const rate = Math.max(...route.map((h) => this.rateOf(h.peerId)))
-      if (this.random.next() < rate) this.launch(route.map((h) => h.peerId).join('>'), () => this.probeChained(route, ctx))
+      const lanes = Math.max(...route.map((h) => this.lanesOf(h.peerId)))
+      const key = route.map((h) => `${h.peerId}/${h.start}/${h.end}`).join('>')
+      for (let lane = 0; lane < lanes; lane++)
+        if (this.random.next() < rate) this.launch(laneKey(key, lane), () => this.probeChained(route, ctx, lane))
+      this.retireLanes(key, lanes)
     } else {
       for (const hop of route) {
-        if (this.random.next() < this.rateOf(hop.peerId))
-          this.launch(`${hop.peerId}/${hop.start}/${hop.end}`, () => this.probe(hop, ctx))
+        if (this.redundancyDeps && this.random.next() < (this.options.redundancyRate ?? DEFAULT_REDUNDANCY_RATE))
+          this.launch(`redundancy/${hop.start}/${hop.end}`, () => this.crossCheck(hop, ctx))
+        const lanes = this.lanesOf(hop.peerId)
+        for (let lane = 0; lane < lanes; lane++)
+          if (this.random.next() < this.rateOf(hop.peerId))
+            this.launch(laneKey(`${hop.peerId}/${hop.start}/${hop.end}`, lane), () => this.probe(hop, ctx, lane))
+        this.retireLanes(`${hop.peerId}/${hop.start}/${hop.end}`, lanes)
       }
     }
     return this.takeExcluded()
+  }
+
+  /**
+   * Decoy sessions of a peer in flight at once (canary/adaptive-rate.ts): several while it is
+   * below the evidence threshold, so a new client's burst (and a suspect's checks) take a few
+   * real steps rather than one per canary; each is a session of its own, like another client's.
+   */
+  lanesOf(peerId: string): number {
+    return this.rates.lanes(this.detector.verdict(peerId))
+  }
+
+  /** Once a peer needs fewer decoys in flight, the extra ones' sessions end (after their step in flight). */
+  private retireLanes(key: string, lanes: number): void {
+    for (let lane = Math.max(1, lanes); lane < this.rates.inFlight; lane++) {
+      const k = laneKey(key, lane)
+      if (!this.inflight.has(k)) this.pool.release(k, this.scoring.get(k) ?? Promise.resolve())
+    }
   }
 
   /** A verdict that has just convicted its peer (on this very observation) is reported once. */
@@ -244,8 +309,8 @@ export class CanaryMonitor {
   }
 
   /** Send one canary step to a hop (relayed) and score its answer. */
-  async probe(target: HopTarget, ctx: StepContext): Promise<PeerVerdict[]> {
-    const key = `${target.peerId}/${target.start}/${target.end}`
+  async probe(target: HopTarget, ctx: StepContext, lane = 0): Promise<PeerVerdict[]> {
+    const key = laneKey(`${target.peerId}/${target.start}/${target.end}`, lane)
     const decoy = await this.pool.decoyFor(key, [target], ctx, async (sessionId, maxLength) => ({
       hop: await HopSession.open(
         this.host,
@@ -280,8 +345,8 @@ export class CanaryMonitor {
    * reference at its span end; once a hop's answer looks like tampering (density ratio above 1),
    * the hops after it got an altered input, so they are not scored for the rest of this decoy.
    */
-  async probeChained(route: readonly HopTarget[], ctx: StepContext): Promise<PeerVerdict[]> {
-    const key = route.map((h) => `${h.peerId}/${h.start}/${h.end}`).join('>')
+  async probeChained(route: readonly HopTarget[], ctx: StepContext, lane = 0): Promise<PeerVerdict[]> {
+    const key = laneKey(route.map((h) => `${h.peerId}/${h.start}/${h.end}`).join('>'), lane)
     const decoy = await this.pool.decoyFor(key, route, ctx, async (sessionId, maxLength) => ({
       chain: await ChainedDecoy.open(
         this.host,
@@ -352,7 +417,7 @@ export class CanaryMonitor {
 
   private score(
     target: HopTarget,
-    decoy: Decoy,
+    decoy: Pick<Decoy, 'sessionId' | 'canary'>,
     stepId: number,
     position: number,
     rows: number,
@@ -404,4 +469,9 @@ export class CanaryMonitor {
       this.options.log?.({ event: 'trust-file-unsaved', path: this.trustFile, message: (err as Error).message })
     }
   }
+}
+
+/** The decoy of one lane: lane 0 is the decoy a peer always has, lanes 1+ only below the threshold. */
+function laneKey(key: string, lane: number): string {
+  return lane === 0 ? key : `${key}#${lane}`
 }

@@ -49,6 +49,11 @@ export interface CanaryOptions {
    * cannot be read is left alone (logged as `trust-file-ignored`). Default: none.
    */
   readonly trustFile?: string
+  /**
+   * Redundancy checks (client/redundancy-schedule.ts): the chance after a real relayed step that a
+   * hop whose span another peer also serves gets the same decoy as that peer (default 0.01; 0: off).
+   */
+  readonly redundancyRate?: number
 }
 
 /** The real session the canaries mix into: its forwarding mode and max length (decoys copy them). */

@@ -182,7 +182,13 @@ export class LayerswarmClient {
             bank: this.bank,
             onBuild: this.init.onCanaryBuild,
             edge: this.edge,
-            first: this.first
+            first: this.first,
+            // redundancy checks' partners: the other peers of a hop's span that routes may use
+            peersOf: (start: number, end: number) =>
+              this.view
+                .list()
+                .filter((p) => p.start === start && p.end === end && p.modelId === this.modelId && !this.view.isBanned(p.peerId))
+                .map(({ peerId, addrs, wireDtypes, kvDtype }) => ({ peerId, start, end, addrs, wireDtypes, kvDtype }))
           })
     const canaries = this.canaries
     const verified = options.verifiedStream ?? this.init.verifiedStream ?? false

@@ -35,3 +35,11 @@ export const DEFAULT_EDGE_KV_DTYPE = 'f32' as const
  * tamperer within 64 tokens with it on (test/e2e/rollback.test.ts).
  */
 export const DEFAULT_SPECULATE = 'off' as const
+
+/**
+ * Redundancy checks (client/redundancy-schedule.ts): the chance, after a real relayed step, that a
+ * hop whose span another peer also serves gets the same decoy as that peer; and the decoy steps
+ * each check runs (a prefill, then one row a step).
+ */
+export const DEFAULT_REDUNDANCY_RATE = 0.01
+export const REDUNDANCY_STEPS = 4

@@ -1,8 +1,8 @@
-import { randomUUID } from 'node:crypto'
 import type { AbortOptions } from '@libp2p/interface'
 import { type DecoyStep, type DriftModel, densityRatio, driftMetrics, type WireDType } from '../canary/index.js'
 import type { DType, Host } from '../protocol/index.js'
-import { HopSession, type HopTarget } from './hop.js'
+import { HopSession, type HopStepOutcome, type HopTarget } from './hop.js'
+import { randomSessionId } from './session-id.js'
 
 /*
  * Redundancy (issue 16): the same decoy to two peers serving one span. Two honest peers agree
@@ -69,6 +69,11 @@ export interface CrossCheckInit extends Omit<CompareContext, 'kvLength'> {
   readonly reference?: Float32Array
   /** A third peer of the span, asked only when the two disagree and there is no reference. */
   readonly third?: HopTarget
+  /**
+   * Each answer of the pair as it comes (the canary monitor scores each like a canary's):
+   * the peer, its decoy session, the step's id and first position and rows, what it returned.
+   */
+  readonly onAnswer?: (peer: HopTarget, sessionId: string, stepId: number, step: DecoyStep, out: HopStepOutcome) => void
 }
 
 export interface CrossCheck extends Partial<Resolution> {
@@ -88,12 +93,13 @@ export async function crossCheckSpan(
   if (a.start !== b.start || a.end !== b.end || (o.third && (o.third.start !== a.start || o.third.end !== a.end))) {
     throw new RangeError('a cross-check compares peers of one span')
   }
+  // each a session of its own, its id shaped as every real hop session's (client/session-id.ts)
   const open = (t: HopTarget): Promise<HopSession> =>
     HopSession.open(
       o.host,
       t,
       o.dim,
-      { sessionId: `${randomUUID()}.1`, modelId: o.modelId, maxLength: o.maxLength, wireDtype: o.wire as DType },
+      { sessionId: randomSessionId(), modelId: o.modelId, maxLength: o.maxLength, wireDtype: o.wire as DType },
       options
     )
   const sessions = await Promise.all([open(a), open(b)])
@@ -102,6 +108,8 @@ export async function crossCheckSpan(
     for (const [k, { startPosition, rows }] of o.steps.entries()) {
       const input = o.inputs.subarray(startPosition * o.dim, (startPosition + rows) * o.dim)
       const [x, y] = await Promise.all(sessions.map((s) => s.step(k + 1, startPosition, input, options)))
+      o.onAnswer?.(a, sessions[0].sessionId, k + 1, o.steps[k], x)
+      o.onAnswer?.(b, sessions[1].sessionId, k + 1, o.steps[k], y)
       const c = { benign: o.benign, wire: o.wire, kvLength: startPosition + rows }
       if (!answersDisagree(x.hidden, y.hidden, c)) continue
       const answers: PeerAnswer[] = [

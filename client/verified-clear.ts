@@ -41,8 +41,19 @@ export async function clearPeers(
     const route = [...routes].reverse().find((r) => r.some((h) => left.has(h.peerId)))
     if (!route) return
     try {
-      if (ctx.forwarding === 'chain' && route.length > 1) await canaries.probeChained(route, ctx)
-      else await Promise.all(route.filter((h) => left.has(h.peerId)).map((h) => canaries.probe(h, ctx)))
+      // as many decoys in flight as below the threshold in a session (canary/adaptive-rate.ts)
+      const lanes = (n: number) => Array.from({ length: Math.max(1, n) }, (_, lane) => lane)
+      const probes =
+        ctx.forwarding === 'chain' && route.length > 1
+          ? lanes(Math.max(...route.map((h) => canaries.lanesOf(h.peerId)))).map((lane) =>
+              canaries.probeChained(route, ctx, lane)
+            )
+          : route
+              .filter((h) => left.has(h.peerId))
+              .flatMap((h) => lanes(canaries.lanesOf(h.peerId)).map((lane) => canaries.probe(h, ctx, lane)))
+      // every probe ends before a retry (a retry steps the same decoys)
+      const failed = (await Promise.allSettled(probes)).find((r) => r.status === 'rejected')
+      if (failed) throw failed.reason
       await canaries.settle()
     } catch {
       // busy or slow: a few more tries, then the peer counts as unverifiable (the caller routes around it)

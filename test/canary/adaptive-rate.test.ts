@@ -14,19 +14,41 @@ describe('adaptive canary rate', () => {
   it('checks a new peer on every step for a burst sized from the detection bound, then at the base rate', () => {
     const r = createAdaptiveRate()
     const at = (observations: number) => r.rateFor({ observations, posterior: 0.01, excluded: false })
-    // the smallest burst whose expected steps to exclude a 10 % tamperer are within 80
-    expect(r.startCanaries).toBe(16)
-    expect(expectedStepsToExclusion(16, 0.1, 0.03)).toBeLessThanOrEqual(80)
-    expect(expectedStepsToExclusion(15, 0.1, 0.03)).toBeGreaterThan(80)
+    // the smallest burst whose expected steps to exclude a 10 % tamperer are within 40, with 4
+    // decoys in flight (4 canaries a real step during the burst)
+    expect(r.inFlight).toBe(4)
+    expect(r.startCanaries).toBe(24)
+    expect(expectedStepsToExclusion(24, 0.1, 0.03, 4)).toBeLessThanOrEqual(40)
+    expect(expectedStepsToExclusion(23, 0.1, 0.03, 4)).toBeGreaterThan(40)
+    expect(startCanariesFor(40, 0.1, 0.03, 4)).toBe(24)
+    // one at a time (the burst before decoys in flight): 16 canaries for 80 steps
     expect(startCanariesFor(80, 0.1, 0.03)).toBe(16)
-    for (let n = 0; n < 16; n++) expect(at(n)).toBe(1)
-    for (let n = 16; n < 200; n++) expect(at(n)).toBe(0.03)
+    expect(createAdaptiveRate({ inFlight: 1, targetSteps: 80 }).startCanaries).toBe(16)
+    for (let n = 0; n < 24; n++) expect(at(n)).toBe(1)
+    for (let n = 24; n < 200; n++) expect(at(n)).toBe(0.03)
     // a longer detection budget needs a shorter burst; an explicit length wins
-    expect(createAdaptiveRate({ targetSteps: 150 }).startCanaries).toBeLessThan(16)
+    expect(createAdaptiveRate({ targetSteps: 150 }).startCanaries).toBeLessThan(24)
     expect(createAdaptiveRate({ startCanaries: 4 }).rateFor({ observations: 4, posterior: 0, excluded: false })).toBe(0.03)
     expect(r.rateFor({ observations: 20, posterior: 0.5, excluded: false })).toBe(1) // a suspect
     expect(r.rateFor({ observations: 5, posterior: 1, excluded: true })).toBe(0)
     expect(fixedRate(0.03).rateFor({ observations: 0, posterior: 0.5, excluded: false })).toBe(0.03)
+  })
+
+  it('keeps several decoys in flight below the evidence threshold, one after it, none once excluded', () => {
+    const r = createAdaptiveRate()
+    const lanes = (observations: number, posterior = 0.01, excluded = false) => r.lanes({ observations, posterior, excluded })
+    expect(lanes(0)).toBe(4)
+    expect(lanes(20)).toBe(4)
+    expect(lanes(22)).toBe(2) // no more in flight than the burst still needs
+    expect(lanes(23)).toBe(1)
+    expect(lanes(24)).toBe(1)
+    expect(lanes(500)).toBe(1)
+    expect(lanes(500, 0.5)).toBe(4) // a suspect
+    expect(lanes(3, 1, true)).toBe(0)
+    expect(createAdaptiveRate({ inFlight: 1 }).lanes({ observations: 0, posterior: 0, excluded: false })).toBe(1)
+    expect(fixedRate(0.03).lanes({ observations: 0, posterior: 0.5, excluded: false })).toBe(1)
+    expect(() => createAdaptiveRate({ inFlight: 0 })).toThrow(CanaryArgumentError)
+    expect(() => createAdaptiveRate({ inFlight: 1.5 })).toThrow(CanaryArgumentError)
   })
 
   it('E(N) matches a simulation of the burst (two tampered canaries convict, the second at rate 1)', () => {
@@ -56,8 +78,9 @@ describe('adaptive canary rate', () => {
     expect(() => createAdaptiveRate({ startCanaries: -1 })).toThrow(CanaryArgumentError)
     expect(() => createAdaptiveRate({ targetSteps: 0 })).toThrow(CanaryArgumentError)
     expect(() => createAdaptiveRate({ designTamperRate: 1 })).toThrow(CanaryArgumentError)
-    // a target no burst can reach: the base-rate tail alone is 1/(q·base)
-    expect(() => createAdaptiveRate({ targetSteps: 15 })).toThrow(CanaryArgumentError)
+    // a target no burst can reach: 1/(q·start·inFlight) + 1/q even when no tamperer passes it clean
+    expect(() => createAdaptiveRate({ targetSteps: 12 })).toThrow(CanaryArgumentError)
+    expect(() => createAdaptiveRate({ targetSteps: 15, inFlight: 1 })).toThrow(CanaryArgumentError)
     expect(() => createAdaptiveRate({ suspectPosterior: 1 })).toThrow(CanaryArgumentError)
     expect(() => createAdaptiveRate().rateFor({ observations: -1, posterior: 0, excluded: false })).toThrow(CanaryArgumentError)
   })

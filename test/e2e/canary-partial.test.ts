@@ -10,11 +10,13 @@ import { GGUF_PATH, loadReference } from '../helpers/reference.js'
  * with a random fraction of all steps. At 10 % (`--tamper-rate 0.1`) it must still be convicted
  * within 100 steps. Real nodes; each fresh client (secret canaries, default rates) generates until
  * the tamperer is excluded, counting the real steps routed through it. The design target is the
- * mean (canary/adaptive-rate.ts: E ≤ 80 steps); one in five peers passes the 16-canary burst clean
- * (0.9^16) and is then caught at the base rate, later (mean 1/(0.1 · 0.03) ≈ 333 steps), so a
- * single run exceeds 100 steps with probability ≈ 0.15: the median is asserted (with 8 clients it
- * exceeds 100 with probability ≈ 0.02), the mean only from 20 clients, where it is the issue's bar.
- * PARTIAL_CLIENTS sets the clients (CI: 8). Measured (10 clients): median 16, mean 140.4 steps.
+ * mean (canary/adaptive-rate.ts: E ≤ 40 steps with a 24-canary burst, 4 decoys in flight); one in
+ * twelve peers passes the burst clean (0.9^24) and is then caught at the base rate, later (mean
+ * 1/(0.1 · 0.03) ≈ 333 steps), so a single run exceeds 100 steps with probability ≈ 0.07: the
+ * median is asserted, the mean only from 20 clients, where it is the issue's bar.
+ * PARTIAL_CLIENTS sets the clients (CI: 8). Measured: 10 clients median 9, mean 51.9; 20 clients
+ * median 7, mean 8.2 steps
+ * (with a 16-canary burst one canary a step: median 16, mean 140.4).
  */
 const CLIENTS = Number(process.env.PARTIAL_CLIENTS ?? 8)
 const CAP_STEPS = 2_000

@@ -1,10 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { buildCanaryTraces, canarySetFromTraces, type DecoyStep, defaultBenignModel } from '../../canary/index.js'
 import type { HopTarget } from '../../client/hop.js'
+import { createClient } from '../../client/index.js'
 import { answersDisagree, crossCheckSpan, resolveDisagreement } from '../../client/redundancy.js'
 import { type LocalNode, startLocalNode } from '../../node/local-swarm.js'
 import { createHost, type Host } from '../../protocol/index.js'
-import { computeModelId, openModelFile } from '../../shards/index.js'
+import { computeModelId, createReferenceKernels, openModelFile } from '../../shards/index.js'
 import { GGUF_PATH } from '../helpers/reference.js'
 
 /*
@@ -92,6 +93,41 @@ describe('redundancy: the same decoy to two real peers of one span', () => {
       honest: [nodes.honestA.peerId],
       resolvedBy: 'reference'
     })
+  })
+
+  it('scheduled by the canary monitor: honest pairs agree, the tamperer is named by the reference and convicted', {
+    timeout: 600_000
+  }, async () => {
+    // ordinary canaries all but off (a fixed rate of 0.001): what convicts is the redundancy checks
+    const checks: Array<{ peers: string[]; agreed: boolean; liars?: string[]; resolvedBy?: string }> = []
+    let convicted = false
+    const client = await createClient({
+      bootstrap: Object.values(nodes).map((n) => n.addrs[0]),
+      model: GGUF_PATH,
+      kernels: createReferenceKernels(),
+      forwarding: 'relay',
+      canaries: { redundancyRate: 1, adaptive: false, rate: 0.001 },
+      log: (e) => {
+        if (e.event === 'redundancy') checks.push(e as unknown as (typeof checks)[number])
+        if (e.event === 'excluded' && e.peerId === nodes.tamperer.peerId) convicted = true
+      }
+    })
+    try {
+      await client.view.waitForRoute(1, 4, 20_000)
+      for (let i = 0; i < 12 && !convicted; i++)
+        await client.generate('Lily saw a big red ball', { maxTokens: 24, temperature: 0 })
+    } finally {
+      await client.close()
+    }
+    const tamperer = nodes.tamperer.peerId
+    console.log(JSON.stringify({ checks: checks.length, disagreed: checks.filter((c) => !c.agreed).length, convicted }))
+    expect(checks.length).toBeGreaterThan(0)
+    for (const c of checks) {
+      if (!c.peers.includes(tamperer)) expect(c, 'two honest peers of the span agree').toMatchObject({ agreed: true })
+      else if (!c.agreed) expect(c).toMatchObject({ liars: [tamperer], resolvedBy: 'reference' })
+    }
+    expect(checks.some((c) => !c.agreed)).toBe(true)
+    expect(convicted).toBe(true)
   })
 
   it('without a reference a third peer of the span settles it', { timeout: 120_000 }, async () => {
