@@ -102,6 +102,23 @@ export function lengthPrefixed(frames: readonly Uint8Array[]): Uint8Array {
   return out
 }
 
+/** The channel's next frame; after `ms` without one the channel is reset and this rejects with a TimeoutError. */
+async function readWithin(ch: MessageChannel, ms: number): Promise<Uint8Array | undefined> {
+  let timer: NodeJS.Timeout | undefined
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      const err = new DOMException(`no reply within ${ms} ms`, 'TimeoutError')
+      ch.abort(err)
+      reject(err)
+    }, ms)
+  })
+  try {
+    return await Promise.race([ch.read(), late])
+  } finally {
+    clearTimeout(timer)
+  }
+}
+
 /** Writes raw bytes on the channel's stream, waiting for the stream to drain when it asks. */
 async function writeRaw(ch: MessageChannel, bytes: Uint8Array): Promise<void> {
   if (ch.stream.send(bytes)) return
@@ -133,7 +150,7 @@ export async function sessionLane(type: string, o: LaneInit): Promise<void> {
             open: { sessionId: 'fz', modelId: o.modelId, start: 1, end: 4, maxLength: 64, wireDtype: 0 }
           }).finish()
         )
-        if ((await ch.read(AbortSignal.timeout(REPLY_TIMEOUT_MS))) === undefined) throw new Error('stream ended at once')
+        if ((await readWithin(ch, REPLY_TIMEOUT_MS)) === undefined) throw new Error('stream ended at once')
         return ch
       } catch (err) {
         // the node may end a new stream at once (its per-peer limits): back off and dial again
@@ -163,7 +180,7 @@ export async function sessionLane(type: string, o: LaneInit): Promise<void> {
       for (; read < n; read++) {
         let bytes: Uint8Array | undefined
         try {
-          bytes = await ch.read(AbortSignal.timeout(REPLY_TIMEOUT_MS))
+          bytes = await readWithin(ch, REPLY_TIMEOUT_MS)
         } catch (err) {
           if ((err as Error).name === 'TimeoutError') tally.replyTimeouts++
           bytes = undefined
@@ -223,7 +240,7 @@ export async function infoLanes(o: LaneInit): Promise<void> {
       const ch = createMessageChannel(stream)
       await ch.write(frame.bytes).catch(() => {})
       await ch.close().catch(() => {})
-      const r = await ch.read(AbortSignal.timeout(REPLY_TIMEOUT_MS)).catch(() => undefined)
+      const r = await readWithin(ch, REPLY_TIMEOUT_MS).catch(() => undefined)
       count(tally.replies, r === undefined ? 'info-refused' : 'info-answered')
       if (r !== undefined) tally.framesAnswered++
       count(tally.delivered, 'info')
