@@ -28,6 +28,7 @@ import {
 
 const SPANS = ['1:4', '1:4', '1:2', '2:4', '2:4']
 const IDLE_TIMEOUT_MS = 4_000
+const ROUTE_TIMEOUT_MS = 180_000
 const NODE_START_TIMEOUT_MS = 180_000
 const PROMPT = 'Once upon a time'
 
@@ -101,13 +102,16 @@ export async function main(argv: string[]): Promise<void> {
   const nodes: LocalNode[] = [await start(SPANS[0])]
   for (const span of SPANS.slice(1)) nodes.push(await start(span, [nodes[0].addrs[0]]))
   const expected = await oneProcessTokens(modelPath, maxTokens)
-  const runs: Array<{ ms: number; failovers: number; identical: boolean; churn?: string }> = []
+  const runs: Array<{ ms: number; failovers: number; identical: boolean; churn?: string; error?: string }> = []
   const killed: string[] = []
   // resident memory before any generation and after the first one (V8 warms up on the first)
   const atStart = await Promise.all(nodes.map((n) => readNodeHoldings(n)))
   let firstHeld: NodeHoldings[] = []
   try {
-    for (let g = 0; g < generations; g++) {
+    // SIGINT/SIGTERM end the soak after the running generation; the summary covers what ran
+    let stopping = false
+    for (const sig of ['SIGINT', 'SIGTERM'] as const) process.once(sig, () => (stopping = true))
+    for (let g = 0; g < generations && !stopping; g++) {
       const live = nodes.filter(alive)
       // churn: a random peer of the generation's route, at a random moment after the route is chosen
       let churn: string | undefined
@@ -136,12 +140,18 @@ export async function main(argv: string[]): Promise<void> {
         }
       })
       try {
-        await client.view.waitForRoute(1, 4, 60_000)
+        // a loaded machine may take a while to let a fresh peer announce itself
+        await client.view.waitForRoute(1, 4, ROUTE_TIMEOUT_MS)
         const t0 = performance.now()
         const r = await client.generate(PROMPT, { maxTokens, temperature: 0 })
         const ms = performance.now() - t0
         clearTimeout(timer)
         runs.push({ ms, failovers: r.report.failovers, identical: JSON.stringify(r.tokens) === JSON.stringify(expected), churn })
+      } catch (err) {
+        // a generation that failed (no route, failovers used up) is reported and fails the soak
+        clearTimeout(timer)
+        const code = (err as { code?: string }).code ?? (err as Error).name
+        runs.push({ ms: 0, failovers: 0, identical: false, churn, error: `${code}: ${(err as Error).message}` })
       } finally {
         await client.close()
       }
@@ -161,8 +171,9 @@ export async function main(argv: string[]): Promise<void> {
     const immediately = await Promise.all(nodes.map((n) => readNodeHoldings(n)))
     await new Promise((r) => setTimeout(r, IDLE_TIMEOUT_MS + 6_000))
     const afterIdle = await Promise.all(nodes.map((n) => readNodeHoldings(n)))
-    const clean = median(runs.filter((r) => r.failovers === 0).map((r) => r.ms)) ?? 0
-    const perFailover = runs.filter((r) => r.failovers > 0).map((r) => (r.ms - clean) / r.failovers)
+    const done = runs.filter((r) => r.error === undefined)
+    const clean = median(done.filter((r) => r.failovers === 0).map((r) => r.ms)) ?? 0
+    const perFailover = done.filter((r) => r.failovers > 0).map((r) => (r.ms - clean) / r.failovers)
     // nodes that served from before the first generation to the last: their memory then and now
     const survivors = afterIdle.flatMap((h) => {
       const start = atStart.find((f) => f.peerId === h.peerId)
@@ -182,6 +193,8 @@ export async function main(argv: string[]): Promise<void> {
           ok,
           nodes: SPANS,
           generations,
+          generationsRun: runs.length,
+          failedGenerations: runs.flatMap((r, i) => (r.error === undefined ? [] : [{ generation: i, error: r.error }])),
           tokensPerGeneration: maxTokens,
           churnEvents: runs.filter((r) => r.churn).length,
           peersReplaced: killed.length,

@@ -1,11 +1,14 @@
 /**
  * Issue #17, load: 64 concurrent clients against a node capped at 16 sessions, beside a second
  * node with 32 slots. Every client either generates the tokens of one process (routing around
- * BUSY) or fails with a clear typed error; none waits forever; both nodes stay up.
+ * BUSY) or fails with a clear typed error; none waits forever; both nodes stay up. The capped
+ * node's metrics, read all through the run, never show more than 16 sessions or KV caches, and
+ * show none once the clients are gone.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createClient } from '../../client/index.js'
 import { type LocalNode, startLocalNode } from '../../node/local-swarm.js'
+import { type NodeHoldings, readNodeHoldings } from '../../node/metrics-scrape.js'
 import { createReferenceKernels } from '../../shards/index.js'
 import { honestTokens } from '../helpers/honest-tokens.js'
 import { GGUF_PATH } from '../helpers/reference.js'
@@ -16,22 +19,34 @@ const MAX_TOKENS = 24
 /** No client may take longer than this (the test fails on a hang rather than waiting for it). */
 const CLIENT_DEADLINE_MS = 240_000
 const FAST = ['--kernels', 'reference', '--announce-interval', '300']
+const CAP = 16
+/** A loaded machine may take a while to start a node process. */
+const START_TIMEOUT_MS = 180_000
 
 describe(`${CLIENTS} concurrent clients against a node capped at 16 sessions`, () => {
   let capped: LocalNode
   let spare: LocalNode
   let expected: number[]
 
-  beforeAll(async () => {
-    capped = await startLocalNode({ model: GGUF_PATH, layers: '1:4', args: [...FAST, '--max-sessions', '16'] })
-    spare = await startLocalNode({
-      model: GGUF_PATH,
-      layers: '1:4',
-      bootstrap: [capped.addrs[0]],
-      args: [...FAST, '--max-sessions', '32']
-    })
-    expected = await honestTokens(PROMPT, MAX_TOKENS)
-  }, 60_000)
+  beforeAll(
+    async () => {
+      capped = await startLocalNode({
+        model: GGUF_PATH,
+        layers: '1:4',
+        args: [...FAST, '--max-sessions', String(CAP), '--metrics', '127.0.0.1:0'],
+        startTimeoutMs: START_TIMEOUT_MS
+      })
+      spare = await startLocalNode({
+        model: GGUF_PATH,
+        layers: '1:4',
+        bootstrap: [capped.addrs[0]],
+        args: [...FAST, '--max-sessions', '32'],
+        startTimeoutMs: START_TIMEOUT_MS
+      })
+      expected = await honestTokens(PROMPT, MAX_TOKENS)
+    },
+    2 * START_TIMEOUT_MS + 60_000
+  )
 
   afterAll(async () => {
     await Promise.all([capped?.stop(), spare?.stop()])
@@ -39,6 +54,8 @@ describe(`${CLIENTS} concurrent clients against a node capped at 16 sessions`, (
 
   it('each client gets the tokens of one process or a clear error; BUSY sends clients elsewhere; nobody hangs', async () => {
     const busyFrom = new Set<string>()
+    // clients the capped node itself turned away with BUSY that then generated elsewhere
+    const routedAroundCapped = new Set<number>()
     const run = async (i: number) => {
       const events: Array<Record<string, unknown>> = []
       const client = await createClient({
@@ -54,7 +71,11 @@ describe(`${CLIENTS} concurrent clients against a node capped at 16 sessions`, (
       try {
         await client.view.waitForRoute(1, 4, 30_000, undefined, { signal: deadline })
         const r = await client.generate(PROMPT, { maxTokens: MAX_TOKENS, temperature: 0, signal: deadline })
-        for (const e of events) if (e.event === 'failover' && e.code === 'BUSY') busyFrom.add(String(i))
+        for (const e of events) {
+          if (e.event !== 'failover' || e.code !== 'BUSY') continue
+          busyFrom.add(String(i))
+          if (e.peerId === capped.peerId) routedAroundCapped.add(i)
+        }
         return { ok: true as const, tokens: r.tokens }
       } catch (err) {
         return {
@@ -67,9 +88,29 @@ describe(`${CLIENTS} concurrent clients against a node capped at 16 sessions`, (
         await client.close()
       }
     }
+    // the capped node's own count of sessions and KV caches, read all through the run
+    const samples: NodeHoldings[] = []
+    let running = true
+    const watch = (async () => {
+      while (running) {
+        samples.push(await readNodeHoldings(capped))
+        await new Promise((r) => setTimeout(r, 200))
+      }
+    })()
     const t0 = Date.now()
-    const outcomes = await Promise.all(Array.from({ length: CLIENTS }, (_, i) => run(i)))
+    const outcomes = await Promise.all(Array.from({ length: CLIENTS }, (_, i) => run(i))).finally(() => {
+      running = false
+    })
     const seconds = (Date.now() - t0) / 1000
+    await watch
+    const peakSessions = Math.max(...samples.map((h) => h.sessions))
+    const peakKvCaches = Math.max(...samples.map((h) => h.kvCaches))
+    // every client closed its sessions (or its route failed and the node dropped them): none left
+    let after = await readNodeHoldings(capped)
+    for (let i = 0; i < 60 && after.kvCaches > 0; i++) {
+      await new Promise((r) => setTimeout(r, 500))
+      after = await readNodeHoldings(capped)
+    }
     const ok = outcomes.filter((o) => o.ok)
     const failed = outcomes.filter((o) => !o.ok)
     console.log(
@@ -78,6 +119,9 @@ describe(`${CLIENTS} concurrent clients against a node capped at 16 sessions`, (
         succeeded: ok.length,
         failed: failed.map((f) => (f.ok ? '' : `${f.code ?? f.name}`)),
         clientsThatMetBusy: busyFrom.size,
+        routedAroundCappedNode: routedAroundCapped.size,
+        cappedNodePeak: { sessions: peakSessions, kvCaches: peakKvCaches, samples: samples.length },
+        cappedNodeAfter: after,
         seconds
       })
     )
@@ -90,7 +134,14 @@ describe(`${CLIENTS} concurrent clients against a node capped at 16 sessions`, (
       expect(f.code, f.message).toBeTruthy()
     }
     expect(ok.length).toBeGreaterThanOrEqual(16)
-    expect(busyFrom.size).toBeGreaterThan(0) // the capped node did turn clients away
+    expect(busyFrom.size).toBeGreaterThan(0)
+    // the capped node itself turned clients away, and they generated elsewhere
+    expect(routedAroundCapped.size).toBeGreaterThan(0)
+    // the cap held: never more than 16 sessions, nor KV caches, on the capped node
+    expect(samples.length).toBeGreaterThan(0)
+    expect(peakSessions).toBeLessThanOrEqual(CAP)
+    expect(peakKvCaches).toBeLessThanOrEqual(CAP)
+    expect(after).toMatchObject({ sessions: 0, kvTokens: 0, kvCaches: 0, kvBytes: 0 })
     expect(capped.process.exitCode).toBeNull()
     expect(spare.process.exitCode).toBeNull()
   }, 600_000)
