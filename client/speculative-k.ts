@@ -9,18 +9,25 @@ export interface DraftLengthOptions {
 
 /**
  * Chooses K, the tokens drafted per step, from what it measures (issue 18: K adapts to the
- * acceptance rate and the round trip). With acceptance rate a per drafted token, a step of K
- * drafts yields (1 − a^(K+1)) / (1 − a) tokens on average (Leviathan et al. 2023, eq. 1) and
- * costs base + K · (rowMs + draftMs): the round trip and one row's compute (base), each extra
- * row's compute on every hop and the client's head, and the drafter's time per token. K maximises
- * tokens per ms. base and rowMs come from a least-squares fit of step time against rows, with old
+ * acceptance rate and the round trip). A step of K drafts yields 1 + S(1) + … + S(K) tokens on
+ * average, where S(i) is the measured share of steps that drafted at least i tokens and kept the
+ * first i. With independent acceptances at rate a, S(i) = a^i and this is Leviathan et al. 2023,
+ * eq. 1; drafters such as prompt lookup are not independent (a draft that matched its first
+ * tokens tends to run on), so S is measured per draft position rather than derived from one rate.
+ * A step costs base + K · (rowMs + draftMs): the round trip and one row's compute (base), each
+ * extra row's compute on every hop and the client's head, and the drafter's time per token. K
+ * maximises tokens per ms. base and rowMs come from a least-squares fit of step time against rows, with old
  * steps forgotten geometrically; until the fit has two different row counts, rows cost nothing
  * beyond the base (so K grows while the round trip dominates, which is when speculation pays).
  */
 export class DraftLength {
   private readonly maxDraft: number
+  private readonly prior: number
   private drafted = 0
   private accepted = 0
+  // decayed per draft position i (index i − 1): steps that drafted ≥ i tokens, and kept the first i
+  private readonly tries: Float64Array
+  private readonly kept: Float64Array
   // decayed sums for the fit ms = base + rowMs * rows
   private n = 0
   private sx = 0
@@ -36,9 +43,19 @@ export class DraftLength {
       throw new InvalidSpeculationError(`maxDraft must be an integer ≥ 0, got ${this.maxDraft}`)
     const prior = options.priorAcceptance ?? 0.6
     if (!(prior >= 0 && prior < 1)) throw new InvalidSpeculationError(`priorAcceptance must be in [0, 1), got ${prior}`)
+    this.prior = prior
     // the prior counts as four drafted tokens
     this.drafted = 4
     this.accepted = 4 * prior
+    this.tries = new Float64Array(this.maxDraft)
+    this.kept = new Float64Array(this.maxDraft)
+  }
+
+  /** S(i): the share of steps that drafted ≥ i tokens and kept the first i (prior a^i as one step). */
+  survival(i: number): number {
+    if (!Number.isInteger(i) || i < 1 || i > this.maxDraft)
+      throw new InvalidSpeculationError(`draft position must be an integer in [1, ${this.maxDraft}], got ${i}`)
+    return (this.kept[i - 1] + this.prior ** i) / (this.tries[i - 1] + 1)
   }
 
   /** Acceptance rate per drafted token (decayed, with the prior). */
@@ -52,6 +69,14 @@ export class DraftLength {
     const d = DraftLength.DECAY ** drafted
     this.drafted = this.drafted * d + drafted
     this.accepted = this.accepted * d + accepted
+    for (let i = 0; i < this.maxDraft; i++) {
+      this.tries[i] *= DraftLength.DECAY
+      this.kept[i] *= DraftLength.DECAY
+    }
+    for (let i = 0; i < Math.min(drafted, this.maxDraft); i++) {
+      this.tries[i] += 1
+      if (accepted > i) this.kept[i] += 1
+    }
   }
 
   /** A step of `rows` rows took `ms` end to end; drafting took `draftMs` for `draftTokens` tokens. */
@@ -81,13 +106,15 @@ export class DraftLength {
   next(limit: number): number {
     const cap = Math.max(0, Math.min(this.maxDraft, limit))
     if (cap === 0) return 0
-    const a = Math.min(this.acceptance, 0.999)
     const { baseMs, rowMs } = this.costModel()
     const base = Math.max(baseMs, 1e-3)
     let best = 0
     let bestRate = 1 / (base + rowMs)
+    let tokens = 1
+    let s = 1
     for (let k = 1; k <= cap; k++) {
-      const tokens = (1 - a ** (k + 1)) / (1 - a)
+      s = Math.min(s, this.survival(k)) // keeping the first k needs keeping the first k − 1
+      tokens += s
       const rate = tokens / (base + rowMs * (k + 1) + this.draftMsPerToken * k)
       if (rate > bestRate * 1.0001) {
         best = k

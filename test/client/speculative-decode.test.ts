@@ -131,6 +131,20 @@ describe('draft length', () => {
     expect(loop.next(100)).toBeGreaterThanOrEqual(1)
     expect(() => new DraftLength({ maxDraft: -1 })).toThrow(InvalidSpeculationError)
   })
+
+  it('drafts long when drafts are kept all or nothing (prompt lookup), though half of the drafted tokens fail', () => {
+    // half the steps keep all 8 drafts, half keep none: 0.5 per drafted token, as independent
+    // acceptances at 0.5 would give, but S(i) = 0.5 at every position, so long drafts pay
+    const bursty = new DraftLength({ maxDraft: 8 })
+    for (let i = 0; i < 40; i++) {
+      bursty.observeStep(1 + (i % 9), 50 + 1.5 * (1 + (i % 9)))
+      bursty.observeDraft(8, i % 2 === 0 ? 8 : 0)
+    }
+    expect(bursty.acceptance).toBeLessThan(0.6) // per drafted token (decayed, so the last steps weigh most)
+    expect(bursty.survival(8)).toBeGreaterThan(0.35) // independent acceptances at 0.5 would give 0.5^8
+    expect(bursty.next(100)).toBe(8)
+    expect(() => bursty.survival(9)).toThrow(InvalidSpeculationError)
+  })
 })
 
 describe('speculative greedy decoding on a local pipeline', () => {

@@ -116,15 +116,21 @@ describe('a full step queue answers BUSY and clients move to a replica', () => {
   })
 
   it('every client gets its own tokens; some met BUSY and failed over', async () => {
-    const outcomes = await Promise.all(PROMPTS.map((p) => generate([capped.addrs[0], spare.addrs[0]], p)))
-    outcomes.forEach((o, i) => {
-      expect(o.ok, `${o.code}: ${o.message}`).toBe(true)
-      expect(o.tokens).toEqual(expected[i])
-    })
-    expect(outcomes.some((o) => o.busy)).toBe(true)
+    // Whether two clients' steps meet on the capped node depends on the routes they pick and on
+    // the host's load, so up to three rounds of concurrent clients; every round must be right.
+    let metBusy = false
+    for (let round = 0; round < 3 && !metBusy; round++) {
+      const outcomes = await Promise.all(PROMPTS.map((p) => generate([capped.addrs[0], spare.addrs[0]], p)))
+      outcomes.forEach((o, i) => {
+        expect(o.ok, `${o.code}: ${o.message}`).toBe(true)
+        expect(o.tokens).toEqual(expected[i])
+      })
+      metBusy = outcomes.some((o) => o.busy)
+    }
+    expect(metBusy).toBe(true)
     expect(capped.process.exitCode).toBeNull()
     expect(spare.process.exitCode).toBeNull()
-  }, 300_000)
+  }, 600_000)
 
   it('with no replica, a BUSY node gives a clear typed error rather than a hang', async () => {
     await spare.stop()
