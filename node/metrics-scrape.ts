@@ -41,12 +41,26 @@ export function sampleValue(text: string, name: string, label?: string): number 
   return 0
 }
 
+/** Scrape attempts: a kept-alive socket the node's HTTP server closed as it was reused fails a fetch. */
+const SCRAPE_ATTEMPTS = 3
+
+async function scrape(url: string): Promise<string> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await (await fetch(url)).text()
+    } catch (err) {
+      if (attempt >= SCRAPE_ATTEMPTS) throw err
+      await new Promise((r) => setTimeout(r, 100 * attempt))
+    }
+  }
+}
+
 /**
  * Scrapes a node's metrics. `url` defaults to the one the node logged; pass it explicitly for a
  * node whose early log lines were dropped.
  */
 export async function readNodeHoldings(node: LocalNode, url = metricsUrl(node)): Promise<NodeHoldings> {
-  const text = await (await fetch(url)).text()
+  const text = await scrape(url)
   return {
     peerId: node.peerId,
     sessions: sampleValue(text, 'layerswarm_sessions_active'),
