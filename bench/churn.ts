@@ -4,13 +4,17 @@
  * ([1,4) twice, [1,2) once, [2,4) twice). During each generation a random peer may be killed
  * (SIGKILL) or stopped (SIGTERM, a planned leave) at a random moment, and a fresh peer for its
  * span is started in its place before the next one. Every generation's greedy tokens must equal
- * one process's; after the run the surviving peers' metrics (`node start --metrics`) must show no
- * session and no KV position still held once their idle timeout passed. Prints one JSON object
- * with the median slowdown per failover (a generation's time over the median clean one, per failover).
+ * one process's; after the run every peer's metrics (`node start --metrics`) must show no session,
+ * no KV position, no KV cache and no KV byte still held once their idle timeout passed, and no
+ * peer that served the whole run may have grown by more than RSS_GROWTH_BOUND_MIB since the first
+ * generation. Prints one JSON object (`ok`, the held figures, each survivor's RSS at start, after
+ * the first generation and at the end, the median slowdown per failover: a generation's time over
+ * the median clean one, per failover); exits 1 unless ok.
  */
 import { parseArgs } from 'node:util'
 import { createClient } from '../client/index.js'
 import { type LocalNode, startLocalNode } from '../node/local-swarm.js'
+import { type NodeHoldings, readNodeHoldings } from '../node/metrics-scrape.js'
 import { defaultModelPath } from '../node/paths.js'
 import {
   createEdge,
@@ -24,6 +28,7 @@ import {
 
 const SPANS = ['1:4', '1:4', '1:2', '2:4', '2:4']
 const IDLE_TIMEOUT_MS = 4_000
+const ROUTE_TIMEOUT_MS = 180_000
 const NODE_START_TIMEOUT_MS = 180_000
 const PROMPT = 'Once upon a time'
 
@@ -54,28 +59,10 @@ async function oneProcessTokens(modelPath: string, maxTokens: number): Promise<n
   }
 }
 
-/** Sessions open and KV positions held, from a node's Prometheus text. */
-async function held(node: LocalNode): Promise<{ peerId: string; sessions: number; kvTokens: number; rssMiB: number }> {
-  const line = node.logs.find((l) => l.includes('"msg":"metrics"'))
-  if (!line) throw new Error(`node ${node.peerId} serves no metrics`)
-  const text = await (await fetch((JSON.parse(line) as { url: string }).url)).text()
-  // a gauge never set (no session was ever opened there) has no line: nothing held
-  const value = (re: RegExp): number =>
-    Number(
-      text
-        .split('\n')
-        .find((l) => re.test(l))
-        ?.split(' ')
-        .at(-1) ?? 0
-    )
-  return {
-    peerId: node.peerId,
-    sessions: value(/^layerswarm_sessions_active/),
-    kvTokens: value(/^layerswarm_kv_cache_tokens\{[^}]*state="used"/),
-    // prom-client default metrics under our prefix: layerswarm_process_process_resident_memory_bytes
-    rssMiB: Math.round(value(/^layerswarm_process_process_resident_memory_bytes[{ ]/) / 2 ** 20)
-  }
-}
+/** A surviving node's resident memory may grow by at most this over the run (a leak check, not a budget). */
+const RSS_GROWTH_BOUND_MIB = 64
+
+const alive = (n: LocalNode): boolean => n.process.exitCode === null && n.process.signalCode === null
 
 export async function main(argv: string[]): Promise<void> {
   const { values } = parseArgs({
@@ -115,12 +102,17 @@ export async function main(argv: string[]): Promise<void> {
   const nodes: LocalNode[] = [await start(SPANS[0])]
   for (const span of SPANS.slice(1)) nodes.push(await start(span, [nodes[0].addrs[0]]))
   const expected = await oneProcessTokens(modelPath, maxTokens)
-  const runs: Array<{ ms: number; failovers: number; identical: boolean; churn?: string }> = []
+  const runs: Array<{ ms: number; failovers: number; identical: boolean; churn?: string; error?: string }> = []
   const killed: string[] = []
-  let firstHeld: Awaited<ReturnType<typeof held>>[] = []
+  // resident memory before any generation and after the first one (V8 warms up on the first)
+  const atStart = await Promise.all(nodes.map((n) => readNodeHoldings(n)))
+  let firstHeld: NodeHoldings[] = []
   try {
-    for (let g = 0; g < generations; g++) {
-      const live = nodes.filter((n) => n.process.exitCode === null && n.process.signalCode === null)
+    // SIGINT/SIGTERM end the soak after the running generation; the summary covers what ran
+    let stopping = false
+    for (const sig of ['SIGINT', 'SIGTERM'] as const) process.once(sig, () => (stopping = true))
+    for (let g = 0; g < generations && !stopping; g++) {
+      const live = nodes.filter(alive)
       // churn: a random peer of the generation's route, at a random moment after the route is chosen
       let churn: string | undefined
       let victim: LocalNode | undefined
@@ -148,12 +140,18 @@ export async function main(argv: string[]): Promise<void> {
         }
       })
       try {
-        await client.view.waitForRoute(1, 4, 60_000)
+        // a loaded machine may take a while to let a fresh peer announce itself
+        await client.view.waitForRoute(1, 4, ROUTE_TIMEOUT_MS)
         const t0 = performance.now()
         const r = await client.generate(PROMPT, { maxTokens, temperature: 0 })
         const ms = performance.now() - t0
         clearTimeout(timer)
         runs.push({ ms, failovers: r.report.failovers, identical: JSON.stringify(r.tokens) === JSON.stringify(expected), churn })
+      } catch (err) {
+        // a generation that failed (no route, failovers used up) is reported and fails the soak
+        clearTimeout(timer)
+        const code = (err as { code?: string }).code ?? (err as Error).name
+        runs.push({ ms: 0, failovers: 0, identical: false, churn, error: `${code}: ${(err as Error).message}` })
       } finally {
         await client.close()
       }
@@ -162,47 +160,63 @@ export async function main(argv: string[]): Promise<void> {
         await victim.stop(2_000)
         killed.push(victim.peerId)
         const i = nodes.indexOf(victim)
-        const survivor = nodes.find((n) => n !== victim && n.process.exitCode === null && n.process.signalCode === null)
+        const survivor = nodes.find((n) => n !== victim && alive(n))
         nodes[i] = await start(victim.layers.join(':'), survivor ? [survivor.addrs[0]] : undefined)
       }
       // the resident memory of each node after the first generation: survivors must not grow with the run
-      if (g === 0) firstHeld = await Promise.all(nodes.map(held))
+      if (g === 0) firstHeld = await Promise.all(nodes.map((n) => readNodeHoldings(n)))
       process.stderr.write(`bench churn: generation ${g + 1}/${generations}${churn ? ` (${churn})` : ''}\n`)
     }
     // sessions of failed routes are closed best effort; what is left must go with the idle timeout
-    const immediately = await Promise.all(nodes.map(held))
+    const immediately = await Promise.all(nodes.map((n) => readNodeHoldings(n)))
     await new Promise((r) => setTimeout(r, IDLE_TIMEOUT_MS + 6_000))
-    const afterIdle = await Promise.all(nodes.map(held))
-    const clean = median(runs.filter((r) => r.failovers === 0).map((r) => r.ms)) ?? 0
-    const perFailover = runs.filter((r) => r.failovers > 0).map((r) => (r.ms - clean) / r.failovers)
+    const afterIdle = await Promise.all(nodes.map((n) => readNodeHoldings(n)))
+    const done = runs.filter((r) => r.error === undefined)
+    const clean = median(done.filter((r) => r.failovers === 0).map((r) => r.ms)) ?? 0
+    const perFailover = done.filter((r) => r.failovers > 0).map((r) => (r.ms - clean) / r.failovers)
+    // nodes that served from before the first generation to the last: their memory then and now
+    const survivors = afterIdle.flatMap((h) => {
+      const start = atStart.find((f) => f.peerId === h.peerId)
+      const first = firstHeld.find((f) => f.peerId === h.peerId)
+      if (start === undefined || first === undefined) return []
+      return [{ ...h, rssMiBAtStart: start.rssMiB, rssMiBAfterFirstGeneration: first.rssMiB, rssMiBAtEnd: h.rssMiB }]
+    })
+    const leaked = afterIdle.filter((h) => h.sessions !== 0 || h.kvTokens !== 0 || h.kvCaches !== 0 || h.kvBytes !== 0)
+    const grew = survivors.filter((h) => h.rssMiBAtEnd - h.rssMiBAfterFirstGeneration > RSS_GROWTH_BOUND_MIB)
+    const allTokensIdentical = runs.every((r) => r.identical)
+    const ok = allTokensIdentical && leaked.length === 0 && grew.length === 0 && runs.length === generations
     console.log(
       JSON.stringify(
         {
           bench: 'churn',
           command: `npm run bench -- churn --generations ${generations} --tokens ${maxTokens} --seed ${values.seed}`,
+          ok,
           nodes: SPANS,
           generations,
+          generationsRun: runs.length,
+          failedGenerations: runs.flatMap((r, i) => (r.error === undefined ? [] : [{ generation: i, error: r.error }])),
           tokensPerGeneration: maxTokens,
           churnEvents: runs.filter((r) => r.churn).length,
           peersReplaced: killed.length,
           failovers: runs.reduce((a, r) => a + r.failovers, 0),
-          allTokensIdentical: runs.every((r) => r.identical),
+          allTokensIdentical,
           differingGenerations: runs.flatMap((r, i) => (r.identical ? [] : [i])),
           medianCleanGenerationMs: Math.round(clean),
           medianSlowdownPerFailoverMs: perFailover.length ? Math.round(median(perFailover) as number) : null,
+          // sessions, KV positions, KV caches and their bytes on every node, right after the last
+          // generation and once the idle timeout passed (all 0 then, or it is a leak)
           heldRightAfter: immediately,
           heldAfterIdleTimeout: afterIdle,
-          leaks: afterIdle.some((h) => h.sessions !== 0 || h.kvTokens !== 0),
-          // nodes that served from the first generation to the last: resident MiB then and now
-          survivorsRssMiB: afterIdle.flatMap((h) => {
-            const first = firstHeld.find((f) => f.peerId === h.peerId)
-            return first ? [{ peerId: h.peerId, afterFirstGeneration: first.rssMiB, atEnd: h.rssMiB }] : []
-          })
+          leaks: leaked.length > 0,
+          survivors,
+          rssGrowthBoundMiB: RSS_GROWTH_BOUND_MIB,
+          rssGrewPastBound: grew.map((h) => h.peerId)
         },
         null,
         2
       )
     )
+    if (!ok) process.exitCode = 1
   } finally {
     await Promise.all(nodes.map((n) => n.stop(2_000)))
   }

@@ -73,6 +73,30 @@ export class Metrics {
     })
   }
 
+  /**
+   * What the span's shard itself holds, read when scraped: its KV caches and their bytes. The
+   * session gauges above are set by the session manager; these count what was really allocated,
+   * so a cache the manager forgot shows here (the churn soak's leak check, issue #17).
+   */
+  watchShard(shard: { readonly sessionCount: number; readonly kvBytesHeld: number }): void {
+    new Gauge({
+      name: 'layerswarm_kv_caches',
+      help: 'KV caches the shard holds (one per open session)',
+      registers: [this.registry],
+      collect() {
+        this.set(shard.sessionCount)
+      }
+    })
+    new Gauge({
+      name: 'layerswarm_kv_cache_bytes',
+      help: 'Bytes of KV cache the shard holds',
+      registers: [this.registry],
+      collect() {
+        this.set(shard.kvBytesHeld)
+      }
+    })
+  }
+
   /** One batched forward over the span ran `jobs` sessions' steps (`rows` rows in all). */
   batch(jobs: number, _rows: number): void {
     this.batchSessions.observe(jobs)

@@ -137,7 +137,7 @@ export function scanMessage(
     const wireType = key % 8
     if (id === 0) throw new MalformedMessageError(`${type.name}: field number 0`)
     const field = type.fieldsById[id] as protobuf.Field | undefined
-    const what = field ? `${type.name}.${snakeCase(field.name)}` : `${type.name} field ${id}`
+    const what = field ? fieldFacts(type, field).what : `${type.name} field ${id}`
     if (field === undefined) {
       skipUnknown(c, wireType, what)
       continue
@@ -166,7 +166,7 @@ export function scanMessage(
     if (field.repeated) {
       counts ??= new Map()
       const n = (counts.get(id) ?? 0) + entries
-      const max = REPEATED_LIMITS[`${type.name}.${snakeCase(field.name)}`] ?? MAX_TIMINGS
+      const max = fieldFacts(type, field).maxEntries
       if (n > max) throw new MalformedMessageError(`${what}: more than ${max} entries`)
       counts.set(id, n)
     }
@@ -185,6 +185,28 @@ function skipUnknown(c: Cursor, wireType: number, what: string): void {
 /** protobufjs camelCases field names (keepCase false); the limits table uses the .proto names. */
 function snakeCase(name: string): string {
   return name.replace(/[A-Z]/g, (ch) => `_${ch.toLowerCase()}`)
+}
+
+interface FieldFacts {
+  /** `Type.field_name`, for error messages and REPEATED_LIMITS. */
+  readonly what: string
+  readonly maxEntries: number
+}
+
+/**
+ * Per field, once: a scan visits a field once per entry, and building its name each time made a
+ * flood of empty entries cost the node more CPU than the bytes it took to send (issue #17 fuzz).
+ */
+const FIELD_FACTS = new WeakMap<protobuf.Field, FieldFacts>()
+
+function fieldFacts(type: protobuf.Type, field: protobuf.Field): FieldFacts {
+  let facts = FIELD_FACTS.get(field)
+  if (facts === undefined) {
+    const what = `${type.name}.${snakeCase(field.name)}`
+    facts = { what, maxEntries: REPEATED_LIMITS[what] ?? MAX_TIMINGS }
+    FIELD_FACTS.set(field, facts)
+  }
+  return facts
 }
 
 /**

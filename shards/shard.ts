@@ -156,6 +156,13 @@ export class Shard {
     return this.sessions.size
   }
 
+  /** Bytes of KV cache the open sessions hold (preallocated to each one's max length). */
+  get kvBytesHeld(): number {
+    let n = 0
+    for (const s of this.sessions.values()) n += s.cache.sizeBytes
+    return n
+  }
+
   /**
    * Run the span on hidden states [T, dim] at positions startPos .. startPos+T-1 and return the
    * output hidden states [T, dim] (a new array; the input is not modified). `onBlock` sees each

@@ -10,21 +10,18 @@ import { type LocalNode, startLocalNode } from '../../node/local-swarm.js'
 import { defaultModelPath } from '../../node/paths.js'
 import {
   createHost,
-  createMessageChannel,
   createSessionCaller,
-  decodeSessionResponse,
   decodeTensor,
   encodeTensor,
+  fetchInfo,
   type Host,
-  INFO_PROTOCOL,
-  type MessageChannel,
   SESSION_PROTOCOL,
   SESSION_STREAM_LIMITS,
   type SessionCaller
 } from '../../protocol/index.js'
-import { schema } from '../../protocol/schema.js'
 import { createEdge, createShard, openModelFile, selectKernels } from '../../shards/index.js'
-import { createRng, encode, type FrameContext, generate, type Mutation, mutate, validRequest } from './frames.js'
+import { createRng, type FrameContext } from './frames.js'
+import { createTally, infoLanes, sessionLane } from './node-lanes.js'
 
 /** The bodies of a SessionRequest (protobufjs names) and the info request: the message types fuzzed. */
 export const NODE_MESSAGE_TYPES = ['open', 'step', 'rewind', 'close', 'awaitResult', 'exportKv', 'importKv', 'info'] as const
@@ -49,7 +46,7 @@ export interface NodeFuzzSummary {
   readonly target: 'node'
   readonly seed: number
   readonly framesPerType: number
-  /** Frames of each type actually sent (all framesPerType unless stopped early). */
+  /** Frames of each type the node read: answered, or refused at stream level (all framesPerType unless stopped early). */
   readonly sentPerType: Record<string, number>
   readonly stoppedEarly: boolean
   readonly framesPerSecond: number
@@ -60,26 +57,43 @@ export interface NodeFuzzSummary {
   readonly framesAnswered: number
   readonly replies: Record<string, number>
   readonly mutations: Record<string, number>
+  /** Frames written behind a stream-ending frame: never read by the node, replaced by fresh ones (not in framesSent). */
+  readonly framesDropped: number
   readonly streamsEnded: number
   /** New streams the node ended before their first reply (per-peer limits); the fuzzer dialled again. */
   readonly reopenRefused: number
+  /** Replies the node owed that did not come within a minute. */
+  readonly replyTimeouts: number
+  /** Replies of the node our own decoder refused. */
+  readonly undecodableReplies: number
   readonly internalErrors: number
   readonly honestSteps: number
   readonly honestBitIdentical: boolean
+  /** Why the honest session stopped, if it did (then honestBitIdentical is false). */
+  readonly honestError?: string
   readonly nodeAlive: boolean
   readonly nodeHeapLimitMiB: number
+  /** CPU time per delivered frame of the node process and of this one (the fuzzer's own frames, hosts and checks). */
+  readonly cpuMsPerFrame: { readonly node: number; readonly fuzzer: number }
   readonly nodePeakRssMiB: number
   readonly seconds: number
 }
 
-/** Frames in flight per stream: a frame that ends its stream loses the ones behind it. */
-const WINDOW = 16
 /** Frames between two progress lines. */
 const PROGRESS_FRAMES = 10_000
-/** Dials of a fresh stream before a worker gives up. */
-const REOPEN_ATTEMPTS = 20
 /** The node's V8 heap in the fuzz (NODE_OPTIONS): the bound its memory must stay under. */
 export const FUZZ_NODE_HEAP_MIB = 1024
+
+/** CPU seconds (user + system) a process used so far, or -1 once it is gone. */
+function cpuSeconds(pid: number): number {
+  try {
+    // fields 14 and 15 of /proc/PID/stat, in clock ticks (100 per second on Linux)
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ')
+    return (Number(fields[11]) + Number(fields[12])) / 100
+  } catch {
+    return -1
+  }
+}
 
 /** The process's peak resident set (VmHWM), or -1 once it is gone. */
 function peakRssMiB(pid: number): number {
@@ -156,158 +170,109 @@ export async function fuzzNode(o: NodeFuzzOptions): Promise<NodeFuzzSummary> {
       honestPos++
     }
 
-    const replies: Record<string, number> = {}
-    const mutations: Record<string, number> = {}
-    let framesSent = 0
-    let framesAnswered = 0
-    let streamsEnded = 0
-    let reopenRefused = 0
-    const sentPerType: Record<string, number> = {}
+    const tally = createTally()
+    const cpu0 = process.cpuUsage()
+    const nodeCpu0 = cpuSeconds(node.process.pid as number)
     const strings = ['fz', 'fz.1', 'honest', node.modelId, node.peerId, ...attackers.map((h) => h.peerId.toString())]
+    const perWorker = Math.ceil(o.frames / attackers.length)
+    const total = perWorker * attackers.length * NODE_MESSAGE_TYPES.length
+    const delivered = (): number => Object.values(tally.delivered).reduce((a, b) => a + b, 0)
 
-    const count = (m: Record<string, number>, k: string): void => {
-      m[k] = (m[k] ?? 0) + 1
+    // the node logs every refused request: count its INTERNAL lines as they come, keep none
+    let internalErrors = 0
+    const drainLogs = (): void => {
+      for (const l of node.logs.splice(0)) if (l.includes('"code":"INTERNAL"')) internalErrors++
     }
 
     // a progress line every PROGRESS_FRAMES frames, so a long run can be projected
     let nextProgress = PROGRESS_FRAMES
     const progress = (): void => {
-      if (framesSent < nextProgress) return
+      const sent = delivered()
+      if (sent < nextProgress) return
       nextProgress += PROGRESS_FRAMES
+      drainLogs()
       const s = (performance.now() - t0) / 1000
-      const total = perWorker * attackers.length * NODE_MESSAGE_TYPES.length
       o.log?.(
-        `node fuzz: ${framesSent}/${total} frames, ${Math.round(framesSent / s)} frames/s, ${Math.round(s)} s, ` +
+        `node fuzz: ${sent}/${total} frames, ${Math.round(sent / s)} frames/s, ${Math.round(s)} s, ` +
           `node peak RSS ${peakRssMiB(node.process.pid as number)} MiB`
       )
     }
 
-    // one worker per attacker, each through its share of every message type
-    const perWorker = Math.ceil(o.frames / attackers.length)
-    const worker = async (host: Host, w: number): Promise<void> => {
-      const ctx: FrameContext = { rng: createRng(o.seed * 1000 + w), strings, dim }
-      let channel: MessageChannel | undefined
-      const reopen = async (): Promise<MessageChannel> => {
-        channel?.abort(new Error('fuzz: next stream'))
-        for (let attempt = 0; ; attempt++) {
-          try {
-            const ch = createMessageChannel(await host.dialProtocol(target, SESSION_PROTOCOL, SESSION_STREAM_LIMITS))
-            // a session of our own, so steps and imports reach their deep paths (a duplicate is fine)
-            await ch.write(
-              schema.SessionRequest.encode({
-                requestId: 1,
-                open: { sessionId: 'fz', modelId: node.modelId, start: 1, end: 4, maxLength: 64, wireDtype: 0 }
-              }).finish()
-            )
-            await ch.read({ signal: AbortSignal.timeout(30_000) })
-            channel = ch
-            return ch
-          } catch (err) {
-            // the node may end a new stream at once (its per-peer limits): back off and dial again
-            reopenRefused++
-            if (attempt >= REOPEN_ATTEMPTS) throw err
-            await new Promise((r) => setTimeout(r, 50 * (attempt + 1)))
-          }
+    // the honest session steps once every honestEvery frames all through the run
+    let fuzzing = true
+    let honestError: string | undefined
+    const honestLoop = async (): Promise<void> => {
+      try {
+        while (fuzzing) {
+          if (delivered() >= honestSteps * (o.honestEvery ?? 500)) await honestStep()
+          else await new Promise((r) => setTimeout(r, 20))
         }
+      } catch (err) {
+        // an honest step refused or lost is a failure of the run, reported with the summary
+        honestError = `${(err as { code?: string }).code ?? ''} ${(err as Error).message}`.trim()
       }
-      // round robin over the types, a window each, so a run stopped early has covered every type alike
-      const sentOf: Record<string, number> = {}
-      const sendInfo = async (): Promise<void> => {
-        const frame = mutate(encode(schema.InfoRequest, generate(schema.InfoRequest, ctx), ctx), ctx)
-        count(mutations, frame.mutation)
-        const stream = await host.dialProtocol(target, INFO_PROTOCOL).catch(() => undefined)
-        if (stream === undefined) {
-          // refused by the node's per-peer limits: the frame is sent again
-          reopenRefused++
-          await new Promise((r) => setTimeout(r, 50))
-          return
-        }
-        const ch = createMessageChannel(stream)
-        await ch.write(frame.bytes).catch(() => {})
-        await ch.close().catch(() => {})
-        const r = await ch.read({ signal: AbortSignal.timeout(30_000) }).catch(() => undefined)
-        count(replies, r === undefined ? 'info-refused' : 'info-answered')
-        framesAnswered++
-        ch.abort(new Error('done'))
-        sentOf.info = (sentOf.info ?? 0) + 1
-        framesSent++
-        sentPerType.info = (sentPerType.info ?? 0) + 1
-      }
-      const sendWindow = async (type: string, sent: number): Promise<void> => {
-        const ch = channel ?? (await reopen())
-        const n = Math.min(WINDOW, perWorker - sent)
-        for (let i = 0; i < n; i++) {
-          // a quarter are valid requests at their limits (the deep paths), the rest schema-random
-          const obj = ctx.rng() < 0.25 ? validRequest(type, ctx, node.modelId) : generate(schema.SessionRequest, ctx, 0, type)
-          // mostly a valid request id, so the node answers the request and keeps the stream
-          if (ctx.rng() < 0.95) obj.requestId = 2 + sent + i
-          const frame = mutate(encode(schema.SessionRequest, obj, ctx), ctx)
-          count(mutations, frame.mutation as Mutation)
-          void ch.write(frame.bytes).catch(() => {})
-        }
-        sentOf[type] = sent + n
-        framesSent += n
-        sentPerType[type] = (sentPerType[type] ?? 0) + n
-        for (let i = 0; i < n; i++) {
-          const bytes = await ch.read({ signal: AbortSignal.timeout(60_000) }).catch(() => undefined)
-          if (bytes === undefined) {
-            streamsEnded++
-            channel = undefined
-            break
-          }
-          framesAnswered++
-          const res = decodeSessionResponse(bytes)
-          const key = res.type === 'error' ? res.error.code : res.type
-          count(replies, key)
-          if (res.type === 'error' && res.requestId === 0) {
-            streamsEnded++
-            channel = undefined
-            break
-          }
-        }
-      }
-      for (let busy = true; busy && !o.signal?.aborted; ) {
-        busy = false
-        for (const type of NODE_MESSAGE_TYPES) {
-          if (o.signal?.aborted) break
-          const sent = sentOf[type] ?? 0
-          if (sent >= perWorker) continue
-          busy = true
-          if (type === 'info') for (let k = 0; k < WINDOW && (sentOf.info ?? 0) < perWorker; k++) await sendInfo()
-          else await sendWindow(type, sent)
-          if (w === 0 && Math.floor(framesSent / (o.honestEvery ?? 500)) > honestSteps) await honestStep()
-          progress()
-        }
-      }
-      o.log?.(`worker ${w}: done`)
-      channel?.abort(new Error('fuzz: done'))
     }
-    await Promise.all(attackers.map((h, w) => worker(h, w)))
-    for (let i = 0; i < 8; i++) await honestStep()
+    const honestRun = honestLoop()
+
+    // each attacker's connection is up before its lanes open their streams at once (the node's
+    // libp2p resets a connection whose peer opens more than 10 streams before it is set up)
+    await Promise.all(attackers.map((h) => fetchInfo(h, target)))
+    // every attacker at once: a lane per session request type (each its own stream) and info lanes
+    const lanes = attackers.flatMap((host, w) =>
+      NODE_MESSAGE_TYPES.map((type, k) => {
+        const ctx: FrameContext = { rng: createRng(o.seed * 1000 + w * 16 + k), strings, dim }
+        const init = { host, target, modelId: node.modelId, ctx, tally, quota: perWorker, signal: o.signal, onProgress: progress }
+        return type === 'info' ? infoLanes(init) : sessionLane(type, init)
+      })
+    )
+    try {
+      await Promise.all(lanes)
+    } finally {
+      fuzzing = false
+      await honestRun
+    }
+    if (honestError === undefined) {
+      try {
+        for (let i = 0; i < 8; i++) await honestStep()
+      } catch (err) {
+        honestError = `${(err as { code?: string }).code ?? ''} ${(err as Error).message}`.trim()
+      }
+    }
     legit.abort(new Error('fuzz: done'))
-    const internalErrors = node.logs.filter((l) => l.includes('"code":"INTERNAL"')).length
+    drainLogs()
     const nodeAlive = node.process.exitCode === null && node.process.signalCode === null
     const seconds = (performance.now() - t0) / 1000
-    const total = perWorker * attackers.length * NODE_MESSAGE_TYPES.length
+    const framesSent = delivered()
+    const own = process.cpuUsage(cpu0)
+    const fuzzerCpu = (own.user + own.system) / 1e6
+    const nodeCpu = cpuSeconds(node.process.pid as number) - nodeCpu0
     return {
       target: 'node',
       seed: o.seed,
       framesPerType: perWorker * attackers.length,
-      sentPerType,
+      sentPerType: tally.delivered,
       stoppedEarly: framesSent < total,
       framesPerSecond: Math.round(framesSent / seconds),
       projectedSeconds: Math.round((total / framesSent) * seconds),
       framesSent,
-      framesAnswered,
-      replies,
-      mutations,
-      streamsEnded,
-      reopenRefused,
+      framesAnswered: tally.framesAnswered,
+      framesDropped: tally.framesDropped,
+      replies: tally.replies,
+      mutations: tally.mutations,
+      streamsEnded: tally.streamsEnded,
+      reopenRefused: tally.reopenRefused,
+      replyTimeouts: tally.replyTimeouts,
+      undecodableReplies: tally.undecodableReplies,
       internalErrors,
       honestSteps,
-      honestBitIdentical,
+      honestBitIdentical: honestBitIdentical && honestError === undefined,
+      ...(honestError === undefined ? {} : { honestError }),
       nodeAlive,
       nodeHeapLimitMiB: heapMiB,
+      cpuMsPerFrame: {
+        node: Math.round((nodeCpu / framesSent) * 1e4) / 10,
+        fuzzer: Math.round((fuzzerCpu / framesSent) * 1e4) / 10
+      },
       nodePeakRssMiB: peakRssMiB(node.process.pid as number),
       seconds: Math.round((performance.now() - t0) / 100) / 10
     }

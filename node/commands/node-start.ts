@@ -236,6 +236,7 @@ export function registerNodeStart(program: Command): void {
             throw listenError([`--metrics ${opts.metrics}`], err)
           })
         : undefined
+      metrics?.watchShard(shard)
       if (metricsServer) log({ event: 'metrics', url: metricsServer.url })
       // Read (or made) before the model loads: a key others may read stops the start at once.
       const swarmNode = await SwarmNode.create({

@@ -14,8 +14,13 @@ describe('seeded protocol fuzzing (short slice)', () => {
     expect(s.internalErrors).toBe(0)
     expect(s.honestBitIdentical).toBe(true)
     expect(s.honestSteps).toBeGreaterThan(8)
+    // frames count once the node read them: every type got its 48
     expect(s.framesSent).toBe(48 * 8)
+    for (const n of Object.values(s.sentPerType)) expect(n).toBe(48)
     expect(s.framesAnswered).toBeGreaterThan(48 * 4)
+    // every reply the node owed came, well-formed
+    expect(s.replyTimeouts).toBe(0)
+    expect(s.undecodableReplies).toBe(0)
     expect(s.nodePeakRssMiB).toBeLessThan(400)
   }, 240_000)
 

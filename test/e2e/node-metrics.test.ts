@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createClient } from '../../client/index.js'
 import { type LocalNode, startLocalNode } from '../../node/local-swarm.js'
-import { createReferenceKernels } from '../../shards/index.js'
+import { readNodeHoldings } from '../../node/metrics-scrape.js'
+import { createReferenceKernels, openModelFile } from '../../shards/index.js'
 import { GGUF_PATH } from '../helpers/reference.js'
 
 describe('node --metrics', () => {
@@ -38,5 +39,43 @@ describe('node --metrics', () => {
     expect(text).toContain('layerswarm_step_duration_seconds_bucket')
     expect(text).toContain('layerswarm_wire_bytes_total')
     expect(text).toMatch(/layerswarm_sessions_total\{[^}]*\} 1/)
+  })
+
+  it('shows the KV caches and bytes a session holds, and none once it closed', async () => {
+    const client = await createClient({
+      bootstrap: [node.addrs[0]],
+      model: GGUF_PATH,
+      kernels: createReferenceKernels(),
+      canaries: false
+    })
+    let open: Awaited<ReturnType<typeof readNodeHoldings>>
+    try {
+      await client.view.waitForRoute(1, 4, 20_000)
+      // mid-generation, the session is open on the node
+      const tokens = client.stream('Once upon a time', { maxTokens: 8, temperature: 0 })
+      await tokens.next()
+      await tokens.next()
+      open = await readNodeHoldings(node)
+      while (!(await tokens.next()).done) {}
+    } finally {
+      await client.close()
+    }
+    // one session over blocks [1,4): keys and values of 3 blocks, preallocated to its max length
+    expect(open.sessions).toBe(1)
+    expect(open.kvCaches).toBe(1)
+    expect(open.kvTokens).toBeGreaterThan(0)
+    const model = openModelFile(GGUF_PATH)
+    const { kvDim } = model.config
+    model.close()
+    // (local swarms run an f32 KV cache: 4 bytes a value)
+    expect(open.kvBytes).toBe(3 * 2 * open.kvTokens * kvDim * 4)
+    expect(open.rssMiB).toBeGreaterThan(0)
+    // the generation closed its session: the node frees it at once (no idle timeout involved)
+    let closed = await readNodeHoldings(node)
+    for (let i = 0; i < 50 && closed.kvCaches > 0; i++) {
+      await new Promise((r) => setTimeout(r, 100))
+      closed = await readNodeHoldings(node)
+    }
+    expect(closed).toMatchObject({ sessions: 0, kvTokens: 0, kvCaches: 0, kvBytes: 0 })
   })
 })
