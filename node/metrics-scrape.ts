@@ -3,6 +3,7 @@
  * load test check on real node processes (issue #17: no session or KV byte leaks, the session
  * cap holds).
  */
+import type { AbortOptions } from '@libp2p/interface'
 import type { LocalNode } from './local-swarm.js'
 
 /** What a node holds now, as its Prometheus text says. */
@@ -44,10 +45,11 @@ export function sampleValue(text: string, name: string, label?: string): number 
 /** Scrape attempts: a kept-alive socket the node's HTTP server closed as it was reused fails a fetch. */
 const SCRAPE_ATTEMPTS = 3
 
-async function scrape(url: string): Promise<string> {
+async function scrape(url: string, { signal }: AbortOptions = {}): Promise<string> {
   for (let attempt = 1; ; attempt++) {
+    signal?.throwIfAborted()
     try {
-      return await (await fetch(url)).text()
+      return await (await fetch(url, { signal })).text()
     } catch (err) {
       if (attempt >= SCRAPE_ATTEMPTS) throw err
       await new Promise((r) => setTimeout(r, 100 * attempt))
@@ -59,8 +61,11 @@ async function scrape(url: string): Promise<string> {
  * Scrapes a node's metrics. `url` defaults to the one the node logged; pass it explicitly for a
  * node whose early log lines were dropped.
  */
-export async function readNodeHoldings(node: LocalNode, url = metricsUrl(node)): Promise<NodeHoldings> {
-  const text = await scrape(url)
+export async function readNodeHoldings(
+  node: LocalNode,
+  options: AbortOptions & { readonly url?: string } = {}
+): Promise<NodeHoldings> {
+  const text = await scrape(options.url ?? metricsUrl(node), options)
   return {
     peerId: node.peerId,
     sessions: sampleValue(text, 'layerswarm_sessions_active'),

@@ -40,6 +40,8 @@ const ALLOWED: Record<string, string> = {
   // a caller's abort must not cancel an audit round other steps share
   'client/audit-batch.ts: AuditBatcher#audit': 'joins a shared round with its own deadline',
   'client/audit-batch.ts: AuditBatcher#drain': 'runs the caller work (which has its signal) with rounds going out at once',
+  'client/canary-monitor.ts: CanaryMonitor#probe': 'the signal travels in the StepContext (ctx.signal)',
+  'client/canary-monitor.ts: CanaryMonitor#probeChained': 'the signal travels in the StepContext (ctx.signal)',
   'client/canary-monitor.ts: CanaryMonitor#settle': 'waits for audits with their own deadlines, part of closing',
   'client/pipeline-observer.ts: CanaryObserver#settle': 'waits for audits with their own deadlines, part of closing',
   'client/pipeline-observer.ts: CanaryObserver#chainedStepChecked': 'checks receipts off the critical path',
