@@ -58,10 +58,12 @@ export async function startLocalNode(o: StartNodeOptions = {}, { signal }: Abort
       child.kill('SIGKILL')
       reject(signal?.reason)
     }
-    const timer = setTimeout(
-      () => reject(new Error(`node did not start within ${o.startTimeoutMs ?? 30_000} ms:\n${logs.join('\n')}`)),
-      o.startTimeoutMs ?? 30_000
-    )
+    // a node that did not start in time is killed: it must not serve on, orphaned, after the caller gave up
+    const timer = setTimeout(() => {
+      signal?.removeEventListener('abort', onAbort)
+      child.kill('SIGKILL')
+      reject(new Error(`node did not start within ${o.startTimeoutMs ?? 30_000} ms:\n${logs.join('\n')}`))
+    }, o.startTimeoutMs ?? 30_000)
     const settled = (): void => {
       clearTimeout(timer)
       signal?.removeEventListener('abort', onAbort)
