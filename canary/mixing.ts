@@ -188,7 +188,10 @@ export function createDecoyPlanner(options: DecoyPlannerOptions = {}): DecoyPlan
       if (cut) {
         canaryIndex = cut.index
         prompt = cut.end
-        decode = Math.min(decode, set.canaries[canaryIndex].tokens.length - prompt)
+        // a prefill longer than the real one must still leave its steps inside the session's
+        // max length: a step past it fails on the last hop after the middle hops saw it, and a
+        // step never audited is one no real session shows (test/e2e/canary-chain.test.ts)
+        decode = Math.max(0, Math.min(decode, set.canaries[canaryIndex].tokens.length - prompt, shape.maxLength - prompt))
       } else {
         const need = shape.promptLength + shape.steps - 1
         const fits = set.canaries.map((c, i) => ({ i, n: c.tokens.length })).filter((c) => c.n >= need)
@@ -208,8 +211,9 @@ export function createDecoyPlanner(options: DecoyPlannerOptions = {}): DecoyPlan
 }
 
 /**
- * The (canary, prefill end) nearest the real shape's prompt length among those leaving room for
- * its decode steps (else for as many as can be), drawn at random among equally near ones.
+ * A (canary, prefill end) at the real shape's prompt length that leaves room for its decode
+ * steps, drawn at random; none when no canary has a sentence end there (the prefill then copies
+ * the real length wherever it falls).
  */
 function nearestEnd(
   set: CanarySet,
@@ -220,13 +224,15 @@ function nearestEnd(
   if (prefillEnds.length !== set.canaries.length)
     throw new CanaryArgumentError(`prefillEnds holds ${prefillEnds.length} lists for ${set.canaries.length} canaries`)
   const all = prefillEnds.flatMap((ends, index) =>
-    ends.filter((e) => Number.isInteger(e) && e >= 1 && e < set.canaries[index].tokens.length).map((end) => ({ index, end }))
+    ends
+      .filter((e) => Number.isInteger(e) && e >= 1 && e < set.canaries[index].tokens.length && e < shape.maxLength)
+      .map((end) => ({ index, end }))
   )
   if (all.length === 0) return undefined
+  // Only an end at exactly the real prompt's length: a decoy's shape (prefill rows, steps) must be
+  // one a real session had, which a middle hop sees directly (test/e2e/canary-chain.test.ts); a
+  // nearby end would tell decoys by their prefill length wherever real prompts share one.
   const room = (c: { index: number; end: number }): number => set.canaries[c.index].tokens.length - c.end
-  const roomy = all.filter((c) => room(c) >= shape.steps - 1)
-  const pool = roomy.length > 0 ? roomy : all
-  const best = Math.min(...pool.map((c) => Math.abs(c.end - shape.promptLength)))
-  const nearest = pool.filter((c) => Math.abs(c.end - shape.promptLength) === best)
-  return nearest[rnd.int(nearest.length)]
+  const exact = all.filter((c) => c.end === shape.promptLength && room(c) >= shape.steps - 1)
+  return exact.length > 0 ? exact[rnd.int(exact.length)] : undefined
 }

@@ -310,9 +310,15 @@ export class DecoyPool {
   }
 
   /** The decoy for `key`, if open, ends early (closed once `after` settles), as a real session may. */
-  release(key: string, after: Promise<unknown>): void {
+  release(key: string, after: Promise<unknown>): boolean {
     const decoy = this.decoys.get(key)
     if (decoy) this.retire(key, decoy, after)
+    return decoy !== undefined
+  }
+
+  /** Whether a decoy for `key` is open. */
+  has(key: string): boolean {
+    return this.decoys.has(key)
   }
 
   async closeAll(): Promise<void> {

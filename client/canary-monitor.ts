@@ -261,7 +261,11 @@ export class CanaryMonitor {
   private retireLanes(key: string, lanes: number): void {
     for (let lane = Math.max(1, lanes); lane < this.rates.inFlight; lane++) {
       const k = laneKey(key, lane)
-      if (!this.inflight.has(k)) this.pool.release(k, this.scoring.get(k) ?? Promise.resolve())
+      if (this.inflight.has(k) || !this.pool.has(k)) continue
+      // as at a decoy's planned end: its last steps' audits go out in a round before it closes,
+      // so every step of a decoy is audited, as every real step is
+      this.audits.round()
+      this.pool.release(k, this.scoring.get(k) ?? Promise.resolve())
     }
   }
 

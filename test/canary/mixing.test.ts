@@ -125,11 +125,11 @@ describe('decoy sessions', () => {
     expect(() => planner.observeReal({ promptLength: 0, steps: 1, maxLength: 8, wire: 'f32' })).toThrow(CanaryArgumentError)
   })
 
-  it('ends the prefill at the allowed end nearest the real shape, leaving room for its steps', () => {
+  it('ends the prefill at an allowed end only at the real prompt length, with room for its steps; the shape stays a real one', () => {
     const planner = createDecoyPlanner({ set: canaries, seed: 4 })
-    planner.observeReal({ promptLength: 9, steps: 3, maxLength: 128, wire: 'f32' })
+    planner.observeReal({ promptLength: 12, steps: 3, maxLength: 128, wire: 'f32' })
     const L = canaries.canaries[0].tokens.length
-    // canary 1 may end its prefill at 12 or 30, the others nowhere: 12 is nearest 9
+    // canary 1 may end its prefill at 12 or 30, the others nowhere: 12 is the real length
     const ends = canaries.canaries.map((_, i) => (i === 1 ? [30, 12] : []))
     const p = planner.plan(undefined, ends)
     expect(p.canaryIndex).toBe(1)
@@ -138,22 +138,18 @@ describe('decoy sessions', () => {
       { startPosition: 12, rows: 1 },
       { startPosition: 13, rows: 1 }
     ])
-    // an end with no room for the decode steps is passed over while another has room
+    // no end at the real length (9): the prefill copies the real length anyway, never a nearby end
+    const nine = createDecoyPlanner({ set: canaries, seed: 4 })
+    nine.observeReal({ promptLength: 9, steps: 3, maxLength: 128, wire: 'f32' })
+    expect(nine.plan(undefined, ends).steps[0].rows).toBe(9)
+    // an end at the real length but without room for the decode steps is not taken
     const q = createDecoyPlanner({ set: canaries, seed: 4, history: 1 })
     q.observeReal({ promptLength: L - 1, steps: 3, maxLength: 512, wire: 'f32' })
     const far = q.plan(
       undefined,
-      canaries.canaries.map((_, i) => (i === 0 ? [L - 1, L - 2, L - 3] : []))
+      canaries.canaries.map((_, i) => (i === 0 ? [L - 1] : []))
     )
-    expect(far.steps[0].rows).toBe(L - 2)
-    expect(far.steps).toHaveLength(3)
-    // without any allowed end it copies the real prefill length
-    expect(
-      q.plan(
-        undefined,
-        canaries.canaries.map(() => [])
-      ).steps[0].rows
-    ).toBe(L - 1)
+    expect(far.steps[0].rows).toBe(L - 1)
     expect(() => q.plan(undefined, [[3]])).toThrow(CanaryArgumentError)
   })
 

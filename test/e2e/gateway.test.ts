@@ -235,7 +235,7 @@ describe('OpenAI-compatible gateway on a 2-process swarm, driven by the openai c
       expect(r.status).toBe(200)
       expect(r.json.choices[0].text).toBe(greedyText)
     }
-    expect(byDefault.json.layerswarm.speculation.mode).toBe('ngram')
+    expect(byDefault.json.layerswarm.speculation.mode).toBe(DEFAULT_SPECULATE)
     expect(off.json.layerswarm.speculation).toEqual({ mode: 'off', steps: 0, drafted: 0, accepted: 0 })
     expect(ngram.json.layerswarm.speculation.mode).toBe('ngram')
     expect(ngram.json.layerswarm.speculation.drafted).toBeGreaterThan(0)
