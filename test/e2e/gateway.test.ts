@@ -1,5 +1,6 @@
 import OpenAI from 'openai'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { DEFAULT_SPECULATE } from '../../client/options.js'
 import { type RunningApi, runApi } from '../../node/commands/api.js'
 import { type LocalNode, startLocalNode } from '../../node/local-swarm.js'
 import { createLogger } from '../../node/log.js'
