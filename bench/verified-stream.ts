@@ -93,7 +93,7 @@ export async function main(argv: string[]): Promise<void> {
       {
         model,
         tokens,
-        inFlight: inFlight ?? 'default (4)',
+        inFlight: inFlight ?? 'default (1)',
         meanHoldSteps: { fresh: mean('fresh', true), cleared: mean('cleared', true), off: mean('cleared', false) },
         target: '< 1 step per token at the default rate',
         runs

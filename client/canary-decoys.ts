@@ -229,6 +229,8 @@ export class CanaryMaterial {
 /** The open decoys, one per hop (relayed) or per route (chained), each following its plan. */
 export class DecoyPool {
   private readonly decoys = new Map<string, Decoy>()
+  /** Retired decoys' closes still under way (after their last scoring). */
+  private readonly closing = new Set<Promise<void>>()
 
   constructor(
     private readonly material: CanaryMaterial,
@@ -306,7 +308,18 @@ export class DecoyPool {
    */
   retire(key: string, decoy: Decoy, after: Promise<unknown>): void {
     if (this.decoys.get(key) === decoy) this.decoys.delete(key)
-    after.finally(() => this.close(decoy).catch(() => {}))
+    // closeAll waits for these too: a client that ends (a CLI run exits right after) must not
+    // leave retired decoys' sessions open on a peer until its idle timeout, where they fill its
+    // session cap (a peer's burst keeps several decoys in flight)
+    const closed = after
+      .then(
+        () => undefined,
+        () => undefined
+      )
+      .then(() => this.close(decoy))
+      .catch(() => {})
+    this.closing.add(closed)
+    closed.finally(() => this.closing.delete(closed))
   }
 
   /** The decoy for `key`, if open, ends early (closed once `after` settles), as a real session may. */
@@ -324,7 +337,7 @@ export class DecoyPool {
   async closeAll(): Promise<void> {
     const all = [...this.decoys.values()]
     this.decoys.clear()
-    await Promise.all(all.map((d) => this.close(d)))
+    await Promise.all([...all.map((d) => this.close(d).catch(() => {})), ...this.closing])
   }
 
   private close(d: Decoy): Promise<void> {

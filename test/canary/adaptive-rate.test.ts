@@ -12,7 +12,7 @@ import {
 
 describe('adaptive canary rate', () => {
   it('checks a new peer on every step for a burst sized from the detection bound, then at the base rate', () => {
-    const r = createAdaptiveRate()
+    const r = createAdaptiveRate({ inFlight: 4 })
     const at = (observations: number) => r.rateFor({ observations, posterior: 0.01, excluded: false })
     // the smallest burst whose expected steps to exclude a 10 % tamperer are within 40, with 4
     // decoys in flight (4 canaries a real step during the burst)
@@ -23,6 +23,7 @@ describe('adaptive canary rate', () => {
     expect(startCanariesFor(40, 0.1, 0.03, 4)).toBe(24)
     // one at a time (the burst before decoys in flight): 16 canaries for 80 steps
     expect(startCanariesFor(80, 0.1, 0.03)).toBe(16)
+    expect(createAdaptiveRate().inFlight).toBe(1) // opt-in: lanes left sessions open on peers (test/e2e/rollback.test.ts)
     expect(createAdaptiveRate({ inFlight: 1, targetSteps: 80 }).startCanaries).toBe(16)
     for (let n = 0; n < 24; n++) expect(at(n)).toBe(1)
     for (let n = 24; n < 200; n++) expect(at(n)).toBe(0.03)
@@ -35,7 +36,7 @@ describe('adaptive canary rate', () => {
   })
 
   it('keeps several decoys in flight below the evidence threshold, one after it, none once excluded', () => {
-    const r = createAdaptiveRate()
+    const r = createAdaptiveRate({ inFlight: 4 })
     const lanes = (observations: number, posterior = 0.01, excluded = false) => r.lanes({ observations, posterior, excluded })
     expect(lanes(0)).toBe(4)
     expect(lanes(20)).toBe(4)

@@ -120,7 +120,10 @@ describe('rollback on conviction: no tampered token survives (4 peers, tamperer 
           await client.view.waitForRoute(1, 4, 20_000)
           const result = await client.generate(ref.prompt, { maxTokens: TOKENS, temperature: 0 })
           expect(result.tokens).toEqual(honest)
-          expect(result.convicted).toContain(nodes.tamperer.peerId)
+          // load-aware routes may plan the two honest hops from the start (announced queues and
+          // measured step times move the choice): then nothing went through the tamperer to convict
+          if (result.report.routes.some((r) => r.some((h) => h.peerId === nodes.tamperer.peerId)))
+            expect(result.convicted).toContain(nodes.tamperer.peerId)
         } finally {
           await client.close()
         }
@@ -140,10 +143,10 @@ describe('rollback on conviction: no tampered token survives (4 peers, tamperer 
           const result = await client.generate(ref.prompt, { maxTokens: TOKENS, temperature: 0 })
           expect(result.tokens, JSON.stringify(events)).toEqual(honest)
           expect(result.text).toBe(honestText)
-          expect(result.convicted).toContain(nodes.tamperer.peerId)
           const first = result.report.routes[0].some((h) => h.peerId === nodes.tamperer.peerId)
           if (first) {
             routedFirst++
+            expect(result.convicted).toContain(nodes.tamperer.peerId)
             expect(result.report.rollbacks[0].position).toBe(0)
             expect(result.report.reruns).toBeGreaterThanOrEqual(1)
           }
