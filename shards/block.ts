@@ -1,6 +1,6 @@
 import { extraBlockTensors, neoxToNormOrder, permutedRow, permuteHeads, ropeFrequencies } from './architectures.js'
 import { InvalidModelError } from './errors.js'
-import type { BlockMatrices, Kernels } from './kernels.js'
+import type { BlockMatrices, Kernels, PrepareOptions } from './kernels.js'
 import type { KvCache } from './kv-cache.js'
 import type { ModelFile } from './model-file.js'
 import { rowBytes } from './quant.js'
@@ -37,7 +37,8 @@ export function loadMatrices(
   model: ModelFile,
   names: readonly TensorName[],
   kernels: Kernels,
-  rowOrder?: (name: TensorName) => Int32Array | null
+  rowOrder?: (name: TensorName) => Int32Array | null,
+  options?: PrepareOptions
 ): WeightMatrix {
   const { matrixInfo, readMatrixInto: readInto } = model
   // A tensor whose rows are reordered (NEOX Q/K, see neoxToNormOrder) is read whole, then its
@@ -60,14 +61,18 @@ export function loadMatrices(
     const { dtype, cols } = infos[0]
     if (infos.every((i) => i.dtype === dtype && i.cols === cols)) {
       const rows = infos.reduce((n, i) => n + i.rows, 0)
-      return kernels.prepareInto({ dtype, rows, cols }, (data) => {
-        let at = 0
-        names.forEach((n, i) => {
-          const bytes = rowBytes(dtype, cols) * infos[i].rows
-          readMatrixInto(n, data.subarray(at, at + bytes))
-          at += bytes
-        })
-      })
+      return kernels.prepareInto(
+        { dtype, rows, cols },
+        (data) => {
+          let at = 0
+          names.forEach((n, i) => {
+            const bytes = rowBytes(dtype, cols) * infos[i].rows
+            readMatrixInto(n, data.subarray(at, at + bytes))
+            at += bytes
+          })
+        },
+        options
+      )
     }
   }
   const ms = names.map((n) => {

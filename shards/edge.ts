@@ -32,7 +32,7 @@ export class Edge {
     if (this.config.tiedEmbeddings) {
       // A tied head is the embedding matrix itself: read it once, prepare it for the kernels and
       // look embeddings up in the prepared copy, so the file copy can be dropped (one copy resident).
-      this.head = loadMatrices(model, ['token_embd'], this.kernels)
+      this.head = loadMatrices(model, ['token_embd'], this.kernels, undefined, { keepRows: true })
       this.embedding = this.head
     } else {
       this.embedding = model.readMatrix('token_embd')

@@ -17,7 +17,7 @@ export { type GgufHeader, type GgufTensorInfo, readGgufHeader } from './gguf-rea
 export { type GgufInit, type GgufTypedValue, writeGguf } from './gguf-writer.js'
 export { SMALL_MODEL_DIM, selectKernelsFor } from './kernel-policy.js'
 export { type SpanKernelReport, spanKernelReport, spanSlowReasons } from './kernel-report.js'
-export type { AttentionShape, KernelPlacement, Kernels, KvLayer } from './kernels.js'
+export type { AttentionShape, KernelPlacement, Kernels, KvLayer, PrepareOptions } from './kernels.js'
 export {
   createFastKernels,
   type FastKernelOptions,

@@ -52,15 +52,23 @@ export interface BlockMatrices {
  * Each output element must be computed by one summation in a fixed order, so results do not
  * depend on the thread count.
  */
+export interface PrepareOptions {
+  /** Keep the file's row layout in the prepared copy: its rows are read outside the kernels. */
+  readonly keepRows?: boolean
+}
+
 export interface Kernels {
   readonly name: string
   /** Turn file weights into whatever the kernels multiply fastest (may copy or keep as is). */
   prepare(w: WeightMatrix): WeightMatrix
   /**
    * Optional: allocate a prepared matrix in the kernels' memory and let `fill` write its stored
-   * bytes there directly (a model file reads into it), so no file copy is ever resident.
+   * bytes there directly (a model file reads into it), so no file copy is ever resident. The
+   * kernels may then rearrange the bytes for their own streaming (the native kernels' rows8
+   * layout of K-quants) unless `keepRows` says the caller reads rows of the prepared copy itself
+   * (a tied embedding table).
    */
-  prepareInto?(shape: Omit<WeightMatrix, 'data'>, fill: (data: Uint8Array) => void): WeightMatrix
+  prepareInto?(shape: Omit<WeightMatrix, 'data'>, fill: (data: Uint8Array) => void, options?: PrepareOptions): WeightMatrix
   /** out[T, w.rows] = x[T, w.cols] · wᵀ */
   matmul(out: Float32Array, x: Float32Array, w: WeightMatrix, T: number): void
   /** out[T, n] = x[T, n] / rms(x) * weight[n], n = weight.length */

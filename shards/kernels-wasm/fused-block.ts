@@ -37,6 +37,8 @@ export interface FusedBlockDeps {
   /** Offset of a weight matrix in the heap, null when it lives outside. */
   /** Address of a weight matrix as a distance from the heap's start (heap or native buffer), null when neither. */
   weightDelta(w: WeightMatrix): number | null
+  /** Bits OR-ed into a block-type matrix's type code (weight-store.ts ROWS8). */
+  layoutFlag(w: WeightMatrix): number
   /** Address of a KV layer's keys or values (allocKv) as a distance from the heap's start (heap or native buffer), undefined otherwise. */
   kvDelta(a: Float32Array | Uint16Array | Uint8Array): number | undefined
   setArgs(values: number[]): void
@@ -105,7 +107,7 @@ export function createFusedBlock(deps: FusedBlockDeps): FusedBlock {
         : m.dtype === 'q8_0'
           ? 8
           : isQuantDType(m.dtype) && native.quantTypes
-            ? QUANT_LAYOUTS[m.dtype].ggmlType
+            ? QUANT_LAYOUTS[m.dtype].ggmlType | deps.layoutFlag(m)
             : null
     const types = mats.map(typeOf)
     const wvType = w.wv ? typeOf(w.wv) : 0

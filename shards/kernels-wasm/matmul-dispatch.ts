@@ -75,7 +75,9 @@ export function createMatmul(deps: MatmulDeps): (out: Float32Array, x: Float32Ar
     const op = scratch.get('out', T * rows * 4)
     let args: number[]
     if (quant && nativeTakes) {
-      args = [L.OP_MATMUL_QUANT, wp ?? 0, xp, QUANT_LAYOUTS[w.dtype as keyof typeof QUANT_LAYOUTS].ggmlType, op, rows, cols, T]
+      // The type code carries the store's layout flag (rows8 matrices: quant-layout.h).
+      const type = QUANT_LAYOUTS[w.dtype as keyof typeof QUANT_LAYOUTS].ggmlType | store.layoutFlag(w)
+      args = [L.OP_MATMUL_QUANT, wp ?? 0, xp, type, op, rows, cols, T]
     } else if (w.dtype === 'bf16') {
       args = [L.OP_MATMUL_BF16, wp ?? 0, xp, 0, op, rows, cols, T]
     } else if (quant) {

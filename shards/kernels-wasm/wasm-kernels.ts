@@ -125,6 +125,7 @@ export function createWasmKernels(options: WasmKernelOptions): FastKernels {
           // Batches from nativeMinBatch use the batched kernels inside the block, as matmul() would.
           batchedFrom: nativeMinBatch,
           weightDelta: store.weightDelta,
+          layoutFlag: store.layoutFlag,
           kvDelta: kv.kvDelta,
           setArgs
         })

@@ -1,8 +1,8 @@
 import { InvalidArgumentError, KernelMemoryError } from '../errors.js'
-import type { KernelPlacement } from '../kernels.js'
+import type { KernelPlacement, PrepareOptions } from '../kernels.js'
 import type { NativeAddon } from '../native/load.js'
 import { rowBytes } from '../quant.js'
-import { isQuantDType } from '../quant-blocks.js'
+import { isQuantDType, QUANT_LAYOUTS } from '../quant-blocks.js'
 import type { WeightMatrix } from '../types.js'
 import type { WasmHeap } from './heap.js'
 
@@ -15,7 +15,9 @@ import type { WasmHeap } from './heap.js'
  */
 export interface WeightStore {
   prepare(w: WeightMatrix): WeightMatrix
-  prepareInto(shape: Omit<WeightMatrix, 'data'>, fill: (data: Uint8Array) => void): WeightMatrix
+  prepareInto(shape: Omit<WeightMatrix, 'data'>, fill: (data: Uint8Array) => void, options?: PrepareOptions): WeightMatrix
+  /** Bits to OR into a matrix's native type code: ROWS8 when prepareInto repacked it. */
+  layoutFlag(w: WeightMatrix): number
   /** Heap offset of a weight matrix (placing it on first use); null when it is not in the heap. */
   heapOffset(w: WeightMatrix): number | null
   /** Distance from the heap's start of a weight in a native buffer, undefined otherwise. */
@@ -32,6 +34,11 @@ export interface WeightStoreOptions {
   readonly heapWeightBytes: number
 }
 
+/** shards/native/quant-layout.h kRows8: the matrix is in the addon's rows8 layout. */
+export const ROWS8 = 0x100
+/** The types the addon repacks (quant-layout.cc rows8Supported). */
+const ROWS8_TYPES: ReadonlySet<string> = new Set(['q4_k', 'q5_k', 'q6_k'])
+
 const HEAP_FULL = 'weights past the 4 GiB WebAssembly heap run on the TypeScript reference kernels (no native addon takes them)'
 const outsideNoKernel = (dtype: string): string =>
   `${dtype} weights in native buffers run on their TypeScript definition (the native addon has no block-type kernels)`
@@ -42,6 +49,8 @@ export function createWeightStore(options: WeightStoreOptions): WeightStore {
   const external = new WeakMap<WeightMatrix, number>()
   const reclaim = new FinalizationRegistry<number>((offset) => heap.free(offset))
   const held = new WeakMap<WeightMatrix, Uint8Array>()
+  const rows8 = new WeakSet<WeightMatrix>()
+  const repack = native?.quantTypes ? native.repackRows8 : undefined
   let weightBytes = 0
   let externalBytes = 0
   let heapWeights = 0
@@ -127,26 +136,39 @@ export function createWeightStore(options: WeightStoreOptions): WeightStore {
       return place(w)
     },
 
-    prepareInto(shape, fill) {
+    prepareInto(shape, fill, options) {
+      // Filled bytes go to the addon's rows8 layout where it has one (every quant matmul on
+      // these weights then runs there), unless the caller reads rows of the copy itself.
+      const canRepack = repack !== undefined && !options?.keepRows && ROWS8_TYPES.has(shape.dtype) && shape.rows >= 8
+      const ggml = canRepack ? QUANT_LAYOUTS[shape.dtype as keyof typeof QUANT_LAYOUTS].ggmlType : 0
+      const filled = (data: Uint8Array): void => {
+        fill(data)
+        if (canRepack && !repack(data, ggml, shape.rows, shape.cols))
+          throw new Error(`repackRows8 refused a ${shape.dtype} matrix`)
+      }
+      const mark = (w: WeightMatrix): WeightMatrix => {
+        if (canRepack) rows8.add(w)
+        return w
+      }
       const bytes = bytesOf(shape)
       const offset = tryAlloc(bytes)
       if (offset !== null) {
         try {
-          fill(new Uint8Array(heap.memory.buffer, offset, bytes))
+          filled(new Uint8Array(heap.memory.buffer, offset, bytes))
         } catch (e) {
           heap.free(offset)
           throw e
         }
         account(shape, 'heap')
-        return inHeap(shape, offset, bytes)
+        return mark(inHeap(shape, offset, bytes))
       }
       // Past the heap's share of weights (or its 4 GiB): a native buffer the native kernels
       // address directly; without the addon an ordinary buffer for the reference kernels.
       const spilled = spill(bytes)
       if (spilled) {
-        fill(spilled.view)
+        filled(spilled.view)
         account(shape, 'native')
-        return outside(shape, spilled.view, spilled.delta)
+        return mark(outside(shape, spilled.view, spilled.delta))
       }
       const data = new Uint8Array(bytes)
       fill(data)
@@ -166,6 +188,8 @@ export function createWeightStore(options: WeightStoreOptions): WeightStore {
     },
 
     externalDelta: (w) => external.get(w),
+
+    layoutFlag: (w) => (rows8.has(w) ? ROWS8 : 0),
 
     weightDelta(w) {
       const offset = store.heapOffset(w)

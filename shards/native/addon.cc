@@ -14,6 +14,7 @@
 #include "matmul.h"
 #include "ops.h"
 #include "quant-dot.h"
+#include "quant-layout.h"
 
 namespace {
 
@@ -59,7 +60,7 @@ Napi::Value Task(const Napi::CallbackInfo& info) {
     std::memcpy(&delta, lohi, 8);
     base += delta;  // only the weight operand is read through it below
     if (op == kMatmulQuant) {
-      const int type = int(a[3]);
+      const int code = int(a[3]), type = ls::baseType(code);
       uint8_t* heap = base - delta;
       const float* x = reinterpret_cast<const float*>(heap + a[2]);
       if (!ls::quantAvailable(type) || ls::quantRowBytes(type, cols) == 0) {
@@ -67,7 +68,7 @@ Napi::Value Task(const Napi::CallbackInfo& info) {
         return env.Undefined();
       }
       ls::quantPrepare(type, x, cols, T);
-      ls::quantRows(type, base, x, out, rows, cols, T, r0, r1);
+      ls::quantRows(code, base, x, out, rows, cols, T, r0, r1, rows);
     } else if (op == kMatmulQ8) {
       uint8_t* heap = base - delta;
       const int16_t* xq = reinterpret_cast<const int16_t*>(heap + a[2]);
@@ -85,16 +86,16 @@ Napi::Value Task(const Napi::CallbackInfo& info) {
   }
   // T < kBatchedFrom: the decode kernels (decode.cc); the host only sends these ops when decodeF32/decodeQ8.
   if (op == kMatmulQuant) {
-    // slot 3: the ggml type (quant-dot.h); every thread quantises the activations itself (the
-    // same bits), then computes its rows.
-    const int type = int(a[3]);
+    // slot 3: the ggml type (quant-dot.h), with kRows8 for a repacked matrix (quant-layout.h);
+    // every thread quantises the activations itself (the same bits), then computes its rows.
+    const int code = int(a[3]), type = ls::baseType(code);
     if (!ls::quantAvailable(type) || ls::quantRowBytes(type, cols) == 0) {
       Napi::Error::New(env, "native kernels: unsupported block type").ThrowAsJavaScriptException();
       return env.Undefined();
     }
     const float* x = reinterpret_cast<const float*>(base + a[2]);
     ls::quantPrepare(type, x, cols, T);
-    ls::quantRows(type, base + a[1], x, out, rows, cols, T, r0, r1);
+    ls::quantRows(code, base + a[1], x, out, rows, cols, T, r0, r1, rows);
   } else if (T < ls::kBatchedFrom && op == kMatmulQ8 && ls::decodeAvailable(true)) {
     ls::decodeQ8(base + a[1], reinterpret_cast<const int16_t*>(base + a[2]), reinterpret_cast<const float*>(base + a[3]), out, rows, cols, T, r0, r1);
   } else if (T < ls::kBatchedFrom && op == kMatmulF32 && ls::decodeAvailable(false)) {
@@ -180,6 +181,22 @@ Napi::Value AddressOf(const Napi::CallbackInfo& info) {
   return Napi::Number::New(env, double(reinterpret_cast<uintptr_t>(data)));
 }
 
+// repackRows8(view, type, rows, cols): rearrange the Q4_K/Q5_K/Q6_K matrix the view holds into
+// the rows8 layout in place (quant-layout.h); false (view untouched) for other types or shapes.
+Napi::Value RepackRows8(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (info.Length() < 4 || !info[0].IsTypedArray() || info[0].As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array) {
+    Napi::TypeError::New(env, "repackRows8(view: Uint8Array, type, rows, cols)").ThrowAsJavaScriptException();
+    return env.Undefined();
+  }
+  Napi::Uint8Array view = info[0].As<Napi::Uint8Array>();
+  const int type = info[1].As<Napi::Number>().Int32Value(), rows = info[2].As<Napi::Number>().Int32Value();
+  const int cols = info[3].As<Napi::Number>().Int32Value();
+  const size_t rb = ls::quantRowBytes(type, cols);
+  if (rows < 0 || rb == 0 || view.ByteLength() < rb * size_t(rows)) return Napi::Boolean::New(env, false);
+  return Napi::Boolean::New(env, ls::repackRows8(type, view.Data(), rows, cols));
+}
+
 // The fused block's port of V8's Math.exp, exposed so a test can compare it with Math.exp.
 Napi::Value JsExp(const Napi::CallbackInfo& info) {
   return Napi::Number::New(info.Env(), ls::jsExp(info[0].As<Napi::Number>().DoubleValue()));
@@ -219,6 +236,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("decodeF32", Napi::Boolean::New(env, ls::decodeAvailable(false)));
   exports.Set("fusedBlock", Napi::Boolean::New(env, ls::blockAvailable()));
   exports.Set("jsExp", Napi::Function::New(env, JsExp));
+  exports.Set("repackRows8", Napi::Function::New(env, RepackRows8));
   exports.Set("adviseHugePages", Napi::Function::New(env, AdviseHugePages));
   exports.Set("batchedFrom", Napi::Number::New(env, ls::kBatchedFrom));
   exports.Set("allocBuffer", Napi::Function::New(env, AllocBuffer));

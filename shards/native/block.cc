@@ -29,6 +29,7 @@
 #include "matmul.h"
 #include "ops.h"
 #include "quant-dot.h"
+#include "quant-layout.h"
 
 namespace ls {
 
@@ -107,7 +108,7 @@ void prepare(const Desc& d, const float* src, const float* norm, int cols, int a
   for (const int type : {a, b}) {
     if (type == kF32) f32 = true;
     else if (type == kQ8) q8 = true;
-    else if (type > 0) quantPrepare(type, tl.xf.data(), cols, d.T);
+    else if (type > 0) quantPrepare(baseType(type), tl.xf.data(), cols, d.T);
   }
   if (f32 && d.T >= kBatchedFrom) matmulFPrepare(tl.xf.data(), cols, d.T);
   if (!q8) return;
@@ -123,10 +124,11 @@ void prepare(const Desc& d, const float* src, const float* norm, int cols, int a
 
 // Rows [r0, r1) of out[T, rows] (stride rows) from the prepared input: the decode kernels
 // below 8 tokens, the batched ones (on activations regrouped once by prepare) from 8 on,
-// exactly as the op-by-op path picks them; block types through quant-dot.cc.
-void matvec(const Desc& d, int type, const uint8_t* w, float* out, int rows, int cols, int r0, int r1) {
+// exactly as the op-by-op path picks them; block types through quant-dot.cc (wRows: the
+// matrix's own rows, which a rows8 layout needs; out's stride `rows` may be wider).
+void matvec(const Desc& d, int type, const uint8_t* w, float* out, int rows, int cols, int r0, int r1, int wRows) {
   if (type != kF32 && type != kQ8) {
-    quantRows(type, w, tl.xf.data(), out, rows, cols, d.T, r0, r1);
+    quantRows(type, w, tl.xf.data(), out, rows, cols, d.T, r0, r1, wRows);
   } else if (d.T >= kBatchedFrom) {
     if (type == kQ8) matmulQ8Rows(w, out, rows, cols, d.T, r0, r1);
     else matmulFRows(w, false, tl.xf.data(), out, rows, cols, d.T, r0, r1);
@@ -140,12 +142,12 @@ void matvec(const Desc& d, int type, const uint8_t* w, float* out, int rows, int
 // Rows [r0, r1) of the qkv projection: wqkv's rows, then (when Wv is separate) Wv's.
 void matvecQkv(const Desc& d, uint8_t* base, float* out, int rows, int cols, int r0, int r1) {
   const int split = d.hasWv ? d.qDim + d.kvDim : rows;
-  if (r0 < split) matvec(d, d.type[0], base + d.wqkv, out, rows, cols, r0, r1 < split ? r1 : split);
+  if (r0 < split) matvec(d, d.type[0], base + d.wqkv, out, rows, cols, r0, r1 < split ? r1 : split, split);
   if (r1 > split) {
     // Wv's own row numbering, written from column `split` of out (the kernels use rows only
     // as out's row stride).
     const int v0 = r0 > split ? r0 - split : 0;
-    matvec(d, d.wvType, base + d.wv, out + split, rows, cols, v0, r1 - split);
+    matvec(d, d.wvType, base + d.wv, out + split, rows, cols, v0, r1 - split, rows - split);
   }
 }
 
@@ -273,14 +275,14 @@ void runBlock(uint8_t* base, uint32_t descAt, int n) {
         const int type = d.type[phase == 2 ? 1 : 3];
         if (!prepared) prepare(d, phase == 2 ? att : hb, nullptr, cols, type);
         tl.tmp.resize(size_t(T) * dim);
-        matvec(d, type, base + (phase == 2 ? d.wo : d.w2), tl.tmp.data(), dim, cols, r0, r1);
+        matvec(d, type, base + (phase == 2 ? d.wo : d.w2), tl.tmp.data(), dim, cols, r0, r1, dim);
         for (int t = 0; t < T; t++)
           for (int r = r0; r < r1; r++) x[size_t(t) * dim + r] = x[size_t(t) * dim + r] + tl.tmp[size_t(t) * dim + r];
       } else {
         if (!prepared) prepare(d, x, reinterpret_cast<const float*>(base + d.ffnNorm), dim, d.type[2]);
         tl.tmp.resize(size_t(T) * 2 * hidden);
-        matvec(d, d.type[2], base + d.w13, tl.tmp.data(), 2 * hidden, dim, r0, r1);
-        matvec(d, d.type[2], base + d.w13, tl.tmp.data(), 2 * hidden, dim, hidden + r0, hidden + r1);
+        matvec(d, d.type[2], base + d.w13, tl.tmp.data(), 2 * hidden, dim, r0, r1, 2 * hidden);
+        matvec(d, d.type[2], base + d.w13, tl.tmp.data(), 2 * hidden, dim, hidden + r0, hidden + r1, 2 * hidden);
         for (int t = 0; t < T; t++) {
           const float* g = tl.tmp.data() + size_t(t) * 2 * hidden;
           for (int i = r0; i < r1; i++) {

@@ -50,6 +50,7 @@ try {
     join(here, 'quant-dot.cc'),
     join(here, 'quant-batch.cc'),
     join(here, 'quant-decode.cc'),
+    join(here, 'quant-layout.cc'),
     '-o',
     out
   ]

@@ -37,6 +37,12 @@ export interface NativeAddon {
    */
   readonly allocBuffer?: (bytes: number) => ArrayBuffer
   readonly addressOf?: (view: Uint8Array) => number
+  /**
+   * Rearrange the Q4_K/Q5_K/Q6_K matrix a view holds (ggml type id, rows, cols) in place into
+   * the rows8 layout its decode kernels stream best (quant-layout.h); false (untouched) for
+   * other types. Older builds lack it.
+   */
+  readonly repackRows8?: (view: Uint8Array, type: number, rows: number, cols: number) => boolean
 }
 
 /** Where `npm run build:native` leaves the addon, found from this file in src or dist. */
@@ -78,7 +84,8 @@ export function loadNativeAddon(path: string | null = nativeAddonPath()): Native
       jsExp: addon.jsExp,
       adviseHugePages: typeof addon.adviseHugePages === 'function' ? addon.adviseHugePages : undefined,
       allocBuffer: typeof addon.allocBuffer === 'function' ? addon.allocBuffer : undefined,
-      addressOf: typeof addon.addressOf === 'function' ? addon.addressOf : undefined
+      addressOf: typeof addon.addressOf === 'function' ? addon.addressOf : undefined,
+      repackRows8: typeof addon.repackRows8 === 'function' ? addon.repackRows8 : undefined
     }
   } catch {
     return null

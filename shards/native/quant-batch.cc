@@ -13,6 +13,7 @@
 
 #include "quant-dot.h"
 #include "quant-internal.h"
+#include "quant-layout.h"
 #if defined(__AVX512VNNI__) && defined(__AVX512BW__)
 #include <immintrin.h>
 #define LS_QBATCH 1
@@ -201,7 +202,7 @@ namespace {
 // row and are dropped): 8 for the K-quants, 4 for the legacy types, whose unpacked tile of
 // 32-blocks would otherwise outgrow L1.
 template <int kRows>
-void rowsBatched(int type, const uint8_t* w, float* out, int rows, int cols, int T, int r0, int r1) {
+void rowsBatched(int type, const uint8_t* w, int tiled, float* out, int rows, int cols, int T, int r0, int r1) {
   const bool kQuant = type >= kTypeQ2_K && type <= kTypeQ6_K;
   const bool withMin = type == kTypeQ2_K || type == kTypeQ4_K || type == kTypeQ5_K;
   const bool legacyMin = type == kTypeQ4_1 || type == kTypeQ5_1;
@@ -218,7 +219,7 @@ void rowsBatched(int type, const uint8_t* w, float* out, int rows, int cols, int
       const int rr = r + (i < nr ? i : nr - 1);
       for (int b = 0; b < nb; b++) {
         Unpacked& u = tile[size_t(b) * kRows + i];
-        subLen = unpack(type, w + size_t(rr) * nb * bb + size_t(b) * bb, u);
+        subLen = unpack(type, rowStart(w, tiled, size_t(nb) * bb, bb, rr) + size_t(b) * blockStride(tiled, rr) * bb, u);
         pairUp(u, be / subLen);
       }
     }
@@ -296,15 +297,17 @@ void rowsBatched(int type, const uint8_t* w, float* out, int rows, int cols, int
 
 }  // namespace
 
-void quantRowsBatched(int type, const uint8_t* w, float* out, int rows, int cols, int T, int r0, int r1) {
-  if (type >= kTypeQ2_K && type <= kTypeQ6_K) rowsBatched<8>(type, w, out, rows, cols, T, r0, r1);
-  else rowsBatched<4>(type, w, out, rows, cols, T, r0, r1);
+void quantRowsBatched(int typeCode, const uint8_t* w, int wRows, float* out, int rows, int cols, int T, int r0, int r1) {
+  // Rows of a rows8 matrix (quant-layout.h) are found through rowStart; unpacked, they are the same.
+  const int type = baseType(typeCode), tiled = rows8Tiled(typeCode, wRows);
+  if (type >= kTypeQ2_K && type <= kTypeQ6_K) rowsBatched<8>(type, w, tiled, out, rows, cols, T, r0, r1);
+  else rowsBatched<4>(type, w, tiled, out, rows, cols, T, r0, r1);
 }
 
 #else
 bool quantBatchAvailable() { return false; }
 void quantBatchPrepare(bool, const QuantActs&, int, int) {}
-void quantRowsBatched(int, const uint8_t*, float*, int, int, int, int, int) {}
+void quantRowsBatched(int, const uint8_t*, int, float*, int, int, int, int, int) {}
 #endif
 
 }  // namespace ls

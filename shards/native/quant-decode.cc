@@ -16,6 +16,7 @@
 
 #include "quant-dot.h"
 #include "quant-internal.h"
+#include "quant-layout.h"
 #if defined(__AVX2__)
 #include <immintrin.h>
 #endif
@@ -148,22 +149,27 @@ inline void prefetchTile(const char* ahead, int b) {
   for (int o = 0; o < 8 * BlockBytes; o += 64) _mm_prefetch(p + o, _MM_HINT_T0);
 }
 
+// Rows [r0, r1) of a plain or rows8 matrix of wRows rows (quant-layout.h): each lane reads its
+// row's blocks from rowStart at a common block stride, so a pass never straddles the end of
+// the tiles (passes there are cut short: the tiled rows advance 8 blocks at a time, the plain
+// ones 1). Lane i is row i's canonical chain in either layout, with the same bytes per block.
 template <int Type>
-void rowsK(const uint8_t* w, const QuantActs& a, float* out, int rows, int cols, int T, int r0, int r1) {
+void rowsK(const uint8_t* w, int tiled, const QuantActs& a, float* out, int rows, int cols, int T, int r0, int r1) {
   constexpr bool q6 = Type == kTypeQ6_K, five = Type == kTypeQ5_K;
   constexpr int bb = q6 ? 210 : five ? 176 : 144, dAt = q6 ? 208 : 0;
   const int nb = cols / 256;
   const size_t rb = size_t(nb) * bb;
-  for (int r = r0; r < r1; r += 8) {
-    const int nr = r1 - r < 8 ? r1 - r : 8;
+  for (int r = r0; r < r1;) {
+    const int end = r < tiled && tiled < r1 ? tiled : r1;
+    const int nr = end - r < 8 ? end - r : 8;
+    const size_t step = size_t(blockStride(tiled, r)) * bb;
     // Rows past the share repeat row r (results dropped), so every load stays in bounds.
     const uint8_t* wr[8];
     alignas(32) int32_t offs[8];
-    for (int i = 0; i < 8; i++) {
-      wr[i] = w + size_t(r + (i < nr ? i : 0)) * rb;
-      offs[i] = int32_t((i < nr ? i : 0) * rb + dAt);
-    }
+    for (int i = 0; i < 8; i++) wr[i] = rowStart(w, tiled, rb, bb, r + (i < nr ? i : 0));
+    for (int i = 0; i < 8; i++) offs[i] = int32_t(wr[i] - wr[0] + dAt);
     const __m256i dIdx = _mm256_load_si256(reinterpret_cast<const __m256i*>(offs));
+    // Two tiles ahead: bytes from row r + 16 on in either layout (rows8 tiles are 8·rb bytes).
     const char* ahead = reinterpret_cast<const char*>(w + size_t(r + 16) * rb);
     for (int t = 0; t < T; t++) {
       const int8_t* xs = a.xs.data() + size_t(t) * cols;
@@ -176,10 +182,10 @@ void rowsK(const uint8_t* w, const QuantActs& a, float* out, int rows, int cols,
         __m256i p[8];
         __m256 term;
         const __m256 dx = _mm256_set1_ps(xd[b]);
-        const __m256i h = _mm256_i32gather_epi32(reinterpret_cast<const int*>(wr[0] + size_t(b) * bb), dIdx, 1);
+        const __m256i h = _mm256_i32gather_epi32(reinterpret_cast<const int*>(wr[0] + size_t(b) * step), dIdx, 1);
         if (q6) {
           const __m256i bs = load(bs16 + size_t(b) * 16);
-          for (int i = 0; i < 8; i++) p[i] = dotQ6(wr[i] + size_t(b) * bb, x, bs);
+          for (int i = 0; i < 8; i++) p[i] = dotQ6(wr[i] + size_t(b) * step, x, bs);
           term = _mm256_mul_ps(_mm256_mul_ps(dx, half8(h)), _mm256_cvtepi32_ps(reduce8(p)));
         } else {
           // Σqx per 32 (sub-block) from the per-16 sums, as i16 in both halves.
@@ -187,7 +193,7 @@ void rowsK(const uint8_t* w, const QuantActs& a, float* out, int rows, int cols,
           const __m128i b32 = _mm_hadd_epi16(_mm256_castsi256_si128(b16), _mm256_extracti128_si256(b16, 1));
           const __m256i bsv = _mm256_broadcastsi128_si256(b32);
           __m256i mi[8], m[4];
-          for (int i = 0; i < 8; i++) p[i] = dotQ45<five>(wr[i] + size_t(b) * bb, x, bsv, mi[i]);
+          for (int i = 0; i < 8; i++) p[i] = dotQ45<five>(wr[i] + size_t(b) * step, x, bsv, mi[i]);
           // Both halves of mi[i] hold row i's 4 lanes: rows 2j and 2j + 1 into one vector.
           for (int j = 0; j < 4; j++) m[j] = _mm256_blend_epi32(mi[2 * j], mi[2 * j + 1], 0xf0);
           term = _mm256_mul_ps(_mm256_mul_ps(dx, half8(h)), _mm256_cvtepi32_ps(reduce8(p)));
@@ -199,6 +205,7 @@ void rowsK(const uint8_t* w, const QuantActs& a, float* out, int rows, int cols,
       _mm256_store_ps(lanes, acc);
       for (int i = 0; i < nr; i++) out[size_t(t) * rows + r + i] = lanes[i];
     }
+    r += nr;
   }
 }
 
@@ -245,11 +252,12 @@ void rowsLegacy(const uint8_t* w, const QuantActs& a, float* out, int rows, int 
 
 }  // namespace
 
-bool quantDecode8(int type, const uint8_t* w, const QuantActs& a, float* out, int rows, int cols, int T, int r0, int r1) {
-  switch (type) {
-    case kTypeQ4_K: rowsK<kTypeQ4_K>(w, a, out, rows, cols, T, r0, r1); return true;
-    case kTypeQ5_K: rowsK<kTypeQ5_K>(w, a, out, rows, cols, T, r0, r1); return true;
-    case kTypeQ6_K: rowsK<kTypeQ6_K>(w, a, out, rows, cols, T, r0, r1); return true;
+bool quantDecode8(int type, const uint8_t* w, int wRows, const QuantActs& a, float* out, int rows, int cols, int T, int r0, int r1) {
+  const int tiled = rows8Tiled(type, wRows);
+  switch (baseType(type)) {
+    case kTypeQ4_K: rowsK<kTypeQ4_K>(w, tiled, a, out, rows, cols, T, r0, r1); return true;
+    case kTypeQ5_K: rowsK<kTypeQ5_K>(w, tiled, a, out, rows, cols, T, r0, r1); return true;
+    case kTypeQ6_K: rowsK<kTypeQ6_K>(w, tiled, a, out, rows, cols, T, r0, r1); return true;
     // Bytes, qs offset, quant offset, 5-bit, min: ggml-common.h block_q4_0 … block_q5_1.
     case kTypeQ4_0: rowsLegacy<18, 2, 8, false, false>(w, a, out, rows, cols, T, r0, r1); return true;
     case kTypeQ4_1: rowsLegacy<20, 4, 0, false, true>(w, a, out, rows, cols, T, r0, r1); return true;
@@ -260,7 +268,7 @@ bool quantDecode8(int type, const uint8_t* w, const QuantActs& a, float* out, in
 }
 
 #else
-bool quantDecode8(int, const uint8_t*, const QuantActs&, float*, int, int, int, int, int) { return false; }
+bool quantDecode8(int, const uint8_t*, int, const QuantActs&, float*, int, int, int, int, int) { return false; }
 #endif
 
 }  // namespace ls

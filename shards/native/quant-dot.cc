@@ -23,6 +23,7 @@
 #include "batch.h"
 #include "ops.h"
 #include "quant-internal.h"
+#include "quant-layout.h"
 
 namespace ls {
 
@@ -317,7 +318,8 @@ void quantPrepare(int type, const float* x, int cols, int T) {
   if (T >= kBatchedFrom && quantBatchAvailable()) quantBatchPrepare(k, a, cols, T);
 }
 
-void quantRows(int type, const uint8_t* w, const float* x, float* out, int rows, int cols, int T, int r0, int r1) {
+void quantRows(int typeCode, const uint8_t* w, const float* x, float* out, int rows, int cols, int T, int r0, int r1, int wRows) {
+  const int type = baseType(typeCode);
   if (type == kTypeBF16) {
     bf16Rows(w, x, out, rows, cols, T, r0, r1);
     return;
@@ -328,11 +330,11 @@ void quantRows(int type, const uint8_t* w, const float* x, float* out, int rows,
   const size_t sumStride = k ? size_t(cols) / 16 : size_t(nb);
   const Acts& a = k ? tlK : tlLegacy;
   if (T >= kBatchedFrom && quantBatchAvailable()) {
-    quantRowsBatched(type, w, out, rows, cols, T, r0, r1);
+    quantRowsBatched(typeCode, w, wRows, out, rows, cols, T, r0, r1);
     return;
   }
   // The 8-row kernels for every T when no batched kernels were built.
-  if (quantDecode8(type, w, a, out, rows, cols, T, r0, r1)) return;
+  if (quantDecode8(typeCode, w, wRows, a, out, rows, cols, T, r0, r1)) return;
   for (int r = r0; r < r1; r++) {
     const uint8_t* row = w + size_t(r) * rb;
     for (int t = 0; t < T; t++) {
@@ -352,7 +354,7 @@ void quantRows(int type, const uint8_t* w, const float* x, float* out, int rows,
 #else
 bool quantAvailable(int) { return false; }
 void quantPrepare(int, const float*, int, int) {}
-void quantRows(int, const uint8_t*, const float*, float*, int, int, int, int, int) {}
+void quantRows(int, const uint8_t*, const float*, float*, int, int, int, int, int, int) {}
 #endif
 
 }  // namespace ls

@@ -19,7 +19,11 @@ size_t quantRowBytes(int type, int cols);
  * blocks for the legacy types, Q8_K super-blocks for the K-quants, as llama.cpp does.
  */
 void quantPrepare(int type, const float* x, int cols, int T);
-/** Rows [r0, r1) of out[T, rows] = x · wᵀ from the activations this thread prepared. */
-void quantRows(int type, const uint8_t* w, const float* x, float* out, int rows, int cols, int T, int r0, int r1);
+/**
+ * Rows [r0, r1) of out[T, rows] = x · wᵀ from the activations this thread prepared. `type` may
+ * carry kRows8 (quant-layout.h) for a repacked Q4_K/Q5_K/Q6_K matrix of wRows rows (out's row
+ * stride `rows` may be wider: a matrix written into part of a wider output).
+ */
+void quantRows(int type, const uint8_t* w, const float* x, float* out, int rows, int cols, int T, int r0, int r1, int wRows);
 
 }  // namespace ls

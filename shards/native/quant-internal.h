@@ -21,15 +21,16 @@ struct QuantActs {
 /**
  * Rows [r0, r1) of out[T, rows] for Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K and Q6_K with T below
  * kBatchedFrom, 8 rows per pass (quant-decode.cc); false for other types (and builds without AVX2).
+ * K types may carry kRows8 (quant-layout.h); wRows is the matrix's own row count (its layout).
  */
-bool quantDecode8(int type, const uint8_t* w, const QuantActs& a, float* out, int rows, int cols, int T, int r0, int r1);
+bool quantDecode8(int type, const uint8_t* w, int wRows, const QuantActs& a, float* out, int rows, int cols, int T, int r0, int r1);
 
 /** Regroup this thread's activations for quantRowsBatched (called by quantPrepare, T >= 8). */
 void quantBatchPrepare(bool kQuant, const QuantActs& a, int cols, int T);
 /** Whether quantRowsBatched runs here (AVX512-VNNI builds). */
 bool quantBatchAvailable();
 /** Rows [r0, r1) of out[T, rows] from the regrouped activations, 16 tokens per vector. */
-void quantRowsBatched(int type, const uint8_t* w, float* out, int rows, int cols, int T, int r0, int r1);
+void quantRowsBatched(int type, const uint8_t* w, int wRows, float* out, int rows, int cols, int T, int r0, int r1);
 
 #if defined(__AVX2__)
 // The block's 32 quants as u8 (0..31, before the offset): low nibbles are elements 0..15, high
