@@ -21,6 +21,8 @@ const BENCHES: Record<string, () => Promise<BenchMain>> = {
   discovery: async () => (await import('./discovery.js')).main,
   'node-memory': async () => (await import('./node-memory.js')).main,
   kernels: async () => async (argv) => {
+    // The 8b shape's decode matmuls, plain against rows8 layout (bench/kernels-8b.ts).
+    if (argv.includes('--shape')) return (await import('./kernels-8b.js')).main8b(argv)
     const types = argv.indexOf('--types')
     if (types >= 0) {
       // Block types: CPU ns per super-block on one thread (bench/kernels-quant.ts).
