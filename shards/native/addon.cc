@@ -132,7 +132,10 @@ Napi::Value AdviseHugePages(const Napi::CallbackInfo& info) {
 }
 
 // allocBuffer(bytes): a zeroed native buffer (anonymous mmap, huge pages advised) for weights
-// that do not fit the 4 GiB WebAssembly heap; unmapped when the ArrayBuffer is collected.
+// that do not fit the 4 GiB WebAssembly heap; unmapped when the ArrayBuffer is collected. One
+// inaccessible page follows the mapping, so a kernel reading past a buffer whose size is a
+// whole number of pages faults every time rather than whenever the next page happens to be
+// unmapped (test/shards/native-guard.test.ts).
 Napi::Value AllocBuffer(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   const double want = info.Length() > 0 && info[0].IsNumber() ? info[0].As<Napi::Number>().DoubleValue() : -1;
@@ -142,11 +145,13 @@ Napi::Value AllocBuffer(const Napi::CallbackInfo& info) {
   }
   const size_t bytes = size_t(want);
 #if defined(__linux__)
-  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  const size_t page = 4096, mapped = (bytes + page - 1) / page * page + page;
+  void* p = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) {
     Napi::Error::New(env, "allocBuffer: out of memory").ThrowAsJavaScriptException();
     return env.Undefined();
   }
+  mprotect(static_cast<uint8_t*>(p) + mapped - page, page, PROT_NONE);
 #if defined(MADV_HUGEPAGE)
   madvise(p, bytes, MADV_HUGEPAGE);
 #endif
@@ -154,10 +159,10 @@ Napi::Value AllocBuffer(const Napi::CallbackInfo& info) {
   // collected, and unmapped, as the process's memory grows rather than whenever.
   Napi::MemoryManagement::AdjustExternalMemory(env, int64_t(bytes));
   return Napi::ArrayBuffer::New(env, p, bytes, [](Napi::Env e, void* data, size_t* len) {
-    munmap(data, *len);
-    Napi::MemoryManagement::AdjustExternalMemory(e, -int64_t(*len));
-    delete len;
-  }, new size_t(bytes));
+    munmap(data, len[1]);
+    Napi::MemoryManagement::AdjustExternalMemory(e, -int64_t(len[0]));
+    delete[] len;
+  }, new size_t[2]{bytes, mapped});
 #else
   Napi::Error::New(env, "allocBuffer: not available on this platform").ThrowAsJavaScriptException();
   return env.Undefined();

@@ -156,7 +156,10 @@ inline void prefetchTile(const char* ahead, int b) {
 template <int Type>
 void rowsK(const uint8_t* w, int tiled, const QuantActs& a, float* out, int rows, int cols, int T, int r0, int r1) {
   constexpr bool q6 = Type == kTypeQ6_K, five = Type == kTypeQ5_K;
-  constexpr int bb = q6 ? 210 : five ? 176 : 144, dAt = q6 ? 208 : 0;
+  // The gather reads 4 bytes per lane: Q6_K's d is the block's last 2 bytes, so it is read with
+  // the 2 before it (d in the high half); 4 bytes from d would pass the end of the block, and
+  // of the buffer when the block ends a native buffer right at a page boundary.
+  constexpr int bb = q6 ? 210 : five ? 176 : 144, dAt = q6 ? 206 : 0;
   const int nb = cols / 256;
   const size_t rb = size_t(nb) * bb;
   for (int r = r0; r < r1;) {
@@ -186,7 +189,7 @@ void rowsK(const uint8_t* w, int tiled, const QuantActs& a, float* out, int rows
         if (q6) {
           const __m256i bs = load(bs16 + size_t(b) * 16);
           for (int i = 0; i < 8; i++) p[i] = dotQ6(wr[i] + size_t(b) * step, x, bs);
-          term = _mm256_mul_ps(_mm256_mul_ps(dx, half8(h)), _mm256_cvtepi32_ps(reduce8(p)));
+          term = _mm256_mul_ps(_mm256_mul_ps(dx, half8(_mm256_srli_epi32(h, 16))), _mm256_cvtepi32_ps(reduce8(p)));
         } else {
           // Σqx per 32 (sub-block) from the per-16 sums, as i16 in both halves.
           const __m256i b16 = load(bs16 + size_t(b) * 16);

@@ -225,8 +225,10 @@ inline void blockQ2K(const uint8_t* blk, const int8_t* x, const int32_t* bs, __m
 }
 
 // One row: super-blocks 8 at a time. BlockBytes, the d (and dmin) byte offsets and whether the
-// type has mins come from the layout (ggml-common.h).
-template <void (*Block)(const uint8_t*, const int8_t*, const int32_t*, __m256i&, __m256i&), int BlockBytes, int DAt, int DminAt>
+// type has mins come from the layout (ggml-common.h). The gather reads 4 bytes at DAt: where d
+// ends the block (Q3_K) it is read with the 2 bytes before it (DHigh: d in the high half), so no
+// read passes the block's, and maybe the buffer's, end.
+template <void (*Block)(const uint8_t*, const int8_t*, const int32_t*, __m256i&, __m256i&), int BlockBytes, int DAt, int DminAt, bool DHigh = false>
 float dotK(const uint8_t* row, const int8_t* xs, const float* xd, const int32_t* bs, int nb) {
   float sumf = 0;
   for (int b0 = 0; b0 < nb; b0 += 8) {
@@ -244,7 +246,7 @@ float dotK(const uint8_t* row, const int8_t* xs, const float* xd, const int32_t*
     alignas(32) float dx[8] = {};
     for (int i = 0; i < n; i++) dx[i] = xd[b0 + i];
     const __m256 dxv = _mm256_load_ps(dx);
-    __m256 term = _mm256_mul_ps(_mm256_mul_ps(dxv, half8(h)), _mm256_cvtepi32_ps(reduce8(p)));
+    __m256 term = _mm256_mul_ps(_mm256_mul_ps(dxv, half8(DHigh ? _mm256_srli_epi32(h, 16) : h)), _mm256_cvtepi32_ps(reduce8(p)));
     if (DminAt >= 0) {
       static_assert(DminAt < 0 || DminAt == DAt + 2, "dmin follows d");
       term = _mm256_sub_ps(term, _mm256_mul_ps(_mm256_mul_ps(dxv, half8(_mm256_srli_epi32(h, 16))), _mm256_cvtepi32_ps(reduce8(m))));
@@ -343,7 +345,7 @@ void quantRows(int typeCode, const uint8_t* w, const float* x, float* out, int r
       const int32_t* bs = a.xsum.data() + size_t(t) * sumStride;
       float v;
       switch (type) {
-        case kTypeQ3_K: v = dotK<blockQ3K, 110, 108, -1>(row, xs, xd, bs, nb); break;
+        case kTypeQ3_K: v = dotK<blockQ3K, 110, 106, -1, true>(row, xs, xd, bs, nb); break;
         default: v = dotK<blockQ2K, 84, 80, 82>(row, xs, xd, bs, nb); break;  // Q2_K
       }
       out[size_t(t) * rows + r] = v;
