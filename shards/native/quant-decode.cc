@@ -17,6 +17,7 @@
 #include "quant-dot.h"
 #include "quant-internal.h"
 #include "quant-layout.h"
+#include "quant-q6-avx512.h"
 #if defined(__AVX2__)
 #include <immintrin.h>
 #endif
@@ -188,7 +189,11 @@ void rowsK(const uint8_t* w, int tiled, const QuantActs& a, float* out, int rows
         const __m256i h = _mm256_i32gather_epi32(reinterpret_cast<const int*>(wr[0] + size_t(b) * step), dIdx, 1);
         if (q6) {
           const __m256i bs = load(bs16 + size_t(b) * 16);
+#ifdef LS_Q6_AVX512
+          for (int i = 0; i < 8; i++) p[i] = dotQ6Wide(wr[i] + size_t(b) * step, x, bs);
+#else
           for (int i = 0; i < 8; i++) p[i] = dotQ6(wr[i] + size_t(b) * step, x, bs);
+#endif
           term = _mm256_mul_ps(_mm256_mul_ps(dx, half8(_mm256_srli_epi32(h, 16))), _mm256_cvtepi32_ps(reduce8(p)));
         } else {
           // Σqx per 32 (sub-block) from the per-16 sums, as i16 in both halves.
