@@ -3,8 +3,8 @@
  * native block-type kernels, old against new layout in ONE run: every matrix is prepared twice
  * through prepareInto, once kept in ggml's row layout (keepRows) and once repacked into the
  * addon's rows8 layout (shards/native/quant-layout.h), and each repetition times the two back to
- * back, so load from other processes hits both alike; the ratio is the median of per-repetition
- * ratios. Weights are cycled through copies of at least `coldMiB` per layout (DRAM, not cache).
+ * back (alternating which goes first), so load from other processes hits both alike; the ratio
+ * is the median of per-repetition ratios. Weights are cycled through copies of at least `coldMiB` per layout (DRAM, not cache).
  * With --model, the decode tokens/s of a whole model is estimated from its matrices' shapes and
  * types (block matrices plus the LM head, each timed here) for both layouts.
  *
@@ -94,8 +94,11 @@ export function runKernels8bBench(o: Kernels8bOptions): Record<string, unknown> 
       const tr: number[] = []
       const ratio: number[] = []
       for (let r = 0; r < o.reps; r++) {
+        // Alternate which layout goes first: the second of a pair finds the threads awake.
+        const first = r % 2 === 0
+        const b0 = first ? 0 : seconds(k, out, x, rows8[(r + 1) % copies])
         const a = seconds(k, out, x, plain[(r + 1) % copies])
-        const b = seconds(k, out, x, rows8[(r + 1) % copies])
+        const b = first ? seconds(k, out, x, rows8[(r + 1) % copies]) : b0
         tp.push(a)
         tr.push(b)
         ratio.push(a / b)
