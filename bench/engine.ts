@@ -23,7 +23,7 @@ import {
   openModelFile,
   selectKernels
 } from '../shards/index.js'
-import { buildNativeLlamaCpp, llamaGreedy } from './crosscheck/llama-cpp-native.js'
+import { nativeSide } from './engine-native.js'
 import { runLlamaCpp } from './llama-cpp.js'
 
 export interface EngineBenchOptions {
@@ -45,6 +45,13 @@ function argmax(a: Float32Array): number {
   let best = 0
   for (let i = 1; i < a.length; i++) if (a[i] > a[best]) best = i
   return best
+}
+
+/** Top-1 minus top-2 logit: how near a greedy step is to a tie. */
+function margin(a: Float32Array, best: number): number {
+  let second = Number.NEGATIVE_INFINITY
+  for (let i = 0; i < a.length; i++) if (i !== best && a[i] > second) second = a[i]
+  return a[best] - second
 }
 
 function isFast(k: Kernels): k is FastKernels {
@@ -102,21 +109,27 @@ export async function runEngineBench(o: EngineBenchOptions): Promise<Record<stri
     const prompt = Array.from({ length: o.promptTokens }, (_, i) => 3 + ((i * 7919) % (c.vocabSize - 3)))
     /** One prompt and genTokens greedy decode steps in a fresh session: tokens/s of each. */
     let greedy: number[] = []
+    let margins: number[] = []
     const runOnce = async (id: string): Promise<{ prefill: number; decode: number }> => {
       const pipeline = createLocalPipeline([shard], id, maxLength)
       const t0 = performance.now()
       const h = await pipeline.forward(edge.embed(prompt), 0)
-      let next = argmax(edge.lastLogits(h, o.promptTokens))
+      let logits = edge.lastLogits(h, o.promptTokens)
+      let next = argmax(logits)
       const tokens = [next]
+      const gaps = [margin(logits, next)]
       const t1 = performance.now()
       for (let i = 0; i < o.genTokens; i++) {
         const out = await pipeline.forward(edge.embed([next]), o.promptTokens + i)
-        next = argmax(edge.lastLogits(out, 1))
+        logits = edge.lastLogits(out, 1)
+        next = argmax(logits)
         tokens.push(next)
+        gaps.push(margin(logits, next))
       }
       const t2 = performance.now()
       await pipeline.close()
       greedy = tokens
+      margins = gaps
       return { prefill: (o.promptTokens * 1000) / (t1 - t0), decode: (o.genTokens * 1000) / (t2 - t1) }
     }
     const prefill: number[] = []
@@ -192,7 +205,7 @@ export async function runEngineBench(o: EngineBenchOptions): Promise<Record<stri
       }
     }
     if (o.compare === 'llama-cpp') {
-      result.llamaCppNative = nativeSide(o, prompt, greedy, decodeTps, median(prefill))
+      result.llamaCppNative = nativeSide(o, prompt, greedy, margins, decodeTps, median(prefill))
       const ll = runLlamaCpp(o.model, o.threads, o.promptTokens, o.genTokens, o.runs, c.vocabSize)
       result.llamaCpp = ll.ok
         ? {
@@ -206,45 +219,6 @@ export async function runEngineBench(o: EngineBenchOptions): Promise<Record<stri
   } finally {
     model.close()
     kernels.close?.()
-  }
-}
-
-/**
- * llama.cpp built natively (bench/crosscheck/llama-cpp-native.ts; built on first use): the same
- * prompt ids, then genTokens greedy steps, `runs` times (after one warm-up), medians; and
- * whether its greedy tokens equal ours.
- */
-function nativeSide(
-  o: EngineBenchOptions,
-  prompt: number[],
-  ours: number[],
-  decodeTps: number,
-  prefillTps: number
-): Record<string, unknown> {
-  try {
-    const tools = buildNativeLlamaCpp((line) => process.stderr.write(`bench engine: ${line}\n`))
-    const runs = Array.from({ length: o.runs + 1 }, () => llamaGreedy(tools, o.model, o.threads, o.genTokens + 1, prompt)).slice(
-      1
-    )
-    const decode = median(runs.map((r) => (r.decodeSteps * 1000) / r.decodeMs))
-    const prefillRate = median(runs.map((r) => (o.promptTokens * 1000) / r.prefillMs))
-    const theirs = runs[0].tokens
-    const firstDiff = ours.findIndex((t, i) => t !== theirs[i])
-    return {
-      ok: true,
-      llamaCpp: tools.tag,
-      build: 'cmake -DGGML_NATIVE=ON (AMX off), OpenMP',
-      decodeTokensPerSecond: round(decode),
-      prefillTokensPerSecond: round(prefillRate),
-      decodeRuns: runs.map((r) => round((r.decodeSteps * 1000) / r.decodeMs)),
-      prefillRuns: runs.map((r) => round((o.promptTokens * 1000) / r.prefillMs)),
-      decodeRatio: round(decodeTps / decode, 3),
-      prefillRatio: round(prefillTps / prefillRate, 3),
-      greedyTokensEqual: firstDiff === -1,
-      greedyFirstDiff: firstDiff === -1 ? null : firstDiff
-    }
-  } catch (e) {
-    return { ok: false, error: e instanceof Error ? e.message.slice(0, 400) : String(e) }
   }
 }
 
