@@ -85,7 +85,9 @@ export function loadNativeAddon(path: string | null = nativeAddonPath()): Native
       adviseHugePages: typeof addon.adviseHugePages === 'function' ? addon.adviseHugePages : undefined,
       allocBuffer: typeof addon.allocBuffer === 'function' ? addon.allocBuffer : undefined,
       addressOf: typeof addon.addressOf === 'function' ? addon.addressOf : undefined,
-      repackRows8: typeof addon.repackRows8 === 'function' ? addon.repackRows8 : undefined
+      // LAYERSWARM_REPACK=0 keeps GGUF's row layout (an A/B of the rows8 layout on one host).
+      repackRows8:
+        typeof addon.repackRows8 === 'function' && process.env.LAYERSWARM_REPACK !== '0' ? addon.repackRows8 : undefined
     }
   } catch {
     return null
