@@ -124,8 +124,7 @@ void prepare(const Desc& d, const float* src, const float* norm, int cols, int a
 
 // Rows [r0, r1) of out[T, rows] (stride rows) from the prepared input: the decode kernels
 // below 8 tokens, the batched ones (on activations regrouped once by prepare) from 8 on,
-// exactly as the op-by-op path picks them; block types through quant-dot.cc (wRows: the
-// matrix's own rows, which a rows8 layout needs; out's stride `rows` may be wider).
+// exactly as the op-by-op path picks them; block types through quant-dot.cc (wRows: its own rows).
 void matvec(const Desc& d, int type, const uint8_t* w, float* out, int rows, int cols, int r0, int r1, int wRows) {
   if (type != kF32 && type != kQ8) {
     quantRows(type, w, tl.xf.data(), out, rows, cols, d.T, r0, r1, wRows);

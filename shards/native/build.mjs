@@ -51,6 +51,7 @@ try {
     join(here, 'quant-batch.cc'),
     join(here, 'quant-decode.cc'),
     join(here, 'quant-layout.cc'),
+    join(here, 'quant-q8k.cc'),
     '-o',
     out
   ]

@@ -13,7 +13,6 @@
 
 #include "quant-dot.h"
 #include "quant-internal.h"
-#include "quant-layout.h"
 #if defined(__AVX512VNNI__) && defined(__AVX512BW__)
 #include <immintrin.h>
 #define LS_QBATCH 1
@@ -219,6 +218,7 @@ void rowsBatched(int type, const uint8_t* w, int tiled, float* out, int rows, in
       const int rr = r + (i < nr ? i : nr - 1);
       for (int b = 0; b < nb; b++) {
         Unpacked& u = tile[size_t(b) * kRows + i];
+        // Plain or rows8 (quant-layout.h): the same block bytes, found through rowStart.
         subLen = unpack(type, rowStart(w, tiled, size_t(nb) * bb, bb, rr) + size_t(b) * blockStride(tiled, rr) * bb, u);
         pairUp(u, be / subLen);
       }
@@ -298,7 +298,6 @@ void rowsBatched(int type, const uint8_t* w, int tiled, float* out, int rows, in
 }  // namespace
 
 void quantRowsBatched(int typeCode, const uint8_t* w, int wRows, float* out, int rows, int cols, int T, int r0, int r1) {
-  // Rows of a rows8 matrix (quant-layout.h) are found through rowStart; unpacked, they are the same.
   const int type = baseType(typeCode), tiled = rows8Tiled(typeCode, wRows);
   if (type >= kTypeQ2_K && type <= kTypeQ6_K) rowsBatched<8>(type, w, tiled, out, rows, cols, T, r0, r1);
   else rowsBatched<4>(type, w, tiled, out, rows, cols, T, r0, r1);

@@ -16,7 +16,6 @@
 
 #include "quant-dot.h"
 #include "quant-internal.h"
-#include "quant-layout.h"
 #include "quant-q6-avx512.h"
 #if defined(__AVX2__)
 #include <immintrin.h>

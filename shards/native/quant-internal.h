@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <cstring>
 #include <vector>
+
+#include "quant-layout.h"
 #if defined(__AVX2__)
 #include <immintrin.h>
 #endif
@@ -24,6 +26,11 @@ struct QuantActs {
  * K types may carry kRows8 (quant-layout.h); wRows is the matrix's own row count (its layout).
  */
 bool quantDecode8(int type, const uint8_t* w, int wRows, const QuantActs& a, float* out, int rows, int cols, int T, int r0, int r1);
+
+#if defined(__AVX2__)
+/** ggml quantize_row_q8_K_ref of one row (quant-q8k.cc): int8 quants, f32 scale and Σq per 16 per 256. */
+void quantizeRowQ8K(const float* x, int8_t* qs, float* d, int32_t* bsums, int cols);
+#endif
 
 /** Regroup this thread's activations for quantRowsBatched (called by quantPrepare, T >= 8). */
 void quantBatchPrepare(bool kQuant, const QuantActs& a, int cols, int T);
