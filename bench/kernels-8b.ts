@@ -59,10 +59,15 @@ function fillBlocks(dtype: QuantDType, data: Uint8Array, seed: number): void {
 const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]
 const round = (x: number, d = 2): number => Math.round(x * 10 ** d) / 10 ** d
 
-function seconds(k: FastKernels, out: Float32Array, x: Float32Array, w: WeightMatrix): number {
+/** Wall seconds of one decode call, and the process's CPU seconds in it (every kernel thread). */
+function seconds(k: FastKernels, out: Float32Array, x: Float32Array, w: WeightMatrix, cpu: number[]): number {
+  const c0 = process.cpuUsage()
   const t0 = process.hrtime.bigint()
   k.matmul(out, x, w, 1)
-  return Number(process.hrtime.bigint() - t0) / 1e9
+  const wall = Number(process.hrtime.bigint() - t0) / 1e9
+  const c = process.cpuUsage(c0)
+  cpu.push((c.user + c.system) / 1e6)
+  return wall
 }
 
 export function runKernels8bBench(o: Kernels8bOptions): Record<string, unknown> {
@@ -88,17 +93,19 @@ export function runKernels8bBench(o: Kernels8bOptions): Record<string, unknown> 
       }
       const x = Float32Array.from({ length: cols }, (_, i) => Math.sin(i))
       const out = new Float32Array(rows)
-      seconds(k, out, x, plain[0])
-      seconds(k, out, x, rows8[0])
+      const cp: number[] = []
+      const cr: number[] = []
+      seconds(k, out, x, plain[0], [])
+      seconds(k, out, x, rows8[0], [])
       const tp: number[] = []
       const tr: number[] = []
       const ratio: number[] = []
       for (let r = 0; r < o.reps; r++) {
         // Alternate which layout goes first: the second of a pair finds the threads awake.
         const first = r % 2 === 0
-        const b0 = first ? 0 : seconds(k, out, x, rows8[(r + 1) % copies])
-        const a = seconds(k, out, x, plain[(r + 1) % copies])
-        const b = first ? seconds(k, out, x, rows8[(r + 1) % copies]) : b0
+        const b0 = first ? 0 : seconds(k, out, x, rows8[(r + 1) % copies], cr)
+        const a = seconds(k, out, x, plain[(r + 1) % copies], cp)
+        const b = first ? seconds(k, out, x, rows8[(r + 1) % copies], cr) : b0
         tp.push(a)
         tr.push(b)
         ratio.push(a / b)
@@ -114,6 +121,9 @@ export function runKernels8bBench(o: Kernels8bOptions): Record<string, unknown> 
         plainFractionOfStream: round(bytes / median(tp) / 1e9 / streamGBs, 3),
         rows8FractionOfStream: round(bytes / median(tr) / 1e9 / streamGBs, 3),
         rows8SpeedupMedian: round(median(ratio), 3),
+        // CPU time per call (a descheduled thread costs wall time, not CPU time; spinning
+        // kernel threads do count): plain over rows8, medians.
+        rows8CpuSpeedup: round(median(cp) / median(cr), 3),
         plainS: median(tp),
         rows8S: median(tr)
       })
