@@ -6,10 +6,32 @@
  * moves with V8's heap sizing and the allocator. The verdict compares the second half of the run.
  */
 import { readFileSync } from 'node:fs'
-import type { LocalNode } from '../../node/local-swarm.js'
+import { type LocalNode, startLocalNode } from '../../node/local-swarm.js'
 import { metricsUrl, sampleValue } from '../../node/metrics-scrape.js'
 
 const MIB = 1024 * 1024
+
+/** The node's V8 heap in the fuzz (NODE_OPTIONS): part of the bound its memory must stay under. */
+export const FUZZ_NODE_HEAP_MIB = 1024
+/** The node's V8 semi-space (young generation) in the fuzz, set so the bound is explicit. */
+export const FUZZ_NODE_SEMI_SPACE_MIB = 16
+
+/** The fuzzed node: span 1:4, reference kernels, an ordinary host's heap, metrics on an OS-chosen port. */
+export async function startMeasuredNode(model: string, heapMiB: number): Promise<LocalNode> {
+  if (!Number.isSafeInteger(heapMiB) || heapMiB < 64) throw new RangeError('heapMiB: an integer >= 64')
+  return await startLocalNode({
+    model,
+    layers: '1:4',
+    args: ['--kernels', 'reference', '--metrics', '127.0.0.1:0'],
+    // a heap that grew with the frames would kill it; --expose-gc lets each metrics scrape collect
+    // first, so the live heap is what the checkpoints read
+    env: {
+      ...process.env,
+      NODE_OPTIONS:
+        `${process.env.NODE_OPTIONS ?? ''} --max-old-space-size=${heapMiB} --max-semi-space-size=${FUZZ_NODE_SEMI_SPACE_MIB} --expose-gc`.trim()
+    }
+  })
+}
 
 /** CPU seconds (user + system) a process used so far, or -1 once it is gone. */
 export function cpuSeconds(pid: number): number {

@@ -5,7 +5,7 @@
  * must be answered (or its stream ended) with a typed error, never INTERNAL; the node must live.
  */
 import { multiaddr } from '@multiformats/multiaddr'
-import { type LocalNode, startLocalNode } from '../../node/local-swarm.js'
+import type { LocalNode } from '../../node/local-swarm.js'
 import { DEFAULT_BYTES_IN_FLIGHT, DEFAULT_MAX_SESSIONS } from '../../node/options.js'
 import { defaultModelPath } from '../../node/paths.js'
 import {
@@ -25,11 +25,14 @@ import { createTally, infoLanes, sessionLane } from './node-lanes.js'
 import {
   cpuSeconds,
   createMemoryCheckpoints,
+  FUZZ_NODE_HEAP_MIB,
+  FUZZ_NODE_SEMI_SPACE_MIB,
   type MemoryCheckpoint,
   type MemoryVerdict,
   memoryVerdict,
   peakRssMiB,
-  settledRecords
+  settledRecords,
+  startMeasuredNode
 } from './node-memory.js'
 
 /** The bodies of a SessionRequest (protobufjs names) and the info request: the message types fuzzed. */
@@ -98,28 +101,12 @@ export interface NodeFuzzSummary {
 
 /** Frames between two progress lines. */
 const PROGRESS_FRAMES = 10_000
-/** The node's V8 heap in the fuzz (NODE_OPTIONS): the bound its memory must stay under. */
-export const FUZZ_NODE_HEAP_MIB = 1024
-/** The node's V8 semi-space (young generation) in the fuzz, set so the bound is explicit. */
-export const FUZZ_NODE_SEMI_SPACE_MIB = 16
 
 export async function fuzzNode(o: NodeFuzzOptions): Promise<NodeFuzzSummary> {
   const t0 = performance.now()
   const modelPath = o.model ?? defaultModelPath()
   const heapMiB = o.heapMiB ?? FUZZ_NODE_HEAP_MIB
-  const node: LocalNode = await startLocalNode({
-    model: modelPath,
-    layers: '1:4',
-    // --metrics: memory checkpoints (node-memory.ts); its port is chosen by the OS
-    args: ['--kernels', 'reference', '--metrics', '127.0.0.1:0'],
-    // a node with an ordinary host's heap: memory that grew with the frames would kill it;
-    // --expose-gc lets each metrics scrape collect first, so the live heap is what is read
-    env: {
-      ...process.env,
-      NODE_OPTIONS:
-        `${process.env.NODE_OPTIONS ?? ''} --max-old-space-size=${heapMiB} --max-semi-space-size=${FUZZ_NODE_SEMI_SPACE_MIB} --expose-gc`.trim()
-    }
-  })
+  const node: LocalNode = await startMeasuredNode(modelPath, heapMiB)
   const hosts: Host[] = []
   const model = openModelFile(modelPath)
   const kernels = selectKernels({ kind: 'reference' })
