@@ -23,6 +23,8 @@ const { values } = parseArgs({
 const frames = Number(values.frames)
 const seed = Number(values.seed)
 if (!Number.isSafeInteger(frames) || frames < 1) throw new Error('--frames: a positive integer')
+const checkpoints = Number(values.checkpoints)
+if (!Number.isSafeInteger(checkpoints) || checkpoints < 2) throw new Error('--checkpoints: an integer >= 2')
 const log = (line: string): void => {
   process.stderr.write(`${line}\n`)
 }
@@ -38,7 +40,7 @@ if (values.target === 'node' || values.target === 'both') {
     seed,
     attackers: Number(values.attackers),
     model: values.model,
-    memoryCheckpoints: Number(values.checkpoints),
+    memoryCheckpoints: checkpoints,
     log,
     signal: stop.signal
   })

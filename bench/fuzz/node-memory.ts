@@ -122,6 +122,8 @@ export async function readNodeMemory(url: string, frames: number, seconds: numbe
  * never blocks), `finish()` after the run for the last one and the list.
  */
 export function createMemoryCheckpoints(node: LocalNode, total: number, parts: number, t0: number, log?: (line: string) => void) {
+  if (!Number.isSafeInteger(parts) || parts < 1) throw new RangeError('checkpoints: a positive integer')
+  if (!Number.isSafeInteger(total) || total < 1) throw new RangeError('total frames: a positive integer')
   const url = metricsUrl(node)
   const taken: Promise<MemoryCheckpoint | undefined>[] = []
   let next = 0

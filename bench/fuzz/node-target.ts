@@ -99,6 +99,10 @@ export interface NodeFuzzSummary {
   readonly seconds: number
 }
 
+/** The message type with the fewest frames delivered, and its count (the run ends when it is done). */
+const slowest = (counts: Record<string, number>): string =>
+  NODE_MESSAGE_TYPES.map((t) => `${t} ${counts[t] ?? 0}`).sort((a, b) => Number(a.split(' ')[1]) - Number(b.split(' ')[1]))[0]
+
 /** Frames between two progress lines. */
 const PROGRESS_FRAMES = 10_000
 
@@ -186,7 +190,7 @@ export async function fuzzNode(o: NodeFuzzOptions): Promise<NodeFuzzSummary> {
       const s = (performance.now() - t0) / 1000
       o.log?.(
         `node fuzz: ${sent}/${total} frames, ${Math.round(sent / s)} frames/s, ${Math.round(s)} s, ` +
-          `node peak RSS ${peakRssMiB(node.process.pid as number)} MiB`
+          `node peak RSS ${peakRssMiB(node.process.pid as number)} MiB, slowest type ${slowest(tally.delivered)}`
       )
     }
 
