@@ -1,7 +1,7 @@
 import { createServer, type Server } from 'node:http'
 import type { AbortOptions } from '@libp2p/interface'
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client'
-import { abortLinks } from '../protocol/abort-link.js'
+import { abortLinks } from './abort-links.js'
 import { parseHostPort } from './config.js'
 
 /**

@@ -5,8 +5,6 @@
  * gained one entry per frame, forever (about 7 MiB of live heap per 100,000 fuzz frames, found
  * with heap snapshots of the fuzzed node). A listener, removed by `clear()`, holds nothing after.
  */
-import { getEventListeners } from 'node:events'
-
 export interface LinkedSignal {
   readonly signal: AbortSignal
   /** Stops following the sources (call when the operation is over, aborted or not). */
@@ -34,18 +32,4 @@ export function linkSignals(sources: readonly (AbortSignal | undefined)[], contr
     for (const remove of listeners.splice(0)) remove()
   }
   return { signal: controller.signal, clear }
-}
-
-/**
- * What a signal holds on behalf of others: its abort listeners plus the dependants
- * `AbortSignal.any` registered on it (a Node internal set, read by its symbol's description;
- * 0 where Node has none). A long-lived signal's count must come back down after the operations
- * that followed it ended: the node's metrics report it, and the fuzz checks it (a leak check).
- */
-export function abortLinks(signal: AbortSignal): number {
-  const dependants = Object.getOwnPropertySymbols(signal).find((s) => s.description === 'kDependantSignals')
-  // Node's own SafeSet, not an instance of this realm's Set: read its size
-  const set =
-    dependants === undefined ? undefined : (signal as unknown as Record<symbol, { size?: unknown } | undefined>)[dependants]
-  return getEventListeners(signal, 'abort').length + (typeof set?.size === 'number' ? set.size : 0)
 }

@@ -8,8 +8,8 @@
  */
 import { setMaxListeners } from 'node:events'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+import { abortLinks } from '../../node/abort-links.js'
 import {
-  abortLinks,
   type ByteBudget,
   createByteBudget,
   createHost,
