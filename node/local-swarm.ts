@@ -12,6 +12,8 @@ export interface LocalNode {
   readonly addrs: string[]
   readonly layers: [number, number]
   readonly modelId: string
+  /** One session's KV cache bytes over the whole context (the serving line's kvBytes). */
+  readonly kvBytes?: number
   readonly process: ChildProcess
   /** Lines the node logged on stderr. */
   readonly logs: string[]

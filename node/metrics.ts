@@ -1,6 +1,7 @@
 import { createServer, type Server } from 'node:http'
 import type { AbortOptions } from '@libp2p/interface'
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client'
+import { abortLinks } from './abort-links.js'
 import { parseHostPort } from './config.js'
 
 /**
@@ -93,6 +94,67 @@ export class Metrics {
       registers: [this.registry],
       collect() {
         this.set(shard.kvBytesHeld)
+      }
+    })
+  }
+
+  /**
+   * The process's memory by kind (rss, heap_used, heap_total, external, array_buffers), read when
+   * scraped. Under `node --expose-gc` (a debugging flag, never a default) each scrape first runs a
+   * full collection and layerswarm_memory_after_gc is 1, so heap_used is the live heap: what the
+   * fuzzer's checkpoints compare to tell a leak from heap sizing (issue #17).
+   */
+  watchMemory(): void {
+    const gc = (globalThis as { gc?: () => void }).gc
+    new Gauge({
+      name: 'layerswarm_memory_after_gc',
+      help: '1 if each scrape runs a full GC before reading memory (node --expose-gc)',
+      registers: [this.registry],
+      collect() {
+        this.set(gc === undefined ? 0 : 1)
+      }
+    })
+    new Gauge({
+      name: 'layerswarm_memory_bytes',
+      help: 'Process memory by kind (process.memoryUsage), after a full GC under --expose-gc',
+      labelNames: ['kind'],
+      registers: [this.registry],
+      collect() {
+        gc?.()
+        const m = process.memoryUsage()
+        this.set({ kind: 'rss' }, m.rss)
+        this.set({ kind: 'heap_used' }, m.heapUsed)
+        this.set({ kind: 'heap_total' }, m.heapTotal)
+        this.set({ kind: 'external' }, m.external)
+        this.set({ kind: 'array_buffers' }, m.arrayBuffers)
+      }
+    })
+  }
+
+  /**
+   * What the node holds for its peers, read when scraped: entries on its stop signal (one per
+   * pending read), peers with rate buckets, open streams, request bytes in flight. After traffic
+   * ends each must come back down (the fuzz's leak check, issue #17).
+   */
+  watchRecords(o: {
+    readonly stopSignal: AbortSignal
+    readonly peerLimits: { readonly tracked: number }
+    readonly host: { getConnections(): readonly { readonly streams: readonly unknown[] }[] }
+    readonly budget: { readonly inFlight: number }
+  }): void {
+    new Gauge({
+      name: 'layerswarm_node_records',
+      help: 'Records the node holds for its peers by kind (stop-signal links, rate-limited peers, streams, bytes in flight)',
+      labelNames: ['kind'],
+      registers: [this.registry],
+      collect() {
+        this.set({ kind: 'stop_signal_links' }, abortLinks(o.stopSignal))
+        this.set({ kind: 'rate_limited_peers' }, o.peerLimits.tracked)
+        this.set(
+          { kind: 'streams' },
+          o.host.getConnections().reduce((n, c) => n + c.streams.length, 0)
+        )
+        this.set({ kind: 'bytes_in_flight' }, o.budget.inFlight)
       }
     })
   }

@@ -25,6 +25,11 @@ export class PeerLimits {
       if (!(typeof v === 'number' && v > 0 && Number.isFinite(v))) throw new RangeError(`${k} must be a positive number`)
   }
 
+  /** Peers whose buckets are remembered now (at most maxTrackedPeers). */
+  get tracked(): number {
+    return this.peers.size
+  }
+
   /** Takes one request of `bytes` from `peer`'s buckets, or throws BusyError and takes nothing. */
   take(peer: string, bytes: number): void {
     const t = this.now()

@@ -224,6 +224,7 @@ export class SwarmNode {
       },
       SESSION_STREAM_LIMITS
     )
+    this.init.metrics?.watchRecords({ stopSignal: signal, peerLimits: this.peerLimits, host, budget: this.budget })
     this.sweeper = setInterval(() => {
       const n = this.sessions.sweep()
       if (n > 0) {

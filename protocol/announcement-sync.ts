@@ -10,6 +10,7 @@
  * verified on receipt (signature, signer, expiry): a neighbour can only withhold.
  */
 import type { AbortOptions, PeerId } from '@libp2p/interface'
+import { linkSignals } from './abort-link.js'
 import { type AnnouncementStore, fetchAnnouncements } from './announcement-exchange.js'
 import type { Host } from './host.js'
 import { ANNOUNCEMENTS_PROTOCOL } from './ids.js'
@@ -41,8 +42,12 @@ export function startAnnouncementSync(host: Host, store: AnnouncementStore, init
   if (init.signal?.aborted) return
   const pull = (from: PeerId): void => {
     if (init.signal?.aborted) return
-    const signal = AbortSignal.any([AbortSignal.timeout(init.timeoutMs ?? 5_000), ...(init.signal ? [init.signal] : [])])
-    pullAnnouncements(host, store, from, { signal }).catch((err: Error) => init.onError?.(err))
+    // a listener on the long-lived init.signal, removed after the pull (AbortSignal.any would keep
+    // an entry on it per pull: protocol/abort-link.ts)
+    const link = linkSignals([AbortSignal.timeout(init.timeoutMs ?? 5_000), init.signal])
+    pullAnnouncements(host, store, from, { signal: link.signal })
+      .catch((err: Error) => init.onError?.(err))
+      .finally(() => link.clear())
   }
   const timers = new Set<ReturnType<typeof setTimeout>>()
   const onIdentify = (evt: CustomEvent<{ peerId: PeerId; protocols: string[] }>): void => {

@@ -7,6 +7,7 @@
 import type { AbortOptions, Libp2p, PeerId, Stream } from '@libp2p/interface'
 import { lpStream } from '@libp2p/utils'
 import type { Multiaddr } from '@multiformats/multiaddr'
+import { linkSignals } from './abort-link.js'
 import type { ByteBudget } from './byte-budget.js'
 import { MalformedMessageError, MessageTooLargeError, ProtocolError, RequestTimeoutError } from './errors.js'
 import { REQUEST_STREAM_LIMITS } from './ids.js'
@@ -45,7 +46,7 @@ export interface MessageChannel {
   write(bytes: Uint8Array, options?: AbortOptions): Promise<void>
   /** Next frame, or undefined when the remote closed its side cleanly between frames. */
   read(options?: AbortOptions): Promise<Uint8Array | undefined>
-  /** Closes our writable side after queued frames are sent; reading continues. */
+  /** Closes our writable side after queued frames are sent; reading continues. The last frame read leaves the budget. */
   close(options?: AbortOptions): Promise<void>
   /** Resets the stream in both directions. */
   abort(err: Error): void
@@ -149,9 +150,11 @@ export function createMessageChannel(stream: Stream, init: MessageChannelInit = 
       frameCap = Math.min(maxMessageBytes, init.frameCap?.() ?? maxMessageBytes)
       const controller = new AbortController()
       deadline = { controller }
-      const readSignal = signal === undefined ? controller.signal : AbortSignal.any([signal, controller.signal])
+      // the caller's signal (often a node's long-lived stop signal) aborts the read too, through a
+      // listener removed when the read ends (not AbortSignal.any: protocol/abort-link.ts)
+      const link = linkSignals([signal], controller)
       try {
-        const frame = (await lp.read({ signal: readSignal })).subarray()
+        const frame = (await lp.read({ signal: controller.signal })).subarray()
         // Node hands out Buffers; callers get plain Uint8Array views (no copy)
         return frame.constructor === Uint8Array ? frame : new Uint8Array(frame.buffer, frame.byteOffset, frame.byteLength)
       } catch (err) {
@@ -186,12 +189,17 @@ export function createMessageChannel(stream: Stream, init: MessageChannelInit = 
         releaseReserved()
         throw e
       } finally {
+        link.clear()
         clearTimeout(deadline.timer)
         deadline = undefined
       }
     },
 
     async close({ signal } = {}) {
+      // closing: the last frame read was handled. A server that refused a frame reads no more,
+      // so its reservation would otherwise stay in the node-wide budget for good (issue #17: the
+      // fuzzed node's budget kept about 80 bytes per frame of streams long gone)
+      if (deadline === undefined) releaseReserved() // (a read in progress keeps its frame's)
       await stream.close({ signal })
     },
 

@@ -4,6 +4,7 @@
  */
 import './polyfills.js'
 
+export * from './abort-link.js'
 export * from './announce.js'
 export * from './announcement-exchange.js'
 export * from './announcement-messages.js'

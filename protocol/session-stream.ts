@@ -10,6 +10,7 @@
  *   frame): the caller fails every pending call with it and the stream is finished.
  */
 import type { AbortOptions, Stream } from '@libp2p/interface'
+import { linkSignals } from './abort-link.js'
 import { ProtocolError, RequestTimeoutError } from './errors.js'
 import { createMessageChannel, type MessageChannelInit } from './framing.js'
 import { STREAM_CLOSE_TIMEOUT_MS } from './limits.js'
@@ -153,7 +154,9 @@ export async function serveSessionStream(
       const { stream } = channel
       if (stream.readStatus !== 'closed' && stream.readStatus !== 'closing') await stream.closeRead().catch(() => {})
       const t = AbortSignal.timeout(STREAM_CLOSE_TIMEOUT_MS)
-      await channel.close({ signal: signal ? AbortSignal.any([signal, t]) : t }).catch((err: Error) => channel.abort(err))
+      const closing = linkSignals([signal, t])
+      await channel.close({ signal: closing.signal }).catch((err: Error) => channel.abort(err))
+      closing.clear()
       // yamux has no "stop sending": a peer that keeps its side open keeps the stream (though what
       // it sends is dropped), so the stream is reset once the peer had time to read our reply
       await untilClosed(stream, t)

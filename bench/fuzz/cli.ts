@@ -1,7 +1,8 @@
 /**
- * `npm run fuzz -- [--frames N] [--seed S] [--target node|client|both] [--attackers K]`: the seeded
+ * `npm run fuzz -- [--frames N] [--seed S] [--target node|client|both] [--attackers K] [--checkpoints C]`: the seeded
  * protocol fuzzer of issue #17. N frames of each message type go to a real node process and N
- * hostile replies to a real client; prints one JSON summary. Exit code 1 if the node died, an
+ * hostile replies to a real client; prints one JSON summary
+ * with C node memory checkpoints (live heap after a full GC, RSS, external) and a verdict. Exit code 1 if the node died, an
  * honest step differed, an INTERNAL error or an untyped/unhandled rejection was seen.
  */
 import { parseArgs } from 'node:util'
@@ -15,12 +16,15 @@ const { values } = parseArgs({
     seed: { type: 'string', default: '1' },
     target: { type: 'string', default: 'both' },
     attackers: { type: 'string', default: '4' },
-    model: { type: 'string' }
+    model: { type: 'string' },
+    checkpoints: { type: 'string', default: '10' }
   }
 })
 const frames = Number(values.frames)
 const seed = Number(values.seed)
 if (!Number.isSafeInteger(frames) || frames < 1) throw new Error('--frames: a positive integer')
+const checkpoints = Number(values.checkpoints)
+if (!Number.isSafeInteger(checkpoints) || checkpoints < 2) throw new Error('--checkpoints: an integer >= 2')
 const log = (line: string): void => {
   process.stderr.write(`${line}\n`)
 }
@@ -36,6 +40,7 @@ if (values.target === 'node' || values.target === 'both') {
     seed,
     attackers: Number(values.attackers),
     model: values.model,
+    memoryCheckpoints: checkpoints,
     log,
     signal: stop.signal
   })

@@ -4,9 +4,9 @@
  * first keeps stepping and must give the bit-identical output of an in-process Shard. Every frame
  * must be answered (or its stream ended) with a typed error, never INTERNAL; the node must live.
  */
-import { readFileSync } from 'node:fs'
 import { multiaddr } from '@multiformats/multiaddr'
-import { type LocalNode, startLocalNode } from '../../node/local-swarm.js'
+import type { LocalNode } from '../../node/local-swarm.js'
+import { DEFAULT_BYTES_IN_FLIGHT, DEFAULT_MAX_SESSIONS } from '../../node/options.js'
 import { defaultModelPath } from '../../node/paths.js'
 import {
   createHost,
@@ -22,6 +22,18 @@ import {
 import { createEdge, createShard, openModelFile, selectKernels } from '../../shards/index.js'
 import { createRng, type FrameContext } from './frames.js'
 import { createTally, infoLanes, sessionLane } from './node-lanes.js'
+import {
+  cpuSeconds,
+  createMemoryCheckpoints,
+  FUZZ_NODE_HEAP_MIB,
+  FUZZ_NODE_SEMI_SPACE_MIB,
+  type MemoryCheckpoint,
+  type MemoryVerdict,
+  memoryVerdict,
+  peakRssMiB,
+  settledRecords,
+  startMeasuredNode
+} from './node-memory.js'
 
 /** The bodies of a SessionRequest (protobufjs names) and the info request: the message types fuzzed. */
 export const NODE_MESSAGE_TYPES = ['open', 'step', 'rewind', 'close', 'awaitResult', 'exportKv', 'importKv', 'info'] as const
@@ -37,6 +49,8 @@ export interface NodeFuzzOptions {
   readonly honestEvery?: number
   /** The node's --max-old-space-size (default FUZZ_NODE_HEAP_MIB). */
   readonly heapMiB?: number
+  /** Memory checkpoints over the run (default 10: one every 10% of the frames, plus the start). */
+  readonly memoryCheckpoints?: number
   /** Stops the run early (SIGINT/SIGTERM): the summary counts what was sent and projects the rest. */
   readonly signal?: AbortSignal
   readonly log?: (line: string) => void
@@ -76,48 +90,27 @@ export interface NodeFuzzSummary {
   /** CPU time per delivered frame of the node process and of this one (the fuzzer's own frames, hosts and checks). */
   readonly cpuMsPerFrame: { readonly node: number; readonly fuzzer: number }
   readonly nodePeakRssMiB: number
+  /** The node's memory at the start and every 1/memoryCheckpoints of the frames (live heap: after a full GC). */
+  readonly nodeMemory: readonly MemoryCheckpoint[]
+  /** Peak RSS against the stated bound, and whether live memory levelled off over the second half. */
+  readonly nodeMemoryVerdict: MemoryVerdict
+  /** What the node held for its peers before the attack and once every attacker left (a leak stays up). */
+  readonly nodeRecords: { readonly before: Record<string, number>; readonly after: Record<string, number> }
   readonly seconds: number
 }
 
+/** The message type with the fewest frames delivered, and its count (the run ends when it is done). */
+const slowest = (counts: Record<string, number>): string =>
+  NODE_MESSAGE_TYPES.map((t) => `${t} ${counts[t] ?? 0}`).sort((a, b) => Number(a.split(' ')[1]) - Number(b.split(' ')[1]))[0]
+
 /** Frames between two progress lines. */
 const PROGRESS_FRAMES = 10_000
-/** The node's V8 heap in the fuzz (NODE_OPTIONS): the bound its memory must stay under. */
-export const FUZZ_NODE_HEAP_MIB = 1024
-
-/** CPU seconds (user + system) a process used so far, or -1 once it is gone. */
-function cpuSeconds(pid: number): number {
-  try {
-    // fields 14 and 15 of /proc/PID/stat, in clock ticks (100 per second on Linux)
-    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ')
-    return (Number(fields[11]) + Number(fields[12])) / 100
-  } catch {
-    return -1
-  }
-}
-
-/** The process's peak resident set (VmHWM), or -1 once it is gone. */
-function peakRssMiB(pid: number): number {
-  try {
-    const line = readFileSync(`/proc/${pid}/status`, 'utf8')
-      .split('\n')
-      .find((l) => l.startsWith('VmHWM:'))
-    return Math.round(Number(line?.split(/\s+/)[1]) / 1024)
-  } catch {
-    return -1
-  }
-}
 
 export async function fuzzNode(o: NodeFuzzOptions): Promise<NodeFuzzSummary> {
   const t0 = performance.now()
   const modelPath = o.model ?? defaultModelPath()
   const heapMiB = o.heapMiB ?? FUZZ_NODE_HEAP_MIB
-  const node: LocalNode = await startLocalNode({
-    model: modelPath,
-    layers: '1:4',
-    args: ['--kernels', 'reference'],
-    // a node with an ordinary host's heap: memory that grew with the frames would kill it
-    env: { ...process.env, NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --max-old-space-size=${heapMiB}`.trim() }
-  })
+  const node: LocalNode = await startMeasuredNode(modelPath, heapMiB)
   const hosts: Host[] = []
   const model = openModelFile(modelPath)
   const kernels = selectKernels({ kind: 'reference' })
@@ -177,6 +170,8 @@ export async function fuzzNode(o: NodeFuzzOptions): Promise<NodeFuzzSummary> {
     const perWorker = Math.ceil(o.frames / attackers.length)
     const total = perWorker * attackers.length * NODE_MESSAGE_TYPES.length
     const delivered = (): number => Object.values(tally.delivered).reduce((a, b) => a + b, 0)
+    const memory = createMemoryCheckpoints(node, total, o.memoryCheckpoints ?? 10, t0, o.log)
+    memory.poll(0)
 
     // the node logs every refused request: count its INTERNAL lines as they come, keep none
     let internalErrors = 0
@@ -188,13 +183,14 @@ export async function fuzzNode(o: NodeFuzzOptions): Promise<NodeFuzzSummary> {
     let nextProgress = PROGRESS_FRAMES
     const progress = (): void => {
       const sent = delivered()
+      memory.poll(sent)
       if (sent < nextProgress) return
       nextProgress += PROGRESS_FRAMES
       drainLogs()
       const s = (performance.now() - t0) / 1000
       o.log?.(
         `node fuzz: ${sent}/${total} frames, ${Math.round(sent / s)} frames/s, ${Math.round(s)} s, ` +
-          `node peak RSS ${peakRssMiB(node.process.pid as number)} MiB`
+          `node peak RSS ${peakRssMiB(node.process.pid as number)} MiB, slowest type ${slowest(tally.delivered)}`
       )
     }
 
@@ -239,6 +235,11 @@ export async function fuzzNode(o: NodeFuzzOptions): Promise<NodeFuzzSummary> {
       }
     }
     legit.abort(new Error('fuzz: done'))
+    const nodeMemory = await memory.finish(delivered())
+    const nodePeakRss = peakRssMiB(node.process.pid as number)
+    await Promise.all(attackers.map((h) => h.stop()))
+    const recordsBefore = nodeMemory[0]?.records ?? {}
+    const recordsAfter = await settledRecords(memory.url, recordsBefore)
     drainLogs()
     const nodeAlive = node.process.exitCode === null && node.process.signalCode === null
     const seconds = (performance.now() - t0) / 1000
@@ -273,7 +274,16 @@ export async function fuzzNode(o: NodeFuzzOptions): Promise<NodeFuzzSummary> {
         node: Math.round((nodeCpu / framesSent) * 1e4) / 10,
         fuzzer: Math.round((fuzzerCpu / framesSent) * 1e4) / 10
       },
-      nodePeakRssMiB: peakRssMiB(node.process.pid as number),
+      nodePeakRssMiB: nodePeakRss,
+      nodeMemory,
+      nodeMemoryVerdict: memoryVerdict(nodeMemory, {
+        heapLimitMiB: heapMiB,
+        semiSpaceMiB: FUZZ_NODE_SEMI_SPACE_MIB,
+        bytesInFlightMiB: DEFAULT_BYTES_IN_FLIGHT / 2 ** 20,
+        kvMiB: ((node.kvBytes ?? 0) * DEFAULT_MAX_SESSIONS) / 2 ** 20,
+        peakRssMiB: nodePeakRss
+      }),
+      nodeRecords: { before: recordsBefore, after: recordsAfter },
       seconds: Math.round((performance.now() - t0) / 100) / 10
     }
   } finally {

@@ -237,6 +237,7 @@ export function registerNodeStart(program: Command): void {
           })
         : undefined
       metrics?.watchShard(shard)
+      metrics?.watchMemory()
       if (metricsServer) log({ event: 'metrics', url: metricsServer.url })
       // Read (or made) before the model loads: a key others may read stops the start at once.
       const swarmNode = await SwarmNode.create({

@@ -22,6 +22,17 @@ describe('seeded protocol fuzzing (short slice)', () => {
     expect(s.replyTimeouts).toBe(0)
     expect(s.undecodableReplies).toBe(0)
     expect(s.nodePeakRssMiB).toBeLessThan(400)
+    // memory checkpoints at the start and every 10% of the frames, each read after a full GC
+    expect(s.nodeMemory.length).toBeGreaterThanOrEqual(11)
+    for (const c of s.nodeMemory) expect(c.afterGc && c.heapUsedMiB > 0 && c.rssMiB > 0).toBe(true)
+    expect(s.nodeMemoryVerdict.withinBound).toBe(true)
+    // once the attackers left, the node holds for them no more than before they came: no stop-signal
+    // link per frame read, no stream, no reserved byte (test/protocol/stream-records.test.ts)
+    const { before, after } = s.nodeRecords
+    expect(after.stop_signal_links).toBeLessThanOrEqual(before.stop_signal_links)
+    expect(after.streams).toBeLessThanOrEqual(before.streams)
+    expect(after.bytes_in_flight).toBe(0)
+    expect(after.rate_limited_peers).toBeLessThanOrEqual(3)
   }, 240_000)
 
   it('a real client rejects hostile replies with typed errors, none unhandled', async () => {
