@@ -254,7 +254,7 @@ export class LayerswarmClient {
           convicted.add(p)
           this.view.ban(p, CONVICTED_BAN_MS)
         }
-        for (const p of unverifiable) this.view.ban(p, this.init.banMs ?? 60_000)
+        for (const p of unverifiable) this.view.ban(p, this.init.banMs ?? DEFAULT_BAN_MS)
         this.init.log?.({ event: 'rollback', ...record })
       }
     })

@@ -23,7 +23,9 @@ import {
   fetchInfo,
   type HopTiming,
   type Host,
+  type KvWireDType,
   MAX_CONTROL_BYTES,
+  MalformedMessageError,
   type Receipt,
   SESSION_PROTOCOL,
   SESSION_STREAM_LIMITS,
@@ -42,7 +44,7 @@ export interface HopTarget extends RouteHop {
   /** The dtype negotiated for this hop of the route (client/wire-negotiation.ts). */
   readonly wireDtype?: DType
   /** The peer's KV cache dtype as it announces it (selects its benign canary drift class). */
-  readonly kvDtype?: 'f32' | 'f16' | 'q8_0'
+  readonly kvDtype?: KvWireDType
 }
 
 export interface HopStepOutcome {
@@ -224,7 +226,8 @@ export class HopSession {
     const rows = hidden.length / this.dim
     this.ledger?.transfer(undefined, this.target, this.wireDtype, step.hidden.data.byteLength, rows)
     const res = await this.caller.call({ type: 'step', step }, { signal })
-    if (res.type !== 'result' || !res.result.hidden) throw new Error(`hop ${this.target.peerId} answered a step without output`)
+    if (res.type !== 'result' || !res.result.hidden)
+      throw new MalformedMessageError(`hop ${this.target.peerId} answered a step without output`)
     this.ledger?.transfer(this.target, undefined, res.result.hidden.dtype, res.result.hidden.data.byteLength, rows)
     return {
       hidden: decodeTensor(res.result.hidden, { shape: [hidden.length / this.dim, this.dim] }),
@@ -279,7 +282,8 @@ export class HopSession {
   /** Chained mode, last hop: the output of step stepId. */
   async awaitResult(stepId: number, rows: number, { signal }: AbortOptions = {}) {
     const res = await this.caller.call({ type: 'await', await: { sessionId: this.sessionId, stepId } }, { signal })
-    if (res.type !== 'result' || !res.result.hidden) throw new Error(`hop ${this.target.peerId} answered an await without output`)
+    if (res.type !== 'result' || !res.result.hidden)
+      throw new MalformedMessageError(`hop ${this.target.peerId} answered an await without output`)
     this.ledger?.transfer(this.target, undefined, res.result.hidden.dtype, res.result.hidden.data.byteLength, rows)
     return {
       hidden: decodeTensor(res.result.hidden, { shape: [rows, this.dim] }),
@@ -296,14 +300,15 @@ export class HopSession {
       { type: 'exportKv', exportKv: { sessionId: this.sessionId, from, to, sequence, prefixHash, delta } },
       { signal }
     )
-    if (res.type !== 'snapshot') throw new Error(`hop ${this.target.peerId} answered an export without a snapshot`)
+    if (res.type !== 'snapshot')
+      throw new MalformedMessageError(`hop ${this.target.peerId} answered an export without a snapshot`)
     return res.snapshot.snapshot
   }
 
   /** Restore this session from sealed snapshots (fresh, or `append` after earlier imports); the positions the hop now holds. */
   async importKv(i: KvImport, { signal }: AbortOptions = {}): Promise<number> {
     const res = await this.caller.call({ type: 'importKv', importKv: { sessionId: this.sessionId, ...i } }, { signal })
-    if (res.type !== 'imported') throw new Error(`hop ${this.target.peerId} answered an import without a length`)
+    if (res.type !== 'imported') throw new MalformedMessageError(`hop ${this.target.peerId} answered an import without a length`)
     return res.imported.length
   }
 

@@ -8,7 +8,7 @@ import { KvRecovery } from './kv-recovery.js'
 import { CanaryObserver, type Exclusion, type PipelineObserver, type PipelineState } from './pipeline-observer.js'
 import { ReceiptLedger } from './receipts.js'
 import { randomSessionId } from './session-id.js'
-import { type Forwarding, StepTransport, stepDeadline, tagged } from './step-transport.js'
+import { blamedHopOf, type Forwarding, StepTransport, stepDeadline, tagged } from './step-transport.js'
 import type { SwarmView } from './swarm-view.js'
 import type { WireLedger } from './wire-ledger.js'
 import type { WirePreference } from './wire-negotiation.js'
@@ -222,7 +222,7 @@ export class RemotePipeline implements BlockPipeline {
 
   /** Ban the peer the error names (or the one that timed out) and drop the route. */
   private fail(err: unknown): void {
-    const peerId = (err as { peerId?: string }).peerId || (err as { hopPeerId?: string }).hopPeerId
+    const peerId = (err as { peerId?: string }).peerId || blamedHopOf(err)
     if (peerId) this.init.view.ban(peerId, this.init.banMs)
     this.init.log?.({ event: 'failover', peerId, code: (err as { code?: string }).code, message: (err as Error).message })
     // Free the session on the hops that are still alive (best effort, in the background).

@@ -8,6 +8,7 @@ import {
   fetchAnnouncements,
   fetchInfo,
   type Host,
+  type KvWireDType,
   subscribeAnnouncements
 } from '../protocol/index.js'
 import { bootstrapDialError } from './bootstrap-check.js'
@@ -36,7 +37,7 @@ export interface PeerRecord extends RouteCandidate {
   /** Blocks in the whole model (the peer's InfoResponse.n_layers). */
   readonly nLayers: number
   /** The peer's KV cache dtype (InfoResponse.kv_dtype; canary drift is scored in its class). */
-  readonly kvDtype?: 'f32' | 'f16' | 'q8_0'
+  readonly kvDtype?: KvWireDType
 }
 
 /** What the last refresh saw: for `--verbose` explanations of a missing route and for `doctor`. */

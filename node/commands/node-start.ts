@@ -17,7 +17,13 @@ import {
 import { defaultIdentityPath, loadOrCreateIdentity } from '../identity.js'
 import { addLogLevelOption, createLogger, eventLog, progress } from '../log.js'
 import { Metrics, serveMetrics } from '../metrics.js'
-import { DEFAULT_BATCH_WAIT_MS, DEFAULT_MAX_BATCH_ROWS, DEFAULT_MAX_QUEUED_STEPS, DEFAULT_MAX_SESSIONS } from '../options.js'
+import {
+  DEFAULT_BATCH_WAIT_MS,
+  DEFAULT_IDLE_TIMEOUT_MS,
+  DEFAULT_MAX_BATCH_ROWS,
+  DEFAULT_MAX_QUEUED_STEPS,
+  DEFAULT_MAX_SESSIONS
+} from '../options.js'
 import { defaultModelPath } from '../paths.js'
 import { SwarmNode } from '../server.js'
 import { chooseSpan } from '../span-selection.js'
@@ -123,7 +129,7 @@ export function registerNodeStart(program: Command): void {
     .addOption(
       new Option('--idle-timeout <ms>', 'free a session after this long without requests')
         .argParser(int('--idle-timeout', 1))
-        .default(300_000)
+        .default(DEFAULT_IDLE_TIMEOUT_MS)
     )
     .addOption(new Option('--threads <n>', 'kernel threads (default: all cores)').argParser(int('--threads', 1)))
     .addOption(new Option('--kernels <kind>', 'kernel set').choices(['auto', 'reference', 'wasm', 'native']).default('auto'))
