@@ -22,7 +22,7 @@ import { parseArgs } from 'node:util'
 import { type LocalNode, startLocalNode } from '../node/local-swarm.js'
 import { packageRoot } from '../node/paths.js'
 import { openModelFile } from '../shards/index.js'
-import { evenSpans } from './swarm.js'
+import { evenSpans } from './swarm-setup.js'
 
 const MB = 2 ** 20
 /** The compiled CLI, also when this module runs from source (the opt-in e2e test). */

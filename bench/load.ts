@@ -26,7 +26,7 @@ import { type LocalNode, startLocalNode } from '../node/local-swarm.js'
 import { type Kernels, openModelFile, selectKernels } from '../shards/index.js'
 import { type ClientRun, type LoadClients, processClients, sharedClients } from './load-clients.js'
 import { spanBatchBench } from './load-span.js'
-import { evenSpans, promptText, resolveModel } from './swarm.js'
+import { evenSpans, promptText, resolveModel } from './swarm-setup.js'
 import { decodeRate } from './swarm-single.js'
 import { round } from './swarm-stats.js'
 

@@ -22,7 +22,7 @@ import { parseArgs } from 'node:util'
 import { type LayerswarmClient as Client, createClient, type Forwarding } from '../client/index.js'
 import { type LocalNode, startLocalNode } from '../node/local-swarm.js'
 import { openModelFile, selectKernelsFor } from '../shards/index.js'
-import { evenSpans, promptText, resolveModel } from './swarm.js'
+import { evenSpans, promptText, resolveModel } from './swarm-setup.js'
 import { decodeRate } from './swarm-single.js'
 import { median, round } from './swarm-stats.js'
 

@@ -17,24 +17,15 @@
  * measures each mode N times, each right after a single-process run (the model stays loaded
  * here), and reports medians: the ratio is the median of those adjacent pairs.
  */
-import { existsSync, renameSync } from 'node:fs'
-import { availableParallelism, tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { availableParallelism } from 'node:os'
 import { parseArgs } from 'node:util'
 import { createClient, type Forwarding } from '../client/index.js'
 import { createBusyPoller } from '../node/busy-poll.js'
 import { type LocalNode, startLocalNode } from '../node/local-swarm.js'
 import { type DType, encodeTensor } from '../protocol/index.js'
-import {
-  createTokenizer,
-  type KernelKind,
-  type ModelFile,
-  openModelFile,
-  parseShape,
-  selectKernels,
-  writeRandomModel
-} from '../shards/index.js'
+import { type KernelKind, openModelFile, selectKernels } from '../shards/index.js'
 import { rawTcpRoundTrip } from './swarm-floor.js'
+import { evenSpans, promptText, resolveModel } from './swarm-setup.js'
 import { decodeRate, openSingleProcess, type SingleRun } from './swarm-single.js'
 import { headline, hopLatency, knownShape, median, round, type StepEvent, wireBytesPerToken } from './swarm-stats.js'
 
@@ -64,40 +55,6 @@ export interface SwarmBenchOptions {
    * framing) runs optimized code (a cold loopback round trip is ~0.6 ms, a warm one ~0.17 ms).
    */
   readonly warmupTokens?: number
-}
-
-/** A model file path, writing a random-weight GGUF for a shape name once. */
-export function resolveModel(o: Pick<SwarmBenchOptions, 'model' | 'dtype' | 'seed'>): { path: string; shape?: string } {
-  if (existsSync(o.model)) return { path: o.model }
-  const shape = parseShape(o.model)
-  const path = join(tmpdir(), `layerswarm-bench-${shape.name}-${o.dtype}-s${o.seed}.gguf`)
-  if (!existsSync(path)) {
-    process.stderr.write(`bench swarm: writing ${path}\n`)
-    writeRandomModel(`${path}.part`, shape, { dtype: o.dtype, seed: o.seed })
-    renameSync(`${path}.part`, path) // only once complete, so an interrupted write is never reused
-  }
-  return { path, shape: shape.name }
-}
-
-/** [start, end) spans of `peers` nearly equal parts of blocks [from, to). */
-export function evenSpans(from: number, to: number, peers: number): Array<[number, number]> {
-  const n = to - from
-  if (peers < 1 || peers > n) throw new Error(`bench swarm: ${peers} peers cannot split ${n} remote blocks`)
-  return Array.from({ length: peers }, (_, i) => [from + Math.floor((i * n) / peers), from + Math.floor(((i + 1) * n) / peers)])
-}
-
-/** A prompt text that encodes to `n` tokens: pieces spread over the vocabulary, each kept if it adds exactly one. */
-export function promptText(model: ModelFile, n: number): string {
-  const tokenizer = createTokenizer(model.vocabulary!)
-  const v = model.config.vocabSize
-  const count = (text: string): number => tokenizer.encode(text).length
-  const base = count('')
-  let text = ''
-  for (let i = 0; count(text) - base < n && i < 100 * n; i++) {
-    const next = text + tokenizer.decode([3 + ((i * 7919) % (v - 3))])
-    if (count(next) === count(text) + 1) text = next
-  }
-  return text
 }
 
 async function throughSwarm(

@@ -19,7 +19,7 @@ import { createClient, type Forwarding, parseSpeculate, type SpeculateMode } fro
 import { type LocalNode, startLocalNode } from '../node/local-swarm.js'
 import { LINK_DELAY_ENV, LINK_MBPS_ENV } from '../protocol/index.js'
 import { type KernelKind, openModelFile, selectKernels } from '../shards/index.js'
-import { evenSpans, promptText, resolveModel } from './swarm.js'
+import { evenSpans, promptText, resolveModel } from './swarm-setup.js'
 import { decodeRate, openSingleProcess } from './swarm-single.js'
 import { median, round } from './swarm-stats.js'
 
