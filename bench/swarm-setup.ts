@@ -1,24 +1,35 @@
 import { existsSync, renameSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { createTokenizer, type ModelFile, parseShape, writeRandomModel } from '../shards/index.js'
+import { type ClientInit, createClient, type LayerswarmClient } from '../client/index.js'
+import type { LocalNode } from '../node/local-swarm.js'
+import { createTokenizer, type KernelKind, type ModelFile, parseShape, selectKernels, writeRandomModel } from '../shards/index.js'
+import type { TensorDType } from './options.js'
 
 /*
  * What the swarm benchmarks (swarm, load, wan, swarm-canary, big-swarm) set up before they
  * measure: the model file, the spans of the node processes and a prompt of a given length.
  */
 
-/** A model file path, writing a random-weight GGUF for a shape name once. */
-export function resolveModel(o: { readonly model: string; readonly dtype: 'f32' | 'f16' | 'q8_0'; readonly seed: number }): {
-  path: string
-  shape?: string
-} {
+/**
+ * A model file path, writing a random-weight GGUF for a shape name once (to the temp folder, kept
+ * for the next run); `seqLen` gives the generated model that context instead of its shape's.
+ */
+export function resolveModel(
+  o: { readonly model: string; readonly dtype: TensorDType; readonly seed: number; readonly seqLen?: number },
+  bench = 'swarm'
+): { path: string; shape?: string } {
   if (existsSync(o.model)) return { path: o.model }
   const shape = parseShape(o.model)
-  const path = join(tmpdir(), `layerswarm-bench-${shape.name}-${o.dtype}-s${o.seed}.gguf`)
+  const ctx = o.seqLen === undefined ? '' : `-ctx${o.seqLen}`
+  const path = join(tmpdir(), `layerswarm-bench-${shape.name}-${o.dtype}-s${o.seed}${ctx}.gguf`)
   if (!existsSync(path)) {
-    process.stderr.write(`bench swarm: writing ${path}\n`)
-    writeRandomModel(`${path}.part`, shape, { dtype: o.dtype, seed: o.seed })
+    process.stderr.write(`bench ${bench}: writing ${path}\n`)
+    writeRandomModel(`${path}.part`, shape, {
+      dtype: o.dtype,
+      seed: o.seed,
+      ...(o.seqLen === undefined ? {} : { seqLen: o.seqLen })
+    })
     renameSync(`${path}.part`, path) // only once complete, so an interrupted write is never reused
   }
   return { path, shape: shape.name }
@@ -43,4 +54,43 @@ export function promptText(model: ModelFile, n: number): string {
     if (count(next) === count(text) + 1) text = next
   }
   return text
+}
+
+/**
+ * A client of the local swarm for a speed benchmark: every node as bootstrap, the benchmark's
+ * kernels and edge blocks, long timeouts (a big span is slow on a loaded host), no canaries (the
+ * speed of the swarm path itself; bench canary measures canaries), failovers on stderr. Closing
+ * it closes its kernels too.
+ */
+export async function swarmBenchClient(
+  bench: string,
+  path: string,
+  nodes: readonly LocalNode[],
+  o: { readonly kernels: KernelKind; readonly threads: number; readonly edgeFirst: number; readonly edgeLast: number },
+  init: Pick<ClientInit, 'forwarding' | 'wireDtype' | 'speculate'> & { readonly onEvent?: (e: Record<string, unknown>) => void }
+): Promise<{ client: LayerswarmClient; close(): Promise<void> }> {
+  const kernels = selectKernels({ kind: o.kernels, threads: o.threads })
+  const { onEvent, ...rest } = init
+  const client = await createClient({
+    bootstrap: nodes.map((n) => n.addrs[0]),
+    model: path,
+    edgeFirst: o.edgeFirst,
+    edgeLast: o.edgeLast,
+    ...rest,
+    kernels,
+    routeTimeoutMs: 60_000,
+    stepTimeoutMs: 120_000,
+    canaries: false,
+    log: (e) => {
+      onEvent?.(e)
+      if (e.event === 'failover') process.stderr.write(`bench ${bench}: ${JSON.stringify(e)}\n`)
+    }
+  })
+  return {
+    client,
+    async close() {
+      await client.close()
+      kernels.close?.()
+    }
+  }
 }
