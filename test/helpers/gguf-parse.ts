@@ -1,4 +1,6 @@
-/** An independent GGUF parser (gguf.md), so the writer is not checked against the engine's reader. */
+import type { GgufValue } from '../../shards/model-file.js'
+
+/** An independent GGUF parser (gguf.md): tests read files with it, not with the engine's reader they check. */
 export function parseGguf(file: Uint8Array) {
   const dv = new DataView(file.buffer, file.byteOffset, file.byteLength)
   let p = 0
@@ -63,4 +65,17 @@ export function parseGguf(file: Uint8Array) {
   const alignment = (kv.get('general.alignment')?.value as number | undefined) ?? 32
   const dataStart = Math.ceil(p / alignment) * alignment
   return { magic, version, kv, tensors, alignment, headerEnd: p, dataStart }
+}
+
+/** The metadata of a GGUF file as the engine's reader gives it: bools as booleans, arrays as arrays. */
+export function ggufMetadata(file: Uint8Array): Map<string, GgufValue> {
+  const plain = (type: number, v: unknown): GgufValue => {
+    if (type === 7) return v !== 0
+    if (type === 9) {
+      const { itemType, items } = v as { itemType: number; items: unknown[] }
+      return items.map((x) => plain(itemType, x)) as GgufValue
+    }
+    return v as GgufValue
+  }
+  return new Map([...parseGguf(file).kv].map(([key, { type, value }]) => [key, plain(type, value)]))
 }
