@@ -1,5 +1,6 @@
 import type { AbortOptions } from '@libp2p/interface'
 import type { Host } from '../protocol/index.js'
+import { KvRestoreMismatchError } from './errors.js'
 import { HopSession, type HopTarget } from './hop.js'
 import { type SnapshotKeeper, spanKey, wrapFor } from './snapshots.js'
 import { freshSubRoutes, standbyCandidate } from './standby-peers.js'
@@ -98,7 +99,8 @@ export class StandbyKeeper {
         try {
           st.wrappedKey ??= wrapFor(st.hop, held.snapshotKey)
           const length = await this.init.snapshots.importInto(st.hop, held, first, history, st.wrappedKey, options)
-          if (length !== held.end) throw new Error(`standby ${st.hop.target.peerId} holds ${length} positions, not ${held.end}`)
+          if (length !== held.end)
+            throw new KvRestoreMismatchError(`standby ${st.hop.target.peerId} holds ${length} positions, not ${held.end}`)
           st.fed = held.sealed.length
           st.end = held.end
           let bytes = 0
