@@ -18,11 +18,11 @@ import { readFileSync } from 'node:fs'
 import { loadavg } from 'node:os'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { parseArgs } from 'node:util'
 import { type LocalNode, startLocalNode } from '../node/local-swarm.js'
 import { packageRoot } from '../node/paths.js'
 import { openModelFile } from '../shards/index.js'
-import { evenSpans } from './swarm.js'
+import { benchArgs, TENSOR_DTYPES } from './options.js'
+import { evenSpans } from './swarm-setup.js'
 
 const MB = 2 ** 20
 /** The compiled CLI, also when this module runs from source (the opt-in e2e test). */
@@ -186,41 +186,29 @@ export async function runBigSwarm(o: BigSwarmOptions): Promise<Record<string, un
 }
 
 export async function main(argv: string[]): Promise<void> {
-  const { values } = parseArgs({
-    args: argv,
-    options: {
-      model: { type: 'string' },
-      nodes: { type: 'string', default: '3' },
-      tokens: { type: 'string', default: '8' },
-      prompt: { type: 'string', default: 'Once upon a time' },
-      'kv-dtype': { type: 'string', default: 'f32' },
-      'canary-rate': { type: 'string' },
-      'edge-first': { type: 'string', default: '1' },
-      'edge-last': { type: 'string', default: '1' },
-      'node-threads': { type: 'string' },
-      'timeout-minutes': { type: 'string', default: '60' }
-    }
+  const a = benchArgs(argv, {
+    model: undefined,
+    nodes: '3',
+    tokens: '8',
+    prompt: 'Once upon a time',
+    'kv-dtype': 'f32',
+    'canary-rate': undefined,
+    'edge-first': '1',
+    'edge-last': '1',
+    'node-threads': undefined,
+    'timeout-minutes': '60'
   })
-  const num = (name: string, v: string, min: number, int = true): number => {
-    const n = Number(v)
-    if (!(n >= min) || (int && !Number.isInteger(n)))
-      throw new Error(`bench big-swarm: --${name} must be ${int ? 'an integer ' : ''}>= ${min}`)
-    return n
-  }
-  if (!values.model) throw new Error('bench big-swarm: --model FILE is required (e.g. make-model --shape 8b --dtype q4_k_m)')
-  const kv = values['kv-dtype']
-  if (kv !== 'f32' && kv !== 'f16' && kv !== 'q8_0') throw new Error('bench big-swarm: --kv-dtype f32|f16|q8_0')
   const result = await runBigSwarm({
-    model: values.model,
-    nodes: num('nodes', values.nodes, 1),
-    tokens: num('tokens', values.tokens, 1),
-    prompt: values.prompt,
-    kvDType: kv,
-    canaryRate: values['canary-rate'] === undefined ? undefined : num('canary-rate', values['canary-rate'], 0, false),
-    edgeFirst: num('edge-first', values['edge-first'], 0),
-    edgeLast: num('edge-last', values['edge-last'], 0),
-    nodeThreads: values['node-threads'] === undefined ? undefined : num('node-threads', values['node-threads'], 1),
-    timeoutMs: num('timeout-minutes', values['timeout-minutes'], 1, false) * 60_000
+    model: a.required('model', 'FILE (e.g. make-model --shape 8b --dtype q4_k_m)'),
+    nodes: a.int('nodes', 1),
+    tokens: a.int('tokens', 1),
+    prompt: a.required('prompt', 'text'),
+    kvDType: a.oneOf('kv-dtype', TENSOR_DTYPES),
+    canaryRate: a.optional('canary-rate', 0, false),
+    edgeFirst: a.int('edge-first', 0),
+    edgeLast: a.int('edge-last', 0),
+    nodeThreads: a.optional('node-threads', 1),
+    timeoutMs: a.number('timeout-minutes', 1, false) * 60_000
   })
   console.log(JSON.stringify(result, null, 2))
 }

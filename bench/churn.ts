@@ -11,7 +11,6 @@
  * the first generation and at the end, the median slowdown per failover: a generation's time over
  * the median clean one, per failover); exits 1 unless ok.
  */
-import { parseArgs } from 'node:util'
 import { createClient } from '../client/index.js'
 import { type LocalNode, startLocalNode } from '../node/local-swarm.js'
 import { type NodeHoldings, readNodeHoldings } from '../node/metrics-scrape.js'
@@ -25,6 +24,7 @@ import {
   generateTokens,
   openModelFile
 } from '../shards/index.js'
+import { benchArgs } from './options.js'
 
 const SPANS = ['1:4', '1:4', '1:2', '2:4', '2:4']
 const IDLE_TIMEOUT_MS = 4_000
@@ -65,21 +65,12 @@ const RSS_GROWTH_BOUND_MIB = 64
 const alive = (n: LocalNode): boolean => n.process.exitCode === null && n.process.signalCode === null
 
 export async function main(argv: string[]): Promise<void> {
-  const { values } = parseArgs({
-    args: argv,
-    options: {
-      generations: { type: 'string', default: '100' },
-      tokens: { type: 'string', default: '24' },
-      seed: { type: 'string', default: '1' },
-      'churn-rate': { type: 'string', default: '0.5' },
-      model: { type: 'string' }
-    }
-  })
-  const generations = Number(values.generations)
-  const maxTokens = Number(values.tokens)
-  const churnRate = Number(values['churn-rate'])
-  const modelPath = values.model ?? defaultModelPath()
-  let rng = Number(values.seed) >>> 0 || 1
+  const a = benchArgs(argv, { generations: '100', tokens: '24', seed: '1', 'churn-rate': '0.5', model: undefined })
+  const generations = a.int('generations', 1)
+  const maxTokens = a.int('tokens', 1)
+  const churnRate = a.number('churn-rate', 0, false)
+  const modelPath = a.string('model') ?? defaultModelPath()
+  let rng = a.int('seed', 0) >>> 0 || 1
   const random = (): number => {
     rng ^= rng << 13
     rng ^= rng >>> 17
@@ -189,7 +180,7 @@ export async function main(argv: string[]): Promise<void> {
       JSON.stringify(
         {
           bench: 'churn',
-          command: `npm run bench -- churn --generations ${generations} --tokens ${maxTokens} --seed ${values.seed}`,
+          command: `npm run bench -- churn --generations ${generations} --tokens ${maxTokens} --seed ${a.string('seed')}`,
           ok,
           nodes: SPANS,
           generations,

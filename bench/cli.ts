@@ -42,7 +42,7 @@ const BENCHES: Record<string, () => Promise<BenchMain>> = {
   'swarm-canary': async () => (await import('./swarm-canary.js')).main,
   'verified-stream': async () => (await import('./verified-stream.js')).main,
   wan: async () => (await import('./wan.js')).main,
-  wire: async () => (await import('./wire.js')).main
+  wire: async () => (await import('./wire-compression.js')).main
 }
 
 const [name, ...rest] = process.argv.slice(2)

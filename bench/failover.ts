@@ -12,44 +12,28 @@
  * delta) and the step itself. A fresh peer replaces the killed one before the next measurement. A SHAPE (110m, ...) writes a random-weight GGUF with a context of
  * max(prefixes) + 16 to /tmp once. Prints one JSON object. Seal/open MB/s: `npm run bench -- seal`.
  */
-import { existsSync, renameSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
-import { parseArgs } from 'node:util'
 import { RemotePipeline } from '../client/remote-pipeline.js'
 import { SwarmView } from '../client/swarm-view.js'
 import { type LocalNode, startLocalNode } from '../node/local-swarm.js'
 import { defaultModelPath } from '../node/paths.js'
 import { createHost } from '../protocol/index.js'
-import { computeModelId, openModelFile, parseShape, writeRandomModel } from '../shards/index.js'
-
-function resolveModel(model: string, dtype: 'f32' | 'f16' | 'q8_0', seed: number, seqLen: number): string {
-  if (existsSync(model)) return model
-  const shape = parseShape(model)
-  const path = join(tmpdir(), `layerswarm-failover-${shape.name}-${dtype}-s${seed}-ctx${seqLen}.gguf`)
-  if (!existsSync(path)) {
-    process.stderr.write(`bench failover: writing ${path}\n`)
-    writeRandomModel(`${path}.part`, shape, { dtype, seed, seqLen })
-    renameSync(`${path}.part`, path)
-  }
-  return path
-}
+import { computeModelId, openModelFile } from '../shards/index.js'
+import { benchArgs, KERNEL_KINDS, TENSOR_DTYPES } from './options.js'
+import { resolveModel } from './swarm-setup.js'
 
 export async function main(argv: string[]): Promise<void> {
-  const { values } = parseArgs({
-    args: argv,
-    options: {
-      model: { type: 'string' },
-      prefixes: { type: 'string', default: '64,256,1024' },
-      kernels: { type: 'string', default: 'auto' },
-      dtype: { type: 'string', default: 'f32' },
-      seed: { type: 'string', default: '1' }
-    }
-  })
-  const prefixes = values.prefixes.split(',').map(Number)
-  if (prefixes.some((p) => !Number.isInteger(p) || p < 1)) throw new Error('--prefixes: positive integers')
-  const dtype = values.dtype as 'f32' | 'f16' | 'q8_0'
-  const path = resolveModel(values.model ?? defaultModelPath(), dtype, Number(values.seed), Math.max(...prefixes) + 16)
+  const a = benchArgs(argv, { model: undefined, prefixes: '64,256,1024', kernels: 'auto', dtype: 'f32', seed: '1' })
+  const prefixes = a.intList('prefixes', 1)
+  const kernels = a.oneOf('kernels', KERNEL_KINDS)
+  const { path } = resolveModel(
+    {
+      model: a.string('model') ?? defaultModelPath(),
+      dtype: a.oneOf('dtype', TENSOR_DTYPES),
+      seed: a.int('seed', 0),
+      seqLen: Math.max(...prefixes) + 16
+    },
+    'failover'
+  )
   const model = openModelFile(path)
   const { nLayers, dim, seqLen } = model.config
   const modelId = computeModelId(model)
@@ -57,7 +41,7 @@ export async function main(argv: string[]): Promise<void> {
   const usable = prefixes.filter((p) => p + 2 <= seqLen)
   const skipped = prefixes.filter((p) => p + 2 > seqLen)
   const [from, to] = [1, nLayers - 1]
-  const nodeArgs = ['--kernels', values.kernels, '--announce-interval', '300']
+  const nodeArgs = ['--kernels', kernels, '--announce-interval', '300']
   const start = (bootstrap?: string[]) =>
     startLocalNode({ model: path, layers: `${from}:${to}`, bootstrap, args: nodeArgs, startTimeoutMs: 600_000 })
   const nodes: LocalNode[] = [await start()]

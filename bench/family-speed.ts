@@ -7,8 +7,8 @@
  * are B/A per round (CPU time; above 1 is slower than A), then their median. Prints one JSON object.
  */
 import { loadavg } from 'node:os'
-import { parseArgs } from 'node:util'
 import { createEdge, createLocalPipeline, createShard, openModelFile, selectKernelsFor } from '../shards/index.js'
+import { benchArgs } from './options.js'
 
 function argmax(a: Float32Array): number {
   let best = 0
@@ -23,22 +23,19 @@ const median = (xs: number[]): number => {
 const r3 = (x: number) => Math.round(x * 1000) / 1000
 
 export async function main(argv: string[]): Promise<void> {
-  const { values } = parseArgs({
-    args: argv,
-    options: {
-      models: { type: 'string' },
-      'prompt-tokens': { type: 'string', default: '16' },
-      'gen-tokens': { type: 'string', default: '48' },
-      rounds: { type: 'string', default: '5' },
-      threads: { type: 'string', default: '1' }
-    }
+  const opts = benchArgs(argv, {
+    models: undefined,
+    'prompt-tokens': '16',
+    'gen-tokens': '48',
+    rounds: '5',
+    threads: '1'
   })
-  const paths = values.models?.split(',') ?? []
-  if (paths.length < 2) throw new Error('--models needs at least two files, the first is the baseline')
-  const promptTokens = Number(values['prompt-tokens'])
-  const genTokens = Number(values['gen-tokens'])
-  const rounds = Number(values.rounds)
-  const threads = Number(values.threads)
+  const paths = opts.string('models')?.split(',') ?? []
+  if (paths.length < 2) opts.fail('--models needs at least two files, the first is the baseline')
+  const promptTokens = opts.int('prompt-tokens', 1)
+  const genTokens = opts.int('gen-tokens', 1)
+  const rounds = opts.int('rounds', 1)
+  const threads = opts.int('threads', 1)
   const loaded = paths.map((path) => {
     const model = openModelFile(path)
     const kernels = selectKernelsFor(model.config, { threads })

@@ -23,7 +23,6 @@
 import { spawn } from 'node:child_process'
 import { once } from 'node:events'
 import { fileURLToPath } from 'node:url'
-import { parseArgs } from 'node:util'
 import { multiaddr } from '@multiformats/multiaddr'
 import { HopSession, type HopTarget } from '../client/index.js'
 import { type LocalNode, startLocalNode } from '../node/local-swarm.js'
@@ -37,6 +36,7 @@ import {
 } from '../protocol/index.js'
 import { openModelFile } from '../shards/index.js'
 import { ECHO_PROTOCOL, SESSION_ECHO_PROTOCOL } from './hop-protocols.js'
+import { benchArgs, KERNEL_KINDS, TENSOR_DTYPES } from './options.js'
 import { rawTcpRoundTrip } from './swarm-floor.js'
 import { median, round } from './swarm-stats.js'
 
@@ -62,33 +62,29 @@ async function timed(rounds: number, gapMs: number, once: (i: number) => Promise
 }
 
 export async function main(argv: string[]): Promise<void> {
-  const { values } = parseArgs({
-    args: argv,
-    options: {
-      model: { type: 'string', default: DEFAULT_MODEL },
-      rounds: { type: 'string', default: '200' },
-      warmup: { type: 'string', default: '2000' },
-      'gap-ms': { type: 'string', default: '0' },
-      'thrash-mb': { type: 'string', default: '0' },
-      wire: { type: 'string', default: 'f32' },
-      'node-kernels': { type: 'string', default: 'reference' }
-    }
+  const opts = benchArgs(argv, {
+    model: DEFAULT_MODEL,
+    rounds: '200',
+    warmup: '2000',
+    'gap-ms': '0',
+    'thrash-mb': '0',
+    wire: 'f32',
+    'node-kernels': 'reference'
   })
-  const rounds = Number(values.rounds)
-  const warmup = Number(values.warmup)
-  if (!Number.isInteger(warmup) || warmup < 0) throw new Error('--warmup must be an integer >= 0')
-  const gapMs = Number(values['gap-ms'])
+  const rounds = opts.int('rounds', 1)
+  const warmup = opts.int('warmup', 0)
+  const gapMs = opts.number('gap-ms', 0, false)
   // Stream this many MB through the caches before each timed round trip, here and (after each
   // answer) in the echo peer: a hop's kernels stream its weights between two of its steps, so in
   // a swarm every message meets caches the kernels have just emptied.
-  const thrashMb = Number(values['thrash-mb'])
-  if (!(thrashMb >= 0)) throw new Error('--thrash-mb must be a number >= 0')
+  const thrashMb = opts.number('thrash-mb', 0, false)
   if (thrashMb > 0) {
     thrashBuffer = Buffer.alloc(Math.round(thrashMb * 2 ** 20))
     process.env.LAYERSWARM_HOP_THRASH_MB = String(thrashMb)
   }
-  const wire = values.wire as DType
-  const model = openModelFile(values.model!)
+  const wire: DType = opts.oneOf('wire', TENSOR_DTYPES)
+  const modelPath = opts.required('model', 'FILE')
+  const model = openModelFile(modelPath)
   const { dim, seqLen } = model.config
   if (rounds + 10 > seqLen) throw new Error(`--rounds must be below ${seqLen - 10} (the model's context)`)
   const row = new Float32Array(dim).map((_, i) => Math.sin(i) * 0.1)
@@ -127,8 +123,17 @@ export async function main(argv: string[]): Promise<void> {
       warmup
     )
 
-    const args = ['--kernels', values['node-kernels']!, '--threads', '1', '--announce-interval', '60000', '--max-sessions', '4']
-    for (let i = 0; i < 3; i++) nodes.push(await startLocalNode({ model: values.model, layers: `${i}:${i + 1}`, args }))
+    const args = [
+      '--kernels',
+      opts.oneOf('node-kernels', KERNEL_KINDS),
+      '--threads',
+      '1',
+      '--announce-interval',
+      '60000',
+      '--max-sessions',
+      '4'
+    ]
+    for (let i = 0; i < 3; i++) nodes.push(await startLocalNode({ model: modelPath, layers: `${i}:${i + 1}`, args }))
     const targets: HopTarget[] = nodes.map((n) => ({
       peerId: n.peerId,
       addrs: n.addrs,
@@ -200,7 +205,7 @@ export async function main(argv: string[]): Promise<void> {
     const compute = m(computeMs)
     const result = {
       bench: 'hop',
-      model: values.model,
+      model: modelPath,
       dim,
       wire,
       bytes,

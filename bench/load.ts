@@ -20,34 +20,22 @@
  * not (`nodeBatches` says how many sessions the nodes' batches held).
  */
 import { availableParallelism } from 'node:os'
-import { parseArgs } from 'node:util'
 import { type Forwarding, parseSpeculate, type SpeculateMode } from '../client/index.js'
 import { type LocalNode, startLocalNode } from '../node/local-swarm.js'
 import { type Kernels, openModelFile, selectKernels } from '../shards/index.js'
 import { type ClientRun, type LoadClients, processClients, sharedClients } from './load-clients.js'
 import { spanBatchBench } from './load-span.js'
-import { evenSpans, promptText, resolveModel } from './swarm.js'
+import { benchArgs, FORWARDINGS, SWARM_DEFAULTS, type SwarmBenchBase, swarmBenchBase } from './options.js'
+import { evenSpans, promptText, resolveModel } from './swarm-setup.js'
 import { decodeRate } from './swarm-single.js'
 import { round } from './swarm-stats.js'
 
-export interface LoadBenchOptions {
-  readonly model: string
-  readonly peers: number
+export interface LoadBenchOptions extends SwarmBenchBase {
   readonly clients: number
-  readonly genTokens: number
-  readonly promptTokens: number
   readonly forwarding: Forwarding
-  readonly kernels: 'auto' | 'reference' | 'wasm' | 'native'
-  readonly threads: number
   readonly nodeThreads: number
-  readonly dtype: 'f32' | 'f16' | 'q8_0'
-  readonly seed: number
   readonly maxQueuedSteps?: number
   readonly batchWaitMs?: number
-  readonly warmupTokens: number
-  /** Blocks the clients run themselves before and after the swarm's (default 1 and 1). */
-  readonly edgeFirst: number
-  readonly edgeLast: number
   /** Each client in its own process (default), or all in this one. */
   readonly clientMode: 'process' | 'shared'
   /** Speculative steps of every client (default off: one token per step, so time per token is a step's). */
@@ -178,60 +166,28 @@ export async function runLoadBench(o: LoadBenchOptions): Promise<Record<string, 
 }
 
 export async function main(argv: string[]): Promise<void> {
-  const { values } = parseArgs({
-    args: argv,
-    options: {
-      model: { type: 'string' },
-      peers: { type: 'string', default: '3' },
-      clients: { type: 'string', default: '16' },
-      'gen-tokens': { type: 'string', default: '32' },
-      'prompt-tokens': { type: 'string', default: '8' },
-      forwarding: { type: 'string', default: 'chain' },
-      kernels: { type: 'string', default: 'auto' },
-      threads: { type: 'string', default: '1' },
-      'node-threads': { type: 'string', default: '1' },
-      dtype: { type: 'string', default: 'q8_0' },
-      seed: { type: 'string', default: '1' },
-      'max-queued-steps': { type: 'string' },
-      'batch-wait-ms': { type: 'string' },
-      'warmup-tokens': { type: 'string', default: '16' },
-      'edge-first': { type: 'string', default: '1' },
-      'edge-last': { type: 'string', default: '1' },
-      'client-mode': { type: 'string', default: 'process' },
-      speculate: { type: 'string', default: 'off' }
-    }
+  const a = benchArgs(argv, {
+    ...SWARM_DEFAULTS,
+    clients: '16',
+    'gen-tokens': '32',
+    'prompt-tokens': '8',
+    forwarding: 'chain',
+    threads: '1',
+    'node-threads': '1',
+    'max-queued-steps': undefined,
+    'batch-wait-ms': undefined,
+    'client-mode': 'process',
+    speculate: 'off'
   })
-  const int = (name: string, v: string | undefined, min: number): number => {
-    const n = Number(v)
-    if (!Number.isInteger(n) || n < min) throw new Error(`bench load: --${name} must be an integer >= ${min}`)
-    return n
-  }
-  const oneOf = <T extends string>(name: string, v: string, allowed: readonly T[]): T => {
-    if (!allowed.includes(v as T)) throw new Error(`bench load: --${name} ${allowed.join('|')}`)
-    return v as T
-  }
-  if (!values.model) throw new Error('bench load: --model FILE or a shape (110m, ...) is required')
-  const opt = (name: 'max-queued-steps' | 'batch-wait-ms', min: number) =>
-    values[name] === undefined ? undefined : int(name, values[name], min)
   const result = await runLoadBench({
-    model: values.model,
-    peers: int('peers', values.peers, 1),
-    clients: int('clients', values.clients, 1),
-    genTokens: int('gen-tokens', values['gen-tokens'], 2),
-    promptTokens: int('prompt-tokens', values['prompt-tokens'], 1),
-    forwarding: oneOf('forwarding', values.forwarding, ['relay', 'chain'] as const),
-    kernels: oneOf('kernels', values.kernels, ['auto', 'reference', 'wasm', 'native'] as const),
-    threads: int('threads', values.threads, 1),
-    nodeThreads: int('node-threads', values['node-threads'], 1),
-    dtype: oneOf('dtype', values.dtype, ['f32', 'f16', 'q8_0'] as const),
-    seed: int('seed', values.seed, 0),
-    maxQueuedSteps: opt('max-queued-steps', 1),
-    batchWaitMs: opt('batch-wait-ms', 0),
-    warmupTokens: int('warmup-tokens', values['warmup-tokens'], 1),
-    edgeFirst: int('edge-first', values['edge-first'], 0),
-    edgeLast: int('edge-last', values['edge-last'], 0),
-    clientMode: oneOf('client-mode', values['client-mode'], ['process', 'shared'] as const),
-    speculate: parseSpeculate(values.speculate)
+    ...swarmBenchBase(a, 1),
+    clients: a.int('clients', 1),
+    forwarding: a.oneOf('forwarding', FORWARDINGS),
+    nodeThreads: a.int('node-threads', 1),
+    maxQueuedSteps: a.optional('max-queued-steps', 1),
+    batchWaitMs: a.optional('batch-wait-ms', 0),
+    clientMode: a.oneOf('client-mode', ['process', 'shared'] as const),
+    speculate: parseSpeculate(a.required('speculate', 'off|ngram|...'))
   })
   console.log(JSON.stringify(result, null, 2))
 }

@@ -12,9 +12,9 @@ import { execFileSync } from 'node:child_process'
 import { readFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { parseArgs } from 'node:util'
 import { startLocalNode } from '../node/local-swarm.js'
 import { openModelFile } from '../shards/index.js'
+import { benchArgs, TENSOR_DTYPES } from './options.js'
 
 const MB = 2 ** 20
 
@@ -26,28 +26,25 @@ function residentBytes(pid: number): { peak: number; now: number } {
 }
 
 export async function main(argv: string[]): Promise<void> {
-  const { values } = parseArgs({
-    args: argv,
-    options: {
-      model: { type: 'string' },
-      layers: { type: 'string' },
-      tokens: { type: 'string', default: '8' },
-      'kv-dtype': { type: 'string', default: 'f32' },
-      // the client's canaries (default rate unless told; 0: none, the client then runs no whole-model canary traces)
-      'canary-rate': { type: 'string' }
-    }
+  const opts = benchArgs(argv, {
+    model: undefined,
+    layers: undefined,
+    tokens: '8',
+    'kv-dtype': 'f32',
+    // the client's canaries (default rate unless told; 0: none, the client then runs no whole-model canary traces)
+    'canary-rate': undefined
   })
-  const kv = values['kv-dtype']
-  if (kv !== 'f32' && kv !== 'f16' && kv !== 'q8_0') throw new Error('bench node-memory: --kv-dtype f32|f16|q8_0')
-  if (!values.model)
-    throw new Error('bench node-memory: --model FILE is required (an 8b-shaped Q4_K_M GGUF, see docs/performance.md)')
-  const model = openModelFile(values.model)
+  const kv = opts.oneOf('kv-dtype', TENSOR_DTYPES)
+  const modelPath = opts.required('model', 'FILE (an 8b-shaped Q4_K_M GGUF, see docs/performance.md)')
+  const tokens = String(opts.int('tokens', 1))
+  const canaryRate = opts.string('canary-rate')
+  const model = openModelFile(modelPath)
   const n = model.config.nLayers
   const dtype = model.weightDType
   model.close()
-  const layers = values.layers ?? `0:${n}`
+  const layers = opts.string('layers') ?? `0:${n}`
   const node = await startLocalNode({
-    model: values.model,
+    model: modelPath,
     layers,
     args: ['--log-level', 'info', '--kv-dtype', kv],
     startTimeoutMs: 600_000
@@ -62,9 +59,9 @@ export async function main(argv: string[]): Promise<void> {
     // node alone: a span smaller than the model used to leave blocks nobody served (NO_ROUTE).
     const [a, b] = layers.split(':').map(Number)
     const edge = ['--edge-first', String(a), '--edge-last', String(n - b)]
-    const args = [cli, 'generate', '--model', values.model, '--bootstrap', node.addrs[0], ...edge]
-    args.push('--prompt', 'Once upon a time', '--max-tokens', values.tokens, '--temperature', '0', '--json')
-    if (values['canary-rate'] !== undefined) args.push('--canary-rate', values['canary-rate'])
+    const args = [cli, 'generate', '--model', modelPath, '--bootstrap', node.addrs[0], ...edge]
+    args.push('--prompt', 'Once upon a time', '--max-tokens', tokens, '--temperature', '0', '--json')
+    if (canaryRate !== undefined) args.push('--canary-rate', canaryRate)
     const t0 = performance.now()
     let generated: { tokens: number[]; stats?: Record<string, number> } = { tokens: [] }
     // The node's span announcement reaches a new client within a few seconds: retry until then.
@@ -87,11 +84,11 @@ export async function main(argv: string[]): Promise<void> {
       JSON.stringify(
         {
           bench: 'node-memory',
-          model: values.model,
+          model: modelPath,
           dtype,
           layers,
           kvDType: kv,
-          canaryRate: values['canary-rate'] ?? 'default',
+          canaryRate: canaryRate ?? 'default',
           // the whole generation finished: every token the client asked for came back
           tokensGenerated: generated.tokens.length,
           clientStats: generated.stats,

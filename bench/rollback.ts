@@ -18,17 +18,16 @@
 import { spawnSync } from 'node:child_process'
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { parseArgs } from 'node:util'
 import { createClient, type Forwarding } from '../client/index.js'
 import { runApi } from '../node/commands/api.js'
 import { type LocalNode, startLocalNode } from '../node/local-swarm.js'
 import { createLogger } from '../node/log.js'
 import { defaultModelPath, packageRoot } from '../node/paths.js'
 import { createReferenceKernels, createTokenizer, openModelFile } from '../shards/index.js'
+import { benchArgs, FORWARDINGS } from './options.js'
 import { type GatewayReport, readSse } from './rollback-sse.js'
 
 const INTERFACES = ['cli', 'sdk', 'gateway', 'gateway-stream'] as const
-type Interface = (typeof INTERFACES)[number]
 const FAST = ['--kernels', 'reference', '--announce-interval', '300']
 
 /** What one fresh client returned: its text, and what its report says (when it has one). */
@@ -133,23 +132,12 @@ async function viaGateway(s: Swarm, stream: boolean): Promise<Outcome> {
 }
 
 export async function main(argv: string[]): Promise<void> {
-  const { values } = parseArgs({
-    args: argv,
-    options: {
-      clients: { type: 'string', default: '20' },
-      forwarding: { type: 'string', default: 'relay' },
-      interface: { type: 'string', default: 'sdk' },
-      tokens: { type: 'string', default: '64' }
-    }
-  })
-  const clients = Number(values.clients)
-  const tokens = Number(values.tokens)
-  const forwarding = values.forwarding as Forwarding
-  const via = values.interface as Interface
-  if (!Number.isInteger(clients) || clients < 1) throw new Error('bench rollback: --clients must be an integer >= 1')
-  if (!Number.isInteger(tokens) || tokens < 1 || tokens > 200) throw new Error('bench rollback: --tokens in [1, 200]')
-  if (forwarding !== 'relay' && forwarding !== 'chain') throw new Error('bench rollback: --forwarding relay|chain')
-  if (!INTERFACES.includes(via)) throw new Error(`bench rollback: --interface ${INTERFACES.join('|')}`)
+  const a = benchArgs(argv, { clients: '20', forwarding: 'relay', interface: 'sdk', tokens: '64' })
+  const clients = a.int('clients', 1)
+  const tokens = a.int('tokens', 1)
+  if (tokens > 200) a.fail('--tokens in [1, 200]')
+  const forwarding = a.oneOf('forwarding', FORWARDINGS)
+  const via = a.oneOf('interface', INTERFACES)
   const model = defaultModelPath()
   const ref = JSON.parse(
     readFileSync(join(packageRoot(), 'test', 'vectors', 'stories260K_greedy_once_upon_a_time.json'), 'utf8')

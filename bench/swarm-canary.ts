@@ -16,13 +16,13 @@
  * issue's target is under 5 % of decode throughput at the default rate. Prints one JSON object.
  */
 import { mkdtempSync, rmSync } from 'node:fs'
-import { availableParallelism, tmpdir } from 'node:os'
+import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { parseArgs } from 'node:util'
 import { type LayerswarmClient as Client, createClient, type Forwarding } from '../client/index.js'
 import { type LocalNode, startLocalNode } from '../node/local-swarm.js'
 import { openModelFile, selectKernelsFor } from '../shards/index.js'
-import { evenSpans, promptText, resolveModel } from './swarm.js'
+import { benchArgs, FORWARDINGS } from './options.js'
+import { evenSpans, promptText, resolveModel } from './swarm-setup.js'
 import { decodeRate } from './swarm-single.js'
 import { median, round } from './swarm-stats.js'
 
@@ -154,32 +154,21 @@ export async function runSwarmCanaryBench(o: Options): Promise<Record<string, un
 }
 
 export async function main(argv: string[]): Promise<void> {
-  const { values } = parseArgs({
-    args: argv,
-    options: {
-      model: { type: 'string' },
-      peers: { type: 'string', default: '3' },
-      forwarding: { type: 'string', default: 'chain' },
-      'gen-tokens': { type: 'string', default: '256' },
-      rounds: { type: 'string', default: '5' },
-      threads: { type: 'string' }
-    }
+  const a = benchArgs(argv, {
+    model: undefined,
+    peers: '3',
+    forwarding: 'chain',
+    'gen-tokens': '256',
+    rounds: '5',
+    threads: undefined
   })
-  const int = (name: string, v: string | undefined, min: number): number => {
-    const n = Number(v)
-    if (!Number.isInteger(n) || n < min) throw new Error(`bench swarm-canary: --${name} must be an integer >= ${min}`)
-    return n
-  }
-  if (!values.model) throw new Error('bench swarm-canary: --model FILE or a shape (110m, 1.1b, ...) is required')
-  if (values.forwarding !== 'chain' && values.forwarding !== 'relay')
-    throw new Error('bench swarm-canary: --forwarding chain|relay')
   const result = await runSwarmCanaryBench({
-    model: values.model,
-    peers: int('peers', values.peers, 1),
-    forwarding: values.forwarding,
-    genTokens: int('gen-tokens', values['gen-tokens'], 2),
-    rounds: int('rounds', values.rounds, 1),
-    threads: values.threads === undefined ? availableParallelism() : int('threads', values.threads, 1)
+    model: a.required('model', 'FILE or a shape (110m, 1.1b, ...)'),
+    peers: a.int('peers', 1),
+    forwarding: a.oneOf('forwarding', FORWARDINGS),
+    genTokens: a.int('gen-tokens', 2),
+    rounds: a.int('rounds', 1),
+    threads: a.threads()
   })
   console.log(JSON.stringify(result, null, 2))
 }

@@ -17,43 +17,22 @@
  * measures each mode N times, each right after a single-process run (the model stays loaded
  * here), and reports medians: the ratio is the median of those adjacent pairs.
  */
-import { existsSync, renameSync } from 'node:fs'
-import { availableParallelism, tmpdir } from 'node:os'
-import { join } from 'node:path'
-import { parseArgs } from 'node:util'
-import { createClient, type Forwarding } from '../client/index.js'
+import type { Forwarding } from '../client/index.js'
 import { createBusyPoller } from '../node/busy-poll.js'
 import { type LocalNode, startLocalNode } from '../node/local-swarm.js'
 import { type DType, encodeTensor } from '../protocol/index.js'
-import {
-  createTokenizer,
-  type KernelKind,
-  type ModelFile,
-  openModelFile,
-  parseShape,
-  selectKernels,
-  writeRandomModel
-} from '../shards/index.js'
+import { openModelFile } from '../shards/index.js'
+import { benchArgs, FORWARDINGS, SWARM_DEFAULTS, type SwarmBenchBase, swarmBenchBase, TENSOR_DTYPES } from './options.js'
 import { rawTcpRoundTrip } from './swarm-floor.js'
+import { evenSpans, promptText, resolveModel, swarmBenchClient } from './swarm-setup.js'
 import { decodeRate, openSingleProcess, type SingleRun } from './swarm-single.js'
 import { headline, hopLatency, knownShape, median, round, type StepEvent, wireBytesPerToken } from './swarm-stats.js'
 
-export interface SwarmBenchOptions {
-  readonly model: string
-  readonly peers: number
+export interface SwarmBenchOptions extends Omit<SwarmBenchBase, 'warmupTokens'> {
   readonly forwarding: Forwarding[]
-  readonly genTokens: number
-  readonly promptTokens: number
-  readonly kernels: KernelKind
-  readonly threads: number
   /** Kernel threads of each node process (default: `threads`, as a peer on its own machine runs). */
   readonly nodeThreads?: number
-  readonly edgeFirst: number
-  readonly edgeLast: number
   readonly wireDtype: DType
-  /** Weight dtype and seed of a generated model (when `model` is a shape). */
-  readonly dtype: 'f32' | 'f16' | 'q8_0'
-  readonly seed: number
   /** Polling windows (ms) to compare, each a fresh set of nodes (default [0]: off). */
   readonly busyPollMs?: number[]
   /** Measurements per mode, each right after one of the single process (medians reported; default 1). */
@@ -64,40 +43,6 @@ export interface SwarmBenchOptions {
    * framing) runs optimized code (a cold loopback round trip is ~0.6 ms, a warm one ~0.17 ms).
    */
   readonly warmupTokens?: number
-}
-
-/** A model file path, writing a random-weight GGUF for a shape name once. */
-export function resolveModel(o: Pick<SwarmBenchOptions, 'model' | 'dtype' | 'seed'>): { path: string; shape?: string } {
-  if (existsSync(o.model)) return { path: o.model }
-  const shape = parseShape(o.model)
-  const path = join(tmpdir(), `layerswarm-bench-${shape.name}-${o.dtype}-s${o.seed}.gguf`)
-  if (!existsSync(path)) {
-    process.stderr.write(`bench swarm: writing ${path}\n`)
-    writeRandomModel(`${path}.part`, shape, { dtype: o.dtype, seed: o.seed })
-    renameSync(`${path}.part`, path) // only once complete, so an interrupted write is never reused
-  }
-  return { path, shape: shape.name }
-}
-
-/** [start, end) spans of `peers` nearly equal parts of blocks [from, to). */
-export function evenSpans(from: number, to: number, peers: number): Array<[number, number]> {
-  const n = to - from
-  if (peers < 1 || peers > n) throw new Error(`bench swarm: ${peers} peers cannot split ${n} remote blocks`)
-  return Array.from({ length: peers }, (_, i) => [from + Math.floor((i * n) / peers), from + Math.floor(((i + 1) * n) / peers)])
-}
-
-/** A prompt text that encodes to `n` tokens: pieces spread over the vocabulary, each kept if it adds exactly one. */
-export function promptText(model: ModelFile, n: number): string {
-  const tokenizer = createTokenizer(model.vocabulary!)
-  const v = model.config.vocabSize
-  const count = (text: string): number => tokenizer.encode(text).length
-  const base = count('')
-  let text = ''
-  for (let i = 0; count(text) - base < n && i < 100 * n; i++) {
-    const next = text + tokenizer.decode([3 + ((i * 7919) % (v - 3))])
-    if (count(next) === count(text) + 1) text = next
-  }
-  return text
 }
 
 async function throughSwarm(
@@ -113,22 +58,11 @@ async function throughSwarm(
   // the client waits on the network for most of a token too: it polls like the nodes do
   const poller = createBusyPoller(busyPollMs)
   let recording = false
-  const kernels = selectKernels({ kind: o.kernels, threads: o.threads })
-  const client = await createClient({
-    bootstrap: nodes.map((n) => n.addrs[0]),
-    model: path,
-    edgeFirst: o.edgeFirst,
-    edgeLast: o.edgeLast,
+  const { client, close } = await swarmBenchClient('swarm', path, nodes, o, {
     forwarding,
     wireDtype: o.wireDtype,
-    kernels,
-    routeTimeoutMs: 60_000,
-    stepTimeoutMs: 120_000,
-    // decode speed of the swarm path itself; the canary benchmark (bench/canary.ts) measures canaries
-    canaries: false,
-    log: (e) => {
+    onEvent: (e) => {
       if (recording && e.event === 'step') steps.push(e as unknown as StepEvent)
-      if (e.event === 'failover') process.stderr.write(`bench swarm: ${JSON.stringify(e)}\n`)
     }
   })
   try {
@@ -160,8 +94,7 @@ async function throughSwarm(
       wireBytesPerToken: wireBytesPerToken(dim, o.wireDtype, hops, forwarding === 'chain', nodes[0].peerId)
     }
   } finally {
-    await client.close()
-    kernels.close?.()
+    await close()
   }
 }
 
@@ -295,55 +228,23 @@ export async function runSwarmBench(o: SwarmBenchOptions): Promise<Record<string
 }
 
 export async function main(argv: string[]): Promise<void> {
-  const { values } = parseArgs({
-    args: argv,
-    options: {
-      model: { type: 'string' },
-      peers: { type: 'string', default: '3' },
-      forwarding: { type: 'string', default: 'both' },
-      'gen-tokens': { type: 'string', default: '64' },
-      'prompt-tokens': { type: 'string', default: '16' },
-      kernels: { type: 'string', default: 'auto' },
-      threads: { type: 'string' },
-      'node-threads': { type: 'string' },
-      'edge-first': { type: 'string', default: '1' },
-      'edge-last': { type: 'string', default: '1' },
-      'wire-dtype': { type: 'string', default: 'f32' },
-      dtype: { type: 'string', default: 'q8_0' },
-      seed: { type: 'string', default: '1' },
-      'busy-poll': { type: 'string', default: '0' },
-      repeats: { type: 'string', default: '1' },
-      'warmup-tokens': { type: 'string', default: '256' }
-    }
+  const a = benchArgs(argv, {
+    ...SWARM_DEFAULTS,
+    forwarding: 'both',
+    'node-threads': undefined,
+    'wire-dtype': 'f32',
+    'busy-poll': '0',
+    repeats: '1',
+    'warmup-tokens': '256'
   })
-  const int = (name: string, v: string | undefined, min: number): number => {
-    const n = Number(v)
-    if (!Number.isInteger(n) || n < min) throw new Error(`bench swarm: --${name} must be an integer >= ${min}`)
-    return n
-  }
-  const oneOf = <T extends string>(name: string, v: string, allowed: readonly T[]): T => {
-    if (!allowed.includes(v as T)) throw new Error(`bench swarm: --${name} ${allowed.join('|')}`)
-    return v as T
-  }
-  if (!values.model) throw new Error('bench swarm: --model FILE or a shape (110m, 1.1b, ...) is required')
-  const forwarding = oneOf('forwarding', values.forwarding, ['relay', 'chain', 'both'] as const)
+  const forwarding = a.oneOf('forwarding', [...FORWARDINGS, 'both'] as const)
   const result = await runSwarmBench({
-    model: values.model,
-    peers: int('peers', values.peers, 1),
+    ...swarmBenchBase(a),
     forwarding: forwarding === 'both' ? ['relay', 'chain'] : [forwarding],
-    genTokens: int('gen-tokens', values['gen-tokens'], 2),
-    promptTokens: int('prompt-tokens', values['prompt-tokens'], 1),
-    kernels: oneOf('kernels', values.kernels, ['auto', 'reference', 'wasm', 'native'] as const),
-    threads: values.threads === undefined ? availableParallelism() : int('threads', values.threads, 1),
-    nodeThreads: values['node-threads'] === undefined ? undefined : int('node-threads', values['node-threads'], 1),
-    edgeFirst: int('edge-first', values['edge-first'], 0),
-    edgeLast: int('edge-last', values['edge-last'], 0),
-    wireDtype: oneOf('wire-dtype', values['wire-dtype'], ['f32', 'f16', 'q8_0'] as const),
-    dtype: oneOf('dtype', values.dtype, ['f32', 'f16', 'q8_0'] as const),
-    seed: int('seed', values.seed, 0),
-    busyPollMs: values['busy-poll'].split(',').map((v) => int('busy-poll', v, 0)),
-    repeats: int('repeats', values.repeats, 1),
-    warmupTokens: int('warmup-tokens', values['warmup-tokens'], 0)
+    nodeThreads: a.optional('node-threads', 1),
+    wireDtype: a.oneOf('wire-dtype', TENSOR_DTYPES),
+    busyPollMs: a.intList('busy-poll', 0),
+    repeats: a.int('repeats', 1)
   })
   console.log(JSON.stringify(result, null, 2))
 }

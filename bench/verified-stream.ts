@@ -1,7 +1,7 @@
-import { parseArgs } from 'node:util'
 import { createClient, type LayerswarmClient } from '../client/index.js'
 import { startLocalNode } from '../node/local-swarm.js'
 import { defaultModelPath } from '../node/paths.js'
+import { benchArgs } from './options.js'
 
 /**
  * `npm run bench -- verified-stream [--tokens N] [--rounds R] [--in-flight K]`: what verifiedStream costs. On a
@@ -46,21 +46,11 @@ async function holdOf(client: LayerswarmClient, tokens: number, verifiedStream: 
 const round = (x: number): number => Math.round(x * 100) / 100
 
 export async function main(argv: string[]): Promise<void> {
-  const { values } = parseArgs({
-    args: argv,
-    options: {
-      model: { type: 'string' },
-      tokens: { type: 'string', default: '128' },
-      rounds: { type: 'string', default: '3' },
-      'in-flight': { type: 'string' }
-    }
-  })
-  const model = values.model ?? defaultModelPath()
-  const tokens = Number(values.tokens)
-  const rounds = Number(values.rounds)
-  const inFlight = values['in-flight'] === undefined ? undefined : Number(values['in-flight'])
-  if (!Number.isInteger(tokens) || tokens < 2 || !Number.isInteger(rounds) || rounds < 1)
-    throw new Error('bench verified-stream: --tokens ≥ 2 and --rounds ≥ 1 (integers)')
+  const args = benchArgs(argv, { model: undefined, tokens: '128', rounds: '3', 'in-flight': undefined })
+  const model = args.string('model') ?? defaultModelPath()
+  const tokens = args.int('tokens', 2)
+  const rounds = args.int('rounds', 1)
+  const inFlight = args.optional('in-flight', 1)
   const a = await startLocalNode({ model, layers: '1:3', args: ['--announce-interval', '300'] })
   const b = await startLocalNode({ model, layers: '3:4', bootstrap: [a.addrs[0]], args: ['--announce-interval', '300'] })
   const runs: Array<Record<string, unknown>> = []

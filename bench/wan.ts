@@ -14,32 +14,21 @@
  * and reports medians (a shared host's load swings between runs). Targets are reported, not asserted.
  */
 import { availableParallelism } from 'node:os'
-import { parseArgs } from 'node:util'
-import { createClient, type Forwarding, parseSpeculate, type SpeculateMode } from '../client/index.js'
+import { type Forwarding, parseSpeculate, type SpeculateMode } from '../client/index.js'
 import { type LocalNode, startLocalNode } from '../node/local-swarm.js'
 import { LINK_DELAY_ENV, LINK_MBPS_ENV } from '../protocol/index.js'
-import { type KernelKind, openModelFile, selectKernels } from '../shards/index.js'
-import { evenSpans, promptText, resolveModel } from './swarm.js'
+import { openModelFile } from '../shards/index.js'
+import { benchArgs, FORWARDINGS, SWARM_DEFAULTS, type SwarmBenchBase, swarmBenchBase } from './options.js'
+import { evenSpans, promptText, resolveModel, swarmBenchClient } from './swarm-setup.js'
 import { decodeRate, openSingleProcess } from './swarm-single.js'
 import { median, round } from './swarm-stats.js'
 
-export interface WanBenchOptions {
-  readonly model: string
-  readonly peers: number
+export interface WanBenchOptions extends SwarmBenchBase {
   readonly rttMs: number
   readonly mbps: number
   readonly speculate: SpeculateMode
   readonly forwarding: Forwarding
-  readonly genTokens: number
   readonly prompt?: string
-  readonly promptTokens: number
-  readonly kernels: KernelKind
-  readonly threads: number
-  readonly warmupTokens: number
-  readonly edgeFirst: number
-  readonly edgeLast: number
-  readonly dtype: 'f32' | 'f16' | 'q8_0'
-  readonly seed: number
   readonly repeats: number
 }
 
@@ -47,23 +36,10 @@ export interface WanBenchOptions {
 const LLAMA_CPP_RPC_2_SERVERS_25MS = 16.5
 
 async function throughSwarm(path: string, o: WanBenchOptions, nodes: LocalNode[], prompt: string, speculate: SpeculateMode) {
-  const kernels = selectKernels({ kind: o.kernels, threads: o.threads })
-  const client = await createClient({
-    bootstrap: nodes.map((n) => n.addrs[0]),
-    model: path,
-    edgeFirst: o.edgeFirst,
-    edgeLast: o.edgeLast,
+  const { client, close } = await swarmBenchClient('wan', path, nodes, o, {
     forwarding: o.forwarding,
     wireDtype: 'f32',
-    kernels,
-    speculate,
-    routeTimeoutMs: 60_000,
-    stepTimeoutMs: 120_000,
-    // the speed of the swarm path itself (bench canary measures canaries)
-    canaries: false,
-    log: (e) => {
-      if (e.event === 'failover') process.stderr.write(`bench wan: ${JSON.stringify(e)}\n`)
-    }
+    speculate
   })
   try {
     // routes, streams and JIT on every end, as a long-running daemon is
@@ -93,8 +69,7 @@ async function throughSwarm(path: string, o: WanBenchOptions, nodes: LocalNode[]
       failovers: r.value.report.failovers
     }
   } finally {
-    await client.close()
-    kernels.close?.()
+    await close()
   }
 }
 
@@ -178,57 +153,23 @@ export async function runWanBench(o: WanBenchOptions): Promise<Record<string, un
 }
 
 export async function main(argv: string[]): Promise<void> {
-  const { values } = parseArgs({
-    args: argv,
-    options: {
-      model: { type: 'string' },
-      peers: { type: 'string', default: '3' },
-      'rtt-ms': { type: 'string', default: '25' },
-      mbps: { type: 'string', default: '0' },
-      speculate: { type: 'string', default: 'ngram' },
-      forwarding: { type: 'string', default: 'chain' },
-      'gen-tokens': { type: 'string', default: '64' },
-      prompt: { type: 'string' },
-      'prompt-tokens': { type: 'string', default: '16' },
-      kernels: { type: 'string', default: 'auto' },
-      threads: { type: 'string' },
-      'warmup-tokens': { type: 'string', default: '16' },
-      'edge-first': { type: 'string', default: '1' },
-      'edge-last': { type: 'string', default: '1' },
-      dtype: { type: 'string', default: 'q8_0' },
-      seed: { type: 'string', default: '1' },
-      repeats: { type: 'string', default: '1' }
-    }
+  const a = benchArgs(argv, {
+    ...SWARM_DEFAULTS,
+    'rtt-ms': '25',
+    mbps: '0',
+    speculate: 'ngram',
+    forwarding: 'chain',
+    prompt: undefined,
+    repeats: '1'
   })
-  const num = (name: string, v: string | undefined, min: number, integer = true): number => {
-    const n = Number(v)
-    if ((integer && !Number.isInteger(n)) || !Number.isFinite(n) || n < min)
-      throw new Error(`bench wan: --${name} must be ${integer ? 'an integer' : 'a number'} >= ${min}`)
-    return n
-  }
-  const oneOf = <T extends string>(name: string, v: string, allowed: readonly T[]): T => {
-    if (!allowed.includes(v as T)) throw new Error(`bench wan: --${name} ${allowed.join('|')}`)
-    return v as T
-  }
-  if (!values.model) throw new Error('bench wan: --model FILE or a shape (110m, 1.1b, ...) is required')
   const result = await runWanBench({
-    model: values.model,
-    peers: num('peers', values.peers, 1),
-    rttMs: num('rtt-ms', values['rtt-ms'], 0, false),
-    mbps: num('mbps', values.mbps, 0, false),
-    speculate: parseSpeculate(values.speculate),
-    forwarding: oneOf('forwarding', values.forwarding, ['relay', 'chain'] as const),
-    genTokens: num('gen-tokens', values['gen-tokens'], 2),
-    prompt: values.prompt,
-    promptTokens: num('prompt-tokens', values['prompt-tokens'], 1),
-    kernels: oneOf('kernels', values.kernels, ['auto', 'reference', 'wasm', 'native'] as const),
-    threads: values.threads === undefined ? availableParallelism() : num('threads', values.threads, 1),
-    warmupTokens: num('warmup-tokens', values['warmup-tokens'], 0),
-    edgeFirst: num('edge-first', values['edge-first'], 0),
-    edgeLast: num('edge-last', values['edge-last'], 0),
-    dtype: oneOf('dtype', values.dtype, ['f32', 'f16', 'q8_0'] as const),
-    seed: num('seed', values.seed, 0),
-    repeats: num('repeats', values.repeats, 1)
+    ...swarmBenchBase(a),
+    rttMs: a.number('rtt-ms', 0, false),
+    mbps: a.number('mbps', 0, false),
+    speculate: parseSpeculate(a.required('speculate', 'off|ngram|...')),
+    forwarding: a.oneOf('forwarding', FORWARDINGS),
+    prompt: a.string('prompt'),
+    repeats: a.int('repeats', 1)
   })
   console.log(JSON.stringify(result, null, 2))
 }

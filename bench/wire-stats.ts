@@ -1,5 +1,5 @@
 /**
- * Measurements for bench/wire.ts: bytes the processes of a local swarm put on TCP (read from
+ * Measurements for bench/wire-compression.ts: bytes the processes of a local swarm put on TCP (read from
  * the kernel's tcp_info with `ss`, so Noise, yamux, protobuf, receipts and gossip are all in),
  * and the drift of logits against a reference.
  */

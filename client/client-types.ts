@@ -39,7 +39,7 @@ export interface ClientInit {
   readonly edgeLast?: number
   readonly forwarding?: Forwarding
   /**
-   * Activation dtype on the wire: 'auto' (per hop, f16 where accepted — client/wire.ts) or one
+   * Activation dtype on the wire: 'auto' (per hop, f16 where accepted — client/wire-negotiation.ts) or one
    * of f32, f16, q8_0 (int8) on every hop. Default f32: bit-identical to one process.
    */
   readonly wireDtype?: WirePreference

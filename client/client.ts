@@ -1,9 +1,8 @@
 import { randomUUID } from 'node:crypto'
 import type { AbortOptions } from '@libp2p/interface'
 import type { CanaryTraces } from '../canary/index.js'
-import { createHost, type Host } from '../protocol/index.js'
+import type { Host } from '../protocol/index.js'
 import {
-  type BlockPipeline,
   computeModelId,
   createEdge,
   createShard,
@@ -12,20 +11,20 @@ import {
   InvalidArgumentError,
   type Kernels,
   type ModelFile,
-  openModelFile,
   type Shard,
   selectKernelsFor,
   type Tokenizer
 } from '../shards/index.js'
-import { edgeOnlyModel, openCanaryBank } from './canary-bank-init.js'
+import { openCanaryBank } from './canary-bank-init.js'
 import { CanaryMonitor } from './canary-monitor.js'
+import { openClientResources } from './client-resources.js'
 import type { ClientInit, GenerateOptions, GenerateResult } from './client-types.js'
-import { bundledModelPath } from './default-model.js'
 import type { DraftModel } from './draft-model.js'
-import { composePipeline } from './edge-pipeline.js'
+import { composePipeline, trackLastStepPeers } from './edge-pipeline.js'
 import { VerifiedStreamNeedsCanariesError } from './errors.js'
-import type { HopTarget } from './hop.js'
+import { generateResult } from './generate-result.js'
 import {
+  CONVICTED_BAN_MS,
   DEFAULT_BAN_MS,
   DEFAULT_EDGE_FIRST,
   DEFAULT_EDGE_KV_DTYPE,
@@ -37,8 +36,7 @@ import {
   DEFAULT_STEP_TIMEOUT_MS,
   DEFAULT_WIRE
 } from './options.js'
-import { EMPTY_RECEIPTS, mergeReceipts } from './receipts.js'
-import { CONVICTED_BAN_MS, type Forwarding, RemotePipeline } from './remote-pipeline.js'
+import { type Forwarding, RemotePipeline } from './remote-pipeline.js'
 import type { StreamEvent } from './rollback.js'
 import { decodeTokens, parseSpeculate } from './speculation.js'
 import { emptySpeculationStats } from './speculative-decode.js'
@@ -94,30 +92,7 @@ export class LayerswarmClient {
   }
 
   static async create(init: ClientInit, options: AbortOptions = {}): Promise<LayerswarmClient> {
-    const file = openModelFile(
-      init.model ?? bundledModelPath(),
-      init.tokenizer !== undefined ? { tokenizerPath: init.tokenizer } : {}
-    )
-    const n = file.config.nLayers
-    const thin = init.canaryBank && init.canaries !== false
-    const model = thin
-      ? edgeOnlyModel(file, init.edgeFirst ?? DEFAULT_EDGE_FIRST, n - (init.edgeLast ?? DEFAULT_EDGE_LAST))
-      : file
-    let host: Host
-    try {
-      host = await createHost(
-        {
-          listen: [...(init.listen ?? [])],
-          announce: [...(init.announce ?? [])],
-          bootstrap: [...init.bootstrap],
-          privateKey: init.privateKey
-        },
-        options
-      )
-    } catch (err) {
-      model.close()
-      throw err
-    }
+    const { host, model } = await openClientResources(init, options)
     try {
       return new LayerswarmClient(host, model, init)
     } catch (err) {
@@ -170,26 +145,7 @@ export class LayerswarmClient {
     const maxTokens = Math.max(0, Math.min(options.maxTokens ?? DEFAULT_MAX_TOKENS, seqLen - promptTokens.length))
     const maxLength = Math.min(seqLen, promptTokens.length + maxTokens)
     const forwarding = options.forwarding ?? this.init.forwarding ?? 'relay'
-    this.canaries ??=
-      this.init.canaries === false
-        ? undefined
-        : new CanaryMonitor(this.host, this.model, this.modelId, {
-            ...this.init.canaries,
-            wireDtype: 'f32', // decoys use each hop's negotiated dtype; this is for hops without one
-            maxLength,
-            kernels: this.init.kernels ?? this.ownKernels,
-            log: this.init.log,
-            bank: this.bank,
-            onBuild: this.init.onCanaryBuild,
-            edge: this.edge,
-            first: this.first,
-            // redundancy checks' partners: the other peers of a hop's span that routes may use
-            peersOf: (start: number, end: number) =>
-              this.view
-                .list()
-                .filter((p) => p.start === start && p.end === end && p.modelId === this.modelId && !this.view.isBanned(p.peerId))
-                .map(({ peerId, addrs, wireDtypes, kvDtype }) => ({ peerId, start, end, addrs, wireDtypes, kvDtype }))
-          })
+    this.canaries ??= this.canaryMonitor(maxLength)
     const canaries = this.canaries
     const verified = options.verifiedStream ?? this.init.verifiedStream ?? false
     if (verified && !canaries) throw new VerifiedStreamNeedsCanariesError()
@@ -204,29 +160,21 @@ export class LayerswarmClient {
       const remote = this.remotePipeline(sessionId, maxLength, forwarding, wireLedger)
       remotes.push(remote)
       const pipeline = composePipeline(this.first, remote, this.last, sessionId, maxLength)
-      let peers: readonly string[] = []
-      const tracked: BlockPipeline = {
-        async forward(hidden, startPos, signal) {
-          const out = await pipeline.forward(hidden, startPos, signal)
-          peers = remote.route.map((h) => h.peerId)
-          return out
-        },
-        close: () => pipeline.close()
-      }
+      const tracked = trackLastStepPeers(pipeline, remote)
       return {
         tokens: decodeTokens(
           speculate,
           {
             ...options,
             edge: this.edge,
-            pipeline: tracked,
+            pipeline: tracked.pipeline,
             promptTokens: [...promptTokens, ...kept],
             maxTokens: remaining,
             stopIds: this.tokenizer.stopIds
           },
           { ...this.draftContext(), stats: speculation }
         ),
-        lastStepPeers: () => peers,
+        lastStepPeers: tracked.lastStepPeers,
         close: () => pipeline.close()
       }
     }
@@ -254,7 +202,7 @@ export class LayerswarmClient {
           convicted.add(p)
           this.view.ban(p, CONVICTED_BAN_MS)
         }
-        for (const p of unverifiable) this.view.ban(p, this.init.banMs ?? 60_000)
+        for (const p of unverifiable) this.view.ban(p, this.init.banMs ?? DEFAULT_BAN_MS)
         this.init.log?.({ event: 'rollback', ...record })
       }
     })
@@ -264,35 +212,43 @@ export class LayerswarmClient {
       r = await it.next()
     }
     const { tokens, rollbacks } = r.value
-    for (const remote of remotes) for (const p of remote.convicted) convicted.add(p)
-    const routes = remotes.flatMap((remote) =>
-      remote.routes.map((route: HopTarget[]) => route.map(({ peerId, start, end }) => ({ peerId, start, end })))
-    )
-    const receipts = remotes.reduce(
-      (acc, remote) => mergeReceipts(acc, remote.receipts.summary()),
-      canaries?.receipts.summary() ?? EMPTY_RECEIPTS
-    )
-    return {
+    return generateResult({
       promptTokens,
       tokens,
       text: this.tokenizer.decode(tokens),
-      report: {
-        routes,
-        failovers: remotes.reduce((n, remote) => n + remote.failovers, 0),
-        excludedPeers: this.view.bannedPeers(),
-        edge: { first: this.span.first, last: this.span.last },
-        forwarding,
-        receipts,
-        canaries: canaries?.report() ?? [],
-        evidence: [...(canaries?.evidence ?? [])],
-        replays: [...(canaries?.replays.evidence ?? [])],
-        reruns: rollbacks.length,
-        rollbacks,
-        wire: wireLedger.report()
-      },
-      convicted: [...convicted],
+      rollbacks,
+      remotes,
+      canaries,
+      convicted,
+      view: this.view,
+      edge: { first: this.span.first, last: this.span.last },
+      forwarding,
+      wireLedger,
       speculation
-    }
+    })
+  }
+
+  /** The client's canary monitor (one per client, made on the first generation), unless canaries are off. */
+  private canaryMonitor(maxLength: number): CanaryMonitor | undefined {
+    return this.init.canaries === false
+      ? undefined
+      : new CanaryMonitor(this.host, this.model, this.modelId, {
+          ...this.init.canaries,
+          wireDtype: 'f32', // decoys use each hop's negotiated dtype; this is for hops without one
+          maxLength,
+          kernels: this.init.kernels ?? this.ownKernels,
+          log: this.init.log,
+          bank: this.bank,
+          onBuild: this.init.onCanaryBuild,
+          edge: this.edge,
+          first: this.first,
+          // redundancy checks' partners: the other peers of a hop's span that routes may use
+          peersOf: (start: number, end: number) =>
+            this.view
+              .list()
+              .filter((p) => p.start === start && p.end === end && p.modelId === this.modelId && !this.view.isBanned(p.peerId))
+              .map(({ peerId, addrs, wireDtypes, kvDtype }) => ({ peerId, start, end, addrs, wireDtypes, kvDtype }))
+        })
   }
 
   private draftContext() {

@@ -25,3 +25,22 @@ export function composePipeline(
     }
   }
 }
+
+/** The pipeline, and the peers of the route that ran its last step (whom a rollback names). */
+export function trackLastStepPeers(
+  pipeline: BlockPipeline,
+  remote: RemotePipeline
+): { pipeline: BlockPipeline; lastStepPeers: () => readonly string[] } {
+  let peers: readonly string[] = []
+  return {
+    pipeline: {
+      async forward(hidden, startPos, signal) {
+        const out = await pipeline.forward(hidden, startPos, signal)
+        peers = remote.route.map((h) => h.peerId)
+        return out
+      },
+      close: () => pipeline.close()
+    },
+    lastStepPeers: () => peers
+  }
+}

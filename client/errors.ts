@@ -128,3 +128,8 @@ export class DraftModelMismatchError extends ClientError {
 export class BlockNotHeldError extends ClientError {
   override readonly code = 'BLOCK_NOT_HELD'
 }
+
+/** A hop or standby that imported sealed snapshots reports another length than they hold. */
+export class KvRestoreMismatchError extends ClientError {
+  override readonly code = 'KV_RESTORE_MISMATCH'
+}

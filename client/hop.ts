@@ -1,29 +1,17 @@
 import type { AbortOptions } from '@libp2p/interface'
-import { peerIdFromString } from '@libp2p/peer-id'
 import { multiaddr } from '@multiformats/multiaddr'
-import {
-  chainedStepBinding,
-  deriveHopKeys,
-  generateX25519KeyPair,
-  type HopKeys,
-  randomKey,
-  sha256,
-  stepTag,
-  verifyX25519Binding,
-  wrapKeyUnder,
-  type X25519KeyPair,
-  x25519SharedSecret
-} from '../crypto/index.js'
+import { chainedStepBinding, type HopKeys, sha256, stepTag } from '../crypto/index.js'
 import {
   createSessionCaller,
   DEFAULT_MAX_MESSAGE_BYTES,
   type DType,
   decodeTensor,
   encodeTensor,
-  fetchInfo,
   type HopTiming,
   type Host,
+  type KvWireDType,
   MAX_CONTROL_BYTES,
+  MalformedMessageError,
   type Receipt,
   SESSION_PROTOCOL,
   SESSION_STREAM_LIMITS,
@@ -31,7 +19,7 @@ import {
   STEP_SLACK_BYTES,
   tensorByteLength
 } from '../protocol/index.js'
-import { BadHopKeyError } from './errors.js'
+import { hopSessionKeys } from './hop-keys.js'
 import type { RouteHop } from './route.js'
 import type { WireLedger } from './wire-ledger.js'
 
@@ -42,7 +30,7 @@ export interface HopTarget extends RouteHop {
   /** The dtype negotiated for this hop of the route (client/wire-negotiation.ts). */
   readonly wireDtype?: DType
   /** The peer's KV cache dtype as it announces it (selects its benign canary drift class). */
-  readonly kvDtype?: 'f32' | 'f16' | 'q8_0'
+  readonly kvDtype?: KvWireDType
 }
 
 export interface HopStepOutcome {
@@ -100,35 +88,6 @@ export function nextHopAddrs(next: HopTarget): string[] {
   return out
 }
 
-/** One X25519 key pair per client host (its sessions' key agreement), and verified hop keys. */
-const clientKeys = new WeakMap<Host, X25519KeyPair>()
-const hopKeyCache = new WeakMap<Host, Map<string, Uint8Array>>()
-
-/**
- * The hop's X25519 key from its info, used only once its binding verifies under the hop's
- * peer id (an Ed25519 peer id embeds its public key); BadHopKeyError otherwise.
- */
-async function verifiedHopKey(host: Host, target: HopTarget, { signal }: AbortOptions = {}): Promise<Uint8Array> {
-  let cache = hopKeyCache.get(host)
-  if (!cache) hopKeyCache.set(host, (cache = new Map()))
-  const known = cache.get(target.peerId)
-  if (known) return known
-  const { info } = await fetchInfo(
-    host,
-    target.addrs.map((a) => multiaddr(a)),
-    { signal }
-  )
-  const pub = info.x25519PublicKey
-  const binding = info.x25519Binding ?? new Uint8Array(0)
-  if (pub.length !== 32 || binding.length === 0) throw new BadHopKeyError(target.peerId, 'offers no signed X25519 key')
-  const identity = peerIdFromString(target.peerId).publicKey
-  if (!identity) throw new BadHopKeyError(target.peerId, 'its peer id embeds no public key to check the X25519 binding with')
-  const ok = await verifyX25519Binding(pub, binding, async (m, sig) => await identity.verify(m, sig))
-  if (!ok) throw new BadHopKeyError(target.peerId, 'X25519 key binding does not verify under its peer id')
-  cache.set(target.peerId, pub)
-  return pub
-}
-
 /**
  * The client's one record of a session on one hop: the hop, the session's id on it, its keys and
  * its stream (open, step, await, export, import, close). Every request names this session.
@@ -154,25 +113,12 @@ export class HopSession {
   static async open(host: Host, target: HopTarget, dim: number, o: HopOpenInit, options: AbortOptions = {}): Promise<HopSession> {
     const { signal } = options
     const addrs = target.addrs.map((a) => multiaddr(a))
-    const hopPub = await verifiedHopKey(host, target, options)
-    let mine = clientKeys.get(host)
-    if (!mine) clientKeys.set(host, (mine = generateX25519KeyPair()))
-    const span = [target.start, target.end] as const
-    const sharedSecret = x25519SharedSecret(mine.secretKey, hopPub)
-    const keys = deriveHopKeys({
-      sharedSecret,
-      sessionId: o.sessionId,
-      span,
-      clientPeerId: host.peerId.toString(),
-      hopPeerId: target.peerId
-    })
-    sharedSecret.fill(0)
-    const snapshotKey = randomKey()
-    const wrappedSnapshotKey = wrapKeyUnder(keys.snapshotKeyWrapKey, snapshotKey, {
-      recipientPeerId: target.peerId,
-      sessionId: o.sessionId,
-      span
-    })
+    const { keys, hopPub, clientPublicKey, snapshotKey, wrappedSnapshotKey } = await hopSessionKeys(
+      host,
+      target,
+      o.sessionId,
+      options
+    )
     const stream = await host.dialProtocol(addrs, SESSION_PROTOCOL, { ...SESSION_STREAM_LIMITS, signal })
     // a result carries at most max length rows of f32 (the widest dtype); snapshots are bulk;
     // every other reply is a control message (issue #17: caps on every reply, before decoding)
@@ -197,7 +143,7 @@ export class HopSession {
               ? [{ peerId: o.next.peerId, addrs: nextHopAddrs(o.next), start: o.next.start, end: o.next.end }]
               : [],
             ...(o.upstream ? { upstreamPeerId: o.upstream } : {}),
-            clientX25519PublicKey: mine.publicKey,
+            clientX25519PublicKey: clientPublicKey,
             wrappedSnapshotKey
           }
         },
@@ -224,7 +170,8 @@ export class HopSession {
     const rows = hidden.length / this.dim
     this.ledger?.transfer(undefined, this.target, this.wireDtype, step.hidden.data.byteLength, rows)
     const res = await this.caller.call({ type: 'step', step }, { signal })
-    if (res.type !== 'result' || !res.result.hidden) throw new Error(`hop ${this.target.peerId} answered a step without output`)
+    if (res.type !== 'result' || !res.result.hidden)
+      throw new MalformedMessageError(`hop ${this.target.peerId} answered a step without output`)
     this.ledger?.transfer(this.target, undefined, res.result.hidden.dtype, res.result.hidden.data.byteLength, rows)
     return {
       hidden: decodeTensor(res.result.hidden, { shape: [hidden.length / this.dim, this.dim] }),
@@ -279,7 +226,8 @@ export class HopSession {
   /** Chained mode, last hop: the output of step stepId. */
   async awaitResult(stepId: number, rows: number, { signal }: AbortOptions = {}) {
     const res = await this.caller.call({ type: 'await', await: { sessionId: this.sessionId, stepId } }, { signal })
-    if (res.type !== 'result' || !res.result.hidden) throw new Error(`hop ${this.target.peerId} answered an await without output`)
+    if (res.type !== 'result' || !res.result.hidden)
+      throw new MalformedMessageError(`hop ${this.target.peerId} answered an await without output`)
     this.ledger?.transfer(this.target, undefined, res.result.hidden.dtype, res.result.hidden.data.byteLength, rows)
     return {
       hidden: decodeTensor(res.result.hidden, { shape: [rows, this.dim] }),
@@ -296,14 +244,15 @@ export class HopSession {
       { type: 'exportKv', exportKv: { sessionId: this.sessionId, from, to, sequence, prefixHash, delta } },
       { signal }
     )
-    if (res.type !== 'snapshot') throw new Error(`hop ${this.target.peerId} answered an export without a snapshot`)
+    if (res.type !== 'snapshot')
+      throw new MalformedMessageError(`hop ${this.target.peerId} answered an export without a snapshot`)
     return res.snapshot.snapshot
   }
 
   /** Restore this session from sealed snapshots (fresh, or `append` after earlier imports); the positions the hop now holds. */
   async importKv(i: KvImport, { signal }: AbortOptions = {}): Promise<number> {
     const res = await this.caller.call({ type: 'importKv', importKv: { sessionId: this.sessionId, ...i } }, { signal })
-    if (res.type !== 'imported') throw new Error(`hop ${this.target.peerId} answered an import without a length`)
+    if (res.type !== 'imported') throw new MalformedMessageError(`hop ${this.target.peerId} answered an import without a length`)
     return res.imported.length
   }
 

@@ -40,7 +40,7 @@ export {
   type PipelineState
 } from './pipeline-observer.js'
 export { ReceiptLedger, type ReceiptSummary } from './receipts.js'
-export { CONVICTED_BAN_MS, RemotePipeline, type RemotePipelineInit } from './remote-pipeline.js'
+export { RemotePipeline, type RemotePipelineInit } from './remote-pipeline.js'
 export { DEFAULT_REPLAY_WINDOW, type ReplayEvidence, ReplayIndex, type SignedStep, verifyReplayEvidence } from './replay-index.js'
 export { MAX_ROLLBACKS, type RollbackEvent, type RollbackRecord, type StreamEvent, type TokenEvent } from './rollback.js'
 export { planRoute, type RouteCandidate, type RouteHop } from './route.js'

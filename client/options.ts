@@ -43,3 +43,6 @@ export const DEFAULT_SPECULATE = 'off' as const
  */
 export const DEFAULT_REDUNDANCY_RATE = 0.01
 export const REDUNDANCY_STEPS = 4
+
+/** How long a peer convicted by canaries or receipts stays out of routes, by default. */
+export const CONVICTED_BAN_MS = 24 * 3600_000

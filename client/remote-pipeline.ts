@@ -3,12 +3,14 @@ import type { Host } from '../protocol/index.js'
 import type { BlockPipeline } from '../shards/index.js'
 import type { CanaryMonitor } from './canary-monitor.js'
 import { NoRouteError, PeerExcludedError } from './errors.js'
-import { HopSession, type HopTarget } from './hop.js'
+import type { HopSession, HopTarget } from './hop.js'
 import { KvRecovery } from './kv-recovery.js'
+import { CONVICTED_BAN_MS } from './options.js'
 import { CanaryObserver, type Exclusion, type PipelineObserver, type PipelineState } from './pipeline-observer.js'
 import { ReceiptLedger } from './receipts.js'
+import { openRouteHops, rebuildRouteKv } from './route-hops.js'
 import { randomSessionId } from './session-id.js'
-import { type Forwarding, StepTransport, stepDeadline, tagged } from './step-transport.js'
+import { blamedHopOf, type Forwarding, StepTransport, stepDeadline } from './step-transport.js'
 import type { SwarmView } from './swarm-view.js'
 import type { WireLedger } from './wire-ledger.js'
 import type { WirePreference } from './wire-negotiation.js'
@@ -48,12 +50,6 @@ export interface RemotePipelineInit {
    */
   readonly standby?: boolean
 }
-
-/** How long a peer convicted by canaries or receipts stays out of routes, by default. */
-export const CONVICTED_BAN_MS = 24 * 3600_000
-
-/** Rows replayed per step when a new route rebuilds its KV caches. */
-const REPLAY_CHUNK_ROWS = 128
 
 /**
  * The remote blocks of one session: route and failover. Steps travel through StepTransport;
@@ -222,7 +218,7 @@ export class RemotePipeline implements BlockPipeline {
 
   /** Ban the peer the error names (or the one that timed out) and drop the route. */
   private fail(err: unknown): void {
-    const peerId = (err as { peerId?: string }).peerId || (err as { hopPeerId?: string }).hopPeerId
+    const peerId = (err as { peerId?: string }).peerId || blamedHopOf(err)
     if (peerId) this.init.view.ban(peerId, this.init.banMs)
     this.init.log?.({ event: 'failover', peerId, code: (err as { code?: string }).code, message: (err as Error).message })
     // Free the session on the hops that are still alive (best effort, in the background).
@@ -252,32 +248,20 @@ export class RemotePipeline implements BlockPipeline {
     // the id standbys were opened with (state().nextSessionId); the one after it is fresh
     const sessionId = this.nextSessionId
     this.nextSessionId = randomSessionId()
-    const chain = this.init.forwarding === 'chain'
-    const hops: HopSession[] = []
-    try {
-      // Open from the last hop back, so each hop's downstream already knows the session.
-      for (let i = route.length - 1; i >= 0; i--) {
-        const t = route[i]
-        const taken = standby?.hops[i]
-        if (taken) {
-          hops.unshift(taken)
-          continue
-        }
-        const open = {
-          sessionId,
-          modelId: this.init.modelId,
-          maxLength: this.init.maxLength,
-          wireDtype: t.wireDtype ?? 'f32',
-          ledger: this.init.wireLedger,
-          next: chain ? route[i + 1] : undefined,
-          upstream: chain && i > 0 ? route[i - 1].peerId : undefined
-        } as const
-        hops.unshift(await tagged(t.peerId, HopSession.open(this.init.host, t, dim, open, options)))
-      }
-    } catch (err) {
-      for (const h of hops) h.close().catch(() => {})
-      throw err
-    }
+    const hops = await openRouteHops(
+      this.init.host,
+      route,
+      dim,
+      {
+        sessionId,
+        modelId: this.init.modelId,
+        maxLength: this.init.maxLength,
+        ledger: this.init.wireLedger,
+        chained: this.init.forwarding === 'chain'
+      },
+      standby?.hops,
+      options
+    )
     this.hops = hops
     this.routes.push(route)
     this.init.log?.({
@@ -288,38 +272,9 @@ export class RemotePipeline implements BlockPipeline {
       forwarding: this.init.forwarding,
       route: route.map((h) => ({ peerId: h.peerId, start: h.start, end: h.end, wire: h.wireDtype }))
     })
-    await this.rebuild(hops, route, Math.min(upTo, this.length), standby?.kept, options.signal)
-  }
-
-  /**
-   * Bring a new route's KV to `replay` positions: from sealed snapshots when every hop's span has
-   * them (or a standby holds it), else by replaying every input; then replay what is left.
-   */
-  private async rebuild(
-    hops: HopSession[],
-    route: readonly HopTarget[],
-    replay: number,
-    kept: ReadonlyMap<HopSession, number> | undefined,
-    signal?: AbortSignal
-  ): Promise<void> {
-    const { dim } = this.init
-    const restored = await this.kv.restore(hops, this.history, replay, kept, { signal: this.deadline(signal) })
-    if (replay > 0 && restored === 0)
-      this.init.log?.({ event: 'replay', positions: replay, route: route.map((h) => [h.peerId, h.start, h.end]) })
-    if (replay > 0) {
-      const source = restored === 0 ? 'replay' : !kept ? 'snapshot' : kept.size === hops.length ? 'standby' : 'mixed'
-      this.init.log?.({
-        event: 'resume',
-        from: source,
-        restoredPositions: restored,
-        replayedRows: replay - restored,
-        route: route.map((h) => h.peerId)
-      })
-    }
-    for (let p = restored; p < replay; p += REPLAY_CHUNK_ROWS) {
-      const rows = Math.min(REPLAY_CHUNK_ROWS, replay - p)
-      await this.transport.run(hops, route, this.history.subarray(p * dim, (p + rows) * dim), p, () => this.deadline(signal))
-    }
+    const { kv, transport, history } = this
+    const rebuild = { kv, transport, history, dim, log: this.init.log, stepTimeoutMs: this.init.stepTimeoutMs }
+    await rebuildRouteKv(rebuild, hops, route, Math.min(upTo, this.length), standby?.kept, options)
   }
 
   private deadline(signal?: AbortSignal): AbortSignal {

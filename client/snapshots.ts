@@ -1,6 +1,7 @@
 import { setMaxListeners } from 'node:events'
 import type { AbortOptions } from '@libp2p/interface'
 import { sha256Prefixes, wrapKey } from '../crypto/index.js'
+import { KvRestoreMismatchError } from './errors.js'
 import type { HopSession } from './hop.js'
 
 /** The sealed KV the client keeps for one span of the current route (it never opens it). */
@@ -236,7 +237,8 @@ export class SnapshotKeeper {
         if (kept?.has(hop)) return
         const s = held[i]!
         const length = await this.importInto(hop, s, 0, history, undefined, options)
-        if (length !== s.end) throw new Error(`hop ${hop.target.peerId} restored ${length} positions, not ${s.end}`)
+        if (length !== s.end)
+          throw new KvRestoreMismatchError(`hop ${hop.target.peerId} restored ${length} positions, not ${s.end}`)
         this.init.log?.({
           event: 'restore',
           peerId: hop.target.peerId,

@@ -1,10 +1,12 @@
 import type { AbortOptions } from '@libp2p/interface'
 import type { Host } from '../protocol/index.js'
+import { KvRestoreMismatchError } from './errors.js'
 import { HopSession, type HopTarget } from './hop.js'
 import { type SnapshotKeeper, spanKey, wrapFor } from './snapshots.js'
+import { freshSubRoutes, standbyCandidate } from './standby-peers.js'
 import type { SwarmView } from './swarm-view.js'
 import type { WireLedger } from './wire-ledger.js'
-import { acceptedDtypes, planWireRoute, type WirePreference } from './wire-negotiation.js'
+import type { WirePreference } from './wire-negotiation.js'
 
 export interface StandbyKeeperInit {
   readonly host: Host
@@ -97,7 +99,8 @@ export class StandbyKeeper {
         try {
           st.wrappedKey ??= wrapFor(st.hop, held.snapshotKey)
           const length = await this.init.snapshots.importInto(st.hop, held, first, history, st.wrappedKey, options)
-          if (length !== held.end) throw new Error(`standby ${st.hop.target.peerId} holds ${length} positions, not ${held.end}`)
+          if (length !== held.end)
+            throw new KvRestoreMismatchError(`standby ${st.hop.target.peerId} holds ${length} positions, not ${held.end}`)
           st.fed = held.sealed.length
           st.end = held.end
           let bytes = 0
@@ -134,33 +137,13 @@ export class StandbyKeeper {
     ])
     const targets: Array<HopTarget | undefined> = hops.map((h) => {
       if (this.standbys.has(spanKey(h))) return undefined
-      // the dtype the route negotiated for this hop (a chain's, on every hop): a standby that
-      // would run another one is no standby for it (the session would be refused or differ)
-      const p = this.init.view
-        .list()
-        .find(
-          (c) =>
-            c.start <= h.target.start &&
-            h.target.end <= c.end &&
-            !used.has(c.peerId) &&
-            !this.init.view.isBanned(c.peerId) &&
-            acceptedDtypes(c.wireDtypes).includes(h.wireDtype)
-        )
-      if (!p) {
+      const t = standbyCandidate(this.init.view, h, used)
+      if (!t) {
         if (!this.unavailable.has(spanKey(h)))
           this.init.log?.({ event: 'standby-unavailable', span: [h.target.start, h.target.end] })
         this.unavailable.add(spanKey(h))
-        return undefined
       }
-      used.add(p.peerId)
-      return {
-        peerId: p.peerId,
-        start: h.target.start,
-        end: h.target.end,
-        addrs: p.addrs,
-        wireDtypes: p.wireDtypes,
-        wireDtype: h.wireDtype
-      }
+      return t
     })
     if (this.init.chained && targets.some((t) => !t)) return
     // Open from the last hop back, so in a chain each standby's downstream already knows the session.
@@ -231,7 +214,11 @@ export class StandbyKeeper {
         : this.init.chained && taken.length < route.length
           ? 'chained: not every span of the route has a fed standby'
           : undefined
-    const fresh = why === undefined ? this.freshHops(route, sts) : undefined
+    const standbyPeers = [...this.standbys.values()].map((st) => st.hop.target.peerId)
+    const fresh =
+      why === undefined
+        ? freshSubRoutes(this.init.view, route, sts.map(Boolean), standbyPeers, this.init.wirePreference)
+        : undefined
     if (!fresh) {
       if (this.standbys.size > 0)
         this.init.log?.({ event: 'standby-skipped', why: why ?? 'no fresh peer for a span without a standby' })
@@ -249,46 +236,6 @@ export class StandbyKeeper {
         out.hops.push(st?.hop)
       }
     })
-    return out
-  }
-
-  /**
-   * Per span of `route` without a standby, the hops of a fresh sub-route over it (relayed, so a
-   * dtype per hop); each peer is used once, and no standby is (their sessions hold the next id).
-   * Undefined when a span has none.
-   */
-  private freshHops(
-    route: readonly HopTarget[],
-    sts: ReadonlyArray<Standby | undefined>
-  ): Array<HopTarget[] | undefined> | undefined {
-    const used = new Set([...this.standbys.values()].map((s) => s.hop.target.peerId))
-    const out: Array<HopTarget[] | undefined> = []
-    for (let i = 0; i < route.length; i++) {
-      if (sts[i]) {
-        out.push(undefined)
-        continue
-      }
-      const candidates = this.init.view.list().filter((c) => !used.has(c.peerId) && !this.init.view.isBanned(c.peerId))
-      try {
-        const hops = planWireRoute(candidates, route[i].start, route[i].end, this.init.wirePreference, false)
-        out.push(
-          hops.map((h) => {
-            used.add(h.peerId)
-            const p = candidates.find((c) => c.peerId === h.peerId)!
-            return {
-              peerId: h.peerId,
-              start: h.start,
-              end: h.end,
-              addrs: p.addrs,
-              wireDtypes: p.wireDtypes,
-              wireDtype: h.wireDtype
-            }
-          })
-        )
-      } catch {
-        return undefined
-      }
-    }
     return out
   }
 

@@ -1,6 +1,6 @@
 import type { AbortOptions } from '@libp2p/interface'
 import { RemoteError } from '../protocol/index.js'
-import { BadReceiptError } from './errors.js'
+import { BadHopKeyError, BadReceiptError } from './errors.js'
 import type { HopSession, HopTarget } from './hop.js'
 import type { PipelineObserver } from './pipeline-observer.js'
 import type { ReceiptLedger } from './receipts.js'
@@ -34,7 +34,7 @@ export interface StepTransportInit {
 /**
  * Moves one step through a route's hop sessions, relayed or chained, and checks every hop's
  * signed receipt. It knows nothing of routing or failover: a failing hop's error is thrown with
- * the hop's peer id (`hopPeerId`, for errors that carry none), and RemotePipeline decides.
+ * the hop's peer id (`blamedHopOf`, for errors that carry none), and RemotePipeline decides.
  */
 export class StepTransport {
   private nextStepId = 1
@@ -205,13 +205,26 @@ export function stepDeadline(ms: number, { signal }: AbortOptions = {}): AbortSi
   return signal ? AbortSignal.any([signal, t]) : t
 }
 
+/**
+ * The hop each failed call was made to, kept beside the error rather than patched onto it: the
+ * error stays the class its thrower made (a timeout, a dead stream, a library error).
+ */
+const calledHops = new WeakMap<Error, string>()
+
 /** Errors without a peer id of their own (timeouts, dead streams) name the hop we called. */
 export async function tagged<T>(peerId: string, p: Promise<T>): Promise<T> {
   try {
     return await p
   } catch (err) {
     const e = err instanceof Error ? err : new Error(String(err))
-    if (!(e instanceof RemoteError && e.peerId !== '')) (e as { hopPeerId?: string }).hopPeerId = peerId
+    if (!(e instanceof RemoteError && e.peerId !== '')) calledHops.set(e, peerId)
     throw e
   }
+}
+
+/** The peer to blame for a failed step: the one a RemoteError names, else the hop it was called on. */
+export function blamedHopOf(err: unknown): string | undefined {
+  if (err instanceof RemoteError && err.peerId !== '') return err.peerId
+  if (err instanceof BadHopKeyError) return err.hopPeerId
+  return err instanceof Error ? calledHops.get(err) : undefined
 }

@@ -8,6 +8,7 @@ import {
   fetchAnnouncements,
   fetchInfo,
   type Host,
+  type KvWireDType,
   subscribeAnnouncements
 } from '../protocol/index.js'
 import { bootstrapDialError } from './bootstrap-check.js'
@@ -16,6 +17,7 @@ import { NoRouteError } from './errors.js'
 import type { HopTarget } from './hop.js'
 import { PeerLoad } from './peer-load.js'
 import { planRoute, type RouteCandidate, type RouteHop } from './route.js'
+import { explainMissingRoute } from './route-explain.js'
 import { acceptedDtypes, planWireRoute, type WirePreference } from './wire-negotiation.js'
 
 /** Wire negotiation for a route: what the client asks for, and whether the route is a chain. */
@@ -36,7 +38,7 @@ export interface PeerRecord extends RouteCandidate {
   /** Blocks in the whole model (the peer's InfoResponse.n_layers). */
   readonly nLayers: number
   /** The peer's KV cache dtype (InfoResponse.kv_dtype; canary drift is scored in its class). */
-  readonly kvDtype?: 'f32' | 'f16' | 'q8_0'
+  readonly kvDtype?: KvWireDType
 }
 
 /** What the last refresh saw: for `--verbose` explanations of a missing route and for `doctor`. */
@@ -201,31 +203,7 @@ export class SwarmView {
 
   /** Why no route over [from, to) exists, one line per fact (for `--verbose`). */
   explain(from: number, to: number): string[] {
-    const r = this.lastRefresh
-    const lines: string[] = []
-    for (const f of r.bootstrapFailed) lines.push(`bootstrap ${f.addr}: ${f.message} (${f.code})`)
-    for (const b of r.bootstrapAnnouncements)
-      lines.push(
-        b.announcements < 0
-          ? `bootstrap peer ${b.peerId}: connected, did not answer the announcements request`
-          : `bootstrap peer ${b.peerId}: connected, handed over ${b.announcements} announcement(s)`
-      )
-    for (const d of r.dialled) {
-      const p = this.peers.get(d.peerId)
-      if (!d.ok) lines.push(`peer ${d.peerId}: dialled, no answer (${d.error})`)
-      else if (r.otherModel.includes(d.peerId)) lines.push(`peer ${d.peerId}: answered, serves another model`)
-      else if (p)
-        lines.push(`peer ${d.peerId}: answered, serves blocks [${p.start}, ${p.end})${this.isBanned(d.peerId) ? ', banned' : ''}`)
-    }
-    const covered = new Set(this.coveredBlocks(from, to))
-    const missing: number[] = []
-    for (let b = from; b < to; b++) if (!covered.has(b)) missing.push(b)
-    lines.push(
-      missing.length
-        ? `blocks [${from}, ${to}) needed from the swarm; nobody reachable serves ${missing.join(', ')}`
-        : `blocks [${from}, ${to}) are all served`
-    )
-    return lines
+    return explainMissingRoute(this, from, to)
   }
 
   list(): PeerRecord[] {

@@ -52,6 +52,9 @@ export const DEFAULT_MAX_BATCH_ROWS = 64
  */
 export const DEFAULT_BATCH_WAIT_MS = 0
 
+/** Milliseconds without requests after which a node frees a session (`--idle-timeout`). */
+export const DEFAULT_IDLE_TIMEOUT_MS = 5 * 60_000
+
 /** The folder a peer keeps its identity in (and a client its trust file and canary secret): `$LAYERSWARM_HOME`, else `~/.layerswarm`. */
 export const HOME_ENV = 'LAYERSWARM_HOME'
 export const DEFAULT_HOME_DIR_NAME = '.layerswarm'

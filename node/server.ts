@@ -38,6 +38,7 @@ import { createNextHopPolicy } from './chain.js'
 import {
   DEFAULT_BATCH_WAIT_MS,
   DEFAULT_BYTES_IN_FLIGHT,
+  DEFAULT_IDLE_TIMEOUT_MS,
   DEFAULT_MAX_BATCH_ROWS,
   DEFAULT_MAX_QUEUED_STEPS,
   DEFAULT_MAX_SESSIONS
@@ -88,7 +89,7 @@ export class SwarmNode {
       maxSessions,
       maxSessionsPerOwner: init.maxSessionsPerPeer ?? defaultSessionsPerPeer(maxSessions),
       maxCacheTokens: init.maxCacheTokens ?? maxSessions * init.model.config.seqLen,
-      idleTimeoutMs: init.idleTimeoutMs ?? 5 * 60_000
+      idleTimeoutMs: init.idleTimeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS
     })
     this.steps = new NodeStepQueue({
       shard: init.shard,

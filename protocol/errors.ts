@@ -4,6 +4,14 @@
  * (`errorCodeOf`) and a caller can turn an ErrorReply back into an error (`errorFromReply`).
  */
 
+/**
+ * A session id the peer does not hold, and a session grown past its KV cache: conditions of the
+ * engine (shards/errors.ts, codes UNKNOWN_SESSION and OUT_OF_CACHE), which the node also raises and
+ * the wire carries. One class each, defined by the engine, which imports nothing of ours; the
+ * protocol re-exports them from that leaf file (not shards/index.ts, which loads the engine).
+ */
+export { OutOfCacheError, UnknownSessionError } from '../shards/errors.js'
+
 /** Wire values of `enum ErrorCode` in layerswarm.proto (keep in sync). */
 export const ErrorCode = {
   UNKNOWN: 0,
@@ -87,10 +95,6 @@ export class WrongDtypeError extends ProtocolError {
   override readonly code = 'WRONG_DTYPE'
 }
 
-export class UnknownSessionError extends ProtocolError {
-  override readonly code = 'UNKNOWN_SESSION'
-}
-
 export class BadPositionError extends ProtocolError {
   override readonly code = 'BAD_POSITION'
 }
@@ -110,10 +114,6 @@ export class WrongModelError extends ProtocolError {
 /** Over the peer's session, KV or queue caps: route elsewhere (DESIGN.md §7). */
 export class BusyError extends ProtocolError {
   override readonly code = 'BUSY'
-}
-
-export class OutOfCacheError extends ProtocolError {
-  override readonly code = 'OUT_OF_CACHE'
 }
 
 export class InternalError extends ProtocolError {

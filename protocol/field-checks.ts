@@ -4,7 +4,7 @@
  */
 import { BadSpanError, MalformedMessageError } from './errors.js'
 import { MAX_QUEUED_STEPS_FIELD } from './limits.js'
-import type { DType } from './types.js'
+import type { DType, KvWireDType } from './types.js'
 
 /** Wire values of `enum DType` in layerswarm.proto (keep in sync). */
 export const DTYPE_VALUES: Record<DType, number> = { f32: 0, f16: 1, q8_0: 2 }
@@ -18,7 +18,7 @@ export function dtypeFromWire(value: unknown, field: string): DType {
 }
 
 /** An optional kv_dtype string field: absent or empty → undefined; anything but f32/f16/q8_0 is malformed. */
-export function kvDtypeField(value: unknown, field: string): { kvDtype?: 'f32' | 'f16' | 'q8_0' } {
+export function kvDtypeField(value: unknown, field: string): { kvDtype?: KvWireDType } {
   if (value === undefined || value === '') return {}
   if (value === 'f32' || value === 'f16' || value === 'q8_0') return { kvDtype: value }
   throw new MalformedMessageError(`${field}: unknown KV dtype ${JSON.stringify(String(value)).slice(0, 40)}`)

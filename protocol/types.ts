@@ -2,6 +2,7 @@
  * TypeScript views of the messages in layerswarm.proto: camelCase fields, uint64 as
  * number (decoders reject values above Number.MAX_SAFE_INTEGER), enums as string names.
  */
+import type { KvDType } from '../shards/kv-cache.js'
 import type { ErrorCodeName } from './errors.js'
 
 /** `enum DType`: f32, f16, or GGUF-style Q8_0 blocks (see layerswarm.proto). */
@@ -41,8 +42,8 @@ export interface InfoResponse {
   queuedSteps?: number
 }
 
-/** KV cache storage types a peer announces (shards/kv-cache.ts KvDType). */
-export type KvWireDType = 'f32' | 'f16' | 'q8_0'
+/** KV cache storage types a peer announces: the engine's own names (a type-only import of shards/kv-cache.ts). */
+export type KvWireDType = KvDType
 
 export interface NextHop {
   peerId: string

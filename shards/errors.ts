@@ -50,7 +50,7 @@ export class TokenizerMismatchError extends EngineError {
   override readonly code = 'TOKENIZER_MISMATCH'
 }
 
-/** A session would grow past the KV cache it was given. */
+/** A session would grow past the KV cache it was given (wire code OUT_OF_CACHE; protocol/errors.ts re-exports this class). */
 export class OutOfCacheError extends EngineError {
   override readonly code = 'OUT_OF_CACHE'
 }
@@ -60,7 +60,10 @@ export class PositionError extends EngineError {
   override readonly code = 'BAD_POSITION'
 }
 
-/** A session id the shard does not know. */
+/**
+ * A session id the shard does not know, or (raised by the node's session manager) no session of
+ * that id owned by the caller (wire code UNKNOWN_SESSION; protocol/errors.ts re-exports this class).
+ */
 export class UnknownSessionError extends EngineError {
   override readonly code = 'UNKNOWN_SESSION'
 }

@@ -1,6 +1,6 @@
 import { llama3RopeFactors, SUPPORTED_ARCHITECTURES } from './architectures.js'
 import { InvalidArgumentError } from './errors.js'
-import type { GgufTypedValue } from './gguf-writer.js'
+import type { GgufTypedValue } from './gguf-values.js'
 import type { Architecture, ModelConfig, TensorName } from './types.js'
 
 // Family-specific parts of random models (shards/random-model.ts): how a qwen2, qwen3 or

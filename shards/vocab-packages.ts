@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { InvalidArgumentError, InvalidModelError, MissingPackageError } from './errors.js'
-import type { GgufTypedValue } from './gguf-writer.js'
+import type { GgufTypedValue } from './gguf-values.js'
 import { TOKEN_TYPE } from './tokenizer-special.js'
 
 // Real vocabularies for make-model --vocab: the Llama 3 and Qwen 3 tokenizers as the

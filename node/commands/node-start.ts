@@ -1,15 +1,13 @@
 import { generateKeyPair } from '@libp2p/crypto/keys'
-import { multiaddr } from '@multiformats/multiaddr'
-import { type Command, InvalidArgumentError, Option } from 'commander'
-import { bootstrapDialError, parseBootstrapList, wireDtypeFromName } from '../../client/index.js'
-import { createHost, type DType, dialBootstrap, fetchInfo, WIRE_DTYPES } from '../../protocol/index.js'
+import { type Command, Option } from 'commander'
+import { bootstrapDialError, parseBootstrapList } from '../../client/index.js'
+import { WIRE_DTYPES } from '../../protocol/index.js'
 import {
   computeModelId,
   createShard,
   DEFAULT_KV_DTYPE,
   KV_DTYPES,
   openModelFile,
-  type Shard,
   selectKernelsFor,
   spanKernelReport,
   spanSlowReasons
@@ -17,63 +15,22 @@ import {
 import { defaultIdentityPath, loadOrCreateIdentity } from '../identity.js'
 import { addLogLevelOption, createLogger, eventLog, progress } from '../log.js'
 import { Metrics, serveMetrics } from '../metrics.js'
-import { DEFAULT_BATCH_WAIT_MS, DEFAULT_MAX_BATCH_ROWS, DEFAULT_MAX_QUEUED_STEPS, DEFAULT_MAX_SESSIONS } from '../options.js'
+import {
+  DEFAULT_BATCH_WAIT_MS,
+  DEFAULT_IDLE_TIMEOUT_MS,
+  DEFAULT_MAX_BATCH_ROWS,
+  DEFAULT_MAX_QUEUED_STEPS,
+  DEFAULT_MAX_SESSIONS
+} from '../options.js'
 import { defaultModelPath } from '../paths.js'
 import { SwarmNode } from '../server.js'
-import { chooseSpan } from '../span-selection.js'
 import { createTamper, TAMPER_MODES } from '../tamper.js'
 import { checkListenAddrs, checkReadableFile, listenError } from './checks.js'
 import { warn } from './cli-exit.js'
 import { BadOptionError, NoRelayReservationError } from './errors.js'
-import { float, int, parseSpan } from './options.js'
+import { measureThroughput, pickSpan } from './node-span.js'
+import { float, int, parseSpan, wireDtypeList } from './options.js'
 import { addReachabilityOptions, hostReachability, RELAY_WAIT_MS, relayedAddress } from './reachability-options.js'
-
-/** Decode tokens/s of a loaded span, measured on a scratch session (announced for routing). */
-export function measureThroughput(shard: Shard, dim: number, steps = 8): number {
-  const id = '__throughput__'
-  shard.openSession(id, { maxLength: steps + 1 })
-  const x = new Float32Array(dim).fill(0.01)
-  shard.forward(id, x, 0)
-  const t0 = performance.now()
-  for (let i = 1; i <= steps; i++) shard.forward(id, x, i)
-  const ms = performance.now() - t0
-  shard.closeSession(id)
-  return Math.round((steps * 1000) / Math.max(ms, 1e-3))
-}
-
-/** Without --layers: look at what the bootstrap peers serve and pick the span Petals would. */
-async function pickSpan(nLayers: number, numBlocks: number, modelId: string, bootstrap: string[]): Promise<[number, number]> {
-  if (bootstrap.length === 0) return chooseSpan(nLayers, numBlocks, [])
-  const host = await createHost({ listen: [], pubsub: false })
-  try {
-    await dialBootstrap(host, bootstrap)
-    const spans = []
-    for (const addr of bootstrap) {
-      try {
-        const { info } = await fetchInfo(host, multiaddr(addr), { signal: AbortSignal.timeout(5_000) })
-        if (info.modelId === modelId) spans.push({ start: info.start, end: info.end, throughput: info.throughput })
-      } catch {}
-    }
-    return chooseSpan(nLayers, numBlocks, spans)
-  } finally {
-    await host.stop()
-  }
-}
-
-/** `--wire f32,f16,q8_0` → the dtypes a node accepts (int8: a deprecated name of q8_0). */
-function wireList(text: string): DType[] {
-  const out: DType[] = []
-  for (const name of text
-    .split(',')
-    .map((x) => x.trim())
-    .filter(Boolean)) {
-    const d = wireDtypeFromName(name)
-    if (d === undefined) throw new InvalidArgumentError(`--wire ${text}: ${name} is not one of f32, f16, q8_0`)
-    if (!out.includes(d)) out.push(d)
-  }
-  if (out.length === 0) throw new InvalidArgumentError('--wire: list at least one of f32, f16, q8_0')
-  return out
-}
 
 export function registerNodeStart(program: Command): void {
   const node = program.commands.find((c) => c.name() === 'node') ?? program.command('node').description('Run a swarm peer.')
@@ -123,7 +80,7 @@ export function registerNodeStart(program: Command): void {
     .addOption(
       new Option('--idle-timeout <ms>', 'free a session after this long without requests')
         .argParser(int('--idle-timeout', 1))
-        .default(300_000)
+        .default(DEFAULT_IDLE_TIMEOUT_MS)
     )
     .addOption(new Option('--threads <n>', 'kernel threads (default: all cores)').argParser(int('--threads', 1)))
     .addOption(new Option('--kernels <kind>', 'kernel set').choices(['auto', 'reference', 'wasm', 'native']).default('auto'))
@@ -171,7 +128,7 @@ export function registerNodeStart(program: Command): void {
         '--wire <dtypes>',
         'comma-separated activation dtypes this node accepts and announces: f32, f16, q8_0 (GGUF Q8_0 blocks; int8 is a deprecated name for it); sessions asking for another get UNSUPPORTED_DTYPE'
       )
-        .argParser(wireList)
+        .argParser(wireDtypeList)
         .default([...WIRE_DTYPES], WIRE_DTYPES.join(','))
     )
     .addOption(

@@ -1,5 +1,6 @@
 import { InvalidArgumentError } from 'commander'
-import { parseSpeculate, type SpeculateMode } from '../../client/index.js'
+import { parseSpeculate, type SpeculateMode, wireDtypeFromName } from '../../client/index.js'
+import type { DType } from '../../protocol/index.js'
 import { BadOptionError } from './errors.js'
 
 /** Commander parser for an integer option ≥ min. */
@@ -43,4 +44,19 @@ export function speculateOption(v: string): SpeculateMode {
   } catch (err) {
     throw new InvalidArgumentError((err as Error).message)
   }
+}
+
+/** `--wire f32,f16,q8_0` → the dtypes a node accepts (int8: a deprecated name of q8_0). */
+export function wireDtypeList(text: string): DType[] {
+  const out: DType[] = []
+  for (const name of text
+    .split(',')
+    .map((x) => x.trim())
+    .filter(Boolean)) {
+    const d = wireDtypeFromName(name)
+    if (d === undefined) throw new InvalidArgumentError(`--wire ${text}: ${name} is not one of f32, f16, q8_0`)
+    if (!out.includes(d)) out.push(d)
+  }
+  if (out.length === 0) throw new InvalidArgumentError('--wire: list at least one of f32, f16, q8_0')
+  return out
 }

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { composePipeline } from '../../client/edge-pipeline.js'
 import { RemotePipeline, SwarmView } from '../../client/index.js'
 import { startLocalNode } from '../../node/local-swarm.js'
 import { createHost, type Host } from '../../protocol/index.js'
@@ -65,30 +66,40 @@ const PIPELINES: ReadonlyArray<[string, () => Promise<BlockPipeline>]> = [
         MAX_LENGTH
       )
   ],
+  ['remote (RemotePipeline, relay, one node process)', async () => remote('relay', 0, model.config.nLayers)],
+  ['remote (RemotePipeline, chain, one node process)', async () => remote('chain', 0, model.config.nLayers)],
   [
-    'remote (RemotePipeline, relay, one node process)',
+    'composed (client/edge-pipeline.ts: local first block, remote middle, local last block)',
     async () => {
-      const modelId = computeModelId(model)
-      const view = new SwarmView(host!, modelId, [node!.addrs[0]])
-      return new RemotePipeline({
-        host: host!,
-        view,
-        modelId,
-        dim: model.config.dim,
-        from: 0,
-        to: model.config.nLayers,
-        sessionId: `compliance-${++sessions}`,
-        maxLength: MAX_LENGTH,
-        forwarding: 'relay',
-        wireDtype: 'f32',
-        stepTimeoutMs: 30_000,
-        banMs: 1_000,
-        maxFailovers: 0,
-        routeTimeoutMs: 30_000
-      })
+      const n = model.config.nLayers
+      const first = createShard({ model, start: 0, end: 1, kernels: createReferenceKernels() })
+      const last = createShard({ model, start: n - 1, end: n, kernels: createReferenceKernels() })
+      return composePipeline(first, remote('relay', 1, n - 1), last, `s${++sessions}`, MAX_LENGTH)
     }
   ]
 ]
+
+/** A RemotePipeline over blocks [from, to) of the node process (a sub-span of what it serves). */
+function remote(forwarding: 'relay' | 'chain', from: number, to: number): RemotePipeline {
+  const modelId = computeModelId(model)
+  const view = new SwarmView(host!, modelId, [node!.addrs[0]])
+  return new RemotePipeline({
+    host: host!,
+    view,
+    modelId,
+    dim: model.config.dim,
+    from,
+    to,
+    sessionId: `compliance-${++sessions}`,
+    maxLength: MAX_LENGTH,
+    forwarding,
+    wireDtype: 'f32',
+    stepTimeoutMs: 30_000,
+    banMs: 1_000,
+    maxFailovers: 0,
+    routeTimeoutMs: 30_000
+  })
+}
 
 /** Blocks [0, n) in one process on the reference kernels: what every pipeline must reproduce. */
 function reference(x: Float32Array, rows: number): Float32Array {

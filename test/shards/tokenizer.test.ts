@@ -14,6 +14,7 @@ import type { GgufValue } from '../../shards/model-file.js'
 import { createTokenizer } from '../../shards/tokenizer.js'
 import { readLlama2cTokenizer, vocabularyFromGguf } from '../../shards/tokenizer-files.js'
 import type { Vocabulary } from '../../shards/types.js'
+import { ggufMetadata, parseGguf } from '../helpers/gguf-parse.js'
 
 const MODELS = fileURLToPath(new URL('../../models', import.meta.url))
 const TOK512 = join(MODELS, 'tok512.bin')
@@ -31,61 +32,12 @@ const references = ['stories260K_greedy_once_upon_a_time.json', 'stories260K_gre
   (f): Reference => JSON.parse(readFileSync(join(REFERENCE, f), 'utf8'))
 )
 
-/**
- * Just enough of GGUF v3 (ggml docs/gguf.md) to get the metadata, so this test does not depend
- * on shards/gguf-reader.ts and doubles as an independent reading of the file.
- */
+/** The metadata through test/helpers/gguf-parse.ts, so this test does not depend on shards/gguf-reader.ts. */
 function readGgufMetadata(path: string): Map<string, GgufValue> {
-  const buf = readFileSync(path)
-  const view = new DataView(buf.buffer, buf.byteOffset, buf.byteLength)
-  let o = 0
-  const u32 = (): number => {
-    o += 4
-    return view.getUint32(o - 4, true)
-  }
-  const u64 = (): bigint => {
-    o += 8
-    return view.getBigUint64(o - 8, true)
-  }
-  const str = (): string => {
-    const n = Number(u64())
-    o += n
-    return buf.subarray(o - n, o).toString('utf8')
-  }
-  const value = (type: number): GgufValue => {
-    const fixed: Record<number, [number, (p: number) => number | bigint]> = {
-      0: [1, (p) => view.getUint8(p)],
-      1: [1, (p) => view.getInt8(p)],
-      2: [2, (p) => view.getUint16(p, true)],
-      3: [2, (p) => view.getInt16(p, true)],
-      4: [4, (p) => view.getUint32(p, true)],
-      5: [4, (p) => view.getInt32(p, true)],
-      6: [4, (p) => view.getFloat32(p, true)],
-      10: [8, (p) => view.getBigUint64(p, true)],
-      11: [8, (p) => view.getBigInt64(p, true)],
-      12: [8, (p) => view.getFloat64(p, true)]
-    }
-    if (type === 7) return fixed[0][1](o++) !== 0
-    if (type === 8) return str()
-    if (type === 9) {
-      const elem = u32()
-      return Array.from({ length: Number(u64()) }, () => value(elem))
-    }
-    const [size, get] = fixed[type]
-    o += size
-    return get(o - size)
-  }
-  expect(buf.subarray(0, 4).toString('latin1')).toBe('GGUF')
-  o = 4
-  expect(u32()).toBe(3)
-  u64() // tensor count
-  const count = Number(u64())
-  const meta = new Map<string, GgufValue>()
-  for (let i = 0; i < count; i++) {
-    const key = str()
-    meta.set(key, value(u32()))
-  }
-  return meta
+  const file = readFileSync(path)
+  const g = parseGguf(file)
+  expect([g.magic, g.version]).toEqual(['GGUF', 3])
+  return ggufMetadata(file)
 }
 
 const binVocab = readLlama2cTokenizer(TOK512, 512)

@@ -15,7 +15,6 @@
  */
 import { existsSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { parseArgs } from 'node:util'
 import { createClient, type Forwarding, type GenerateResult } from '../client/index.js'
 import { type LocalNode, startLocalNode } from '../node/local-swarm.js'
 import { defaultModelPath, packageRoot } from '../node/paths.js'
@@ -30,6 +29,7 @@ import {
   openModelFile,
   selectKernels
 } from '../shards/index.js'
+import { benchArgs, FORWARDINGS, KERNEL_KINDS } from './options.js'
 import { median, round } from './swarm-stats.js'
 import { bytesSentSince, firstDivergence, logitDrift, tcpBytesSent } from './wire-stats.js'
 
@@ -226,25 +226,13 @@ export async function runWireBench(o: WireBenchOptions): Promise<Record<string, 
 }
 
 export async function main(argv: string[]): Promise<void> {
-  const { values } = parseArgs({
-    args: argv,
-    options: {
-      model: { type: 'string' },
-      tokens: { type: 'string', default: '64' },
-      forwarding: { type: 'string', default: 'relay' },
-      kernels: { type: 'string' },
-      runs: { type: 'string', default: '1' }
-    }
-  })
-  const forwarding = values.forwarding === 'chain' ? 'chain' : values.forwarding === 'relay' ? 'relay' : undefined
-  if (!forwarding) throw new Error('--forwarding must be relay or chain')
-  const tokens = Number(values.tokens)
-  const runs = Number(values.runs)
-  if (!Number.isInteger(tokens) || tokens < 1) throw new Error('--tokens must be a positive integer')
-  if (!Number.isInteger(runs) || runs < 1) throw new Error('--runs must be a positive integer')
-  const kernels = (values.kernels ?? (values.model ? 'auto' : 'reference')) as KernelKind
-  if (!['auto', 'reference', 'wasm', 'native'].includes(kernels))
-    throw new Error('--kernels must be auto, reference, wasm or native')
-  const model = values.model ?? defaultModelPath()
+  const a = benchArgs(argv, { model: undefined, tokens: '64', forwarding: 'relay', kernels: undefined, runs: '1' })
+  const forwarding = a.oneOf('forwarding', FORWARDINGS)
+  const tokens = a.int('tokens', 1)
+  const runs = a.int('runs', 1)
+  const model = a.string('model') ?? defaultModelPath()
+  // the bundled model on the reference kernels unless told (selectKernelsFor keeps models under 256 dims on them)
+  const kernels =
+    a.string('kernels') === undefined ? (a.string('model') ? 'auto' : 'reference') : a.oneOf('kernels', KERNEL_KINDS)
   console.log(JSON.stringify(await runWireBench({ model, tokens, forwarding, kernels, runs }), null, 2))
 }

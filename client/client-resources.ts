@@ -1,0 +1,40 @@
+import type { AbortOptions } from '@libp2p/interface'
+import { createHost, type Host } from '../protocol/index.js'
+import { type ModelFile, openModelFile } from '../shards/index.js'
+import { edgeOnlyModel } from './canary-bank-init.js'
+import type { ClientInit } from './client-types.js'
+import { bundledModelPath } from './default-model.js'
+import { DEFAULT_EDGE_FIRST, DEFAULT_EDGE_LAST } from './options.js'
+
+/**
+ * What LayerswarmClient.create opens before it builds a client: the model file (only its edge
+ * blocks when a canary bank spares the client building canaries on the whole model) and the
+ * libp2p host. The model is closed again if the host does not start.
+ */
+export async function openClientResources(
+  init: ClientInit,
+  options: AbortOptions = {}
+): Promise<{ host: Host; model: ModelFile }> {
+  const file = openModelFile(
+    init.model ?? bundledModelPath(),
+    init.tokenizer !== undefined ? { tokenizerPath: init.tokenizer } : {}
+  )
+  const n = file.config.nLayers
+  const thin = init.canaryBank && init.canaries !== false
+  const model = thin ? edgeOnlyModel(file, init.edgeFirst ?? DEFAULT_EDGE_FIRST, n - (init.edgeLast ?? DEFAULT_EDGE_LAST)) : file
+  try {
+    const host = await createHost(
+      {
+        listen: [...(init.listen ?? [])],
+        announce: [...(init.announce ?? [])],
+        bootstrap: [...init.bootstrap],
+        privateKey: init.privateKey
+      },
+      options
+    )
+    return { host, model }
+  } catch (err) {
+    model.close()
+    throw err
+  }
+}
