@@ -1,5 +1,7 @@
-import type { AdaptiveRateOptions, Drift, DriftModel, PeerVerdict } from '../canary/index.js'
-import type { Receipt } from '../protocol/index.js'
+import type { AdaptiveRateOptions, CanaryTraces, Drift, DriftModel, PeerVerdict } from '../canary/index.js'
+import type { DType, Receipt } from '../protocol/index.js'
+import type { Edge, Kernels, Shard } from '../shards/index.js'
+import type { HopTarget } from './hop.js'
 
 export interface CanaryOptions {
   /** Canaries per real step for a peer with a clean record, the base rate (default 0.03). */
@@ -101,4 +103,21 @@ export interface CanaryEvidence {
 export interface CanaryPeerReport extends PeerVerdict {
   readonly canariesSent: number
   readonly lastDrift?: Drift
+}
+
+/** What the client gives its canary monitor (client/canary-monitor.ts) besides the SDK options. */
+export interface CanaryMonitorOptions extends CanaryOptions {
+  wireDtype: DType
+  maxLength: number
+  kernels?: Kernels
+  log?: (e: Record<string, unknown>) => void
+  /** A canary bank (a thin client's canaries): no canary is built on the client. */
+  bank?: CanaryTraces
+  /** Progress of building a canary set: (boundary, canaries built, canaries in the set). */
+  onBuild?: (boundary: number, built: number, total: number) => void
+  /** The client's embeddings and first blocks: speculative decoys' rejected drafts run through them. */
+  edge?: Edge
+  first?: Shard
+  /** Peers serving exactly [start, end) that routes may use: partners for redundancy checks. */
+  peersOf?: (start: number, end: number) => readonly HopTarget[]
 }
