@@ -1,5 +1,5 @@
 import type { CanarySet } from './canary-set.js'
-import { CanaryArgumentError } from './errors.js'
+import { CanariesSpentError, CanaryArgumentError } from './errors.js'
 import { DEFAULT_CANARY_RATE } from './options.js'
 import { createRandom, type Random } from './rng.js'
 import { WIRE_DTYPES, type WireDType } from './wire-roundtrip.js'
@@ -112,9 +112,10 @@ export interface DecoyPlanner {
   /**
    * A decoy over `set` (the planner's own set by default). With `prefillEnds` (per canary, the
    * positions its prefill may end at, e.g. sentence ends) the prefill ends at the one nearest the
-   * real shape's, so a decoy's prefill never stops where no real prompt would.
+   * real shape's, so a decoy's prefill never stops where no real prompt would. `avoid`: canaries
+   * not to use (sent to the decoy's peers before); CanariesSpentError when it leaves none.
    */
-  plan(set?: CanarySet, prefillEnds?: readonly (readonly number[])[]): DecoyPlan
+  plan(set?: CanarySet, prefillEnds?: readonly (readonly number[])[], avoid?: (index: number) => boolean): DecoyPlan
 }
 
 export interface DecoyPlannerOptions {
@@ -168,12 +169,14 @@ export function createDecoyPlanner(options: DecoyPlannerOptions = {}): DecoyPlan
     get observed() {
       return shapes.length
     },
-    plan(given, prefillEnds) {
+    plan(given, prefillEnds, avoid) {
       const set = checkSet(given ?? options.set)
+      const free = set.canaries.map((_, i) => i).filter((i) => !avoid?.(i))
+      if (free.length === 0) throw new CanariesSpentError(`all ${set.canaries.length} canaries were sent to this peer already`)
       let shape: SessionShape
       if (shapes.length > 0) shape = shapes[rnd.int(shapes.length)]
       else {
-        const c = set.canaries[rnd.int(set.canaries.length)]
+        const c = set.canaries[free[rnd.int(free.length)]]
         shape = {
           promptLength: c.promptLength,
           steps: c.tokens.length - c.promptLength + 1,
@@ -181,7 +184,7 @@ export function createDecoyPlanner(options: DecoyPlannerOptions = {}): DecoyPlan
           wire: defaultWire
         }
       }
-      const cut = prefillEnds ? nearestEnd(set, prefillEnds, shape, rnd) : undefined
+      const cut = prefillEnds ? nearestEnd(set, prefillEnds, shape, rnd, free) : undefined
       let canaryIndex: number
       let prompt = shape.promptLength
       let decode = shape.steps - 1
@@ -194,10 +197,10 @@ export function createDecoyPlanner(options: DecoyPlannerOptions = {}): DecoyPlan
         decode = Math.max(0, Math.min(decode, set.canaries[canaryIndex].tokens.length - prompt, shape.maxLength - prompt))
       } else {
         const need = shape.promptLength + shape.steps - 1
-        const fits = set.canaries.map((c, i) => ({ i, n: c.tokens.length })).filter((c) => c.n >= need)
+        const fits = free.map((i) => ({ i, n: set.canaries[i].tokens.length })).filter((c) => c.n >= need)
         if (fits.length > 0) canaryIndex = fits[rnd.int(fits.length)].i
         else {
-          canaryIndex = set.canaries.reduce((b, c, i) => (c.tokens.length > set.canaries[b].tokens.length ? i : b), 0)
+          canaryIndex = free.reduce((b, i) => (set.canaries[i].tokens.length > set.canaries[b].tokens.length ? i : b), free[0])
           const n = set.canaries[canaryIndex].tokens.length
           prompt = Math.min(prompt, n)
           decode = Math.min(decode, n - prompt)
@@ -219,12 +222,13 @@ function nearestEnd(
   set: CanarySet,
   prefillEnds: readonly (readonly number[])[],
   shape: SessionShape,
-  rnd: Random
+  rnd: Random,
+  free: readonly number[]
 ): { index: number; end: number } | undefined {
   if (prefillEnds.length !== set.canaries.length)
     throw new CanaryArgumentError(`prefillEnds holds ${prefillEnds.length} lists for ${set.canaries.length} canaries`)
-  const all = prefillEnds.flatMap((ends, index) =>
-    ends
+  const all = free.flatMap((index) =>
+    prefillEnds[index]
       .filter((e) => Number.isInteger(e) && e >= 1 && e < set.canaries[index].tokens.length && e < shape.maxLength)
       .map((end) => ({ index, end }))
   )

@@ -1,5 +1,6 @@
 import {
   buildCanaryTraces,
+  CanariesSpentError,
   CanaryBankLevelError,
   type CanarySet,
   type CanaryTraces,
@@ -78,14 +79,23 @@ export class CanaryMaterial {
    * steps on the client (minutes per canary on an 8B model) and were never sent.
    */
   private wanted: number
+  /** Canaries of the secret set (grown when a peer has been sent every one). */
+  private count: number
+  /** Per peer, the canaries sent to it (by index): none is sent to a peer twice. */
+  private readonly sent = new Map<string, Set<number>>()
 
   constructor(
     private readonly model: ModelFile,
     private readonly o: {
       readonly kernels?: Kernels
       readonly prompts?: readonly string[]
-      /** Made on first use when `prompts` is not given (secret canaries: client/canary-secret.ts). */
-      readonly promptsFrom?: () => readonly string[]
+      /**
+       * Made on first use when `prompts` is not given (secret canaries: client/canary-secret.ts):
+       * `count` prompts, the first ones the same whatever the count (the set grows by them).
+       */
+      readonly promptsFrom?: (count: number) => readonly string[]
+      /** Canaries the secret set starts with (default 8); doubled when a peer has seen them all. */
+      readonly count?: number
       readonly seed?: number
       /**
        * A canary bank (canary/canary-bank.ts): traces built elsewhere, so the client never runs
@@ -105,6 +115,7 @@ export class CanaryMaterial {
     // an explicit length (or a bank) is built as given; the default grows with real sessions
     this.wanted = o.bank || o.length !== undefined ? this.length : 0
     if (o.bank) this.traces = o.bank
+    this.count = o.count ?? 8
     this.planner = createDecoyPlanner({ seed: o.seed ?? 1 })
     this.standIn = createDecoyPlanner({ seed: (o.seed ?? 1) + 1, history: 1 })
   }
@@ -124,12 +135,15 @@ export class CanaryMaterial {
     // grows at least twofold, so a client whose sessions keep getting longer rebuilds few times
     if (want > this.wanted) this.wanted = built > 0 && want > built ? Math.min(this.length, Math.max(want, 2 * built)) : want
     let set = this.sets.get(boundary)
-    if (set && built >= this.wanted) return set
+    // the secret set grew (a peer had seen it whole): rebuilt with the new canaries after the old
+    const grown =
+      !this.o.bank && this.prompts !== undefined && this.traces !== undefined && this.traces.traces.length < this.prompts.length
+    if (set && built >= this.wanted && !grown) return set
     const n = this.model.config.nLayers
     if (this.o.bank?.traces.some((t) => t.states[boundary] === undefined)) {
       throw new CanaryBankLevelError(`the canary bank holds no states at block boundary ${boundary}: rebuild it with that level`)
     }
-    if (!this.traces || this.traces.traces[0].states[boundary] === undefined || (!this.o.bank && built < this.wanted)) {
+    if (!this.traces || this.traces.traces[0].states[boundary] === undefined || (!this.o.bank && built < this.wanted) || grown) {
       // Building runs the whole model over every canary (in lockstep, canary/trace.ts), token by
       // token (sampled continuation), so the default set is small; a longer-lived client can pass
       // more prompts. Levels from the lowest boundary asked for so far.
@@ -137,7 +151,7 @@ export class CanaryMaterial {
       this.traces = buildCanaryTraces({
         model: this.model,
         kernels: this.o.kernels ?? createReferenceKernels(),
-        prompts: this.o.prompts ?? (this.prompts ??= this.o.promptsFrom?.()) ?? DEFAULT_CANARY_PROMPTS.slice(0, 4),
+        prompts: this.o.prompts ?? (this.prompts ??= this.o.promptsFrom?.(this.count)) ?? DEFAULT_CANARY_PROMPTS.slice(0, 4),
         tokensPerPrompt: this.wanted,
         maxPromptTokens: Math.min(MAX_CANARY_PROMPT_TOKENS, this.wanted),
         seed: this.o.seed ?? 1,
@@ -183,7 +197,37 @@ export class CanaryMaterial {
    * length) drawn from the recent ones. Before any real session has ended, the one in progress
    * stands in, as if it ran to its max length.
    */
-  plan(boundary: number, ctx: StepContext): DecoyPlan {
+  plan(boundary: number, ctx: StepContext, peers: readonly string[] = []): DecoyPlan {
+    // A canary input a peer has seen before tells it a decoy (a real prompt is not sent twice
+    // by chance): each canary goes to a peer at most once. A secret set that a peer has seen
+    // whole grows (twice as many canaries, the first ones unchanged); a bank or given prompts
+    // cannot, and then no decoy is sent (CanariesSpentError).
+    const avoid = (i: number): boolean => peers.some((p) => this.sent.get(p)?.has(i))
+    let plan: DecoyPlan
+    try {
+      plan = this.planOnce(boundary, ctx, avoid)
+    } catch (err) {
+      if (!(err instanceof CanariesSpentError) || !this.grow()) throw err
+      plan = this.planOnce(boundary, ctx, avoid)
+    }
+    for (const p of peers) {
+      let seen = this.sent.get(p)
+      if (!seen) this.sent.set(p, (seen = new Set()))
+      seen.add(plan.canaryIndex)
+    }
+    return plan
+  }
+
+  /** Twice as many secret canaries (rebuilt on the next setFor); false when the set cannot grow. */
+  private grow(): boolean {
+    if (this.o.bank || this.o.prompts || !this.o.promptsFrom || !this.prompts) return false
+    this.count *= 2
+    this.prompts = this.o.promptsFrom(this.count)
+    this.prefillEnds = undefined
+    return true
+  }
+
+  private planOnce(boundary: number, ctx: StepContext, avoid: (i: number) => boolean): DecoyPlan {
     const set = this.setFor(boundary)
     if (this.planner.observed === 0) {
       const cur = ctx.sessionId === undefined ? undefined : this.active.get(ctx.sessionId)
@@ -194,9 +238,9 @@ export class CanaryMaterial {
         maxLength: ctx.maxLength,
         wire: 'f32'
       })
-      return this.standIn.plan(set, this.endsOf(set))
+      return this.standIn.plan(set, this.endsOf(set), avoid)
     }
-    return this.planner.plan(set, this.endsOf(set))
+    return this.planner.plan(set, this.endsOf(set), avoid)
   }
 
   /**
@@ -251,7 +295,11 @@ export class DecoyPool {
       this.decoys.delete(key)
       await this.close(decoy)
     }
-    const plan = this.material.plan(targets[0].start, ctx)
+    const plan = this.material.plan(
+      targets[0].start,
+      ctx,
+      targets.map((t) => t.peerId)
+    )
     // shaped as a real route's hop session id (128 random bits, as RemotePipeline's)
     const sessionId = randomSessionId()
     const opened = await open(sessionId, plan.maxLength)

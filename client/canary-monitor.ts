@@ -125,7 +125,7 @@ export class CanaryMonitor {
             ...this.probes,
             peersOf,
             isExcluded: (p) => this.detector.verdict(p).excluded,
-            plan: (b) => this.material.plan(b, { forwarding: 'relay', maxLength: options.maxLength }),
+            plan: (b, peers) => this.material.plan(b, { forwarding: 'relay', maxLength: options.maxLength }, peers),
             pick: (n) => this.random.int(n)
           }
         : undefined,

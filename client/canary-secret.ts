@@ -188,8 +188,9 @@ export function secretMaterial(
     kernels: options.kernels,
     prompts: options.prompts,
     promptsFrom: secret
-      ? () => secretPrompts(model, secret, { count: options.count ?? 8, corpus: options.corpus, kernels: options.kernels })
+      ? (count) => secretPrompts(model, secret, { count, corpus: options.corpus, kernels: options.kernels })
       : undefined,
+    count: options.count ?? 8,
     seed,
     length: options.length,
     maxLength: options.maxLength,

@@ -45,7 +45,8 @@ export interface RedundancyDeps {
   peersOf(start: number, end: number): readonly HopTarget[]
   isExcluded(peerId: string): boolean
   setFor(boundary: number): CanarySet
-  plan(boundary: number): DecoyPlan
+  /** A decoy plan at a boundary over a canary none of `peers` has been sent. */
+  plan(boundary: number, peers: readonly string[]): DecoyPlan
   wireOf(target: HopTarget): WireDType
   pick(n: number): number
   /** Score one answer like a canary's (the detector, the evidence). */
@@ -90,7 +91,7 @@ export async function scheduledCrossCheck(
   const other = partners[deps.pick(partners.length)]
   const third = partners.find((p) => p.peerId !== other.peerId)
   const set = deps.setFor(hop.start)
-  const plan = deps.plan(hop.start)
+  const plan = deps.plan(hop.start, [hop.peerId, other.peerId])
   const steps = plan.steps.slice(0, REDUNDANCY_STEPS)
   const last = steps[steps.length - 1]
   const positions = last.startPosition + last.rows
