@@ -83,6 +83,8 @@ export class CanaryMaterial {
   private count: number
   /** Per peer, the canaries sent to it (by index): none is sent to a peer twice. */
   private readonly sent = new Map<string, Set<number>>()
+  /** Peers that have been sent every canary of a set that cannot grow. */
+  private readonly spentFor = new Set<string>()
 
   constructor(
     private readonly model: ModelFile,
@@ -96,6 +98,8 @@ export class CanaryMaterial {
       readonly promptsFrom?: (count: number) => readonly string[]
       /** Canaries the secret set starts with (default 8); doubled when a peer has seen them all. */
       readonly count?: number
+      /** A peer has been sent every canary of a set that cannot grow (a bank, given prompts): repeats follow. */
+      readonly onSpent?: (peerId: string, canaries: number) => void
       readonly seed?: number
       /**
        * A canary bank (canary/canary-bank.ts): traces built elsewhere, so the client never runs
@@ -200,15 +204,24 @@ export class CanaryMaterial {
   plan(boundary: number, ctx: StepContext, peers: readonly string[] = []): DecoyPlan {
     // A canary input a peer has seen before tells it a decoy (a real prompt is not sent twice
     // by chance): each canary goes to a peer at most once. A secret set that a peer has seen
-    // whole grows (twice as many canaries, the first ones unchanged); a bank or given prompts
-    // cannot, and then no decoy is sent (CanariesSpentError).
+    // whole grows (twice as many canaries, the first ones unchanged). A bank or given prompts
+    // cannot: the peer then gets a canary again (least often sent to it; logged, once per peer,
+    // as `canaries-spent`): a peer no longer checked at all could tamper unchecked.
     const avoid = (i: number): boolean => peers.some((p) => this.sent.get(p)?.has(i))
     let plan: DecoyPlan
     try {
       plan = this.planOnce(boundary, ctx, avoid)
     } catch (err) {
-      if (!(err instanceof CanariesSpentError) || !this.grow()) throw err
-      plan = this.planOnce(boundary, ctx, avoid)
+      if (!(err instanceof CanariesSpentError)) throw err
+      if (this.grow()) plan = this.planOnce(boundary, ctx, avoid)
+      else {
+        for (const p of peers) {
+          if (this.o.onSpent && !this.spentFor.has(p)) this.o.onSpent(p, this.setFor(boundary).canaries.length)
+          this.spentFor.add(p)
+          this.sent.delete(p)
+        }
+        plan = this.planOnce(boundary, ctx, () => false)
+      }
     }
     for (const p of peers) {
       let seen = this.sent.get(p)

@@ -170,6 +170,7 @@ export function secretMaterial(
   options: CanaryOptions & {
     maxLength: number
     kernels?: Kernels
+    log?: (e: Record<string, unknown>) => void
     bank?: CanaryTraces
     onBuild?: (boundary: number, built: number, total: number) => void
   }
@@ -191,6 +192,7 @@ export function secretMaterial(
       ? (count) => secretPrompts(model, secret, { count, corpus: options.corpus, kernels: options.kernels })
       : undefined,
     count: options.count ?? 8,
+    onSpent: (peerId, canaries) => options.log?.({ event: 'canaries-spent', peerId, canaries }),
     seed,
     length: options.length,
     maxLength: options.maxLength,

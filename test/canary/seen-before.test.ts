@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { auroc, CanariesSpentError } from '../../canary/index.js'
+import { auroc } from '../../canary/index.js'
 import { CanaryMaterial } from '../../client/canary-decoys.js'
 import { secretPrompts, secretSeed } from '../../client/canary-secret.js'
 import { createReferenceKernels, createTokenizer, openModelFile } from '../../shards/index.js'
@@ -96,20 +96,26 @@ describe('a canary input is sent to a peer at most once (issue 16)', () => {
     }
   })
 
-  it('a set that cannot grow (given prompts, a bank) sends no repeat: CanariesSpentError', () => {
+  it('a set that cannot grow (given prompts, a bank) repeats only once a peer has seen it whole, and says so', () => {
+    const spent: string[] = []
     const m = new CanaryMaterial(model, {
       kernels,
       prompts: STORY_PROMPTS.slice(0, 2),
       seed: 1,
       length: 32,
-      maxLength: 32
+      maxLength: 32,
+      onSpent: (peerId) => spent.push(peerId)
     })
     const ctx = { forwarding: 'relay' as const, maxLength: 32 }
     const a = m.plan(1, ctx, ['p']).canaryIndex
     const b = m.plan(1, ctx, ['p']).canaryIndex
     expect(new Set([a, b]).size).toBe(2)
-    expect(() => m.plan(1, ctx, ['p'])).toThrow(CanariesSpentError)
+    expect(spent).toEqual([])
+    m.plan(1, ctx, ['p'])
+    m.plan(1, ctx, ['p'])
+    expect(spent).toEqual(['p'])
     // another peer has seen none of them
-    expect(() => m.plan(1, ctx, ['q'])).not.toThrow()
+    m.plan(1, ctx, ['q'])
+    expect(spent).toEqual(['p'])
   })
 })
