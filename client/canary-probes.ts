@@ -214,6 +214,7 @@ export class PeerScores {
         receipt,
         modelId: this.modelId,
         wire: this.hops.wireOf(target),
+        ...(target.kvDtype ? { kvDtype: target.kvDtype } : {}),
         // copies: what a third party needs to recompute the step (client/evidence.ts)
         input: inputFor(this.hops.setFor(target.start), decoy.canary, 0, position + rows).slice(),
         output: output.slice()

@@ -91,6 +91,8 @@ export interface CanaryEvidence {
   readonly modelId?: string
   /** Wire dtype of the step (the receipt hashes the wire bytes; f32 ones are the rows below). */
   readonly wire?: string
+  /** The KV cache dtype the peer announced: the benign drift class it was scored in. */
+  readonly kvDtype?: string
   /**
    * The canary's input rows at the span start, positions [0, position + rows): the step's own
    * rows last, the KV context before them (client/evidence.ts recomputes the span over them).
