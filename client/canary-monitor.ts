@@ -16,8 +16,9 @@ import {
 import type { DType, Host } from '../protocol/index.js'
 import type { ModelFile } from '../shards/index.js'
 import { AuditBatcher } from './audit-batch.js'
+import { DecoyPool } from './canary-decoy-pool.js'
 import { DecoyDraftRows } from './canary-decoy-speculative.js'
-import { type CanaryMaterial, DecoyPool } from './canary-decoys.js'
+import type { CanaryMaterial } from './canary-decoys.js'
 import { laneKey, PeerScores, type ProbeDeps, probeChain, probeHop, retireLanes } from './canary-probes.js'
 import { secretMaterial } from './canary-secret.js'
 import type { CanaryEvidence, CanaryMonitorOptions, CanaryPeerReport, StepContext } from './canary-types.js'
@@ -227,7 +228,11 @@ export class CanaryMonitor {
 
   /** Peers convicted since the last call, by canary drift or by replayed receipts. */
   private takeExcluded(): string[] {
-    return [...new Set([...this.newlyExcluded.splice(0), ...this.replays.takeConvicted()])]
+    const convicted = [...new Set([...this.newlyExcluded.splice(0), ...this.replays.takeConvicted()])]
+    // a convicted peer's decoys get no further step: their sessions end now, not at close
+    if (convicted.length > 0) this.audits.round()
+    for (const p of convicted) this.pool.releasePeer(p, this.scoring)
+    return convicted
   }
 
   /** Why a peer was excluded, for the log. */

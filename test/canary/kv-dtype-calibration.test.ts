@@ -37,7 +37,7 @@ describe('benign drift of every KV dtype on quantised weights (held-out model)',
         new Set(['f32', 'f16'].flatMap((w) => [benignClassKey(w, 'f16', true), benignClassKey(w, 'q8_0', true)]))
       )
       const det = createDetector({ benign })
-      samples.forEach((s, i) => det.observe(`${s.wire}/${i % 7}`, s.drift, s.wire, s.kvLength))
+      for (const [i, s] of samples.entries()) det.observe(`${s.wire}/${i % 7}`, s.drift, s.wire, s.kvLength)
       expect(det.report().filter((v) => v.excluded)).toEqual([])
       const worst = Math.max(...samples.map((s) => densityRatio(benign, s.drift, s.wire, s.kvLength)))
       expect(worst).toBeLessThan(1 / benign.contamination)
