@@ -83,8 +83,7 @@ describe('honest nodes of every KV dtype on quantised weights are never convicte
           const client = await createClient({
             bootstrap: [node.addrs[0]],
             model: models.get(w)!,
-            canaries: { rate: 1, adaptive: false },
-            verifyResult: false
+            canaries: { rate: 1, adaptive: false }
           })
           try {
             await client.view.waitForRoute(1, 3, 20_000)
