@@ -31,7 +31,9 @@ describe('a convicted peer keeps no decoy session open', () => {
     await Promise.all(Object.values(nodes).map((n) => n.stop()))
   })
 
-  it('with 4 decoys in flight, the tamperer holds no decoy session of a client that convicted it', { timeout: 300_000 }, async () => {
+  it('with 4 decoys in flight, the tamperer holds no decoy session of a client that convicted it', {
+    timeout: 300_000
+  }, async () => {
     let convicted = 0
     for (let c = 0; c < 3; c++) {
       // sessions earlier clients left on it (their aborted real hops, below) until its idle timeout
