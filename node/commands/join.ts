@@ -1,5 +1,5 @@
 /**
- * `layerswarm join --model F [--bootstrap list|file]`: one command to add a machine to a swarm.
+ * `layerswarm join [--model F] [--bootstrap list|file]`: one command to add a machine to a swarm.
  * It learns what the swarm serves from its announcements (SwarmView: the bootstrap peers' held
  * announcements, gossip, and an info request to every announced peer, so spans of peers the
  * bootstrap peers only heard of count too), picks the span that most raises the swarm's
@@ -17,6 +17,7 @@ import { type PeerRecord, parseBootstrapList, SwarmView } from '../../client/ind
 import { createHost } from '../../protocol/index.js'
 import { computeModelId, openModelFile } from '../../shards/index.js'
 import { defaultIdentityPath } from '../identity.js'
+import { defaultModelPath } from '../paths.js'
 import { DEFAULT_BALANCE_QUALITY, shouldMove } from '../rebalance.js'
 import { chooseSpan, type ServedSpan } from '../span-selection.js'
 import { checkReadableFile } from './checks.js'
@@ -71,7 +72,7 @@ export function registerJoin(program: Command): void {
     .description(
       "Join a swarm: pick the blocks the swarm needs most from its announcements, serve them, and move when Petals' rule says the swarm's bottleneck would rise by the margin. Other `node start` options (--listen, --relay, --use-relay, --announce, --kernels...) are passed to the node."
     )
-    .requiredOption('--model <path>', 'model file (GGUF or llama2.c .bin)')
+    .option('--model <path>', 'model file (GGUF or llama2.c .bin); default: the bundled stories260K.gguf')
     .option('--bootstrap <list|file>', 'comma-separated multiaddrs, or a file with one per line')
     .addOption(new Option('--num-blocks <n>', 'blocks to serve (default: half the model)').argParser(int('--num-blocks', 1)))
     .option('--identity <file>', 'the node key file (default: identity.key in $LAYERSWARM_HOME, else ~/.layerswarm)')
@@ -92,7 +93,7 @@ export function registerJoin(program: Command): void {
     .allowUnknownOption()
     .allowExcessArguments()
     .action(async (opts, cmd: Command) => {
-      const modelPath = checkReadableFile(opts.model, '--model')
+      const modelPath = checkReadableFile(opts.model ?? defaultModelPath(), '--model')
       const bootstrap = opts.bootstrap ? readBootstrap(String(opts.bootstrap)) : []
       const passThrough = cmd.args.filter((a) => a !== modelPath)
       if (passThrough.includes('--layers')) throw new BadOptionError('join picks the span itself; --layers is for node start')
