@@ -27,7 +27,7 @@ export interface CanaryOptions {
   readonly secretFile?: string
   /** Texts the secret canaries' prompts are cut from (default: the model samples them). */
   readonly corpus?: readonly string[]
-  /** Canaries in a secret set (default 8). */
+  /** Canaries a secret set starts with (default 8); it doubles when a peer has been sent them all (each goes to a peer once). */
   readonly count?: number
   /** Benign drift model; the project's calibration by default. */
   readonly benign?: DriftModel
