@@ -16,13 +16,24 @@ import { WIRE_DTYPES, type WireDType, wireRoundtrip } from './wire-roundtrip.js'
  * (benignClassKey: `<wire>/kv-q8_0`), and a peer that does not announce a q8_0 cache keeps
  * the tighter ones.
  */
-export type BenignProfile = 'reference' | 'wasm-1t' | 'wasm-2t' | 'reference-kvf16' | 'reference-kvq8_0'
+export type BenignProfile =
+  | 'reference'
+  | 'wasm-1t'
+  | 'wasm-2t'
+  | 'native'
+  | 'reference-kvf16'
+  | 'reference-kvq8_0'
+  | 'native-kvf16'
+  | 'native-kvq8_0'
 export const BENIGN_PROFILES: readonly BenignProfile[] = [
   'reference',
   'wasm-1t',
   'wasm-2t',
+  'native',
   'reference-kvf16',
-  'reference-kvq8_0'
+  'reference-kvq8_0',
+  'native-kvf16',
+  'native-kvq8_0'
 ]
 
 /**
@@ -55,16 +66,19 @@ export function profileKernels(profile: BenignProfile): ProfileKernels {
   if (!BENIGN_PROFILES.includes(profile)) throw new CanaryArgumentError(`unknown benign profile ${profile}`)
   let kernels: Kernels
   let fallback = false
-  if (profile === 'wasm-1t' || profile === 'wasm-2t') {
+  const native = profile.startsWith('native')
+  if (profile === 'wasm-1t' || profile === 'wasm-2t' || native) {
     try {
-      kernels = selectKernels({ kind: 'wasm', threads: profile === 'wasm-1t' ? 1 : 2 })
+      kernels = native
+        ? selectKernels({ kind: 'native' })
+        : selectKernels({ kind: 'wasm', threads: profile === 'wasm-1t' ? 1 : 2 })
     } catch (e) {
       if (!(e instanceof KernelsUnavailableError)) throw e
       kernels = selectKernels({ kind: 'reference' })
       fallback = true
     }
   } else kernels = selectKernels({ kind: 'reference' })
-  const kvDType: KvDType = profile === 'reference-kvf16' ? 'f16' : profile === 'reference-kvq8_0' ? 'q8_0' : 'f32'
+  const kvDType: KvDType = profile.endsWith('-kvf16') ? 'f16' : profile.endsWith('-kvq8_0') ? 'q8_0' : 'f32'
   return { profile, kernels, kvDType, fallback, close: () => kernels.close?.() }
 }
 
@@ -109,6 +123,13 @@ export interface CalibrateOptions {
   readonly prompts?: readonly string[]
   readonly tokensPerPrompt?: number
   readonly seed?: number
+  /**
+   * Kernels the references (the client's canary traces) are computed on. Default: the reference
+   * kernels, and for a model whose matrices the fast kernels multiply with quantised activations
+   * also the native ones, since a client picks those for such a model (selectKernelsFor) and
+   * its references then carry their rounding, not the reference kernels'.
+   */
+  readonly references?: readonly ('reference' | 'native')[]
 }
 
 export interface Calibration {
@@ -132,47 +153,70 @@ export function collectBenignSamples(options: CalibrateOptions): { samples: Drif
   const samples: DriftSample[] = []
   const fallbacks = new Set<BenignProfile>()
   for (const { model, boundaries } of options.targets) {
+    const references = options.references ?? (quantizedWeights(model) ? ['reference', 'native'] : ['reference'])
     for (const boundary of boundaries) {
       const ends = endsAfter(model, boundary)
-      const set = buildCanarySet({
-        model,
-        boundary,
-        ends,
-        prompts: options.prompts,
-        tokensPerPrompt: options.tokensPerPrompt,
-        seed: options.seed
-      })
-      for (const profile of profiles) {
-        const pk = profileKernels(profile)
-        // A q8_0 cache needs whole 32-blocks per KV row (shards/kv-cache.ts).
-        if (pk.kvDType === 'q8_0' && model.config.kvDim % 32 !== 0) {
-          pk.close()
-          continue
-        }
-        if (pk.fallback) fallbacks.add(profile)
-        const runner = createSpanRunner({
-          model,
-          kernels: pk.kernels,
-          kvDType: pk.kvDType,
-          start: boundary,
-          maxEnd: ends[ends.length - 1]
-        })
+      for (const reference of references) {
+        const rk = profileKernels(reference === 'native' ? 'native' : 'reference')
+        let set: CanarySet
         try {
-          for (const wire of wires) {
-            if (wire === 'q8_0' && set.dim % 32 !== 0) continue
-            for (let i = 0; i < set.canaries.length; i++) {
-              const key = benignClassKey(wire, pk.kvDType, quantizedWeights(model))
-              samples.push(...sessionDrifts(set, i, runPeerSession(runner, set, i, wire), wire, key))
-            }
-          }
+          set = buildCanarySet({
+            model,
+            boundary,
+            ends,
+            prompts: options.prompts,
+            tokensPerPrompt: options.tokensPerPrompt,
+            seed: options.seed,
+            kernels: rk.kernels
+          })
         } finally {
-          runner.close()
-          pk.close()
+          rk.close()
         }
+        for (const profile of profiles) samples.push(...profileSamples(model, boundary, ends, set, profile, wires, fallbacks))
       }
     }
   }
   return { samples, fallbacks: [...fallbacks] }
+}
+
+/** The drift samples of one benign profile over every canary of `set` and every wire. */
+function profileSamples(
+  model: ModelFile,
+  boundary: number,
+  ends: number[],
+  set: CanarySet,
+  profile: BenignProfile,
+  wires: readonly WireDType[],
+  fallbacks: Set<BenignProfile>
+): DriftSample[] {
+  const pk = profileKernels(profile)
+  // A q8_0 cache needs whole 32-blocks per KV row (shards/kv-cache.ts).
+  if (pk.kvDType === 'q8_0' && model.config.kvDim % 32 !== 0) {
+    pk.close()
+    return []
+  }
+  if (pk.fallback) fallbacks.add(profile)
+  const samples: DriftSample[] = []
+  const runner = createSpanRunner({
+    model,
+    kernels: pk.kernels,
+    kvDType: pk.kvDType,
+    start: boundary,
+    maxEnd: ends[ends.length - 1]
+  })
+  try {
+    for (const wire of wires) {
+      if (wire === 'q8_0' && set.dim % 32 !== 0) continue
+      for (let i = 0; i < set.canaries.length; i++) {
+        const key = benignClassKey(wire, pk.kvDType, quantizedWeights(model))
+        samples.push(...sessionDrifts(set, i, runPeerSession(runner, set, i, wire), wire, key))
+      }
+    }
+  } finally {
+    runner.close()
+    pk.close()
+  }
+  return samples
 }
 
 /** One drift sample per step and span end of a peer session (outputs sent back in `wire`; samples keyed `key`). */

@@ -59,3 +59,11 @@ export class CorruptCanaryBankError extends CanaryError {
 export class CanaryBankLevelError extends CanaryError {
   override readonly code = 'CANARY_BANK_LEVEL'
 }
+
+/**
+ * Every canary of the set has been sent to a peer already, and the set cannot grow (a bank, or
+ * prompts given): a repeated canary input tells a peer it is a decoy, so none is sent.
+ */
+export class CanariesSpentError extends CanaryError {
+  override readonly code = 'CANARIES_SPENT'
+}

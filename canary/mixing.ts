@@ -1,7 +1,7 @@
 import type { CanarySet } from './canary-set.js'
-import { CanaryArgumentError } from './errors.js'
+import { CanariesSpentError, CanaryArgumentError } from './errors.js'
 import { DEFAULT_CANARY_RATE } from './options.js'
-import { createRandom, type Random } from './rng.js'
+import { createRandom } from './rng.js'
 import { WIRE_DTYPES, type WireDType } from './wire-roundtrip.js'
 
 /*
@@ -112,9 +112,10 @@ export interface DecoyPlanner {
   /**
    * A decoy over `set` (the planner's own set by default). With `prefillEnds` (per canary, the
    * positions its prefill may end at, e.g. sentence ends) the prefill ends at the one nearest the
-   * real shape's, so a decoy's prefill never stops where no real prompt would.
+   * real shape's, so a decoy's prefill never stops where no real prompt would. `avoid`: canaries
+   * not to use (sent to the decoy's peers before); CanariesSpentError when it leaves none.
    */
-  plan(set?: CanarySet, prefillEnds?: readonly (readonly number[])[]): DecoyPlan
+  plan(set?: CanarySet, prefillEnds?: readonly (readonly number[])[], avoid?: (index: number) => boolean): DecoyPlan
 }
 
 export interface DecoyPlannerOptions {
@@ -168,12 +169,14 @@ export function createDecoyPlanner(options: DecoyPlannerOptions = {}): DecoyPlan
     get observed() {
       return shapes.length
     },
-    plan(given, prefillEnds) {
+    plan(given, prefillEnds, avoid) {
       const set = checkSet(given ?? options.set)
+      const free = set.canaries.map((_, i) => i).filter((i) => !avoid?.(i))
+      if (free.length === 0) throw new CanariesSpentError(`all ${set.canaries.length} canaries were sent to this peer already`)
       let shape: SessionShape
       if (shapes.length > 0) shape = shapes[rnd.int(shapes.length)]
       else {
-        const c = set.canaries[rnd.int(set.canaries.length)]
+        const c = set.canaries[free[rnd.int(free.length)]]
         shape = {
           promptLength: c.promptLength,
           steps: c.tokens.length - c.promptLength + 1,
@@ -181,7 +184,14 @@ export function createDecoyPlanner(options: DecoyPlannerOptions = {}): DecoyPlan
           wire: defaultWire
         }
       }
-      const cut = prefillEnds ? nearestEnd(set, prefillEnds, shape, rnd) : undefined
+      const all = set.canaries.map((_, i) => i)
+      const ends = prefillEnds ? exactEnds(set, prefillEnds, shape, free) : []
+      // A canary the peer has not seen that does not fit the real shape (no sentence end at its
+      // prefill length, or too short) would show as a decoy by its shape: when one it has seen
+      // would fit, the set counts as spent (it grows, or a bank repeats) rather than cut short.
+      if (prefillEnds && ends.length === 0 && exactEnds(set, prefillEnds, shape, all).length > 0)
+        throw new CanariesSpentError('no canary this peer has not seen fits the real shape')
+      const cut = ends.length > 0 ? ends[rnd.int(ends.length)] : undefined
       let canaryIndex: number
       let prompt = shape.promptLength
       let decode = shape.steps - 1
@@ -194,10 +204,12 @@ export function createDecoyPlanner(options: DecoyPlannerOptions = {}): DecoyPlan
         decode = Math.max(0, Math.min(decode, set.canaries[canaryIndex].tokens.length - prompt, shape.maxLength - prompt))
       } else {
         const need = shape.promptLength + shape.steps - 1
-        const fits = set.canaries.map((c, i) => ({ i, n: c.tokens.length })).filter((c) => c.n >= need)
+        const fits = free.map((i) => ({ i, n: set.canaries[i].tokens.length })).filter((c) => c.n >= need)
+        if (fits.length === 0 && free.length < all.length && all.some((i) => set.canaries[i].tokens.length >= need))
+          throw new CanariesSpentError('no canary this peer has not seen is long enough for the real shape')
         if (fits.length > 0) canaryIndex = fits[rnd.int(fits.length)].i
         else {
-          canaryIndex = set.canaries.reduce((b, c, i) => (c.tokens.length > set.canaries[b].tokens.length ? i : b), 0)
+          canaryIndex = free.reduce((b, i) => (set.canaries[i].tokens.length > set.canaries[b].tokens.length ? i : b), free[0])
           const n = set.canaries[canaryIndex].tokens.length
           prompt = Math.min(prompt, n)
           decode = Math.min(decode, n - prompt)
@@ -211,28 +223,26 @@ export function createDecoyPlanner(options: DecoyPlannerOptions = {}): DecoyPlan
 }
 
 /**
- * A (canary, prefill end) at the real shape's prompt length that leaves room for its decode
- * steps, drawn at random; none when no canary has a sentence end there (the prefill then copies
- * the real length wherever it falls).
+ * The (canary, prefill end) pairs among `indices` at exactly the real shape's prompt length that
+ * leave room for its decode steps; none when no canary has a sentence end there (the prefill
+ * then copies the real length wherever it falls).
  */
-function nearestEnd(
+function exactEnds(
   set: CanarySet,
   prefillEnds: readonly (readonly number[])[],
   shape: SessionShape,
-  rnd: Random
-): { index: number; end: number } | undefined {
+  indices: readonly number[]
+): { index: number; end: number }[] {
   if (prefillEnds.length !== set.canaries.length)
     throw new CanaryArgumentError(`prefillEnds holds ${prefillEnds.length} lists for ${set.canaries.length} canaries`)
-  const all = prefillEnds.flatMap((ends, index) =>
-    ends
+  const all = indices.flatMap((index) =>
+    prefillEnds[index]
       .filter((e) => Number.isInteger(e) && e >= 1 && e < set.canaries[index].tokens.length && e < shape.maxLength)
       .map((end) => ({ index, end }))
   )
-  if (all.length === 0) return undefined
   // Only an end at exactly the real prompt's length: a decoy's shape (prefill rows, steps) must be
   // one a real session had, which a middle hop sees directly (test/e2e/canary-chain.test.ts); a
   // nearby end would tell decoys by their prefill length wherever real prompts share one.
   const room = (c: { index: number; end: number }): number => set.canaries[c.index].tokens.length - c.end
-  const exact = all.filter((c) => c.end === shape.promptLength && room(c) >= shape.steps - 1)
-  return exact.length > 0 ? exact[rnd.int(exact.length)] : undefined
+  return all.filter((c) => c.end === shape.promptLength && room(c) >= shape.steps - 1)
 }

@@ -1,5 +1,6 @@
 import {
   buildCanaryTraces,
+  CanariesSpentError,
   CanaryBankLevelError,
   type CanarySet,
   type CanaryTraces,
@@ -14,18 +15,10 @@ import {
   type WireDType
 } from '../canary/index.js'
 import { createReferenceKernels, createTokenizer, type Kernels, type ModelFile } from '../shards/index.js'
-import {
-  type DecoyDraftRows,
-  nextSpeculativeStep,
-  type PlannedDecoyStep,
-  type SpeculativeDecoy,
-  speculativeDecoy,
-  speculativeDone
-} from './canary-decoy-speculative.js'
+import { type SpeculativeDecoy, speculativeDone } from './canary-decoy-speculative.js'
 import type { StepContext } from './canary-types.js'
 import type { ChainedDecoy } from './chained-decoy.js'
 import type { HopSession, HopTarget } from './hop.js'
-import { randomSessionId } from './session-id.js'
 
 /** A token that ends a sentence: . ! or ? (then maybe a closing quote), as decoded. */
 const SENTENCE_END = /[.!?]["']?\s*$/
@@ -78,14 +71,27 @@ export class CanaryMaterial {
    * steps on the client (minutes per canary on an 8B model) and were never sent.
    */
   private wanted: number
+  /** Canaries of the secret set (grown when a peer has been sent every one). */
+  private count: number
+  /** Per peer, the canaries sent to it (by index): none is sent to a peer twice. */
+  private readonly sent = new Map<string, Set<number>>()
+  /** Peers that have been sent every canary of a set that cannot grow. */
+  private readonly spentFor = new Set<string>()
 
   constructor(
     private readonly model: ModelFile,
     private readonly o: {
       readonly kernels?: Kernels
       readonly prompts?: readonly string[]
-      /** Made on first use when `prompts` is not given (secret canaries: client/canary-secret.ts). */
-      readonly promptsFrom?: () => readonly string[]
+      /**
+       * Made on first use when `prompts` is not given (secret canaries: client/canary-secret.ts):
+       * `count` prompts, the first ones the same whatever the count (the set grows by them).
+       */
+      readonly promptsFrom?: (count: number) => readonly string[]
+      /** Canaries the secret set starts with (default 8); doubled when a peer has seen them all. */
+      readonly count?: number
+      /** A peer has been sent every canary of a set that cannot grow (a bank, given prompts): repeats follow. */
+      readonly onSpent?: (peerId: string, canaries: number) => void
       readonly seed?: number
       /**
        * A canary bank (canary/canary-bank.ts): traces built elsewhere, so the client never runs
@@ -105,6 +111,7 @@ export class CanaryMaterial {
     // an explicit length (or a bank) is built as given; the default grows with real sessions
     this.wanted = o.bank || o.length !== undefined ? this.length : 0
     if (o.bank) this.traces = o.bank
+    this.count = o.count ?? 8
     this.planner = createDecoyPlanner({ seed: o.seed ?? 1 })
     this.standIn = createDecoyPlanner({ seed: (o.seed ?? 1) + 1, history: 1 })
   }
@@ -124,12 +131,15 @@ export class CanaryMaterial {
     // grows at least twofold, so a client whose sessions keep getting longer rebuilds few times
     if (want > this.wanted) this.wanted = built > 0 && want > built ? Math.min(this.length, Math.max(want, 2 * built)) : want
     let set = this.sets.get(boundary)
-    if (set && built >= this.wanted) return set
+    // the secret set grew (a peer had seen it whole): rebuilt with the new canaries after the old
+    const grown =
+      !this.o.bank && this.prompts !== undefined && this.traces !== undefined && this.traces.traces.length < this.prompts.length
+    if (set && built >= this.wanted && !grown) return set
     const n = this.model.config.nLayers
     if (this.o.bank?.traces.some((t) => t.states[boundary] === undefined)) {
       throw new CanaryBankLevelError(`the canary bank holds no states at block boundary ${boundary}: rebuild it with that level`)
     }
-    if (!this.traces || this.traces.traces[0].states[boundary] === undefined || (!this.o.bank && built < this.wanted)) {
+    if (!this.traces || this.traces.traces[0].states[boundary] === undefined || (!this.o.bank && built < this.wanted) || grown) {
       // Building runs the whole model over every canary (in lockstep, canary/trace.ts), token by
       // token (sampled continuation), so the default set is small; a longer-lived client can pass
       // more prompts. Levels from the lowest boundary asked for so far.
@@ -137,7 +147,7 @@ export class CanaryMaterial {
       this.traces = buildCanaryTraces({
         model: this.model,
         kernels: this.o.kernels ?? createReferenceKernels(),
-        prompts: this.o.prompts ?? (this.prompts ??= this.o.promptsFrom?.()) ?? DEFAULT_CANARY_PROMPTS.slice(0, 4),
+        prompts: this.o.prompts ?? (this.prompts ??= this.o.promptsFrom?.(this.count)) ?? DEFAULT_CANARY_PROMPTS.slice(0, 4),
         tokensPerPrompt: this.wanted,
         maxPromptTokens: Math.min(MAX_CANARY_PROMPT_TOKENS, this.wanted),
         seed: this.o.seed ?? 1,
@@ -183,7 +193,46 @@ export class CanaryMaterial {
    * length) drawn from the recent ones. Before any real session has ended, the one in progress
    * stands in, as if it ran to its max length.
    */
-  plan(boundary: number, ctx: StepContext): DecoyPlan {
+  plan(boundary: number, ctx: StepContext, peers: readonly string[] = []): DecoyPlan {
+    // A canary input a peer has seen before tells it a decoy (a real prompt is not sent twice
+    // by chance): each canary goes to a peer at most once. A secret set that a peer has seen
+    // whole grows (twice as many canaries, the first ones unchanged). A bank or given prompts
+    // cannot: the peer then gets a canary again (least often sent to it; logged, once per peer,
+    // as `canaries-spent`): a peer no longer checked at all could tamper unchecked.
+    const avoid = (i: number): boolean => peers.some((p) => this.sent.get(p)?.has(i))
+    let plan: DecoyPlan
+    try {
+      plan = this.planOnce(boundary, ctx, avoid)
+    } catch (err) {
+      if (!(err instanceof CanariesSpentError)) throw err
+      if (this.grow()) plan = this.planOnce(boundary, ctx, avoid)
+      else {
+        for (const p of peers) {
+          if (this.o.onSpent && !this.spentFor.has(p)) this.o.onSpent(p, this.setFor(boundary).canaries.length)
+          this.spentFor.add(p)
+          this.sent.delete(p)
+        }
+        plan = this.planOnce(boundary, ctx, () => false)
+      }
+    }
+    for (const p of peers) {
+      let seen = this.sent.get(p)
+      if (!seen) this.sent.set(p, (seen = new Set()))
+      seen.add(plan.canaryIndex)
+    }
+    return plan
+  }
+
+  /** Twice as many secret canaries (rebuilt on the next setFor); false when the set cannot grow. */
+  private grow(): boolean {
+    if (this.o.bank || this.o.prompts || !this.o.promptsFrom || !this.prompts) return false
+    this.count *= 2
+    this.prompts = this.o.promptsFrom(this.count)
+    this.prefillEnds = undefined
+    return true
+  }
+
+  private planOnce(boundary: number, ctx: StepContext, avoid: (i: number) => boolean): DecoyPlan {
     const set = this.setFor(boundary)
     if (this.planner.observed === 0) {
       const cur = ctx.sessionId === undefined ? undefined : this.active.get(ctx.sessionId)
@@ -194,9 +243,9 @@ export class CanaryMaterial {
         maxLength: ctx.maxLength,
         wire: 'f32'
       })
-      return this.standIn.plan(set, this.endsOf(set))
+      return this.standIn.plan(set, this.endsOf(set), avoid)
     }
-    return this.planner.plan(set, this.endsOf(set))
+    return this.planner.plan(set, this.endsOf(set), avoid)
   }
 
   /**
@@ -224,128 +273,4 @@ export class CanaryMaterial {
     })
     return this.prefillEnds
   }
-}
-
-/** The open decoys, one per hop (relayed) or per route (chained), each following its plan. */
-export class DecoyPool {
-  private readonly decoys = new Map<string, Decoy>()
-  /** Retired decoys' closes still under way (after their last scoring). */
-  private readonly closing = new Set<Promise<void>>()
-
-  constructor(
-    private readonly material: CanaryMaterial,
-    /** Rejected drafts' rows of speculative decoys. */
-    readonly draftRows?: DecoyDraftRows
-  ) {}
-
-  /** The decoy for `key`, opened anew when it has none or its plan is done. */
-  async decoyFor(
-    key: string,
-    targets: readonly HopTarget[],
-    ctx: StepContext,
-    open: (sessionId: string, maxLength: number) => Promise<Pick<Decoy, 'hop' | 'chain'>>
-  ): Promise<Decoy> {
-    let decoy = this.decoys.get(key)
-    if (decoy && !decoyDone(decoy)) return decoy
-    if (decoy) {
-      this.decoys.delete(key)
-      await this.close(decoy)
-    }
-    const plan = this.material.plan(targets[0].start, ctx)
-    // shaped as a real route's hop session id (128 random bits, as RemotePipeline's)
-    const sessionId = randomSessionId()
-    const opened = await open(sessionId, plan.maxLength)
-    decoy = {
-      targets,
-      ...opened,
-      sessionId,
-      canary: plan.canaryIndex,
-      steps: plan.steps,
-      next: 0,
-      stepId: 1,
-      taintedFrom: targets.length,
-      spec:
-        ctx.draftLength === undefined || !this.draftRows
-          ? undefined
-          : speculativeDecoy(
-              this.material.setFor(targets[0].start).canaries[plan.canaryIndex].tokens,
-              plan.steps[0].rows,
-              plan.steps[plan.steps.length - 1].startPosition + plan.steps[plan.steps.length - 1].rows,
-              ctx.draftLength
-            )
-    }
-    this.decoys.set(key, decoy)
-    return decoy
-  }
-
-  /**
-   * One step of the decoy for `key`: a step that fails leaves the decoy's session out of step with
-   * the peer (or gone, e.g. closed as idle), so the decoy is dropped and the next probe opens anew.
-   */
-  async stepDecoy<T>(
-    key: string,
-    decoy: Decoy,
-    run: (step: PlannedDecoyStep, stepId: number) => Promise<T>,
-    draftLength?: number
-  ): Promise<T> {
-    const step: PlannedDecoyStep =
-      decoy.spec && decoy.next > 0
-        ? nextSpeculativeStep(decoy.spec, draftLength)
-        : { ...decoy.steps[decoy.next], scored: decoy.steps[decoy.next].rows, rejected: [] }
-    decoy.next++
-    try {
-      return await run(step, decoy.stepId++)
-    } catch (err) {
-      if (this.decoys.get(key) === decoy) this.decoys.delete(key)
-      this.close(decoy).catch(() => {})
-      throw err
-    }
-  }
-
-  /**
-   * A decoy whose plan is done: closed once `after` settles (its last steps' audits and scoring),
-   * as a real session closes after its last audits; a later probe opens a new one.
-   */
-  retire(key: string, decoy: Decoy, after: Promise<unknown>): void {
-    if (this.decoys.get(key) === decoy) this.decoys.delete(key)
-    // closeAll waits for these too: a client that ends (a CLI run exits right after) must not
-    // leave retired decoys' sessions open on a peer until its idle timeout, where they fill its
-    // session cap (a peer's burst keeps several decoys in flight)
-    const closed = after
-      .then(
-        () => undefined,
-        () => undefined
-      )
-      .then(() => this.close(decoy))
-      .catch(() => {})
-    this.closing.add(closed)
-    closed.finally(() => this.closing.delete(closed))
-  }
-
-  /** The decoy for `key`, if open, ends early (closed once `after` settles), as a real session may. */
-  release(key: string, after: Promise<unknown>): boolean {
-    const decoy = this.decoys.get(key)
-    if (decoy) this.retire(key, decoy, after)
-    return decoy !== undefined
-  }
-
-  /** Whether a decoy for `key` is open. */
-  has(key: string): boolean {
-    return this.decoys.has(key)
-  }
-
-  async closeAll(): Promise<void> {
-    const all = [...this.decoys.values()]
-    this.decoys.clear()
-    await Promise.all([...all.map((d) => this.close(d).catch(() => {})), ...this.closing])
-  }
-
-  private close(d: Decoy): Promise<void> {
-    this.draftRows?.release(d.spec)
-    return closeDecoy(d)
-  }
-}
-
-function closeDecoy(d: Decoy): Promise<void> {
-  return d.chain ? d.chain.close() : d.hop!.close()
 }

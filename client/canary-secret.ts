@@ -1,7 +1,7 @@
 import { createHmac, randomBytes } from 'node:crypto'
 import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { dirname } from 'node:path'
-import { createRandom, type Random } from '../canary/index.js'
+import { CanaryBankMismatchError, type CanaryTraces, createRandom, type Random } from '../canary/index.js'
 import {
   createEdge,
   createReferenceKernels,
@@ -11,6 +11,8 @@ import {
   type Kernels,
   type ModelFile
 } from '../shards/index.js'
+import { CanaryMaterial } from './canary-decoys.js'
+import type { CanaryOptions } from './canary-types.js'
 import { InvalidCanarySecretError } from './errors.js'
 
 /** Bytes of a client's canary secret. */
@@ -155,4 +157,46 @@ function corpusExcerpts(corpus: readonly string[], rnd: Random, count: number, l
     out.push(words.slice(start, start + n).join(' '))
   }
   return out
+}
+
+/**
+ * A client's canary material and mixing draws. Public canaries only when a seed is given (tests,
+ * benchmarks); otherwise every canary input, its prompts, sampling and the mixing draws derive
+ * from the secret (given, kept in `secretFile`, or made for this client in memory).
+ */
+export function secretMaterial(
+  model: ModelFile,
+  modelId: string,
+  options: CanaryOptions & {
+    maxLength: number
+    kernels?: Kernels
+    log?: (e: Record<string, unknown>) => void
+    bank?: CanaryTraces
+    onBuild?: (boundary: number, built: number, total: number) => void
+  }
+): { material: CanaryMaterial; random: Random } {
+  const secret =
+    options.seed !== undefined && !options.secret && !options.secretFile
+      ? undefined
+      : (options.secret ?? (options.secretFile ? loadOrCreateSecret(options.secretFile) : randomSecret()))
+  const seed = secret ? secretSeed(secret, 'traces') : options.seed
+  const random = createRandom(secret ? secretSeed(secret, 'mixing') : (options.seed ?? Date.now()))
+  if (options.bank && options.bank.modelId !== modelId) {
+    throw new CanaryBankMismatchError(`the canary bank was built for model ${options.bank.modelId}, not ${modelId}`)
+  }
+  const material = new CanaryMaterial(model, {
+    bank: options.bank,
+    kernels: options.kernels,
+    prompts: options.prompts,
+    promptsFrom: secret
+      ? (count) => secretPrompts(model, secret, { count, corpus: options.corpus, kernels: options.kernels })
+      : undefined,
+    count: options.count ?? 8,
+    onSpent: (peerId, canaries) => options.log?.({ event: 'canaries-spent', peerId, canaries }),
+    seed,
+    length: options.length,
+    maxLength: options.maxLength,
+    onBuild: options.onBuild
+  })
+  return { material, random }
 }

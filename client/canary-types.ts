@@ -1,5 +1,7 @@
-import type { AdaptiveRateOptions, Drift, DriftModel, PeerVerdict } from '../canary/index.js'
-import type { Receipt } from '../protocol/index.js'
+import type { AdaptiveRateOptions, CanaryTraces, Drift, DriftModel, PeerVerdict } from '../canary/index.js'
+import type { DType, Receipt } from '../protocol/index.js'
+import type { Edge, Kernels, Shard } from '../shards/index.js'
+import type { HopTarget } from './hop.js'
 
 export interface CanaryOptions {
   /** Canaries per real step for a peer with a clean record, the base rate (default 0.03). */
@@ -25,7 +27,7 @@ export interface CanaryOptions {
   readonly secretFile?: string
   /** Texts the secret canaries' prompts are cut from (default: the model samples them). */
   readonly corpus?: readonly string[]
-  /** Canaries in a secret set (default 8). */
+  /** Canaries a secret set starts with (default 8); it doubles when a peer has been sent them all (each goes to a peer once). */
   readonly count?: number
   /** Benign drift model; the project's calibration by default. */
   readonly benign?: DriftModel
@@ -89,6 +91,8 @@ export interface CanaryEvidence {
   readonly modelId?: string
   /** Wire dtype of the step (the receipt hashes the wire bytes; f32 ones are the rows below). */
   readonly wire?: string
+  /** The KV cache dtype the peer announced: the benign drift class it was scored in. */
+  readonly kvDtype?: string
   /**
    * The canary's input rows at the span start, positions [0, position + rows): the step's own
    * rows last, the KV context before them (client/evidence.ts recomputes the span over them).
@@ -101,4 +105,21 @@ export interface CanaryEvidence {
 export interface CanaryPeerReport extends PeerVerdict {
   readonly canariesSent: number
   readonly lastDrift?: Drift
+}
+
+/** What the client gives its canary monitor (client/canary-monitor.ts) besides the SDK options. */
+export interface CanaryMonitorOptions extends CanaryOptions {
+  wireDtype: DType
+  maxLength: number
+  kernels?: Kernels
+  log?: (e: Record<string, unknown>) => void
+  /** A canary bank (a thin client's canaries): no canary is built on the client. */
+  bank?: CanaryTraces
+  /** Progress of building a canary set: (boundary, canaries built, canaries in the set). */
+  onBuild?: (boundary: number, built: number, total: number) => void
+  /** The client's embeddings and first blocks: speculative decoys' rejected drafts run through them. */
+  edge?: Edge
+  first?: Shard
+  /** Peers serving exactly [start, end) that routes may use: partners for redundancy checks. */
+  peersOf?: (start: number, end: number) => readonly HopTarget[]
 }

@@ -109,6 +109,8 @@ export async function verifyEvidence(
     const signature = receipt.peerId === e.peerId && (await verifyReceipt(receipt, e.sessionId, e.stepId as number))
     const position = e.position as number
     const wire = (typeof e.wire === 'string' ? e.wire : 'f32') as DType
+    // the KV dtype the peer announced: its benign class (a q8_0 cache drifts more); absent in older evidence
+    const kvDtype = e.kvDtype === 'f16' || e.kvDtype === 'q8_0' ? e.kvDtype : undefined
     let inputHash: CanaryEvidenceCheck['inputHash'] = 'no tensors'
     let outputHash: CanaryEvidenceCheck['outputHash'] = 'no tensors'
     let recomputed: CanaryEvidenceCheck['recomputed']
@@ -134,8 +136,8 @@ export async function verifyEvidence(
         shard.closeSession('evidence')
         const reference = all.subarray(position * d)
         const drift = driftMetrics(output, reference)
-        // the peer's benign class: its wire, and whether its kernels quantise activations (canary/calibrate.ts)
-        const key = benignClassKey(wire, undefined, quantizedWeights(model))
+        // the peer's benign class: its wire, its KV dtype, whether its kernels quantise activations (canary/calibrate.ts)
+        const key = benignClassKey(wire, kvDtype, quantizedWeights(model))
         const ratio = densityRatio(benign, drift, key, position + stepRows)
         recomputed = { modelId: computeModelId(model) === e.modelId, drift, densityRatio: ratio, tampered: ratio > 1 }
       }

@@ -1,5 +1,6 @@
 import type { AbortOptions } from '@libp2p/interface'
 import {
+  CanaryArgumentError,
   type CanarySet,
   type DecoyPlan,
   type DriftModel,
@@ -44,7 +45,8 @@ export interface RedundancyDeps {
   peersOf(start: number, end: number): readonly HopTarget[]
   isExcluded(peerId: string): boolean
   setFor(boundary: number): CanarySet
-  plan(boundary: number): DecoyPlan
+  /** A decoy plan at a boundary over a canary none of `peers` has been sent. */
+  plan(boundary: number, peers: readonly string[]): DecoyPlan
   wireOf(target: HopTarget): WireDType
   pick(n: number): number
   /** Score one answer like a canary's (the detector, the evidence). */
@@ -89,7 +91,7 @@ export async function scheduledCrossCheck(
   const other = partners[deps.pick(partners.length)]
   const third = partners.find((p) => p.peerId !== other.peerId)
   const set = deps.setFor(hop.start)
-  const plan = deps.plan(hop.start)
+  const plan = deps.plan(hop.start, [hop.peerId, other.peerId])
   const steps = plan.steps.slice(0, REDUNDANCY_STEPS)
   const last = steps[steps.length - 1]
   const positions = last.startPosition + last.rows
@@ -125,4 +127,43 @@ export async function scheduledCrossCheck(
     ...(result.agreed ? {} : { position: result.position, liars: result.liars, resolvedBy: result.resolvedBy })
   }
   return { record, verdicts }
+}
+
+/**
+ * The schedule: after a real relayed step, each hop gets a check with probability `rate`
+ * (ClientInit canaries.redundancyRate; 0: off), at most one in flight per span (the caller's
+ * launch keys on the span). Records every check and logs it as a `redundancy` event.
+ */
+export class RedundancySchedule {
+  readonly records: RedundancyRecord[] = []
+  readonly rate: number
+
+  constructor(
+    private readonly deps: RedundancyDeps | undefined,
+    rate: number,
+    private readonly counts: { canarySteps: number },
+    private readonly log?: (e: Record<string, unknown>) => void
+  ) {
+    if (!(rate >= 0 && rate <= 1)) throw new CanaryArgumentError(`redundancyRate must be in [0, 1], got ${rate}`)
+    this.rate = rate
+  }
+
+  /** Whether a hop gets a check after this step (`draw` uniform in [0, 1)). */
+  wants(draw: () => number): boolean {
+    return this.deps !== undefined && draw() < this.rate
+  }
+
+  /**
+   * A redundancy check of a hop (relayed): the same decoy to it and to another peer of its span,
+   * each answer scored as a canary's; recorded and logged. None without a partner.
+   */
+  async check(hop: HopTarget, options: AbortOptions = {}): Promise<PeerVerdict[]> {
+    if (!this.deps) return []
+    const got = await scheduledCrossCheck(hop, this.deps, options)
+    if (!got) return []
+    this.counts.canarySteps += 2 * got.record.steps
+    this.records.push(got.record)
+    this.log?.({ event: 'redundancy', ...got.record })
+    return got.verdicts
+  }
 }

@@ -71,3 +71,42 @@ export function saveTrust(path: string, modelId: string, fingerprint: string, pe
     throw err
   }
 }
+
+/**
+ * Restore a detector's records from a trust file. Returns the peers it says were convicted, or
+ * undefined when the file could not be read (logged as `trust-file-ignored`: a file we cannot
+ * read is not ours to overwrite, so evidence starts afresh and the file stays).
+ */
+export function restoreTrustFile(
+  path: string,
+  modelId: string,
+  benign: DriftModel,
+  detector: Detector,
+  log?: (e: Record<string, unknown>) => void
+): string[] | undefined {
+  try {
+    const records = loadTrust(path, modelId, detectorFingerprint(benign, detector))
+    detector.restore(records)
+    const excluded = records.filter((r) => r.excluded).map((r) => r.peerId)
+    log?.({ event: 'trust-file', path, peers: records.length, excluded: excluded.length })
+    return excluded
+  } catch (err) {
+    log?.({ event: 'trust-file-ignored', path, code: (err as { code?: string }).code, message: (err as Error).message })
+    return undefined
+  }
+}
+
+/** Save a detector's records to its trust file; a failure is logged (`trust-file-unsaved`), not thrown. */
+export function saveTrustFile(
+  path: string,
+  modelId: string,
+  benign: DriftModel,
+  detector: Detector,
+  log?: (e: Record<string, unknown>) => void
+): void {
+  try {
+    saveTrust(path, modelId, detectorFingerprint(benign, detector), detector.records())
+  } catch (err) {
+    log?.({ event: 'trust-file-unsaved', path, message: (err as Error).message })
+  }
+}
