@@ -257,15 +257,21 @@ export class HopSession {
   }
 
   /** Close the session on the hop and its stream (default deadline 2 s); never throws. */
-  async close({ signal }: AbortOptions = {}): Promise<void> {
+  async close(options: AbortOptions = {}): Promise<void> {
+    await this.closeConfirmed(options).catch(() => {})
+  }
+
+  /** close(), but throws when the hop did not confirm in time (its stream is aborted then). */
+  async closeConfirmed({ signal }: AbortOptions = {}): Promise<void> {
     try {
       await this.caller.call(
         { type: 'close', close: { sessionId: this.sessionId } },
         { signal: signal ?? AbortSignal.timeout(2_000) }
       )
       await this.caller.close({ signal })
-    } catch {
+    } catch (err) {
       this.caller.abort(new Error('closing'))
+      throw err
     }
   }
 

@@ -11,6 +11,12 @@ export const DEFAULT_EDGE_LAST = 1
 export const DEFAULT_WIRE: WirePreference = 'f32'
 /** A hop that does not answer a step within this is treated as dead. */
 export const DEFAULT_STEP_TIMEOUT_MS = 10_000
+/**
+ * How long a failover waits for a hop it leaves to confirm closing its session (in the
+ * background; a hop that does not answer only gets its stream aborted, and frees the session at
+ * its idle timeout).
+ */
+export const FAILOVER_CLOSE_MS = 1_000
 /** How long a peer that failed a step stays out of routes. */
 export const DEFAULT_BAN_MS = 60_000
 /** Failovers one step may take before the generation fails. */

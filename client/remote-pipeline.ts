@@ -5,7 +5,7 @@ import type { CanaryMonitor } from './canary-monitor.js'
 import { NoRouteError, PeerExcludedError } from './errors.js'
 import type { HopSession, HopTarget } from './hop.js'
 import { KvRecovery } from './kv-recovery.js'
-import { CONVICTED_BAN_MS } from './options.js'
+import { CONVICTED_BAN_MS, FAILOVER_CLOSE_MS } from './options.js'
 import { CanaryObserver, type Exclusion, type PipelineObserver, type PipelineState } from './pipeline-observer.js'
 import { ReceiptLedger } from './receipts.js'
 import { openRouteHops, rebuildRouteKv } from './route-hops.js'
@@ -71,6 +71,8 @@ export class RemotePipeline implements BlockPipeline {
   /** Positions no later step rewinds (speculative steps' drafts are not, until kept). */
   private committed = 0
   failovers = 0
+  /** Closes of hops a failover left, still under way. */
+  private readonly closing = new Set<Promise<void>>()
   /** Every hop's signed receipt is checked here (and goes to the canary monitor's replay index). */
   readonly receipts: ReceiptLedger
   readonly routes: HopTarget[][] = []
@@ -191,7 +193,7 @@ export class RemotePipeline implements BlockPipeline {
     if (!settled) await offPath()
     const hops = this.hops ?? []
     this.hops = undefined
-    await Promise.all([...hops.map((h) => h.close()), ...this.observers.map((o) => o.close?.())])
+    await Promise.all([...hops.map((h) => h.close()), ...this.closing, ...this.observers.map((o) => o.close?.())])
   }
 
   private state(): PipelineState {
@@ -221,14 +223,23 @@ export class RemotePipeline implements BlockPipeline {
     const peerId = (err as { peerId?: string }).peerId || blamedHopOf(err)
     if (peerId) this.init.view.ban(peerId, this.init.banMs)
     this.init.log?.({ event: 'failover', peerId, code: (err as { code?: string }).code, message: (err as Error).message })
-    // Free the session on the hops that are still alive (best effort, in the background).
-    for (const h of this.hops ?? []) {
-      // a leaving peer still answers: closing lets it exit as soon as its sessions are gone
-      if (h.target.peerId === peerId && (err as { code?: string }).code !== 'LEAVING') h.abort()
-      else h.close().catch(() => {})
-    }
+    // Free the session on every hop, the blamed one too (issue #16: a convicted peer kept it
+    // until its idle timeout, and with decoys that filled its per-client session cap). In the
+    // background with a short deadline: a dead or stalling hop only costs an aborted stream.
+    for (const h of this.hops ?? []) this.release(h, h.target.peerId === peerId)
     this.hops = undefined
     this.failovers++
+  }
+
+  /** Close a hop a failover leaves; close() waits for these (each ends by FAILOVER_CLOSE_MS). */
+  private release(hop: HopSession, blamed: boolean): void {
+    const closing = hop.closeConfirmed({ signal: AbortSignal.timeout(FAILOVER_CLOSE_MS) }).then(
+      () => this.init.log?.({ event: 'hopClosed', peerId: hop.target.peerId, blamed }),
+      (e: unknown) =>
+        this.init.log?.({ event: 'hopCloseFailed', peerId: hop.target.peerId, blamed, message: (e as Error).message })
+    )
+    this.closing.add(closing)
+    void closing.finally(() => this.closing.delete(closing))
   }
 
   private async connect(upTo: number, options: AbortOptions): Promise<void> {
