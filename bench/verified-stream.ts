@@ -1,3 +1,4 @@
+import { DEFAULT_DECOYS_IN_FLIGHT } from '../canary/options.js'
 import { createClient, type LayerswarmClient } from '../client/index.js'
 import { startLocalNode } from '../node/local-swarm.js'
 import { defaultModelPath } from '../node/paths.js'
@@ -83,7 +84,7 @@ export async function main(argv: string[]): Promise<void> {
       {
         model,
         tokens,
-        inFlight: inFlight ?? 'default (1)',
+        inFlight: inFlight ?? `default (${DEFAULT_DECOYS_IN_FLIGHT})`,
         meanHoldSteps: { fresh: mean('fresh', true), cleared: mean('cleared', true), off: mean('cleared', false) },
         target: '< 1 step per token at the default rate',
         runs

@@ -1,5 +1,5 @@
 import { CanaryArgumentError } from './errors.js'
-import { DEFAULT_CANARY_RATE } from './options.js'
+import { DEFAULT_CANARY_RATE, DEFAULT_DECOYS_IN_FLIGHT } from './options.js'
 
 /*
  * Per-peer canary rate, trust on evidence. A form of Dodge's continuous sampling plan (CSP-1,
@@ -30,10 +30,8 @@ import { DEFAULT_CANARY_RATE } from './options.js'
  * by their number: a peer's first 256 steps now get ~23 (16 + the base rate), where a smoothly
  * decaying start (0.75, the excess halving every 6 canaries) spent ~32 and caught the 10 %
  * tamperer sooner (`npm run bench -- canary --adaptive`: mean 84 steps, was 62.5).
- * Decoys in flight (`inFlight`, default 1, opt-in above: with 4, decoy sessions of earlier clients
- * filled a tamperer's 16-session cap in test/e2e/rollback.test.ts, so later clients' real steps met
- * BUSY and a CLI run stalled; to be found and fixed before it is the default again): below the
- * evidence threshold (in the start-up burst, or
+ * Decoys in flight (`inFlight`, default 4: DEFAULT_DECOYS_IN_FLIGHT; docs/verification.md on the
+ * session leak that kept it at 1 for a while): below the evidence threshold (in the start-up burst, or
  * a suspect) a client keeps several decoy sessions of a peer going at once, each its own session
  * stepping once per real step, so the burst takes ~N/inFlight real steps instead of N. A peer sees
  * several sessions at once, as it does when several clients use it. The burst is then sized at
@@ -112,7 +110,7 @@ export function createAdaptiveRate(options: AdaptiveRateOptions = {}): AdaptiveR
   const suspectRate = options.suspectRate ?? 1
   const targetSteps = options.targetSteps ?? 40
   const q = options.designTamperRate ?? 0.1
-  const inFlight = options.inFlight ?? 1
+  const inFlight = options.inFlight ?? DEFAULT_DECOYS_IN_FLIGHT
   if (!(Number.isInteger(inFlight) && inFlight >= 1 && inFlight <= 16))
     throw new CanaryArgumentError(`inFlight must be an integer in [1, 16], got ${inFlight}`)
   if (!inUnit(base)) throw new CanaryArgumentError(`base rate must be in (0, 1], got ${base}`)

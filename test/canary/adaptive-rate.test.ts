@@ -23,7 +23,7 @@ describe('adaptive canary rate', () => {
     expect(startCanariesFor(40, 0.1, 0.03, 4)).toBe(24)
     // one at a time (the burst before decoys in flight): 16 canaries for 80 steps
     expect(startCanariesFor(80, 0.1, 0.03)).toBe(16)
-    expect(createAdaptiveRate().inFlight).toBe(1) // opt-in: lanes left sessions open on peers (test/e2e/rollback.test.ts)
+    expect(createAdaptiveRate().inFlight).toBe(4) // the default (canary/options.ts)
     expect(createAdaptiveRate({ inFlight: 1, targetSteps: 80 }).startCanaries).toBe(16)
     for (let n = 0; n < 24; n++) expect(at(n)).toBe(1)
     for (let n = 24; n < 200; n++) expect(at(n)).toBe(0.03)
