@@ -4,6 +4,7 @@ import { join } from 'node:path'
 import { createInterface } from 'node:readline'
 import { fileURLToPath } from 'node:url'
 import type { AbortOptions } from '@libp2p/interface'
+import { NodeExitedError, NodeStartTimeoutError } from './errors.js'
 import { packageRoot } from './paths.js'
 
 /** A `layerswarm node start` child process on this machine. */
@@ -64,7 +65,7 @@ export async function startLocalNode(o: StartNodeOptions = {}, { signal }: Abort
     const timer = setTimeout(() => {
       signal?.removeEventListener('abort', onAbort)
       child.kill('SIGKILL')
-      reject(new Error(`node did not start within ${o.startTimeoutMs ?? 30_000} ms:\n${logs.join('\n')}`))
+      reject(new NodeStartTimeoutError(`node did not start within ${o.startTimeoutMs ?? 30_000} ms:\n${logs.join('\n')}`))
     }, o.startTimeoutMs ?? 30_000)
     const settled = (): void => {
       clearTimeout(timer)
@@ -77,7 +78,7 @@ export async function startLocalNode(o: StartNodeOptions = {}, { signal }: Abort
     })
     child.once('exit', (code) => {
       settled()
-      reject(new Error(`node exited with ${code} before serving:\n${logs.join('\n')}`))
+      reject(new NodeExitedError(`node exited with ${code} before serving:\n${logs.join('\n')}`))
     })
   })
   const info = JSON.parse(first) as { peerId: string; addrs: string[]; layers: [number, number]; modelId: string }

@@ -16,7 +16,13 @@ import {
   encodeAnnouncement,
   encodeSignedAnnouncement
 } from './announcement-messages.js'
-import { AnnouncementExpiredError, InvalidSignatureError, MalformedMessageError, PeerIdMismatchError } from './errors.js'
+import {
+  AnnouncementExpiredError,
+  InvalidSignatureError,
+  MalformedMessageError,
+  PeerIdMismatchError,
+  PubsubMissingError
+} from './errors.js'
 import type { Host } from './host.js'
 import { ANNOUNCE_TOPIC } from './ids.js'
 import type { Announcement, SignedAnnouncement } from './types.js'
@@ -111,7 +117,7 @@ export interface Announcer {
 
 export function createAnnouncer(host: Host, init: AnnouncerInit): Announcer {
   const pubsub = host.services.pubsub
-  if (pubsub === undefined) throw new Error('createAnnouncer needs a host with pubsub')
+  if (pubsub === undefined) throw new PubsubMissingError('createAnnouncer needs a host with pubsub')
   const interval = init.intervalMs ?? 10_000
   const ttl = init.ttlMs ?? 3 * interval
   const topic = init.topic ?? ANNOUNCE_TOPIC
@@ -167,7 +173,7 @@ export function subscribeAnnouncements(
   options: SubscribeOptions = {}
 ): void {
   const pubsub = host.services.pubsub
-  if (pubsub === undefined) throw new Error('subscribeAnnouncements needs a host with pubsub')
+  if (pubsub === undefined) throw new PubsubMissingError('subscribeAnnouncements needs a host with pubsub')
   const topic = options.topic ?? ANNOUNCE_TOPIC
   if (signal?.aborted === true) return
   const verified = new WeakMap<Uint8Array, { a: Announcement; signed: SignedAnnouncement }>()
