@@ -5,6 +5,7 @@ import { createInterface } from 'node:readline'
 import { fileURLToPath } from 'node:url'
 import type { AbortOptions } from '@libp2p/interface'
 import { NodeExitedError, NodeStartTimeoutError } from './errors.js'
+import { DEFAULT_NODE_START_TIMEOUT_MS } from './options.js'
 import { packageRoot } from './paths.js'
 
 /** A `layerswarm node start` child process on this machine. */
@@ -62,11 +63,12 @@ export async function startLocalNode(o: StartNodeOptions = {}, { signal }: Abort
       reject(signal?.reason)
     }
     // a node that did not start in time is killed: it must not serve on, orphaned, after the caller gave up
+    const startTimeoutMs = o.startTimeoutMs ?? DEFAULT_NODE_START_TIMEOUT_MS
     const timer = setTimeout(() => {
       signal?.removeEventListener('abort', onAbort)
       child.kill('SIGKILL')
-      reject(new NodeStartTimeoutError(`node did not start within ${o.startTimeoutMs ?? 30_000} ms:\n${logs.join('\n')}`))
-    }, o.startTimeoutMs ?? 30_000)
+      reject(new NodeStartTimeoutError(`node did not start within ${startTimeoutMs} ms:\n${logs.join('\n')}`))
+    }, startTimeoutMs)
     const settled = (): void => {
       clearTimeout(timer)
       signal?.removeEventListener('abort', onAbort)
