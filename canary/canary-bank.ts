@@ -174,7 +174,7 @@ function parsePlain(plain: Buffer, path: string, modelId: string): CanaryTraces 
   const h = plain.length >= 4 ? plain.readUInt32LE(0) : -1
   let header: SecretHeader
   try {
-    if (h < 0 || h % 4 !== 0 || 4 + h > plain.length) throw new Error('header length out of range')
+    if (h < 0 || h % 4 !== 0 || 4 + h > plain.length) throw new CorruptCanaryBankError('header length out of range')
     header = JSON.parse(plain.toString('utf8', 4, 4 + h))
     checkHeader(header, modelId)
   } catch (err) {
@@ -196,16 +196,16 @@ function parsePlain(plain: Buffer, path: string, modelId: string): CanaryTraces 
 
 function checkHeader(h: SecretHeader, modelId: string): void {
   const int = (x: unknown, min: number): boolean => Number.isInteger(x) && (x as number) >= min
-  if (!h || h.modelId !== modelId || typeof h.kernels !== 'string') throw new Error('model id or kernels')
-  if (!int(h.dim, 1) || !int(h.nLayers, 1)) throw new Error('bad dim or nLayers')
+  if (!h || h.modelId !== modelId || typeof h.kernels !== 'string') throw new CorruptCanaryBankError('model id or kernels')
+  if (!int(h.dim, 1) || !int(h.nLayers, 1)) throw new CorruptCanaryBankError('bad dim or nLayers')
   if (!Array.isArray(h.levels) || h.levels.length === 0 || !h.levels.every((k) => int(k, 0) && k <= h.nLayers)) {
-    throw new Error('bad levels')
+    throw new CorruptCanaryBankError('bad levels')
   }
-  if (!Array.isArray(h.canaries) || h.canaries.length === 0) throw new Error('no canaries')
+  if (!Array.isArray(h.canaries) || h.canaries.length === 0) throw new CorruptCanaryBankError('no canaries')
   for (const c of h.canaries) {
     if (typeof c.text !== 'string' || !Array.isArray(c.tokens) || c.tokens.length < 2 || !c.tokens.every((t) => int(t, 0))) {
-      throw new Error('bad canary entry')
+      throw new CorruptCanaryBankError('bad canary entry')
     }
-    if (!int(c.promptLength, 1) || c.promptLength > c.tokens.length) throw new Error('bad prompt length')
+    if (!int(c.promptLength, 1) || c.promptLength > c.tokens.length) throw new CorruptCanaryBankError('bad prompt length')
   }
 }

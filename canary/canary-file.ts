@@ -89,7 +89,7 @@ export function loadCanarySet(path: string, expect: LoadCanarySetExpect = {}): C
   const h = body.readUInt32LE(8)
   let header: Header
   try {
-    if (h % 4 !== 0 || 12 + h > body.length) throw new Error('header length out of range')
+    if (h % 4 !== 0 || 12 + h > body.length) throw new CorruptCanarySetError('header length out of range')
     header = JSON.parse(body.toString('utf8', 12, 12 + h))
     checkHeader(header)
   } catch (e) {
@@ -124,15 +124,17 @@ export function loadCanarySet(path: string, expect: LoadCanarySetExpect = {}): C
 
 function checkHeader(h: Header): void {
   const int = (x: unknown, min: number): boolean => Number.isInteger(x) && (x as number) >= min
-  if (!h || typeof h.modelId !== 'string' || typeof h.kernels !== 'string') throw new Error('missing model id or kernels')
-  if (!int(h.boundary, 0) || !int(h.dim, 1)) throw new Error('bad boundary or dim')
-  if (!Array.isArray(h.ends) || h.ends.length === 0 || !h.ends.every((e) => int(e, h.boundary + 1))) throw new Error('bad ends')
-  if (!Array.isArray(h.canaries)) throw new Error('no canaries')
+  if (!h || typeof h.modelId !== 'string' || typeof h.kernels !== 'string')
+    throw new CorruptCanarySetError('missing model id or kernels')
+  if (!int(h.boundary, 0) || !int(h.dim, 1)) throw new CorruptCanarySetError('bad boundary or dim')
+  if (!Array.isArray(h.ends) || h.ends.length === 0 || !h.ends.every((e) => int(e, h.boundary + 1)))
+    throw new CorruptCanarySetError('bad ends')
+  if (!Array.isArray(h.canaries)) throw new CorruptCanarySetError('no canaries')
   for (const c of h.canaries) {
     if (typeof c.text !== 'string' || !Array.isArray(c.tokens) || c.tokens.length === 0 || !c.tokens.every((t) => int(t, 0))) {
-      throw new Error('bad canary entry')
+      throw new CorruptCanarySetError('bad canary entry')
     }
-    if (!int(c.promptLength, 1) || c.promptLength > c.tokens.length) throw new Error('bad prompt length')
+    if (!int(c.promptLength, 1) || c.promptLength > c.tokens.length) throw new CorruptCanarySetError('bad prompt length')
   }
 }
 

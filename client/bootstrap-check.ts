@@ -42,7 +42,7 @@ export function checkBootstrapAddress(addr: string): void {
   try {
     const ma = multiaddr(addr)
     if (!ma.getComponents().some((c) => c.name === 'tcp'))
-      throw new Error('layerswarm peers listen on TCP: expected …/tcp/<port>/p2p/<peer id>')
+      throw new BadBootstrapAddressError('layerswarm peers listen on TCP: expected …/tcp/<port>/p2p/<peer id>', addr)
   } catch (err) {
     throw new BadBootstrapAddressError(
       `bootstrap address ${JSON.stringify(addr)} is not a multiaddr (${firstLine(err)}); expected e.g. /ip4/127.0.0.1/tcp/4001/p2p/<peer id>`,

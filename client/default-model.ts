@@ -1,6 +1,7 @@
 import { existsSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { BundledModelNotFoundError } from './errors.js'
 
 /**
  * The model file bundled with the package (stories260K, GGUF with its tokenizer), found from
@@ -14,5 +15,5 @@ export function bundledModelPath(): string {
     if (existsSync(join(dir, 'package.json')) && existsSync(candidate)) return candidate
     dir = dirname(dir)
   }
-  throw new Error('cannot find the bundled models/stories260K.gguf above the layerswarm package')
+  throw new BundledModelNotFoundError('cannot find the bundled models/stories260K.gguf above the layerswarm package')
 }

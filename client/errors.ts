@@ -133,3 +133,13 @@ export class BlockNotHeldError extends ClientError {
 export class KvRestoreMismatchError extends ClientError {
   override readonly code = 'KV_RESTORE_MISMATCH'
 }
+
+/** The bundled default model (models/stories260K.gguf) is not above this module: a broken install. */
+export class BundledModelNotFoundError extends ClientError {
+  override readonly code = 'BUNDLED_MODEL_NOT_FOUND'
+}
+
+/** A hop's stream aborted by the client: the hop was abandoned (failover) or closed without an answer. */
+export class HopAbandonedError extends ClientError {
+  override readonly code = 'HOP_ABANDONED'
+}

@@ -19,6 +19,7 @@ import {
   STEP_SLACK_BYTES,
   tensorByteLength
 } from '../protocol/index.js'
+import { HopAbandonedError } from './errors.js'
 import { hopSessionKeys } from './hop-keys.js'
 import type { RouteHop } from './route.js'
 import type { WireLedger } from './wire-ledger.js'
@@ -270,13 +271,13 @@ export class HopSession {
       )
       await this.caller.close({ signal })
     } catch (err) {
-      this.caller.abort(new Error('closing'))
+      this.caller.abort(new HopAbandonedError('closing'))
       throw err
     }
   }
 
   abort(): void {
-    this.caller.abort(new Error('hop abandoned'))
+    this.caller.abort(new HopAbandonedError('hop abandoned'))
   }
 
   private stepMessage(stepId: number, startPosition: number, hidden: Float32Array, chain: boolean) {

@@ -17,6 +17,7 @@ import {
   type SessionRequest,
   type Step
 } from '../protocol/index.js'
+import { NoNextHopError } from './errors.js'
 
 /**
  * Which next hops a chained session may name (issue #17: a node dialled whatever address a client
@@ -107,7 +108,7 @@ export class ChainLink {
   /** Send a step on to the next hop; resolves with the timings and receipts of the hops after us. */
   async forward(step: Step, options: AbortOptions = {}): Promise<{ timings: HopTiming[]; receipts: Receipt[] }> {
     const next = this.next
-    if (!next) throw new Error('no next hop')
+    if (!next) throw new NoNextHopError('no next hop')
     try {
       const caller = await this.dial(next, options)
       const res = await caller.call({ type: 'step', step }, options)
@@ -129,7 +130,7 @@ export class ChainLink {
    */
   async send(step: Step, options: AbortOptions = {}): Promise<Promise<never>> {
     const next = this.next
-    if (!next) throw new Error('no next hop')
+    if (!next) throw new NoNextHopError('no next hop')
     let caller: SessionCaller | undefined
     try {
       caller = await this.dial(next, options)

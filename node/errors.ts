@@ -45,3 +45,38 @@ export class IdentityExistsError extends NodeError {
 export class IdentityNotFoundError extends NodeError {
   override readonly code = 'IDENTITY_NOT_FOUND'
 }
+
+/** The layerswarm package root (the folder with package.json) is not above this module: a broken install. */
+export class PackageRootNotFoundError extends NodeError {
+  override readonly code = 'PACKAGE_ROOT_NOT_FOUND'
+}
+
+/** A local-swarm node that printed no address before its start timeout (it is killed). */
+export class NodeStartTimeoutError extends NodeError {
+  override readonly code = 'NODE_START_TIMEOUT'
+}
+
+/** A local-swarm node whose process exited before it served. */
+export class NodeExitedError extends NodeError {
+  override readonly code = 'NODE_EXITED'
+}
+
+/** A node asked for its metrics URL that was started without `--metrics`. */
+export class MetricsUnavailableError extends NodeError {
+  override readonly code = 'METRICS_UNAVAILABLE'
+}
+
+/** A step batch whose run gave another number of results than it had steps (a bug of the runner). */
+export class StepBatchResultError extends NodeError {
+  override readonly code = 'STEP_BATCH_RESULT'
+}
+
+/** A queued step whose AbortSignal fired without a reason of its own. */
+export class StepAbortedError extends NodeError {
+  override readonly code = 'STEP_ABORTED'
+}
+
+/** A chained forward asked of the last hop of a chain, which has no next hop (a bug of the caller). */
+export class NoNextHopError extends NodeError {
+  override readonly code = 'NO_NEXT_HOP'
+}

@@ -4,6 +4,8 @@ import { join } from 'node:path'
 import { createInterface } from 'node:readline'
 import { fileURLToPath } from 'node:url'
 import type { AbortOptions } from '@libp2p/interface'
+import { NodeExitedError, NodeStartTimeoutError } from './errors.js'
+import { DEFAULT_NODE_START_TIMEOUT_MS } from './options.js'
 import { packageRoot } from './paths.js'
 
 /** A `layerswarm node start` child process on this machine. */
@@ -61,11 +63,12 @@ export async function startLocalNode(o: StartNodeOptions = {}, { signal }: Abort
       reject(signal?.reason)
     }
     // a node that did not start in time is killed: it must not serve on, orphaned, after the caller gave up
+    const startTimeoutMs = o.startTimeoutMs ?? DEFAULT_NODE_START_TIMEOUT_MS
     const timer = setTimeout(() => {
       signal?.removeEventListener('abort', onAbort)
       child.kill('SIGKILL')
-      reject(new Error(`node did not start within ${o.startTimeoutMs ?? 30_000} ms:\n${logs.join('\n')}`))
-    }, o.startTimeoutMs ?? 30_000)
+      reject(new NodeStartTimeoutError(`node did not start within ${startTimeoutMs} ms:\n${logs.join('\n')}`))
+    }, startTimeoutMs)
     const settled = (): void => {
       clearTimeout(timer)
       signal?.removeEventListener('abort', onAbort)
@@ -77,7 +80,7 @@ export async function startLocalNode(o: StartNodeOptions = {}, { signal }: Abort
     })
     child.once('exit', (code) => {
       settled()
-      reject(new Error(`node exited with ${code} before serving:\n${logs.join('\n')}`))
+      reject(new NodeExitedError(`node exited with ${code} before serving:\n${logs.join('\n')}`))
     })
   })
   const info = JSON.parse(first) as { peerId: string; addrs: string[]; layers: [number, number]; modelId: string }

@@ -4,6 +4,7 @@
  * cap holds).
  */
 import type { AbortOptions } from '@libp2p/interface'
+import { MetricsUnavailableError } from './errors.js'
 import type { LocalNode } from './local-swarm.js'
 
 /** What a node holds now, as its Prometheus text says. */
@@ -23,7 +24,7 @@ export interface NodeHoldings {
 /** The metrics URL a node logged at start (`node start --metrics HOST:PORT`). */
 export function metricsUrl(node: LocalNode): string {
   const line = node.logs.find((l) => l.includes('"msg":"metrics"'))
-  if (line === undefined) throw new Error(`node ${node.peerId} serves no metrics (start it with --metrics)`)
+  if (line === undefined) throw new MetricsUnavailableError(`node ${node.peerId} serves no metrics (start it with --metrics)`)
   return (JSON.parse(line) as { url: string }).url
 }
 

@@ -63,3 +63,24 @@ export const IDENTITY_FILE_NAME = 'identity.key'
 export const CLIENT_IDENTITY_FILE_NAME = 'client-identity.key'
 /** A client's trust file beside its key (client/trust-file.ts); its canary secret sits beside that. */
 export const TRUST_FILE_NAME = 'trust.json'
+
+/** Milliseconds between a node's signed announcements of its span, and between pulls of its neighbours' (`--announce-interval`). */
+export const DEFAULT_ANNOUNCE_INTERVAL_MS = 5_000
+
+/** Milliseconds the last hop of a chain waits for a chained step the client awaits. */
+export const DEFAULT_CHAIN_TIMEOUT_MS = 30_000
+
+/** Milliseconds a node started by startNode (local-swarm.ts) has to print its address before it is killed. */
+export const DEFAULT_NODE_START_TIMEOUT_MS = 30_000
+
+/** The gateway's HTTP address (`api --listen`): loopback, so nothing is exposed without --api-key. */
+export const DEFAULT_GATEWAY_LISTEN = '127.0.0.1:8080'
+
+/** Generations the gateway runs at once (`api --max-concurrent`); more get HTTP 429. */
+export const DEFAULT_GATEWAY_MAX_CONCURRENT = 4
+
+/** Largest request body the gateway reads, in bytes. */
+export const DEFAULT_GATEWAY_BODY_LIMIT_BYTES = 1 << 20
+
+/** Milliseconds the gateway's status page keeps its list of peers before asking the swarm again. */
+export const DEFAULT_STATUS_REFRESH_MS = 2_000

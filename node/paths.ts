@@ -1,6 +1,7 @@
 import { existsSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { PackageRootNotFoundError } from './errors.js'
 
 /** The package root (the folder with package.json), from source or from dist/. */
 export function packageRoot(): string {
@@ -9,7 +10,7 @@ export function packageRoot(): string {
     if (existsSync(join(dir, 'package.json'))) return dir
     dir = dirname(dir)
   }
-  throw new Error('cannot find the layerswarm package root')
+  throw new PackageRootNotFoundError('cannot find the layerswarm package root')
 }
 
 /** The bundled default model (stories260K, GGUF with its tokenizer). */

@@ -36,6 +36,7 @@ import {
 import { type BusyPoller, createBusyPoller } from './busy-poll.js'
 import { createNextHopPolicy } from './chain.js'
 import {
+  DEFAULT_ANNOUNCE_INTERVAL_MS,
   DEFAULT_BATCH_WAIT_MS,
   DEFAULT_BYTES_IN_FLIGHT,
   DEFAULT_IDLE_TIMEOUT_MS,
@@ -245,11 +246,14 @@ export class SwarmNode {
     // it also keeps them, for clients that ask (protocol/announcement-exchange.ts).
     if (host.services.pubsub) subscribeAnnouncements(host, (a, _from, signed) => this.announcements.put(a, signed), signal)
     // and pull what neighbours hold, for what gossip did not deliver (protocol/announcement-sync.ts)
-    startAnnouncementSync(host, this.announcements, { intervalMs: this.init.announceIntervalMs ?? 5_000, signal })
+    startAnnouncementSync(host, this.announcements, {
+      intervalMs: this.init.announceIntervalMs ?? DEFAULT_ANNOUNCE_INTERVAL_MS,
+      signal
+    })
     if (host.services.pubsub && this.init.privateKey) {
       createAnnouncer(host, {
         privateKey: this.init.privateKey,
-        intervalMs: this.init.announceIntervalMs ?? 5_000,
+        intervalMs: this.init.announceIntervalMs ?? DEFAULT_ANNOUNCE_INTERVAL_MS,
         signal,
         onPublished: (a, signed) => this.announcements.put(a, signed),
         content: () => ({

@@ -31,6 +31,7 @@ import {
 } from '../protocol/index.js'
 import { ChainLink, type NextHopPolicy, requestShape } from './chain.js'
 import type { NodeSession } from './node-session.js'
+import { DEFAULT_CHAIN_TIMEOUT_MS } from './options.js'
 import type { SessionCrypto } from './session-crypto.js'
 import type { SessionManager } from './session-manager.js'
 import type { NodeStepQueue } from './step-batch-run.js'
@@ -85,7 +86,7 @@ export class SessionRequests {
         // owner only: an await consumes the output, so anyone else could read it and starve the client
         const s = sessions.owned(req.await.sessionId, from)
         if (!s.chain) throw new MalformedMessageError(`session ${req.await.sessionId} was not opened for chained forwarding`)
-        const got = await s.chain.await(req.await.stepId, init.chainTimeoutMs ?? 30_000, { signal })
+        const got = await s.chain.await(req.await.stepId, init.chainTimeoutMs ?? DEFAULT_CHAIN_TIMEOUT_MS, { signal })
         const { sessionId, stepId } = req.await
         return { type: 'result', result: { sessionId, stepId, ...got } }
       }

@@ -9,7 +9,7 @@
  */
 import type { AbortOptions } from '@libp2p/interface'
 import { BusyError } from '../protocol/index.js'
-import { InvalidBatchOptionsError } from './errors.js'
+import { InvalidBatchOptionsError, StepAbortedError, StepBatchResultError } from './errors.js'
 
 export interface BatchJob<I> {
   /** Jobs of one key (a session) never share a batch: the second depends on the first's KV. */
@@ -76,7 +76,7 @@ export class StepBatcher<I, O> {
       const onAbort = (): void => {
         const i = this.queue.indexOf(w)
         if (i >= 0) this.queue.splice(i, 1)
-        reject(signal?.reason ?? new Error('aborted'))
+        reject(signal?.reason ?? new StepAbortedError('aborted'))
       }
       const w: Waiting<I, O> = { job, resolve, reject, cleanup: () => signal?.removeEventListener('abort', onAbort) }
       signal?.addEventListener('abort', onAbort, { once: true })
@@ -143,13 +143,13 @@ export class StepBatcher<I, O> {
   private runIsolated(jobs: BatchJob<I>[]): Array<O | Error> {
     try {
       const out = this.init.run(jobs)
-      if (out.length !== jobs.length) throw new Error(`a batch of ${jobs.length} steps gave ${out.length} results`)
+      if (out.length !== jobs.length) throw new StepBatchResultError(`a batch of ${jobs.length} steps gave ${out.length} results`)
       return out
     } catch (err) {
       if (jobs.length === 1) return [asError(err)]
       return jobs.map((j) => {
         try {
-          return this.init.run([j])[0] ?? new Error('a step gave no result')
+          return this.init.run([j])[0] ?? new StepBatchResultError('a step gave no result')
         } catch (e) {
           return asError(e)
         }

@@ -16,9 +16,16 @@ import {
   encodeAnnouncement,
   encodeSignedAnnouncement
 } from './announcement-messages.js'
-import { AnnouncementExpiredError, InvalidSignatureError, MalformedMessageError, PeerIdMismatchError } from './errors.js'
+import {
+  AnnouncementExpiredError,
+  InvalidSignatureError,
+  MalformedMessageError,
+  PeerIdMismatchError,
+  PubsubMissingError
+} from './errors.js'
 import type { Host } from './host.js'
 import { ANNOUNCE_TOPIC } from './ids.js'
+import { DEFAULT_MAX_ANNOUNCEMENT_LIFETIME_MS, DEFAULT_MAX_CLOCK_SKEW_MS, DEFAULT_PUBLISH_INTERVAL_MS } from './options.js'
 import type { Announcement, SignedAnnouncement } from './types.js'
 
 export const ANNOUNCE_SIGNATURE_DOMAIN = new TextEncoder().encode('layerswarm-announcement:v1\n')
@@ -74,8 +81,8 @@ export async function verifyAnnouncement(
   if (!ok) throw new InvalidSignatureError(`announcement from ${a.peerId}: bad signature`)
   const signer = peerIdFromPublicKey(key).toString()
   if (signer !== a.peerId) throw new PeerIdMismatchError(`announcement claims ${a.peerId} but is signed by ${signer}`)
-  const maxLifetime = options.maxLifetimeMs ?? 60 * 60 * 1000
-  const skew = options.maxClockSkewMs ?? 30_000
+  const maxLifetime = options.maxLifetimeMs ?? DEFAULT_MAX_ANNOUNCEMENT_LIFETIME_MS
+  const skew = options.maxClockSkewMs ?? DEFAULT_MAX_CLOCK_SKEW_MS
   if (a.expiresAtMs <= now) throw new AnnouncementExpiredError(`announcement from ${a.peerId} expired at ${a.expiresAtMs}`)
   if (a.issuedAtMs > now + skew) throw new AnnouncementExpiredError(`announcement from ${a.peerId} is issued in the future`)
   if (a.expiresAtMs - a.issuedAtMs > maxLifetime) {
@@ -111,8 +118,8 @@ export interface Announcer {
 
 export function createAnnouncer(host: Host, init: AnnouncerInit): Announcer {
   const pubsub = host.services.pubsub
-  if (pubsub === undefined) throw new Error('createAnnouncer needs a host with pubsub')
-  const interval = init.intervalMs ?? 10_000
+  if (pubsub === undefined) throw new PubsubMissingError('createAnnouncer needs a host with pubsub')
+  const interval = init.intervalMs ?? DEFAULT_PUBLISH_INTERVAL_MS
   const ttl = init.ttlMs ?? 3 * interval
   const topic = init.topic ?? ANNOUNCE_TOPIC
   let timer: ReturnType<typeof setInterval> | undefined
@@ -167,7 +174,7 @@ export function subscribeAnnouncements(
   options: SubscribeOptions = {}
 ): void {
   const pubsub = host.services.pubsub
-  if (pubsub === undefined) throw new Error('subscribeAnnouncements needs a host with pubsub')
+  if (pubsub === undefined) throw new PubsubMissingError('subscribeAnnouncements needs a host with pubsub')
   const topic = options.topic ?? ANNOUNCE_TOPIC
   if (signal?.aborted === true) return
   const verified = new WeakMap<Uint8Array, { a: Announcement; signed: SignedAnnouncement }>()

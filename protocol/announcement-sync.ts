@@ -14,6 +14,7 @@ import { linkSignals } from './abort-link.js'
 import { type AnnouncementStore, fetchAnnouncements } from './announcement-exchange.js'
 import type { Host } from './host.js'
 import { ANNOUNCEMENTS_PROTOCOL } from './ids.js'
+import { DEFAULT_ANNOUNCEMENT_PULL_TIMEOUT_MS } from './options.js'
 
 export interface AnnouncementSyncInit {
   /** Pull period and the delay after a peer connects (a node uses its announce interval). */
@@ -44,7 +45,7 @@ export function startAnnouncementSync(host: Host, store: AnnouncementStore, init
     if (init.signal?.aborted) return
     // a listener on the long-lived init.signal, removed after the pull (AbortSignal.any would keep
     // an entry on it per pull: protocol/abort-link.ts)
-    const link = linkSignals([AbortSignal.timeout(init.timeoutMs ?? 5_000), init.signal])
+    const link = linkSignals([AbortSignal.timeout(init.timeoutMs ?? DEFAULT_ANNOUNCEMENT_PULL_TIMEOUT_MS), init.signal])
     pullAnnouncements(host, store, from, { signal: link.signal })
       .catch((err: Error) => init.onError?.(err))
       .finally(() => link.clear())

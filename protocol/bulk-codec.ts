@@ -6,6 +6,7 @@
  * than sealing it. Here the size is computed first and each byte copied once. The bytes are
  * standard protobuf (layerswarm.proto field numbers), decoded by protobufjs as any message.
  */
+import { InternalError } from './errors.js'
 import type { ImportKv } from './types.js'
 
 type Field = readonly [number, Uint8Array | number | boolean]
@@ -62,7 +63,7 @@ function envelope(requestId: number, bodyField: number, inner: readonly Field[])
   let at = write(buf, 0, [[1, requestId]])
   at = writeVarint(buf, writeVarint(buf, at, bodyField * 8 + 2), innerBytes)
   at = write(buf, at, inner)
-  if (at !== total) throw new Error(`bulk codec wrote ${at} of ${total} bytes`)
+  if (at !== total) throw new InternalError(`bulk codec wrote ${at} of ${total} bytes`)
   return buf
 }
 

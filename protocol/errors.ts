@@ -211,3 +211,21 @@ export class InvalidLinkDelayError extends Error {
     this.name = 'InvalidLinkDelayError'
   }
 }
+
+/** layerswarm.proto is neither beside this module nor in protocol/ above it: a broken install. */
+export class ProtoFileNotFoundError extends Error {
+  readonly code = 'PROTO_FILE_NOT_FOUND'
+  constructor(message: string) {
+    super(message)
+    this.name = 'ProtoFileNotFoundError'
+  }
+}
+
+/** createAnnouncer / subscribeAnnouncements given a host without the pubsub service: a local setting, not a wire code. */
+export class PubsubMissingError extends Error {
+  readonly code = 'PUBSUB_MISSING'
+  constructor(message: string) {
+    super(message)
+    this.name = 'PubsubMissingError'
+  }
+}

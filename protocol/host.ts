@@ -35,6 +35,7 @@ import { gossipScoreParams } from './gossip-scoring.js'
 import { PROTOCOL_VERSION } from './ids.js'
 import { DEFAULT_MAX_MESSAGE_BYTES } from './limits.js'
 import { checkLinkDelay, delayWrites, type LinkDelay, linkDelayFromEnv } from './link-delay.js'
+import { DEFAULT_MAX_CONNECTIONS } from './options.js'
 import { type ReachabilityInit, reachabilityServices, relayTransport, trackReachability } from './reachability.js'
 
 /**
@@ -148,7 +149,7 @@ export async function createHost(init: HostInit = {}, { signal }: AbortOptions =
       })
     ],
     connectionManager: {
-      maxConnections: init.maxConnections ?? 256,
+      maxConnections: init.maxConnections ?? DEFAULT_MAX_CONNECTIONS,
       // local swarms open many connections from one address at once (tests, demo)
       inboundConnectionThreshold: 100,
       maxIncomingPendingConnections: 64,

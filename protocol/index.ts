@@ -31,6 +31,7 @@ export {
   errorFromReply,
   errorReplyFor
 } from './messages.js'
+export * from './options.js'
 export {
   RELAY_MAX_RESERVATIONS,
   type Reachability,

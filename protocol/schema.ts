@@ -7,6 +7,7 @@ import { existsSync, readFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import protobuf from 'protobufjs'
+import { ProtoFileNotFoundError } from './errors.js'
 
 export const PROTO_FILE_NAME = 'layerswarm.proto'
 const PACKAGE = 'layerswarm.v1'
@@ -24,7 +25,7 @@ export function protoPath(): string {
     if (parent === dir) break
     dir = parent
   }
-  throw new Error(`cannot find protocol/${PROTO_FILE_NAME} above ${here}`)
+  throw new ProtoFileNotFoundError(`cannot find protocol/${PROTO_FILE_NAME} above ${here}`)
 }
 
 // keepCase false: fields become camelCase, which is what the TS interfaces use.

@@ -92,3 +92,13 @@ export class KernelMemoryError extends EngineError {
 export class KernelThreadError extends EngineError {
   override readonly code = 'KERNEL_THREAD'
 }
+
+/** A read from a model file after it was closed. */
+export class FileClosedError extends EngineError {
+  override readonly code = 'FILE_CLOSED'
+}
+
+/** The native addon refused to repack a matrix to its rows8 layout (a type or shape it should take). */
+export class RepackRefusedError extends EngineError {
+  override readonly code = 'REPACK_REFUSED'
+}

@@ -1,5 +1,5 @@
 import { closeSync, fstatSync, openSync, readSync } from 'node:fs'
-import { TruncatedFileError } from './errors.js'
+import { FileClosedError, TruncatedFileError } from './errors.js'
 
 /**
  * Ranged reads from a file with a byte counter, so a shard can show it read only its span.
@@ -49,7 +49,7 @@ export class RangedFile {
   }
 
   private handle(): number {
-    if (this.fd === undefined) throw new Error(`${this.path} is closed`)
+    if (this.fd === undefined) throw new FileClosedError(`${this.path} is closed`)
     return this.fd
   }
 }

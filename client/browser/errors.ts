@@ -29,3 +29,8 @@ export class RangeNotFetchedError extends BrowserClientError {
 export class NotInBrowserError extends BrowserClientError {
   override readonly code = 'NOT_IN_BROWSER'
 }
+
+/** The worker was asked to generate before it was given `init`. */
+export class WorkerNotReadyError extends BrowserClientError {
+  override readonly code = 'WORKER_NOT_READY'
+}

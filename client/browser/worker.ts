@@ -5,6 +5,7 @@
  * and a forward pass must not freeze the page.
  */
 import { checkKnownAnswers, type KnownAnswerVectors, nodePrimitives, webCryptoPrimitives } from '../../crypto/index.js'
+import { WorkerNotReadyError } from './errors.js'
 import { type BrowserClient, type BrowserClientInit, createBrowserClient } from './index.js'
 
 export type WorkerRequest =
@@ -51,7 +52,7 @@ function errorReply(err: unknown, id?: number): WorkerReply {
 }
 
 async function generate(req: Extract<WorkerRequest, { type: 'generate' }>): Promise<void> {
-  if (!browser) throw new Error('the worker got generate before init')
+  if (!browser) throw new WorkerNotReadyError('the worker got generate before init')
   const { client } = await browser
   const it = client.stream(req.prompt, { maxTokens: req.maxTokens, temperature: req.temperature ?? 0 })
   let r = await it.next()

@@ -18,6 +18,7 @@ import { createChatFormatter } from '../gateway/chat-template.js'
 import { checkListen, type Gateway, startGateway } from '../gateway/server.js'
 import { addLogLevelOption, createLogger, eventLog, type Logger, type LogLevel } from '../log.js'
 import { Metrics, type MetricsServer, serveMetrics } from '../metrics.js'
+import { DEFAULT_GATEWAY_LISTEN, DEFAULT_GATEWAY_MAX_CONCURRENT } from '../options.js'
 import { defaultModelPath } from '../paths.js'
 import { checkReadableFile, listenError } from './checks.js'
 import { warn } from './cli-exit.js'
@@ -157,12 +158,12 @@ export function registerApi(program: Command): void {
     .option('--model <path>', 'model file the swarm serves (GGUF or llama2.c .bin); default: the bundled stories260K.gguf')
     .option('--tokenizer <path>', 'tokenizer for llama2.c .bin models')
     .option('--model-name <name>', "the id clients pass as 'model' (default: the model file's name without extension)")
-    .option('--listen <host:port>', 'HTTP address; anything but loopback needs --api-key', '127.0.0.1:8080')
+    .option('--listen <host:port>', 'HTTP address; anything but loopback needs --api-key', DEFAULT_GATEWAY_LISTEN)
     .option('--api-key <key>', 'require "Authorization: Bearer KEY" on every API request (at least 8 characters)')
     .addOption(
       new Option('--max-concurrent <n>', 'generations at once; more get HTTP 429')
         .argParser(int('--max-concurrent', 1))
-        .default(4)
+        .default(DEFAULT_GATEWAY_MAX_CONCURRENT)
     )
     .addOption(
       new Option('--edge-first <k>', 'blocks the gateway runs itself before the swarm')

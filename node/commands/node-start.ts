@@ -16,6 +16,7 @@ import { defaultIdentityPath, loadOrCreateIdentity } from '../identity.js'
 import { addLogLevelOption, createLogger, eventLog, progress } from '../log.js'
 import { Metrics, serveMetrics } from '../metrics.js'
 import {
+  DEFAULT_ANNOUNCE_INTERVAL_MS,
   DEFAULT_BATCH_WAIT_MS,
   DEFAULT_IDLE_TIMEOUT_MS,
   DEFAULT_MAX_BATCH_ROWS,
@@ -92,7 +93,7 @@ export function registerNodeStart(program: Command): void {
     .addOption(
       new Option('--announce-interval <ms>', 'how often to announce the span over gossipsub')
         .argParser(int('--announce-interval', 100))
-        .default(5_000)
+        .default(DEFAULT_ANNOUNCE_INTERVAL_MS)
     )
     .addOption(
       new Option('--tamper <mode>', 'for measuring the detector: return wrong outputs').choices([...TAMPER_MODES]).hideHelp()

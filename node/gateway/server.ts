@@ -6,6 +6,7 @@ import type { LayerswarmClient, SpeculateMode } from '../../client/index.js'
 import { isLoopbackHost, parseHostPort } from '../config.js'
 import type { Logger } from '../log.js'
 import type { Metrics } from '../metrics.js'
+import { DEFAULT_GATEWAY_BODY_LIMIT_BYTES, DEFAULT_GATEWAY_LISTEN, DEFAULT_GATEWAY_MAX_CONCURRENT } from '../options.js'
 import { BROWSER_DATA_ROUTES, BROWSER_FILES, registerBrowserRoutes } from './browser-routes.js'
 import type { ChatFormatter } from './chat-template.js'
 import { ApiError, GatewayConfigError, toApiError } from './errors.js'
@@ -93,7 +94,7 @@ export function checkListen(listen: string, apiKey?: string): { host: string; po
 /** The OpenAI-compatible gateway and the status page, on a fastify server; `signal` aborts the start. */
 export async function startGateway(o: GatewayOptions, { signal }: AbortOptions = {}): Promise<Gateway> {
   signal?.throwIfAborted()
-  const { host, port } = checkListen(o.listen ?? '127.0.0.1:8080', o.apiKey)
+  const { host, port } = checkListen(o.listen ?? DEFAULT_GATEWAY_LISTEN, o.apiKey)
   const key = o.apiKey ? Buffer.from(o.apiKey) : undefined
   const stats = new LiveStats()
   const ctx: GatewayContext = {
@@ -101,13 +102,13 @@ export async function startGateway(o: GatewayOptions, { signal }: AbortOptions =
     stats,
     metrics: o.metrics,
     log: o.log,
-    maxConcurrent: o.maxConcurrent ?? 4,
+    maxConcurrent: o.maxConcurrent ?? DEFAULT_GATEWAY_MAX_CONCURRENT,
     contextLength: o.contextLength,
     speculate: o.speculate
   }
   const app = Fastify({
     loggerInstance: o.log.child({ component: 'http' }) as FastifyBaseLogger,
-    bodyLimit: o.bodyLimit ?? 1 << 20,
+    bodyLimit: o.bodyLimit ?? DEFAULT_GATEWAY_BODY_LIMIT_BYTES,
     // One line per generation (generation.ts) says more than fastify's two per request.
     logController: new LogController({ disableRequestLogging: true })
   })

@@ -3,6 +3,7 @@ import { join } from 'node:path'
 import type { FastifyInstance } from 'fastify'
 import type { PeerRecord } from '../../client/index.js'
 import { reachabilityOf } from '../../protocol/index.js'
+import { DEFAULT_STATUS_REFRESH_MS } from '../options.js'
 import { packageRoot } from '../paths.js'
 import type { GatewayContext } from './generation.js'
 
@@ -43,7 +44,7 @@ export interface StatusInit {
 /** `/status.json` (what the page polls) and the page itself. */
 export function registerStatus(app: FastifyInstance, init: StatusInit): void {
   const { ctx } = init
-  const refreshMs = init.refreshMs ?? 2_000
+  const refreshMs = init.refreshMs ?? DEFAULT_STATUS_REFRESH_MS
   let peers: PeerRecord[] = []
   let refreshedAt = 0
   let refreshError: string | undefined

@@ -1,3 +1,4 @@
+import { KernelsUnavailableError } from '../errors.js'
 import { WASM_KERNELS_BASE64 } from './wasm-binary.js'
 
 // The project compiles with lib ES2023 and @types/node 20, neither of which declares the
@@ -36,7 +37,7 @@ function base64Bytes(text: string): Uint8Array {
  * with every worker.
  */
 export function wasmKernelsModule(): WasmModule {
-  if (!wasmApi) throw new Error('WebAssembly is not available')
+  if (!wasmApi) throw new KernelsUnavailableError('WebAssembly is not available')
   if (!cached) cached = new wasmApi.Module(base64Bytes(WASM_KERNELS_BASE64))
   return cached
 }

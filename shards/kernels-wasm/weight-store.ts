@@ -1,4 +1,4 @@
-import { InvalidArgumentError, KernelMemoryError } from '../errors.js'
+import { InvalidArgumentError, KernelMemoryError, RepackRefusedError } from '../errors.js'
 import type { KernelPlacement, PrepareOptions } from '../kernels.js'
 import type { NativeAddon } from '../native/load.js'
 import { rowBytes } from '../quant.js'
@@ -144,7 +144,7 @@ export function createWeightStore(options: WeightStoreOptions): WeightStore {
       const filled = (data: Uint8Array): void => {
         fill(data)
         if (canRepack && !repack(data, ggml, shape.rows, shape.cols))
-          throw new Error(`repackRows8 refused a ${shape.dtype} matrix`)
+          throw new RepackRefusedError(`repackRows8 refused a ${shape.dtype} matrix`)
       }
       const mark = (w: WeightMatrix): WeightMatrix => {
         if (canRepack) rows8.add(w)

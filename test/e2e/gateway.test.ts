@@ -2,58 +2,35 @@ import OpenAI from 'openai'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { DEFAULT_SPECULATE } from '../../client/options.js'
 import { type RunningApi, runApi } from '../../node/commands/api.js'
-import { type LocalNode, startLocalNode } from '../../node/local-swarm.js'
+import type { LocalNode } from '../../node/local-swarm.js'
 import { createLogger } from '../../node/log.js'
-import { createTokenizer, openModelFile } from '../../shards/index.js'
-import { GGUF_PATH, loadReference } from '../helpers/reference.js'
+import {
+  openAiGatewayOptions as apiOptions,
+  type OpenAiGatewaySwarm,
+  rejection,
+  startOpenAiGatewaySwarm
+} from '../helpers/openai-gateway.js'
+import { loadReference } from '../helpers/reference.js'
 
-const FAST = ['--kernels', 'reference', '--announce-interval', '300']
 const KEY = 'test-key-0123456789'
 const MODEL = 'stories260K'
 const ref = loadReference('stories260K_greedy_once_upon_a_time')
 
-function apiOptions(extra: Partial<Parameters<typeof runApi>[0]> & { bootstrap: string }): Parameters<typeof runApi>[0] {
-  return {
-    listen: '127.0.0.1:0',
-    maxConcurrent: 4,
-    edgeFirst: 1,
-    edgeLast: 1,
-    forwarding: 'relay',
-    wire: 'f32',
-    canaryRate: 0.2,
-    routeTimeout: 20_000,
-    logLevel: 'silent',
-    model: GGUF_PATH,
-    ...extra
-  }
-}
-
 describe('OpenAI-compatible gateway on a 2-process swarm, driven by the openai client', () => {
-  const nodes: LocalNode[] = []
+  let swarm: OpenAiGatewaySwarm
+  let nodes: LocalNode[]
   let open: RunningApi
   let locked: RunningApi
   let client: OpenAI
   let greedyText: string
 
   beforeAll(async () => {
-    nodes.push(await startLocalNode({ model: GGUF_PATH, layers: '0:3', args: FAST }))
-    nodes.push(await startLocalNode({ model: GGUF_PATH, layers: '2:5', bootstrap: [nodes[0].addrs[0]], args: FAST }))
-    const bootstrap = nodes[0].addrs[0]
-    // GW_LOG=debug shows the gateways' logs when a test fails.
-    const log = createLogger({ level: (process.env.GW_LOG as 'silent') ?? 'silent' })
-    open = await runApi(apiOptions({ bootstrap, metrics: '127.0.0.1:0' }), log)
-    locked = await runApi(apiOptions({ bootstrap, apiKey: KEY }), log)
-    // maxRetries 0: a 429 or 5xx must surface here, not be retried away.
-    client = new OpenAI({ baseURL: `${open.gateway.url}/v1`, apiKey: 'unused', maxRetries: 0 })
-    const m = openModelFile(GGUF_PATH)
-    greedyText = createTokenizer(m.vocabulary!).decode(ref.generated_tokens.slice(0, 24))
-    m.close()
+    swarm = await startOpenAiGatewaySwarm(ref, KEY)
+    ;({ nodes, open, locked, client, greedyText } = swarm)
   }, 120_000)
 
   afterAll(async () => {
-    await open?.close()
-    await locked?.close()
-    await Promise.all(nodes.map((n) => n.stop()))
+    await swarm?.close()
   })
 
   it('lists the model', async () => {
@@ -176,10 +153,7 @@ describe('OpenAI-compatible gateway on a 2-process swarm, driven by the openai c
 
   it('answers bad requests with OpenAI-style errors and status codes', async () => {
     const bad = async (p: Promise<unknown>) => {
-      const err = await p.then(
-        () => undefined,
-        (e: unknown) => e
-      )
+      const err = await rejection(p)
       expect(err).toBeInstanceOf(OpenAI.APIError)
       return err as InstanceType<typeof OpenAI.APIError>
     }
@@ -268,10 +242,7 @@ describe('OpenAI-compatible gateway on a 2-process swarm, driven by the openai c
       })
       const it = first[Symbol.asyncIterator]()
       await it.next() // the first generation is running now
-      const err = await c.completions.create({ model: MODEL, prompt: 'x', max_tokens: 2 }).then(
-        () => undefined,
-        (e: unknown) => e
-      )
+      const err = await rejection(c.completions.create({ model: MODEL, prompt: 'x', max_tokens: 2 }))
       expect(err).toBeInstanceOf(OpenAI.RateLimitError)
       expect((err as InstanceType<typeof OpenAI.APIError>).code).toBe('busy')
       first.controller.abort()
@@ -285,18 +256,11 @@ describe('OpenAI-compatible gateway on a 2-process swarm, driven by the openai c
   it('requires the bearer key when started with --api-key', async () => {
     const url = `${locked.gateway.url}/v1`
     const none = new OpenAI({ baseURL: url, apiKey: 'unused', maxRetries: 0, defaultHeaders: { authorization: null } })
-    const missing = await none.models.list().then(
-      () => undefined,
-      (e: unknown) => e
-    )
+    const missing = await rejection(none.models.list())
     expect(missing).toBeInstanceOf(OpenAI.AuthenticationError)
     expect((missing as InstanceType<typeof OpenAI.APIError>).code).toBe('invalid_api_key')
-    const wrong = await new OpenAI({ baseURL: url, apiKey: 'wrong-key-000000', maxRetries: 0 }).completions
-      .create({ model: MODEL, prompt: 'x' })
-      .then(
-        () => undefined,
-        (e: unknown) => e
-      )
+    const wrongKey = new OpenAI({ baseURL: url, apiKey: 'wrong-key-000000', maxRetries: 0 })
+    const wrong = await rejection(wrongKey.completions.create({ model: MODEL, prompt: 'x' }))
     expect(wrong).toBeInstanceOf(OpenAI.AuthenticationError)
     const right = new OpenAI({ baseURL: url, apiKey: KEY, maxRetries: 0 })
     expect((await right.models.list()).data[0].id).toBe(MODEL)
@@ -314,10 +278,7 @@ describe('OpenAI-compatible gateway on a 2-process swarm, driven by the openai c
   })
 
   it('refuses a non-loopback address without a key', async () => {
-    const err = await runApi(apiOptions({ bootstrap: nodes[0].addrs[0], listen: '0.0.0.0:0' })).then(
-      () => undefined,
-      (e: unknown) => e
-    )
+    const err = await rejection(runApi(apiOptions({ bootstrap: nodes[0].addrs[0], listen: '0.0.0.0:0' })))
     expect((err as { code?: string }).code).toBe('INSECURE_LISTEN')
   })
 

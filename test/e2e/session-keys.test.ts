@@ -20,29 +20,25 @@ import {
 } from '../../crypto/index.js'
 import type { LocalNode } from '../../node/local-swarm.js'
 import {
-  createHost,
-  createSessionCaller,
   decodeTensor,
   encodeTensor,
   fetchInfo,
   type Host,
   type Receipt,
-  RemoteError,
-  SESSION_PROTOCOL,
-  SESSION_STREAM_LIMITS,
   type SessionCaller,
   type SessionRequestBody,
   signReceipt
 } from '../../protocol/index.js'
 import type { Shard } from '../../shards/index.js'
 import { keyedSessions } from '../helpers/keyed-session.js'
+import { type KeyedSpan, refusedCode, startKeyedSpan } from '../helpers/keyed-span.js'
 import { f32Data } from '../helpers/raw-session.js'
-import { SPAN, type SpanNode, startSpanNode } from '../helpers/span-node.js'
+import { SPAN } from '../helpers/span-node.js'
 
 const DIM = 64
 
 describe('session keys, step tags and sealed KV through the session protocol', () => {
-  let fx: SpanNode
+  let ks: KeyedSpan
   let node: LocalNode
   let client: Host
   let upstream: Host
@@ -51,19 +47,8 @@ describe('session keys, step tags and sealed KV through the session protocol', (
   let rows: Float32Array
   let nodePub: Uint8Array
   const me = generateX25519KeyPair()
-  const callers: SessionCaller[] = []
-
-  const dial = async (host: Host): Promise<SessionCaller> => {
-    const c = createSessionCaller(
-      await host.dialProtocol(
-        node.addrs.map((a) => multiaddr(a)),
-        SESSION_PROTOCOL,
-        SESSION_STREAM_LIMITS
-      )
-    )
-    callers.push(c)
-    return c
-  }
+  const dial = (host: Host): Promise<SessionCaller> => ks.dial(host)
+  const refused = refusedCode
   const kit = keyedSessions({
     node: () => ({ ...node, x25519PublicKey: nodePub }),
     clientPeerId: () => client.peerId.toString(),
@@ -85,34 +70,17 @@ describe('session keys, step tags and sealed KV through the session protocol', (
     chain = false,
     hopAuth?: Uint8Array[]
   ): SessionRequestBody => kit.step(sessionId, stepId, pos, x, chain, hopAuth)
-  const refused = async (caller: SessionCaller, body: SessionRequestBody): Promise<string> => {
-    const err = await caller.call(body).then(
-      () => new Error(`${body.type} was accepted`),
-      (e: unknown) => e
-    )
-    expect(err).toBeInstanceOf(RemoteError)
-    return (err as RemoteError).code
-  }
   const same = (a: Float32Array, b: Float32Array) => Buffer.from(f32Data(a)).equals(Buffer.from(f32Data(b)))
 
   beforeAll(async () => {
-    fx = await startSpanNode({ hosts: 1, ids: [1, 403, 407, 261, 5, 77, 300, 42, 9, 31, 12, 88] })
-    ;({ node, local, rows } = fx)
-    ;[client] = fx.hosts
     // the upstream hop signs receipts with a key this test holds
-    upstreamKey = await generateKeyPair('Ed25519')
-    upstream = await createHost({ listen: [], pubsub: false, privateKey: upstreamKey })
-    const { info } = await fetchInfo(
-      client,
-      node.addrs.map((a) => multiaddr(a))
-    )
-    nodePub = info.x25519PublicKey
+    ks = await startKeyedSpan([1, 403, 407, 261, 5, 77, 300, 42, 9, 31, 12, 88])
+    ;({ client, upstream, upstreamKey, nodePub } = ks)
+    ;({ node, local, rows } = ks.fx)
   })
 
   afterAll(async () => {
-    for (const c of callers) c.abort(new Error('test done'))
-    await upstream?.stop()
-    await fx?.close()
+    await ks?.close()
   })
 
   it("announces an X25519 key signed by its peer id's key", async () => {
