@@ -33,7 +33,8 @@ import {
   wireRoundtrip
 } from '../canary/index.js'
 import { createTamper, TAMPER_MODES, type TamperMode } from '../node/tamper.js'
-import { adaptiveBenign, adaptiveDetection, lateDetection } from './canary-adaptive.js'
+import { adaptiveBenign, adaptiveDetection } from './canary-adaptive.js'
+import { lateDetection } from './canary-late.js'
 import {
   benignSpread,
   bundledModel,
