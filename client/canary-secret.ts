@@ -14,6 +14,7 @@ import {
 import { CanaryMaterial } from './canary-decoys.js'
 import type { CanaryOptions } from './canary-types.js'
 import { InvalidCanarySecretError } from './errors.js'
+import { DEFAULT_CANARY_PROMPT_TEMPERATURE } from './options.js'
 
 /** Bytes of a client's canary secret. */
 export const CANARY_SECRET_BYTES = 32
@@ -61,6 +62,10 @@ export interface SecretPromptOptions {
   /** Texts to cut excerpts from (a user corpus); without it the model samples the prompts. */
   readonly corpus?: readonly string[]
   readonly kernels?: Kernels
+  /** Sampling temperature of the prompts (default 1). */
+  readonly temperature?: number
+  /** Top-k cut of the prompts' sampling (default 0: none). */
+  readonly topK?: number
 }
 
 let promptCounter = 0
@@ -100,7 +105,11 @@ export function secretPrompts(model: ModelFile, secret: Uint8Array, o: SecretPro
       len,
       startDraw,
       total,
-      sampler: createSampler({ temperature: 1, seed: secretSeed(secret, `prompt-${i}`) }),
+      sampler: createSampler({
+        temperature: o.temperature ?? DEFAULT_CANARY_PROMPT_TEMPERATURE,
+        topK: o.topK ?? 0,
+        seed: secretSeed(secret, `prompt-${i}`)
+      }),
       tokens: [tokenizer.bosId],
       input: [tokenizer.bosId],
       pos: 0
@@ -135,7 +144,11 @@ export function secretPrompts(model: ModelFile, secret: Uint8Array, o: SecretPro
     const starts = [1]
     for (let k = 2; k + len <= tokens.length; k++) if (/[.!?]["']?\s*$/.test(tokenizer.decode([tokens[k - 1]]))) starts.push(k)
     const skip = starts[Math.floor(startDraw * starts.length)] - 1
-    const text = tokenizer.decode(tokens.slice(1 + skip, 1 + skip + len)).trim()
+    // ... to the end of the sentence the length reaches: real prompts end a sentence, and a
+    // decoy's prefill (cut at a sentence end of the canary) then holds only text sampled here
+    let end = Math.min(tokens.length, 1 + skip + len)
+    while (end < tokens.length && !/[.!?]["']?\s*$/.test(tokenizer.decode([tokens[end - 1]]))) end++
+    const text = tokenizer.decode(tokens.slice(1 + skip, end)).trim()
     out.push(text.length > 0 ? text : tokenizer.decode(tokens.slice(1)).trim() || 'a')
   }
   return out
@@ -189,7 +202,13 @@ export function secretMaterial(
     kernels: options.kernels,
     prompts: options.prompts,
     promptsFrom: secret
-      ? (count) => secretPrompts(model, secret, { count, corpus: options.corpus, kernels: options.kernels })
+      ? (count) =>
+          secretPrompts(model, secret, {
+            count,
+            corpus: options.corpus,
+            kernels: options.kernels,
+            temperature: options.promptTemperature
+          })
       : undefined,
     count: options.count ?? 8,
     onSpent: (peerId, canaries) => options.log?.({ event: 'canaries-spent', peerId, canaries }),

@@ -27,6 +27,12 @@ export interface CanaryOptions {
   readonly secretFile?: string
   /** Texts the secret canaries' prompts are cut from (default: the model samples them). */
   readonly corpus?: readonly string[]
+  /**
+   * Temperature the model samples canary prompts at when there is no corpus (default
+   * DEFAULT_CANARY_PROMPT_TEMPERATURE): set so that the prompts' NLL under the model is about that
+   * of the user's real prompts (docs/verification.md).
+   */
+  readonly promptTemperature?: number
   /** Canaries a secret set starts with (default 8); it doubles when a peer has been sent them all (each goes to a peer once). */
   readonly count?: number
   /** Benign drift model; the project's calibration by default. */

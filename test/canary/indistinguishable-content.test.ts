@@ -243,14 +243,17 @@ describe('canary content is indistinguishable from real sessions (issue 16)', ()
   }, 1_200_000)
 
   /*
-   * Not at chance, measured (docs/verification.md): held-out AUROC 0.72 on decoded tokens, 0.67 at
-   * block 1, 0.70 at block 3 (95 % intervals up to 0.76). The model's own text (a 260K-parameter
-   * model, at temperature 1) is likelier under it than people's prompts, and opens differently
-   * (the first rows' norms, the prefill's peaks). Asserted no worse than the top of those
-   * intervals, so a change that makes it worse fails; a corpus (above) is what reaches chance.
+   * Sampled prompts end a sentence and are sampled at temperature 1.2, where their NLL under the
+   * model is about that of people's prompts (1.82 against 1.86 nats): the decoded tokens are at
+   * chance (held-out AUROC 0.525, docs/verification.md). The hidden states are not (0.64 at block 1,
+   * 0.72 at block 3, 95 % intervals up to 0.75): the model's openings are not people's (norms of
+   * rows 1-3) and the prefill's row peaks at block 3 differ. Asserted: ≤ 0.6 on tokens, no worse
+   * than the top of those intervals elsewhere; a corpus (above) is what reaches chance everywhere.
    */
-  it('canaries the model samples (the default): no better told apart than measured (AUROC ≤ 0.8)', () => {
+  it('canaries the model samples (the default): tokens at chance (AUROC ≤ 0.6), hidden states no better told apart than measured (≤ 0.8)', () => {
     const decoys = decoyViews(real)
-    for (const score of scores('sampled', real, decoys)) expect(score).toBeLessThanOrEqual(0.8)
+    const [tokens, ...states] = scores('sampled', real, decoys)
+    expect(tokens).toBeLessThanOrEqual(0.6)
+    for (const score of states) expect(score).toBeLessThanOrEqual(0.8)
   }, 1_200_000)
 })

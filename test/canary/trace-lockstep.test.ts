@@ -5,6 +5,7 @@ import { afterAll, describe, expect, it } from 'vitest'
 import { createRandom } from '../../canary/rng.js'
 import { createTracer, type TraceOptions } from '../../canary/trace.js'
 import { secretPrompts, secretSeed } from '../../client/canary-secret.js'
+import { DEFAULT_CANARY_PROMPT_TEMPERATURE } from '../../client/options.js'
 import {
   createEdge,
   createFastKernels,
@@ -46,7 +47,7 @@ function secretPromptsAlone(model: ModelFile, secret: Uint8Array, count: number,
   const stops = [tokenizer.bosId, tokenizer.eosId, ...tokenizer.stopIds].filter((s) => s >= 0)
   const out: string[] = []
   for (let i = 0; i < count; i++) {
-    const sampler = createSampler({ temperature: 1, seed: secretSeed(secret, `prompt-${i}`) })
+    const sampler = createSampler({ temperature: DEFAULT_CANARY_PROMPT_TEMPERATURE, seed: secretSeed(secret, `prompt-${i}`) })
     const len = 4 + rnd.int(21)
     const total = Math.min(model.config.seqLen - 1, len + 48)
     shard.openSession(`alone-${i}`, { maxLength: total + 1 })
@@ -62,7 +63,9 @@ function secretPromptsAlone(model: ModelFile, secret: Uint8Array, count: number,
     const starts = [1]
     for (let k = 2; k + len <= tokens.length; k++) if (/[.!?]["']?\s*$/.test(tokenizer.decode([tokens[k - 1]]))) starts.push(k)
     const skip = starts[rnd.int(starts.length)] - 1
-    const text = tokenizer.decode(tokens.slice(1 + skip, 1 + skip + len)).trim()
+    let end = Math.min(tokens.length, 1 + skip + len)
+    while (end < tokens.length && !/[.!?]["']?\s*$/.test(tokenizer.decode([tokens[end - 1]]))) end++
+    const text = tokenizer.decode(tokens.slice(1 + skip, end)).trim()
     out.push(text.length > 0 ? text : tokenizer.decode(tokens.slice(1)).trim() || 'a')
   }
   return out
