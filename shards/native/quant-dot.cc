@@ -76,16 +76,6 @@ inline __m256i dotScaled(__m256i acc, __m256i u, __m256i s, __m256i sc16) {
 #endif
 }
 
-// Σ u8 · s8 over 32 pairs as 8 i32 lanes (exact for quants ≤ 31).
-inline __m256i dotU8(__m256i u, __m256i s) {
-#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
-  return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s);
-#elif defined(__AVXVNNI__)
-  return _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), u, s);
-#else
-  return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
-#endif
-}
 
 inline __m256i pair16(int lo, int hi) { return _mm256_set_m128i(_mm_set1_epi16(short(hi)), _mm_set1_epi16(short(lo))); }
 
