@@ -23,6 +23,15 @@ import type { HopSession, HopTarget } from './hop.js'
 /** A token that ends a sentence: . ! or ? (then maybe a closing quote), as decoded. */
 const SENTENCE_END = /[.!?]["']?\s*$/
 
+/** Real prompts whose openings secret canary prompts draw from: the most recent ones. */
+const MAX_OPENINGS = 256
+
+/** Which secret prompts to make (`from` on: the ones before exist), and the openings seen so far. */
+export interface PromptsFromContext {
+  readonly from: number
+  readonly openings: readonly (readonly number[])[]
+}
+
 /** A decoy session: one hop's (relayed) or the whole route's (chained), running through one canary. */
 export interface Decoy {
   /** Relay: one hop; chain: every hop of the route, in order. */
@@ -77,6 +86,8 @@ export class CanaryMaterial {
   private readonly sent = new Map<string, Set<number>>()
   /** Peers that have been sent every canary of a set that cannot grow. */
   private readonly spentFor = new Set<string>()
+  /** Openings (first token after BOS) of the client's recent real prompts, oldest first. */
+  private readonly openings: number[][] = []
 
   constructor(
     private readonly model: ModelFile,
@@ -85,9 +96,10 @@ export class CanaryMaterial {
       readonly prompts?: readonly string[]
       /**
        * Made on first use when `prompts` is not given (secret canaries: client/canary-secret.ts):
-       * `count` prompts, the first ones the same whatever the count (the set grows by them).
+       * prompts `from` to `count` of the secret set (prompt i is fixed by the secret and i, and
+       * by the openings observed when it is made), so the set grows by new ones.
        */
-      readonly promptsFrom?: (count: number) => readonly string[]
+      readonly promptsFrom?: (count: number, more: PromptsFromContext) => readonly string[]
       /** Canaries the secret set starts with (default 8); doubled when a peer has seen them all. */
       readonly count?: number
       /** A peer has been sent every canary of a set that cannot grow (a bank, given prompts): repeats follow. */
@@ -147,7 +159,10 @@ export class CanaryMaterial {
       this.traces = buildCanaryTraces({
         model: this.model,
         kernels: this.o.kernels ?? createReferenceKernels(),
-        prompts: this.o.prompts ?? (this.prompts ??= this.o.promptsFrom?.(this.count)) ?? DEFAULT_CANARY_PROMPTS.slice(0, 4),
+        prompts:
+          this.o.prompts ??
+          (this.prompts ??= this.o.promptsFrom?.(this.count, { from: 0, openings: this.openings })) ??
+          DEFAULT_CANARY_PROMPTS.slice(0, 4),
         tokensPerPrompt: this.wanted,
         maxPromptTokens: Math.min(MAX_CANARY_PROMPT_TOKENS, this.wanted),
         seed: this.o.seed ?? 1,
@@ -179,6 +194,17 @@ export class CanaryMaterial {
       // sessions never ended (a caller that dropped its pipeline) do not pile up
       if (this.active.size > 64) this.endSession(this.active.keys().next().value as string)
     } else cur.steps = Math.max(cur.steps + 1, ctx.startPosition - cur.promptLength + 2) // a speculative step may cover several positions
+  }
+
+  /**
+   * A real prompt's tokens (BOS first): its first token after BOS joins the openings secret canary
+   * prompts start with (client/canary-secret.ts; docs/verification.md on why and what it shares).
+   */
+  observePrompt(tokens: readonly number[], bosId: number): void {
+    const first = tokens[0] === bosId ? 1 : 0
+    if (tokens.length <= first) return
+    this.openings.push([tokens[first]])
+    if (this.openings.length > MAX_OPENINGS) this.openings.shift()
   }
 
   endSession(sessionId: string): void {
@@ -226,8 +252,9 @@ export class CanaryMaterial {
   /** Twice as many secret canaries (rebuilt on the next setFor); false when the set cannot grow. */
   private grow(): boolean {
     if (this.o.bank || this.o.prompts || !this.o.promptsFrom || !this.prompts) return false
+    const from = this.count
     this.count *= 2
-    this.prompts = this.o.promptsFrom(this.count)
+    this.prompts = [...this.prompts, ...this.o.promptsFrom(this.count, { from, openings: this.openings })]
     this.prefillEnds = undefined
     return true
   }

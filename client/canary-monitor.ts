@@ -154,6 +154,11 @@ export class CanaryMonitor {
     return this.redundancySchedule.check(hop, { signal: ctx.signal })
   }
 
+  /** A real prompt's tokens (BOS first): secret canary prompts open as the client's prompts do. */
+  observePrompt(tokens: readonly number[], bosId: number): void {
+    this.material.observePrompt(tokens, bosId)
+  }
+
   /** Positions per canary: how long a decoy session can run. */
   get canaryLength(): number {
     return this.material.length

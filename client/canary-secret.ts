@@ -56,16 +56,24 @@ export function secretSeed(secret: Uint8Array, label: string): number {
 
 export interface SecretPromptOptions {
   readonly count: number
+  /** Make prompts `from` to `count` only (default 0): each prompt depends on the secret and its index. */
+  readonly from?: number
   /** Prompt lengths in tokens are drawn uniformly from [min, max] (default 4 and 24). */
   readonly minTokens?: number
   readonly maxTokens?: number
   /** Texts to cut excerpts from (a user corpus); without it the model samples the prompts. */
   readonly corpus?: readonly string[]
   readonly kernels?: Kernels
-  /** Sampling temperature of the prompts (default 1). */
+  /** Sampling temperature of the prompts (default DEFAULT_CANARY_PROMPT_TEMPERATURE). */
   readonly temperature?: number
   /** Top-k cut of the prompts' sampling (default 0: none). */
   readonly topK?: number
+  /**
+   * Openings of the client's real prompts (their first tokens after BOS): a sampled prompt starts
+   * with one of them, drawn at random, and the model continues it. Without them a prompt starts
+   * at a random sentence opening of the model's text.
+   */
+  readonly openings?: readonly (readonly number[])[]
 }
 
 let promptCounter = 0
@@ -73,14 +81,18 @@ let promptCounter = 0
 /**
  * Canary prompts only the secret's holder can regenerate, from the same distribution as real
  * prompts: excerpts of the user's corpus (from a text's start to a sentence end), or text the
- * model samples (temperature 1, from BOS, from a random sentence opening), of a random length.
+ * model samples (temperature 1.2, from BOS and one of the client's real prompts' openings, or else
+ * from a random sentence opening of the model's text), of a random length, to a sentence end.
  */
 export function secretPrompts(model: ModelFile, secret: Uint8Array, o: SecretPromptOptions): string[] {
   const rnd = createRandom(secretSeed(secret, 'prompts'))
   const min = o.minTokens ?? 4
   const max = Math.max(min, o.maxTokens ?? 24)
   const length = (): number => min + rnd.int(max - min + 1)
-  if (o.corpus && o.corpus.length > 0) return corpusExcerpts(o.corpus, rnd, o.count, length)
+  const from = o.from ?? 0
+  if (!(Number.isInteger(from) && from >= 0 && from <= o.count))
+    throw new InvalidCanarySecretError(`prompts from ${from} to ${o.count}: from must be an integer in [0, count]`)
+  if (o.corpus && o.corpus.length > 0) return corpusExcerpts(o.corpus, rnd, o.count, length).slice(from)
   if (!model.vocabulary) throw new InvalidCanarySecretError(`${model.path} holds no tokenizer to sample canary prompts with`)
   const tokenizer = createTokenizer(model.vocabulary)
   const kernels = o.kernels ?? createReferenceKernels()
@@ -93,14 +105,16 @@ export function secretPrompts(model: ModelFile, secret: Uint8Array, o: SecretPro
   // those of sampling each prompt by itself.
   // The draws of sampling one prompt after another, in that order: each prompt's length, then
   // its start (Random.int takes one uniform draw whatever its range).
-  const runs = Array.from({ length: o.count }, (_, i) => {
+  const all = Array.from({ length: o.count }, (_, i) => {
     const len = length()
     const startDraw = rnd.next()
     // Sampled well past the prompt's length, so it can start at a later sentence: real prompts
     // open a sentence, and a peer holding block 0 scores the first token after BOS (a cut in
     // mid-sentence was told from real prompts at AUROC 0.77: test/canary/indistinguishable-content).
     const total = Math.min(model.config.seqLen - 1, len + 48)
+    const opening = o.openings && o.openings.length > 0 ? o.openings[Math.floor(startDraw * o.openings.length)] : undefined
     return {
+      opening,
       id: `canary-prompt-${++promptCounter}`,
       len,
       startDraw,
@@ -110,11 +124,13 @@ export function secretPrompts(model: ModelFile, secret: Uint8Array, o: SecretPro
         topK: o.topK ?? 0,
         seed: secretSeed(secret, `prompt-${i}`)
       }),
-      tokens: [tokenizer.bosId],
-      input: [tokenizer.bosId],
+      tokens: [tokenizer.bosId, ...(opening ?? [])],
+      input: [tokenizer.bosId, ...(opening ?? [])],
       pos: 0
     }
   })
+  // the draws of the prompts before `from` are taken all the same: prompt i's are the same whatever `from`
+  const runs = all.slice(from)
   const { dim, vocabSize } = model.config
   try {
     for (const r of runs) shard.openSession(r.id, { maxLength: r.total + 1 })
@@ -139,11 +155,11 @@ export function secretPrompts(model: ModelFile, secret: Uint8Array, o: SecretPro
     shard.close()
   }
   const out: string[] = []
-  for (const { tokens, len, startDraw } of runs) {
+  for (const { tokens, len, startDraw, opening } of runs) {
     // a random start among the sentence openings (the text's first token, or one after . ! ?)
     const starts = [1]
     for (let k = 2; k + len <= tokens.length; k++) if (/[.!?]["']?\s*$/.test(tokenizer.decode([tokens[k - 1]]))) starts.push(k)
-    const skip = starts[Math.floor(startDraw * starts.length)] - 1
+    const skip = opening ? 0 : starts[Math.floor(startDraw * starts.length)] - 1
     // ... to the end of the sentence the length reaches: real prompts end a sentence, and a
     // decoy's prefill (cut at a sentence end of the canary) then holds only text sampled here
     let end = Math.min(tokens.length, 1 + skip + len)
@@ -202,9 +218,11 @@ export function secretMaterial(
     kernels: options.kernels,
     prompts: options.prompts,
     promptsFrom: secret
-      ? (count) =>
+      ? (count, more) =>
           secretPrompts(model, secret, {
             count,
+            from: more.from,
+            openings: more.openings,
             corpus: options.corpus,
             kernels: options.kernels,
             temperature: options.promptTemperature

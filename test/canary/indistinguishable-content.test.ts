@@ -17,7 +17,8 @@ import { STORY_PROMPTS } from '../helpers/story-prompts.js'
  * continuation), at block 1 and at block 3. Real sessions are user-like story prompts
  * (test/helpers/story-prompts.ts and canary/prompts.ts, 183 in all) continued at temperature 1 (the
  * CLI's, SDK's and gateway's default); decoys are what the client sends: secret canaries
- * (client/canary-secret.ts) on plans copying the real sessions' shapes (client/canary-decoys.ts).
+ * (client/canary-secret.ts) on plans copying the real sessions' shapes (client/canary-decoys.ts),
+ * made after the client has seen the real prompts (whose openings sampled canaries copy).
  * Held out: two folds, each trained on half of the real prompts (all their sessions) and half of
  * the decoys, scored on the rest; the AUROC is the folds' mean.
  */
@@ -146,13 +147,16 @@ function realViews(): View[] {
 function decoyViews(real: readonly View[], corpus?: readonly string[]): View[] {
   const material = new CanaryMaterial(model, {
     kernels,
-    promptsFrom: () => secretPrompts(model, secret, { count: real.length, kernels, corpus }),
+    promptsFrom: (count, more) => secretPrompts(model, secret, { count, kernels, corpus, ...more }),
+    count: real.length,
     seed: secretSeed(secret, 'traces'),
     length: LENGTH,
     maxLength: LENGTH
   })
-  // the client's real sessions go by: decoys copy their shapes (prefill rows, steps)
+  // the client's real sessions go by: decoys copy their shapes (prefill rows, steps), sampled
+  // prompts their openings
   for (const [i, v] of real.entries()) {
+    material.observePrompt(v.tokens.slice(0, v.prefill), tokenizer.bosId)
     const ctx = { forwarding: 'relay' as const, maxLength: LENGTH, sessionId: `real-${i}` }
     material.observeStep({ ...ctx, startPosition: 0, rows: v.prefill }, 'f32')
     for (let s = 0; s < GEN; s++) material.observeStep({ ...ctx, startPosition: v.prefill + s, rows: 1 }, 'f32')
@@ -243,17 +247,14 @@ describe('canary content is indistinguishable from real sessions (issue 16)', ()
   }, 1_200_000)
 
   /*
-   * Sampled prompts end a sentence and are sampled at temperature 1.2, where their NLL under the
-   * model is about that of people's prompts (1.82 against 1.86 nats): the decoded tokens are at
-   * chance (held-out AUROC 0.525, docs/verification.md). The hidden states are not (0.64 at block 1,
-   * 0.72 at block 3, 95 % intervals up to 0.75): the model's openings are not people's (norms of
-   * rows 1-3) and the prefill's row peaks at block 3 differ. Asserted: ≤ 0.6 on tokens, no worse
-   * than the top of those intervals elsewhere; a corpus (above) is what reaches chance everywhere.
+   * Sampled prompts (the default) open with the opening of one of the client's real prompts (the
+   * first token after BOS), are sampled on from there at temperature 1.2, where their NLL under
+   * the model is about that of people's prompts, and end a sentence. Opening wherever the model's
+   * text had a sentence start, the hidden states told them apart (held-out AUROC 0.64 at block 1,
+   * 0.72 at block 3: the rows after BOS); docs/verification.md has the numbers.
    */
-  it('canaries the model samples (the default): tokens at chance (AUROC ≤ 0.6), hidden states no better told apart than measured (≤ 0.8)', () => {
+  it('canaries the model samples (the default): every view at chance (AUROC ≤ 0.6)', () => {
     const decoys = decoyViews(real)
-    const [tokens, ...states] = scores('sampled', real, decoys)
-    expect(tokens).toBeLessThanOrEqual(0.6)
-    for (const score of states) expect(score).toBeLessThanOrEqual(0.8)
+    for (const score of scores('sampled', real, decoys)) expect(score).toBeLessThanOrEqual(0.6)
   }, 1_200_000)
 })

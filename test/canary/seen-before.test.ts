@@ -23,7 +23,7 @@ const DECOYS = 40
 function material(count: number): CanaryMaterial {
   return new CanaryMaterial(model, {
     kernels,
-    promptsFrom: (n) => secretPrompts(model, secret, { count: n, kernels }),
+    promptsFrom: (n, more) => secretPrompts(model, secret, { count: n, kernels, ...more }),
     count,
     seed: secretSeed(secret, 'traces'),
     length: LENGTH,

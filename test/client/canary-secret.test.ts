@@ -6,7 +6,7 @@ import { DEFAULT_CANARY_PROMPTS } from '../../canary/index.js'
 import { CanaryMaterial } from '../../client/canary-decoys.js'
 import { loadOrCreateSecret, randomSecret, secretPrompts, secretSeed } from '../../client/canary-secret.js'
 import { InvalidCanarySecretError } from '../../client/errors.js'
-import { createReferenceKernels, openModelFile } from '../../shards/index.js'
+import { createReferenceKernels, createTokenizer, openModelFile } from '../../shards/index.js'
 import { GGUF_PATH } from '../helpers/reference.js'
 
 const model = openModelFile(GGUF_PATH)
@@ -15,7 +15,8 @@ const kernels = createReferenceKernels()
 function materialFor(secret: Uint8Array): CanaryMaterial {
   return new CanaryMaterial(model, {
     kernels,
-    promptsFrom: () => secretPrompts(model, secret, { count: 4, kernels }),
+    promptsFrom: (count, more) => secretPrompts(model, secret, { count, kernels, ...more }),
+    count: 4,
     seed: secretSeed(secret, 'traces'),
     length: 48,
     maxLength: 48
@@ -65,5 +66,28 @@ describe('secret canaries (issue 16)', () => {
     // each paragraph is an example of a prompt: real prompts open a text
     for (const p of prompts) expect(flat.some((t) => t.startsWith(p))).toBe(true)
     expect(new Set(prompts.map((p) => p.split(' ').length)).size).toBeGreaterThan(1)
+  })
+
+  it('makes prompt i the same whatever the others: `from` skips the first ones, as a growing set asks', () => {
+    const secret = randomSecret()
+    const all = secretPrompts(model, secret, { count: 5, kernels })
+    expect(secretPrompts(model, secret, { count: 5, from: 3, kernels })).toEqual(all.slice(3))
+    expect(secretPrompts(model, secret, { count: 5, from: 5, kernels })).toEqual([])
+    expect(() => secretPrompts(model, secret, { count: 5, from: 6, kernels })).toThrow(InvalidCanarySecretError)
+  })
+
+  it("opens sampled prompts as the client's real prompts open, once it has seen some", () => {
+    const tokenizer = createTokenizer(model.vocabulary!)
+    const m = materialFor(randomSecret())
+    for (const text of ['Once upon a time, there was a frog.', 'One day, a dog ran home.'])
+      m.observePrompt(tokenizer.encode(text, { bos: true }), tokenizer.bosId)
+    const prompts = m.setFor(1).canaries.map((c) => tokenizer.decode(c.tokens.slice(1, 2)).trim())
+    expect(prompts).toHaveLength(4)
+    for (const first of prompts) expect(['Once', 'One']).toContain(first)
+    // without openings, prompts start wherever the model's text opens a sentence
+    const free = materialFor(new Uint8Array(32).fill(3))
+      .setFor(1)
+      .canaries.map((c) => tokenizer.decode(c.tokens.slice(1, 2)).trim())
+    expect(free.some((w) => w !== 'Once' && w !== 'One')).toBe(true)
   })
 })
