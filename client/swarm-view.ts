@@ -118,8 +118,11 @@ export class SwarmView {
 
   /** Ask each connected bootstrap peer for the announcements it holds (older peers lack the protocol). */
   private async askBootstrap(boot: BootstrapResult, signal?: AbortSignal): Promise<RefreshReport['bootstrapAnnouncements']> {
+    // a banned bootstrap peer is left out, as in the info round: one that stalls (SIGSTOP, a hung
+    // process) kept its connection open and held every refresh for the full timeout, so each
+    // failover away from it waited that long for its route
     return await Promise.all(
-      boot.connected.map(async (peer) => {
+      boot.connected.filter((peer) => !this.isBanned(peer.toString())).map(async (peer) => {
         try {
           const list = await fetchAnnouncements(this.host, peer, {
             modelId: this.modelId,
