@@ -38,6 +38,10 @@ async function holdOf(client: LayerswarmClient, tokens: number, verifiedStream: 
   const holdMs = n > 0 ? hold / n : 0
   return {
     tokens: n,
+    // the start-up wait: real steps made before the first token was handed out, and the first
+    // token's hold in median steps (the burst's decoy steps slow the real ones meanwhile)
+    stepsBeforeFirstShown: shown.length > 0 ? made.filter((t) => t <= shown[0]).length : 0,
+    firstHoldSteps: n > 0 && stepMs > 0 ? round((shown[0] - made[0]) / stepMs) : 0,
     medianStepMs: round(stepMs),
     meanHoldMs: round(holdMs),
     meanHoldSteps: stepMs > 0 ? round(holdMs / stepMs) : 0

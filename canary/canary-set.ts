@@ -66,12 +66,18 @@ export interface CanaryTraces {
 export type BuildCanaryTracesOptions = Omit<BuildCanarySetOptions, 'boundary' | 'ends'> & {
   /** Block boundaries whose states are kept (default all, 0..nLayers). */
   readonly levels?: readonly number[]
+  /**
+   * Per prompt, how a chat template made it (client/canary-template.ts): kept whole (up to
+   * tokensPerPrompt − 1), not cut at maxPromptTokens; with `special`, its control tokens are
+   * encoded as such. Undefined entries: plain prompts.
+   */
+  readonly templated?: readonly ({ readonly special: boolean } | undefined)[]
 }
 
 const isInt = (x: unknown, min: number): x is number => Number.isInteger(x) && (x as number) >= min
 
 /**
- * Canary traces: each prompt is tokenized (BOS first), cut to maxPromptTokens and continued by
+ * Canary traces: each prompt is tokenized (BOS first where the file adds one), cut to maxPromptTokens and continued by
  * sampling the whole model at temperature 1 on the trusted kernels (so the tokens are distributed
  * as ordinary generations) to tokensPerPrompt positions, keeping the hidden states at the block
  * boundaries asked for. Building again with the same options regenerates the same traces.
@@ -104,7 +110,12 @@ export function buildCanaryTraces(options: BuildCanaryTracesOptions): CanaryTrac
     const wanted = new Set(levels)
     let built = 0
     const traces = tracer.traceAll(
-      prompts.map((text, i) => ({ text, length: total, maxPromptTokens: maxPrompt, seed: seed * 1000 + i, levels: wanted })),
+      prompts.map((text, i) => {
+        const t = options.templated?.[i]
+        const special = t?.special === true
+        const maxPromptTokens = t ? total - 1 : maxPrompt
+        return { text, length: total, maxPromptTokens, special, seed: seed * 1000 + i, levels: wanted }
+      }),
       () => options.onProgress?.(++built, prompts.length)
     )
     return { modelId: computeModelId(model), kernels: kernels.name, dim: model.config.dim, nLayers: n, traces }

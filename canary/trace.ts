@@ -34,6 +34,8 @@ export interface TraceOptions {
   /** Positions in all, prompt plus continuation. */
   readonly length: number
   readonly maxPromptTokens: number
+  /** The text is a chat template's output: its control tokens (`<|im_start|>`) are encoded as such. */
+  readonly special?: boolean
   readonly seed: number
   /** Block boundaries whose states are kept (memory: levels · L · dim floats per canary). */
   readonly levels: ReadonlySet<number>
@@ -97,7 +99,8 @@ function traceCanaries(
   const runs: Run[] = []
   try {
     for (const [index, o] of os.entries()) {
-      const prompt = tokenizer.encode(o.text, { bos: true }).slice(0, o.maxPromptTokens)
+      // BOS as the file says (add_bos_token), as the client encodes its real prompts
+      const prompt = tokenizer.encode(o.text, { special: o.special ?? false }).slice(0, o.maxPromptTokens)
       const id = `canary-trace-${++traceCounter}`
       runs.push({
         o,

@@ -16,21 +16,13 @@ import {
 } from '../canary/index.js'
 import { createReferenceKernels, createTokenizer, type Kernels, type ModelFile } from '../shards/index.js'
 import { type SpeculativeDecoy, speculativeDone } from './canary-decoy-speculative.js'
+import { fitTemplate, PromptHistory, type PromptsFromContext, type PromptTemplate } from './canary-template.js'
 import type { StepContext } from './canary-types.js'
 import type { ChainedDecoy } from './chained-decoy.js'
 import type { HopSession, HopTarget } from './hop.js'
 
 /** A token that ends a sentence: . ! or ? (then maybe a closing quote), as decoded. */
 const SENTENCE_END = /[.!?]["']?\s*$/
-
-/** Real prompts whose openings secret canary prompts draw from: the most recent ones. */
-const MAX_OPENINGS = 256
-
-/** Which secret prompts to make (`from` on: the ones before exist), and the openings seen so far. */
-export interface PromptsFromContext {
-  readonly from: number
-  readonly openings: readonly (readonly number[])[]
-}
 
 /** A decoy session: one hop's (relayed) or the whole route's (chained), running through one canary. */
 export interface Decoy {
@@ -86,8 +78,10 @@ export class CanaryMaterial {
   private readonly sent = new Map<string, Set<number>>()
   /** Peers that have been sent every canary of a set that cannot grow. */
   private readonly spentFor = new Set<string>()
-  /** Openings (first token after BOS) of the client's recent real prompts, oldest first. */
-  private readonly openings: number[][] = []
+  /** The client's real prompts as secret canaries follow them (openings, chat templates). */
+  private readonly history = new PromptHistory()
+  /** Per prompt of `prompts`: made by a chat template (then kept whole; `special`: control tokens). */
+  private readonly templated: ({ special: boolean } | undefined)[] = []
 
   constructor(
     private readonly model: ModelFile,
@@ -159,10 +153,8 @@ export class CanaryMaterial {
       this.traces = buildCanaryTraces({
         model: this.model,
         kernels: this.o.kernels ?? createReferenceKernels(),
-        prompts:
-          this.o.prompts ??
-          (this.prompts ??= this.o.promptsFrom?.(this.count, { from: 0, openings: this.openings })) ??
-          DEFAULT_CANARY_PROMPTS.slice(0, 4),
+        prompts: this.o.prompts ?? (this.prompts ??= this.secretPrompts(0)) ?? DEFAULT_CANARY_PROMPTS.slice(0, 4),
+        templated: this.templated,
         tokensPerPrompt: this.wanted,
         maxPromptTokens: Math.min(MAX_CANARY_PROMPT_TOKENS, this.wanted),
         seed: this.o.seed ?? 1,
@@ -197,14 +189,32 @@ export class CanaryMaterial {
   }
 
   /**
-   * A real prompt's tokens (BOS first): its first token after BOS joins the openings secret canary
-   * prompts start with (client/canary-secret.ts; docs/verification.md on why and what it shares).
+   * A real prompt's tokens (BOS first where the file adds one): secret canary prompts open as the
+   * client's plain prompts do, and go through its chat template as often as its sessions do
+   * (client/canary-template.ts; docs/verification.md on why and what it shares).
    */
-  observePrompt(tokens: readonly number[], bosId: number): void {
-    const first = tokens[0] === bosId ? 1 : 0
-    if (tokens.length <= first) return
-    this.openings.push([tokens[first]])
-    if (this.openings.length > MAX_OPENINGS) this.openings.shift()
+  observePrompt(tokens: readonly number[], bosId: number, o: { special?: boolean; template?: PromptTemplate } = {}): void {
+    this.history.observe(tokens, bosId, o)
+  }
+
+  /**
+   * Secret prompts `from` to `count`, each plain or put through a real session's template (then
+   * cut to that session's prompt length), fixed from then on.
+   */
+  private secretPrompts(from: number): string[] | undefined {
+    if (!this.o.promptsFrom) return undefined
+    const uses = Array.from({ length: this.count }, (_, i) =>
+      i < from ? undefined : this.history.templateFor(this.o.seed ?? 1, i)
+    )
+    // a templated prompt's user message is cut to fit its session's length: sample at least that
+    const minTokensOf = uses.map((u) => u?.promptLength)
+    const texts = this.o.promptsFrom(this.count, { from, openings: this.history.openings(), minTokensOf })
+    const tokenizer = this.model.vocabulary && uses.some((u) => u) ? createTokenizer(this.model.vocabulary) : undefined
+    return texts.map((text, k) => {
+      const use = uses[from + k]
+      this.templated[from + k] = use && { special: use.special }
+      return use && tokenizer ? fitTemplate(text, use, tokenizer) : text
+    })
   }
 
   endSession(sessionId: string): void {
@@ -254,7 +264,7 @@ export class CanaryMaterial {
     if (this.o.bank || this.o.prompts || !this.o.promptsFrom || !this.prompts) return false
     const from = this.count
     this.count *= 2
-    this.prompts = [...this.prompts, ...this.o.promptsFrom(this.count, { from, openings: this.openings })]
+    this.prompts = [...this.prompts, ...(this.secretPrompts(from) ?? [])]
     this.prefillEnds = undefined
     return true
   }
@@ -293,7 +303,9 @@ export class CanaryMaterial {
       if (e === undefined) ends.set(t, (e = SENTENCE_END.test(tokenizer.decode([t]))))
       return e
     }
-    this.prefillEnds = set.canaries.map((c) => {
+    this.prefillEnds = set.canaries.map((c, i) => {
+      // a templated session's prefill is the whole rendered prompt, to the assistant header
+      if (this.templated[i]) return [c.promptLength]
       const out: number[] = []
       for (let q = 2; q < c.tokens.length; q++) if (isEnd(c.tokens[q - 1])) out.push(q)
       return out

@@ -21,6 +21,7 @@ import { DecoyDraftRows } from './canary-decoy-speculative.js'
 import type { CanaryMaterial } from './canary-decoys.js'
 import { laneKey, PeerScores, type ProbeDeps, probeChain, probeHop, retireLanes } from './canary-probes.js'
 import { secretMaterial } from './canary-secret.js'
+import type { PromptTemplate } from './canary-template.js'
 import type { CanaryEvidence, CanaryMonitorOptions, CanaryPeerReport, StepContext } from './canary-types.js'
 import type { HopTarget } from './hop.js'
 import { DEFAULT_REDUNDANCY_RATE } from './options.js'
@@ -154,9 +155,9 @@ export class CanaryMonitor {
     return this.redundancySchedule.check(hop, { signal: ctx.signal })
   }
 
-  /** A real prompt's tokens (BOS first): secret canary prompts open as the client's prompts do. */
-  observePrompt(tokens: readonly number[], bosId: number): void {
-    this.material.observePrompt(tokens, bosId)
+  /** A real prompt's tokens: secret canary prompts follow the client's (openings, chat template). */
+  observePrompt(tokens: readonly number[], bosId: number, o: { special?: boolean; template?: PromptTemplate } = {}): void {
+    this.material.observePrompt(tokens, bosId, o)
   }
 
   /** Positions per canary: how long a decoy session can run. */

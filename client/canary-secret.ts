@@ -74,6 +74,8 @@ export interface SecretPromptOptions {
    * at a random sentence opening of the model's text.
    */
   readonly openings?: readonly (readonly number[])[]
+  /** Per prompt index, tokens it needs at least (a templated canary's user message, cut later). */
+  readonly minTokensOf?: readonly (number | undefined)[]
 }
 
 let promptCounter = 0
@@ -106,7 +108,8 @@ export function secretPrompts(model: ModelFile, secret: Uint8Array, o: SecretPro
   // The draws of sampling one prompt after another, in that order: each prompt's length, then
   // its start (Random.int takes one uniform draw whatever its range).
   const all = Array.from({ length: o.count }, (_, i) => {
-    const len = length()
+    // one draw whatever the minimum, so later prompts' draws stay where they were
+    const len = Math.max(length(), Math.min(model.config.seqLen - 1, o.minTokensOf?.[i] ?? 0))
     const startDraw = rnd.next()
     // Sampled well past the prompt's length, so it can start at a later sentence: real prompts
     // open a sentence, and a peer holding block 0 scores the first token after BOS (a cut in
@@ -223,6 +226,7 @@ export function secretMaterial(
             count,
             from: more.from,
             openings: more.openings,
+            minTokensOf: more.minTokensOf,
             corpus: options.corpus,
             kernels: options.kernels,
             temperature: options.promptTemperature

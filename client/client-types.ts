@@ -3,6 +3,7 @@ import type { PrivateKey } from '@libp2p/interface'
 import type { Kernels, KvDType, SamplerOptions } from '../shards/index.js'
 import type { CanaryBankInit } from './canary-bank-init.js'
 import type { CanaryEvidence, CanaryOptions, CanaryPeerReport } from './canary-monitor.js'
+import type { PromptTemplate } from './canary-template.js'
 import type { ReceiptSummary } from './receipts.js'
 import type { Forwarding } from './remote-pipeline.js'
 import type { ReplayEvidence } from './replay-index.js'
@@ -96,6 +97,12 @@ export interface GenerateOptions extends SamplerOptions {
   readonly onLogits?: (logits: Float32Array, position: number) => void
   /** The prompt is a chat template's output: its control tokens (`<|eot_id|>`) are tokens, not text. */
   readonly special?: boolean
+  /**
+   * How the prompt was made from a user message (with `special`: the chat template, as the gateway
+   * passes it). Secret canaries then go through it as often as the client's sessions do, so a
+   * peer sees templated decoys among templated sessions (client/canary-template.ts).
+   */
+  readonly promptTemplate?: PromptTemplate
   /** Speculative steps for this generation (default ClientInit.speculate). */
   readonly speculate?: SpeculateMode
 }

@@ -147,8 +147,7 @@ export class LayerswarmClient {
     const forwarding = options.forwarding ?? this.init.forwarding ?? 'relay'
     this.canaries ??= this.canaryMonitor(maxLength)
     const canaries = this.canaries
-    // user text only: a chat template's output opens with the template's control tokens
-    if (!options.special) canaries?.observePrompt(promptTokens, this.tokenizer.bosId)
+    canaries?.observePrompt(promptTokens, this.tokenizer.bosId, { special: options.special, template: options.promptTemplate })
     const verified = options.verifiedStream ?? this.init.verifiedStream ?? false
     if (verified && !canaries) throw new VerifiedStreamNeedsCanariesError()
     // peers convicted in an earlier run (trust file) stay out of routes, as a new conviction would

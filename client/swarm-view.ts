@@ -122,18 +122,20 @@ export class SwarmView {
     // process) kept its connection open and held every refresh for the full timeout, so each
     // failover away from it waited that long for its route
     return await Promise.all(
-      boot.connected.filter((peer) => !this.isBanned(peer.toString())).map(async (peer) => {
-        try {
-          const list = await fetchAnnouncements(this.host, peer, {
-            modelId: this.modelId,
-            signal: AbortSignal.any([AbortSignal.timeout(5_000), ...(signal ? [signal] : [])])
-          })
-          for (const { announcement } of list) if (announcement.peerId !== this.host.peerId.toString()) this.learn(announcement)
-          return { peerId: peer.toString(), announcements: list.length }
-        } catch {
-          return { peerId: peer.toString(), announcements: -1 }
-        }
-      })
+      boot.connected
+        .filter((peer) => !this.isBanned(peer.toString()))
+        .map(async (peer) => {
+          try {
+            const list = await fetchAnnouncements(this.host, peer, {
+              modelId: this.modelId,
+              signal: AbortSignal.any([AbortSignal.timeout(5_000), ...(signal ? [signal] : [])])
+            })
+            for (const { announcement } of list) if (announcement.peerId !== this.host.peerId.toString()) this.learn(announcement)
+            return { peerId: peer.toString(), announcements: list.length }
+          } catch {
+            return { peerId: peer.toString(), announcements: -1 }
+          }
+        })
     )
   }
 

@@ -11,13 +11,15 @@ export function chatPrompt(
   metadata: ReadonlyMap<string, GgufValue>,
   tokenizer: Tokenizer,
   userText: string
-): { prompt: string; special: boolean } {
-  const template = metadata.get('tokenizer.chat_template')
+): { prompt: string; special: boolean; template: (text: string) => string } {
+  const source = metadata.get('tokenizer.chat_template')
   const chat = createChatFormatter({
-    template: typeof template === 'string' ? template : undefined,
+    template: typeof source === 'string' ? source : undefined,
     bosToken: tokenizer.pieceOf(tokenizer.bosId),
     eosToken: tokenizer.pieceOf(tokenizer.eosId),
     addsBos: tokenizer.encode('').length > 0
   })
-  return { prompt: chat.render([{ role: 'user', content: userText }]), special: chat.kind === 'template' }
+  // `template`: the same format for any user text (secret canaries go through it: client/canary-template.ts)
+  const template = (text: string): string => chat.render([{ role: 'user', content: text }])
+  return { prompt: template(userText), special: chat.kind === 'template', template }
 }

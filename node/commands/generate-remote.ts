@@ -143,9 +143,9 @@ export async function runRemoteGenerate(
     log: o.log
   })
   try {
-    const { prompt, special } = o.chat
+    const { prompt, special, template } = o.chat
       ? chatPrompt(templateMetadata(o), client.tokenizer, o.prompt)
-      : { prompt: o.prompt, special: false }
+      : { prompt: o.prompt, special: false, template: undefined }
     const promptTokens = client.tokenizer.encode(prompt, { special })
     checkContextLength(promptTokens.length, client.contextLength)
     const promptText = client.tokenizer.decode(promptTokens)
@@ -159,6 +159,7 @@ export async function runRemoteGenerate(
     const out = StreamWriter.create(o.json ? () => {} : write, o.stream ?? 'auto', promptText, process.stdout.isTTY === true)
     const it = client.stream(prompt, {
       special,
+      ...(template ? { promptTemplate: template } : {}),
       maxTokens: o.maxTokens,
       temperature: o.temperature,
       topK: o.topK,

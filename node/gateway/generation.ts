@@ -40,6 +40,8 @@ export interface GenerationRequest {
   readonly formatStops?: readonly string[]
   /** The prompt is a chat template's output: parse the special tokens it writes. */
   readonly special?: boolean
+  /** How the prompt was made from a user message (the chat format), for secret canaries. */
+  readonly promptTemplate?: (userText: string) => string
   readonly signal: AbortSignal
 }
 
@@ -139,6 +141,7 @@ async function attempt(
     seed: params.seed ?? Math.floor(Math.random() * 2 ** 31),
     signal: req.signal,
     special: req.special ?? false,
+    ...(req.promptTemplate ? { promptTemplate: req.promptTemplate } : {}),
     speculate,
     // A stop sequence ends the text, but the SDK's stream has no "stop now" that still hands back
     // the verification report: make the next token EOS so the generation ends the normal way.

@@ -91,7 +91,15 @@ export function registerOpenAiRoutes(app: FastifyInstance, init: OpenAiRoutesIni
     return await respond(
       req,
       reply,
-      { endpoint: 'chat', prompt, params, formatStops: chat.stops, special: chat.kind === 'template' },
+      {
+        endpoint: 'chat',
+        prompt,
+        params,
+        formatStops: chat.stops,
+        special: chat.kind === 'template',
+        // secret canaries go through the same format (client/canary-template.ts)
+        promptTemplate: (text: string) => chat.render([{ role: 'user', content: text }])
+      },
       chunk,
       (o) => ({
         id,

@@ -54,10 +54,12 @@ describe('chat templates of real models', () => {
     expect(ids).toEqual([128000, ...hf.encode(text, { add_special_tokens: false }).ids])
     // generate --chat does the same for one user turn.
     const one = chatPrompt(metadata, tokenizer, 'Hi')
-    expect(one).toEqual({
+    expect(one).toMatchObject({
       prompt: '<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n',
       special: true
     })
+    // the same format for any user text: secret canaries go through it (client/canary-template.ts)
+    expect(one.template('Hi')).toBe(one.prompt)
   })
 
   it('Qwen 3: <|im_start|>/<|im_end|> turns, no BOS', () => {
