@@ -1,0 +1,77 @@
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { createClient } from '../../client/index.js'
+import { chatPrompt } from '../../node/commands/chat-prompt.js'
+import { type LocalNode, startLocalNode } from '../../node/local-swarm.js'
+import { createReferenceKernels, createTokenizer, openModelFile, parseShape, writeRandomModel } from '../../shards/index.js'
+import { loadPackageVocabulary } from '../../shards/vocab-packages.js'
+import { localChatGreedy } from '../helpers/gateway-api.js'
+
+/*
+ * Issue 16, chat sessions: a client whose prompts go through a chat template sends secret
+ * canaries through the same template (client/canary-template.ts). Real peers on a Qwen 3
+ * vocabulary file (no BOS, control tokens in every prompt): the honest peers' answers to those
+ * canaries match the client's references (no honest peer is convicted), the tamperer is, and the
+ * chat answer is the one the whole model gives locally.
+ */
+const FAST = ['--kernels', 'reference', '--announce-interval', '300']
+const dir = mkdtempSync(join(tmpdir(), 'layerswarm-canary-chat-'))
+const model = join(dir, 'qwen3-vocab.gguf')
+
+describe('chat canaries on a templated model, real peers', () => {
+  const nodes: Record<string, LocalNode> = {}
+
+  beforeAll(async () => {
+    const v = loadPackageVocabulary('qwen')
+    writeRandomModel(
+      model,
+      { ...parseShape('64,4,4,2,128,300,tied'), vocabSize: v.tokens.length },
+      {
+        dtype: 'f16',
+        seed: 31,
+        seqLen: 128,
+        tokenizerMetadata: v.metadata,
+        arch: { architecture: 'qwen3', headDim: 32, ropeTheta: 1000000 }
+      }
+    )
+    // the tamperer serves the whole remote span [1,3) in one hop (the cheapest route)
+    nodes.tamperer = await startLocalNode({ model, layers: '1:3', args: [...FAST, '--tamper', 'noise', '--tamper-size', '0.5'] })
+    const bootstrap = [nodes.tamperer.addrs[0]]
+    nodes.honestA = await startLocalNode({ model, layers: '1:2', bootstrap, args: FAST })
+    nodes.honestB = await startLocalNode({ model, layers: '2:3', bootstrap, args: FAST })
+  }, 120_000)
+
+  afterAll(async () => {
+    await Promise.all(Object.values(nodes).map((n) => n.stop()))
+    rmSync(dir, { recursive: true, force: true })
+  })
+
+  it('convicts the tamperer with templated canaries, no honest peer, and answers as the local model', {
+    timeout: 180_000
+  }, async () => {
+    const file = openModelFile(model)
+    const { prompt, special, template } = chatPrompt(file.metadata, createTokenizer(file.vocabulary!), 'Tell me a story.')
+    file.close()
+    const client = await createClient({
+      bootstrap: Object.values(nodes).map((n) => n.addrs[0]),
+      model,
+      kernels: createReferenceKernels(),
+      canaries: { rate: 0.5 } // secret canaries (no seed)
+    })
+    try {
+      await client.view.waitForRoute(1, 3, 20_000)
+      const result = await client.generate(prompt, { maxTokens: 24, temperature: 0, special, promptTemplate: template })
+      const local = await localChatGreedy(model, 'Tell me a story.', 24)
+      expect(result.tokens).toEqual(local.tokens)
+      const { report } = result
+      expect(report.excludedPeers).toEqual([nodes.tamperer.peerId])
+      const sent = report.canaries.reduce((n, v) => n + v.canariesSent, 0)
+      expect(sent).toBeGreaterThan(0)
+      for (const v of report.canaries) if (v.peerId !== nodes.tamperer.peerId) expect(v.excluded).toBe(false)
+    } finally {
+      await client.close()
+    }
+  })
+})
