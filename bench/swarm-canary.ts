@@ -1,6 +1,7 @@
 /**
  * What canaries cost a real swarm's decode: `npm run bench -- swarm-canary --model FILE|SHAPE
- * [--peers 3] [--forwarding chain|relay] [--gen-tokens 256] [--rounds 5] [--threads N]`.
+ * [--peers 3] [--forwarding chain|relay] [--gen-tokens 256] [--rounds 5] [--threads N]
+ * [--audit-every K]` (K: real chained steps per audit round, client/audit-batch.ts).
  *
  * Starts N real node processes on 127.0.0.1 (as `bench swarm`) and measures, in interleaved
  * rounds on the same warm nodes, decode tokens/s of greedy generations from:
@@ -33,6 +34,8 @@ interface Options {
   readonly genTokens: number
   readonly rounds: number
   readonly threads: number
+  /** Real chained steps per audit round of the canary clients (client/audit-batch.ts); default theirs. */
+  readonly auditEvery?: number
 }
 
 async function decode(client: Client, prompt: string, maxTokens: number) {
@@ -69,7 +72,9 @@ export async function runSwarmCanaryBench(o: Options): Promise<Record<string, un
       kernels,
       routeTimeoutMs: 60_000,
       stepTimeoutMs: 120_000,
-      ...(canaries ? (trust ? { canaries: { trustFile } } : {}) : { canaries: false as const })
+      ...(canaries
+        ? { canaries: { ...(trust ? { trustFile } : {}), ...(o.auditEvery ? { auditEvery: o.auditEvery } : {}) } }
+        : { canaries: false as const })
     })
     clients.push(client)
     return client
@@ -160,7 +165,8 @@ export async function main(argv: string[]): Promise<void> {
     forwarding: 'chain',
     'gen-tokens': '256',
     rounds: '5',
-    threads: undefined
+    threads: undefined,
+    'audit-every': undefined
   })
   const result = await runSwarmCanaryBench({
     model: a.required('model', 'FILE or a shape (110m, 1.1b, ...)'),
@@ -168,7 +174,8 @@ export async function main(argv: string[]): Promise<void> {
     forwarding: a.oneOf('forwarding', FORWARDINGS),
     genTokens: a.int('gen-tokens', 2),
     rounds: a.int('rounds', 1),
-    threads: a.threads()
+    threads: a.threads(),
+    auditEvery: a.optional('audit-every', 1)
   })
   console.log(JSON.stringify(result, null, 2))
 }

@@ -72,6 +72,11 @@ export type BuildCanaryTracesOptions = Omit<BuildCanarySetOptions, 'boundary' | 
    * encoded as such. Undefined entries: plain prompts.
    */
   readonly templated?: readonly ({ readonly special: boolean } | undefined)[]
+  /**
+   * Index of the first prompt in its set (default 0): prompt i is sampled with the seed of canary
+   * firstIndex + i, so a grown set's new canaries are built alone, the same as with the rest.
+   */
+  readonly firstIndex?: number
 }
 
 const isInt = (x: unknown, min: number): x is number => Number.isInteger(x) && (x as number) >= min
@@ -98,6 +103,8 @@ export function buildCanaryTraces(options: BuildCanaryTracesOptions): CanaryTrac
   if (!isInt(maxPrompt, 1) || maxPrompt > total) throw new CanaryArgumentError(`maxPromptTokens must be in [1, ${total}]`)
   const seed = options.seed ?? 1
   if (!Number.isSafeInteger(seed)) throw new CanaryArgumentError('seed must be a safe integer')
+  const first = options.firstIndex ?? 0
+  if (!isInt(first, 0)) throw new CanaryArgumentError('firstIndex must be an integer ≥ 0')
   const levels = options.levels ?? Array.from({ length: n + 1 }, (_, k) => k)
   if (!Array.isArray(levels) || levels.some((k) => !isInt(k, 0) || k > n))
     throw new CanaryArgumentError(`levels must be integers in [0, ${n}]`)
@@ -114,7 +121,7 @@ export function buildCanaryTraces(options: BuildCanaryTracesOptions): CanaryTrac
         const t = options.templated?.[i]
         const special = t?.special === true
         const maxPromptTokens = t ? total - 1 : maxPrompt
-        return { text, length: total, maxPromptTokens, special, seed: seed * 1000 + i, levels: wanted }
+        return { text, length: total, maxPromptTokens, special, seed: seed * 1000 + first + i, levels: wanted }
       }),
       () => options.onProgress?.(++built, prompts.length)
     )
@@ -122,6 +129,32 @@ export function buildCanaryTraces(options: BuildCanaryTracesOptions): CanaryTrac
   } finally {
     tracer.close()
   }
+}
+
+/**
+ * `traces` with canaries for the prompts past them (`options.prompts` is the whole set, the first
+ * ones those traces were built from): only the new ones are built, at the same length and levels,
+ * each the same as in a build of the whole set (canary i keeps its seed).
+ */
+export function extendCanaryTraces(
+  traces: CanaryTraces,
+  options: Omit<BuildCanaryTracesOptions, 'firstIndex' | 'levels' | 'tokensPerPrompt' | 'maxPromptTokens'> & {
+    readonly prompts: readonly string[]
+  }
+): CanaryTraces {
+  const old = traces.traces.length
+  if (options.prompts.length <= old) return traces
+  const length = Math.min(...traces.traces.map((t) => t.tokens.length))
+  const added = buildCanaryTraces({
+    ...options,
+    prompts: options.prompts.slice(old),
+    templated: options.templated?.slice(old),
+    firstIndex: old,
+    tokensPerPrompt: length,
+    maxPromptTokens: Math.min(MAX_CANARY_PROMPT_TOKENS, length),
+    levels: traces.traces[0].states.flatMap((x, k) => (x ? [k] : []))
+  })
+  return { ...traces, traces: [...traces.traces, ...added.traces] }
 }
 
 function checkSpan(nLayers: number, boundary: number, endsIn: readonly number[] | undefined): number[] {

@@ -51,6 +51,7 @@ export {
   type CanaryTraces,
   canarySetFromTraces,
   DEFAULT_CANARY_LENGTH,
+  extendCanaryTraces,
   inputFor,
   MAX_CANARY_PROMPT_TOKENS,
   referenceFor

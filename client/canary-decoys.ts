@@ -6,6 +6,7 @@ import {
   type CanaryTraces,
   canarySetFromTraces,
   createDecoyPlanner,
+  extendCanaryTraces,
   DEFAULT_CANARY_LENGTH,
   DEFAULT_CANARY_PROMPTS,
   type DecoyPlan,
@@ -16,7 +17,7 @@ import {
 } from '../canary/index.js'
 import { createReferenceKernels, createTokenizer, type Kernels, type ModelFile } from '../shards/index.js'
 import { type SpeculativeDecoy, speculativeDone } from './canary-decoy-speculative.js'
-import { fitTemplate, PromptHistory, type PromptsFromContext, type PromptTemplate } from './canary-template.js'
+import { PromptHistory, type PromptsFromContext, type PromptTemplate, secretPromptsFollowing } from './canary-template.js'
 import type { StepContext } from './canary-types.js'
 import type { ChainedDecoy } from './chained-decoy.js'
 import type { HopSession, HopTarget } from './hop.js'
@@ -145,11 +146,26 @@ export class CanaryMaterial {
     if (this.o.bank?.traces.some((t) => t.states[boundary] === undefined)) {
       throw new CanaryBankLevelError(`the canary bank holds no states at block boundary ${boundary}: rebuild it with that level`)
     }
-    if (!this.traces || this.traces.traces[0].states[boundary] === undefined || (!this.o.bank && built < this.wanted) || grown) {
+    const traces = this.traces
+    if (grown && traces && built >= this.wanted && traces.traces[0].states[boundary] !== undefined) {
+      // only the new canaries: a growth used to rebuild the whole set, twice the work each time,
+      // synchronously, while the real generation waited (a new relayed client spent most of its
+      // first generation there: bench swarm-canary). Canary i is the same built alone (its seed).
+      this.traces = extendCanaryTraces(traces, {
+        model: this.model,
+        kernels: this.o.kernels ?? createReferenceKernels(),
+        prompts: this.prompts!,
+        templated: this.templated,
+        seed: this.o.seed ?? 1,
+        onProgress: (done, total) => this.o.onBuild?.(boundary, done, total)
+      })
+      this.sets.clear()
+      this.prefillEnds = undefined
+    } else if (!traces || traces.traces[0].states[boundary] === undefined || (!this.o.bank && built < this.wanted) || grown) {
       // Building runs the whole model over every canary (in lockstep, canary/trace.ts), token by
       // token (sampled continuation), so the default set is small; a longer-lived client can pass
       // more prompts. Levels from the lowest boundary asked for so far.
-      const from = Math.min(boundary, this.traces ? this.traces.traces[0].states.findIndex((s) => s !== undefined) : n)
+      const from = Math.min(boundary, traces ? traces.traces[0].states.findIndex((s) => s !== undefined) : n)
       this.traces = buildCanaryTraces({
         model: this.model,
         kernels: this.o.kernels ?? createReferenceKernels(),
@@ -165,7 +181,7 @@ export class CanaryMaterial {
       this.prefillEnds = undefined
     }
     set = canarySetFromTraces(
-      this.traces,
+      this.traces!, // built above when there were none
       boundary,
       Array.from({ length: n - boundary }, (_, i) => boundary + i + 1)
     )
@@ -197,24 +213,18 @@ export class CanaryMaterial {
     this.history.observe(tokens, bosId, o)
   }
 
-  /**
-   * Secret prompts `from` to `count`, each plain or put through a real session's template (then
-   * cut to that session's prompt length), fixed from then on.
-   */
+  /** Secret prompts `from` to `count` (client/canary-template.ts), fixed from then on. */
   private secretPrompts(from: number): string[] | undefined {
     if (!this.o.promptsFrom) return undefined
-    const uses = Array.from({ length: this.count }, (_, i) =>
-      i < from ? undefined : this.history.templateFor(this.o.seed ?? 1, i)
-    )
-    // a templated prompt's user message is cut to fit its session's length: sample at least that
-    const minTokensOf = uses.map((u) => u?.promptLength)
-    const texts = this.o.promptsFrom(this.count, { from, openings: this.history.openings(), minTokensOf })
-    const tokenizer = this.model.vocabulary && uses.some((u) => u) ? createTokenizer(this.model.vocabulary) : undefined
-    return texts.map((text, k) => {
-      const use = uses[from + k]
-      this.templated[from + k] = use && { special: use.special }
-      return use && tokenizer ? fitTemplate(text, use, tokenizer) : text
+    const made = secretPromptsFollowing(this.history, this.model, this.o.promptsFrom, {
+      count: this.count,
+      from,
+      seed: this.o.seed ?? 1
     })
+    made.templated.forEach((t, k) => {
+      this.templated[from + k] = t
+    })
+    return made.texts
   }
 
   endSession(sessionId: string): void {

@@ -1,5 +1,5 @@
 import { createRandom, hashSeed } from '../canary/index.js'
-import type { Tokenizer } from '../shards/index.js'
+import { createTokenizer, type ModelFile, type Tokenizer } from '../shards/index.js'
 
 /**
  * How a session's prompt was made from one user message: the gateway's chat template
@@ -91,4 +91,27 @@ export function fitTemplate(raw: string, use: TemplateUse, tokenizer: Tokenizer)
     k = next
   }
   return text(k)
+}
+
+/**
+ * Secret prompts `from` to `count`: each plain or, as often as the client's sessions were,
+ * put through a real session's template and cut to that session's prompt length. `templated`:
+ * per prompt made, how a template made it (undefined: plain).
+ */
+export function secretPromptsFollowing(
+  history: PromptHistory,
+  model: ModelFile,
+  promptsFrom: (count: number, more: PromptsFromContext) => readonly string[],
+  o: { readonly count: number; readonly from: number; readonly seed: number }
+): { texts: string[]; templated: ({ special: boolean } | undefined)[] } {
+  const uses = Array.from({ length: o.count }, (_, i) => (i < o.from ? undefined : history.templateFor(o.seed, i)))
+  // a templated prompt's user message is cut to fit its session's length: sample at least that
+  const minTokensOf = uses.map((u) => u?.promptLength)
+  const texts = promptsFrom(o.count, { from: o.from, openings: history.openings(), minTokensOf })
+  const tokenizer = model.vocabulary && uses.some((u) => u) ? createTokenizer(model.vocabulary) : undefined
+  const mine = uses.slice(o.from)
+  return {
+    texts: texts.map((text, k) => (mine[k] && tokenizer ? fitTemplate(text, mine[k], tokenizer) : text)),
+    templated: mine.map((u) => u && { special: u.special })
+  }
 }

@@ -14,6 +14,7 @@ import {
   createSpanRunner,
   defaultBenignModel,
   driftMetrics,
+  extendCanaryTraces,
   inputFor,
   loadCanarySet,
   loadOrBuildCanarySet,
@@ -115,5 +116,24 @@ describe('canary sets', () => {
       }
     }
     expect(det.excluded()).toEqual([])
+  })
+})
+
+describe('a grown canary set builds only its new canaries', () => {
+  it('extendCanaryTraces equals a build of the whole set, canary for canary, state for state', () => {
+    const m = openModelFile('models/stories260K.gguf')
+    const prompts = ['Once upon a time', 'The dog ran', 'Lily saw a bird', 'One day, Tom']
+    const common = { model: m, seed: 5, tokensPerPrompt: 32, levels: [1, 2, 3] }
+    const whole = buildCanaryTraces({ ...common, prompts })
+    const grown = extendCanaryTraces(buildCanaryTraces({ ...common, prompts: prompts.slice(0, 2) }), { model: m, seed: 5, prompts })
+    expect(grown.traces).toHaveLength(4)
+    for (let i = 0; i < 4; i++) {
+      expect(grown.traces[i].tokens).toEqual(whole.traces[i].tokens)
+      for (const k of [1, 2, 3]) expect(grown.traces[i].states[k]).toEqual(whole.traces[i].states[k])
+      expect(grown.traces[i].states[0]).toBeUndefined()
+    }
+    // nothing new: the same traces
+    expect(extendCanaryTraces(whole, { model: m, seed: 5, prompts })).toBe(whole)
+    m.close()
   })
 })
