@@ -6,12 +6,12 @@ import {
   type CanaryTraces,
   canarySetFromTraces,
   createDecoyPlanner,
-  extendCanaryTraces,
   DEFAULT_CANARY_LENGTH,
   DEFAULT_CANARY_PROMPTS,
   type DecoyPlan,
   type DecoyPlanner,
   type DecoyStep,
+  extendCanaryTraces,
   MAX_CANARY_PROMPT_TOKENS,
   type WireDType
 } from '../canary/index.js'

@@ -125,7 +125,11 @@ describe('a grown canary set builds only its new canaries', () => {
     const prompts = ['Once upon a time', 'The dog ran', 'Lily saw a bird', 'One day, Tom']
     const common = { model: m, seed: 5, tokensPerPrompt: 32, levels: [1, 2, 3] }
     const whole = buildCanaryTraces({ ...common, prompts })
-    const grown = extendCanaryTraces(buildCanaryTraces({ ...common, prompts: prompts.slice(0, 2) }), { model: m, seed: 5, prompts })
+    const grown = extendCanaryTraces(buildCanaryTraces({ ...common, prompts: prompts.slice(0, 2) }), {
+      model: m,
+      seed: 5,
+      prompts
+    })
     expect(grown.traces).toHaveLength(4)
     for (let i = 0; i < 4; i++) {
       expect(grown.traces[i].tokens).toEqual(whole.traces[i].tokens)
