@@ -6,16 +6,8 @@ import { CanaryMaterial } from '../../client/canary-decoys.js'
 import { secretPrompts, secretSeed } from '../../client/canary-secret.js'
 import { PromptHistory } from '../../client/canary-template.js'
 import { type ChatFormatter, createChatFormatter } from '../../node/gateway/chat-template.js'
-import {
-  createReferenceKernels,
-  createTokenizer,
-  type ModelFile,
-  openModelFile,
-  parseShape,
-  type Tokenizer,
-  writeRandomModel
-} from '../../shards/index.js'
-import { loadPackageVocabulary } from '../../shards/vocab-packages.js'
+import { createReferenceKernels, createTokenizer, type ModelFile, openModelFile, type Tokenizer } from '../../shards/index.js'
+import { writeQwenVocabModel } from '../helpers/qwen-vocab-model.js'
 
 /*
  * Issue 16: a client whose sessions go through a chat template (the gateway's chat endpoint)
@@ -32,18 +24,7 @@ let tokenizer: Tokenizer
 let chat: ChatFormatter
 
 beforeAll(() => {
-  const v = loadPackageVocabulary('qwen')
-  writeRandomModel(
-    path,
-    { ...parseShape('64,2,4,2,128,300,tied'), vocabSize: v.tokens.length },
-    {
-      dtype: 'f16',
-      seed: 5,
-      seqLen: 96,
-      tokenizerMetadata: v.metadata,
-      arch: { architecture: 'qwen3', headDim: 32, ropeTheta: 1000000 }
-    }
-  )
+  writeQwenVocabModel(path, { layers: 2, seed: 5, seqLen: 96 })
   model = openModelFile(path)
   tokenizer = createTokenizer(model.vocabulary!)
   chat = createChatFormatter({

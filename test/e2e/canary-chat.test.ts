@@ -5,9 +5,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createClient } from '../../client/index.js'
 import { chatPrompt } from '../../node/commands/chat-prompt.js'
 import { type LocalNode, startLocalNode } from '../../node/local-swarm.js'
-import { createReferenceKernels, createTokenizer, openModelFile, parseShape, writeRandomModel } from '../../shards/index.js'
-import { loadPackageVocabulary } from '../../shards/vocab-packages.js'
+import { createReferenceKernels, createTokenizer, openModelFile } from '../../shards/index.js'
 import { localChatGreedy } from '../helpers/gateway-api.js'
+
+import { writeQwenVocabModel } from '../helpers/qwen-vocab-model.js'
 
 /*
  * Issue 16, chat sessions: a client whose prompts go through a chat template sends secret
@@ -24,18 +25,7 @@ describe('chat canaries on a templated model, real peers', () => {
   const nodes: Record<string, LocalNode> = {}
 
   beforeAll(async () => {
-    const v = loadPackageVocabulary('qwen')
-    writeRandomModel(
-      model,
-      { ...parseShape('64,4,4,2,128,300,tied'), vocabSize: v.tokens.length },
-      {
-        dtype: 'f16',
-        seed: 31,
-        seqLen: 128,
-        tokenizerMetadata: v.metadata,
-        arch: { architecture: 'qwen3', headDim: 32, ropeTheta: 1000000 }
-      }
-    )
+    writeQwenVocabModel(model, { layers: 4, seed: 31, seqLen: 128 })
     // the tamperer serves the whole remote span [1,3) in one hop (the cheapest route)
     nodes.tamperer = await startLocalNode({ model, layers: '1:3', args: [...FAST, '--tamper', 'noise', '--tamper-size', '0.5'] })
     const bootstrap = [nodes.tamperer.addrs[0]]
