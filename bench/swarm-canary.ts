@@ -1,7 +1,8 @@
 /**
  * What canaries cost a real swarm's decode: `npm run bench -- swarm-canary --model FILE|SHAPE
  * [--peers 3] [--forwarding chain|relay] [--gen-tokens 256] [--rounds 5] [--threads N]
- * [--audit-every K]` (K: real chained steps per audit round, client/audit-batch.ts).
+ * [--audit-every K] [--clients all|trusted] [--warmup-rounds 2]` (K: real chained steps per audit round,
+ * client/audit-batch.ts; `trusted`: only the first two clients below, for more rounds).
  *
  * Starts N real node processes on 127.0.0.1 (as `bench swarm`) and measures, in interleaved
  * rounds on the same warm nodes, decode tokens/s of greedy generations from:
@@ -14,18 +15,21 @@
  *  - `returningClient`: a new client each round too, with a trust file (`canaries.trustFile`)
  *    an earlier one wrote, as `layerswarm generate --trust-file` runs one after another.
  * The cost is 1 − (rate with canaries / rate without) per round, the median reported: the
- * issue's target is under 5 % of decode throughput at the default rate. Prints one JSON object.
+ * issue's target is under 5 % of decode throughput at the default rate. Beside it, the CPU cost:
+ * CPU time of the client and the nodes per token, with canaries ÷ without − 1 (the extra work;
+ * less moved by other load than the rate). Prints one JSON object.
  */
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { DEFAULT_AUDIT_EVERY } from '../client/audit-batch.js'
 import { type LayerswarmClient as Client, createClient, type Forwarding } from '../client/index.js'
 import { type LocalNode, startLocalNode } from '../node/local-swarm.js'
 import { openModelFile, selectKernelsFor } from '../shards/index.js'
 import { benchArgs, FORWARDINGS } from './options.js'
 import { evenSpans, promptText, resolveModel } from './swarm-setup.js'
 import { decodeRate } from './swarm-single.js'
-import { median, round } from './swarm-stats.js'
+import { median, round, swarmCpuMs } from './swarm-stats.js'
 
 interface Options {
   readonly model: string
@@ -36,10 +40,15 @@ interface Options {
   readonly threads: number
   /** Real chained steps per audit round of the canary clients (client/audit-batch.ts); default theirs. */
   readonly auditEvery?: number
+  /** `trusted`: only the off and trusted clients (shorter rounds, so more of them). */
+  readonly clients: 'all' | 'trusted'
+  /** Rounds run first and not counted: the trusted client's canaries grow in slices meanwhile. */
+  readonly warmupRounds: number
 }
 
-async function decode(client: Client, prompt: string, maxTokens: number) {
+async function decode(client: Client, prompt: string, maxTokens: number, pids: readonly (number | undefined)[] = []) {
   const times: number[] = []
+  const cpu0 = swarmCpuMs(pids)
   const it = client.stream(prompt, { maxTokens, temperature: 0 })
   let r = await it.next()
   while (!r.done) {
@@ -47,7 +56,14 @@ async function decode(client: Client, prompt: string, maxTokens: number) {
     r = await it.next()
   }
   const sent = r.value.report.canaries.reduce((n: number, p: { canariesSent: number }) => n + p.canariesSent, 0)
-  return { rate: decodeRate(times), tokens: r.value.tokens, canariesSent: sent, excluded: r.value.report.excludedPeers.length }
+  const cpuMsPerToken = (swarmCpuMs(pids) - cpu0) / Math.max(1, times.length)
+  return {
+    rate: decodeRate(times),
+    cpuMsPerToken,
+    tokens: r.value.tokens,
+    canariesSent: sent,
+    excluded: r.value.report.excludedPeers.length
+  }
 }
 
 export async function runSwarmCanaryBench(o: Options): Promise<Record<string, unknown>> {
@@ -91,29 +107,58 @@ export async function runSwarmCanaryBench(o: Options): Promise<Record<string, un
     // JIT on every side, routes, and the trusted client's start-up burst
     await decode(off, prompt, maxTokens)
     await decode(trusted, prompt, maxTokens)
+    const all = o.clients === 'all'
     // the first client to write the trust file pays the start-up burst, unmeasured
-    const writer = await open(true, true)
-    await decode(writer, prompt, maxTokens)
-    await writer.close()
-    clients.splice(clients.indexOf(writer), 1)
+    if (all) {
+      const writer = await open(true, true)
+      await decode(writer, prompt, maxTokens)
+      await writer.close()
+      clients.splice(clients.indexOf(writer), 1)
+    }
     const rounds: Array<Record<string, number>> = []
     let sameTokens = true
-    for (let r = 0; r < o.rounds; r++) {
+    for (let r = -o.warmupRounds; r < o.rounds; r++) {
+      const pids = nodes.map((x) => x.process.pid)
+      if (r < 0) {
+        // its start-up burst grew the trusted client's secret set, built in slices between steps
+        await decode(off, prompt, maxTokens)
+        await decode(trusted, prompt, maxTokens)
+        continue
+      }
+      if (!all) {
+        const a = await decode(off, prompt, maxTokens, pids)
+        const t = await decode(trusted, prompt, maxTokens, pids)
+        sameTokens &&= t.tokens.join() === a.tokens.join()
+        rounds.push({
+          off: round(a.rate, 2),
+          trusted: round(t.rate, 2),
+          offCpuMs: round(a.cpuMsPerToken, 2),
+          trustedCpuMs: round(t.cpuMsPerToken, 2),
+          trustedCanaries: t.canariesSent,
+          excluded: t.excluded
+        })
+        continue
+      }
       const fresh = await open(true)
       const returning = await open(true, true)
       // each builds its canary set (once per client) before the clock starts
       await decode(fresh, prompt, 2)
       await decode(returning, prompt, 2)
-      const a = await decode(off, prompt, maxTokens)
-      const t = await decode(trusted, prompt, maxTokens)
-      const n = await decode(fresh, prompt, maxTokens)
-      const b = await decode(returning, prompt, maxTokens)
+      const a = await decode(off, prompt, maxTokens, pids)
+      const t = await decode(trusted, prompt, maxTokens, pids)
+      const n = await decode(fresh, prompt, maxTokens, pids)
+      const b = await decode(returning, prompt, maxTokens, pids)
       sameTokens &&= [t, n, b].every((x) => x.tokens.join() === a.tokens.join())
       rounds.push({
         off: round(a.rate, 2),
         trusted: round(t.rate, 2),
         newClient: round(n.rate, 2),
         returningClient: round(b.rate, 2),
+        // CPU of the client process and every node per generated token (all threads)
+        offCpuMs: round(a.cpuMsPerToken, 2),
+        trustedCpuMs: round(t.cpuMsPerToken, 2),
+        newClientCpuMs: round(n.cpuMsPerToken, 2),
+        returningClientCpuMs: round(b.cpuMsPerToken, 2),
         trustedCanaries: t.canariesSent,
         newClientCanaries: n.canariesSent,
         returningClientCanaries: b.canariesSent,
@@ -124,7 +169,9 @@ export async function runSwarmCanaryBench(o: Options): Promise<Record<string, un
         clients.splice(clients.indexOf(c), 1)
       }
     }
-    const cost = (k: 'trusted' | 'newClient' | 'returningClient') => round(median(rounds.map((x) => 1 - x[k] / x.off)))
+    type Kind = 'trusted' | 'newClient' | 'returningClient'
+    const kinds: Kind[] = all ? ['trusted', 'newClient', 'returningClient'] : ['trusted']
+    const each = <T>(f: (k: Kind) => T) => Object.fromEntries(kinds.map((k) => [k, f(k)]))
     return {
       bench: 'swarm-canary',
       model: path,
@@ -133,20 +180,18 @@ export async function runSwarmCanaryBench(o: Options): Promise<Record<string, un
       spans,
       forwarding: o.forwarding,
       genTokens: maxTokens,
+      warmupRounds: o.warmupRounds,
       threads: o.threads,
+      auditEvery: o.auditEvery ?? DEFAULT_AUDIT_EVERY,
       decodeTokensPerSecond: {
         off: round(median(rounds.map((x) => x.off)), 2),
-        trusted: round(median(rounds.map((x) => x.trusted)), 2),
-        newClient: round(median(rounds.map((x) => x.newClient)), 2),
-        returningClient: round(median(rounds.map((x) => x.returningClient)), 2)
+        ...each((k) => round(median(rounds.map((x) => x[k])), 2))
       },
       // 1 − rate with canaries / rate without, median over interleaved rounds
-      canaryCost: {
-        trusted: cost('trusted'),
-        newClient: cost('newClient'),
-        returningClient: cost('returningClient'),
-        target: 0.05
-      },
+      canaryCost: { ...each((k) => round(median(rounds.map((x) => 1 - x[k] / x.off)))), target: 0.05 },
+      // CPU per token (client and nodes, all threads) with canaries ÷ without − 1, median over
+      // rounds: the extra work, which a shared host's load moves less than the rate
+      canaryCpuCost: each((k) => round(median(rounds.map((x) => x[`${k}CpuMs`] / x.offCpuMs - 1)))),
       sameTokens,
       rounds
     }
@@ -166,7 +211,9 @@ export async function main(argv: string[]): Promise<void> {
     'gen-tokens': '256',
     rounds: '5',
     threads: undefined,
-    'audit-every': undefined
+    'audit-every': undefined,
+    clients: 'all',
+    'warmup-rounds': '2'
   })
   const result = await runSwarmCanaryBench({
     model: a.required('model', 'FILE or a shape (110m, 1.1b, ...)'),
@@ -175,7 +222,9 @@ export async function main(argv: string[]): Promise<void> {
     genTokens: a.int('gen-tokens', 2),
     rounds: a.int('rounds', 1),
     threads: a.threads(),
-    auditEvery: a.optional('audit-every', 1)
+    auditEvery: a.optional('audit-every', 1),
+    clients: a.oneOf('clients', ['all', 'trusted'] as const),
+    warmupRounds: a.int('warmup-rounds', 0)
   })
   console.log(JSON.stringify(result, null, 2))
 }

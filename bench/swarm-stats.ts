@@ -1,7 +1,8 @@
 /**
  * Arithmetic for bench/swarm.ts: medians, per-hop latency from the client's `step` log events,
- * and the bytes a decoded token puts on the wire, counted with the real session codecs.
+ * the bytes a decoded token puts on the wire, counted with the real session codecs, and CPU time.
  */
+import { readFileSync } from 'node:fs'
 import { type DType, encodeSessionRequest, encodeSessionResponse, encodeTensor, type HopTiming } from '../protocol/index.js'
 import { parseShape } from '../shards/index.js'
 
@@ -109,3 +110,28 @@ export function headline(r: unknown): Record<string, unknown> | undefined {
     tokenMs: m.latency.tokenMs
   }
 }
+
+/**
+ * CPU milliseconds this process and the given ones (node processes; all their threads) have
+ * used so far, from /proc (Linux; a process gone or unreadable counts 0). On a shared host CPU
+ * time per token moves far less than wall time between repeats (bench family-speed).
+ */
+export function swarmCpuMs(pids: readonly (number | undefined)[]): number {
+  const self = process.cpuUsage()
+  let ms = (self.user + self.system) / 1000
+  for (const pid of pids) {
+    if (pid === undefined) continue
+    try {
+      // fields after the parenthesised command: state is field 3; utime, stime are 14, 15 (clock ticks)
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+      const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+      ms += ((Number(f[11]) + Number(f[12])) * 1000) / CLOCK_TICKS_PER_S
+    } catch {
+      // not Linux, or the process has exited
+    }
+  }
+  return ms
+}
+
+/** USER_HZ: the unit of /proc/PID/stat times, 100 on Linux for x86 and arm (proc(5)). */
+const CLOCK_TICKS_PER_S = 100

@@ -1,7 +1,8 @@
+import type { AbortOptions } from '@libp2p/interface'
 import { computeModelId, createReferenceKernels, createTokenizer, type Kernels, type ModelFile } from '../shards/index.js'
 import { CanaryArgumentError } from './errors.js'
 import { DEFAULT_CANARY_PROMPTS } from './prompts.js'
-import { type CanaryTrace, createTracer } from './trace.js'
+import { type CanaryTrace, createTracer, runInSlices, runNow } from './trace.js'
 
 /** One canary: a real prompt, continued by the model, and its hidden states at the boundary (a view of its trace). */
 export interface Canary {
@@ -88,6 +89,21 @@ const isInt = (x: unknown, min: number): x is number => Number.isInteger(x) && (
  * boundaries asked for. Building again with the same options regenerates the same traces.
  */
 export function buildCanaryTraces(options: BuildCanaryTracesOptions): CanaryTraces {
+  return runNow(canaryTracesJob(options))
+}
+
+/** buildCanaryTraces in slices, the event loop running between them (Tracer.traceAllInSlices). */
+export async function buildCanaryTracesInSlices(
+  options: BuildCanaryTracesOptions,
+  abort: AbortOptions = {}
+): Promise<CanaryTraces> {
+  return await runInSlices(canaryTracesJob(options), abort)
+}
+
+function* canaryTracesJob(
+  options: BuildCanaryTracesOptions,
+  earlier: readonly CanaryTrace[] = []
+): Generator<void, CanaryTraces> {
   const { model } = options
   if (!model || typeof model !== 'object' || !model.config) throw new CanaryArgumentError('building canaries needs a model')
   const n = model.config.nLayers
@@ -116,12 +132,21 @@ export function buildCanaryTraces(options: BuildCanaryTracesOptions): CanaryTrac
     // with each weight read once per step for all of them instead of once per canary.
     const wanted = new Set(levels)
     let built = 0
-    const traces = tracer.traceAll(
+    const traces = yield* tracer.traceJob(
       prompts.map((text, i) => {
         const t = options.templated?.[i]
         const special = t?.special === true
         const maxPromptTokens = t ? total - 1 : maxPrompt
-        return { text, length: total, maxPromptTokens, special, seed: seed * 1000 + first + i, levels: wanted }
+        const from = earlier[i]
+        return {
+          text,
+          length: total,
+          maxPromptTokens,
+          special,
+          seed: seed * 1000 + first + i,
+          levels: wanted,
+          ...(from ? { from } : {})
+        }
       }),
       () => options.onProgress?.(++built, prompts.length)
     )
@@ -131,28 +156,53 @@ export function buildCanaryTraces(options: BuildCanaryTracesOptions): CanaryTrac
   }
 }
 
+export type ExtendCanaryTracesOptions = Omit<
+  BuildCanaryTracesOptions,
+  'firstIndex' | 'levels' | 'tokensPerPrompt' | 'maxPromptTokens'
+> & {
+  /** The whole set: the first ones are those `traces` were built from. */
+  readonly prompts: readonly string[]
+  /** Positions per canary (default: as the traces'); longer continues every trace (TraceOptions.from). */
+  readonly tokensPerPrompt?: number
+}
+
 /**
- * `traces` with canaries for the prompts past them (`options.prompts` is the whole set, the first
- * ones those traces were built from): only the new ones are built, at the same length and levels,
- * each the same as in a build of the whole set (canary i keeps its seed).
+ * `traces` grown: canaries for the prompts past them, and every canary continued to
+ * `tokensPerPrompt` positions when that is longer. Only what is new is computed (the old tokens
+ * go through as one prefill), and the result equals a build of the whole set at that length, state
+ * for state (canary i keeps its seed, a continued trace its tokens and sampler draws).
  */
-export function extendCanaryTraces(
+export function extendCanaryTraces(traces: CanaryTraces, options: ExtendCanaryTracesOptions): CanaryTraces {
+  return runNow(extendJob(traces, options))
+}
+
+/** extendCanaryTraces in slices, the event loop running between them. */
+export async function extendCanaryTracesInSlices(
   traces: CanaryTraces,
-  options: Omit<BuildCanaryTracesOptions, 'firstIndex' | 'levels' | 'tokensPerPrompt' | 'maxPromptTokens'> & {
-    readonly prompts: readonly string[]
-  }
-): CanaryTraces {
+  options: ExtendCanaryTracesOptions,
+  abort: AbortOptions = {}
+): Promise<CanaryTraces> {
+  return await runInSlices(extendJob(traces, options), abort)
+}
+
+function* extendJob(traces: CanaryTraces, options: ExtendCanaryTracesOptions): Generator<void, CanaryTraces> {
   const old = traces.traces.length
-  if (options.prompts.length <= old) return traces
   const length = Math.min(...traces.traces.map((t) => t.tokens.length))
-  const added = buildCanaryTraces({
+  const total = Math.max(length, options.tokensPerPrompt ?? length)
+  if (options.prompts.length <= old && total === length) return traces
+  const common = {
     ...options,
+    tokensPerPrompt: total,
+    maxPromptTokens: Math.min(MAX_CANARY_PROMPT_TOKENS, total),
+    levels: traces.traces[0].states.flatMap((x, k) => (x ? [k] : []))
+  }
+  // longer: every canary again from its trace (a prefill of its tokens); else only the new ones
+  if (total > length) return yield* canaryTracesJob(common, traces.traces)
+  const added = yield* canaryTracesJob({
+    ...common,
     prompts: options.prompts.slice(old),
     templated: options.templated?.slice(old),
-    firstIndex: old,
-    tokensPerPrompt: length,
-    maxPromptTokens: Math.min(MAX_CANARY_PROMPT_TOKENS, length),
-    levels: traces.traces[0].states.flatMap((x, k) => (x ? [k] : []))
+    firstIndex: old
   })
   return { ...traces, traces: [...traces.traces, ...added.traces] }
 }

@@ -67,3 +67,11 @@ export class CanaryBankLevelError extends CanaryError {
 export class CanariesSpentError extends CanaryError {
   override readonly code = 'CANARIES_SPENT'
 }
+
+/**
+ * A peer has seen every canary built so far and its new ones are still being built (in slices,
+ * between real steps): it gets no decoy until they are. Not a fault; the probe is skipped.
+ */
+export class CanariesPendingError extends CanaryError {
+  override readonly code = 'CANARIES_PENDING'
+}

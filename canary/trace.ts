@@ -1,3 +1,4 @@
+import type { AbortOptions } from '@libp2p/interface'
 import {
   createEdge,
   createSampler,
@@ -39,6 +40,13 @@ export interface TraceOptions {
   readonly seed: number
   /** Block boundaries whose states are kept (memory: levels · L · dim floats per canary). */
   readonly levels: ReadonlySet<number>
+  /**
+   * An earlier, shorter trace of this canary (same text, seed and levels) to continue to `length`
+   * instead of generating again: its tokens go through as one prefill step, which gives the same
+   * states bit for bit (a batched step equals token-by-token steps: test/shards/engine.test.ts),
+   * and the sampler skips the draws that chose them, so the result equals a trace built whole.
+   */
+  readonly from?: CanaryTrace
 }
 
 export interface Tracer {
@@ -51,7 +59,39 @@ export interface Tracer {
    * canary i finish.
    */
   traceAll(os: readonly TraceOptions[], onDone?: (index: number) => void): CanaryTrace[]
+  /** traceAll as a job that yields after each block of each lockstep step (runNow, runInSlices). */
+  traceJob(os: readonly TraceOptions[], onDone?: (index: number) => void): Generator<void, CanaryTrace[]>
+  /**
+   * traceAll in slices, one block of one lockstep step at a time, handing the event loop back
+   * between slices (setImmediate): the client's real steps go on while canaries are built.
+   */
+  traceAllInSlices(
+    os: readonly TraceOptions[],
+    options?: { onDone?: (index: number) => void } & AbortOptions
+  ): Promise<CanaryTrace[]>
   close(): void
+}
+
+/** Run a sliced job to its end at once. */
+export function runNow<T>(job: Generator<void, T>): T {
+  for (;;) {
+    const r = job.next()
+    if (r.done) return r.value
+  }
+}
+
+/** Run a sliced job with the event loop's turn between slices; `signal` stops it (the job's `finally` runs). */
+export async function runInSlices<T>(job: Generator<void, T>, { signal }: AbortOptions = {}): Promise<T> {
+  try {
+    for (;;) {
+      signal?.throwIfAborted()
+      const r = job.next()
+      if (r.done) return r.value
+      await new Promise((resolve) => setImmediate(resolve))
+    }
+  } finally {
+    job.return(undefined as T)
+  }
 }
 
 let traceCounter = 0
@@ -67,9 +107,15 @@ let traceCounter = 0
 export function createTracer(model: ModelFile, kernels: Kernels, tokenizer: Tokenizer): Tracer {
   const edge = createEdge({ model, kernels })
   const shard = createShard({ model, start: 0, end: model.config.nLayers, kernels })
-  const traceAll = (os: readonly TraceOptions[], onDone?: (index: number) => void) =>
+  const job = (os: readonly TraceOptions[], onDone?: (index: number) => void) =>
     traceCanaries(model, edge, shard, tokenizer, os, onDone)
-  return { trace: (o) => traceAll([o])[0], traceAll, close: () => shard.close() }
+  return {
+    trace: (o) => runNow(job([o]))[0],
+    traceAll: (os, onDone) => runNow(job(os, onDone)),
+    traceJob: job,
+    traceAllInSlices: (os, o = {}) => runInSlices(job(os, o.onDone), o),
+    close: () => shard.close()
+  }
 }
 
 /** One canary in progress. */
@@ -85,14 +131,20 @@ interface Run {
   pos: number
 }
 
-function traceCanaries(
+/** Draws the sampler made for `count` sampled tokens: one random number each (shards/sampler.ts). */
+function skipDraws(sampler: Sampler, count: number): void {
+  const one = new Float32Array(1)
+  for (let i = 0; i < count; i++) sampler.sample(one)
+}
+
+function* traceCanaries(
   model: ModelFile,
   edge: Edge,
   shard: Shard,
   tokenizer: Tokenizer,
   os: readonly TraceOptions[],
   onDone?: (index: number) => void
-): CanaryTrace[] {
+): Generator<void, CanaryTrace[]> {
   const n = model.config.nLayers
   const dim = model.config.dim
   const stops = [tokenizer.bosId, tokenizer.eosId, ...tokenizer.stopIds].filter((t) => t >= 0 && t < model.config.vocabSize)
@@ -100,16 +152,22 @@ function traceCanaries(
   try {
     for (const [index, o] of os.entries()) {
       // BOS as the file says (add_bos_token), as the client encodes its real prompts
-      const prompt = tokenizer.encode(o.text, { special: o.special ?? false }).slice(0, o.maxPromptTokens)
+      const prompt = o.from
+        ? o.from.tokens.slice(0, o.length)
+        : tokenizer.encode(o.text, { special: o.special ?? false }).slice(0, o.maxPromptTokens)
       const id = `canary-trace-${++traceCounter}`
+      const promptLength = Math.min(o.from?.promptLength ?? prompt.length, o.length)
+      const sampler = createSampler({ temperature: 1, seed: o.seed })
+      // continuing: the tokens sampled before are input now, their draws spent
+      skipDraws(sampler, prompt.length - promptLength)
       runs.push({
         o,
         index,
         id,
         states: Array.from({ length: n + 1 }, (_, k) => (o.levels.has(k) ? new Float32Array(o.length * dim) : undefined)),
         tokens: [...prompt],
-        promptLength: Math.min(prompt.length, o.length),
-        sampler: createSampler({ temperature: 1, seed: o.seed }),
+        promptLength,
+        sampler,
         input: prompt.slice(),
         pos: 0
       })
@@ -124,6 +182,7 @@ function traceCanaries(
       for (let l = 0; l < n; l++) {
         xs = shard.forwardBatch(active.map((r, i) => ({ id: `${r.id}-${l}`, hidden: xs[i], startPos: r.pos })))
         for (const [i, r] of active.entries()) r.states[l + 1]?.set(xs[i], r.pos * dim)
+        yield
       }
       active.forEach((r, i) => {
         r.pos += rows[i]

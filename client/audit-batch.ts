@@ -1,15 +1,18 @@
-import type { Receipt } from '../protocol/index.js'
+import { MAX_AWAITED_STEPS, type Receipt, sha256 } from '../protocol/index.js'
 import { InvalidArgumentError } from '../shards/index.js'
-import { auditChainedStep } from './chained-decoy.js'
+import { BadReceiptError } from './errors.js'
 import type { HopSession } from './hop.js'
 
 /** Real chained steps per audit round by default. */
 export const DEFAULT_AUDIT_EVERY = 4
 /**
- * A middle hop keeps its last 8 forwarded outputs per session for audits (node/chain.ts), so a
- * round may not wait for more real steps than that.
+ * A middle hop keeps its last 8 forwarded outputs per session for audits (node/chain.ts), and a
+ * real step's audit is queued once the step after it is sent (its checks run off the critical
+ * path: client/step-transport.ts), so a round must go out while the hop still holds its first
+ * step: with 8, the ninth step pushed the first out and its audit waited for its timeout (30 s
+ * at every session's end). Two steps to spare.
  */
-export const MAX_AUDIT_EVERY = 8
+export const MAX_AUDIT_EVERY = 6
 
 interface Pending {
   readonly hops: readonly HopSession[]
@@ -60,18 +63,26 @@ export class AuditBatcher {
     return done
   }
 
-  /** Send every pending audit now. */
+  /** Send every pending audit now: one request per middle hop session (awaitResults). */
   round(): void {
     const batch = this.pending.splice(0)
     this.realSinceRound = 0
     if (batch.length === 0) return
-    // timed from when the round goes out (an audit may have waited `every` steps for it), one
-    // signal per audit: each middle hop's await listens on it
-    for (const p of batch)
-      auditChainedStep(p.hops, p.stepId, p.rows, p.receipts, { signal: AbortSignal.timeout(this.timeoutMs) }).then(
-        p.resolve,
-        p.reject
-      )
+    // timed from when the round goes out (an audit may have waited `every` steps for it)
+    const signal = AbortSignal.timeout(this.timeoutMs)
+    const outputs = new Map<Pending, Promise<Float32Array>[]>(batch.map((p) => [p, []]))
+    for (const [hop, asked] of byHop(batch)) {
+      for (const part of requests(hop, asked)) {
+        const answer = hop.awaitResults(
+          part.map((a) => ({ stepId: a.p.stepId, rows: a.p.rows })),
+          { signal }
+        )
+        part.forEach((a, k) => {
+          outputs.get(a.p)![a.index] = answer.then((got) => checked(hop, a.p, a.index, got[k]))
+        })
+      }
+    }
+    for (const p of batch) Promise.all(outputs.get(p)!).then(p.resolve, p.reject)
   }
 
   /** Run `work` (which waits for audits) with audits going out at once, pending ones first. */
@@ -84,4 +95,60 @@ export class AuditBatcher {
       this.draining--
     }
   }
+}
+
+/** One middle hop's output of one pending audit. */
+interface Asked {
+  readonly p: Pending
+  /** The hop's index in the route. */
+  readonly index: number
+}
+
+/** The round's audits by middle hop session (every hop of a route but the last), in order. */
+function byHop(batch: readonly Pending[]): Map<HopSession, Asked[]> {
+  const out = new Map<HopSession, Asked[]>()
+  for (const p of batch) {
+    p.hops.slice(0, -1).forEach((hop, index) => {
+      let asked = out.get(hop)
+      if (!asked) out.set(hop, (asked = []))
+      asked.push({ p, index })
+    })
+  }
+  return out
+}
+
+/** A hop's audits cut into requests of at most MAX_AWAITED_STEPS steps and its max length of rows. */
+function requests(hop: HopSession, asked: readonly Asked[]): Asked[][] {
+  const out: Asked[][] = []
+  let part: Asked[] = []
+  let rows = 0
+  for (const a of asked) {
+    if (part.length > 0 && (part.length >= MAX_AWAITED_STEPS || rows + a.p.rows > hop.maxLength)) {
+      out.push(part)
+      part = []
+      rows = 0
+    }
+    part.push(a)
+    rows += a.p.rows
+  }
+  if (part.length > 0) out.push(part)
+  return out
+}
+
+const equal = (a: Uint8Array, b: Uint8Array): boolean => a.length === b.length && a.every((v, i) => v === b[i])
+
+/**
+ * A middle hop's audited output: it must hash to the output hash the hop signed in its receipt
+ * (and that the next hop signed as its input), so it is what the hop actually sent on
+ * (client/chained-decoy.ts says why).
+ */
+function checked(hop: HopSession, p: Pending, index: number, got: { hidden: Float32Array; received: Uint8Array }): Float32Array {
+  const signed = p.receipts[index]
+  if (!signed || !equal(signed.outputHash, sha256(got.received))) {
+    throw new BadReceiptError(
+      hop.target.peerId,
+      `audit of ${hop.target.peerId} for step ${p.stepId}: the output it returns is not the one it signed and forwarded`
+    )
+  }
+  return got.hidden
 }

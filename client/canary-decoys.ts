@@ -1,23 +1,18 @@
+import type { AbortOptions } from '@libp2p/interface'
 import {
-  buildCanaryTraces,
+  CanariesPendingError,
   CanariesSpentError,
-  CanaryBankLevelError,
   type CanarySet,
-  type CanaryTraces,
-  canarySetFromTraces,
   createDecoyPlanner,
-  DEFAULT_CANARY_LENGTH,
-  DEFAULT_CANARY_PROMPTS,
   type DecoyPlan,
   type DecoyPlanner,
   type DecoyStep,
-  extendCanaryTraces,
-  MAX_CANARY_PROMPT_TOKENS,
   type WireDType
 } from '../canary/index.js'
-import { createReferenceKernels, createTokenizer, type Kernels, type ModelFile } from '../shards/index.js'
+import { createTokenizer, type ModelFile } from '../shards/index.js'
 import { type SpeculativeDecoy, speculativeDone } from './canary-decoy-speculative.js'
-import { PromptHistory, type PromptsFromContext, type PromptTemplate, secretPromptsFollowing } from './canary-template.js'
+import type { PromptTemplate } from './canary-template.js'
+import { CanaryTraceStore, type CanaryTraceStoreOptions } from './canary-trace-store.js'
 import type { StepContext } from './canary-types.js'
 import type { ChainedDecoy } from './chained-decoy.js'
 import type { HopSession, HopTarget } from './hop.js'
@@ -49,144 +44,53 @@ export function decoyDone(d: Decoy): boolean {
 }
 
 /**
- * What decoys are made of: canary sets at any boundary (views of one set of traces, built once on
- * the client's own trusted kernels and kept in memory only), and the shapes of the client's real
- * sessions, which decoys copy.
+ * What decoys are made of: canary sets at any boundary (views of one set of traces: the trace
+ * store), and the shapes of the client's real sessions, which decoys copy.
  */
 export class CanaryMaterial {
-  private traces?: CanaryTraces
-  private prompts?: readonly string[]
-  private readonly sets = new Map<number, CanarySet>()
+  private readonly store: CanaryTraceStore
   /** Per canary of the traces, the positions a decoy's prefill may end at (sentence ends). */
-  private prefillEnds?: readonly (readonly number[])[]
+  private prefillEnds?: { readonly of: readonly (readonly number[])[]; readonly ends: readonly (readonly number[])[] }
   private readonly planner: DecoyPlanner
   /** Plans from the session in progress, before any real session has ended. */
   private readonly standIn: DecoyPlanner
   /** Real sessions in progress: their shape so far. */
   private readonly active = new Map<string, { promptLength: number; steps: number; maxLength: number; wire: WireDType }>()
-  /** Positions per canary at most: as long as the longest real session expected. */
-  readonly length: number
-  /**
-   * Positions the traces are built to: with the default length, the longest real session seen so
-   * far (setFor's `maxLength`), not `length` up front. A decoy copies a real session's shape, so
-   * it never runs past the longest real session; positions beyond it cost whole-model decode
-   * steps on the client (minutes per canary on an 8B model) and were never sent.
-   */
-  private wanted: number
-  /** Canaries of the secret set (grown when a peer has been sent every one). */
-  private count: number
   /** Per peer, the canaries sent to it (by index): none is sent to a peer twice. */
   private readonly sent = new Map<string, Set<number>>()
   /** Peers that have been sent every canary of a set that cannot grow. */
   private readonly spentFor = new Set<string>()
-  /** The client's real prompts as secret canaries follow them (openings, chat templates). */
-  private readonly history = new PromptHistory()
-  /** Per prompt of `prompts`: made by a chat template (then kept whole; `special`: control tokens). */
-  private readonly templated: ({ special: boolean } | undefined)[] = []
 
   constructor(
     private readonly model: ModelFile,
-    private readonly o: {
-      readonly kernels?: Kernels
-      readonly prompts?: readonly string[]
-      /**
-       * Made on first use when `prompts` is not given (secret canaries: client/canary-secret.ts):
-       * prompts `from` to `count` of the secret set (prompt i is fixed by the secret and i, and
-       * by the openings observed when it is made), so the set grows by new ones.
-       */
-      readonly promptsFrom?: (count: number, more: PromptsFromContext) => readonly string[]
-      /** Canaries the secret set starts with (default 8); doubled when a peer has seen them all. */
-      readonly count?: number
+    private readonly o: CanaryTraceStoreOptions & {
       /** A peer has been sent every canary of a set that cannot grow (a bank, given prompts): repeats follow. */
       readonly onSpent?: (peerId: string, canaries: number) => void
-      readonly seed?: number
-      /**
-       * A canary bank (canary/canary-bank.ts): traces built elsewhere, so the client never runs
-       * the blocks it does not hold (a thin client). Its canaries' length sets `length`.
-       */
-      readonly bank?: CanaryTraces
-      /** Positions per canary (default max(256, maxLength), capped by the context). */
-      readonly length?: number
-      readonly maxLength: number
-      readonly onBuild?: (boundary: number, built: number, total: number) => void
     }
   ) {
-    const seqLen = model.config.seqLen
-    this.length = o.bank
-      ? Math.min(...o.bank.traces.map((t) => t.tokens.length))
-      : Math.min(seqLen, o.length ?? Math.max(DEFAULT_CANARY_LENGTH, o.maxLength))
-    // an explicit length (or a bank) is built as given; the default grows with real sessions
-    this.wanted = o.bank || o.length !== undefined ? this.length : 0
-    if (o.bank) this.traces = o.bank
-    this.count = o.count ?? 8
+    this.store = new CanaryTraceStore(model, o)
     this.planner = createDecoyPlanner({ seed: o.seed ?? 1 })
     this.standIn = createDecoyPlanner({ seed: (o.seed ?? 1) + 1, history: 1 })
   }
 
-  /**
-   * Canary inputs at a boundary, with references for every span end after it. The traces keep the
-   * states from the first boundary asked for on (a route's hops all start at or after it); one
-   * before it rebuilds them. `maxLength`: a real session's (prompt plus completion), so that the
-   * canaries are at least that long (capped by `length`); the traces are rebuilt longer when a
-   * real session outgrows them. Rebuilding regenerates the same tokens and the same states at
-   * the positions built before (same seed, sampler and kernels; a row depends only on the rows
-   * before it), so a decoy in progress continues on the same canary.
-   */
+  /** Positions per canary at most: as long as the longest real session expected. */
+  get length(): number {
+    return this.store.length
+  }
+
+  /** The canary set at a boundary, at least `maxLength` positions long once built (CanaryTraceStore.setFor). */
   setFor(boundary: number, maxLength?: number): CanarySet {
-    const want = Math.min(this.length, Math.max(2, maxLength ?? (this.wanted || this.length)))
-    const built = this.traces ? Math.min(...this.traces.traces.map((t) => t.tokens.length)) : 0
-    // grows at least twofold, so a client whose sessions keep getting longer rebuilds few times
-    if (want > this.wanted) this.wanted = built > 0 && want > built ? Math.min(this.length, Math.max(want, 2 * built)) : want
-    let set = this.sets.get(boundary)
-    // the secret set grew (a peer had seen it whole): rebuilt with the new canaries after the old
-    const grown =
-      !this.o.bank && this.prompts !== undefined && this.traces !== undefined && this.traces.traces.length < this.prompts.length
-    if (set && built >= this.wanted && !grown) return set
-    const n = this.model.config.nLayers
-    if (this.o.bank?.traces.some((t) => t.states[boundary] === undefined)) {
-      throw new CanaryBankLevelError(`the canary bank holds no states at block boundary ${boundary}: rebuild it with that level`)
-    }
-    const traces = this.traces
-    if (grown && traces && built >= this.wanted && traces.traces[0].states[boundary] !== undefined) {
-      // only the new canaries: a growth used to rebuild the whole set, twice the work each time,
-      // synchronously, while the real generation waited (a new relayed client spent most of its
-      // first generation there: bench swarm-canary). Canary i is the same built alone (its seed).
-      this.traces = extendCanaryTraces(traces, {
-        model: this.model,
-        kernels: this.o.kernels ?? createReferenceKernels(),
-        prompts: this.prompts!,
-        templated: this.templated,
-        seed: this.o.seed ?? 1,
-        onProgress: (done, total) => this.o.onBuild?.(boundary, done, total)
-      })
-      this.sets.clear()
-      this.prefillEnds = undefined
-    } else if (!traces || traces.traces[0].states[boundary] === undefined || (!this.o.bank && built < this.wanted) || grown) {
-      // Building runs the whole model over every canary (in lockstep, canary/trace.ts), token by
-      // token (sampled continuation), so the default set is small; a longer-lived client can pass
-      // more prompts. Levels from the lowest boundary asked for so far.
-      const from = Math.min(boundary, traces ? traces.traces[0].states.findIndex((s) => s !== undefined) : n)
-      this.traces = buildCanaryTraces({
-        model: this.model,
-        kernels: this.o.kernels ?? createReferenceKernels(),
-        prompts: this.o.prompts ?? (this.prompts ??= this.secretPrompts(0)) ?? DEFAULT_CANARY_PROMPTS.slice(0, 4),
-        templated: this.templated,
-        tokensPerPrompt: this.wanted,
-        maxPromptTokens: Math.min(MAX_CANARY_PROMPT_TOKENS, this.wanted),
-        seed: this.o.seed ?? 1,
-        levels: Array.from({ length: n + 1 - from }, (_, i) => from + i),
-        onProgress: (done, total) => this.o.onBuild?.(boundary, done, total)
-      })
-      this.sets.clear()
-      this.prefillEnds = undefined
-    }
-    set = canarySetFromTraces(
-      this.traces!, // built above when there were none
-      boundary,
-      Array.from({ length: n - boundary }, (_, i) => boundary + i + 1)
-    )
-    this.sets.set(boundary, set)
-    return set
+    return this.store.setFor(boundary, maxLength)
+  }
+
+  /** A build in slices under way, done (tests). */
+  async settled(options: AbortOptions = {}): Promise<void> {
+    await this.store.settled(options)
+  }
+
+  /** Stop building (the client is closing). */
+  close(): void {
+    this.store.close()
   }
 
   /**
@@ -210,21 +114,7 @@ export class CanaryMaterial {
    * (client/canary-template.ts; docs/verification.md on why and what it shares).
    */
   observePrompt(tokens: readonly number[], bosId: number, o: { special?: boolean; template?: PromptTemplate } = {}): void {
-    this.history.observe(tokens, bosId, o)
-  }
-
-  /** Secret prompts `from` to `count` (client/canary-template.ts), fixed from then on. */
-  private secretPrompts(from: number): string[] | undefined {
-    if (!this.o.promptsFrom) return undefined
-    const made = secretPromptsFollowing(this.history, this.model, this.o.promptsFrom, {
-      count: this.count,
-      from,
-      seed: this.o.seed ?? 1
-    })
-    made.templated.forEach((t, k) => {
-      this.templated[from + k] = t
-    })
-    return made.texts
+    this.store.history.observe(tokens, bosId, o)
   }
 
   endSession(sessionId: string): void {
@@ -251,8 +141,15 @@ export class CanaryMaterial {
       plan = this.planOnce(boundary, ctx, avoid)
     } catch (err) {
       if (!(err instanceof CanariesSpentError)) throw err
-      if (this.grow()) plan = this.planOnce(boundary, ctx, avoid)
-      else {
+      // the new canaries are being built in slices: none for this peer until they are
+      if (this.store.pending)
+        throw new CanariesPendingError('new canaries are being built for a peer that has seen all the others')
+      if (this.store.grow()) {
+        this.setFor(boundary) // at once, or in slices (then pending)
+        if (this.store.pending)
+          throw new CanariesPendingError('new canaries are being built for a peer that has seen all the others')
+        plan = this.planOnce(boundary, ctx, avoid)
+      } else {
         for (const p of peers) {
           if (this.o.onSpent && !this.spentFor.has(p)) this.o.onSpent(p, this.setFor(boundary).canaries.length)
           this.spentFor.add(p)
@@ -266,17 +163,12 @@ export class CanaryMaterial {
       if (!seen) this.sent.set(p, (seen = new Set()))
       seen.add(plan.canaryIndex)
     }
+    // a peer half way through the set starts its next canaries building (in slices, between real
+    // steps), so that its start-up burst seldom waits for them
+    const half = this.setFor(boundary).canaries.length / 2
+    if (this.o.inSlices && !this.store.pending && peers.some((p) => (this.sent.get(p)?.size ?? 0) >= half) && this.store.grow())
+      this.setFor(boundary)
     return plan
-  }
-
-  /** Twice as many secret canaries (rebuilt on the next setFor); false when the set cannot grow. */
-  private grow(): boolean {
-    if (this.o.bank || this.o.prompts || !this.o.promptsFrom || !this.prompts) return false
-    const from = this.count
-    this.count *= 2
-    this.prompts = [...this.prompts, ...(this.secretPrompts(from) ?? [])]
-    this.prefillEnds = undefined
-    return true
   }
 
   private planOnce(boundary: number, ctx: StepContext, avoid: (i: number) => boolean): DecoyPlan {
@@ -304,7 +196,10 @@ export class CanaryMaterial {
    * one, the prefill copies the real shape's length.
    */
   private endsOf(set: CanarySet): readonly (readonly number[])[] | undefined {
-    if (this.prefillEnds) return this.prefillEnds
+    // the same tokens at every boundary: kept until the traces change
+    const cached = this.prefillEnds
+    if (cached && cached.of.length === set.canaries.length && cached.of.every((t, i) => t === set.canaries[i].tokens))
+      return cached.ends
     if (!this.model.vocabulary) return undefined
     const tokenizer = createTokenizer(this.model.vocabulary)
     const ends = new Map<number, boolean>()
@@ -313,13 +208,14 @@ export class CanaryMaterial {
       if (e === undefined) ends.set(t, (e = SENTENCE_END.test(tokenizer.decode([t]))))
       return e
     }
-    this.prefillEnds = set.canaries.map((c, i) => {
+    const cut = set.canaries.map((c, i) => {
       // a templated session's prefill is the whole rendered prompt, to the assistant header
-      if (this.templated[i]) return [c.promptLength]
+      if (this.store.templated[i]) return [c.promptLength]
       const out: number[] = []
       for (let q = 2; q < c.tokens.length; q++) if (isEnd(c.tokens[q - 1])) out.push(q)
       return out
     })
-    return this.prefillEnds
+    this.prefillEnds = { of: set.canaries.map((c) => c.tokens), ends: cut }
+    return cut
   }
 }

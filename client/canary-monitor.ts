@@ -1,6 +1,7 @@
 import {
   type AdaptiveRate,
   benignClassKey,
+  CanariesPendingError,
   type CanarySet,
   createAdaptiveRate,
   createDetector,
@@ -94,7 +95,13 @@ export class CanaryMonitor {
     })
     const base = options.rate ?? DEFAULT_CANARY_RATE
     this.rates = options.adaptive === false ? fixedRate(base) : createAdaptiveRate({ ...options.adaptive, base })
-    const made = secretMaterial(model, modelId, options)
+    // grown in slices between real steps, so a growth never holds a generation (canary-trace-store.ts)
+    const made = secretMaterial(model, modelId, {
+      ...options,
+      inSlices: true,
+      onBuildError: (err) =>
+        options.log?.({ event: 'canary-build-error', code: (err as { code?: string }).code, message: err.message })
+    })
     this.material = made.material
     this.random = made.random
     this.pool = new DecoyPool(
@@ -266,10 +273,12 @@ export class CanaryMonitor {
       .then((verdicts) => {
         for (const v of verdicts) this.noteConviction(v)
       })
-      // A hop that fails a canary step is the real path's to report; note it and go on.
-      .catch((err: Error) =>
+      // A hop that fails a canary step is the real path's to report; note it and go on. No
+      // canary for a peer while its new ones are built is no fault (canary-trace-store.ts).
+      .catch((err: Error) => {
+        if (err instanceof CanariesPendingError) return
         this.options.log?.({ event: 'canary-error', key, code: (err as { code?: string }).code, message: err.message })
-      )
+      })
       .finally(() => this.inflight.delete(key))
     this.inflight.set(key, p)
   }
@@ -299,6 +308,7 @@ export class CanaryMonitor {
   }
 
   async close(): Promise<void> {
+    this.material.close()
     await this.settle()
     await this.pool.closeAll()
     if (this.trustFile !== undefined) saveTrustFile(this.trustFile, this.modelId, this.benign, this.detector, this.options.log)

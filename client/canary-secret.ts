@@ -205,6 +205,9 @@ export function secretMaterial(
     log?: (e: Record<string, unknown>) => void
     bank?: CanaryTraces
     onBuild?: (boundary: number, built: number, total: number) => void
+    /** Grow the set in slices between real steps (CanaryTraceStoreOptions.inSlices). */
+    inSlices?: boolean
+    onBuildError?: (err: Error) => void
   }
 ): { material: CanaryMaterial; random: Random } {
   const secret =
@@ -237,7 +240,9 @@ export function secretMaterial(
     seed,
     length: options.length,
     maxLength: options.maxLength,
-    onBuild: options.onBuild
+    onBuild: options.onBuild,
+    inSlices: options.inSlices,
+    onBuildError: options.onBuildError
   })
   return { material, random }
 }

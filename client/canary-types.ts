@@ -45,7 +45,7 @@ export interface CanaryOptions {
    */
   readonly length?: number
   /**
-   * Chained forwarding: real chained steps per audit round (default 4, at most 8). Every chained
+   * Chained forwarding: real chained steps per audit round (default 4, at most 6). Every chained
    * step's middle hops are audited, real and decoy alike; the audits go out together each round
    * (client/audit-batch.ts), and a decoy's middle hops are scored when its round comes back.
    */

@@ -1,6 +1,5 @@
 import type { AbortOptions } from '@libp2p/interface'
-import { type Host, type Receipt, sha256 } from '../protocol/index.js'
-import { BadReceiptError } from './errors.js'
+import type { Host, Receipt } from '../protocol/index.js'
 import { type HopOpenInit, HopSession, type HopTarget } from './hop.js'
 import type { ReceiptLedger } from './receipts.js'
 
@@ -11,37 +10,12 @@ import type { ReceiptLedger } from './receipts.js'
  * to a middle hop would stand out by its source alone. So in chained mode a decoy is a whole
  * chained session over the route, opened and stepped exactly as a real one, and its middle hops'
  * outputs are read back by *audits*: after every chained step (real or decoy alike, so an audit
- * says nothing about the session) the client sends each non-last hop an `await` for the step,
- * which returns the output it forwarded. The answer must hash to the output hash the hop signed
+ * says nothing about the session) the client asks each non-last hop for the step's output
+ * (`AwaitResults`, a round of steps in one request: client/audit-batch.ts), the output it forwarded. The answer must hash to the output hash the hop signed
  * in its receipt (and that the next hop signed as its input), so it is bound to what the hop
  * actually sent on: a hop cannot tamper on the way and answer the audit honestly. An audit comes
  * after the step, so it cannot change how the step was computed either.
  */
-
-const equal = (a: Uint8Array, b: Uint8Array): boolean => a.length === b.length && a.every((v, i) => v === b[i])
-
-/** Every hop's output of a chained step: middle hops by audit, the last by its result. */
-export async function auditChainedStep(
-  hops: readonly HopSession[],
-  stepId: number,
-  rows: number,
-  receipts: readonly Receipt[],
-  options: AbortOptions = {}
-): Promise<Float32Array[]> {
-  return await Promise.all(
-    hops.slice(0, -1).map(async (hop, i) => {
-      const got = await hop.awaitResult(stepId, rows, options)
-      const signed = receipts[i]
-      if (!signed || !equal(signed.outputHash, sha256(got.received))) {
-        throw new BadReceiptError(
-          hop.target.peerId,
-          `audit of ${hop.target.peerId} for step ${stepId}: the output it returns is not the one it signed and forwarded`
-        )
-      }
-      return got.hidden
-    })
-  )
-}
 
 /** Audits a chained step's middle hops (AuditBatcher.audit, bound to a kind): their outputs in route order. */
 export type ChainedStepAudit = (

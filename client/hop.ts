@@ -10,6 +10,7 @@ import {
   type HopTiming,
   type Host,
   type KvWireDType,
+  MAX_AWAITED_STEPS,
   MAX_CONTROL_BYTES,
   MalformedMessageError,
   type Receipt,
@@ -108,7 +109,9 @@ export class HopSession {
     readonly hopX25519PublicKey: Uint8Array,
     /** The session's snapshot key: the hop seals exports under it; only the client keeps it. */
     readonly snapshotKey: Uint8Array,
-    private readonly ledger?: WireLedger
+    private readonly ledger?: WireLedger,
+    /** Positions the session holds (its open's max length): what one answer may carry at most. */
+    readonly maxLength = 0
   ) {}
 
   static async open(host: Host, target: HopTarget, dim: number, o: HopOpenInit, options: AbortOptions = {}): Promise<HopSession> {
@@ -123,12 +126,20 @@ export class HopSession {
     const stream = await host.dialProtocol(addrs, SESSION_PROTOCOL, { ...SESSION_STREAM_LIMITS, signal })
     // a result carries at most max length rows of f32 (the widest dtype); snapshots are bulk;
     // every other reply is a control message (issue #17: caps on every reply, before decoding)
+    // (audits of a round, `results`, carry at most max length rows in all: awaitResults)
     const resultCap = tensorByteLength([o.maxLength, dim], 'f32') + STEP_SLACK_BYTES
+    const resultsCap = resultCap + MAX_AWAITED_STEPS * STEP_SLACK_BYTES
     const caller = createSessionCaller(stream, {
       maxBodyBytes: (body) =>
-        body === 'result' ? resultCap : body === 'snapshot' ? DEFAULT_MAX_MESSAGE_BYTES : MAX_CONTROL_BYTES
+        body === 'result'
+          ? resultCap
+          : body === 'results'
+            ? resultsCap
+            : body === 'snapshot'
+              ? DEFAULT_MAX_MESSAGE_BYTES
+              : MAX_CONTROL_BYTES
     })
-    const hop = new HopSession(target, o.sessionId, caller, dim, o.wireDtype, keys, hopPub, snapshotKey, o.ledger)
+    const hop = new HopSession(target, o.sessionId, caller, dim, o.wireDtype, keys, hopPub, snapshotKey, o.ledger, o.maxLength)
     try {
       await caller.call(
         {
@@ -236,6 +247,23 @@ export class HopSession {
       receipts: res.result.receipts ?? [],
       received: res.result.hidden.data
     }
+  }
+
+  /**
+   * Chained mode, audits of a middle hop: the outputs it forwarded for several steps, in one
+   * request (at most MAX_AWAITED_STEPS, max length rows in all). In the order asked.
+   */
+  async awaitResults(steps: readonly { stepId: number; rows: number }[], { signal }: AbortOptions = {}) {
+    const stepIds = steps.map((s) => s.stepId)
+    const res = await this.caller.call({ type: 'awaitResults', awaitResults: { sessionId: this.sessionId, stepIds } }, { signal })
+    if (res.type !== 'results' || res.results.length !== steps.length)
+      throw new MalformedMessageError(`hop ${this.target.peerId} did not answer each awaited step`)
+    return res.results.map((r, i) => {
+      if (r.stepId !== stepIds[i] || !r.hidden)
+        throw new MalformedMessageError(`hop ${this.target.peerId} answered step ${r.stepId} for ${stepIds[i]}`)
+      this.ledger?.transfer(this.target, undefined, r.hidden.dtype, r.hidden.data.byteLength, steps[i].rows)
+      return { hidden: decodeTensor(r.hidden, { shape: [steps[i].rows, this.dim] }), received: r.hidden.data }
+    })
   }
 
   /** Ask the hop to seal its KV for [from, to) under the session's snapshot key; the sealed bytes. */

@@ -258,6 +258,8 @@ export function requestShape(req: SessionRequest): Record<string, unknown> {
     }
     case 'await':
       return { type: 'await', sessionId: req.await.sessionId, stepId: req.await.stepId }
+    case 'awaitResults':
+      return { type: 'awaitResults', sessionId: req.awaitResults.sessionId, stepIds: req.awaitResults.stepIds }
     default:
       return { type: req.type, sessionId: (req as unknown as Record<string, { sessionId?: string }>)[req.type]?.sessionId }
   }

@@ -90,6 +90,17 @@ export class SessionRequests {
         const { sessionId, stepId } = req.await
         return { type: 'result', result: { sessionId, stepId, ...got } }
       }
+      case 'awaitResults': {
+        // audits of a round in one request (client/audit-batch.ts): owner only, as an await
+        const { sessionId, stepIds } = req.awaitResults
+        const s = sessions.owned(sessionId, from)
+        if (!s.chain) throw new MalformedMessageError(`session ${sessionId} was not opened for chained forwarding`)
+        if (new Set(stepIds).size !== stepIds.length) throw new MalformedMessageError('await_results.step_ids repeats a step')
+        const chain = s.chain
+        const timeoutMs = init.chainTimeoutMs ?? DEFAULT_CHAIN_TIMEOUT_MS
+        const got = await Promise.all(stepIds.map((id) => chain.await(id, timeoutMs, { signal })))
+        return { type: 'results', results: got.map((g, i) => ({ sessionId, stepId: stepIds[i], ...g })) }
+      }
       case 'rewind':
         sessions.rewind(sessions.owned(req.rewind.sessionId, from), req.rewind.length)
         return { type: 'rewound', rewound: { sessionId: req.rewind.sessionId, length: req.rewind.length } }

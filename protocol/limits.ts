@@ -38,6 +38,11 @@ export const MAX_SESSION_LENGTH = 1 << 24
 export const MAX_ERROR_MESSAGE_LENGTH = 4096
 export const MAX_TIMINGS = 64
 export const MAX_WIRE_DTYPES = 16
+/**
+ * Step ids one AwaitResults may name: a hop keeps its last 8 forwarded outputs per session for
+ * audits (node/chain.ts), so more could not be answered.
+ */
+export const MAX_AWAITED_STEPS = 8
 /** Hop tags a step may carry (one per later hop of a chain). */
 export const MAX_HOP_AUTH = MAX_NEXT_HOPS + 16
 /** Snapshots one ImportKv may carry (a full one and its deltas). */

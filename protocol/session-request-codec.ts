@@ -24,6 +24,7 @@ import {
 import {
   MAX_ADDR_LENGTH,
   MAX_ADDRS,
+  MAX_AWAITED_STEPS,
   MAX_HOP_AUTH,
   MAX_IMPORT_SNAPSHOTS,
   MAX_LAYERS,
@@ -37,7 +38,7 @@ import { schema } from './schema.js'
 import { decodeIdentified, peerId, receiptFromWire, sessionId, timingFromWire } from './session-codec-fields.js'
 import type { ExportKv, ImportKv, NextHop, OpenSession, SessionRequest, Step } from './types.js'
 
-const REQUEST_BODIES = ['open', 'step', 'rewind', 'close', 'awaitResult', 'exportKv', 'importKv'] as const
+const REQUEST_BODIES = ['open', 'step', 'rewind', 'close', 'awaitResult', 'awaitResults', 'exportKv', 'importKv'] as const
 
 function nextHopFromWire(w: Wire, field: string): NextHop {
   const span = spanFields(w.start, w.end, field, MAX_LAYERS)
@@ -170,6 +171,18 @@ function requestFromWire(w: Wire, maxElements?: number): SessionRequest {
             stepId: safeUint64(w.awaitResult.stepId, 'await_result.step_id')
           }
         }
+      case 'awaitResults': {
+        const ids = arrayField(w.awaitResults.stepIds, 'await_results.step_ids', MAX_AWAITED_STEPS)
+        if (ids.length === 0) throw new MalformedMessageError('await_results.step_ids is empty')
+        return {
+          requestId,
+          type: 'awaitResults',
+          awaitResults: {
+            sessionId: sessionId(w.awaitResults.sessionId, 'await_results.session_id'),
+            stepIds: ids.map((id, i) => safeUint64(id, `await_results.step_ids[${i}]`))
+          }
+        }
+      }
       case 'exportKv':
         return { requestId, type: 'exportKv', exportKv: exportFromWire(w.exportKv) }
       case 'importKv':
@@ -210,6 +223,14 @@ function requestToWire(req: SessionRequest): Wire {
       return { requestId, close: req.close }
     case 'await':
       return { requestId, awaitResult: { ...req.await, stepId: checkUint64(req.await.stepId, 'await_result.step_id') } }
+    case 'awaitResults':
+      return {
+        requestId,
+        awaitResults: {
+          sessionId: req.awaitResults.sessionId,
+          stepIds: req.awaitResults.stepIds.map((id, i) => checkUint64(id, `await_results.step_ids[${i}]`))
+        }
+      }
     case 'exportKv':
       return { requestId, exportKv: { ...req.exportKv, sequence: checkUint64(req.exportKv.sequence, 'export_kv.sequence') } }
     case 'importKv':

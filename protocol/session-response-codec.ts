@@ -6,7 +6,7 @@
 import { encodeSnapshotResponse } from './bulk-codec.js'
 import { MalformedMessageError } from './errors.js'
 import { arrayField, bytesField, checkUint64, safeUint64, uint32Field, withRequestId } from './field-checks.js'
-import { MAX_SESSION_LENGTH, MAX_TIMINGS } from './limits.js'
+import { MAX_AWAITED_STEPS, MAX_SESSION_LENGTH, MAX_TIMINGS } from './limits.js'
 import {
   type DecodeOptions,
   encodeWire,
@@ -21,7 +21,7 @@ import { schema } from './schema.js'
 import { decodeIdentified, receiptFromWire, sessionId, timingFromWire } from './session-codec-fields.js'
 import type { SessionResponse, StepResult } from './types.js'
 
-const RESPONSE_BODIES = ['opened', 'result', 'rewound', 'closed', 'error', 'snapshot', 'imported'] as const
+const RESPONSE_BODIES = ['opened', 'result', 'results', 'rewound', 'closed', 'error', 'snapshot', 'imported'] as const
 
 function resultFromWire(w: Wire, maxElements?: number): StepResult {
   const timings = arrayField(w.timings, 'result.timings', MAX_TIMINGS)
@@ -35,6 +35,10 @@ function resultFromWire(w: Wire, maxElements?: number): StepResult {
   }
 }
 
+function resultToWire(r: StepResult): Wire {
+  return { ...r, stepId: checkUint64(r.stepId, 'result.step_id'), hidden: r.hidden ? tensorToWire(r.hidden) : undefined }
+}
+
 function responseFromWire(w: Wire, maxElements?: number): SessionResponse {
   const requestId = safeUint64(w.requestId, 'request_id')
   return withRequestId(requestId, (): SessionResponse => {
@@ -44,6 +48,10 @@ function responseFromWire(w: Wire, maxElements?: number): SessionResponse {
         return { requestId, type: 'opened', opened: { sessionId: sessionId(w.opened.sessionId, 'opened.session_id') } }
       case 'result':
         return { requestId, type: 'result', result: resultFromWire(w.result, maxElements) }
+      case 'results': {
+        const results = arrayField(w.results.results, 'results.results', MAX_AWAITED_STEPS)
+        return { requestId, type: 'results', results: results.map((r) => resultFromWire(r, maxElements)) }
+      }
       case 'rewound':
         return {
           requestId,
@@ -87,14 +95,9 @@ function responseToWire(res: SessionResponse): Wire {
     case 'opened':
       return { requestId, opened: res.opened }
     case 'result':
-      return {
-        requestId,
-        result: {
-          ...res.result,
-          stepId: checkUint64(res.result.stepId, 'result.step_id'),
-          hidden: res.result.hidden ? tensorToWire(res.result.hidden) : undefined
-        }
-      }
+      return { requestId, result: resultToWire(res.result) }
+    case 'results':
+      return { requestId, results: { results: res.results.map(resultToWire) } }
     case 'rewound':
       return { requestId, rewound: res.rewound }
     case 'closed':

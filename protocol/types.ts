@@ -75,6 +75,12 @@ export interface AwaitResult {
   stepId: number
 }
 
+/** Chained mode, audits: ask a middle hop for the outputs it forwarded for several steps. */
+export interface AwaitResults {
+  sessionId: string
+  stepIds: number[]
+}
+
 export interface Step {
   sessionId: string
   stepId: number
@@ -136,6 +142,7 @@ export type SessionRequestBody =
   | { type: 'rewind'; rewind: Rewind }
   | { type: 'close'; close: CloseSession }
   | { type: 'await'; await: AwaitResult }
+  | { type: 'awaitResults'; awaitResults: AwaitResults }
   | { type: 'exportKv'; exportKv: ExportKv }
   | { type: 'importKv'; importKv: ImportKv }
 
@@ -192,6 +199,7 @@ export interface ErrorReply {
 export type SessionResponseBody =
   | { type: 'opened'; opened: Opened }
   | { type: 'result'; result: StepResult }
+  | { type: 'results'; results: StepResult[] }
   | { type: 'rewound'; rewound: Rewound }
   | { type: 'closed'; closed: Closed }
   | { type: 'error'; error: ErrorReply }

@@ -13,6 +13,7 @@ import type protobuf from 'protobufjs'
 import { MalformedMessageError } from './errors.js'
 import {
   MAX_ADDRS,
+  MAX_AWAITED_STEPS,
   MAX_HELD_ANNOUNCEMENTS,
   MAX_HOP_AUTH,
   MAX_IMPORT_SNAPSHOTS,
@@ -34,6 +35,8 @@ export const REPEATED_LIMITS: Readonly<Record<string, number>> = {
   'ImportKv.snapshots': MAX_IMPORT_SNAPSHOTS,
   'StepResult.timings': MAX_TIMINGS,
   'StepResult.receipts': MAX_TIMINGS,
+  'AwaitResults.step_ids': MAX_AWAITED_STEPS,
+  'StepResults.results': MAX_AWAITED_STEPS,
   'Announcement.wire_dtypes': MAX_WIRE_DTYPES,
   'Announcement.addrs': MAX_ADDRS,
   'AnnouncementsResponse.announcements': MAX_HELD_ANNOUNCEMENTS

@@ -209,6 +209,8 @@ export function validRequest(type: string, ctx: FrameContext, modelId: string): 
       return { close: { sessionId: rng() < 0.1 ? sessionId : pick(rng, ctx.strings) } }
     case 'awaitResult':
       return { awaitResult: { sessionId, stepId: 1 + int(rng, 100) } }
+    case 'awaitResults':
+      return { awaitResults: { sessionId, stepIds: Array.from({ length: int(rng, 12) }, () => 1 + int(rng, 100)) } }
     case 'exportKv': {
       const to = edge(64)
       return {

@@ -36,7 +36,17 @@ import {
 } from './node-memory.js'
 
 /** The bodies of a SessionRequest (protobufjs names) and the info request: the message types fuzzed. */
-export const NODE_MESSAGE_TYPES = ['open', 'step', 'rewind', 'close', 'awaitResult', 'exportKv', 'importKv', 'info'] as const
+export const NODE_MESSAGE_TYPES = [
+  'open',
+  'step',
+  'rewind',
+  'close',
+  'awaitResult',
+  'awaitResults',
+  'exportKv',
+  'importKv',
+  'info'
+] as const
 
 export interface NodeFuzzOptions {
   /** Frames per message type. */

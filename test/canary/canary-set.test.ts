@@ -5,6 +5,7 @@ import { describe, expect, it } from 'vitest'
 import {
   buildCanarySet,
   buildCanaryTraces,
+  buildCanaryTracesInSlices,
   CanaryArgumentError,
   CanarySetMismatchError,
   CanarySetVersionError,
@@ -15,6 +16,7 @@ import {
   defaultBenignModel,
   driftMetrics,
   extendCanaryTraces,
+  extendCanaryTracesInSlices,
   inputFor,
   loadCanarySet,
   loadOrBuildCanarySet,
@@ -138,6 +140,31 @@ describe('a grown canary set builds only its new canaries', () => {
     }
     // nothing new: the same traces
     expect(extendCanaryTraces(whole, { model: m, seed: 5, prompts })).toBe(whole)
+    m.close()
+  })
+
+  it('a longer set continues each canary from its trace (and adds new ones), equal to a whole build, also in slices', async () => {
+    const m = openModelFile('models/stories260K.gguf')
+    const prompts = ['Once upon a time', 'The dog ran', 'Lily saw a bird']
+    const common = { model: m, seed: 7, levels: [0, 2, 5] }
+    const whole = buildCanaryTraces({ ...common, prompts, tokensPerPrompt: 80 })
+    const short = buildCanaryTraces({ ...common, prompts: prompts.slice(0, 2), tokensPerPrompt: 30 })
+    const bits = (a: Float32Array | undefined) => Buffer.from(a!.buffer, a!.byteOffset, a!.byteLength)
+    const longer = extendCanaryTraces(short, { model: m, seed: 7, prompts, tokensPerPrompt: 80 })
+    const sliced = await extendCanaryTracesInSlices(short, { model: m, seed: 7, prompts, tokensPerPrompt: 80 })
+    for (const grown of [longer, sliced]) {
+      expect(grown.traces.map((t) => t.tokens.length)).toEqual([80, 80, 80])
+      for (let i = 0; i < 3; i++) {
+        expect(grown.traces[i].tokens).toEqual(whole.traces[i].tokens)
+        expect(grown.traces[i].promptLength).toBe(whole.traces[i].promptLength)
+        for (const k of [0, 2, 5]) expect(bits(grown.traces[i].states[k]).equals(bits(whole.traces[i].states[k]))).toBe(true)
+      }
+    }
+    // an abort stops a sliced build between slices
+    const ac = new AbortController()
+    const stopped = buildCanaryTracesInSlices({ ...common, prompts, tokensPerPrompt: 80 }, { signal: ac.signal })
+    ac.abort()
+    await expect(stopped).rejects.toThrow()
     m.close()
   })
 })

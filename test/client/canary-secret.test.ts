@@ -43,7 +43,9 @@ describe('secret canaries (issue 16)', () => {
     expect(() => secretSeed(new Uint8Array(4), 'x')).toThrow(InvalidCanarySecretError)
   })
 
-  it("a client's canary inputs are its own: not the built-in prompts, and no other secret regenerates them", () => {
+  it("a client's canary inputs are its own: not the built-in prompts, and no other secret regenerates them", {
+    timeout: 60_000
+  }, () => {
     const secret = randomSecret()
     const prompts = secretPrompts(model, secret, { count: 6, kernels })
     expect(prompts).toHaveLength(6)

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { auroc, createRandom } from '../../canary/index.js'
+import { MAX_AUDIT_EVERY } from '../../client/audit-batch.js'
 import { createClient } from '../../client/index.js'
 import { type LocalNode, startLocalNode } from '../../node/local-swarm.js'
 import { verifyReceipt } from '../../protocol/index.js'
@@ -14,6 +15,7 @@ interface Seen {
   from: string
   sessionId: string
   stepId?: number
+  stepIds?: number[]
   startPosition?: number
   shape?: number[]
   bytes?: number
@@ -97,7 +99,9 @@ describe('canaries in chained forwarding', () => {
       // one row per step: the exact shape checks below compare step counts; decoys of speculative
       // sessions (rows per step, rewinds) are checked by test/client/decoy-speculative-shape.test.ts
       speculate: 'off',
-      canaries: { rate: 0.5, seed: 5 },
+      // audit rounds as far apart as a middle hop's kept outputs allow (client/audit-batch.ts):
+      // every step's audit must still be answered (at 8, each round's first one timed out)
+      canaries: { rate: 0.5, seed: 5, auditEvery: MAX_AUDIT_EVERY },
       log: (e) => events.push(e)
     })
     try {
@@ -115,10 +119,14 @@ describe('canaries in chained forwarding', () => {
     } finally {
       await client.close()
     }
+    expect(events.filter((e) => e.event === 'canary-error')).toEqual([])
     const realSessions = new Set(events.filter((e) => e.event === 'route').map((e) => e.hopSessionId as string))
     const seen = seenBy(nodes.b)
     const opens = new Map(seen.filter((s) => s.type === 'open').map((s) => [s.sessionId, s]))
-    const audited = new Set(seen.filter((s) => s.type === 'await').map((s) => `${s.sessionId}/${s.stepId}`))
+    // audits come a round at a time, one request per session (client/audit-batch.ts)
+    const audits = seen.filter((s) => s.type === 'awaitResults')
+    expect(seen.filter((s) => s.type === 'await')).toEqual([])
+    const audited = new Set(audits.flatMap((s) => s.stepIds!.map((id) => `${s.sessionId}/${id}`)))
     const steps = seen.filter((s) => s.type === 'step')
     const decoySteps = steps.filter((s) => !realSessions.has(s.sessionId))
     expect(decoySteps.length).toBeGreaterThan(100)

@@ -16,6 +16,7 @@ import {
   encodeTensor,
   encodeTensorMessage,
   type InfoResponse,
+  MAX_AWAITED_STEPS,
   MalformedMessageError,
   MessageTooLargeError,
   type SessionRequest,
@@ -84,7 +85,8 @@ const requests: SessionRequest[] = [
     }
   },
   { requestId: 3, type: 'rewind', rewind: { sessionId: 's-1', length: 0 } },
-  { requestId: 4, type: 'close', close: { sessionId: 's-1' } }
+  { requestId: 4, type: 'close', close: { sessionId: 's-1' } },
+  { requestId: 7, type: 'awaitResults', awaitResults: { sessionId: 's-1', stepIds: [4, 5, 2 ** 53 - 1] } }
 ]
 
 const responses: SessionResponse[] = [
@@ -96,6 +98,14 @@ const responses: SessionResponse[] = [
   },
   { requestId: 3, type: 'rewound', rewound: { sessionId: 's-1', length: 7 } },
   { requestId: 4, type: 'closed', closed: { sessionId: 's-1' } },
+  {
+    requestId: 7,
+    type: 'results',
+    results: [
+      { sessionId: 's-1', stepId: 4, hidden, timings: [], receipts: [] },
+      { sessionId: 's-1', stepId: 5, hidden, timings: [], receipts: [] }
+    ]
+  },
   { requestId: 0, type: 'error', error: { code: 'BUSY', message: 'full', stepId: 0, peerId: '12D3KooWabc' } }
 ]
 
@@ -155,6 +165,21 @@ describe('round trips', () => {
 
 describe('validation', () => {
   const decodeReq = (wire: object) => () => decodeSessionRequest(raw(schema.SessionRequest, wire))
+
+  it('refuses audits of no step, of more steps than a hop keeps, or past 2^53', () => {
+    const audit = (stepIds: number[]) => decodeReq({ requestId: 8, awaitResults: { sessionId: 's', stepIds } })
+    expect(audit([])).toThrow(MalformedMessageError)
+    expect(audit(Array.from({ length: MAX_AWAITED_STEPS + 1 }, (_, i) => i + 1))).toThrow(MalformedMessageError)
+    expect(audit([2 ** 55])).toThrow(MalformedMessageError)
+    expect(audit([1, 2])().type).toBe('awaitResults')
+    const results = (n: number) =>
+      raw(schema.SessionResponse, {
+        requestId: 8,
+        results: { results: Array.from({ length: n }, (_, i) => ({ sessionId: 's', stepId: i + 1 })) }
+      })
+    expect(() => decodeSessionResponse(results(MAX_AWAITED_STEPS + 1))).toThrow(MalformedMessageError)
+    expect(decodeSessionResponse(results(2)).type).toBe('results')
+  })
 
   it('rejects malformed bytes', () => {
     expect(() => decodeSessionRequest(Uint8Array.of(0x0a, 0xff, 0xff))).toThrow(MalformedMessageError)
