@@ -49,6 +49,7 @@ interface Options {
 async function decode(client: Client, prompt: string, maxTokens: number, pids: readonly (number | undefined)[] = []) {
   const times: number[] = []
   const cpu0 = swarmCpuMs(pids)
+  const t0 = performance.now()
   const it = client.stream(prompt, { maxTokens, temperature: 0 })
   let r = await it.next()
   while (!r.done) {
@@ -59,6 +60,8 @@ async function decode(client: Client, prompt: string, maxTokens: number, pids: r
   const cpuMsPerToken = (swarmCpuMs(pids) - cpu0) / Math.max(1, times.length)
   return {
     rate: decodeRate(times),
+    // the wait for the first token (a canary set built at once falls here, not in the rate)
+    firstTokenMs: (times[0] ?? Number.NaN) - t0,
     cpuMsPerToken,
     tokens: r.value.tokens,
     canariesSent: sent,
@@ -147,6 +150,10 @@ export async function runSwarmCanaryBench(o: Options): Promise<Record<string, un
       const a = await decode(off, prompt, maxTokens, pids)
       const t = await decode(trusted, prompt, maxTokens, pids)
       const n = await decode(fresh, prompt, maxTokens, pids)
+      // closed now: its canaries, still growing in slices after its burst, would share this
+      // process's event loop with the next client's generation (one client a process, as users run)
+      await fresh.close()
+      clients.splice(clients.indexOf(fresh), 1)
       const b = await decode(returning, prompt, maxTokens, pids)
       sameTokens &&= [t, n, b].every((x) => x.tokens.join() === a.tokens.join())
       rounds.push({
@@ -159,15 +166,16 @@ export async function runSwarmCanaryBench(o: Options): Promise<Record<string, un
         trustedCpuMs: round(t.cpuMsPerToken, 2),
         newClientCpuMs: round(n.cpuMsPerToken, 2),
         returningClientCpuMs: round(b.cpuMsPerToken, 2),
+        offFirstTokenMs: round(a.firstTokenMs, 0),
+        newClientFirstTokenMs: round(n.firstTokenMs, 0),
+        returningClientFirstTokenMs: round(b.firstTokenMs, 0),
         trustedCanaries: t.canariesSent,
         newClientCanaries: n.canariesSent,
         returningClientCanaries: b.canariesSent,
         excluded: t.excluded + n.excluded + b.excluded
       })
-      for (const c of [fresh, returning]) {
-        await c.close()
-        clients.splice(clients.indexOf(c), 1)
-      }
+      await returning.close()
+      clients.splice(clients.indexOf(returning), 1)
     }
     type Kind = 'trusted' | 'newClient' | 'returningClient'
     const kinds: Kind[] = all ? ['trusted', 'newClient', 'returningClient'] : ['trusted']

@@ -15,7 +15,7 @@ import { createReferenceKernels, type Kernels, type ModelFile } from '../shards/
 import { PromptHistory, type PromptsFromContext, secretPromptsFollowing } from './canary-template.js'
 
 /**
- * A build projected to take longer than this runs in slices between the client's real steps
+ * A growth projected to take longer than this runs in slices between the client's real steps
  * (CanaryTraceStore `inSlices`): a new client's secret set grows twice in its start-up burst, and
  * on a 110m model each growth held a real generation for tens of seconds when built at once.
  */
@@ -42,9 +42,10 @@ export interface CanaryTraceStoreOptions {
   readonly length?: number
   readonly maxLength: number
   /**
-   * Growing and lengthening a built set that is projected to take over BACKGROUND_BUILD_MS run
+   * Growing a built set by more canaries, when projected to take over BACKGROUND_BUILD_MS, runs
    * in slices with the event loop going on (the set built so far serves meanwhile); the first
-   * build is always at once. Off by default (tests that plan decoys back to back).
+   * build and longer canaries (a longer session starting) are at once. Off by default (tests
+   * that plan decoys back to back).
    */
   readonly inSlices?: boolean
   /** The projected time over which a build goes in slices (default BACKGROUND_BUILD_MS; 0: every growth). */
@@ -201,8 +202,9 @@ export class CanaryTraceStore {
   }
 
   /**
-   * The new canaries and the positions past the built ones (extendCanaryTraces): at once, or in
-   * slices when that is projected to take long, the traces built so far serving meanwhile.
+   * The new canaries and the positions past the built ones (extendCanaryTraces): at once, or (new
+   * canaries only) in slices when that is projected to take long, the traces built so far serving
+   * meanwhile.
    */
   private extend(boundary: number): void {
     if (this.building) return
@@ -219,7 +221,12 @@ export class CanaryTraceStore {
     }
     const work = (prompts.length - traces.traces.length) * this.wanted + traces.traces.length * (this.wanted - this.built)
     const t0 = performance.now()
-    if (!this.o.inSlices || work <= 0 || (this.msPerPosition ?? 0) * work <= (this.o.inSlicesOverMs ?? BACKGROUND_BUILD_MS)) {
+    // Longer canaries are for the session starting now (its first step asked), as a first build
+    // is: at once. Built in slices, they held every token of that session back instead (a
+    // returning client's 256-token generation on a 110m swarm: 8–10 tok/s, not ~65).
+    const longer = this.built < this.wanted
+    const over = (this.msPerPosition ?? 0) * work > (this.o.inSlicesOverMs ?? BACKGROUND_BUILD_MS)
+    if (!this.o.inSlices || longer || !over) {
       this.adopt(extendCanaryTraces(traces, options), work, t0)
       return
     }

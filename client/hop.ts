@@ -128,17 +128,12 @@ export class HopSession {
     // every other reply is a control message (issue #17: caps on every reply, before decoding)
     // (audits of a round, `results`, carry at most max length rows in all: awaitResults)
     const resultCap = tensorByteLength([o.maxLength, dim], 'f32') + STEP_SLACK_BYTES
-    const resultsCap = resultCap + MAX_AWAITED_STEPS * STEP_SLACK_BYTES
-    const caller = createSessionCaller(stream, {
-      maxBodyBytes: (body) =>
-        body === 'result'
-          ? resultCap
-          : body === 'results'
-            ? resultsCap
-            : body === 'snapshot'
-              ? DEFAULT_MAX_MESSAGE_BYTES
-              : MAX_CONTROL_BYTES
-    })
+    const caps = new Map([
+      ['result', resultCap],
+      ['results', resultCap + MAX_AWAITED_STEPS * STEP_SLACK_BYTES],
+      ['snapshot', DEFAULT_MAX_MESSAGE_BYTES]
+    ])
+    const caller = createSessionCaller(stream, { maxBodyBytes: (body) => caps.get(body) ?? MAX_CONTROL_BYTES })
     const hop = new HopSession(target, o.sessionId, caller, dim, o.wireDtype, keys, hopPub, snapshotKey, o.ledger, o.maxLength)
     try {
       await caller.call(

@@ -102,6 +102,9 @@ export function fieldCases(
     ['2^16 x 2^16 x 2^16 claimed', wireStep({ ...ok, shape: [65536, 65536, 65536] }), 'TOO_LARGE'],
     ['data shorter than the shape', wireStep({ ...ok, shape: [2, dim] }), 'MALFORMED'],
     ['data longer than the shape', wireStep({ ...ok, shape: [1, dim / 2] }), 'MALFORMED'],
-    ['await of step id past 2^53', { awaitResult: { sessionId, stepId: 2 ** 55 } }, 'MALFORMED']
+    ['await of step id past 2^53', { awaitResult: { sessionId, stepId: 2 ** 55 } }, 'MALFORMED'],
+    ['audit of no step', { awaitResults: { sessionId, stepIds: [] } }, 'MALFORMED'],
+    ['audit of 9 steps (a hop keeps 8)', { awaitResults: { sessionId, stepIds: [1, 2, 3, 4, 5, 6, 7, 8, 9] } }, 'MALFORMED'],
+    ['audit of step id past 2^53', { awaitResults: { sessionId, stepIds: [2 ** 55] } }, 'MALFORMED']
   ]
 }
