@@ -120,22 +120,23 @@ export class SwarmView {
   private async askBootstrap(boot: BootstrapResult, signal?: AbortSignal): Promise<RefreshReport['bootstrapAnnouncements']> {
     // a banned bootstrap peer is left out, as in the info round: one that stalls (SIGSTOP, a hung
     // process) kept its connection open and held every refresh for the full timeout, so each
-    // failover away from it waited that long for its route
+    // failover away from it waited that long for its route. Unless all are banned: then they are
+    // the only way to the others (announcements are signed by the peers they name, and a banned
+    // peer stays out of routes), as for a client whose one bootstrap address is a convicted peer's
+    const unbanned = boot.connected.filter((peer) => !this.isBanned(peer.toString()))
     return await Promise.all(
-      boot.connected
-        .filter((peer) => !this.isBanned(peer.toString()))
-        .map(async (peer) => {
-          try {
-            const list = await fetchAnnouncements(this.host, peer, {
-              modelId: this.modelId,
-              signal: AbortSignal.any([AbortSignal.timeout(5_000), ...(signal ? [signal] : [])])
-            })
-            for (const { announcement } of list) if (announcement.peerId !== this.host.peerId.toString()) this.learn(announcement)
-            return { peerId: peer.toString(), announcements: list.length }
-          } catch {
-            return { peerId: peer.toString(), announcements: -1 }
-          }
-        })
+      (unbanned.length > 0 ? unbanned : boot.connected).map(async (peer) => {
+        try {
+          const list = await fetchAnnouncements(this.host, peer, {
+            modelId: this.modelId,
+            signal: AbortSignal.any([AbortSignal.timeout(5_000), ...(signal ? [signal] : [])])
+          })
+          for (const { announcement } of list) if (announcement.peerId !== this.host.peerId.toString()) this.learn(announcement)
+          return { peerId: peer.toString(), announcements: list.length }
+        } catch {
+          return { peerId: peer.toString(), announcements: -1 }
+        }
+      })
     )
   }
 
