@@ -92,7 +92,7 @@ export function buildCanaryTraces(options: BuildCanaryTracesOptions): CanaryTrac
   return runNow(canaryTracesJob(options))
 }
 
-/** buildCanaryTraces in slices, the event loop running between them (Tracer.traceAllInSlices). */
+/** buildCanaryTraces in slices (runInSlices: one block of one lockstep step each), the event loop running between them. */
 export async function buildCanaryTracesInSlices(
   options: BuildCanaryTracesOptions,
   abort: AbortOptions = {}

@@ -61,14 +61,6 @@ export interface Tracer {
   traceAll(os: readonly TraceOptions[], onDone?: (index: number) => void): CanaryTrace[]
   /** traceAll as a job that yields after each block of each lockstep step (runNow, runInSlices). */
   traceJob(os: readonly TraceOptions[], onDone?: (index: number) => void): Generator<void, CanaryTrace[]>
-  /**
-   * traceAll in slices, one block of one lockstep step at a time, handing the event loop back
-   * between slices (setImmediate): the client's real steps go on while canaries are built.
-   */
-  traceAllInSlices(
-    os: readonly TraceOptions[],
-    options?: { onDone?: (index: number) => void } & AbortOptions
-  ): Promise<CanaryTrace[]>
   close(): void
 }
 
@@ -113,7 +105,6 @@ export function createTracer(model: ModelFile, kernels: Kernels, tokenizer: Toke
     trace: (o) => runNow(job([o]))[0],
     traceAll: (os, onDone) => runNow(job(os, onDone)),
     traceJob: job,
-    traceAllInSlices: (os, o = {}) => runInSlices(job(os, o.onDone), o),
     close: () => shard.close()
   }
 }

@@ -141,15 +141,13 @@ export class CanaryMaterial {
       plan = this.planOnce(boundary, ctx, avoid)
     } catch (err) {
       if (!(err instanceof CanariesSpentError)) throw err
+      const grew = !this.store.pending && this.store.grow()
+      if (grew) this.setFor(boundary) // at once, or in slices (then pending)
       // the new canaries are being built in slices: none for this peer until they are
       if (this.store.pending)
         throw new CanariesPendingError('new canaries are being built for a peer that has seen all the others')
-      if (this.store.grow()) {
-        this.setFor(boundary) // at once, or in slices (then pending)
-        if (this.store.pending)
-          throw new CanariesPendingError('new canaries are being built for a peer that has seen all the others')
-        plan = this.planOnce(boundary, ctx, avoid)
-      } else {
+      if (grew) plan = this.planOnce(boundary, ctx, avoid)
+      else {
         for (const p of peers) {
           if (this.o.onSpent && !this.spentFor.has(p)) this.o.onSpent(p, this.setFor(boundary).canaries.length)
           this.spentFor.add(p)
