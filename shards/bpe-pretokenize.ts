@@ -24,8 +24,6 @@ export interface PreTokenizer {
   readonly patterns: readonly RegExp[]
   /** tokenizer.json `ignore_merges` (Llama 3): a word that is itself a token is taken whole. */
   readonly ignoreMerges: boolean
-  /** tokenizer.json normalizer NFC (Qwen 2): text is NFC-normalised before splitting. */
-  readonly nfc: boolean
 }
 
 const re = (source: string): RegExp =>
@@ -48,20 +46,19 @@ export function preTokenizerFor(name: string | undefined): PreTokenizer {
   const kind = (Object.keys(KINDS) as PreTokenizer['kind'][]).find((k) => KINDS[k].includes(pre))
   switch (kind) {
     case 'llama3':
-      return { kind, patterns: [re(LLAMA3)], ignoreMerges: true, nfc: false }
+      return { kind, patterns: [re(LLAMA3)], ignoreMerges: true }
     case 'qwen2':
-      return { kind, patterns: [re(QWEN2)], ignoreMerges: false, nfc: true }
+      return { kind, patterns: [re(QWEN2)], ignoreMerges: false }
     case 'smollm':
       // tokenizer.json: Digits(individual_digits) then ByteLevel(use_regex).
-      return { kind, patterns: [re('\\p{N}'), re(GPT2)], ignoreMerges: false, nfc: false }
+      return { kind, patterns: [re('\\p{N}'), re(GPT2)], ignoreMerges: false }
     case 'gpt2':
-      return { kind, patterns: [re(GPT2)], ignoreMerges: false, nfc: false }
+      return { kind, patterns: [re(GPT2)], ignoreMerges: false }
     case 'default':
       return {
         kind,
         patterns: [re('[\\p{P}\\$\\+<=>\\^~\\|]+'), re(GPT2), re('\\p{N}+'), re('[0-9][0-9][0-9]')],
-        ignoreMerges: false,
-        nfc: false
+        ignoreMerges: false
       }
   }
   throw new UnsupportedModelError(
@@ -71,7 +68,9 @@ export function preTokenizerFor(name: string | undefined): PreTokenizer {
 
 /** Cut `text` into words: each pattern splits each piece into its matches and the gaps between. */
 export function preTokenize(pre: PreTokenizer, text: string): string[] {
-  let pieces = [pre.nfc ? text.normalize('NFC') : text]
+  // No normalisation, for any vocabulary: llama.cpp's BPE session splits the text as given, though
+  // Qwen's tokenizer.json has an NFC normalizer (issue 31: llama.cpp's tokens are the reference).
+  let pieces = [text]
   for (const pattern of pre.patterns) {
     const next: string[] = []
     for (const piece of pieces) {

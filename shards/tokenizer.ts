@@ -221,12 +221,14 @@ function createSpmTokenizer(vocab: Vocabulary): Tokenizer {
   function encode(text: string, options: EncodeOptions = {}): number[] {
     if (typeof text !== 'string') throw new InvalidArgumentError('encode() needs a string')
     const bos = options.bos ?? vocab.addBos ?? true
+    // llama.cpp tokenizer_st_partition: user-defined tokens are cut out of any text, control ones
+    // only with `special` (issue 31); text after such a token gets the dummy prefix again.
+    const fragments = split(text, options.special ?? false)
     let merged: number[]
-    if (!options.special) merged = encodeText(text, bos)
+    if (fragments.every((f) => typeof f === 'string')) merged = encodeText(text, bos)
     else {
-      // llama.cpp tokenizer_st_partition: text after a special token gets the dummy prefix again.
       merged = bos ? [bosId] : []
-      for (const fragment of split(text, true)) {
+      for (const fragment of fragments) {
         if (typeof fragment === 'number') merged.push(fragment)
         else merged.push(...encodeText(fragment, false))
       }

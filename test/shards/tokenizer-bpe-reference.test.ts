@@ -25,6 +25,9 @@ function hfTokenizer(name: VocabPackageName, keepSpecial: boolean): HfTokenizer 
     // the GGUF) it tokenizes their text as text, which is what parse_special = false means.
     json.added_tokens = json.added_tokens.filter((t: { special: boolean; content: string }) => !t.special)
   }
+  // llama.cpp normalises no text, and its tokens are the reference (issue 31): Qwen's NFC
+  // normalizer goes, so decomposed accents in the strings are compared as given.
+  json.normalizer = null
   return new HfTokenizer(json, config)
 }
 
@@ -69,7 +72,7 @@ describe.each(['llama3', 'qwen'] as const)('byte-level BPE %s equals Hugging Fac
         text += stream.push(id, i > 0 ? ids[i - 1] : -1)
       })
       text += stream.flush()
-      expect(text).toBe(new TextDecoder().decode(new TextEncoder().encode(name === 'qwen' ? s.normalize('NFC') : s)))
+      expect(text).toBe(new TextDecoder().decode(new TextEncoder().encode(s)))
     }
   })
 })
