@@ -1,52 +1,14 @@
 #!/usr/bin/env node
 import '../protocol/polyfills.js'
-import { Command } from 'commander'
-import { registerApi } from './commands/api.js'
-import { registerCanary } from './commands/canary.js'
+import { createProgram } from './cli-program.js'
 import { exitWhenDrained, reportError } from './commands/cli-exit.js'
-import { registerDemo } from './commands/demo.js'
-import { registerDoctor } from './commands/doctor.js'
-import { registerGenerate } from './commands/generate-command.js'
-import { registerIdentity } from './commands/identity.js'
-import { registerInspect } from './commands/inspect.js'
-import { registerJoin } from './commands/join.js'
-import { registerMakeModel } from './commands/make-model.js'
-import { registerNodeStart } from './commands/node-start.js'
-import { registerSwarm } from './commands/swarm.js'
-import { registerTokenize } from './commands/tokenize.js'
-import { registerVerifyEvidence } from './commands/verify-evidence.js'
-import { withConfigEverywhere } from './config.js'
 
 // `layerswarm … | head` closes the pipe early: that ends the output, it is not an error
 process.stdout.on('error', (err: NodeJS.ErrnoException) => {
   if (err.code !== 'EPIPE') throw err
 })
 
-const program = new Command()
-program
-  .name('layerswarm')
-  .description('Peer-to-peer LLM inference: run blocks of a model across libp2p peers, verified by canaries.')
-  .version('0.1.0')
-  // Errors become one line with a code (cli-exit.ts), not commander's message plus the help page;
-  // subcommands inherit both settings, so these come before the commands.
-  .exitOverride()
-  .configureOutput({ outputError: () => {} })
-
-// one line per command
-registerGenerate(program)
-registerMakeModel(program)
-registerNodeStart(program)
-registerSwarm(program)
-registerDemo(program)
-registerApi(program)
-registerDoctor(program)
-registerTokenize(program)
-registerInspect(program)
-registerVerifyEvidence(program)
-registerCanary(program)
-registerIdentity(program)
-registerJoin(program)
-withConfigEverywhere(program)
+const program = createProgram()
 
 try {
   await program.parseAsync(process.argv)

@@ -43,8 +43,17 @@ export function envName(option: Option): string {
   return ENV_PREFIX + option.name().toUpperCase().replace(/-/g, '_')
 }
 
+/** Options each command checks itself after the config file (attribute names), for the docs check. */
+const REQUIRED = new WeakMap<Command, readonly string[]>()
+
+/** The options `cmd` requires from some source (command line, environment or config file). */
+export function requiredOptionNames(cmd: Command): readonly string[] {
+  return REQUIRED.get(cmd) ?? []
+}
+
 /** Add `--config FILE` to a command and fill options from the environment and the file before its action runs. */
 export function withConfig(cmd: Command, support: ConfigSupport = {}): Command {
+  REQUIRED.set(cmd, support.required ?? [])
   cmd.option('--config <file>', 'JSON file of option values (see precedence below)')
   // each command's own option as the example (only `api` has --api-key)
   cmd.addHelpText('after', () => precedenceHelp(cmd))

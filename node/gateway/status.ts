@@ -12,7 +12,10 @@ export const STATIC_FILES: Record<string, { file: string; type: string }> = {
   '/': { file: 'index.html', type: 'text/html; charset=utf-8' },
   '/status.css': { file: 'status.css', type: 'text/css; charset=utf-8' },
   '/status-grid.css': { file: 'status-grid.css', type: 'text/css; charset=utf-8' },
-  '/status.js': { file: 'status.js', type: 'text/javascript; charset=utf-8' }
+  '/status.js': { file: 'status.js', type: 'text/javascript; charset=utf-8' },
+  // Browsers ask for /favicon.ico whatever the page links (the chat page links none): the page's
+  // icon, as SVG, instead of a 404 in every log (issue 31).
+  '/favicon.ico': { file: 'favicon.svg', type: 'image/svg+xml' }
 }
 
 export function staticDir(): string {

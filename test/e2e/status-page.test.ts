@@ -93,6 +93,25 @@ describe.skipIf(SKIP)(
       await page.close()
     })
 
+    it('with no generations yet, the example curl spans the panel (not one word a line, issue 31)', async () => {
+      const page = await browser.newPage()
+      await page.route('**/status.json', async (route) => {
+        const res = await route.fetch()
+        await route.fulfill({ response: res, json: { ...(await res.json()), recent: [] } })
+      })
+      await page.goto(`${api.gateway.url}/`)
+      const code = page.locator('#recent li.empty code')
+      await code.waitFor()
+      const li = await page.locator('#recent li.empty').boundingBox()
+      const box = await code.boundingBox()
+      const lineHeightPx = await code.evaluate((el) => Number.parseFloat(getComputedStyle(el).lineHeight) || 17)
+      expect(li && box).toBeTruthy()
+      // as wide as the row (less its padding), and a couple of lines at 1440 px, not a column of words
+      expect(box!.width).toBeGreaterThan(li!.width * 0.8)
+      expect(box!.height).toBeLessThan(lineHeightPx * 4)
+      await page.close()
+    })
+
     it('highlights a coverage gap when a span loses its peer', async () => {
       const page = await browser.newPage()
       // The real status with the peer of [2, 5) gone: blocks 3 of the remote span [1, 4) is uncovered.
