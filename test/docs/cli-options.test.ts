@@ -39,7 +39,7 @@ const allCommands = withSubcommands(program).filter((c) => c !== program)
 const label = (path: readonly string[] | undefined): string => (path ? `layerswarm ${path.join(' ')}` : 'any command')
 
 /** Why the stated default disagrees with the code, or undefined when it agrees. */
-export function defaultMismatch(owner: Command, option: Option, stated: string): string | undefined {
+function defaultMismatch(owner: Command, option: Option, stated: string): string | undefined {
   const text = stated.trim()
   const actual: unknown = option.defaultValue
   const shown = actual === undefined ? 'no default' : `default ${JSON.stringify(actual)}`

@@ -104,7 +104,10 @@ describe.skipIf(SKIP)(
       await code.waitFor()
       const li = await page.locator('#recent li.empty').boundingBox()
       const box = await code.boundingBox()
-      const lineHeightPx = await code.evaluate((el) => Number.parseFloat(getComputedStyle(el).lineHeight) || 17)
+      // a string: the test tsconfig has no DOM types
+      const lineHeightPx = Number(
+        await page.evaluate("parseFloat(getComputedStyle(document.querySelector('#recent li.empty code')).lineHeight) || 17")
+      )
       expect(li && box).toBeTruthy()
       // as wide as the row (less its padding), and a couple of lines at 1440 px, not a column of words
       expect(box!.width).toBeGreaterThan(li!.width * 0.8)
