@@ -1,0 +1,117 @@
+import type { PeerId } from '@libp2p/interface'
+import { type Multiaddr, multiaddr } from '@multiformats/multiaddr'
+import {
+  type AnnouncementStore,
+  decodeAnnouncement,
+  type Host,
+  MalformedMessageError,
+  type NextHop,
+  NextHopFailedError
+} from '../protocol/index.js'
+
+/**
+ * Which next hops a chained session may name, and where the node dials them (issue #17, then
+ * issue #31 item 2). The threat: a client making a node dial an address of the client's choosing
+ * (a port scanner for anyone). Issue #17 answered it by refusing private and loopback addresses,
+ * which broke every LAN and loopback swarm unless nodes ran with --allow-private-next-hops.
+ *
+ * Now a next hop must be a peer this node already knows, from the swarm's signed announcements
+ * (each lists addresses its own peer signed) or from this node's own connections to it (their
+ * remote addresses, and the listen addresses the peer itself reported over one: identify). The
+ * node dials those addresses, never the client's, on any network. An address the client names
+ * must be one of them, else the open is refused with NEXT_HOP_FAILED naming the hop, the address
+ * and the reason; an unknown peer is refused likewise.
+ */
+export interface NextHopPolicy {
+  /**
+   * What to dial for `next`: a connected peer's id (its connection is reused) or the addresses
+   * this node knows for it. Throws MalformedMessageError for an address without /p2p/<its id>,
+   * NextHopFailedError for a hop this node will not dial.
+   */
+  resolve(next: NextHop): Promise<PeerId | Multiaddr[]>
+}
+
+/** Addresses dialled at most per next hop (an announcement may list 32). */
+export const MAX_NEXT_HOP_ADDRS = 8
+
+/** An address without its trailing /p2p/<peer id>, as two sources that both know it spell it. */
+function bare(addr: Multiaddr, peerId: string): string {
+  const text = addr.toString()
+  const suffix = `/p2p/${peerId}`
+  return text.endsWith(suffix) ? text.slice(0, -suffix.length) : text
+}
+
+function parseHopAddr(text: string, peerId: string): Multiaddr {
+  let addr: Multiaddr
+  try {
+    addr = multiaddr(text)
+  } catch {
+    throw new MalformedMessageError('next hop address is not a multiaddr')
+  }
+  const parts = addr.getComponents()
+  const last = parts[parts.length - 1]
+  if (last?.name !== 'p2p' || last.value !== peerId)
+    throw new MalformedMessageError('next hop address must end in /p2p/<its peer id>')
+  return addr
+}
+
+export interface NextHopPolicyInit {
+  readonly host: Host
+  /** The verified announcements this node holds (the swarm's signed word on each peer's addresses). */
+  readonly announcements: AnnouncementStore
+}
+
+export function createNextHopPolicy({ host, announcements }: NextHopPolicyInit): NextHopPolicy {
+  /** The peer's own signed addresses, from its live announcement here. */
+  const announced = (peerId: string): string[] => {
+    for (const signed of announcements.list()) {
+      try {
+        const a = decodeAnnouncement(signed.announcement)
+        if (a.peerId === peerId) return a.addrs
+      } catch {
+        // the store holds only verified entries; a decode that fails is not this peer's
+      }
+    }
+    return []
+  }
+  return {
+    async resolve(next) {
+      const claimed = next.addrs.map((text) => parseHopAddr(text, next.peerId))
+      const peer = host.getPeers().find((p) => p.toString() === next.peerId)
+      const known = new Map<string, Multiaddr>()
+      const add = (addr: Multiaddr): void => {
+        const key = bare(addr, next.peerId)
+        if (!known.has(key)) known.set(key, addr)
+      }
+      for (const text of announced(next.peerId)) {
+        try {
+          add(multiaddr(text.includes('/p2p/') ? text : `${text}/p2p/${next.peerId}`))
+        } catch {
+          // a signed but unparsable address: nothing to dial there
+        }
+      }
+      if (peer) {
+        for (const c of host.getConnections(peer)) add(c.remoteAddr)
+        // the listen addresses the peer reported over its own (Noise-authenticated) connection
+        const stored = await host.peerStore.get(peer).catch(() => undefined)
+        for (const { multiaddr: a } of stored?.addresses ?? []) add(a)
+      }
+      if (known.size === 0) {
+        throw new NextHopFailedError(
+          `next hop ${next.peerId} refused: no signed announcement or connection of this peer here, so no address of it to dial`
+        )
+      }
+      for (const addr of claimed) {
+        if (!known.has(bare(addr, next.peerId))) {
+          throw new NextHopFailedError(
+            `next hop ${next.peerId} refused: address ${addr.toString()} is in none of its signed announcements or connections here`
+          )
+        }
+      }
+      if (peer && host.getConnections(peer).length > 0) return peer
+      return [...known.entries()]
+        .slice(0, MAX_NEXT_HOP_ADDRS)
+        .map(([key, a]) => (a.toString().endsWith(`/p2p/${next.peerId}`) ? a : multiaddr(`${key}/p2p/${next.peerId}`)))
+    }
+  }
+}
