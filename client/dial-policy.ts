@@ -1,4 +1,3 @@
-import { BlockList, isIP } from 'node:net'
 import { type NetworkInterfaceInfo, networkInterfaces } from 'node:os'
 import { multiaddr } from '@multiformats/multiaddr'
 
@@ -34,50 +33,81 @@ export interface DialPolicy {
   filter(addrs: readonly string[]): string[]
 }
 
-function ranges(v4: Array<[string, number]>, v6: Array<[string, number]>): BlockList {
-  const list = new BlockList()
-  for (const [net, prefix] of v4) list.addSubnet(net, prefix, 'ipv4')
-  for (const [net, prefix] of v6) list.addSubnet(net, prefix, 'ipv6')
-  return list
-}
-
-const LOOPBACK = ranges([['127.0.0.0', 8]], [['::1', 128]])
-const NEVER = ranges(
-  [
-    ['0.0.0.0', 8],
-    ['224.0.0.0', 4],
-    ['240.0.0.0', 4]
-  ],
-  [
-    ['::', 128],
-    ['ff00::', 8]
-  ]
-)
-const PRIVATE = ranges(
-  [
-    ['10.0.0.0', 8],
-    ['172.16.0.0', 12],
-    ['192.168.0.0', 16],
-    ['100.64.0.0', 10],
-    ['169.254.0.0', 16]
-  ],
-  [
-    ['fc00::', 7],
-    ['fe80::', 10]
-  ]
-)
-
 type Family = 'ipv4' | 'ipv6'
 
-/** An IP address as BlockList checks it (IPv4-mapped IPv6 as IPv4; zone ids dropped). */
-function ipOf(text: string): { ip: string; family: Family } | undefined {
-  const ip = text.split('%')[0]
-  const v = isIP(ip)
-  if (v === 4) return { ip, family: 'ipv4' }
-  if (v !== 6) return undefined
-  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(ip)
-  return mapped ? { ip: mapped[1], family: 'ipv4' } : { ip, family: 'ipv6' }
+/** An IP address as a number (IPv4-mapped IPv6 as IPv4; a zone id dropped), or undefined. */
+interface Ip {
+  readonly family: Family
+  readonly value: bigint
 }
+
+function parseV4(text: string): bigint | undefined {
+  const parts = text.split('.')
+  if (parts.length !== 4 || !parts.every((p) => /^\d{1,3}$/.test(p) && Number(p) <= 255)) return undefined
+  return parts.reduce((acc, p) => (acc << 8n) | BigInt(Number(p)), 0n)
+}
+
+function parseV6(text: string): bigint | undefined {
+  let head = text
+  let tail4: bigint | undefined
+  const v4 = /:(\d+\.\d+\.\d+\.\d+)$/.exec(text)
+  if (v4) {
+    tail4 = parseV4(v4[1])
+    if (tail4 === undefined) return undefined
+    head = `${text.slice(0, v4.index)}:0:0`
+  }
+  const halves = head.split('::')
+  if (halves.length > 2) return undefined
+  const groups = (h: string) => (h === '' ? [] : h.split(':'))
+  const left = groups(halves[0])
+  const right = halves.length === 2 ? groups(halves[1]) : []
+  const fill = 8 - left.length - right.length
+  if ((halves.length === 2 && fill < 1) || (halves.length === 1 && fill !== 0)) return undefined
+  const all = [...left, ...Array(halves.length === 2 ? fill : 0).fill('0'), ...right]
+  if (!all.every((g) => /^[0-9a-f]{1,4}$/i.test(g))) return undefined
+  let value = all.reduce((acc, g) => (acc << 16n) | BigInt(Number.parseInt(g, 16)), 0n)
+  if (tail4 !== undefined) value = (value & ~0xffffffffn) | tail4
+  return value
+}
+
+function ipOf(text: string): Ip | undefined {
+  const bare = text.split('%')[0]
+  const v4 = parseV4(bare)
+  if (v4 !== undefined) return { family: 'ipv4', value: v4 }
+  const v6 = parseV6(bare)
+  if (v6 === undefined) return undefined
+  // ::ffff:a.b.c.d is an IPv4 address
+  if (v6 >> 32n === 0xffffn) return { family: 'ipv4', value: v6 & 0xffffffffn }
+  return { family: 'ipv6', value: v6 }
+}
+
+/** A set of subnets (what node:net's BlockList does, without Node: the SDK runs in browsers too). */
+class Subnets {
+  private readonly nets: Array<{ family: Family; base: bigint; mask: bigint }> = []
+  add(net: string, prefix: number): this {
+    const ip = ipOf(net)
+    if (!ip) return this
+    const bits = ip.family === 'ipv4' ? 32n : 128n
+    const p = BigInt(Math.max(0, Math.min(Number(bits), prefix)))
+    const mask = ((1n << bits) - 1n) ^ ((1n << (bits - p)) - 1n)
+    this.nets.push({ family: ip.family, base: ip.value & mask, mask })
+    return this
+  }
+  has(ip: Ip): boolean {
+    return this.nets.some((n) => n.family === ip.family && (ip.value & n.mask) === n.base)
+  }
+}
+
+const LOOPBACK = new Subnets().add('127.0.0.0', 8).add('::1', 128)
+const NEVER = new Subnets().add('0.0.0.0', 8).add('224.0.0.0', 4).add('240.0.0.0', 4).add('::', 128).add('ff00::', 8)
+const PRIVATE = new Subnets()
+  .add('10.0.0.0', 8)
+  .add('172.16.0.0', 12)
+  .add('192.168.0.0', 16)
+  .add('100.64.0.0', 10)
+  .add('169.254.0.0', 16)
+  .add('fc00::', 7)
+  .add('fe80::', 10)
 
 /** The host part (first component) of a multiaddr: its protocol name and value. */
 function hostOf(addr: string): { name: string; value: string } | undefined {
@@ -91,13 +121,12 @@ function hostOf(addr: string): { name: string; value: string } | undefined {
 
 export function createDialPolicy(init: DialPolicyInit): DialPolicy {
   const max = init.maxAddrsPerPeer ?? MAX_DIALLED_ADDRS_PER_PEER
-  const ownNets = new BlockList()
+  const ownNets = new Subnets()
   for (const list of Object.values(init.interfaces ?? networkInterfaces())) {
     for (const i of list ?? []) {
       if (i.internal || !i.cidr) continue
       const [net, prefix] = i.cidr.split('/')
-      const ip = ipOf(net)
-      if (ip) ownNets.addSubnet(ip.ip, Number(prefix), ip.family)
+      ownNets.add(net, Number(prefix))
     }
   }
   const bootIps = new Set<string>()
@@ -113,13 +142,13 @@ export function createDialPolicy(init: DialPolicyInit): DialPolicy {
     }
     const ip = ipOf(host.value)
     if (!ip) continue
-    bootIps.add(ip.ip)
-    if (LOOPBACK.check(ip.ip, ip.family)) onLoopback = true
+    bootIps.add(`${ip.family}:${ip.value}`)
+    if (LOOPBACK.has(ip)) onLoopback = true
   }
   const onOwnNet = (addr: string): boolean => {
     const host = hostOf(addr)
     const ip = host ? ipOf(host.value) : undefined
-    return ip !== undefined && (ownNets.check(ip.ip, ip.family) || LOOPBACK.check(ip.ip, ip.family))
+    return ip !== undefined && (ownNets.has(ip) || LOOPBACK.has(ip))
   }
   const policy: DialPolicy = {
     refusal(addr) {
@@ -131,12 +160,12 @@ export function createDialPolicy(init: DialPolicyInit): DialPolicy {
       if (host.name !== 'ip4' && host.name !== 'ip6') return `a ${host.name} address`
       const ip = ipOf(host.value)
       if (!ip) return 'not an IP address'
-      if (NEVER.check(ip.ip, ip.family)) return 'an unspecified, multicast or broadcast address'
-      if (LOOPBACK.check(ip.ip, ip.family)) {
+      if (NEVER.has(ip)) return 'an unspecified, multicast or broadcast address'
+      if (LOOPBACK.has(ip)) {
         return onLoopback ? undefined : 'a loopback address, and this client reaches the swarm over no loopback address'
       }
-      if (PRIVATE.check(ip.ip, ip.family)) {
-        return ownNets.check(ip.ip, ip.family) || bootIps.has(ip.ip)
+      if (PRIVATE.has(ip)) {
+        return ownNets.has(ip) || bootIps.has(`${ip.family}:${ip.value}`)
           ? undefined
           : 'a private address on a network this machine is not on'
       }

@@ -156,9 +156,9 @@ export class SwarmView {
     this.pruneAnnouncements()
     for (const a of this.announced.values()) {
       if (targets.has(a.peerId)) continue
+      // a peer with no announced address inside the policy is not dialled at all
       const addrs = this.dialPolicy.filter(a.addrs)
       if (addrs.length > 0) targets.set(a.peerId, { addrs: addrs.map((x) => (x.includes('/p2p/') ? x : `${x}/p2p/${a.peerId}`)) })
-      else dialled.push({ peerId: a.peerId, ok: false, error: 'no announced address within the dial policy' })
     }
     for (const id of targets.keys()) if (this.isBanned(id)) targets.delete(id) // a stalled peer would hold up the refresh
     await Promise.all(

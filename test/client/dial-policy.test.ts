@@ -41,6 +41,10 @@ describe('client dial policy for announced addresses', () => {
     expect(p.refusal('/ip4/224.0.0.1/tcp/22')).toMatch(/multicast/)
     expect(p.refusal('/dns4/evil.example/tcp/22')).toMatch(/DNS/)
     expect(p.refusal('/unix/tmp%2Fsock')).toBeDefined()
+    expect(p.refusal('/ip6/::/tcp/22')).toMatch(/unspecified/)
+    expect(p.refusal('/ip6/fe80::1/tcp/22')).toMatch(/private/)
+    expect(p.refusal('/ip6/2001:db8::1/tcp/4001')).toBeUndefined()
+    expect(p.refusal('/ip6/::ffff:192.168.1.30/tcp/4001')).toBeUndefined() // IPv4-mapped, on the LAN
   })
 
   it('loopback only for a client that reaches the swarm over loopback; a bootstrap host and name are the user’s', () => {

@@ -53,7 +53,7 @@ async function freePort(): Promise<number> {
 
 describe('chained forwarding on loopback: next hops from announcements, no flag', () => {
   // a fresh HOME: nothing from an earlier run (identity, config) helps
-  const env = { ...process.env, HOME: mkdtempSync(join(tmpdir(), 'layerswarm-nexthop-home-')) }
+  const env: NodeJS.ProcessEnv = { ...process.env, HOME: mkdtempSync(join(tmpdir(), 'layerswarm-nexthop-home-')) }
   delete env.LAYERSWARM_HOME
   const nodes: LocalNode[] = []
   let a: LocalNode
