@@ -6,7 +6,8 @@ import {
   type Host,
   MalformedMessageError,
   type NextHop,
-  NextHopFailedError
+  NextHopFailedError,
+  pullAnnouncements
 } from '../protocol/index.js'
 
 /**
@@ -33,6 +34,15 @@ export interface NextHopPolicy {
 
 /** Addresses dialled at most per next hop (an announcement may list 32). */
 export const MAX_NEXT_HOP_ADDRS = 8
+
+/**
+ * A hop this node does not know yet may be one whose announcement has not reached it (gossip
+ * takes a moment; a neighbour may hold it from a pull): then ask up to this many connected peers
+ * once, at most once per PULL_AGAIN_MS whatever clients name, and look again.
+ */
+const PULL_PEERS = 3
+const PULL_TIMEOUT_MS = 2_000
+const PULL_AGAIN_MS = 1_000
 
 /** An address without its trailing /p2p/<peer id>, as two sources that both know it spell it. */
 function bare(addr: Multiaddr, peerId: string): string {
@@ -62,6 +72,20 @@ export interface NextHopPolicyInit {
 }
 
 export function createNextHopPolicy({ host, announcements }: NextHopPolicyInit): NextHopPolicy {
+  let pulling: Promise<unknown> | undefined
+  let pulledAtMs = 0
+  const pullOnce = (): Promise<unknown> => {
+    if (pulling) return pulling
+    if (Date.now() - pulledAtMs < PULL_AGAIN_MS) return Promise.resolve()
+    pulledAtMs = Date.now()
+    const peers = host.getPeers().slice(0, PULL_PEERS)
+    pulling = Promise.allSettled(
+      peers.map((p) => pullAnnouncements(host, announcements, p, { signal: AbortSignal.timeout(PULL_TIMEOUT_MS) }))
+    ).finally(() => {
+      pulling = undefined
+    })
+    return pulling
+  }
   /** The peer's own signed addresses, from its live announcement here. */
   const announced = (peerId: string): string[] => {
     for (const signed of announcements.list()) {
@@ -77,41 +101,52 @@ export function createNextHopPolicy({ host, announcements }: NextHopPolicyInit):
   return {
     async resolve(next) {
       const claimed = next.addrs.map((text) => parseHopAddr(text, next.peerId))
-      const peer = host.getPeers().find((p) => p.toString() === next.peerId)
-      const known = new Map<string, Multiaddr>()
-      const add = (addr: Multiaddr): void => {
-        const key = bare(addr, next.peerId)
-        if (!known.has(key)) known.set(key, addr)
+      try {
+        return await known(next, claimed)
+      } catch (err) {
+        if (!(err instanceof NextHopFailedError)) throw err
+        await pullOnce()
+        return await known(next, claimed)
       }
-      for (const text of announced(next.peerId)) {
-        try {
-          add(multiaddr(text.includes('/p2p/') ? text : `${text}/p2p/${next.peerId}`))
-        } catch {
-          // a signed but unparsable address: nothing to dial there
-        }
+    }
+  }
+
+  /** The hop's addresses this node knows, after checking that each claimed one is among them. */
+  async function known(next: NextHop, claimed: Multiaddr[]): Promise<PeerId | Multiaddr[]> {
+    const peer = host.getPeers().find((p) => p.toString() === next.peerId)
+    const seen = new Map<string, Multiaddr>()
+    const add = (addr: Multiaddr): void => {
+      const key = bare(addr, next.peerId)
+      if (!seen.has(key)) seen.set(key, addr)
+    }
+    for (const text of announced(next.peerId)) {
+      try {
+        add(multiaddr(text.includes('/p2p/') ? text : `${text}/p2p/${next.peerId}`))
+      } catch {
+        // a signed but unparsable address: nothing to dial there
       }
-      if (peer) {
-        for (const c of host.getConnections(peer)) add(c.remoteAddr)
-        // the listen addresses the peer reported over its own (Noise-authenticated) connection
-        const stored = await host.peerStore.get(peer).catch(() => undefined)
-        for (const { multiaddr: a } of stored?.addresses ?? []) add(a)
-      }
-      if (known.size === 0) {
+    }
+    if (peer) {
+      for (const c of host.getConnections(peer)) add(c.remoteAddr)
+      // the listen addresses the peer reported over its own (Noise-authenticated) connection
+      const stored = await host.peerStore.get(peer).catch(() => undefined)
+      for (const { multiaddr: a } of stored?.addresses ?? []) add(a)
+    }
+    if (seen.size === 0) {
+      throw new NextHopFailedError(
+        `next hop ${next.peerId} refused: no signed announcement or connection of this peer here, so no address of it to dial`
+      )
+    }
+    for (const addr of claimed) {
+      if (!seen.has(bare(addr, next.peerId))) {
         throw new NextHopFailedError(
-          `next hop ${next.peerId} refused: no signed announcement or connection of this peer here, so no address of it to dial`
+          `next hop ${next.peerId} refused: address ${addr.toString()} is in none of its signed announcements or connections here`
         )
       }
-      for (const addr of claimed) {
-        if (!known.has(bare(addr, next.peerId))) {
-          throw new NextHopFailedError(
-            `next hop ${next.peerId} refused: address ${addr.toString()} is in none of its signed announcements or connections here`
-          )
-        }
-      }
-      if (peer && host.getConnections(peer).length > 0) return peer
-      return [...known.entries()]
-        .slice(0, MAX_NEXT_HOP_ADDRS)
-        .map(([key, a]) => (a.toString().endsWith(`/p2p/${next.peerId}`) ? a : multiaddr(`${key}/p2p/${next.peerId}`)))
     }
+    if (peer && host.getConnections(peer).length > 0) return peer
+    return [...seen.entries()]
+      .slice(0, MAX_NEXT_HOP_ADDRS)
+      .map(([key, a]) => (a.toString().endsWith(`/p2p/${next.peerId}`) ? a : multiaddr(`${key}/p2p/${next.peerId}`)))
   }
 }
