@@ -17,15 +17,7 @@ import { createInterface } from 'node:readline'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { MAX_DIALLED_ADDRS_PER_PEER } from '../../client/dial-policy.js'
 import { CLI } from '../helpers/cli.js'
-import {
-  type LanNamespaces,
-  makeLanNamespaces,
-  N1_IP,
-  N2_LAN_IP,
-  N2_TEN_IP,
-  N3_IP,
-  OTHER_IP
-} from '../helpers/netns-lan.js'
+import { type LanNamespaces, makeLanNamespaces, N1_IP, N2_LAN_IP, N2_TEN_IP, N3_IP, OTHER_IP } from '../helpers/netns-lan.js'
 import { GGUF_PATH, loadReference, ROOT } from '../helpers/reference.js'
 
 const ref = loadReference('stories260K_greedy_once_upon_a_time')
@@ -97,7 +89,11 @@ async function startNode(ns: LanNamespaces, name: string, args: string[]): Promi
   return { child, info: JSON.parse(line), logs }
 }
 
-async function cliIn(ns: LanNamespaces, name: string, args: string[]): Promise<{ status: number | null; stdout: string; stderr: string }> {
+async function cliIn(
+  ns: LanNamespaces,
+  name: string,
+  args: string[]
+): Promise<{ status: number | null; stdout: string; stderr: string }> {
   const child = inNs(ns, name, [CLI, ...args])
   let stdout = ''
   let stderr = ''
