@@ -88,7 +88,7 @@ export class ChainLink {
   private async dial(next: NextHop, { signal }: AbortOptions): Promise<SessionCaller> {
     if (this.caller) return this.caller
     // the addresses this node knows for the hop, never the client's (issue #31, next-hop-policy.ts)
-    const target = await this.policy.resolve(next)
+    const target = await this.policy.resolve(next, { signal })
     this.caller ??= createSessionCaller(
       await this.host.dialProtocol(target, SESSION_PROTOCOL, { ...SESSION_STREAM_LIMITS, signal })
     )

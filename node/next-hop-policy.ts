@@ -1,4 +1,4 @@
-import type { PeerId } from '@libp2p/interface'
+import type { AbortOptions, PeerId } from '@libp2p/interface'
 import { type Multiaddr, multiaddr } from '@multiformats/multiaddr'
 import {
   type AnnouncementStore,
@@ -29,7 +29,7 @@ export interface NextHopPolicy {
    * this node knows for it. Throws MalformedMessageError for an address without /p2p/<its id>,
    * NextHopFailedError for a hop this node will not dial.
    */
-  resolve(next: NextHop): Promise<PeerId | Multiaddr[]>
+  resolve(next: NextHop, options?: AbortOptions): Promise<PeerId | Multiaddr[]>
 }
 
 /** Addresses dialled at most per next hop (an announcement may list 32). */
@@ -63,6 +63,24 @@ function parseHopAddr(text: string, peerId: string): Multiaddr {
   if (last?.name !== 'p2p' || last.value !== peerId)
     throw new MalformedMessageError('next hop address must end in /p2p/<its peer id>')
   return addr
+}
+
+/** `work`, or the abort of `signal` first; the listener is removed either way (a node-wide signal must not collect them). */
+async function until<T>(work: Promise<T>, signal?: AbortSignal): Promise<T> {
+  if (!signal) return await work
+  signal.throwIfAborted()
+  let onAbort = (): void => {}
+  try {
+    return await Promise.race([
+      work,
+      new Promise<never>((_, reject) => {
+        onAbort = () => reject(signal.reason)
+        signal.addEventListener('abort', onAbort, { once: true })
+      })
+    ])
+  } finally {
+    signal.removeEventListener('abort', onAbort)
+  }
 }
 
 export interface NextHopPolicyInit {
@@ -99,13 +117,14 @@ export function createNextHopPolicy({ host, announcements }: NextHopPolicyInit):
     return []
   }
   return {
-    async resolve(next) {
+    async resolve(next, { signal }: AbortOptions = {}) {
       const claimed = next.addrs.map((text) => parseHopAddr(text, next.peerId))
       try {
         return await known(next, claimed)
       } catch (err) {
         if (!(err instanceof NextHopFailedError)) throw err
-        await pullOnce()
+        // the pull is shared by every open waiting on it: this open's signal only stops its wait
+        await until(pullOnce(), signal)
         return await known(next, claimed)
       }
     }
