@@ -142,7 +142,10 @@ export class RemotePipeline implements BlockPipeline {
         return out
       } catch (err) {
         // No route means no peer to fail over to: waiting for one already took routeTimeoutMs.
-        if (signal?.aborted || err instanceof NoRouteError) throw err
+        if (signal?.aborted) throw err
+        // no route left after a next hop failed or was refused: that hop's error (it names the
+        // hop and why) is what the user must see, not NO_ROUTE alone (issue #31 item 2)
+        if (err instanceof NoRouteError) throw (lastErr as { code?: string })?.code === 'NEXT_HOP_FAILED' ? lastErr : err
         lastErr = err
         if ((err as { code?: string }).code === 'LEAVING' && this.hops) {
           const state = this.state()

@@ -12,6 +12,7 @@ import {
   subscribeAnnouncements
 } from '../protocol/index.js'
 import { bootstrapDialError } from './bootstrap-check.js'
+import { createDialPolicy, type DialPolicy } from './dial-policy.js'
 import type { BootstrapError } from './errors.js'
 import { NoRouteError } from './errors.js'
 import type { HopTarget } from './hop.js'
@@ -81,6 +82,8 @@ export class SwarmView {
   onWait?: (p: RouteWaitProgress) => void
   /** This client's own measures of each peer's step times, and its tie-breaks (load-aware routes). */
   readonly load = new PeerLoad()
+  /** Which announced addresses this client dials (issue #39 item 5: client/dial-policy.ts). */
+  private readonly dialPolicy: DialPolicy
 
   constructor(
     private readonly host: Host,
@@ -88,6 +91,7 @@ export class SwarmView {
     private readonly bootstrap: readonly string[],
     signal?: AbortSignal
   ) {
+    this.dialPolicy = createDialPolicy({ bootstrap })
     if (host.services.pubsub) {
       subscribeAnnouncements(host, (a) => this.learn(a), signal)
     }
@@ -151,8 +155,10 @@ export class SwarmView {
       targets.set(p.toString(), { id: p, addrs: this.host.getConnections(p).map((c) => c.remoteAddr.toString()) })
     this.pruneAnnouncements()
     for (const a of this.announced.values()) {
-      if (!targets.has(a.peerId))
-        targets.set(a.peerId, { addrs: a.addrs.map((x) => (x.includes('/p2p/') ? x : `${x}/p2p/${a.peerId}`)) })
+      if (targets.has(a.peerId)) continue
+      // a peer with no announced address inside the policy is not dialled at all
+      const addrs = this.dialPolicy.filter(a.addrs)
+      if (addrs.length > 0) targets.set(a.peerId, { addrs: addrs.map((x) => (x.includes('/p2p/') ? x : `${x}/p2p/${a.peerId}`)) })
     }
     for (const id of targets.keys()) if (this.isBanned(id)) targets.delete(id) // a stalled peer would hold up the refresh
     await Promise.all(

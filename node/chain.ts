@@ -1,11 +1,8 @@
-import { isIP } from 'node:net'
 import type { AbortOptions } from '@libp2p/interface'
-import { type Multiaddr, multiaddr } from '@multiformats/multiaddr'
 import {
   createSessionCaller,
   type HopTiming,
   type Host,
-  MalformedMessageError,
   type NextHop,
   NextHopFailedError,
   type Receipt,
@@ -18,63 +15,7 @@ import {
   type Step
 } from '../protocol/index.js'
 import { NoNextHopError } from './errors.js'
-
-/**
- * Which next hops a chained session may name (issue #17: a node dialled whatever address a client
- * supplied, a port scanner for anyone). Every address must end in /p2p/<the hop's peer id>, so
- * the dial is only ever a Noise handshake with that identity; private, loopback and link-local
- * addresses (and DNS names, which may resolve to them) are refused unless the node was started
- * with --allow-private-next-hops (local swarms and tests).
- */
-export interface NextHopPolicy {
-  readonly allowPrivate: boolean
-  /** Throws MalformedMessageError or NextHopFailedError for a next hop this node will not dial. */
-  check(next: NextHop): void
-}
-
-const PRIVATE_V4 = [
-  /^10\./,
-  /^127\./,
-  /^169\.254\./,
-  /^192\.168\./,
-  /^172\.(1[6-9]|2\d|3[01])\./,
-  /^0\./,
-  /^100\.(6[4-9]|[7-9]\d|1[01]\d|12[0-7])\./
-]
-
-/** Loopback, private (RFC 1918, RFC 4193), link-local, CGNAT and unspecified addresses. */
-export function isPrivateAddress(ip: string): boolean {
-  if (isIP(ip) === 4) return PRIVATE_V4.some((r) => r.test(ip))
-  const v6 = ip.toLowerCase()
-  if (v6.startsWith('::ffff:')) return isPrivateAddress(v6.slice(7))
-  return v6 === '::1' || v6 === '::' || /^f[cd]/.test(v6) || /^fe[89ab]/.test(v6)
-}
-
-export function createNextHopPolicy(allowPrivate: boolean): NextHopPolicy {
-  return {
-    allowPrivate,
-    check(next) {
-      for (const text of next.addrs) {
-        let addr: Multiaddr
-        try {
-          addr = multiaddr(text)
-        } catch {
-          throw new MalformedMessageError('next hop address is not a multiaddr')
-        }
-        const parts = addr.getComponents()
-        const last = parts[parts.length - 1]
-        if (last?.name !== 'p2p' || last.value !== next.peerId)
-          throw new MalformedMessageError('next hop address must end in /p2p/<its peer id>')
-        const host = parts[0]
-        if (allowPrivate) continue
-        if (host?.name !== 'ip4' && host?.name !== 'ip6')
-          throw new NextHopFailedError('next hop refused: only ip4 and ip6 addresses are dialled')
-        if (isPrivateAddress(host.value ?? ''))
-          throw new NextHopFailedError('next hop refused: private and loopback addresses are not dialled')
-      }
-    }
-  }
-}
+import type { NextHopPolicy } from './next-hop-policy.js'
 
 /**
  * What a client hears of a next hop that could not be reached: one code (NEXT_HOP_FAILED) and
@@ -145,16 +86,11 @@ export class ChainLink {
   }
 
   private async dial(next: NextHop, { signal }: AbortOptions): Promise<SessionCaller> {
-    if (this.caller === undefined) this.policy.check(next)
+    if (this.caller) return this.caller
+    // the addresses this node knows for the hop, never the client's (issue #31, next-hop-policy.ts)
+    const target = await this.policy.resolve(next, { signal })
     this.caller ??= createSessionCaller(
-      await this.host.dialProtocol(
-        next.addrs.length > 0 ? next.addrs.map((a) => multiaddr(a)) : peerIdOf(this.host, next.peerId),
-        SESSION_PROTOCOL,
-        {
-          ...SESSION_STREAM_LIMITS,
-          signal
-        }
-      )
+      await this.host.dialProtocol(target, SESSION_PROTOCOL, { ...SESSION_STREAM_LIMITS, signal })
     )
     return this.caller
   }
@@ -221,12 +157,6 @@ export class ChainLink {
     this.caller?.close().catch(() => {})
     this.caller = undefined
   }
-}
-
-function peerIdOf(host: Host, id: string) {
-  const peer = host.getPeers().find((p) => p.toString() === id)
-  if (!peer) throw new NextHopFailedError(`no address for next hop ${id}`)
-  return peer
 }
 
 /** What a peer sees of a session request, without the tensor data (the `request` trace event). */

@@ -46,8 +46,7 @@ export async function startLocalNode(o: StartNodeOptions = {}, { signal }: Abort
   if (o.model) args.push('--model', o.model)
   if (o.layers) args.push('--layers', o.layers)
   if (o.bootstrap?.length) args.push('--bootstrap', o.bootstrap.join(','))
-  // a swarm on this machine chains through 127.0.0.1, which public nodes refuse to dial (issue #17)
-  args.push('--allow-private-next-hops', ...(o.args ?? []))
+  args.push(...(o.args ?? []))
   // nodes default to an f16 KV cache; a swarm on this machine (tests, the demo) keeps f32 unless
   // told otherwise, so its output stays bit-identical to one process (docs/design.md)
   if (!o.args?.includes('--kv-dtype')) args.push('--kv-dtype', 'f32')

@@ -34,7 +34,7 @@ import {
 } from '../protocol/index.js'
 
 import { type BusyPoller, createBusyPoller } from './busy-poll.js'
-import { createNextHopPolicy } from './chain.js'
+import { createNextHopPolicy } from './next-hop-policy.js'
 import {
   DEFAULT_ANNOUNCE_INTERVAL_MS,
   DEFAULT_BATCH_WAIT_MS,
@@ -120,7 +120,7 @@ export class SwarmNode {
       crypto: this.crypto,
       peerId: host.peerId.toString(),
       wireDtypes: this.wireDtypes,
-      nextHops: createNextHopPolicy(init.allowPrivateNextHops ?? false),
+      nextHops: createNextHopPolicy({ host, announcements: this.announcements }),
       steps: this.steps,
       leaving: () => this.leaving,
       changed: () => this.reportSessions()

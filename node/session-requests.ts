@@ -29,7 +29,8 @@ import {
   WrongDtypeError,
   WrongModelError
 } from '../protocol/index.js'
-import { ChainLink, type NextHopPolicy, requestShape } from './chain.js'
+import { ChainLink, requestShape } from './chain.js'
+import type { NextHopPolicy } from './next-hop-policy.js'
 import type { NodeSession } from './node-session.js'
 import { DEFAULT_CHAIN_TIMEOUT_MS } from './options.js'
 import type { SessionCrypto } from './session-crypto.js'
@@ -79,7 +80,7 @@ export class SessionRequests {
     if (init.traceRequests) init.log?.({ event: 'request', from, ...requestShape(req) })
     switch (req.type) {
       case 'open':
-        return this.open(req.open, from)
+        return await this.open(req.open, from, options)
       case 'step':
         return await this.step(req.step, from, options)
       case 'await': {
@@ -115,7 +116,11 @@ export class SessionRequests {
     }
   }
 
-  private open(o: Extract<SessionRequest, { type: 'open' }>['open'], from: string): SessionResponseBody {
+  private async open(
+    o: Extract<SessionRequest, { type: 'open' }>['open'],
+    from: string,
+    options: AbortOptions = {}
+  ): Promise<SessionResponseBody> {
     const { init, sessions, crypto, wireDtypes } = this.ctx
     if (this.ctx.leaving()) throw new BusyError('this peer is leaving')
     if (o.modelId !== init.modelId) throw new WrongModelError(`this peer serves model ${init.modelId}, not ${o.modelId}`)
@@ -133,7 +138,7 @@ export class SessionRequests {
     }
     // caps, duplicates, spans and the next hop's address first: X25519 only for an open that can succeed
     sessions.checkOpen(request)
-    if (o.nextHops[0]) this.ctx.nextHops.check(o.nextHops[0])
+    if (o.nextHops[0]) await this.ctx.nextHops.resolve(o.nextHops[0], options)
     const keys = crypto.keysFor(o, from)
     const chained = o.nextHops.length > 0 || o.upstreamPeerId !== undefined
     const chain = chained ? new ChainLink(this.ctx.host, o.nextHops[0], this.ctx.nextHops) : undefined

@@ -38,8 +38,6 @@ export interface SwarmNodeInit {
   readonly busyPollMs?: number
   /** Sessions one peer may hold at once (default: three quarters of maxSessions, so one peer never holds them all). */
   readonly maxSessionsPerPeer?: number
-  /** Dial next hops at private and loopback addresses (`--allow-private-next-hops`: local swarms, tests). */
-  readonly allowPrivateNextHops?: boolean
   /** Per-peer token buckets (node/options.ts DEFAULT_PEER_LIMITS). */
   readonly peerLimits?: Partial<PeerLimitOptions>
   /** Request bytes held in flight over all streams (default DEFAULT_BYTES_IN_FLIGHT). */

@@ -57,7 +57,13 @@ export function registerNodeStart(program: Command): void {
     .option('--ephemeral-identity', 'a fresh key for this run only, nothing written (local test swarms)', false)
   addReachabilityOptions(cmd)
   cmd
-    .option('--allow-private-next-hops', 'chained steps may dial private/loopback next hops', false)
+    // issue #31: kept so scripts that pass it still start; next hops are checked against the
+    // swarm's signed announcements on any network (node/next-hop-policy.ts)
+    .option(
+      '--allow-private-next-hops',
+      'deprecated, no effect: next hops on any network are checked against announcements',
+      false
+    )
     .addOption(
       new Option('--max-sessions <n>', 'sessions served at once; more get BUSY')
         .argParser(int('--max-sessions', 1))
@@ -217,7 +223,6 @@ export function registerNodeStart(program: Command): void {
         maxQueuedSteps: opts.maxQueuedSteps,
         maxBatchRows: opts.maxBatchRows,
         batchWaitMs: opts.batchWaitMs,
-        allowPrivateNextHops: opts.allowPrivateNextHops,
         idleTimeoutMs: opts.idleTimeout,
         announceIntervalMs: opts.announceInterval,
         log

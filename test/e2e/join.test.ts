@@ -51,7 +51,6 @@ describe('layerswarm join', () => {
         '--verbose',
         '--check-interval',
         '1000',
-        '--allow-private-next-hops',
         '--kv-dtype',
         'f32',
         '--drain',

@@ -37,6 +37,8 @@ export const cpus = (): unknown[] => Array.from({ length: availableParallelism()
 export const tmpdir = (): string => '/tmp'
 export const homedir = (): string => '/'
 export const platform = (): string => 'browser'
+/** A page sees no interfaces: the dial policy then allows private addresses only as bootstrap hosts. */
+export const networkInterfaces = (): Record<string, never[]> => ({})
 
 // node:events: listener limits are a Node warning only
 export const setMaxListeners = (): void => {}
