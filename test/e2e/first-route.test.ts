@@ -15,11 +15,20 @@ import { GGUF_PATH, loadReference, ROOT } from '../helpers/reference.js'
 const ref = loadReference('stories260K_greedy_once_upon_a_time')
 const TOKENS = 16
 
-function generate(boot: string): { child: ChildProcess; stderr: () => string; done: Promise<{ status: number | null; stdout: string }> } {
+function generate(boot: string): {
+  child: ChildProcess
+  stderr: () => string
+  done: Promise<{ status: number | null; stdout: string }>
+} {
   const child = spawn(
     process.execPath,
-    [CLI, 'generate', '--model', GGUF_PATH, '--bootstrap', boot, '--prompt', ref.prompt, '--max-tokens', String(TOKENS)]
-      .concat(['--temperature', '0', '--canary-rate', '0', '--json']),
+    [CLI, 'generate', '--model', GGUF_PATH, '--bootstrap', boot, '--prompt', ref.prompt, '--max-tokens', String(TOKENS)].concat([
+      '--temperature',
+      '0',
+      '--canary-rate',
+      '0',
+      '--json'
+    ]),
     { cwd: ROOT }
   )
   let out = ''
@@ -36,7 +45,9 @@ describe('the first generation right after the nodes start', () => {
     await Promise.all(nodes.splice(0).map((n) => n.stop()))
   })
 
-  it('a client that finds blocks missing waits for them (and says how long it will), then generates', { timeout: 180_000 }, async () => {
+  it('a client that finds blocks missing waits for them (and says how long it will), then generates', {
+    timeout: 180_000
+  }, async () => {
     const first = await startLocalNode({ model: GGUF_PATH, layers: '0:2' })
     nodes.push(first)
     const g = generate(first.addrs[0])

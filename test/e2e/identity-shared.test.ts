@@ -27,7 +27,9 @@ describe('nodes on one machine, started as the README shows', () => {
     await Promise.all(nodes.map((n) => n.stop()))
   })
 
-  it('three nodes in one home are three peers; 30/30 generations through one bootstrap address', { timeout: 300_000 }, async () => {
+  it('three nodes in one home are three peers; 30/30 generations through one bootstrap address', {
+    timeout: 300_000
+  }, async () => {
     const home = mkdtempSync(join(tmpdir(), 'layerswarm-shared-home-'))
     const first = await startReadmeNode(home, ['--layers', '0:2', ...LISTEN])
     nodes.push(first)
@@ -95,7 +97,9 @@ describe('nodes on one machine, started as the README shows', () => {
     expect(next.peerId).toBe(holder.peerId)
   })
 
-  it('doctor flags two addresses answering with one peer id; a self-bootstrap says DUPLICATE_PEER_ID', { timeout: 180_000 }, async () => {
+  it('doctor flags two addresses answering with one peer id; a self-bootstrap says DUPLICATE_PEER_ID', {
+    timeout: 180_000
+  }, async () => {
     // one key copied to two places (a key file copied to a second machine, or a second home)
     const home = mkdtempSync(join(tmpdir(), 'layerswarm-dup-'))
     const keyA = join(home, 'a.key')
