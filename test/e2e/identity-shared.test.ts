@@ -7,15 +7,18 @@
  * bootstrapping to its own peer id is told so (DUPLICATE_PEER_ID), not "restarted with a new
  * identity". Real node processes on 127.0.0.1, the real CLI and SDK.
  */
+import { spawn } from 'node:child_process'
+import { once } from 'node:events'
 import { copyFileSync, existsSync, mkdtempSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
 import { createClient } from '../../client/index.js'
 import { createReferenceKernels } from '../../shards/index.js'
+import { CLI } from '../helpers/cli.js'
 import { cliAsync, ONE_LINE_ERROR } from '../helpers/cli-async.js'
 import { type ReadmeNode, startReadmeNode } from '../helpers/readme-node.js'
-import { GGUF_PATH } from '../helpers/reference.js'
+import { GGUF_PATH, ROOT } from '../helpers/reference.js'
 
 const LISTEN = ['--listen', '/ip4/127.0.0.1/tcp/0']
 const PROMPT = 'Once upon a time'
@@ -70,6 +73,51 @@ describe('nodes on one machine, started as the README shows', () => {
     nodes.push(again)
     expect(again.peerId).toBe(second.peerId)
     expect(again.identity).toBe(join(home, 'identity-2.key'))
+  })
+
+  it('two joins in one home beside a node are two more peers, each on its own key', { timeout: 180_000 }, async () => {
+    const home = mkdtempSync(join(tmpdir(), 'layerswarm-shared-join-'))
+    const boot = await startReadmeNode(home, ['--layers', '0:3', ...LISTEN])
+    nodes.push(boot)
+    const joins = [0, 1].map(() =>
+      spawn(process.execPath, [CLI, 'join', '--bootstrap', boot.addrs[0], ...LISTEN, '--num-blocks', '2'], {
+        cwd: ROOT,
+        env: { ...process.env, LAYERSWARM_HOME: home },
+        stdio: ['ignore', 'pipe', 'pipe']
+      })
+    )
+    try {
+      const serving = await Promise.all(
+        joins.map(
+          (j) =>
+            new Promise<{ peerId: string }>((resolve, reject) => {
+              let out = ''
+              let err = ''
+              j.stderr!.on('data', (d) => (err += d))
+              j.stdout!.on('data', (d) => {
+                out += d
+                const line = out.split('\n').find((l) => l.includes('"serving"'))
+                if (line) resolve(JSON.parse(line))
+              })
+              j.once('exit', (code) => reject(new Error(`join exited with ${code}: ${err}`)))
+            })
+        )
+      )
+      expect(new Set([boot.peerId, ...serving.map((s) => s.peerId)]).size).toBe(3)
+    } finally {
+      await Promise.all(
+        joins.map(async (j) => {
+          if (j.exitCode !== null) return
+          const exited = once(j, 'exit')
+          j.kill('SIGTERM')
+          await exited
+        })
+      )
+    }
+    // each join freed its key on leaving: only the node's lock is left
+    expect(existsSync(join(home, 'identity-2.key.lock'))).toBe(false)
+    expect(existsSync(join(home, 'identity-3.key.lock'))).toBe(false)
+    expect(existsSync(join(home, 'identity.key.lock'))).toBe(true)
   })
 
   it('a key a running node holds is refused to a second one, in one coded line', { timeout: 120_000 }, async () => {
