@@ -8,7 +8,8 @@ import {
   BadBootstrapAddressError,
   type BootstrapError,
   BootstrapPeerIdMismatchError,
-  BootstrapUnreachableError
+  BootstrapUnreachableError,
+  DuplicatePeerIdError
 } from './errors.js'
 
 const HOST_PORT = /^(?:[a-z]+:\/\/)?(\[[0-9a-f:]+\]|[^/:\s]+):(\d{1,5})\/?$/i
@@ -55,6 +56,15 @@ export function checkBootstrapAddress(addr: string): void {
 /** What a failed dial of a bootstrap address means, as a typed error with a one-line message. */
 export function bootstrapDialError(addr: string, err: Error): BootstrapError {
   const text = `${err.name} ${err.message} ${(err as { code?: string }).code ?? ''} ${causes(err)}`
+  // libp2p refuses to dial its own peer id: the address is this process's own id, so another
+  // process answers on the same key (issue #31); a restart with a new key would be a mismatch
+  if (/dial self/i.test(text)) {
+    return new DuplicatePeerIdError(
+      `bootstrap peer ${addr} has this process's own peer id: two processes run on one key file and the swarm sees them as one peer; give each node its own --identity FILE (or --ephemeral-identity)`,
+      addr,
+      { cause: err }
+    )
+  }
   if (/UnexpectedPeer|unexpected peer|does not match|peer id mismatch|InvalidPeerId|remote peer/i.test(text)) {
     return new BootstrapPeerIdMismatchError(
       `bootstrap peer ${addr}: something answers there but with another peer id (the node restarted with a new identity?); copy its current address`,

@@ -41,6 +41,14 @@ export class BootstrapPeerIdMismatchError extends BootstrapError {
   override readonly code = 'BOOTSTRAP_PEER_ID'
 }
 
+/**
+ * The address names this very peer's own id: another process runs on the same key (two nodes
+ * sharing one key file are one peer to the swarm, issue #31), not a restarted node.
+ */
+export class DuplicatePeerIdError extends BootstrapError {
+  override readonly code = 'DUPLICATE_PEER_ID'
+}
+
 export class NoRouteError extends ClientError {
   override readonly code: string = 'NO_ROUTE'
 }

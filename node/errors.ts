@@ -46,6 +46,11 @@ export class IdentityNotFoundError extends NodeError {
   override readonly code = 'IDENTITY_NOT_FOUND'
 }
 
+/** A key file a running node holds (its `.lock` names a live pid): one key is one peer (issue #31). */
+export class IdentityInUseError extends NodeError {
+  override readonly code = 'IDENTITY_IN_USE'
+}
+
 /** The layerswarm package root (the folder with package.json) is not above this module: a broken install. */
 export class PackageRootNotFoundError extends NodeError {
   override readonly code = 'PACKAGE_ROOT_NOT_FOUND'

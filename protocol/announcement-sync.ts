@@ -37,7 +37,10 @@ export async function pullAnnouncements(
   return got.length
 }
 
-/** Pull on connect and every `intervalMs` until `signal` aborts. */
+/** The first pull from a peer just identified (then one after a whole interval). */
+export const EARLY_PULL_MS = 1_000
+
+/** Pull soon after connect, again an interval later, and every `intervalMs` until `signal` aborts. */
 export function startAnnouncementSync(host: Host, store: AnnouncementStore, init: AnnouncementSyncInit): void {
   if (!Number.isFinite(init.intervalMs) || init.intervalMs <= 0) throw new RangeError('announcement sync: intervalMs > 0')
   if (init.signal?.aborted) return
@@ -51,14 +54,23 @@ export function startAnnouncementSync(host: Host, store: AnnouncementStore, init
       .finally(() => link.clear())
   }
   const timers = new Set<ReturnType<typeof setTimeout>>()
-  const onIdentify = (evt: CustomEvent<{ peerId: PeerId; protocols: string[] }>): void => {
-    if (!evt.detail.protocols.includes(ANNOUNCEMENTS_PROTOCOL)) return
+  const later = (ms: number, from: PeerId): void => {
     const t = setTimeout(() => {
       timers.delete(t)
-      pull(evt.detail.peerId)
-    }, init.intervalMs)
+      pull(from)
+    }, ms)
     t.unref?.()
     timers.add(t)
+  }
+  const onIdentify = (evt: CustomEvent<{ peerId: PeerId; protocols: string[] }>): void => {
+    if (!evt.detail.protocols.includes(ANNOUNCEMENTS_PROTOCOL)) return
+    // A node that just started dials its bootstrap peers before it announces, and its first
+    // gossip may find no mesh yet: pulled only after a whole interval, it stayed unknown to
+    // its bootstrap peer (and so to clients) for seconds, and a client started with it failed
+    // with NO_ROUTE (issue #31). Pull soon, and again after the interval.
+    const soonMs = Math.min(EARLY_PULL_MS, init.intervalMs)
+    if (soonMs < init.intervalMs) later(soonMs, evt.detail.peerId)
+    later(init.intervalMs, evt.detail.peerId)
   }
   host.addEventListener('peer:identify', onIdentify)
   const every = setInterval(() => {

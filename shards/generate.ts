@@ -79,6 +79,10 @@ export async function* generateTokens(init: GenerateInit): AsyncGenerator<number
   let input: readonly number[] = promptTokens
   let pos = 0
   for (let i = 0; i < maxTokens; i++) {
+    // A macrotask turn per step: a local pipeline's forward is synchronous work, and awaiting
+    // it only runs microtasks, so a SIGINT (delivered through the event loop) was never seen
+    // and Ctrl-C went ignored until the context was full (issue #31).
+    if (signal) await new Promise<void>((resolve) => setImmediate(resolve))
     signal?.throwIfAborted()
     const out = await pipeline.forward(edge.embed(input), pos, { signal })
     pos += input.length

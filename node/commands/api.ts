@@ -218,11 +218,13 @@ export function registerApi(program: Command): void {
     process.stdout.write(
       `${JSON.stringify({ url: api.gateway.url, model: api.gateway.modelName, metrics: api.metrics?.url ?? null })}\n`
     )
-    await new Promise<void>((resolve) => {
-      process.once('SIGINT', () => resolve())
-      process.once('SIGTERM', () => resolve())
+    const sig = await new Promise<string>((resolve) => {
+      process.once('SIGINT', () => resolve('SIGINT'))
+      process.once('SIGTERM', () => resolve('SIGTERM'))
     })
     log.info('stopping')
     await api.close()
+    // Ctrl-C ends with 130, as every command does (docs/cli.md); SIGTERM is a planned stop
+    if (sig === 'SIGINT') process.exitCode = 130
   })
 }

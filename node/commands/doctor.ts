@@ -34,8 +34,16 @@ async function tryListen(addr: string): Promise<void> {
   })
 }
 
+/** What one bootstrap address answered: its line, and (when it answered) the peer id and span. */
+interface PeerCheck extends Line {
+  peerId?: string
+  span?: [number, number]
+  /** Spans the announcements it holds name for its own peer id. */
+  announcedSpans?: Array<[number, number]>
+}
+
 /** One bootstrap address, from a fresh host: a connection to the same peer by another address must not hide a bad one. */
-async function checkBootstrapPeer(addr: string, modelId: string | undefined): Promise<Line> {
+async function checkBootstrapPeer(addr: string, modelId: string | undefined): Promise<PeerCheck> {
   try {
     checkBootstrapAddress(addr)
   } catch (err) {
@@ -46,21 +54,65 @@ async function checkBootstrapPeer(addr: string, modelId: string | undefined): Pr
     const conn = await host.dial(multiaddr(addr), { signal: AbortSignal.timeout(10_000) })
     const { info, rttMs } = await fetchInfo(host, conn.remotePeer, { signal: AbortSignal.timeout(5_000) })
     let held = 'does not hand over announcements (an older version: clients rely on gossip)'
+    const peerId = conn.remotePeer.toString()
+    const announcedSpans: Array<[number, number]> = []
     try {
       const list = await fetchAnnouncements(host, conn.remotePeer, { signal: AbortSignal.timeout(5_000) })
       held = `holds ${list.length} announcement(s)`
+      for (const { announcement: a } of list) if (a.peerId === peerId) announcedSpans.push([a.start, a.end])
     } catch {}
     const same = modelId === undefined ? '' : info.modelId === modelId ? ' (your model)' : ' (ANOTHER model than --model)'
     return {
       verdict: modelId !== undefined && info.modelId !== modelId ? 'warn' : 'ok',
       what: 'bootstrap',
-      text: `${addr}: answers in ${rttMs.toFixed(1)} ms, serves blocks [${info.start}, ${info.end}) of ${info.modelId}${same}, ${held}`
+      text: `${addr}: answers in ${rttMs.toFixed(1)} ms, serves blocks [${info.start}, ${info.end}) of ${info.modelId}${same}, ${held}`,
+      peerId,
+      span: [info.start, info.end],
+      announcedSpans
     }
   } catch (err) {
     return { verdict: 'FAIL', what: 'bootstrap', text: lineOf(bootstrapDialError(addr, err as Error)) }
   } finally {
     await host.stop()
   }
+}
+
+/** Where a transport address ends and the peer id begins: `/ip4/…/tcp/N` of `/ip4/…/tcp/N/p2p/id`. */
+function transportOf(addr: string): string {
+  return addr.replace(/\/p2p\/[^/]+$/, '')
+}
+
+/**
+ * Two nodes on one key file are one peer to the swarm (issue #31): two addresses answering with
+ * one peer id, or a peer whose signed announcement names another span than the one it serves.
+ */
+export function duplicatedPeerIds(checks: ReadonlyArray<PeerCheck & { addr: string }>): Line[] {
+  const out: Line[] = []
+  const byPeer = new Map<string, Array<PeerCheck & { addr: string }>>()
+  for (const c of checks) if (c.peerId) byPeer.set(c.peerId, [...(byPeer.get(c.peerId) ?? []), c])
+  const fix = 'two nodes run on one key file and the swarm sees one peer; give each node its own --identity FILE'
+  for (const [peerId, list] of byPeer) {
+    const places = [...new Set(list.map((c) => transportOf(c.addr)))]
+    if (places.length > 1) {
+      const spans = list.map((c) => `[${c.span?.[0]}, ${c.span?.[1]})`).join(' and ')
+      out.push({
+        verdict: 'FAIL',
+        what: 'identity',
+        text: `duplicated peer id ${peerId}: ${places.join(' and ')} answer with it (serving ${spans}); ${fix}`
+      })
+      continue
+    }
+    const c = list[0]
+    const other = c.announcedSpans?.find((s) => c.span && (s[0] !== c.span[0] || s[1] !== c.span[1]))
+    // a warning only: a node that just moved its span (join) shows this until its next announcement
+    if (other && c.span)
+      out.push({
+        verdict: 'warn',
+        what: 'identity',
+        text: `duplicated peer id ${peerId}: ${places[0]} serves [${c.span[0]}, ${c.span[1]}) but an announcement signed with its key names [${other[0]}, ${other[1]}) (a node that just moved its span shows this until it announces again; else ${fix})`
+      })
+  }
+  return out
 }
 
 export function registerDoctor(program: Command): void {
@@ -121,7 +173,13 @@ export function registerDoctor(program: Command): void {
       if (bootstrap.length > 0) {
         const host = await createHost({ listen: [] })
         try {
-          for (const addr of bootstrap) say(await checkBootstrapPeer(addr, modelId))
+          const checks: Array<PeerCheck & { addr: string }> = []
+          for (const addr of bootstrap) {
+            const c = await checkBootstrapPeer(addr, modelId)
+            checks.push({ ...c, addr })
+            say(c)
+          }
+          for (const l of duplicatedPeerIds(checks)) say(l)
           if (modelId !== undefined && nLayers > 0) {
             const good = bootstrap.filter((a) => {
               try {

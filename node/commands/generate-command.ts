@@ -144,6 +144,11 @@ export function registerGenerate(program: Command): void {
       const write = (piece: string): void => {
         process.stdout.write(piece)
       }
+      // Ctrl-C: what was streamed stays on stdout, ended with a newline; the status is 130 (cli-exit.ts)
+      const ended = (err: unknown): never => {
+        if (ac.signal.aborted && !opts.json) process.stdout.write('\n')
+        throw err
+      }
       const result = bootstrap
         ? await runRemoteGenerate(
             {
@@ -168,10 +173,10 @@ export function registerGenerate(program: Command): void {
             },
             write,
             { signal: ac.signal }
-          )
+          ).catch(ended)
         : await runLocalGenerate({ ...common, threads: opts.threads, kernelKind: opts.kernels, kvDType: opts.kvDtype }, write, {
             signal: ac.signal
-          })
+          }).catch(ended)
       process.stdout.write(opts.json ? `${JSON.stringify(jsonSafe(result))}\n` : '\n')
     })
 }

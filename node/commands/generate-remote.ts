@@ -1,7 +1,14 @@
 import { readFileSync } from 'node:fs'
 import type { AbortOptions } from '@libp2p/interface'
 import type { Forwarding, LayerswarmClient, RouteWaitProgress, SpeculateMode } from '../../client/index.js'
-import { createClient, type GenerateResult, NoRouteError, parseWirePreference, type WireChoice } from '../../client/index.js'
+import {
+  createClient,
+  DEFAULT_ROUTE_TIMEOUT_MS,
+  type GenerateResult,
+  NoRouteError,
+  parseWirePreference,
+  type WireChoice
+} from '../../client/index.js'
 import { reachabilityOf } from '../../protocol/index.js'
 import { type GgufValue, type KvDType, openModelFile } from '../../shards/index.js'
 import { loadOrCreateIdentity } from '../identity.js'
@@ -73,13 +80,17 @@ export interface RemoteGenerateOptions {
 /** Waiting longer than this for a route prints "finding peers…" lines (a quick find prints nothing). */
 const QUIET_WAIT_MS = 1_000
 
-/** "finding peers… (N of M blocks covered)" on stderr while the route is not there yet. */
-function findingPeers(client: LayerswarmClient): (p: RouteWaitProgress) => void {
+/**
+ * "finding peers… (N of M blocks covered; waiting up to T s)" on stderr while the route is not
+ * there yet: nodes started a moment ago may not have announced yet, so the client waits for
+ * coverage up to the route deadline, and says so, before it fails with NO_ROUTE (issue #31).
+ */
+function findingPeers(client: LayerswarmClient, timeoutMs: number): (p: RouteWaitProgress) => void {
   let last = ''
   const [from, to] = client.span.remote
   return (p) => {
     if (p.elapsedMs < QUIET_WAIT_MS) return
-    const line = `finding peers… (${p.covered} of ${p.total} blocks covered: the swarm's part, blocks ${from}..${to - 1}; ${p.peers} peer(s) answered)`
+    const line = `finding peers… (${p.covered} of ${p.total} blocks covered: the swarm's part, blocks ${from}..${to - 1}; ${p.peers} peer(s) answered; waiting up to ${Math.round(timeoutMs / 1000)} s, then NO_ROUTE)`
     if (line === last) return
     last = line
     process.stderr.write(`${line}\n`)
@@ -149,7 +160,7 @@ export async function runRemoteGenerate(
     const promptTokens = client.tokenizer.encode(prompt, { special })
     checkContextLength(promptTokens.length, client.contextLength)
     const promptText = client.tokenizer.decode(promptTokens)
-    client.view.onWait = findingPeers(client)
+    client.view.onWait = findingPeers(client, DEFAULT_ROUTE_TIMEOUT_MS)
     const loadMs = performance.now() - t0
     const tStart = performance.now()
     let tFirst = 0

@@ -16,7 +16,7 @@ import { type Command, Option } from 'commander'
 import { type PeerRecord, parseBootstrapList, SwarmView } from '../../client/index.js'
 import { createHost } from '../../protocol/index.js'
 import { computeModelId, openModelFile } from '../../shards/index.js'
-import { defaultIdentityPath } from '../identity.js'
+import { claimNodeIdentity } from '../identity-lock.js'
 import { defaultModelPath } from '../paths.js'
 import { DEFAULT_BALANCE_QUALITY, shouldMove } from '../rebalance.js'
 import { chooseSpan, type ServedSpan } from '../span-selection.js'
@@ -75,7 +75,10 @@ export function registerJoin(program: Command): void {
     .option('--model <path>', 'model file (GGUF or llama2.c .bin); default: the bundled stories260K.gguf')
     .option('--bootstrap <list|file>', 'comma-separated multiaddrs, or a file with one per line')
     .addOption(new Option('--num-blocks <n>', 'blocks to serve (default: half the model)').argParser(int('--num-blocks', 1)))
-    .option('--identity <file>', 'the node key file (default: identity.key in $LAYERSWARM_HOME, else ~/.layerswarm)')
+    .option(
+      '--identity <file>',
+      'the node key file (refused while another node runs on it; default: the first of identity.key, identity-2.key, … in $LAYERSWARM_HOME, else ~/.layerswarm, that no running node holds)'
+    )
     .addOption(
       new Option('--check-interval <ms>', 'how often to look at the swarm again')
         .argParser(int('--check-interval', 100))
@@ -103,7 +106,10 @@ export function registerJoin(program: Command): void {
       model.close()
       const numBlocks = Math.min(nBlocks, opts.numBlocks ?? Math.ceil(nBlocks / 2))
       const ephemeral = passThrough.includes('--ephemeral-identity')
-      const identityArgs = ephemeral ? [] : ['--identity', opts.identity ?? defaultIdentityPath()]
+      // join holds the key's lock for every node start child it runs (each move restarts one on
+      // the same key): the child sees its parent's pid in the lock and takes it as its own
+      const claimed = ephemeral ? undefined : await claimNodeIdentity(opts.identity)
+      const identityArgs = claimed ? ['--identity', claimed.identity.path] : []
       const host = await createHost({ listen: [], bootstrap })
       const view = new SwarmView(host, modelId, bootstrap)
       let child: Child | undefined
@@ -165,6 +171,7 @@ export function registerJoin(program: Command): void {
           await child.exited
         }
         await host.stop()
+        claimed?.lock.release()
         emit({ event: 'stopped' })
       }
     })

@@ -12,7 +12,7 @@ import {
   spanKernelReport,
   spanSlowReasons
 } from '../../shards/index.js'
-import { defaultIdentityPath, loadOrCreateIdentity } from '../identity.js'
+import { claimNodeIdentity } from '../identity-lock.js'
 import { addLogLevelOption, createLogger, eventLog, progress } from '../log.js'
 import { Metrics, serveMetrics } from '../metrics.js'
 import {
@@ -52,7 +52,7 @@ export function registerNodeStart(program: Command): void {
     .option('--bootstrap <addrs>', 'comma-separated multiaddrs (with /p2p/<peer id>) of peers to join')
     .option(
       '--identity <file>',
-      'the key file that keeps this peer id across restarts (made, mode 0600, on first start; default: identity.key in $LAYERSWARM_HOME, else ~/.layerswarm)'
+      'the key file that keeps this peer id across restarts (made, mode 0600, on first start; refused while another node runs on it; default: the first of identity.key, identity-2.key, … in $LAYERSWARM_HOME, else ~/.layerswarm, that no running node holds)'
     )
     .option('--ephemeral-identity', 'a fresh key for this run only, nothing written (local test swarms)', false)
   addReachabilityOptions(cmd)
@@ -166,7 +166,9 @@ export function registerNodeStart(program: Command): void {
       const bootstrap: string[] = opts.bootstrap ? parseBootstrapList(String(opts.bootstrap)) : []
       // pino: pretty on a terminal, JSON lines in a pipe (tests and log collectors read those)
       const log = eventLog(createLogger({ level: opts.logLevel, name: 'layerswarm-node' }), 'info')
-      const identity = opts.ephemeralIdentity ? undefined : await loadOrCreateIdentity(opts.identity ?? defaultIdentityPath())
+      // Held while this node runs (node/identity-lock.ts): a second node never shares the key.
+      const claimed = opts.ephemeralIdentity ? undefined : await claimNodeIdentity(opts.identity)
+      const identity = claimed?.identity
       if (identity) log({ event: 'identity', path: identity.path, peerId: identity.peerId, created: identity.created })
       const privateKey = identity?.privateKey ?? (await generateKeyPair('Ed25519'))
       const model = openModelFile(modelPath)
@@ -247,7 +249,7 @@ export function registerNodeStart(program: Command): void {
         process.once('SIGTERM', () => resolve('SIGTERM'))
       })
       process.stdout.write(
-        `${JSON.stringify({ peerId: swarmNode.peerId, addrs: swarmNode.addrs, layers: [start, end], modelId, kernels: report.kernels, weightBytes: report.weightBytes, kvBytes: report.kvBytes, kvDtype: shard.kvDType, kvMemory: report.kvMemory, ...(spanSlowReasons(report).length > 0 ? { slow: spanSlowReasons(report) } : {}) })}\n`
+        `${JSON.stringify({ peerId: swarmNode.peerId, ...(identity ? { identity: identity.path } : {}), addrs: swarmNode.addrs, layers: [start, end], modelId, kernels: report.kernels, weightBytes: report.weightBytes, kvBytes: report.kvBytes, kvDtype: shard.kvDType, kvMemory: report.kvMemory, ...(spanSlowReasons(report).length > 0 ? { slow: spanSlowReasons(report) } : {}) })}\n`
       )
       log({ event: 'serving', peerId: swarmNode.peerId, throughput })
       const sig = await stopped
@@ -261,6 +263,9 @@ export function registerNodeStart(program: Command): void {
       await metricsServer?.close()
       kernels.close?.()
       model.close()
+      claimed?.lock.release()
       log({ event: 'stopped' })
+      // Ctrl-C ends with 130, as every command does (docs/cli.md); SIGTERM is a planned stop
+      if (sig === 'SIGINT') process.exitCode = 130
     })
 }
