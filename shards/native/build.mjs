@@ -74,6 +74,7 @@ try {
     join(here, 'attention.cc'),
     join(here, 'quant-dot.cc'),
     join(here, 'quant-batch.cc'),
+    join(here, 'quant-batch-avx2.cc'),
     join(here, 'quant-decode.cc'),
     join(here, 'quant-layout.cc'),
     join(here, 'quant-q8k.cc'),
