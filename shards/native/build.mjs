@@ -68,6 +68,7 @@ try {
     addonApi,
     join(here, 'addon.cc'),
     join(here, 'matmul.cc'),
+    join(here, 'matmul-q8-avx2.cc'),
     join(here, 'decode.cc'),
     join(here, 'block.cc'),
     join(here, 'ops.cc'),

@@ -155,26 +155,13 @@ void matmulQ8(const uint8_t* w, const int16_t* xq, const float* xd, float* out, 
   matmulQ8Rows(w, out, rows, cols, T, r0, r1);
 }
 
-#ifdef LS_AVX2Q8
-// AVX2 (issue 40): 8 tokens per 256-bit vector. Activations stay int8 [token][cols], zero
-// padded to a multiple of 8 tokens, scales regrouped [group][block][8 tokens].
-static thread_local std::vector<int8_t> tlXs8;
-#endif
 
 void matmulQ8Prepare(const int8_t* xs, const float* xd, int cols, int T) {
   const int nb = cols / 32;
 #ifdef LS_AVX2Q8
-  {
-    const int groups = (T + 7) / 8;
-    tlXs8.assign(size_t(groups) * 8 * cols, 0);
-    if (xs) std::memcpy(tlXs8.data(), xs, size_t(T) * cols);
-    else
-      for (size_t i = 0; i < size_t(T) * cols; i++) tlXs8[i] = int8_t(tlXq[i]);
-    tlDg.assign(size_t(groups) * nb * 8, 0.0f);
-    for (int t = 0; t < T; t++)
-      for (int b = 0; b < nb; b++) tlDg[(size_t(t / 8) * nb + b) * 8 + t % 8] = xd[size_t(t) * nb + b];
-    return;
-  }
+  // AVX2 (issue 40): matmul-q8-avx2.cc, from the int8 quants (or the i16 ones matmulQ8 holds).
+  matmulQ8PrepareAvx2(xs, xs ? nullptr : tlXq.data(), xd, cols, T);
+  return;
 #endif
   if (xs) {
     tlXq.resize(size_t(T) * cols);
@@ -241,55 +228,7 @@ void matmulQ8Rows(const uint8_t* w, float* out, int rows, int cols, int T, int r
     }
   }
 #elif defined(LS_AVX2Q8)
-  // Per (row, block, token) the exact integer dot with the sign trick: |w| as the u8 operand of
-  // maddubs, x with w's sign as the s8 one (pairs ≤ 2·128·127 < 2^15, no saturation; |x| ≤ 127
-  // from quantizeQ8), then madd with ones to i32 lanes. Eight tokens' lane vectors reduce to
-  // one vector of their block sums (any order: integers), and the float step
-  // acc = acc + f32(isum)·(dw·dx) runs per token lane in block order, the canonical chain.
-  // Rows go kChunk at a time (their blocks stay in L1/L2) against one 8-token group (8·cols
-  // bytes) after another.
-  constexpr int kChunk = 16;
-  const int groups = (T + 7) / 8;
-  const __m256i ones = _mm256_set1_epi16(1);
-  std::vector<float> dw(size_t(kChunk) * nb);
-  for (int rc = r0; rc < r1; rc += kChunk) {
-    const int rn = r1 - rc < kChunk ? r1 - rc : kChunk;
-    for (int i = 0; i < rn; i++) {
-      const uint8_t* row = w + size_t(rc + i) * rb;
-      for (int b = 0; b < nb; b++) {
-        uint16_t h;
-        std::memcpy(&h, row + b * 34, 2);
-        dw[size_t(i) * nb + b] = halfToFloat(h);
-      }
-    }
-    for (int g = 0; g < groups; g++) {
-      const int8_t* xg = tlXs8.data() + size_t(g) * 8 * cols;
-      const float* dg = tlDg.data() + size_t(g) * nb * 8;
-      for (int i = 0; i < rn; i++) {
-        const uint8_t* row = w + size_t(rc + i) * rb;
-        const float* dwr = dw.data() + size_t(i) * nb;
-        __m256 acc = _mm256_setzero_ps();
-        for (int b = 0; b < nb; b++) {
-          const __m256i wv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + b * 34 + 2));
-          const __m256i u = _mm256_sign_epi8(wv, wv);
-          __m256i p[8];
-          for (int t = 0; t < 8; t++) {
-            const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xg + size_t(t) * cols + b * 32));
-            p[t] = _mm256_madd_epi16(_mm256_maddubs_epi16(u, _mm256_sign_epi8(xv, wv)), ones);
-          }
-          const __m256i h01 = _mm256_hadd_epi32(p[0], p[1]), h23 = _mm256_hadd_epi32(p[2], p[3]);
-          const __m256i h45 = _mm256_hadd_epi32(p[4], p[5]), h67 = _mm256_hadd_epi32(p[6], p[7]);
-          const __m256i a = _mm256_hadd_epi32(h01, h23), c = _mm256_hadd_epi32(h45, h67);
-          const __m256i isum = _mm256_add_epi32(_mm256_permute2x128_si256(a, c, 0x20), _mm256_permute2x128_si256(a, c, 0x31));
-          const __m256 d = _mm256_mul_ps(_mm256_set1_ps(dwr[b]), _mm256_loadu_ps(dg + size_t(b) * 8));
-          acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_cvtepi32_ps(isum), d));
-        }
-        alignas(32) float lanes[8];
-        _mm256_store_ps(lanes, acc);
-        for (int tt = 0; tt < 8 && g * 8 + tt < T; tt++) out[size_t(g * 8 + tt) * rows + rc + i] = lanes[tt];
-      }
-    }
-  }
+  matmulQ8RowsAvx2(w, out, rows, cols, T, r0, r1);
 #else
   for (int r = r0; r < r1; r++) {
     const uint8_t* row = w + size_t(r) * rb;
