@@ -34,6 +34,9 @@ namespace {
 // phase preparing both keeps both.
 thread_local std::vector<float> tlDx8[2];
 thread_local std::vector<int32_t> tlSum8;  // legacy only: Σq per block, [token group][block][8]
+// Legacy only: the quants regrouped [token group][block][4-byte group j][8 tokens][4], so one
+// vector holds quants 4j..4j+3 of 8 tokens against a broadcast group of 4 weights (matmul-q8-avx2.cc).
+thread_local std::vector<int8_t> tlXg;
 
 // Lane i = horizontal sum of p[i] (integers: exact in any order).
 inline __m256i reduce8(const __m256i* p) {
@@ -146,22 +149,97 @@ void rowsBatched(int type, const uint8_t* w, int tiled, const QuantActs& a, floa
   }
 }
 
+// Legacy 32-blocks (Q4_0, Q4_1, Q5_0, Q5_1): quants ≤ 31 are already the u8 operand, so no
+// sign trick: maddubs of a broadcast group of 4 against 8 tokens' activations gives pairs
+// ≤ 2·31·127, four of which still sum exactly in i16 (≤ 31496 < 2^15) before one madd.
+void rowsLegacy(int type, const uint8_t* w, float* out, int rows, int cols, int T, int r0, int r1) {
+  constexpr int kChunk = 32;
+  const bool legacyMin = type == kTypeQ4_1 || type == kTypeQ5_1;
+  const int nb = cols / 32, bb = blockBytes(type), groups = (T + 7) / 8;
+  const __m256i ones = _mm256_set1_epi16(1);
+  static thread_local std::vector<uint8_t> quants;  // [chunk row][block][32]
+  static thread_local std::vector<float> dBuf, mBuf;
+  quants.resize(size_t(kChunk) * nb * 32), dBuf.resize(size_t(kChunk) * nb), mBuf.resize(size_t(kChunk) * nb);
+  Unpacked u;
+  int off = 0;
+  for (int rc = r0; rc < r1; rc += kChunk) {
+    const int rn = r1 - rc < kChunk ? r1 - rc : kChunk;
+    for (int i = 0; i < rn; i++)
+      for (int b = 0; b < nb; b++) {
+        unpack(type, w + (size_t(rc + i) * nb + b) * bb, u);
+        std::memcpy(quants.data() + (size_t(i) * nb + b) * 32, u.w, 32);
+        dBuf[size_t(i) * nb + b] = u.d, mBuf[size_t(i) * nb + b] = u.dmin, off = u.off;
+      }
+    for (int g = 0; g < groups; g++) {
+      const int8_t* xg = tlXg.data() + size_t(g) * nb * 256;
+      for (int i0 = 0; i0 < rn; i0 += kRows) {
+        const int nr = rn - i0 < kRows ? rn - i0 : kRows;
+        const uint8_t* q[kRows];
+        const float *d[kRows], *m[kRows];
+        for (int k = 0; k < kRows; k++) {
+          const int i = i0 + (k < nr ? k : nr - 1);  // past the chunk: its last row, dropped
+          q[k] = quants.data() + size_t(i) * nb * 32, d[k] = dBuf.data() + size_t(i) * nb, m[k] = mBuf.data() + size_t(i) * nb;
+        }
+        __m256 acc[kRows];
+        for (int k = 0; k < kRows; k++) acc[k] = _mm256_setzero_ps();
+        for (int b = 0; b < nb; b++) {
+          const int8_t* xb = xg + size_t(b) * 256;
+          __m256i s[kRows];
+          for (int k = 0; k < kRows; k++) s[k] = _mm256_setzero_si256();
+          for (int h = 0; h < 2; h++) {
+            __m256i p[kRows];
+            for (int k = 0; k < kRows; k++) p[k] = _mm256_setzero_si256();
+            for (int j = 4 * h; j < 4 * h + 4; j++) {
+              const __m256i x = load(xb + 32 * j);
+              for (int k = 0; k < kRows; k++) {
+                int32_t wq;
+                std::memcpy(&wq, q[k] + size_t(b) * 32 + 4 * j, 4);
+                p[k] = _mm256_add_epi16(p[k], _mm256_maddubs_epi16(_mm256_set1_epi32(wq), x));
+              }
+            }
+            for (int k = 0; k < kRows; k++) s[k] = _mm256_add_epi32(s[k], _mm256_madd_epi16(p[k], ones));
+          }
+          const __m256 dx = _mm256_loadu_ps(tlDx8[0].data() + (size_t(g) * nb + b) * 8);
+          const __m256i sx = load(tlSum8.data() + (size_t(g) * nb + b) * 8);
+          // Offsets 8 (Q4_0) and 16 (Q5_0): the same for every row of the type.
+          const __m256i offSum = off != 0 ? _mm256_slli_epi32(sx, off == 16 ? 4 : 3) : _mm256_setzero_si256();
+          for (int k = 0; k < kRows; k++) {
+            __m256 term = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(s[k], offSum)), _mm256_mul_ps(_mm256_set1_ps(d[k][b]), dx));
+            if (legacyMin) term = _mm256_add_ps(term, _mm256_mul_ps(_mm256_set1_ps(m[k][b]), _mm256_mul_ps(dx, _mm256_cvtepi32_ps(sx))));
+            acc[k] = _mm256_add_ps(acc[k], term);
+          }
+        }
+        for (int k = 0; k < nr; k++) {
+          alignas(32) float lanes[8];
+          _mm256_store_ps(lanes, acc[k]);
+          for (int tt = 0; tt < 8 && g * 8 + tt < T; tt++) out[size_t(g * 8 + tt) * rows + rc + i0 + k] = lanes[tt];
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 
 void quantBatchPrepare(bool kQuant, const QuantActs& a, int cols, int T) {
   const int be = kQuant ? 256 : 32, nb = cols / be, groups = (T + 7) / 8;
   tlDx8[kQuant].assign(size_t(groups) * nb * 8, 0.0f);
-  if (!kQuant) tlSum8.assign(size_t(groups) * nb * 8, 0);
+  if (!kQuant) tlSum8.assign(size_t(groups) * nb * 8, 0), tlXg.assign(size_t(groups) * nb * 256, 0);
   for (int t = 0; t < T; t++)
     for (int b = 0; b < nb; b++) {
       const size_t at = (size_t(t / 8) * nb + b) * 8 + t % 8;
       tlDx8[kQuant][at] = a.xd[size_t(t) * nb + b];
-      if (!kQuant) tlSum8[at] = a.xsum[size_t(t) * nb + b];
+      if (kQuant) continue;
+      tlSum8[at] = a.xsum[size_t(t) * nb + b];
+      int8_t* d = tlXg.data() + (size_t(t / 8) * nb + b) * 256 + (t % 8) * 4;
+      for (int j = 0; j < 8; j++) std::memcpy(d + j * 32, a.xs.data() + size_t(t) * cols + b * 32 + j * 4, 4);
     }
 }
 
 void quantRowsBatched(int typeCode, const uint8_t* w, int wRows, const QuantActs& a, float* out, int rows, int cols, int T, int r0, int r1) {
-  rowsBatched(baseType(typeCode), w, rows8Tiled(typeCode, wRows), a, out, rows, cols, T, r0, r1);
+  const int type = baseType(typeCode);
+  if (type >= kTypeQ2_K && type <= kTypeQ6_K) rowsBatched(type, w, rows8Tiled(typeCode, wRows), a, out, rows, cols, T, r0, r1);
+  else rowsLegacy(type, w, out, rows, cols, T, r0, r1);
 }
 
 #endif
