@@ -100,6 +100,47 @@ void matmulFRows(const uint8_t* w, bool half, const float* x, float* out, int ro
       }
     }
     for (int i = nr; i < 4; i++) std::memset(wf + size_t(i) * cols, 0, size_t(cols) * 4);
+#if defined(__AVX2__) && !defined(__AVX512F__)
+    // AVX2 (issue 40): a 256-bit vector is lanes 0..3 of two tokens; 2 rows × 8 tokens per pass
+    // (8 accumulators), the same per-lane chains as below. GCC's 64-byte generic vectors
+    // measured 8x slower than WebAssembly here (their broadcast goes through the stack).
+    for (int i0 = 0; i0 < 4; i0 += 2) {
+      if (i0 >= nr) break;
+      const float* wa = wf + size_t(i0) * cols;
+      const float* wb = wa + cols;
+      for (int g0 = 0; g0 < groups; g0 += 2) {
+        const float* xa = tlX.data() + size_t(g0) * gstride;
+        const float* xb = xa + gstride;  // zero padded: tlX holds 3 spare groups
+        __m256 a[2][4];
+        for (int i = 0; i < 2; i++)
+          for (int j = 0; j < 4; j++) a[i][j] = _mm256_setzero_ps();
+        for (int k = 0; k < n4; k += 4) {
+          const __m256 x0 = _mm256_loadu_ps(xa + size_t(k) * 4), x1 = _mm256_loadu_ps(xa + size_t(k) * 4 + 8);
+          const __m256 x2 = _mm256_loadu_ps(xb + size_t(k) * 4), x3 = _mm256_loadu_ps(xb + size_t(k) * 4 + 8);
+          const __m256 v0 = _mm256_broadcast_ps(reinterpret_cast<const __m128*>(wa + k));
+          const __m256 v1 = _mm256_broadcast_ps(reinterpret_cast<const __m128*>(wb + k));
+          a[0][0] = _mm256_add_ps(a[0][0], _mm256_mul_ps(v0, x0)), a[0][1] = _mm256_add_ps(a[0][1], _mm256_mul_ps(v0, x1));
+          a[0][2] = _mm256_add_ps(a[0][2], _mm256_mul_ps(v0, x2)), a[0][3] = _mm256_add_ps(a[0][3], _mm256_mul_ps(v0, x3));
+          a[1][0] = _mm256_add_ps(a[1][0], _mm256_mul_ps(v1, x0)), a[1][1] = _mm256_add_ps(a[1][1], _mm256_mul_ps(v1, x1));
+          a[1][2] = _mm256_add_ps(a[1][2], _mm256_mul_ps(v1, x2)), a[1][3] = _mm256_add_ps(a[1][3], _mm256_mul_ps(v1, x3));
+        }
+        alignas(32) float lanes[2][32];
+        for (int i = 0; i < 2; i++)
+          for (int j = 0; j < 4; j++) _mm256_store_ps(lanes[i] + 8 * j, a[i][j]);
+        for (int i = 0; i < 2 && i0 + i < nr; i++) {
+          const float* wr = wf + size_t(i0 + i) * cols;
+          for (int tt = 0; tt < 8 && g0 * 4 + tt < T; tt++) {
+            const int t = g0 * 4 + tt;
+            const float* l = lanes[i] + tt * 4;
+            float s = (l[0] + l[1]) + (l[2] + l[3]);
+            for (int k = n4; k < cols; k++) s = s + wr[k] * x[size_t(t) * cols + k];
+            out[size_t(t) * rows + r + i0 + i] = s;
+          }
+        }
+      }
+    }
+    continue;
+#endif
     for (int g0 = 0; g0 < groups; g0 += 4) {
       const float* xg = tlX.data() + size_t(g0) * gstride;
       f16v a00 = {}, a01 = {}, a02 = {}, a03 = {}, a10 = {}, a11 = {}, a12 = {}, a13 = {};
