@@ -1,8 +1,8 @@
 import { existsSync, mkdirSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs'
 import { cpus, homedir } from 'node:os'
 import { dirname, join } from 'node:path'
-import type { FastKernels } from './kernels-wasm/wasm-kernels.js'
 import { routeKey, type ShapeClass } from './kernels-wasm/matmul-dispatch.js'
+import type { FastKernels } from './kernels-wasm/wasm-kernels.js'
 import { NATIVE_BATCHED_FROM } from './options.js'
 import { quantizeMatrix } from './quant/index.js'
 import { QUANT_LAYOUTS, type QuantDType } from './quant-blocks.js'
@@ -95,6 +95,13 @@ function calibrationKey(cpu: CpuInfo, addonPath: string, threads: number): strin
   return JSON.stringify([cpu.model, cpu.arch, cpu.flags.join(' '), build, process.version, threads])
 }
 
+/**
+ * WebAssembly takes a class only when measured at least 10 % faster: within that, timing noise
+ * (a shared host) would flip the choice from one machine's run to the next, and the issue's
+ * bar is no `auto` choice more than 10 % slower than the best.
+ */
+const WASM_MARGIN = 0.9
+
 const CALIBRATED: readonly WeightDType[] = ['f32', 'f16', 'q8_0', ...(Object.keys(QUANT_LAYOUTS) as QuantDType[])]
 const ROWS = 512
 const COLS = 1024
@@ -140,7 +147,7 @@ export function calibrateKernels(k: FastKernels, reps = 4): KernelClassChoice[] 
             ms[engine] = Math.min(ms[engine], bestMs(k, w, x, out, T, reps))
           }
         }
-        classes.push({ dtype, shape, nativeMs: ms.native, wasmMs: ms.wasm, engine: ms.wasm < ms.native ? 'wasm' : 'native' })
+        classes.push({ dtype, shape, nativeMs: ms.native, wasmMs: ms.wasm, engine: ms.wasm < ms.native * WASM_MARGIN ? 'wasm' : 'native' })
       }
     }
   } finally {

@@ -7,6 +7,8 @@ import {
   createShard,
   DEFAULT_KV_DTYPE,
   KV_DTYPES,
+  kernelChoiceOf,
+  kernelChoiceSummary,
   openModelFile,
   selectKernelsFor,
   spanKernelReport,
@@ -242,7 +244,7 @@ export function registerNodeStart(program: Command): void {
         process.once('SIGTERM', () => resolve('SIGTERM'))
       })
       process.stdout.write(
-        `${JSON.stringify({ peerId: swarmNode.peerId, addrs: swarmNode.addrs, layers: [start, end], modelId, kernels: report.kernels, weightBytes: report.weightBytes, kvBytes: report.kvBytes, kvDtype: shard.kvDType, kvMemory: report.kvMemory, ...(spanSlowReasons(report).length > 0 ? { slow: spanSlowReasons(report) } : {}) })}\n`
+        `${JSON.stringify({ peerId: swarmNode.peerId, addrs: swarmNode.addrs, layers: [start, end], modelId, kernels: report.kernels, weightBytes: report.weightBytes, kvBytes: report.kvBytes, kvDtype: shard.kvDType, kvMemory: report.kvMemory, ...kernelChoiceField(kernels), ...(spanSlowReasons(report).length > 0 ? { slow: spanSlowReasons(report) } : {}) })}\n`
       )
       log({ event: 'serving', peerId: swarmNode.peerId, throughput })
       const sig = await stopped
@@ -258,4 +260,10 @@ export function registerNodeStart(program: Command): void {
       model.close()
       log({ event: 'stopped' })
     })
+}
+
+/** Issue 40: where each dtype and shape class runs (calibrated: shards/kernel-calibration.ts), when measured. */
+function kernelChoiceField(kernels: unknown): { kernelChoice?: ReturnType<typeof kernelChoiceSummary> } {
+  const choice = kernelChoiceOf(kernels)
+  return choice ? { kernelChoice: kernelChoiceSummary(choice) } : {}
 }

@@ -109,12 +109,12 @@ export function createFusedBlock(deps: FusedBlockDeps): FusedBlock {
       deps.routes.force === 'wasm' || (deps.routes.force !== 'native' && deps.routes.avoid.has(routeKey(m.dtype, shape)))
         ? null
         : m.dtype === 'f32'
-        ? 0
-        : m.dtype === 'q8_0'
-          ? 8
-          : isQuantDType(m.dtype) && native.quantTypes
-            ? QUANT_LAYOUTS[m.dtype].ggmlType | deps.layoutFlag(m)
-            : null
+          ? 0
+          : m.dtype === 'q8_0'
+            ? 8
+            : isQuantDType(m.dtype) && native.quantTypes
+              ? QUANT_LAYOUTS[m.dtype].ggmlType | deps.layoutFlag(m)
+              : null
     const types = mats.map(typeOf)
     const wvType = w.wv ? typeOf(w.wv) : 0
     if (types.some((t) => t === null) || wvType === null) return null

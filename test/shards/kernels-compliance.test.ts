@@ -13,9 +13,9 @@ import {
 } from '../../shards/index.js'
 import { matmulExact, quantizeActivationsQ8 } from '../../shards/kernels-ref-exact.js'
 import { quantizeActivationsQ8K } from '../../shards/kernels-ref-exact-quant.js'
+import { loadNativeAddon, nativeIsaAddonPaths } from '../../shards/native/load.js'
 import { QUANT_LAYOUTS, type QuantDType } from '../../shards/quant-blocks.js'
 import { randomBlockMatrix } from '../helpers/random-blocks.js'
-import { loadNativeAddon, nativeIsaAddonPaths } from '../../shards/native/load.js'
 import { GGUF_PATH } from '../helpers/reference.js'
 
 /*
@@ -48,12 +48,10 @@ const IMPLEMENTATIONS: ReadonlyArray<[string, () => Kernels]> = [
   // of them in CI) that this CPU runs, so a machine with AVX-512 still tests the AVX2 and generic code.
   ...nativeIsaAddonPaths()
     .filter(({ path }) => loadNativeAddon(path) !== null)
-    .map(
-      ({ isa, path }): [string, () => Kernels] => [
-        `native forced to ${isa}, 2 threads`,
-        () => keep(createFastKernels({ threads: 2, nativePath: path }))
-      ]
-    )
+    .map(({ isa, path }): [string, () => Kernels] => [
+      `native forced to ${isa}, 2 threads`,
+      () => keep(createFastKernels({ threads: 2, nativePath: path }))
+    ])
 ]
 
 function rng(seed: number): () => number {
