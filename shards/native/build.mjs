@@ -69,6 +69,7 @@ try {
     join(here, 'addon.cc'),
     join(here, 'matmul.cc'),
     join(here, 'matmul-q8-avx2.cc'),
+    join(here, 'neon-q8.cc'),
     join(here, 'decode.cc'),
     join(here, 'block.cc'),
     join(here, 'ops.cc'),

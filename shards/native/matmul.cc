@@ -13,6 +13,8 @@
 #define LS_VNNI 1
 #elif defined(__AVX2__)
 #define LS_AVX2Q8 1
+#elif defined(__ARM_NEON) && defined(__aarch64__)
+#define LS_NEONQ8 1  // neon-q8.cc
 #endif
 
 namespace ls {
@@ -38,6 +40,10 @@ const char* isa() {
   return "avx512vnni";
 #elif defined(LS_AVX2Q8)
   return "avx2";
+#elif defined(LS_NEONQ8) && defined(__ARM_FEATURE_DOTPROD)
+  return "neon-dotprod";
+#elif defined(LS_NEONQ8)
+  return "neon";
 #else
   return "generic";
 #endif
@@ -203,6 +209,9 @@ void matmulQ8Prepare(const int8_t* xs, const float* xd, int cols, int T) {
   // AVX2 (issue 40): matmul-q8-avx2.cc, from the int8 quants (or the i16 ones matmulQ8 holds).
   matmulQ8PrepareAvx2(xs, xs ? nullptr : tlXq.data(), xd, cols, T);
   return;
+#elif defined(LS_NEONQ8)
+  matmulQ8PrepareNeon(xs, xs ? nullptr : tlXq.data(), xd, cols, T);
+  return;
 #endif
   if (xs) {
     tlXq.resize(size_t(T) * cols);
@@ -270,6 +279,8 @@ void matmulQ8Rows(const uint8_t* w, float* out, int rows, int cols, int T, int r
   }
 #elif defined(LS_AVX2Q8)
   matmulQ8RowsAvx2(w, out, rows, cols, T, r0, r1);
+#elif defined(LS_NEONQ8)
+  matmulQ8RowsNeon(w, out, rows, cols, T, r0, r1);
 #else
   for (int r = r0; r < r1; r++) {
     const uint8_t* row = w + size_t(r) * rb;
