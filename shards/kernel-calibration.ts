@@ -147,7 +147,13 @@ export function calibrateKernels(k: FastKernels, reps = 4): KernelClassChoice[] 
             ms[engine] = Math.min(ms[engine], bestMs(k, w, x, out, T, reps))
           }
         }
-        classes.push({ dtype, shape, nativeMs: ms.native, wasmMs: ms.wasm, engine: ms.wasm < ms.native * WASM_MARGIN ? 'wasm' : 'native' })
+        classes.push({
+          dtype,
+          shape,
+          nativeMs: ms.native,
+          wasmMs: ms.wasm,
+          engine: ms.wasm < ms.native * WASM_MARGIN ? 'wasm' : 'native'
+        })
       }
     }
   } finally {
