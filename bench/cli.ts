@@ -23,6 +23,15 @@ const BENCHES: Record<string, () => Promise<BenchMain>> = {
   kernels: async () => async (argv) => {
     // The 8b shape's decode matmuls, plain against rows8 layout (bench/kernels-8b.ts).
     if (argv.includes('--shape')) return (await import('./kernels-8b.js')).main8b(argv)
+    // The calibrated native/WebAssembly choice per dtype and shape class (bench/kernels-choice.ts).
+    if (argv.includes('--choice')) {
+      const at = argv.indexOf('--threads')
+      const threads = at >= 0 ? Number(argv[at + 1]) : undefined
+      if (threads !== undefined && !(Number.isInteger(threads) && threads >= 1)) throw new Error('--threads: a positive integer')
+      const { runKernelChoiceBench } = await import('./kernels-choice.js')
+      console.log(JSON.stringify(await runKernelChoiceBench(threads), null, 2))
+      return
+    }
     const types = argv.indexOf('--types')
     if (types >= 0) {
       // Block types: CPU ns per super-block on one thread (bench/kernels-quant.ts).
