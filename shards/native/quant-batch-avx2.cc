@@ -1,8 +1,8 @@
 // Batched (prefill, verification, multi-session) matmuls on the block types of quant-dot.cc for
 // AVX2 builds without AVX512-VNNI (issue 40): the same canonical arithmetic as quant-batch.cc
 // and shards/kernels-ref-exact-quant.ts, 8 tokens per 256-bit vector instead of 16.
-// A row is unpacked once (quant-unpack.h: raw unsigned quants, before any offset: ≤ 63) and
-// then meets every token: per token, maddubs of 32 quants (u8) against 32 activations (s8)
+// K-quants: a row is unpacked once (quant-unpack.h: raw unsigned quants, before any offset:
+// ≤ 63) and then meets every token (the legacy types: rowsLegacy below): per token, maddubs of 32 quants (u8) against 32 activations (s8)
 // gives i16 pairs ≤ 2·63·127 < 2^15 (exact, no saturation), madd with the sub-block scales as
 // i16 (the scale of each 16 in its half) gives exact i32 lanes. The type's offset (Q6_K 32,
 // Q3_K 4, Q4_0 8, Q5_0 16) comes back out as offset·Σ sc·Σx and the mins term as Σ mn·Σx,
@@ -55,11 +55,7 @@ struct Scales {
   __m256i sc16, mn16;
 };
 
-void scalesOf(const Unpacked& u, int subLen, int be, Scales& s) {
-  if (be == 32) {
-    s.chunk[0] = _mm256_set1_epi16(1);
-    return;
-  }
+void scalesOf(const Unpacked& u, int subLen, Scales& s) {
   alignas(32) int16_t sc16[16], mn16[16];
   for (int j = 0; j < 16; j++) {
     const int k = subLen == 16 ? j : j / 2;
@@ -79,11 +75,10 @@ struct TileBlock {
 // 8·cols bytes, stay in L1 across the rows of the tile).
 constexpr int kRows = 4;
 
-void rowsBatched(int type, const uint8_t* w, int tiled, const QuantActs& a, float* out, int rows, int cols, int T, int r0, int r1) {
-  const bool kQuant = type >= kTypeQ2_K && type <= kTypeQ6_K;
+// The K-quants (Q2_K … Q6_K) against Q8_K activations, 8 chunks of 32 per super-block.
+void rowsK(int type, const uint8_t* w, int tiled, const QuantActs& a, float* out, int rows, int cols, int T, int r0, int r1) {
   const bool withMin = type == kTypeQ2_K || type == kTypeQ4_K || type == kTypeQ5_K;
-  const bool legacyMin = type == kTypeQ4_1 || type == kTypeQ5_1;
-  const int be = kQuant ? 256 : 32, nb = cols / be, bb = blockBytes(type), chunks = be / 32;
+  const int be = 256, nb = cols / be, bb = blockBytes(type), chunks = 8;
   const int groups = (T + 7) / 8, sumStride = cols / 16;
   static thread_local std::vector<TileBlock> tileBuf;
   if (tileBuf.size() < size_t(nb) * kRows) tileBuf.resize(size_t(nb) * kRows);
@@ -96,7 +91,7 @@ void rowsBatched(int type, const uint8_t* w, int tiled, const QuantActs& a, floa
         TileBlock& tb = tile[size_t(i) * nb + b];
         // Plain or rows8 (quant-layout.h): the same block bytes, found through rowStart.
         subLen = unpack(type, rowStart(w, tiled, size_t(nb) * bb, bb, r + i) + size_t(b) * blockStride(tiled, r + i) * bb, tb.u);
-        scalesOf(tb.u, subLen, be, tb.s);
+        scalesOf(tb.u, subLen, tb.s);
       }
     for (int g = 0; g < groups; g++) {
       // Tokens past T repeat the last one (results dropped), so every load stays in bounds.
@@ -105,7 +100,7 @@ void rowsBatched(int type, const uint8_t* w, int tiled, const QuantActs& a, floa
       for (int t = 0; t < 8; t++) {
         const int tok = g * 8 + t < T ? g * 8 + t : T - 1;
         xt[t] = a.xs.data() + size_t(tok) * cols;
-        bt[t] = kQuant ? a.bsum16.data() + size_t(tok) * sumStride : nullptr;
+        bt[t] = a.bsum16.data() + size_t(tok) * sumStride;
       }
       for (int i = 0; i < nr; i++) {
         __m256 acc = _mm256_setzero_ps();
@@ -118,7 +113,7 @@ void rowsBatched(int type, const uint8_t* w, int tiled, const QuantActs& a, floa
             __m256i s = _mm256_setzero_si256();
             for (int c = 0; c < chunks; c++)
               s = _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_maddubs_epi16(load(u.w + 32 * c), load(x + 32 * c)), tb.s.chunk[c]));
-            if (kQuant && (u.off != 0 || withMin)) {
+            if (u.off != 0 || withMin) {
               const __m256i bs = load(bt[t] + size_t(b) * 16);
               // Offsets 32 (Q6_K) and 4 (Q3_K): powers of two, exact as shifts.
               if (u.off != 0) s = _mm256_sub_epi32(s, _mm256_slli_epi32(_mm256_madd_epi16(bs, tb.s.sc16), u.off == 32 ? 5 : 2));
@@ -126,19 +121,10 @@ void rowsBatched(int type, const uint8_t* w, int tiled, const QuantActs& a, floa
             }
             p[t] = s;
           }
-          __m256i isum = reduce8(p);
-          const __m256 dx = _mm256_loadu_ps(tlDx8[kQuant].data() + (size_t(g) * nb + b) * 8);
-          __m256 term;
-          if (kQuant) {
-            term = _mm256_mul_ps(_mm256_mul_ps(dx, _mm256_set1_ps(u.d)), _mm256_cvtepi32_ps(isum));
-            if (withMin) term = _mm256_sub_ps(term, _mm256_mul_ps(_mm256_mul_ps(dx, _mm256_set1_ps(u.dmin)), _mm256_cvtepi32_ps(reduce8(m))));
-          } else {
-            const __m256i sx = load(tlSum8.data() + (size_t(g) * nb + b) * 8);
-            // Offsets 8 (Q4_0) and 16 (Q5_0).
-            if (u.off != 0) isum = _mm256_sub_epi32(isum, _mm256_slli_epi32(sx, u.off == 16 ? 4 : 3));
-            term = _mm256_mul_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(_mm256_set1_ps(u.d), dx));
-            if (legacyMin) term = _mm256_add_ps(term, _mm256_mul_ps(_mm256_set1_ps(u.dmin), _mm256_mul_ps(dx, _mm256_cvtepi32_ps(sx))));
-          }
+          const __m256i isum = reduce8(p);
+          const __m256 dx = _mm256_loadu_ps(tlDx8[1].data() + (size_t(g) * nb + b) * 8);
+          __m256 term = _mm256_mul_ps(_mm256_mul_ps(dx, _mm256_set1_ps(u.d)), _mm256_cvtepi32_ps(isum));
+          if (withMin) term = _mm256_sub_ps(term, _mm256_mul_ps(_mm256_mul_ps(dx, _mm256_set1_ps(u.dmin)), _mm256_cvtepi32_ps(reduce8(m))));
           acc = _mm256_add_ps(acc, term);
         }
         alignas(32) float lanes[8];
@@ -238,7 +224,7 @@ void quantBatchPrepare(bool kQuant, const QuantActs& a, int cols, int T) {
 
 void quantRowsBatched(int typeCode, const uint8_t* w, int wRows, const QuantActs& a, float* out, int rows, int cols, int T, int r0, int r1) {
   const int type = baseType(typeCode);
-  if (type >= kTypeQ2_K && type <= kTypeQ6_K) rowsBatched(type, w, rows8Tiled(typeCode, wRows), a, out, rows, cols, T, r0, r1);
+  if (type >= kTypeQ2_K && type <= kTypeQ6_K) rowsK(type, w, rows8Tiled(typeCode, wRows), a, out, rows, cols, T, r0, r1);
   else rowsLegacy(type, w, out, rows, cols, T, r0, r1);
 }
 
