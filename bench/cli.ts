@@ -3,7 +3,7 @@
  * Add a benchmark by adding its module to BENCHES (a module exports main(argv)).
  */
 import { availableParallelism } from 'node:os'
-import { isQuantDType } from '../shards/quant-blocks.js'
+import { isQuantDType, type QuantDType } from '../shards/quant-blocks.js'
 
 type BenchMain = (argv: string[]) => Promise<void>
 
@@ -23,14 +23,24 @@ const BENCHES: Record<string, () => Promise<BenchMain>> = {
   kernels: async () => async (argv) => {
     // The 8b shape's decode matmuls, plain against rows8 layout (bench/kernels-8b.ts).
     if (argv.includes('--shape')) return (await import('./kernels-8b.js')).main8b(argv)
+    // The calibrated native/WebAssembly choice per dtype and shape class (bench/kernels-choice.ts).
+    if (argv.includes('--choice')) {
+      const at = argv.indexOf('--threads')
+      const threads = at >= 0 ? Number(argv[at + 1]) : undefined
+      if (threads !== undefined && !(Number.isInteger(threads) && threads >= 1)) throw new Error('--threads: a positive integer')
+      const { runKernelChoiceBench } = await import('./kernels-choice.js')
+      console.log(JSON.stringify(await runKernelChoiceBench(threads), null, 2))
+      return
+    }
     const types = argv.indexOf('--types')
     if (types >= 0) {
       // Block types: CPU ns per super-block on one thread (bench/kernels-quant.ts).
       const { runQuantKernelBench } = await import('./kernels-quant.js')
       const list = (argv[types + 1] ?? '').split(',').filter((t) => t !== '')
-      const bad = list.find((t) => !isQuantDType(t))
+      const known = (t: string): t is QuantDType | 'q8_0' => isQuantDType(t) || t === 'q8_0'
+      const bad = list.find((t) => !known(t))
       if (list.length === 0 || bad !== undefined) throw new Error(`--types: not a block type: ${bad ?? '(none)'}`)
-      const opts = { types: list.filter(isQuantDType), quick: argv.includes('--quick'), wasm: argv.includes('--wasm') }
+      const opts = { types: list.filter(known), quick: argv.includes('--quick'), wasm: argv.includes('--wasm') }
       console.log(JSON.stringify(runQuantKernelBench(opts), null, 2))
       return
     }

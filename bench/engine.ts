@@ -10,6 +10,7 @@
 import { availableParallelism } from 'node:os'
 import { parseArgs } from 'node:util'
 import {
+  cpuInfo,
   createEdge,
   createLocalPipeline,
   createShard,
@@ -19,6 +20,8 @@ import {
   type Kernels,
   KV_DTYPES,
   type KvDType,
+  kernelChoiceOf,
+  kernelChoiceSummary,
   kvRowBytes,
   openModelFile,
   selectKernels
@@ -174,6 +177,12 @@ export async function runEngineBench(o: EngineBenchOptions): Promise<Record<stri
         dtype: model.weightDType
       },
       kernels: kernels.name,
+      // Issue 40: figures are only comparable on the same CPU; the calibrated kernel choice.
+      cpu: cpuInfo(),
+      ...(kernelChoiceOf(kernels)
+        ? { kernelChoice: kernelChoiceSummary(kernelChoiceOf(kernels) as NonNullable<ReturnType<typeof kernelChoiceOf>>) }
+        : {}),
+      nativeIsa: process.env.LAYERSWARM_NATIVE_ISA || undefined,
       threads: isFast(kernels) ? kernels.threads : 1,
       kvDType: o.kvDType,
       promptTokens: o.promptTokens,

@@ -17,7 +17,8 @@ const SHAPES: Array<[number, number]> = [
 ]
 
 export interface QuantKernelBenchOptions {
-  readonly types: readonly QuantDType[]
+  /** Block types, and q8_0 (issue 40: its batched kernel per instruction-set level). */
+  readonly types: ReadonlyArray<QuantDType | 'q8_0'>
   readonly quick?: boolean
   /** WebAssembly instead of the addon. */
   readonly wasm?: boolean

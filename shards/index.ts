@@ -16,6 +16,15 @@ export { openGgufModelFrom } from './gguf-model.js'
 export { type GgufHeader, type GgufTensorInfo, readGgufHeader } from './gguf-reader.js'
 export type { GgufTypedValue } from './gguf-values.js'
 export { type GgufInit, writeGguf } from './gguf-writer.js'
+export {
+  type CpuInfo,
+  chooseKernels,
+  cpuInfo,
+  type KernelChoice,
+  kernelChoiceFile,
+  kernelChoiceOf,
+  kernelChoiceSummary
+} from './kernel-calibration.js'
 export { SMALL_MODEL_DIM, selectKernelsFor } from './kernel-policy.js'
 export { type SpanKernelReport, spanKernelReport, spanSlowReasons } from './kernel-report.js'
 export type { AttentionShape, KernelPlacement, Kernels, KvLayer, PrepareOptions } from './kernels.js'

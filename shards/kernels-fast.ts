@@ -1,5 +1,6 @@
 import { availableParallelism } from 'node:os'
 import { KernelsUnavailableError } from './errors.js'
+import { chooseKernels } from './kernel-calibration.js'
 import type { Kernels } from './kernels.js'
 import { createReferenceKernels } from './kernels-ref.js'
 import { createWasmKernels, type FastKernels } from './kernels-wasm/wasm-kernels.js'
@@ -62,5 +63,10 @@ export function selectKernels(options: SelectKernelsOptions = {}): Kernels {
     const addon = loadNativeAddon(options.nativePath === undefined ? undefined : options.nativePath)
     if (!addon) throw new KernelsUnavailableError('native kernel addon is not built or does not load (npm run build:native)')
   }
-  return createFastKernels({ threads: options.threads, nativePath: options.nativePath, native: kind !== 'wasm' })
+  const k = createFastKernels({ threads: options.threads, nativePath: options.nativePath, native: kind !== 'wasm' })
+  // `auto` with the addon: each dtype and shape class on the engine this machine measured
+  // faster (kernel-calibration.ts, cached per machine); an explicit `native` keeps the addon.
+  if (kind === 'auto' && k.hasNative)
+    chooseKernels(k, loadNativeAddon(options.nativePath === undefined ? undefined : options.nativePath))
+  return k
 }

@@ -3,7 +3,7 @@ import { multiaddr } from '@multiformats/multiaddr'
 import { type Command, Option } from 'commander'
 import { bootstrapDialError, checkBootstrapAddress, SwarmView } from '../../client/index.js'
 import { createHost, fetchAnnouncements, fetchInfo } from '../../protocol/index.js'
-import { computeModelId, openModelFile } from '../../shards/index.js'
+import { computeModelId, cpuInfo, kernelChoiceOf, kernelChoiceSummary, openModelFile, selectKernels } from '../../shards/index.js'
 import { defaultModelPath } from '../paths.js'
 import { checkListenAddrs, checkReadableFile, listenError } from './checks.js'
 import { DoctorFailedError } from './errors.js'
@@ -113,6 +113,24 @@ export function duplicatedPeerIds(checks: ReadonlyArray<PeerCheck & { addr: stri
       })
   }
   return out
+/** Issue 40: the CPU's SIMD features and where each dtype and shape class runs (measured once per machine). */
+function kernelsLine(): Line {
+  const cpu = cpuInfo()
+  const k = selectKernels({ kind: 'auto' })
+  try {
+    const choice = kernelChoiceOf(k)
+    const summary = choice ? kernelChoiceSummary(choice) : null
+    const where = summary
+      ? `native addon (${summary.isa}) for ${summary.native.length} dtype/shape classes${summary.wasm.length > 0 ? `, WebAssembly faster here for ${summary.wasm.join(' ')}` : ''}`
+      : `${k.name} (no calibration: no native addon, or LAYERSWARM_CALIBRATE=0)`
+    return {
+      verdict: 'ok',
+      what: 'kernels',
+      text: `${cpu.model} (${cpu.arch}; ${cpu.flags.join(' ') || 'no SIMD flags read'}): ${where}`
+    }
+  } finally {
+    k.close?.()
+  }
 }
 
 export function registerDoctor(program: Command): void {
@@ -153,6 +171,7 @@ export function registerDoctor(program: Command): void {
       } catch (err) {
         say({ verdict: 'FAIL', what: 'model', text: lineOf(err) })
       }
+      say(kernelsLine())
       for (const addr of opts.listen as string[]) {
         try {
           checkListenAddrs([addr])

@@ -7,6 +7,8 @@ import {
   createShard,
   DEFAULT_KV_DTYPE,
   KV_DTYPES,
+  kernelChoiceOf,
+  kernelChoiceSummary,
   openModelFile,
   selectKernelsFor,
   spanKernelReport,
@@ -249,7 +251,7 @@ export function registerNodeStart(program: Command): void {
         process.once('SIGTERM', () => resolve('SIGTERM'))
       })
       process.stdout.write(
-        `${JSON.stringify({ peerId: swarmNode.peerId, ...(identity ? { identity: identity.path } : {}), addrs: swarmNode.addrs, layers: [start, end], modelId, kernels: report.kernels, weightBytes: report.weightBytes, kvBytes: report.kvBytes, kvDtype: shard.kvDType, kvMemory: report.kvMemory, ...(spanSlowReasons(report).length > 0 ? { slow: spanSlowReasons(report) } : {}) })}\n`
+        `${JSON.stringify({ peerId: swarmNode.peerId, ...(identity ? { identity: identity.path } : {}), addrs: swarmNode.addrs, layers: [start, end], modelId, kernels: report.kernels, weightBytes: report.weightBytes, kvBytes: report.kvBytes, kvDtype: shard.kvDType, kvMemory: report.kvMemory, ...kernelChoiceField(kernels), ...(spanSlowReasons(report).length > 0 ? { slow: spanSlowReasons(report) } : {}) })}\n`
       )
       log({ event: 'serving', peerId: swarmNode.peerId, throughput })
       const sig = await stopped
@@ -268,4 +270,10 @@ export function registerNodeStart(program: Command): void {
       // Ctrl-C ends with 130, as every command does (docs/cli.md); SIGTERM is a planned stop
       if (sig === 'SIGINT') process.exitCode = 130
     })
+}
+
+/** Issue 40: where each dtype and shape class runs (calibrated: shards/kernel-calibration.ts), when measured. */
+function kernelChoiceField(kernels: unknown): { kernelChoice?: ReturnType<typeof kernelChoiceSummary> } {
+  const choice = kernelChoiceOf(kernels)
+  return choice ? { kernelChoice: kernelChoiceSummary(choice) } : {}
 }

@@ -6,6 +6,7 @@ import { isQuantDType, QUANT_LAYOUTS } from '../quant-blocks.js'
 import type { ModelConfig, WeightMatrix } from '../types.js'
 import type { WasmHeap } from './heap.js'
 import * as L from './layout.js'
+import { type NativeRoutes, routeKey } from './matmul-dispatch.js'
 import type { ThreadPool } from './pool.js'
 import type { Scratch } from './scratch.js'
 
@@ -34,6 +35,8 @@ export interface FusedBlockDeps {
   readonly native: NativeAddon
   /** Batch size from which matmul() hands rows to the batched native kernels (block.cc agrees). */
   readonly batchedFrom: number
+  /** Calibrated routes (matmul-dispatch.ts): a block with a matrix kept off the addon is not fused. */
+  readonly routes: NativeRoutes
   /** Offset of a weight matrix in the heap, null when it lives outside. */
   /** Address of a weight matrix as a distance from the heap's start (heap or native buffer), null when neither. */
   weightDelta(w: WeightMatrix): number | null
@@ -101,14 +104,17 @@ export function createFusedBlock(deps: FusedBlockDeps): FusedBlock {
   ): number[] | null {
     const mats = [w.wqkv, w.wo, w.w13, w.w2]
     // Per matrix: f32, Q8_0, or a block type when the addon multiplies those (quant-dot.cc).
+    const shape = T >= deps.batchedFrom ? 'batched' : 'decode'
     const typeOf = (m: WeightMatrix): number | null =>
-      m.dtype === 'f32'
-        ? 0
-        : m.dtype === 'q8_0'
-          ? 8
-          : isQuantDType(m.dtype) && native.quantTypes
-            ? QUANT_LAYOUTS[m.dtype].ggmlType | deps.layoutFlag(m)
-            : null
+      deps.routes.force === 'wasm' || (deps.routes.force !== 'native' && deps.routes.avoid.has(routeKey(m.dtype, shape)))
+        ? null
+        : m.dtype === 'f32'
+          ? 0
+          : m.dtype === 'q8_0'
+            ? 8
+            : isQuantDType(m.dtype) && native.quantTypes
+              ? QUANT_LAYOUTS[m.dtype].ggmlType | deps.layoutFlag(m)
+              : null
     const types = mats.map(typeOf)
     const wvType = w.wv ? typeOf(w.wv) : 0
     if (types.some((t) => t === null) || wvType === null) return null

@@ -24,8 +24,28 @@ export interface MatmulDeps {
   readonly nativeMinBatch: number
   /** Use the addon's decode kernels below nativeMinBatch where it has them. */
   readonly nativeDecode: boolean
+  /** The calibrated routes (shards/kernel-calibration.ts): which weight dtype and shape stay off the addon. */
+  readonly routes: NativeRoutes
   readonly quantizeQ8: (x: number, xq: number, xd: number, cols: number, T: number) => void
   setArgs(values: number[]): void
+}
+
+/** The two shape classes a calibration measures: decode (T below the batched threshold) and batched. */
+export type ShapeClass = 'decode' | 'batched'
+
+/**
+ * Which engine takes a matmul (issue 40: kernels chosen by measurement). `avoid` holds
+ * `${dtype}:${shapeClass}` keys the addon measured slower on than WebAssembly, which then stay
+ * on WebAssembly; `force` pins every call to one engine while a calibration measures it. Weights
+ * in native buffers always go native (WebAssembly cannot reach them).
+ */
+export interface NativeRoutes {
+  avoid: ReadonlySet<string>
+  force: 'native' | 'wasm' | null
+}
+
+export function routeKey(dtype: WeightMatrix['dtype'], shape: ShapeClass): string {
+  return `${dtype}:${shape}`
 }
 
 /**
@@ -37,8 +57,11 @@ export interface MatmulDeps {
 export function createMatmul(deps: MatmulDeps): (out: Float32Array, x: Float32Array, w: WeightMatrix, T: number) => void {
   const { heap, scratch, pool, store, native, threads } = deps
   const ref = createReferenceKernels()
+  const { routes } = deps
   const useNative = (dtype: WeightMatrix['dtype'], T: number): boolean =>
     native !== null &&
+    routes.force !== 'wasm' &&
+    (routes.force === 'native' || !routes.avoid.has(routeKey(dtype, T >= deps.nativeMinBatch ? 'batched' : 'decode'))) &&
     (isQuantDType(dtype)
       ? native.quantTypes
       : T >= deps.nativeMinBatch ||

@@ -6,7 +6,7 @@ import { createFusedBlock } from './fused-block.js'
 import { createWasmHeap } from './heap.js'
 import { createKvAttention } from './kv-attention.js'
 import * as L from './layout.js'
-import { createMatmul } from './matmul-dispatch.js'
+import { createMatmul, type NativeRoutes } from './matmul-dispatch.js'
 import { createThreadPool, type TaskEngine } from './pool.js'
 import { createRopeTables } from './rope.js'
 import { createScratch } from './scratch.js'
@@ -51,6 +51,16 @@ export interface FastKernels extends Kernels {
    * of `repeats` passes: the memory roofline a decode step is measured against.
    */
   readBandwidth(bytes: number, repeats: number): number
+  /**
+   * Keep the `${dtype}:${decode|batched}` classes in `avoid` off the native addon (a calibration
+   * measured WebAssembly faster there: shards/kernel-calibration.ts), or pin every matmul to one
+   * engine while measuring (`force`, null to release). Both engines give the same bits.
+   */
+  setNativeRoutes(routes: { avoid?: ReadonlySet<string>; force?: 'native' | 'wasm' | null }): void
+  /** The classes setNativeRoutes keeps off the addon, sorted. */
+  avoidedNative(): string[]
+  /** Whether the native addon is loaded (the routes matter only then). */
+  readonly hasNative: boolean
 }
 
 /**
@@ -102,6 +112,7 @@ export function createWasmKernels(options: WasmKernelOptions): FastKernels {
     for (let i = 0; i < values.length; i++) i32[base + i] = values[i] | 0
   }
 
+  const routes: NativeRoutes = { avoid: new Set(), force: null }
   const kv = createKvAttention({ heap, scratch, pool, threads, native, setArgs })
   const matmul = createMatmul({
     heap,
@@ -112,6 +123,7 @@ export function createWasmKernels(options: WasmKernelOptions): FastKernels {
     threads,
     nativeMinBatch,
     nativeDecode,
+    routes,
     quantizeQ8: exports.quantizeQ8,
     setArgs
   })
@@ -124,6 +136,7 @@ export function createWasmKernels(options: WasmKernelOptions): FastKernels {
           native,
           // Batches from nativeMinBatch use the batched kernels inside the block, as matmul() would.
           batchedFrom: nativeMinBatch,
+          routes,
           weightDelta: store.weightDelta,
           layoutFlag: store.layoutFlag,
           kvDelta: kv.kvDelta,
@@ -161,6 +174,12 @@ export function createWasmKernels(options: WasmKernelOptions): FastKernels {
       kvHeapFreeBytes: Math.max(0, L.MAX_PAGES * L.PAGE - heap.used())
     }),
     ready: () => pool.ready(),
+    hasNative: native !== null,
+    avoidedNative: () => [...routes.avoid].sort(),
+    setNativeRoutes(next) {
+      if (next.avoid) routes.avoid = new Set(next.avoid)
+      if (next.force !== undefined) routes.force = next.force
+    },
     rest: () => pool.rest(),
 
     readBandwidth(bytes, repeats) {

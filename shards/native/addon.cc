@@ -1,6 +1,10 @@
 // Node-API entry points of the native kernels. The host (shards/kernels-wasm/) writes the op
 // and its arguments into the argument block of the shared WebAssembly memory, exactly as for
 // the WebAssembly task(); task(base, tid, n) runs share tid of n on the calling thread.
+#if defined(__aarch64__) && defined(__linux__)
+#include <asm/hwcap.h>
+#include <sys/auxv.h>
+#endif
 #include <napi.h>
 
 #include <cstdint>
@@ -228,6 +232,9 @@ Napi::Value SelfTest(const Napi::CallbackInfo& info) {
 #if defined(__AVXVNNI__)
   ok = ok && __builtin_cpu_supports("avxvnni");
 #endif
+#endif
+#if defined(__aarch64__) && defined(__ARM_FEATURE_DOTPROD) && defined(__linux__)
+  ok = ok && (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) != 0;  // SDOT (neon-q8.cc)
 #endif
   return Napi::Boolean::New(info.Env(), ok);
 }

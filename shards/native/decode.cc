@@ -123,7 +123,7 @@ void decodeQ8Prepared(const uint8_t* w, const int8_t* xsAll, const int32_t* xsum
     }
   }
 }
-#else
+#elif !(defined(__ARM_NEON) && defined(__aarch64__))  // Arm: neon-q8.cc
 void decodeQ8(const uint8_t*, const int16_t*, const float*, float*, int, int, int, int, int) {}
 void decodeQ8Prepared(const uint8_t*, const int8_t*, const int32_t*, const float*, float*, int, int, int, int, int) {}
 int decodeQ8Bias() { return 0; }
@@ -193,7 +193,7 @@ void decodeF32(const float*, const float*, float*, int, int, int, int, int) {}
 bool decodeAvailable(bool q8) {
 #if defined(__AVX512F__)
   return true;
-#elif defined(__AVX2__)
+#elif defined(__AVX2__) || (defined(__ARM_NEON) && defined(__aarch64__))
   return q8;
 #else
   (void)q8;

@@ -45,15 +45,23 @@ export interface NativeAddon {
   readonly repackRows8?: (view: Uint8Array, type: number, rows: number, cols: number) => boolean
 }
 
-/** Where `npm run build:native` leaves the addon, found from this file in src or dist. */
-export function nativeAddonPath(): string | null {
+/** The forced instruction-set levels build.mjs can build beside the main addon (issue 40). */
+export const NATIVE_ISAS = ['generic', 'avx2', 'avx512'] as const
+export type NativeIsa = (typeof NATIVE_ISAS)[number]
+
+/**
+ * Where `npm run build:native` leaves the addon, found from this file in src or dist: the one
+ * built for `isa` (build/layerswarm_kernels-<isa>.node) when asked, by argument or by
+ * LAYERSWARM_NATIVE_ISA at run time, else the main one.
+ */
+export function nativeAddonPath(isa: string | undefined = process.env.LAYERSWARM_NATIVE_ISA || undefined): string | null {
   let dir = dirname(fileURLToPath(import.meta.url))
   for (let i = 0; i < 6; i++) {
     const pkg = join(dir, 'package.json')
     if (existsSync(pkg)) {
       try {
         if (JSON.parse(readFileSync(pkg, 'utf8')).name === 'layerswarm')
-          return join(dir, 'shards', 'native', 'build', 'layerswarm_kernels.node')
+          return join(dir, 'shards', 'native', 'build', isa ? `layerswarm_kernels-${isa}.node` : 'layerswarm_kernels.node')
       } catch {
         // not our package.json; keep walking up
       }
@@ -61,6 +69,16 @@ export function nativeAddonPath(): string | null {
     dir = dirname(dir)
   }
   return null
+}
+
+/** The forced-level addons built here (build.mjs LAYERSWARM_NATIVE_ISAS, CI), each with its path. */
+export function nativeIsaAddonPaths(): Array<{ isa: NativeIsa; path: string }> {
+  const found: Array<{ isa: NativeIsa; path: string }> = []
+  for (const isa of NATIVE_ISAS) {
+    const path = nativeAddonPath(isa)
+    if (path && existsSync(path)) found.push({ isa, path })
+  }
+  return found
 }
 
 /**

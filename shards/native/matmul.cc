@@ -6,11 +6,15 @@
 
 #include <cstring>
 #include <vector>
-#if defined(__AVX512F__)
+#if defined(__AVX2__)
 #include <immintrin.h>
 #endif
 #if defined(__AVX512VNNI__) && defined(__AVX512BW__)
 #define LS_VNNI 1
+#elif defined(__AVX2__)
+#define LS_AVX2Q8 1
+#elif defined(__ARM_NEON) && defined(__aarch64__)
+#define LS_NEONQ8 1  // neon-q8.cc
 #endif
 
 namespace ls {
@@ -34,6 +38,12 @@ static inline float halfToFloat(uint16_t h) {
 const char* isa() {
 #ifdef LS_VNNI
   return "avx512vnni";
+#elif defined(LS_AVX2Q8)
+  return "avx2";
+#elif defined(LS_NEONQ8) && defined(__ARM_FEATURE_DOTPROD)
+  return "neon-dotprod";
+#elif defined(LS_NEONQ8)
+  return "neon";
 #else
   return "generic";
 #endif
@@ -96,6 +106,47 @@ void matmulFRows(const uint8_t* w, bool half, const float* x, float* out, int ro
       }
     }
     for (int i = nr; i < 4; i++) std::memset(wf + size_t(i) * cols, 0, size_t(cols) * 4);
+#if defined(__AVX2__) && !defined(__AVX512F__)
+    // AVX2 (issue 40): a 256-bit vector is lanes 0..3 of two tokens; 2 rows × 8 tokens per pass
+    // (8 accumulators), the same per-lane chains as below. GCC's 64-byte generic vectors
+    // measured 8x slower than WebAssembly here (their broadcast goes through the stack).
+    for (int i0 = 0; i0 < 4; i0 += 2) {
+      if (i0 >= nr) break;
+      const float* wa = wf + size_t(i0) * cols;
+      const float* wb = wa + cols;
+      for (int g0 = 0; g0 < groups; g0 += 2) {
+        const float* xa = tlX.data() + size_t(g0) * gstride;
+        const float* xb = xa + gstride;  // zero padded: tlX holds 3 spare groups
+        __m256 a[2][4];
+        for (int i = 0; i < 2; i++)
+          for (int j = 0; j < 4; j++) a[i][j] = _mm256_setzero_ps();
+        for (int k = 0; k < n4; k += 4) {
+          const __m256 x0 = _mm256_loadu_ps(xa + size_t(k) * 4), x1 = _mm256_loadu_ps(xa + size_t(k) * 4 + 8);
+          const __m256 x2 = _mm256_loadu_ps(xb + size_t(k) * 4), x3 = _mm256_loadu_ps(xb + size_t(k) * 4 + 8);
+          const __m256 v0 = _mm256_broadcast_ps(reinterpret_cast<const __m128*>(wa + k));
+          const __m256 v1 = _mm256_broadcast_ps(reinterpret_cast<const __m128*>(wb + k));
+          a[0][0] = _mm256_add_ps(a[0][0], _mm256_mul_ps(v0, x0)), a[0][1] = _mm256_add_ps(a[0][1], _mm256_mul_ps(v0, x1));
+          a[0][2] = _mm256_add_ps(a[0][2], _mm256_mul_ps(v0, x2)), a[0][3] = _mm256_add_ps(a[0][3], _mm256_mul_ps(v0, x3));
+          a[1][0] = _mm256_add_ps(a[1][0], _mm256_mul_ps(v1, x0)), a[1][1] = _mm256_add_ps(a[1][1], _mm256_mul_ps(v1, x1));
+          a[1][2] = _mm256_add_ps(a[1][2], _mm256_mul_ps(v1, x2)), a[1][3] = _mm256_add_ps(a[1][3], _mm256_mul_ps(v1, x3));
+        }
+        alignas(32) float lanes[2][32];
+        for (int i = 0; i < 2; i++)
+          for (int j = 0; j < 4; j++) _mm256_store_ps(lanes[i] + 8 * j, a[i][j]);
+        for (int i = 0; i < 2 && i0 + i < nr; i++) {
+          const float* wr = wf + size_t(i0 + i) * cols;
+          for (int tt = 0; tt < 8 && g0 * 4 + tt < T; tt++) {
+            const int t = g0 * 4 + tt;
+            const float* l = lanes[i] + tt * 4;
+            float s = (l[0] + l[1]) + (l[2] + l[3]);
+            for (int k = n4; k < cols; k++) s = s + wr[k] * x[size_t(t) * cols + k];
+            out[size_t(t) * rows + r + i0 + i] = s;
+          }
+        }
+      }
+    }
+    continue;
+#endif
     for (int g0 = 0; g0 < groups; g0 += 4) {
       const float* xg = tlX.data() + size_t(g0) * gstride;
       f16v a00 = {}, a01 = {}, a02 = {}, a03 = {}, a10 = {}, a11 = {}, a12 = {}, a13 = {};
@@ -151,8 +202,17 @@ void matmulQ8(const uint8_t* w, const int16_t* xq, const float* xd, float* out, 
   matmulQ8Rows(w, out, rows, cols, T, r0, r1);
 }
 
+
 void matmulQ8Prepare(const int8_t* xs, const float* xd, int cols, int T) {
   const int nb = cols / 32;
+#ifdef LS_AVX2Q8
+  // AVX2 (issue 40): matmul-q8-avx2.cc, from the int8 quants (or the i16 ones matmulQ8 holds).
+  matmulQ8PrepareAvx2(xs, xs ? nullptr : tlXq.data(), xd, cols, T);
+  return;
+#elif defined(LS_NEONQ8)
+  matmulQ8PrepareNeon(xs, xs ? nullptr : tlXq.data(), xd, cols, T);
+  return;
+#endif
   if (xs) {
     tlXq.resize(size_t(T) * cols);
     for (size_t i = 0; i < size_t(T) * cols; i++) tlXq[i] = xs[i];
@@ -217,6 +277,10 @@ void matmulQ8Rows(const uint8_t* w, float* out, int rows, int cols, int T, int r
       for (int tt = 0; tt < 16 && g * 16 + tt < T; tt++) out[size_t(g * 16 + tt) * rows + r] = lanes[tt];
     }
   }
+#elif defined(LS_AVX2Q8)
+  matmulQ8RowsAvx2(w, out, rows, cols, T, r0, r1);
+#elif defined(LS_NEONQ8)
+  matmulQ8RowsNeon(w, out, rows, cols, T, r0, r1);
 #else
   for (int r = r0; r < r1; r++) {
     const uint8_t* row = w + size_t(r) * rb;

@@ -23,6 +23,14 @@ void matmulFRows(const uint8_t* w, bool half, const float* x, float* out, int ro
 void matmulQ8Prepare(const int8_t* xs, const float* xd, int cols, int T);
 void matmulQ8Rows(const uint8_t* w, float* out, int rows, int cols, int T, int r0, int r1);
 
+/** The AVX2 forms of matmulQ8Prepare / matmulQ8Rows (matmul-q8-avx2.cc; xq: i16 quants when xs is null). */
+void matmulQ8PrepareAvx2(const int8_t* xs, const int16_t* xq, const float* xd, int cols, int T);
+void matmulQ8RowsAvx2(const uint8_t* w, float* out, int rows, int cols, int T, int r0, int r1);
+
+/** The Arm NEON forms (neon-q8.cc), likewise. */
+void matmulQ8PrepareNeon(const int8_t* xs, const int16_t* xq, const float* xd, int cols, int T);
+void matmulQ8RowsNeon(const uint8_t* w, float* out, int rows, int cols, int T, int r0, int r1);
+
 /** Rows [r0, r1) of a T < 8 matmul (decode.cc); only where decodeAvailable(q8). */
 void decodeQ8(const uint8_t* w, const int16_t* xq, const float* xd, float* out, int rows, int cols, int T, int r0, int r1);
 /** decodeQ8 on activations already narrowed to int8, with Σq per block × decodeQ8Bias() given. */

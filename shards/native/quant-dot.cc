@@ -233,7 +233,8 @@ void quantPrepare(int type, const float* x, int cols, int T) {
     if (k) quantizeRowQ8K(row, xs, a.xd.data() + size_t(t) * nb, a.xsum.data() + size_t(t) * (cols / 16), cols);
     else quantizeRowQ8(row, xs, a.xd.data() + size_t(t) * nb, a.xsum.data() + size_t(t) * nb, cols, 1);
   }
-  if (k && !(T >= kBatchedFrom && quantBatchAvailable())) {
+  // Σq per 16 as i16: the decode kernels' and the AVX2 batched ones' (not AVX512-VNNI batches').
+  if (k) {
     a.bsum16.resize(a.xsum.size());
     for (size_t i = 0; i < a.xsum.size(); i++) a.bsum16[i] = int16_t(a.xsum[i]);
   }
@@ -252,7 +253,7 @@ void quantRows(int typeCode, const uint8_t* w, const float* x, float* out, int r
   const size_t sumStride = k ? size_t(cols) / 16 : size_t(nb);
   const Acts& a = k ? tlK : tlLegacy;
   if (T >= kBatchedFrom && quantBatchAvailable()) {
-    quantRowsBatched(typeCode, w, wRows, out, rows, cols, T, r0, r1);
+    quantRowsBatched(typeCode, w, wRows, a, out, rows, cols, T, r0, r1);
     return;
   }
   // The 8-row kernels for every T when no batched kernels were built.

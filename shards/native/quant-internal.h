@@ -34,10 +34,13 @@ void quantizeRowQ8K(const float* x, int8_t* qs, float* d, int32_t* bsums, int co
 
 /** Regroup this thread's activations for quantRowsBatched (called by quantPrepare, T >= 8). */
 void quantBatchPrepare(bool kQuant, const QuantActs& a, int cols, int T);
-/** Whether quantRowsBatched runs here (AVX512-VNNI builds). */
+/** Whether quantRowsBatched runs here (AVX512-VNNI builds: quant-batch.cc; AVX2: quant-batch-avx2.cc). */
 bool quantBatchAvailable();
-/** Rows [r0, r1) of out[T, rows] from the regrouped activations, 16 tokens per vector. */
-void quantRowsBatched(int type, const uint8_t* w, int wRows, float* out, int rows, int cols, int T, int r0, int r1);
+/**
+ * Rows [r0, r1) of out[T, rows] from the prepared activations `a` (AVX512-VNNI: from their
+ * regrouped copy, 16 tokens per vector; AVX2: 8 tokens per vector).
+ */
+void quantRowsBatched(int type, const uint8_t* w, int wRows, const QuantActs& a, float* out, int rows, int cols, int T, int r0, int r1);
 
 #if defined(__AVX2__)
 // The block's 32 quants as u8 (0..31, before the offset): low nibbles are elements 0..15, high

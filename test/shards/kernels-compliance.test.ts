@@ -13,6 +13,7 @@ import {
 } from '../../shards/index.js'
 import { matmulExact, quantizeActivationsQ8 } from '../../shards/kernels-ref-exact.js'
 import { quantizeActivationsQ8K } from '../../shards/kernels-ref-exact-quant.js'
+import { loadNativeAddon, nativeIsaAddonPaths } from '../../shards/native/load.js'
 import { QUANT_LAYOUTS, type QuantDType } from '../../shards/quant-blocks.js'
 import { randomBlockMatrix } from '../helpers/random-blocks.js'
 import { GGUF_PATH } from '../helpers/reference.js'
@@ -42,7 +43,15 @@ const IMPLEMENTATIONS: ReadonlyArray<[string, () => Kernels]> = [
   ['wasm, 1 thread', () => keep(createFastKernels({ threads: 1, native: false }))],
   ['wasm, 2 threads', () => keep(createFastKernels({ threads: 2, native: false }))],
   // the native addon when it is built (npm run build:native), else WebAssembly again
-  ['fast with native, 2 threads', () => keep(createFastKernels({ threads: 2 }))]
+  ['fast with native, 2 threads', () => keep(createFastKernels({ threads: 2 }))],
+  // Issue 40: each forced instruction-set level built here (build.mjs LAYERSWARM_NATIVE_ISAS, all
+  // of them in CI) that this CPU runs, so a machine with AVX-512 still tests the AVX2 and generic code.
+  ...nativeIsaAddonPaths()
+    .filter(({ path }) => loadNativeAddon(path) !== null)
+    .map(({ isa, path }): [string, () => Kernels] => [
+      `native forced to ${isa}, 2 threads`,
+      () => keep(createFastKernels({ threads: 2, nativePath: path }))
+    ])
 ]
 
 function rng(seed: number): () => number {

@@ -3,7 +3,7 @@ import { createFastKernels, type FastKernels } from '../../shards/kernels-fast.j
 import { createReferenceKernels } from '../../shards/kernels-ref.js'
 import { matmulExact, quantizeActivationsQ8 } from '../../shards/kernels-ref-exact.js'
 import { quantizeActivationsQ8K } from '../../shards/kernels-ref-exact-quant.js'
-import { loadNativeAddon } from '../../shards/native/load.js'
+import { loadNativeAddon, nativeIsaAddonPaths } from '../../shards/native/load.js'
 import { dequantizeRow } from '../../shards/quant.js'
 import { QUANT_LAYOUTS, type QuantDType } from '../../shards/quant-blocks.js'
 import type { WeightMatrix } from '../../shards/types.js'
@@ -25,8 +25,8 @@ function randn(n: number, rand: () => number, scale = 1): Float32Array {
 
 const addon = loadNativeAddon()
 const kernels: FastKernels[] = []
-function fast(threads: number, native?: false): FastKernels {
-  const k = createFastKernels({ threads, native })
+function fast(threads: number, native?: false, nativePath?: string): FastKernels {
+  const k = createFastKernels({ threads, native, nativePath })
   kernels.push(k)
   return k
 }
@@ -38,6 +38,11 @@ const two = fast(2)
 const wasmOne = fast(1, false)
 const wasmTwo = fast(2, false)
 const ref = createReferenceKernels()
+// Issue 40: each forced instruction-set level built here (generic, AVX2, AVX-512; all in CI) that
+// this CPU runs, 1 and 2 threads, so the AVX2 kernels are tested on an AVX-512 machine too.
+const forced = nativeIsaAddonPaths()
+  .filter(({ path }) => loadNativeAddon(path) !== null)
+  .map(({ isa, path }) => ({ isa, one: fast(1, undefined, path), two: fast(2, undefined, path) }))
 
 function run(k: FastKernels, w: WeightMatrix, x: Float32Array, T: number): Float32Array {
   const out = new Float32Array(T * w.rows)
@@ -69,6 +74,10 @@ describe('block-type matmul', () => {
           expect(run(two, w, x, T)).toEqual(exact)
           expect(run(wasmOne, w, x, T)).toEqual(exact)
           expect(run(wasmTwo, w, x, T)).toEqual(exact)
+          for (const f of forced) {
+            expect(run(f.one, w, x, T), `${f.isa}, 1 thread`).toEqual(exact)
+            expect(run(f.two, w, x, T), `${f.isa}, 2 threads`).toEqual(exact)
+          }
           const expected = new Float32Array(T * rows)
           ref.matmul(expected, x, w, T)
           const acts = QUANT_LAYOUTS[dtype].activations
@@ -96,7 +105,7 @@ describe('block-type matmul', () => {
   }
 
   it('batched rows equal T = 1 rows bit for bit (native and WebAssembly)', () => {
-    for (const k of [two, wasmTwo]) {
+    for (const k of [two, wasmTwo, ...forced.map((f) => f.two)]) {
       for (const dtype of ['q4_0', 'q5_1', 'q2_k', 'q3_k', 'q4_k', 'q5_k', 'q6_k', 'bf16'] as const) {
         const cols = 512
         const w = randomMatrix(dtype, 21, cols, 5)
