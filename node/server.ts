@@ -39,17 +39,21 @@ import {
   DEFAULT_ANNOUNCE_INTERVAL_MS,
   DEFAULT_BATCH_WAIT_MS,
   DEFAULT_BYTES_IN_FLIGHT,
+  DEFAULT_FIRST_STEP_TIMEOUT_MS,
   DEFAULT_IDLE_TIMEOUT_MS,
   DEFAULT_MAX_BATCH_ROWS,
   DEFAULT_MAX_QUEUED_STEPS,
-  DEFAULT_MAX_SESSIONS
+  DEFAULT_MAX_SESSIONS,
+  DEFAULT_ORPHAN_TIMEOUT_MS,
+  SESSION_SWEEP_INTERVAL_MS
 } from './options.js'
 import { PeerLimits } from './peer-limits.js'
+import { peerSource } from './peer-source.js'
 import { SessionCrypto } from './session-crypto.js'
 import { SessionManager } from './session-manager.js'
 import { SessionRequests } from './session-requests.js'
 import { NodeStepQueue } from './step-batch-run.js'
-import { defaultSessionsPerPeer, type SwarmNodeInit } from './swarm-node-init.js'
+import { defaultSessionsPerPeer, type SwarmNodeInit, sourceShares } from './swarm-node-init.js'
 
 export { defaultSessionsPerPeer, type SwarmNodeInit } from './swarm-node-init.js'
 
@@ -84,13 +88,17 @@ export class SwarmNode {
     private readonly identity: PrivateKey
   ) {
     const maxSessions = init.maxSessions ?? DEFAULT_MAX_SESSIONS
+    const maxCacheTokens = init.maxCacheTokens ?? maxSessions * init.model.config.seqLen
     this.poller = createBusyPoller(init.busyPollMs ?? 0)
     this.sessions = new SessionManager({
       shard: init.shard,
       maxSessions,
       maxSessionsPerOwner: init.maxSessionsPerPeer ?? defaultSessionsPerPeer(maxSessions),
-      maxCacheTokens: init.maxCacheTokens ?? maxSessions * init.model.config.seqLen,
-      idleTimeoutMs: init.idleTimeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS
+      maxCacheTokens,
+      idleTimeoutMs: init.idleTimeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS,
+      ...sourceShares(maxSessions, maxCacheTokens, init),
+      firstStepTimeoutMs: init.firstStepTimeoutMs ?? DEFAULT_FIRST_STEP_TIMEOUT_MS,
+      orphanTimeoutMs: init.orphanTimeoutMs ?? DEFAULT_ORPHAN_TIMEOUT_MS
     })
     this.steps = new NodeStepQueue({
       shard: init.shard,
@@ -202,10 +210,11 @@ export class SwarmNode {
       SESSION_PROTOCOL,
       (stream, connection) => {
         const from = connection.remotePeer.toString()
+        const source = peerSource(connection.remoteAddr.toString())
         const handler = async (req: SessionRequest, options?: AbortOptions): Promise<SessionResponseBody | NoReply> => {
           this.poller.touch()
           try {
-            return await this.requests.handle(req, from, options)
+            return await this.requests.handle(req, from, { ...options, source })
           } finally {
             this.poller.touch() // the window runs from the end of the request: a step computes longer than it
           }
@@ -233,8 +242,22 @@ export class SwarmNode {
         this.reportSessions()
         this.init.log?.({ event: 'sessions-expired', count: n })
       }
-    }, 5_000)
+    }, SESSION_SWEEP_INTERVAL_MS)
     this.sweeper.unref()
+    // an owner's sessions outlive its connection only briefly (issue #39): orphanTimeoutMs after its last one closed
+    const onClose = (evt: CustomEvent<{ remotePeer: { toString(): string } }>): void => {
+      const peer = evt.detail.remotePeer
+      if (host.getConnections(peer as never).length === 0) this.sessions.ownerGone(peer.toString())
+    }
+    const onOpen = (evt: CustomEvent<{ remotePeer: { toString(): string } }>): void => {
+      this.sessions.ownerBack(evt.detail.remotePeer.toString())
+    }
+    host.addEventListener('connection:close', onClose as never)
+    host.addEventListener('connection:open', onOpen as never)
+    signal.addEventListener('abort', () => {
+      host.removeEventListener('connection:close', onClose as never)
+      host.removeEventListener('connection:open', onOpen as never)
+    })
     await serveAnnouncements(host, this.announcements, { signal })
     if (this.init.bootstrap?.length) {
       const dialSignal = options.signal ? AbortSignal.any([signal, options.signal]) : signal

@@ -31,6 +31,7 @@ import {
 } from '../protocol/index.js'
 import { ChainLink, type NextHopPolicy, requestShape } from './chain.js'
 import type { NodeSession } from './node-session.js'
+import type { PeerSource } from './peer-source.js'
 import { DEFAULT_CHAIN_TIMEOUT_MS } from './options.js'
 import type { SessionCrypto } from './session-crypto.js'
 import type { SessionManager } from './session-manager.js'
@@ -73,13 +74,18 @@ export class SessionRequests {
     return MAX_CONTROL_BYTES
   }
 
-  async handle(req: SessionRequest, from: string, options: AbortOptions = {}): Promise<SessionResponseBody | NoReply> {
+  /** `options.source`: where the connection comes from (per-IP shares at open; undefined: loopback). */
+  async handle(
+    req: SessionRequest,
+    from: string,
+    options: AbortOptions & { source?: PeerSource } = {}
+  ): Promise<SessionResponseBody | NoReply> {
     const { init, sessions, crypto } = this.ctx
     const { signal } = options
     if (init.traceRequests) init.log?.({ event: 'request', from, ...requestShape(req) })
     switch (req.type) {
       case 'open':
-        return this.open(req.open, from)
+        return this.open(req.open, from, options.source)
       case 'step':
         return await this.step(req.step, from, options)
       case 'await': {
@@ -110,12 +116,15 @@ export class SessionRequests {
         return { type: 'closed', closed: { sessionId: req.close.sessionId } }
       case 'exportKv':
         return crypto.exportKv(sessions.owned(req.exportKv.sessionId, from), req.exportKv)
-      case 'importKv':
-        return crypto.importKv(sessions.owned(req.importKv.sessionId, from), req.importKv)
+      case 'importKv': {
+        const s = sessions.owned(req.importKv.sessionId, from)
+        sessions.used(s) // an import fills the KV as a prefill would: the session is in use
+        return crypto.importKv(s, req.importKv)
+      }
     }
   }
 
-  private open(o: Extract<SessionRequest, { type: 'open' }>['open'], from: string): SessionResponseBody {
+  private open(o: Extract<SessionRequest, { type: 'open' }>['open'], from: string, source?: PeerSource): SessionResponseBody {
     const { init, sessions, crypto, wireDtypes } = this.ctx
     if (this.ctx.leaving()) throw new BusyError('this peer is leaving')
     if (o.modelId !== init.modelId) throw new WrongModelError(`this peer serves model ${init.modelId}, not ${o.modelId}`)
@@ -129,7 +138,8 @@ export class SessionRequests {
       maxLength: o.maxLength,
       owner: from,
       upstream: o.upstreamPeerId,
-      wireDtype: o.wireDtype
+      wireDtype: o.wireDtype,
+      source
     }
     // caps, duplicates, spans and the next hop's address first: X25519 only for an open that can succeed
     sessions.checkOpen(request)
@@ -161,6 +171,7 @@ export class SessionRequests {
     const dim = init.model.config.dim
     if (this.ctx.leaving()) throw new LeavingError(`this peer is leaving: export session ${s.sessionId} and move it`)
     const { session, tags: hopAuth, fromUpstream } = await this.stepSession(s, from)
+    this.ctx.sessions.used(session)
     const hidden = decodeTensor(s.hidden, { shape: [undefined, dim] })
     // the dtype negotiated at open, on both ends of every link of the session (a chain shares
     // one); checked after the decode, so a malformed tensor is MALFORMED whatever its dtype

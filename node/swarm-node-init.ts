@@ -50,9 +50,40 @@ export interface SwarmNodeInit {
   readonly maxBatchRows?: number
   /** Milliseconds a batch waits for more steps (DEFAULT_BATCH_WAIT_MS). */
   readonly batchWaitMs?: number
+  /** Per-source shares of sessions (default: half the slots per IP, three quarters per subnet; issue #39). */
+  readonly maxSessionsPerIp?: number
+  readonly maxSessionsPerSubnet?: number
+  /** A session that took no step this long after its open is freed (DEFAULT_FIRST_STEP_TIMEOUT_MS). */
+  readonly firstStepTimeoutMs?: number
+  /** Sessions of an owner with no connection left are freed this long after it left (DEFAULT_ORPHAN_TIMEOUT_MS). */
+  readonly orphanTimeoutMs?: number
 }
 
 /** Three quarters of the slots, rounded up, and one fewer than all when there are several. */
 export function defaultSessionsPerPeer(maxSessions: number): number {
   return maxSessions <= 1 ? 1 : Math.min(maxSessions - 1, Math.ceil((maxSessions * 3) / 4))
+}
+
+/**
+ * The per-IP and per-subnet shares of sessions and KV positions (issue #39): half of each per
+ * IP and three quarters per subnet, so fresh peer ids from one address never hold more than
+ * half of a node, and one /24 (or /48) never all of it. Loopback is not counted.
+ */
+export function sourceShares(
+  maxSessions: number,
+  maxCacheTokens: number,
+  init: Pick<SwarmNodeInit, 'maxSessionsPerIp' | 'maxSessionsPerSubnet'> = {}
+): {
+  maxSessionsPerIp: number
+  maxSessionsPerSubnet: number
+  maxCacheTokensPerIp: number
+  maxCacheTokensPerSubnet: number
+} {
+  const half = (n: number) => Math.max(1, Math.floor(n / 2))
+  return {
+    maxSessionsPerIp: init.maxSessionsPerIp ?? half(maxSessions),
+    maxSessionsPerSubnet: init.maxSessionsPerSubnet ?? defaultSessionsPerPeer(maxSessions),
+    maxCacheTokensPerIp: half(maxCacheTokens),
+    maxCacheTokensPerSubnet: Math.max(1, Math.floor((maxCacheTokens * 3) / 4))
+  }
 }

@@ -1,0 +1,39 @@
+// A peer process for issue #39's per-IP test (test/e2e/sybil-limits.test.ts), run inside a
+// network namespace: `identities` fresh peer ids each open sessions on the node at `target`
+// (never stepping) until refused or `perIdentity` are open; prints one JSON line with what each
+// got and the node's info, then, after `infoAgainMs`, the info again; holds its connections
+// until killed. Plain JavaScript over dist/, since the namespace runs a bare `node`.
+import { multiaddr } from '@multiformats/multiaddr'
+import { createHost, createSessionCaller, fetchInfo, SESSION_PROTOCOL, SESSION_STREAM_LIMITS } from '../../dist/protocol/index.js'
+
+const o = JSON.parse(process.argv[2])
+const target = multiaddr(o.target)
+const opened = []
+const refused = []
+const hosts = []
+for (let i = 0; i < o.identities; i++) {
+  const host = await createHost({ listen: [], pubsub: false })
+  hosts.push(host)
+  const c = createSessionCaller(await host.dialProtocol(target, SESSION_PROTOCOL, SESSION_STREAM_LIMITS))
+  let n = 0
+  for (; n < o.perIdentity; n++) {
+    const open = { sessionId: `${o.tag}-${i}-${n}`, modelId: o.modelId, start: o.start, end: o.end, maxLength: o.maxLength }
+    const got = await c
+      .call({ type: 'open', open: { ...open, wireDtype: 'f32', nextHops: [] } })
+      .then((r) => r.type, (e) => e.code ?? String(e))
+    if (got !== 'opened') {
+      refused.push(got)
+      break
+    }
+  }
+  opened.push(n)
+}
+const info = async () => (await fetchInfo(hosts[0], target)).info
+const { activeSessions, freeCacheTokens } = await info()
+process.stdout.write(`${JSON.stringify({ opened, refused, activeSessions, freeCacheTokens })}\n`)
+if (o.infoAgainMs !== undefined) {
+  await new Promise((r) => setTimeout(r, o.infoAgainMs))
+  const again = await info()
+  process.stdout.write(`${JSON.stringify({ activeSessions: again.activeSessions, freeCacheTokens: again.freeCacheTokens })}\n`)
+}
+setInterval(() => {}, 60_000)
