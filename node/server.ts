@@ -4,6 +4,7 @@ import type { AbortOptions, PrivateKey } from '@libp2p/interface'
 import { bindX25519Key } from '../crypto/index.js'
 import {
   AnnouncementStore,
+  announcementSourceOf,
   type BootstrapResult,
   type ByteBudget,
   createAnnouncer,
@@ -35,6 +36,7 @@ import {
 
 import { type BusyPoller, createBusyPoller } from './busy-poll.js'
 import { createNextHopPolicy } from './chain.js'
+import { watchConnections } from './connection-watch.js'
 import {
   DEFAULT_ANNOUNCE_INTERVAL_MS,
   DEFAULT_BATCH_WAIT_MS,
@@ -48,7 +50,7 @@ import {
   SESSION_SWEEP_INTERVAL_MS
 } from './options.js'
 import { PeerLimits } from './peer-limits.js'
-import { peerSource } from './peer-source.js'
+import { peerSource } from '../protocol/index.js'
 import { SessionCrypto } from './session-crypto.js'
 import { SessionManager } from './session-manager.js'
 import { SessionRequests } from './session-requests.js'
@@ -244,20 +246,7 @@ export class SwarmNode {
       }
     }, SESSION_SWEEP_INTERVAL_MS)
     this.sweeper.unref()
-    // an owner's sessions outlive its connection only briefly (issue #39): orphanTimeoutMs after its last one closed
-    const onClose = (evt: CustomEvent<{ remotePeer: { toString(): string } }>): void => {
-      const peer = evt.detail.remotePeer
-      if (host.getConnections(peer as never).length === 0) this.sessions.ownerGone(peer.toString())
-    }
-    const onOpen = (evt: CustomEvent<{ remotePeer: { toString(): string } }>): void => {
-      this.sessions.ownerBack(evt.detail.remotePeer.toString())
-    }
-    host.addEventListener('connection:close', onClose as never)
-    host.addEventListener('connection:open', onOpen as never)
-    signal.addEventListener('abort', () => {
-      host.removeEventListener('connection:close', onClose as never)
-      host.removeEventListener('connection:open', onOpen as never)
-    })
+    watchConnections(host, this.sessions, this.announcements, signal)
     await serveAnnouncements(host, this.announcements, { signal })
     if (this.init.bootstrap?.length) {
       const dialSignal = options.signal ? AbortSignal.any([signal, options.signal]) : signal
@@ -267,7 +256,15 @@ export class SwarmNode {
     // Subscribing makes this peer relay others' announcements (gossipsub forwards only
     // topics it is subscribed to), so a client bootstrapped to one peer learns them all;
     // it also keeps them, for clients that ask (protocol/announcement-exchange.ts).
-    if (host.services.pubsub) subscribeAnnouncements(host, (a, _from, signed) => this.announcements.put(a, signed), signal)
+    // per-source shares of unconfirmed entries: what a relay is over is neither kept nor relayed on (issue #39)
+    if (host.services.pubsub)
+      subscribeAnnouncements(
+        host,
+        (a, _from, signed, via) =>
+          this.announcements.put(a, signed, Date.now(), via ? announcementSourceOf(host, via) : undefined),
+        signal,
+        { admit: (a, via) => this.announcements.admits(a, announcementSourceOf(host, via)) }
+      )
     // and pull what neighbours hold, for what gossip did not deliver (protocol/announcement-sync.ts)
     startAnnouncementSync(host, this.announcements, {
       intervalMs: this.init.announceIntervalMs ?? DEFAULT_ANNOUNCE_INTERVAL_MS,
@@ -278,7 +275,10 @@ export class SwarmNode {
         privateKey: this.init.privateKey,
         intervalMs: this.init.announceIntervalMs ?? DEFAULT_ANNOUNCE_INTERVAL_MS,
         signal,
-        onPublished: (a, signed) => this.announcements.put(a, signed),
+        onPublished: (a, signed) => {
+          this.announcements.confirm(this.peerId) // ours: never evicted by strangers'
+          this.announcements.put(a, signed)
+        },
         content: () => ({
           modelId: this.init.modelId,
           start: this.init.shard.start,

@@ -1,7 +1,7 @@
 import { BadSpanError, BusyError, type DType, DuplicateSessionError, UnknownSessionError } from '../protocol/index.js'
 import type { Shard } from '../shards/index.js'
 import { type NodeSession, releaseSession, sessionKey } from './node-session.js'
-import type { PeerSource } from './peer-source.js'
+import type { PeerSource } from '../protocol/index.js'
 
 export interface SessionManagerInit {
   readonly shard: Shard
@@ -38,7 +38,7 @@ export interface OpenRequest {
   /** In chained mode, the peer whose output this hop takes. */
   readonly upstream?: string
   readonly wireDtype?: DType
-  /** Where the open came from (node/peer-source.ts); undefined: loopback, not counted per source. */
+  /** Where the open came from (protocol/peer-source.ts); undefined: loopback, not counted per source. */
   readonly source?: PeerSource
 }
 

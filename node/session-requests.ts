@@ -31,7 +31,7 @@ import {
 } from '../protocol/index.js'
 import { ChainLink, type NextHopPolicy, requestShape } from './chain.js'
 import type { NodeSession } from './node-session.js'
-import type { PeerSource } from './peer-source.js'
+import type { PeerSource } from '../protocol/index.js'
 import { DEFAULT_CHAIN_TIMEOUT_MS } from './options.js'
 import type { SessionCrypto } from './session-crypto.js'
 import type { SessionManager } from './session-manager.js'
