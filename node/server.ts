@@ -20,6 +20,7 @@ import {
   MAX_CONTROL_BYTES,
   MAX_INFO_REQUEST_BYTES,
   type NoReply,
+  openProofBits,
   PROTOCOL_VERSION,
   REQUEST_STREAM_LIMITS,
   SESSION_PROTOCOL,
@@ -185,7 +186,8 @@ export class SwarmNode {
       wireDtypes: this.wireDtypes,
       x25519PublicKey: this.crypto.x25519.publicKey,
       x25519Binding: this.crypto.binding,
-      kvDtype: shard.kvDType
+      kvDtype: shard.kvDType,
+      openProofBits: openProofBits(this.sessions.active, this.sessions.capacity)
     }
   }
 

@@ -71,6 +71,11 @@ export class SessionManager {
     return this.sessions.size
   }
 
+  /** Sessions held at most (the cap the proof of work's difficulty scales with). */
+  get capacity(): number {
+    return this.init.maxSessions
+  }
+
   get reservedTokens(): number {
     let n = 0
     for (const s of this.sessions.values()) n += s.maxLength

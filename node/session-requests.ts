@@ -6,6 +6,7 @@
 import type { AbortOptions } from '@libp2p/interface'
 import {
   BusyError,
+  checkOpenProof,
   DEFAULT_MAX_MESSAGE_BYTES,
   type DType,
   decodeTensor,
@@ -16,6 +17,7 @@ import {
   MAX_CONTROL_BYTES,
   MalformedMessageError,
   type NoReply,
+  openProofBits,
   type Receipt,
   type SessionRequest,
   type SessionResponseBody,
@@ -131,6 +133,9 @@ export class SessionRequests {
     if (!wireDtypes.includes(o.wireDtype)) {
       throw new UnsupportedDtypeError(`this peer accepts wire dtypes ${wireDtypes.join(', ')}, not ${o.wireDtype}`)
     }
+    // the proof of work first (one hash), for a source the load asks one of (loopback: none; issue #39)
+    const bits = source ? openProofBits(sessions.active, sessions.capacity) : 0
+    checkOpenProof({ nodePeerId: this.ctx.peerId, clientPeerId: from, sessionId: o.sessionId }, bits, o)
     const request = {
       sessionId: o.sessionId,
       start: o.start,

@@ -37,6 +37,7 @@ export {
   errorReplyFor
 } from './messages.js'
 export * from './options.js'
+export * from './open-proof.js'
 export * from './peer-source.js'
 export {
   RELAY_MAX_RESERVATIONS,

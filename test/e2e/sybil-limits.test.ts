@@ -2,7 +2,8 @@
  * Issue #39, finding 1, against a real node process in a network namespace: fresh peer ids from
  * one IP take at most the per-IP share of the node's sessions and KV (half of each), an honest
  * client from another IP still gets a session, and sessions that never took a step are reclaimed
- * after --first-step-timeout while their owners stay connected. Before the fix, the first id
+ * after --first-step-timeout while their owners stay connected. At half load the node asks each
+ * open for a proof of work, which the honest client pays. Before the fix, the first id
  * took 12 of 16 slots and the second the other 4, so the honest client got BUSY.
  * Skips, saying why, where namespaces cannot be made (not root, not Linux).
  */
@@ -19,7 +20,7 @@ const skip = typeof star === 'string' ? star : undefined
 if (skip) process.stderr.write(`sybil-limits.test.ts skipped: ${skip}\n`)
 
 const MAX_SESSIONS = 16
-const FIRST_STEP_TIMEOUT_MS = 3_000
+const FIRST_STEP_TIMEOUT_MS = 8_000
 /** stories260K's context: the node's KV is MAX_SESSIONS × SEQ_LEN positions. */
 const SEQ_LEN = 512
 const OPENER = join(ROOT, 'test', 'helpers', 'session-opener.mjs')
@@ -106,11 +107,20 @@ describe.skipIf(skip !== undefined)('per-IP shares a Sybil cannot multiply (issu
       perIdentity: MAX_SESSIONS,
       maxLength: SEQ_LEN
     })
-    const atk = JSON.parse(await attackers.next()) as { opened: number[]; refused: string[]; freeCacheTokens: number }
+    const atk = JSON.parse(await attackers.next()) as {
+      opened: number[]
+      refused: string[]
+      proofBits: number[]
+      freeCacheTokens: number
+    }
     console.log(`attackers from one IP: ${JSON.stringify(atk)}`)
     const total = atk.opened.reduce((a, b) => a + b, 0)
     expect(total).toBe(MAX_SESSIONS / 2)
     expect(atk.refused).toEqual(['BUSY', 'BUSY', 'BUSY'])
+    // at half load the node asks each open for a proof of work (protocol/open-proof.ts): the
+    // attackers paid one per further try, and were still refused
+    expect(atk.proofBits).toHaveLength(3)
+    expect(Math.min(...atk.proofBits)).toBeGreaterThanOrEqual(8)
     expect(atk.freeCacheTokens).toBeGreaterThanOrEqual((MAX_SESSIONS * SEQ_LEN) / 2) // the KV share: half
     const honest = opener(ns.honest, SERVER_HONEST_SIDE_IP, {
       tag: 'hon',
@@ -119,8 +129,9 @@ describe.skipIf(skip !== undefined)('per-IP shares a Sybil cannot multiply (issu
       maxLength: 64,
       infoAgainMs: FIRST_STEP_TIMEOUT_MS + 2_500
     })
-    const hon = JSON.parse(await honest.next()) as { opened: number[]; activeSessions: number; freeCacheTokens: number }
+    const hon = JSON.parse(await honest.next()) as { opened: number[]; proofBits: number[]; activeSessions: number }
     expect(hon.opened).toEqual([1])
+    expect(hon.proofBits).toEqual([8]) // a proof of 8 bits: 256 hashes on average
     expect(hon.activeSessions).toBe(MAX_SESSIONS / 2 + 1)
     // none of them stepped: every session is freed after the first-step timeout, owners still connected
     const later = JSON.parse(await honest.next()) as { activeSessions: number }
