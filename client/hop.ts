@@ -17,9 +17,9 @@ import {
   type Receipt,
   SESSION_PROTOCOL,
   SESSION_STREAM_LIMITS,
-  solveOpenProof,
   type SessionCaller,
   STEP_SLACK_BYTES,
+  solveOpenProof,
   tensorByteLength
 } from '../protocol/index.js'
 import { HopAbandonedError } from './errors.js'

@@ -9,7 +9,12 @@ import type { Connection } from '@libp2p/interface'
 import type { AnnouncementStore, Host } from '../protocol/index.js'
 import type { SessionManager } from './session-manager.js'
 
-export function watchConnections(host: Host, sessions: SessionManager, announcements: AnnouncementStore, signal: AbortSignal): void {
+export function watchConnections(
+  host: Host,
+  sessions: SessionManager,
+  announcements: AnnouncementStore,
+  signal: AbortSignal
+): void {
   const onClose = (evt: CustomEvent<Connection>): void => {
     const peer = evt.detail.remotePeer
     if (host.getConnections(peer).length === 0) sessions.ownerGone(peer.toString())

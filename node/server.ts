@@ -22,6 +22,7 @@ import {
   type NoReply,
   openProofBits,
   PROTOCOL_VERSION,
+  peerSource,
   REQUEST_STREAM_LIMITS,
   SESSION_PROTOCOL,
   SESSION_STREAM_LIMITS,
@@ -34,7 +35,6 @@ import {
   subscribeAnnouncements,
   WIRE_DTYPES
 } from '../protocol/index.js'
-
 import { type BusyPoller, createBusyPoller } from './busy-poll.js'
 import { createNextHopPolicy } from './chain.js'
 import { watchConnections } from './connection-watch.js'
@@ -51,7 +51,6 @@ import {
   SESSION_SWEEP_INTERVAL_MS
 } from './options.js'
 import { PeerLimits } from './peer-limits.js'
-import { peerSource } from '../protocol/index.js'
 import { SessionCrypto } from './session-crypto.js'
 import { SessionManager } from './session-manager.js'
 import { SessionRequests } from './session-requests.js'

@@ -1,7 +1,7 @@
+import type { PeerSource } from '../protocol/index.js'
 import { BadSpanError, BusyError, type DType, DuplicateSessionError, UnknownSessionError } from '../protocol/index.js'
 import type { Shard } from '../shards/index.js'
 import { type NodeSession, releaseSession, sessionKey } from './node-session.js'
-import type { PeerSource } from '../protocol/index.js'
 
 export interface SessionManagerInit {
   readonly shard: Shard

@@ -4,6 +4,7 @@
  * checks (caps, ownership, sizes) run before any key agreement or tensor decoding.
  */
 import type { AbortOptions } from '@libp2p/interface'
+import type { PeerSource } from '../protocol/index.js'
 import {
   BusyError,
   checkOpenProof,
@@ -33,7 +34,6 @@ import {
 } from '../protocol/index.js'
 import { ChainLink, type NextHopPolicy, requestShape } from './chain.js'
 import type { NodeSession } from './node-session.js'
-import type { PeerSource } from '../protocol/index.js'
 import { DEFAULT_CHAIN_TIMEOUT_MS } from './options.js'
 import type { SessionCrypto } from './session-crypto.js'
 import type { SessionManager } from './session-manager.js'

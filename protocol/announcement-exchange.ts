@@ -8,7 +8,6 @@
 import type { PeerId } from '@libp2p/interface'
 import type { Multiaddr } from '@multiformats/multiaddr'
 import { verifyAnnouncement } from './announce.js'
-import type { AnnouncementStore } from './announcement-store.js'
 import {
   decodeAnnouncementsRequest,
   decodeAnnouncementsResponse,
@@ -17,6 +16,7 @@ import {
   MAX_ANNOUNCEMENTS_REQUEST_BYTES,
   MAX_ANNOUNCEMENTS_RESPONSE_BYTES
 } from './announcement-messages.js'
+import type { AnnouncementStore } from './announcement-store.js'
 import { MalformedMessageError } from './errors.js'
 import { createMessageChannel, request } from './framing.js'
 import type { Host } from './host.js'

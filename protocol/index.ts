@@ -36,8 +36,8 @@ export {
   errorFromReply,
   errorReplyFor
 } from './messages.js'
-export * from './options.js'
 export * from './open-proof.js'
+export * from './options.js'
 export * from './peer-source.js'
 export {
   RELAY_MAX_RESERVATIONS,

@@ -20,10 +20,10 @@ import {
   DEFAULT_BATCH_WAIT_MS,
   DEFAULT_FIRST_STEP_TIMEOUT_MS,
   DEFAULT_IDLE_TIMEOUT_MS,
-  DEFAULT_ORPHAN_TIMEOUT_MS,
   DEFAULT_MAX_BATCH_ROWS,
   DEFAULT_MAX_QUEUED_STEPS,
-  DEFAULT_MAX_SESSIONS
+  DEFAULT_MAX_SESSIONS,
+  DEFAULT_ORPHAN_TIMEOUT_MS
 } from '../options.js'
 import { defaultModelPath } from '../paths.js'
 import { SwarmNode } from '../server.js'

@@ -88,7 +88,6 @@ describe('a 1,000-key announcement flood (issue #39)', () => {
     )
   }
 
-
   it('leaves every honest node visible to a new client, which generates', async () => {
     // the honest swarm first: A holds B's announcement
     for (let i = 0; i < 60 && !(await held()).includes(b.peerId); i++) await sleep(500)
@@ -97,7 +96,11 @@ describe('a 1,000-key announcement flood (issue #39)', () => {
     // the flooder joins A's gossipsub mesh and floods
     flooder.services.pubsub!.subscribe(ANNOUNCE_TOPIC)
     await flooder.dial(multiaddr(a.addrs[0]))
-    for (let i = 0; i < 40 && !flooder.services.pubsub!.getSubscribers(ANNOUNCE_TOPIC).some((p) => p.toString() === a.peerId); i++)
+    for (
+      let i = 0;
+      i < 40 && !flooder.services.pubsub!.getSubscribers(ANNOUNCE_TOPIC).some((p) => p.toString() === a.peerId);
+      i++
+    )
       await sleep(250)
     for (const data of await signFlood()) await flooder.services.pubsub!.publish(ANNOUNCE_TOPIC, data)
     await sleep(2_000)

@@ -56,7 +56,7 @@ describe('announcement store (issue #39)', () => {
     store.confirm(honest.a.peerId) // seen on a connection before its announcement came
     store.put(honest.a, honest.s, NOW)
     const flood = await Promise.all(Array.from({ length: 12 }, () => make(110_000)))
-    flood.forEach((f, i) => store.put(f.a, f.s, NOW, { peer: `relay-${i % 4}` }))
+    for (const [i, f] of flood.entries()) store.put(f.a, f.s, NOW, { peer: `relay-${i % 4}` })
     expect(store.size).toBe(4)
     expect(store.isConfirmed(honest.a.peerId)).toBe(true)
     const listed = store.list(undefined, NOW)
