@@ -42,12 +42,9 @@ import {
   DEFAULT_ANNOUNCE_INTERVAL_MS,
   DEFAULT_BATCH_WAIT_MS,
   DEFAULT_BYTES_IN_FLIGHT,
-  DEFAULT_FIRST_STEP_TIMEOUT_MS,
-  DEFAULT_IDLE_TIMEOUT_MS,
   DEFAULT_MAX_BATCH_ROWS,
   DEFAULT_MAX_QUEUED_STEPS,
   DEFAULT_MAX_SESSIONS,
-  DEFAULT_ORPHAN_TIMEOUT_MS,
   SESSION_SWEEP_INTERVAL_MS
 } from './options.js'
 import { PeerLimits } from './peer-limits.js'
@@ -55,7 +52,7 @@ import { SessionCrypto } from './session-crypto.js'
 import { SessionManager } from './session-manager.js'
 import { SessionRequests } from './session-requests.js'
 import { NodeStepQueue } from './step-batch-run.js'
-import { defaultSessionsPerPeer, type SwarmNodeInit, sourceShares } from './swarm-node-init.js'
+import { type SwarmNodeInit, sessionLimits } from './swarm-node-init.js'
 
 export { defaultSessionsPerPeer, type SwarmNodeInit } from './swarm-node-init.js'
 
@@ -89,19 +86,8 @@ export class SwarmNode {
     private readonly init: SwarmNodeInit,
     private readonly identity: PrivateKey
   ) {
-    const maxSessions = init.maxSessions ?? DEFAULT_MAX_SESSIONS
-    const maxCacheTokens = init.maxCacheTokens ?? maxSessions * init.model.config.seqLen
     this.poller = createBusyPoller(init.busyPollMs ?? 0)
-    this.sessions = new SessionManager({
-      shard: init.shard,
-      maxSessions,
-      maxSessionsPerOwner: init.maxSessionsPerPeer ?? defaultSessionsPerPeer(maxSessions),
-      maxCacheTokens,
-      idleTimeoutMs: init.idleTimeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS,
-      ...sourceShares(maxSessions, maxCacheTokens, init),
-      firstStepTimeoutMs: init.firstStepTimeoutMs ?? DEFAULT_FIRST_STEP_TIMEOUT_MS,
-      orphanTimeoutMs: init.orphanTimeoutMs ?? DEFAULT_ORPHAN_TIMEOUT_MS
-    })
+    this.sessions = new SessionManager(sessionLimits(init))
     this.steps = new NodeStepQueue({
       shard: init.shard,
       sessions: this.sessions,

@@ -2,7 +2,14 @@ import type { PrivateKey } from '@libp2p/interface'
 import type { DType, ReachabilityInit } from '../protocol/index.js'
 import type { ModelFile, Shard } from '../shards/index.js'
 import type { Metrics } from './metrics.js'
-import type { PeerLimitOptions } from './options.js'
+import {
+  DEFAULT_FIRST_STEP_TIMEOUT_MS,
+  DEFAULT_IDLE_TIMEOUT_MS,
+  DEFAULT_MAX_SESSIONS,
+  DEFAULT_ORPHAN_TIMEOUT_MS,
+  type PeerLimitOptions
+} from './options.js'
+import type { SessionManagerInit } from './session-manager.js'
 import type { Tamper } from './tamper.js'
 
 /** What a SwarmNode serves and how (node/server.ts); the CLI's `node start` options end up here. */
@@ -85,5 +92,21 @@ export function sourceShares(
     maxSessionsPerSubnet: init.maxSessionsPerSubnet ?? defaultSessionsPerPeer(maxSessions),
     maxCacheTokensPerIp: half(maxCacheTokens),
     maxCacheTokensPerSubnet: Math.max(1, Math.floor((maxCacheTokens * 3) / 4))
+  }
+}
+
+/** The SessionManager's caps, shares and timeouts for a node started with `init` (defaults filled in). */
+export function sessionLimits(init: SwarmNodeInit): SessionManagerInit {
+  const maxSessions = init.maxSessions ?? DEFAULT_MAX_SESSIONS
+  const maxCacheTokens = init.maxCacheTokens ?? maxSessions * init.model.config.seqLen
+  return {
+    shard: init.shard,
+    maxSessions,
+    maxSessionsPerOwner: init.maxSessionsPerPeer ?? defaultSessionsPerPeer(maxSessions),
+    maxCacheTokens,
+    idleTimeoutMs: init.idleTimeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS,
+    ...sourceShares(maxSessions, maxCacheTokens, init),
+    firstStepTimeoutMs: init.firstStepTimeoutMs ?? DEFAULT_FIRST_STEP_TIMEOUT_MS,
+    orphanTimeoutMs: init.orphanTimeoutMs ?? DEFAULT_ORPHAN_TIMEOUT_MS
   }
 }
