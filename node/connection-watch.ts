@@ -5,7 +5,7 @@
  * - a peer seen on a connection proved, by its Noise handshake, that a live peer holds its key:
  *   its announcement is confirmed and outranks unconfirmed ones in the store.
  */
-import type { Connection } from '@libp2p/interface'
+import type { Connection, PeerId } from '@libp2p/interface'
 import type { AnnouncementStore, Host } from '../protocol/index.js'
 import type { SessionManager } from './session-manager.js'
 
@@ -15,21 +15,21 @@ export function watchConnections(
   announcements: AnnouncementStore,
   signal: AbortSignal
 ): void {
-  const onClose = (evt: CustomEvent<Connection>): void => {
-    const peer = evt.detail.remotePeer
-    if (host.getConnections(peer).length === 0) sessions.ownerGone(peer.toString())
+  // libp2p sends peer:disconnect once a peer's last connection closed
+  const onGone = (evt: CustomEvent<PeerId>): void => {
+    sessions.ownerGone(evt.detail.toString())
   }
   const onOpen = (evt: CustomEvent<Connection>): void => {
     const peer = evt.detail.remotePeer.toString()
     sessions.ownerBack(peer)
     announcements.confirm(peer)
   }
-  host.addEventListener('connection:close', onClose)
+  host.addEventListener('peer:disconnect', onGone)
   host.addEventListener('connection:open', onOpen)
   signal.addEventListener(
     'abort',
     () => {
-      host.removeEventListener('connection:close', onClose)
+      host.removeEventListener('peer:disconnect', onGone)
       host.removeEventListener('connection:open', onOpen)
     },
     { once: true }
