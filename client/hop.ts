@@ -7,6 +7,7 @@ import {
   type DType,
   decodeTensor,
   encodeTensor,
+  fetchInfo,
   type HopTiming,
   type Host,
   type KvWireDType,
@@ -18,6 +19,7 @@ import {
   SESSION_STREAM_LIMITS,
   type SessionCaller,
   STEP_SLACK_BYTES,
+  solveOpenProof,
   tensorByteLength
 } from '../protocol/index.js'
 import { HopAbandonedError } from './errors.js'
@@ -135,27 +137,26 @@ export class HopSession {
     ])
     const caller = createSessionCaller(stream, { maxBodyBytes: (body) => caps.get(body) ?? MAX_CONTROL_BYTES })
     const hop = new HopSession(target, o.sessionId, caller, dim, o.wireDtype, keys, hopPub, snapshotKey, o.ledger, o.maxLength)
+    const open = {
+      sessionId: o.sessionId,
+      modelId: o.modelId,
+      start: target.start,
+      end: target.end,
+      maxLength: o.maxLength,
+      wireDtype: o.wireDtype,
+      nextHops: o.next ? [{ peerId: o.next.peerId, addrs: nextHopAddrs(o.next), start: o.next.start, end: o.next.end }] : [],
+      ...(o.upstream ? { upstreamPeerId: o.upstream } : {}),
+      clientX25519PublicKey: clientPublicKey,
+      wrappedSnapshotKey
+    }
     try {
-      await caller.call(
-        {
-          type: 'open',
-          open: {
-            sessionId: o.sessionId,
-            modelId: o.modelId,
-            start: target.start,
-            end: target.end,
-            maxLength: o.maxLength,
-            wireDtype: o.wireDtype,
-            nextHops: o.next
-              ? [{ peerId: o.next.peerId, addrs: nextHopAddrs(o.next), start: o.next.start, end: o.next.end }]
-              : [],
-            ...(o.upstream ? { upstreamPeerId: o.upstream } : {}),
-            clientX25519PublicKey: clientPublicKey,
-            wrappedSnapshotKey
-          }
-        },
-        { signal }
-      )
+      await caller.call({ type: 'open', open }, { signal }).catch(async (err: { code?: string }) => {
+        // a busy node asks a proof of work (protocol/open-proof.ts, issue #39): its info says how much
+        if (err.code !== 'PROOF_REQUIRED') throw err
+        const { info } = await fetchInfo(host, addrs, { signal })
+        const input = { nodePeerId: target.peerId, clientPeerId: host.peerId.toString(), sessionId: o.sessionId }
+        await caller.call({ type: 'open', open: { ...open, ...solveOpenProof(input, info.openProofBits ?? 0) } }, { signal })
+      })
     } catch (err) {
       caller.abort(err as Error)
       throw err

@@ -55,6 +55,19 @@ export const DEFAULT_BATCH_WAIT_MS = 0
 /** Milliseconds without requests after which a node frees a session (`--idle-timeout`). */
 export const DEFAULT_IDLE_TIMEOUT_MS = 5 * 60_000
 
+/**
+ * Milliseconds a session may stay open without its first step or import (`--first-step-timeout`;
+ * issue #39): an honest client steps right after it opens (a standby imports), so a session that
+ * has not is a squatter holding a slot and its KV.
+ */
+export const DEFAULT_FIRST_STEP_TIMEOUT_MS = 15_000
+
+/** Milliseconds the sessions of an owner with no connection left are kept unused (`--orphan-timeout`; issue #39). */
+export const DEFAULT_ORPHAN_TIMEOUT_MS = 10_000
+
+/** Milliseconds between sweeps for idle, never-used and orphaned sessions. */
+export const SESSION_SWEEP_INTERVAL_MS = 1_000
+
 /** The folder a peer keeps its identity in (and a client its trust file and canary secret): `$LAYERSWARM_HOME`, else `~/.layerswarm`. */
 export const HOME_ENV = 'LAYERSWARM_HOME'
 export const DEFAULT_HOME_DIR_NAME = '.layerswarm'

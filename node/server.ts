@@ -4,6 +4,7 @@ import type { AbortOptions, PrivateKey } from '@libp2p/interface'
 import { bindX25519Key } from '../crypto/index.js'
 import {
   AnnouncementStore,
+  announcementSourceOf,
   type BootstrapResult,
   type ByteBudget,
   createAnnouncer,
@@ -19,7 +20,9 @@ import {
   MAX_CONTROL_BYTES,
   MAX_INFO_REQUEST_BYTES,
   type NoReply,
+  openProofBits,
   PROTOCOL_VERSION,
+  peerSource,
   REQUEST_STREAM_LIMITS,
   SESSION_PROTOCOL,
   SESSION_STREAM_LIMITS,
@@ -32,24 +35,24 @@ import {
   subscribeAnnouncements,
   WIRE_DTYPES
 } from '../protocol/index.js'
-
 import { type BusyPoller, createBusyPoller } from './busy-poll.js'
 import { createNextHopPolicy } from './next-hop-policy.js'
+import { watchConnections } from './connection-watch.js'
 import {
   DEFAULT_ANNOUNCE_INTERVAL_MS,
   DEFAULT_BATCH_WAIT_MS,
   DEFAULT_BYTES_IN_FLIGHT,
-  DEFAULT_IDLE_TIMEOUT_MS,
   DEFAULT_MAX_BATCH_ROWS,
   DEFAULT_MAX_QUEUED_STEPS,
-  DEFAULT_MAX_SESSIONS
+  DEFAULT_MAX_SESSIONS,
+  SESSION_SWEEP_INTERVAL_MS
 } from './options.js'
 import { PeerLimits } from './peer-limits.js'
 import { SessionCrypto } from './session-crypto.js'
 import { SessionManager } from './session-manager.js'
 import { SessionRequests } from './session-requests.js'
 import { NodeStepQueue } from './step-batch-run.js'
-import { defaultSessionsPerPeer, type SwarmNodeInit } from './swarm-node-init.js'
+import { type SwarmNodeInit, sessionLimits } from './swarm-node-init.js'
 
 export { defaultSessionsPerPeer, type SwarmNodeInit } from './swarm-node-init.js'
 
@@ -83,15 +86,8 @@ export class SwarmNode {
     private readonly init: SwarmNodeInit,
     private readonly identity: PrivateKey
   ) {
-    const maxSessions = init.maxSessions ?? DEFAULT_MAX_SESSIONS
     this.poller = createBusyPoller(init.busyPollMs ?? 0)
-    this.sessions = new SessionManager({
-      shard: init.shard,
-      maxSessions,
-      maxSessionsPerOwner: init.maxSessionsPerPeer ?? defaultSessionsPerPeer(maxSessions),
-      maxCacheTokens: init.maxCacheTokens ?? maxSessions * init.model.config.seqLen,
-      idleTimeoutMs: init.idleTimeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS
-    })
+    this.sessions = new SessionManager(sessionLimits(init))
     this.steps = new NodeStepQueue({
       shard: init.shard,
       sessions: this.sessions,
@@ -175,7 +171,8 @@ export class SwarmNode {
       wireDtypes: this.wireDtypes,
       x25519PublicKey: this.crypto.x25519.publicKey,
       x25519Binding: this.crypto.binding,
-      kvDtype: shard.kvDType
+      kvDtype: shard.kvDType,
+      openProofBits: openProofBits(this.sessions.active, this.sessions.capacity)
     }
   }
 
@@ -202,10 +199,11 @@ export class SwarmNode {
       SESSION_PROTOCOL,
       (stream, connection) => {
         const from = connection.remotePeer.toString()
+        const source = peerSource(connection.remoteAddr.toString())
         const handler = async (req: SessionRequest, options?: AbortOptions): Promise<SessionResponseBody | NoReply> => {
           this.poller.touch()
           try {
-            return await this.requests.handle(req, from, options)
+            return await this.requests.handle(req, from, { ...options, source })
           } finally {
             this.poller.touch() // the window runs from the end of the request: a step computes longer than it
           }
@@ -233,8 +231,9 @@ export class SwarmNode {
         this.reportSessions()
         this.init.log?.({ event: 'sessions-expired', count: n })
       }
-    }, 5_000)
+    }, SESSION_SWEEP_INTERVAL_MS)
     this.sweeper.unref()
+    watchConnections(host, this.sessions, this.announcements, signal)
     await serveAnnouncements(host, this.announcements, { signal })
     if (this.init.bootstrap?.length) {
       const dialSignal = options.signal ? AbortSignal.any([signal, options.signal]) : signal
@@ -244,7 +243,15 @@ export class SwarmNode {
     // Subscribing makes this peer relay others' announcements (gossipsub forwards only
     // topics it is subscribed to), so a client bootstrapped to one peer learns them all;
     // it also keeps them, for clients that ask (protocol/announcement-exchange.ts).
-    if (host.services.pubsub) subscribeAnnouncements(host, (a, _from, signed) => this.announcements.put(a, signed), signal)
+    // per-source shares of unconfirmed entries: what a relay is over is neither kept nor relayed on (issue #39)
+    if (host.services.pubsub)
+      subscribeAnnouncements(
+        host,
+        (a, _from, signed, via) =>
+          this.announcements.put(a, signed, Date.now(), via ? announcementSourceOf(host, via) : undefined),
+        signal,
+        { admit: (a, via) => this.announcements.admits(a, announcementSourceOf(host, via)) }
+      )
     // and pull what neighbours hold, for what gossip did not deliver (protocol/announcement-sync.ts)
     startAnnouncementSync(host, this.announcements, {
       intervalMs: this.init.announceIntervalMs ?? DEFAULT_ANNOUNCE_INTERVAL_MS,
@@ -255,7 +262,10 @@ export class SwarmNode {
         privateKey: this.init.privateKey,
         intervalMs: this.init.announceIntervalMs ?? DEFAULT_ANNOUNCE_INTERVAL_MS,
         signal,
-        onPublished: (a, signed) => this.announcements.put(a, signed),
+        onPublished: (a, signed) => {
+          this.announcements.confirm(this.peerId) // ours: never evicted by strangers'
+          this.announcements.put(a, signed)
+        },
         content: () => ({
           modelId: this.init.modelId,
           start: this.init.shard.start,

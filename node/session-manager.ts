@@ -1,3 +1,4 @@
+import type { PeerSource } from '../protocol/index.js'
 import { BadSpanError, BusyError, type DType, DuplicateSessionError, UnknownSessionError } from '../protocol/index.js'
 import type { Shard } from '../shards/index.js'
 import { type NodeSession, releaseSession, sessionKey } from './node-session.js'
@@ -12,6 +13,18 @@ export interface SessionManagerInit {
   readonly maxCacheTokens: number
   /** A session with no request for this long is freed. */
   readonly idleTimeoutMs: number
+  /**
+   * Per-source shares (issue #39: peer ids cost nothing, so two fresh ids took every slot):
+   * sessions and KV positions one remote IP, and one subnet, may hold. Loopback is not counted.
+   */
+  readonly maxSessionsPerIp?: number
+  readonly maxSessionsPerSubnet?: number
+  readonly maxCacheTokensPerIp?: number
+  readonly maxCacheTokensPerSubnet?: number
+  /** A session that took no step (nor import) this long after its open is freed (issue #39). */
+  readonly firstStepTimeoutMs?: number
+  /** A session whose owner has had no connection for this long, and that no request used meanwhile, is freed. */
+  readonly orphanTimeoutMs?: number
   readonly now?: () => number
 }
 
@@ -25,6 +38,15 @@ export interface OpenRequest {
   /** In chained mode, the peer whose output this hop takes. */
   readonly upstream?: string
   readonly wireDtype?: DType
+  /** Where the open came from (protocol/peer-source.ts); undefined: loopback, not counted per source. */
+  readonly source?: PeerSource
+}
+
+interface SourceRecord {
+  source?: PeerSource
+  openedAt: number
+  /** A step or an import reached the session: it is in use, not squatted. */
+  used: boolean
 }
 
 /**
@@ -34,6 +56,10 @@ export interface OpenRequest {
  */
 export class SessionManager {
   private readonly sessions = new Map<string, NodeSession>()
+  /** Per session key: its source and whether it was used (kept beside the NodeSession records). */
+  private readonly records = new Map<string, SourceRecord>()
+  /** Owners with no connection left, and since when (ownerGone / ownerBack). */
+  private readonly gone = new Map<string, number>()
   private readonly now: () => number
   tokensServed = 0
 
@@ -43,6 +69,11 @@ export class SessionManager {
 
   get active(): number {
     return this.sessions.size
+  }
+
+  /** Sessions held at most (the cap the proof of work's difficulty scales with). */
+  get capacity(): number {
+    return this.init.maxSessions
   }
 
   get reservedTokens(): number {
@@ -72,6 +103,37 @@ export class SessionManager {
     if (req.maxLength > this.freeCacheTokens) {
       throw new BusyError(`${req.maxLength} KV positions asked, ${this.freeCacheTokens} free`)
     }
+    if (req.source) this.checkSource(req.source, req.maxLength)
+  }
+
+  /** The per-IP and per-subnet shares (issue #39), one pass over the sessions. */
+  private checkSource(source: PeerSource, maxLength: number): void {
+    const { init } = this
+    let ipSessions = 0
+    let ipTokens = 0
+    let netSessions = 0
+    let netTokens = 0
+    for (const [key, r] of this.records) {
+      const s = this.sessions.get(key)
+      if (!s || !r.source) continue
+      if (r.source.ip === source.ip) {
+        ipSessions++
+        ipTokens += s.maxLength
+      }
+      if (r.source.subnet === source.subnet) {
+        netSessions++
+        netTokens += s.maxLength
+      }
+    }
+    const cap = (n: number | undefined) => n ?? Number.POSITIVE_INFINITY
+    if (ipSessions >= cap(init.maxSessionsPerIp))
+      throw new BusyError(`your address holds ${ipSessions} sessions here, the per-IP share`)
+    if (netSessions >= cap(init.maxSessionsPerSubnet))
+      throw new BusyError(`your subnet holds ${netSessions} sessions here, the per-subnet share`)
+    if (ipTokens + maxLength > cap(init.maxCacheTokensPerIp))
+      throw new BusyError(`your address holds ${ipTokens} KV positions here; ${maxLength} more pass the per-IP share`)
+    if (netTokens + maxLength > cap(init.maxCacheTokensPerSubnet))
+      throw new BusyError(`your subnet holds ${netTokens} KV positions here; ${maxLength} more pass the per-subnet share`)
   }
 
   open(req: OpenRequest, extra: Pick<NodeSession, 'chain' | 'keys'> = {}): NodeSession {
@@ -92,7 +154,25 @@ export class SessionManager {
       ...extra
     }
     this.sessions.set(key, s)
+    this.records.set(key, { source: req.source, openedAt: s.lastUsed, used: false })
     return s
+  }
+
+  /** A step or a KV import reached `s`: it counts as used (no first-step reclaim). */
+  used(s: NodeSession): void {
+    const r = this.records.get(s.key)
+    if (r) r.used = true
+    s.lastUsed = this.now()
+  }
+
+  /** `owner`'s last connection closed: its sessions go after orphanTimeoutMs unless used or it returns. */
+  ownerGone(owner: string): void {
+    if (this.holdsAny(owner)) this.gone.set(owner, this.now())
+  }
+
+  /** `owner` connected again. */
+  ownerBack(owner: string): void {
+    this.gone.delete(owner)
   }
 
   /** `from`'s own session `id` (steps, rewinds, closes, exports, imports, awaits). */
@@ -129,20 +209,32 @@ export class SessionManager {
   close(s: NodeSession): void {
     if (this.sessions.get(s.key) !== s) return
     this.sessions.delete(s.key)
+    this.records.delete(s.key)
     this.init.shard.closeSession(s.key)
     releaseSession(s)
   }
 
-  /** Free sessions idle past the timeout; returns how many. */
+  /**
+   * Free sessions idle past the timeout, opened but never used past firstStepTimeoutMs, or whose
+   * owner left orphanTimeoutMs ago and no request used since (issue #39); returns how many.
+   */
   sweep(): number {
-    const cutoff = this.now() - this.init.idleTimeoutMs
+    const now = this.now()
+    const cutoff = now - this.init.idleTimeoutMs
+    const firstStep = this.init.firstStepTimeoutMs ?? Number.POSITIVE_INFINITY
+    const orphan = this.init.orphanTimeoutMs ?? Number.POSITIVE_INFINITY
     let n = 0
     for (const s of [...this.sessions.values()]) {
-      if (s.lastUsed < cutoff) {
+      const r = this.records.get(s.key)
+      const goneAt = this.gone.get(s.owner)
+      const unused = r !== undefined && !r.used && now - r.openedAt >= firstStep
+      const orphaned = goneAt !== undefined && now - Math.max(goneAt, s.lastUsed) >= orphan
+      if (s.lastUsed < cutoff || unused || orphaned) {
         this.close(s)
         n++
       }
     }
+    for (const owner of this.gone.keys()) if (!this.holdsAny(owner)) this.gone.delete(owner)
     return n
   }
 
@@ -170,5 +262,6 @@ export class SessionManager {
 
   closeAll(): void {
     for (const s of [...this.sessions.values()]) this.close(s)
+    this.gone.clear()
   }
 }

@@ -4,8 +4,10 @@
  * checks (caps, ownership, sizes) run before any key agreement or tensor decoding.
  */
 import type { AbortOptions } from '@libp2p/interface'
+import type { PeerSource } from '../protocol/index.js'
 import {
   BusyError,
+  checkOpenProof,
   DEFAULT_MAX_MESSAGE_BYTES,
   type DType,
   decodeTensor,
@@ -16,6 +18,7 @@ import {
   MAX_CONTROL_BYTES,
   MalformedMessageError,
   type NoReply,
+  openProofBits,
   type Receipt,
   type SessionRequest,
   type SessionResponseBody,
@@ -74,7 +77,12 @@ export class SessionRequests {
     return MAX_CONTROL_BYTES
   }
 
-  async handle(req: SessionRequest, from: string, options: AbortOptions = {}): Promise<SessionResponseBody | NoReply> {
+  /** `options.source`: where the connection comes from (per-IP shares at open; undefined: loopback). */
+  async handle(
+    req: SessionRequest,
+    from: string,
+    options: AbortOptions & { source?: PeerSource } = {}
+  ): Promise<SessionResponseBody | NoReply> {
     const { init, sessions, crypto } = this.ctx
     const { signal } = options
     if (init.traceRequests) init.log?.({ event: 'request', from, ...requestShape(req) })
@@ -111,15 +119,18 @@ export class SessionRequests {
         return { type: 'closed', closed: { sessionId: req.close.sessionId } }
       case 'exportKv':
         return crypto.exportKv(sessions.owned(req.exportKv.sessionId, from), req.exportKv)
-      case 'importKv':
-        return crypto.importKv(sessions.owned(req.importKv.sessionId, from), req.importKv)
+      case 'importKv': {
+        const s = sessions.owned(req.importKv.sessionId, from)
+        sessions.used(s) // an import fills the KV as a prefill would: the session is in use
+        return crypto.importKv(s, req.importKv)
+      }
     }
   }
 
   private async open(
     o: Extract<SessionRequest, { type: 'open' }>['open'],
     from: string,
-    options: AbortOptions = {}
+    options: AbortOptions & { source?: PeerSource } = {}
   ): Promise<SessionResponseBody> {
     const { init, sessions, crypto, wireDtypes } = this.ctx
     if (this.ctx.leaving()) throw new BusyError('this peer is leaving')
@@ -127,6 +138,10 @@ export class SessionRequests {
     if (!wireDtypes.includes(o.wireDtype)) {
       throw new UnsupportedDtypeError(`this peer accepts wire dtypes ${wireDtypes.join(', ')}, not ${o.wireDtype}`)
     }
+    // the proof of work first (one hash), for a source the load asks one of (loopback: none; issue #39)
+    const source = options.source
+    const bits = source ? openProofBits(sessions.active, sessions.capacity) : 0
+    checkOpenProof({ nodePeerId: this.ctx.peerId, clientPeerId: from, sessionId: o.sessionId }, bits, o)
     const request = {
       sessionId: o.sessionId,
       start: o.start,
@@ -134,7 +149,8 @@ export class SessionRequests {
       maxLength: o.maxLength,
       owner: from,
       upstream: o.upstreamPeerId,
-      wireDtype: o.wireDtype
+      wireDtype: o.wireDtype,
+      source
     }
     // caps, duplicates, spans and the next hop's address first: X25519 only for an open that can succeed
     sessions.checkOpen(request)
@@ -166,6 +182,7 @@ export class SessionRequests {
     const dim = init.model.config.dim
     if (this.ctx.leaving()) throw new LeavingError(`this peer is leaving: export session ${s.sessionId} and move it`)
     const { session, tags: hopAuth, fromUpstream } = await this.stepSession(s, from)
+    this.ctx.sessions.used(session)
     const hidden = decodeTensor(s.hidden, { shape: [undefined, dim] })
     // the dtype negotiated at open, on both ends of every link of the session (a chain shares
     // one); checked after the decode, so a malformed tensor is MALFORMED whatever its dtype

@@ -2,7 +2,14 @@ import type { PrivateKey } from '@libp2p/interface'
 import type { DType, ReachabilityInit } from '../protocol/index.js'
 import type { ModelFile, Shard } from '../shards/index.js'
 import type { Metrics } from './metrics.js'
-import type { PeerLimitOptions } from './options.js'
+import {
+  DEFAULT_FIRST_STEP_TIMEOUT_MS,
+  DEFAULT_IDLE_TIMEOUT_MS,
+  DEFAULT_MAX_SESSIONS,
+  DEFAULT_ORPHAN_TIMEOUT_MS,
+  type PeerLimitOptions
+} from './options.js'
+import type { SessionManagerInit } from './session-manager.js'
 import type { Tamper } from './tamper.js'
 
 /** What a SwarmNode serves and how (node/server.ts); the CLI's `node start` options end up here. */
@@ -48,9 +55,56 @@ export interface SwarmNodeInit {
   readonly maxBatchRows?: number
   /** Milliseconds a batch waits for more steps (DEFAULT_BATCH_WAIT_MS). */
   readonly batchWaitMs?: number
+  /** Per-source shares of sessions (default: half the slots per IP, three quarters per subnet; issue #39). */
+  readonly maxSessionsPerIp?: number
+  readonly maxSessionsPerSubnet?: number
+  /** A session that took no step this long after its open is freed (DEFAULT_FIRST_STEP_TIMEOUT_MS). */
+  readonly firstStepTimeoutMs?: number
+  /** Sessions of an owner with no connection left are freed this long after it left (DEFAULT_ORPHAN_TIMEOUT_MS). */
+  readonly orphanTimeoutMs?: number
 }
 
 /** Three quarters of the slots, rounded up, and one fewer than all when there are several. */
 export function defaultSessionsPerPeer(maxSessions: number): number {
   return maxSessions <= 1 ? 1 : Math.min(maxSessions - 1, Math.ceil((maxSessions * 3) / 4))
+}
+
+/**
+ * The per-IP and per-subnet shares of sessions and KV positions (issue #39): half of each per
+ * IP and three quarters per subnet, so fresh peer ids from one address never hold more than
+ * half of a node, and one /24 (or /48) never all of it. Loopback is not counted.
+ */
+export function sourceShares(
+  maxSessions: number,
+  maxCacheTokens: number,
+  init: Pick<SwarmNodeInit, 'maxSessionsPerIp' | 'maxSessionsPerSubnet'> = {}
+): {
+  maxSessionsPerIp: number
+  maxSessionsPerSubnet: number
+  maxCacheTokensPerIp: number
+  maxCacheTokensPerSubnet: number
+} {
+  const half = (n: number) => Math.max(1, Math.floor(n / 2))
+  return {
+    maxSessionsPerIp: init.maxSessionsPerIp ?? half(maxSessions),
+    maxSessionsPerSubnet: init.maxSessionsPerSubnet ?? defaultSessionsPerPeer(maxSessions),
+    maxCacheTokensPerIp: half(maxCacheTokens),
+    maxCacheTokensPerSubnet: Math.max(1, Math.floor((maxCacheTokens * 3) / 4))
+  }
+}
+
+/** The SessionManager's caps, shares and timeouts for a node started with `init` (defaults filled in). */
+export function sessionLimits(init: SwarmNodeInit): SessionManagerInit {
+  const maxSessions = init.maxSessions ?? DEFAULT_MAX_SESSIONS
+  const maxCacheTokens = init.maxCacheTokens ?? maxSessions * init.model.config.seqLen
+  return {
+    shard: init.shard,
+    maxSessions,
+    maxSessionsPerOwner: init.maxSessionsPerPeer ?? defaultSessionsPerPeer(maxSessions),
+    maxCacheTokens,
+    idleTimeoutMs: init.idleTimeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS,
+    ...sourceShares(maxSessions, maxCacheTokens, init),
+    firstStepTimeoutMs: init.firstStepTimeoutMs ?? DEFAULT_FIRST_STEP_TIMEOUT_MS,
+    orphanTimeoutMs: init.orphanTimeoutMs ?? DEFAULT_ORPHAN_TIMEOUT_MS
+  }
 }

@@ -48,7 +48,7 @@ export async function signAnnouncement(
 }
 
 export interface VerifyOptions {
-  /** Longest accepted lifetime (expires - issued), default 1 hour. */
+  /** Longest accepted lifetime (expires - issued), default DEFAULT_MAX_ANNOUNCEMENT_LIFETIME_MS (2 minutes). */
   maxLifetimeMs?: number
   /** Tolerated clock difference for issued_at in the future, default 30 s. */
   maxClockSkewMs?: number
@@ -120,7 +120,8 @@ export function createAnnouncer(host: Host, init: AnnouncerInit): Announcer {
   const pubsub = host.services.pubsub
   if (pubsub === undefined) throw new PubsubMissingError('createAnnouncer needs a host with pubsub')
   const interval = init.intervalMs ?? DEFAULT_PUBLISH_INTERVAL_MS
-  const ttl = init.ttlMs ?? 3 * interval
+  // capped at what verifiers accept (issue #39): a longer one would be refused everywhere
+  const ttl = Math.min(init.ttlMs ?? 3 * interval, DEFAULT_MAX_ANNOUNCEMENT_LIFETIME_MS)
   const topic = init.topic ?? ANNOUNCE_TOPIC
   let timer: ReturnType<typeof setInterval> | undefined
 
@@ -160,6 +161,11 @@ export interface SubscribeOptions extends VerifyOptions {
   topic?: string
   /** Invalid announcements (bad signature, expired, malformed) with their sender. */
   onInvalid?(err: Error, from: PeerId | undefined): void
+  /**
+   * Whether to take a verified announcement relayed by `via` (the propagation source); one not
+   * taken is ignored, so it is neither delivered nor relayed on (issue #39: per-source limits).
+   */
+  admit?(a: Announcement, via: PeerId): boolean
 }
 
 /**
@@ -169,7 +175,7 @@ export interface SubscribeOptions extends VerifyOptions {
  */
 export function subscribeAnnouncements(
   host: Host,
-  onAnnouncement: (a: Announcement, from: PeerId | undefined, signed: SignedAnnouncement) => void,
+  onAnnouncement: (a: Announcement, from: PeerId | undefined, signed: SignedAnnouncement, via?: PeerId) => void,
   signal?: AbortSignal,
   options: SubscribeOptions = {}
 ): void {
@@ -177,13 +183,15 @@ export function subscribeAnnouncements(
   if (pubsub === undefined) throw new PubsubMissingError('subscribeAnnouncements needs a host with pubsub')
   const topic = options.topic ?? ANNOUNCE_TOPIC
   if (signal?.aborted === true) return
-  const verified = new WeakMap<Uint8Array, { a: Announcement; signed: SignedAnnouncement }>()
+  const verified = new WeakMap<Uint8Array, { a: Announcement; signed: SignedAnnouncement; via: PeerId }>()
 
   pubsub.topicValidators.set(topic, async (from, msg) => {
     try {
       const signed = decodeSignedAnnouncement(msg.data)
+      // the per-source check first, on the decoded claim: one a source is over costs no signature check
+      if (options.admit && !options.admit(decodeAnnouncement(signed.announcement), from)) return TopicValidatorResult.Ignore
       const a = await verifyAnnouncement(signed, Date.now(), options)
-      verified.set(msg.data, { a, signed })
+      verified.set(msg.data, { a, signed, via: from })
       return TopicValidatorResult.Accept
     } catch (err) {
       options.onInvalid?.(err as Error, from)
@@ -196,7 +204,7 @@ export function subscribeAnnouncements(
     const from = msg.type === 'signed' ? msg.from : undefined
     const seen = verified.get(msg.data)
     if (seen !== undefined) {
-      onAnnouncement(seen.a, from, seen.signed)
+      onAnnouncement(seen.a, from, seen.signed, seen.via)
       return
     }
     // the validator saw a different buffer object: verify again rather than trust it

@@ -14,56 +14,16 @@ import {
   encodeAnnouncementsRequest,
   encodeAnnouncementsResponse,
   MAX_ANNOUNCEMENTS_REQUEST_BYTES,
-  MAX_ANNOUNCEMENTS_RESPONSE_BYTES,
-  MAX_HELD_ANNOUNCEMENTS
+  MAX_ANNOUNCEMENTS_RESPONSE_BYTES
 } from './announcement-messages.js'
+import type { AnnouncementStore } from './announcement-store.js'
 import { MalformedMessageError } from './errors.js'
 import { createMessageChannel, request } from './framing.js'
 import type { Host } from './host.js'
 import { ANNOUNCEMENTS_PROTOCOL, REQUEST_STREAM_LIMITS } from './ids.js'
 import type { Announcement, SignedAnnouncement } from './types.js'
 
-/** The newest verified announcement of each peer, as received (so its signature still checks). */
-export class AnnouncementStore {
-  private readonly held = new Map<string, { a: Announcement; signed: SignedAnnouncement }>()
-
-  constructor(private readonly max = MAX_HELD_ANNOUNCEMENTS) {
-    if (!Number.isInteger(max) || max < 1) throw new RangeError('AnnouncementStore: max must be an integer ≥ 1')
-  }
-
-  /** Keep `signed` (already verified as `a`) unless a newer one of the same peer is held. */
-  put(a: Announcement, signed: SignedAnnouncement, now = Date.now()): void {
-    const prev = this.held.get(a.peerId)
-    if (prev && prev.a.issuedAtMs > a.issuedAtMs) return
-    this.held.set(a.peerId, { a, signed })
-    if (this.held.size > this.max) this.prune(now)
-    // still full of live entries: drop the one that expires first
-    while (this.held.size > this.max) {
-      let first: string | undefined
-      let at = Number.POSITIVE_INFINITY
-      for (const [id, e] of this.held) if (e.a.expiresAtMs < at) [first, at] = [id, e.a.expiresAtMs]
-      if (first === undefined) break
-      this.held.delete(first)
-    }
-  }
-
-  /** Live announcements, for one model or all, newest first. */
-  list(modelId?: string, now = Date.now()): SignedAnnouncement[] {
-    this.prune(now)
-    return [...this.held.values()]
-      .filter((e) => modelId === undefined || e.a.modelId === modelId)
-      .sort((x, y) => y.a.issuedAtMs - x.a.issuedAtMs)
-      .map((e) => e.signed)
-  }
-
-  get size(): number {
-    return this.held.size
-  }
-
-  private prune(now: number): void {
-    for (const [id, e] of this.held) if (e.a.expiresAtMs <= now) this.held.delete(id)
-  }
-}
+export { type AnnouncementSource, AnnouncementStore, type AnnouncementStoreOptions } from './announcement-store.js'
 
 /**
  * Answer AnnouncementsRequests from `store`. The request and the reply have different caps

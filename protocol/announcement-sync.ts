@@ -11,10 +11,17 @@
  */
 import type { AbortOptions, PeerId } from '@libp2p/interface'
 import { linkSignals } from './abort-link.js'
-import { type AnnouncementStore, fetchAnnouncements } from './announcement-exchange.js'
+import { type AnnouncementSource, type AnnouncementStore, fetchAnnouncements } from './announcement-exchange.js'
 import type { Host } from './host.js'
 import { ANNOUNCEMENTS_PROTOCOL } from './ids.js'
 import { DEFAULT_ANNOUNCEMENT_PULL_TIMEOUT_MS } from './options.js'
+import { peerSource } from './peer-source.js'
+
+/** The source an announcement from `peer` counts against: its id and the IP of its connection. */
+export function announcementSourceOf(host: Host, peer: PeerId): AnnouncementSource {
+  const conn = host.getConnections(peer)[0]
+  return { peer: peer.toString(), ip: conn ? peerSource(conn.remoteAddr.toString())?.ip : undefined }
+}
 
 export interface AnnouncementSyncInit {
   /** Pull period and the delay after a peer connects (a node uses its announce interval). */
@@ -33,7 +40,10 @@ export async function pullAnnouncements(
   { signal }: AbortOptions = {}
 ): Promise<number> {
   const got = await fetchAnnouncements(host, from, { signal })
-  for (const { announcement, signed } of got) store.put(announcement, signed)
+  // counted against `from`'s share of unconfirmed entries (issue #39)
+  const source = announcementSourceOf(host, from)
+  const now = Date.now()
+  for (const { announcement, signed } of got) store.put(announcement, signed, now, source)
   return got.length
 }
 

@@ -30,6 +30,7 @@ export const ErrorCode = {
   TIMEOUT: 13,
   DUPLICATE_SESSION: 14,
   BAD_HOP_KEY: 20,
+  PROOF_REQUIRED: 21,
   SNAPSHOT_TAMPERED: 30,
   SNAPSHOT_MISBOUND: 31,
   SNAPSHOT_REPLAY: 32,
@@ -109,6 +110,11 @@ export class BadSpanError extends ProtocolError {
 
 export class WrongModelError extends ProtocolError {
   override readonly code = 'WRONG_MODEL'
+}
+
+/** An open without the proof of work the node's load asks for (protocol/open-proof.ts, issue #39): solve and retry. */
+export class ProofRequiredError extends ProtocolError {
+  override readonly code = 'PROOF_REQUIRED'
 }
 
 /** Over the peer's session, KV or queue caps: route elsewhere (DESIGN.md §7). */

@@ -8,7 +8,12 @@ export * from './abort-link.js'
 export * from './announce.js'
 export * from './announcement-exchange.js'
 export * from './announcement-messages.js'
-export { type AnnouncementSyncInit, pullAnnouncements, startAnnouncementSync } from './announcement-sync.js'
+export {
+  type AnnouncementSyncInit,
+  announcementSourceOf,
+  pullAnnouncements,
+  startAnnouncementSync
+} from './announcement-sync.js'
 export * from './byte-budget.js'
 export * from './errors.js'
 export { DTYPE_VALUES, dtypeFromName, WIRE_DTYPES } from './field-checks.js'
@@ -31,7 +36,9 @@ export {
   errorFromReply,
   errorReplyFor
 } from './messages.js'
+export * from './open-proof.js'
 export * from './options.js'
+export * from './peer-source.js'
 export {
   RELAY_MAX_RESERVATIONS,
   type Reachability,

@@ -78,3 +78,6 @@ export const MAX_HELD_ANNOUNCEMENTS = 512
 
 /** Largest queue length a peer may announce (InfoResponse/Announcement.queued_steps); more is MALFORMED. */
 export const MAX_QUEUED_STEPS_FIELD = 1 << 20
+
+/** Most leading zero bits a node may ask of an open's proof of work (protocol/open-proof.ts); more is MALFORMED. */
+export const MAX_OPEN_PROOF_BITS = 32

@@ -39,6 +39,7 @@ import {
   MAX_INFO_RESPONSE_BYTES,
   MAX_LAYERS,
   MAX_MODEL_ID_LENGTH,
+  MAX_OPEN_PROOF_BITS,
   MAX_PEER_ID_LENGTH,
   MAX_SESSION_ID_LENGTH,
   MAX_TENSOR_ELEMENTS,
@@ -166,7 +167,8 @@ function infoFromWire(w: Wire): InfoResponse {
     x25519PublicKey: bytesField(w.x25519PublicKey, 'x25519_public_key', [0, 32]),
     ...(w.x25519Binding?.length ? { x25519Binding: bytesField(w.x25519Binding, 'x25519_binding', [64]) } : {}),
     ...kvDtypeField(w.kvDtype, 'kv_dtype'),
-    ...queuedStepsField(w.queuedSteps, 'queued_steps')
+    ...queuedStepsField(w.queuedSteps, 'queued_steps'),
+    ...(w.openProofBits ? { openProofBits: uint32Field(w.openProofBits, 'open_proof_bits', 0, MAX_OPEN_PROOF_BITS) } : {})
   }
 }
 

@@ -6,8 +6,12 @@
 /** Milliseconds between the announcer's signed publishes when its caller gives none. */
 export const DEFAULT_PUBLISH_INTERVAL_MS = 10_000
 
-/** Longest lifetime an announcement may claim (expiry minus issue time) and still be accepted. */
-export const DEFAULT_MAX_ANNOUNCEMENT_LIFETIME_MS = 60 * 60 * 1000
+/**
+ * Longest lifetime an announcement may claim (expiry minus issue time) and still be accepted
+ * (issue #39: anyone could sign a 1 h one and outlive every honest entry). An honest node's is
+ * 3 × its announce interval (15 s by default), capped at this.
+ */
+export const DEFAULT_MAX_ANNOUNCEMENT_LIFETIME_MS = 2 * 60 * 1000
 
 /** How far in the future an announcement's issue time may be (peers' clocks differ). */
 export const DEFAULT_MAX_CLOCK_SKEW_MS = 30_000

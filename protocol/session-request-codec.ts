@@ -64,7 +64,13 @@ function openFromWire(w: Wire): OpenSession {
     nextHops: hops.map((h, i) => nextHopFromWire(h, `open.next_hops[${i}]`)),
     ...(w.upstreamPeerId ? { upstreamPeerId: peerId(w.upstreamPeerId, 'open.upstream_peer_id') } : {}),
     ...optionalBytes('clientX25519PublicKey', bytesField(w.clientX25519PublicKey, 'open.client_x25519_public_key', [0, 32])),
-    ...optionalBytes('wrappedSnapshotKey', bytesField(w.wrappedSnapshotKey, 'open.wrapped_snapshot_key', [0, 61]))
+    ...optionalBytes('wrappedSnapshotKey', bytesField(w.wrappedSnapshotKey, 'open.wrapped_snapshot_key', [0, 61])),
+    ...(w.proofEpoch || w.proofNonce
+      ? {
+          proofEpoch: uint32Field(w.proofEpoch ?? 0, 'open.proof_epoch'),
+          proofNonce: uint32Field(w.proofNonce ?? 0, 'open.proof_nonce')
+        }
+      : {})
   }
 }
 

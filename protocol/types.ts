@@ -40,6 +40,8 @@ export interface InfoResponse {
   kvDtype?: KvWireDType
   /** Steps waiting for the span now (node batching, issue #18); absent from older peers: 0. */
   queuedSteps?: number
+  /** Leading zero bits an open's proof of work needs now (protocol/open-proof.ts); absent: 0. */
+  openProofBits?: number
 }
 
 /** KV cache storage types a peer announces: the engine's own names (a type-only import of shards/kv-cache.ts). */
@@ -67,6 +69,9 @@ export interface OpenSession {
   clientX25519PublicKey?: Uint8Array
   /** The session's snapshot key wrapped under the hop keys' snapshotKeyWrapKey. */
   wrappedSnapshotKey?: Uint8Array
+  /** Proof of work on open (protocol/open-proof.ts, issue #39): its epoch and nonce. */
+  proofEpoch?: number
+  proofNonce?: number
 }
 
 /** Chained mode: ask the last hop for step `stepId`'s output. */

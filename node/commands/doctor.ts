@@ -113,6 +113,8 @@ export function duplicatedPeerIds(checks: ReadonlyArray<PeerCheck & { addr: stri
       })
   }
   return out
+}
+
 /** Issue 40: the CPU's SIMD features and where each dtype and shape class runs (measured once per machine). */
 function kernelsLine(): Line {
   const cpu = cpuInfo()

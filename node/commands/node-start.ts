@@ -20,10 +20,12 @@ import { Metrics, serveMetrics } from '../metrics.js'
 import {
   DEFAULT_ANNOUNCE_INTERVAL_MS,
   DEFAULT_BATCH_WAIT_MS,
+  DEFAULT_FIRST_STEP_TIMEOUT_MS,
   DEFAULT_IDLE_TIMEOUT_MS,
   DEFAULT_MAX_BATCH_ROWS,
   DEFAULT_MAX_QUEUED_STEPS,
-  DEFAULT_MAX_SESSIONS
+  DEFAULT_MAX_SESSIONS,
+  DEFAULT_ORPHAN_TIMEOUT_MS
 } from '../options.js'
 import { defaultModelPath } from '../paths.js'
 import { SwarmNode } from '../server.js'
@@ -90,6 +92,21 @@ export function registerNodeStart(program: Command): void {
       new Option('--idle-timeout <ms>', 'free a session after this long without requests')
         .argParser(int('--idle-timeout', 1))
         .default(DEFAULT_IDLE_TIMEOUT_MS)
+    )
+    .addOption(
+      new Option('--first-step-timeout <ms>', 'free a session that took no step this long after its open')
+        .argParser(int('--first-step-timeout', 1))
+        .default(DEFAULT_FIRST_STEP_TIMEOUT_MS)
+    )
+    .addOption(
+      new Option('--orphan-timeout <ms>', "free an unused session this long after its owner's last connection closed")
+        .argParser(int('--orphan-timeout', 1))
+        .default(DEFAULT_ORPHAN_TIMEOUT_MS)
+    )
+    .addOption(
+      new Option('--max-sessions-per-ip <n>', 'sessions one remote IP may hold (default: half of --max-sessions)').argParser(
+        int('--max-sessions-per-ip', 1)
+      )
     )
     .addOption(new Option('--threads <n>', 'kernel threads (default: all cores)').argParser(int('--threads', 1)))
     .addOption(new Option('--kernels <kind>', 'kernel set').choices(['auto', 'reference', 'wasm', 'native']).default('auto'))
@@ -228,6 +245,9 @@ export function registerNodeStart(program: Command): void {
         maxBatchRows: opts.maxBatchRows,
         batchWaitMs: opts.batchWaitMs,
         idleTimeoutMs: opts.idleTimeout,
+        firstStepTimeoutMs: opts.firstStepTimeout,
+        orphanTimeoutMs: opts.orphanTimeout,
+        maxSessionsPerIp: opts.maxSessionsPerIp,
         announceIntervalMs: opts.announceInterval,
         log
       }).catch(async (err: unknown) => {
