@@ -36,8 +36,8 @@ import {
   WIRE_DTYPES
 } from '../protocol/index.js'
 import { type BusyPoller, createBusyPoller } from './busy-poll.js'
-import { createNextHopPolicy } from './next-hop-policy.js'
 import { watchConnections } from './connection-watch.js'
+import { createNextHopPolicy } from './next-hop-policy.js'
 import {
   DEFAULT_ANNOUNCE_INTERVAL_MS,
   DEFAULT_BATCH_WAIT_MS,
