@@ -200,7 +200,7 @@ export function registerApi(program: Command): void {
         .argParser(int('--route-timeout', 0))
         .default(10_000)
     )
-    .option('--metrics <host:port>', 'serve Prometheus metrics at http://HOST:PORT/metrics')
+    .option('--metrics <host:port>', 'serve Prometheus metrics at http://HOST:PORT/metrics (a bare PORT binds 127.0.0.1; requests whose Host header names another site get 403)')
     .option(
       '--browser-bootstrap <addrs>',
       'comma-separated ws multiaddrs (/ip4/…/tcp/N/ws/p2p/<id>) the browser chat page (/chat) dials; default: the /ws addresses of the peers the gateway knows'

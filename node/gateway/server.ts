@@ -1,9 +1,9 @@
 import { timingSafeEqual } from 'node:crypto'
-import { isIP } from 'node:net'
 import type { AbortOptions } from '@libp2p/interface'
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from 'fastify'
 import type { LayerswarmClient, SpeculateMode } from '../../client/index.js'
 import { isLoopbackHost, parseHostPort } from '../config.js'
+import { hostAllowed } from '../host-check.js'
 import type { Logger } from '../log.js'
 import type { Metrics } from '../metrics.js'
 import { DEFAULT_GATEWAY_BODY_LIMIT_BYTES, DEFAULT_GATEWAY_LISTEN, DEFAULT_GATEWAY_MAX_CONCURRENT } from '../options.js'
@@ -66,15 +66,7 @@ function keyMatches(header: string | undefined, key: Buffer): boolean {
   return given.length === key.length && timingSafeEqual(given, key)
 }
 
-/**
- * Host headers a keyless (loopback-only) gateway answers: loopback names and addresses, with
- * any port. Anything else reached a loopback socket through a name that is not ours.
- */
-export function hostAllowed(host: string | undefined): boolean {
-  if (host === undefined) return false
-  const name = host.startsWith('[') ? host.slice(1, host.indexOf(']')) : host.replace(/:\d+$/, '')
-  return name === 'localhost' || name.endsWith('.localhost') || (isIP(name) !== 0 && isLoopbackHost(name))
-}
+export { hostAllowed }
 
 /** Where the gateway may listen: anything but loopback only with an API key. Throws GatewayConfigError. */
 export function checkListen(listen: string, apiKey?: string): { host: string; port: number } {
