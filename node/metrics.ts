@@ -229,7 +229,7 @@ export async function serveMetrics(listen: string, registry: Registry, { signal 
   signal?.throwIfAborted()
   const server: Server = createServer((req, res) => {
     if (!metricsHostAllowed(req.headers.host, host)) {
-      res.writeHead(403, { 'content-type': 'text/plain' }).end('host not allowed: metrics answer to this machine\'s names\n')
+      res.writeHead(403, { 'content-type': 'text/plain' }).end("host not allowed: metrics answer to this machine's names\n")
       return
     }
     if (req.method !== 'GET' || (req.url ?? '/').split('?')[0] !== '/metrics') {

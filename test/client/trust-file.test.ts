@@ -3,13 +3,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { CanaryArgumentError, createDetector, type DetectorRecord, defaultBenignModel } from '../../canary/index.js'
-import {
-  detectorFingerprint,
-  InvalidTrustFileError,
-  loadTrust,
-  saveTrust,
-  TrustFileExposedError
-} from '../../client/index.js'
+import { detectorFingerprint, InvalidTrustFileError, loadTrust, saveTrust, TrustFileExposedError } from '../../client/index.js'
 import { restoreTrustFile } from '../../client/trust-file.js'
 
 const benign = defaultBenignModel()
