@@ -120,6 +120,8 @@ describe('session keys, step tags and sealed KV through the session protocol', (
       const fields = {
         sessionId: id,
         stepId,
+        position: pos,
+        modelId: node.modelId,
         start: 0,
         end: SPAN[0],
         inputHash: o.input ?? clientIn(stepId),
