@@ -242,7 +242,16 @@ export class SessionRequests {
   ): Promise<Receipt> {
     const { start, end } = session
     const { modelId } = this.ctx.init
-    const fields = { sessionId: session.id, stepId, position, modelId, start, end, inputHash: sha256(input), outputHash: sha256(output) }
+    const fields = {
+      sessionId: session.id,
+      stepId,
+      position,
+      modelId,
+      start,
+      end,
+      inputHash: sha256(input),
+      outputHash: sha256(output)
+    }
     const key = this.ctx.init.privateKey
     if (!key) {
       const { inputHash, outputHash } = fields

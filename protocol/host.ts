@@ -36,7 +36,13 @@ import { PROTOCOL_VERSION } from './ids.js'
 import { DEFAULT_MAX_MESSAGE_BYTES } from './limits.js'
 import { checkLinkDelay, delayWrites, type LinkDelay, linkDelayFromEnv } from './link-delay.js'
 import { DEFAULT_MAX_CONNECTIONS } from './options.js'
-import { type ReachabilityInit, reachabilityServices, relayTransport, trackReachability } from './reachability.js'
+import {
+  type ReachabilityInit,
+  reachabilityServices,
+  relayReservationGate,
+  relayTransport,
+  trackReachability
+} from './reachability.js'
 
 /**
  * yamux answers every data frame it receives with a window update as soon as any of the
@@ -120,6 +126,7 @@ export async function createHost(init: HostInit = {}, { signal }: AbortOptions =
     })
   }
 
+  let started: Host | undefined
   const node = await createLibp2p<HostServices>({
     privateKey: init.privateKey,
     nodeInfo: { name: 'layerswarm', version: PROTOCOL_VERSION },
@@ -137,7 +144,13 @@ export async function createHost(init: HostInit = {}, { signal }: AbortOptions =
       ),
       relayTransport()
     ],
-    ...(init.dialInsecure ? { connectionGater: { denyDialMultiaddr: () => false } } : {}),
+    connectionGater: {
+      ...(init.dialInsecure ? { denyDialMultiaddr: () => false } : {}),
+      // a relay refuses reservations past its per-IP share (issue #39)
+      ...(init.reachability?.relayServer
+        ? { denyInboundRelayReservation: relayReservationGate(() => started, init.reachability.relayMaxReservationsPerIp) }
+        : {})
+    },
     connectionEncrypters: [noise()],
     streamMuxers: [
       yamux({
@@ -163,6 +176,7 @@ export async function createHost(init: HostInit = {}, { signal }: AbortOptions =
     },
     services
   })
+  started = node
   trackReachability(node)
 
   try {

@@ -16,7 +16,16 @@ describe('receipt ledger', () => {
     const mid = new Uint8Array([4, 5])
     const got = new Uint8Array([6])
     const ra = await signReceipt(
-      { sessionId: 's', stepId: 1, position: 4, modelId: 'm', start: 1, end: 2, inputHash: sha256(sent), outputHash: sha256(mid) },
+      {
+        sessionId: 's',
+        stepId: 1,
+        position: 4,
+        modelId: 'm',
+        start: 1,
+        end: 2,
+        inputHash: sha256(sent),
+        outputHash: sha256(mid)
+      },
       a.peerId,
       a.key
     )

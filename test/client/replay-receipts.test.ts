@@ -19,7 +19,16 @@ const bytes = (...v: number[]): Uint8Array => new Uint8Array(v)
 /** One relayed step of `h` through a ledger: it signs what it got and what it answers. */
 async function step(ledger: ReceiptLedger, h: Hop, sessionId: string, stepId: number, sent: Uint8Array, answered: Uint8Array) {
   const r = await signReceipt(
-    { sessionId, stepId, position: stepId, modelId: MODEL, start: h.start, end: h.end, inputHash: sha256(sent), outputHash: sha256(answered) },
+    {
+      sessionId,
+      stepId,
+      position: stepId,
+      modelId: MODEL,
+      start: h.start,
+      end: h.end,
+      inputHash: sha256(sent),
+      outputHash: sha256(answered)
+    },
     h.peerId,
     h.key
   )
@@ -115,7 +124,9 @@ describe('replay proven by receipts', () => {
     const r = await step(ledger, a, 's', 1, bytes(1), bytes(9))
     // a receipt with a broken signature is rejected before the index sees it
     const forged = { ...r, inputHash: sha256(bytes(2)) }
-    await expect(ledger.check([a], { sessionId: 's', stepId: 2, position: 2 }, [forged], bytes(2), bytes(9))).rejects.toBeInstanceOf(BadReceiptError)
+    await expect(
+      ledger.check([a], { sessionId: 's', stepId: 2, position: 2 }, [forged], bytes(2), bytes(9))
+    ).rejects.toBeInstanceOf(BadReceiptError)
     expect(replays.takeConvicted()).toEqual([])
     // two newer outputs push the first out of a window of 2: its replay goes unseen (the bound)
     await step(ledger, a, 's', 3, bytes(3), bytes(10))
