@@ -101,8 +101,12 @@ export const DEFAULT_GATEWAY_MAX_CONNECTIONS = 256
 /** Connections one IP address holds at once (`api --max-connections-per-ip`); more are closed on arrival. */
 export const DEFAULT_GATEWAY_MAX_CONNECTIONS_PER_IP = 32
 
-/** Downloads of /model.gguf at once (`api --max-model-downloads`); more get 503 with Retry-After. */
-export const DEFAULT_GATEWAY_MAX_MODEL_DOWNLOADS = 4
+/**
+ * Ranged downloads of /model.gguf at once (`api --max-model-downloads`); more get 503 with
+ * Retry-After. A browser chat page fetches 4 ranges at once (client/browser/options.ts), so 16 lets
+ * four pages load together.
+ */
+export const DEFAULT_GATEWAY_MAX_MODEL_DOWNLOADS = 16
 
 /** How often the HTTP server looks for requests past their deadline: the most a cut is late, in ms. */
 export const GATEWAY_TIMEOUT_CHECK_INTERVAL_MS = 1_000

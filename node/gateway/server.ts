@@ -37,7 +37,7 @@ export interface GatewayOptions extends ConnectionLimits {
   readonly canaryBankPath?: string
   /** The client's --speculate: what `layerswarm.speculate: "draft"` means in a request. */
   readonly speculate?: SpeculateMode
-  /** Downloads of /model.gguf at once (default 4); more get 503 with Retry-After. */
+  /** Downloads of /model.gguf at once (default DEFAULT_GATEWAY_MAX_MODEL_DOWNLOADS); more get 503 with Retry-After. */
   readonly maxModelDownloads?: number
 }
 
