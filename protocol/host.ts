@@ -121,6 +121,9 @@ export async function createHost(init: HostInit = {}, { signal }: AbortOptions =
       // a lone first peer still announces; it simply reaches nobody yet
       allowPublishToZeroTopicPeers: true,
       emitSelf: false,
+      // relayed connections carry data and duration limits (reachability.ts), which makes them
+      // "limited" to libp2p: gossip runs over them as it did before those limits (issue #39)
+      runOnLimitedConnection: true,
       // who may be penalised, for what and how long: see gossip-scoring.ts
       scoreParams: gossipScoreParams()
     })
