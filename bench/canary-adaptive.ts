@@ -93,7 +93,7 @@ function receiptCheck(peer: Peer, tamper: ReturnType<typeof createTamper>) {
       outputHash: sha256(asBytes(wireRoundtrip(output, peer.dim, peer.wire))),
       signature: new Uint8Array(0)
     }
-    return index.observe(sessionId, stepId, receipt) !== undefined
+    return index.observe({ sessionId, stepId, position: 0, modelId: '' }, receipt) !== undefined
   }
   const serve = (sessionId: string, s: Peer['steps'][number]): boolean =>
     sign(sessionId, s.stepId, s.input, tamper.apply({ sessionId, stepId: s.stepId, input: s.input, output: s.raw }))

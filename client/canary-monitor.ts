@@ -67,7 +67,7 @@ export class CanaryMonitor {
    */
   readonly replays = new ReplayIndex()
   /** Canary steps are signed like any other: a convicted peer's receipt is the evidence. */
-  readonly receipts = new ReceiptLedger(this.replays)
+  readonly receipts: ReceiptLedger
   /** Canary and real steps seen (for the overhead report). */
   readonly counts = { realSteps: 0, canarySteps: 0, canaryComputeMs: 0 }
   /** Audits of chained steps (real and decoy alike), sent in rounds. */
@@ -85,6 +85,7 @@ export class CanaryMonitor {
     private readonly modelId: string,
     private readonly options: CanaryMonitorOptions
   ) {
+    this.receipts = new ReceiptLedger(modelId, this.replays)
     this.quantized = quantizedWeights(model)
     this.benign = options.benign ?? defaultBenignModel()
     this.detector = createDetector({ benign: this.benign, prior: options.prior, bound: options.bound })

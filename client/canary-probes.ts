@@ -99,7 +99,7 @@ export async function probeHop(d: ProbeDeps, target: HopTarget, ctx: StepContext
       const { startPosition: position, scored: rows } = step
       const input = d.pool.draftRows!.input(set, decoy.canary, target.start, decoy.spec, step)
       const out = await decoy.hop!.step(stepId, position, input, { signal: ctx.signal })
-      await d.receipts.check([target], decoy.sessionId, stepId, out.receipts, out.sent, out.received)
+      await d.receipts.check([target], { sessionId: decoy.sessionId, stepId, position }, out.receipts, out.sent, out.received)
       d.counts.canarySteps++
       d.counts.canaryComputeMs += out.timings[0]?.computeMs ?? 0
       const reference = referenceFor(set, decoy.canary, target.end, position, rows)

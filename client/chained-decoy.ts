@@ -88,7 +88,13 @@ export class ChainedDecoy {
     const ack = await first.stepChained(stepId, startPosition, input, this.hops.slice(1), options)
     const got = await Promise.race([result, ack.failed])
     first.settle(ack.requestId)
-    await ledger.check(this.route, this.sessionId, stepId, got.receipts, ack.sent, got.received)
+    await ledger.check(
+      this.route,
+      { sessionId: this.sessionId, stepId, position: startPosition },
+      got.receipts,
+      ack.sent,
+      got.received
+    )
     // the middle hops' outputs come with the next audit round (audit-batch.ts)
     const middle = audit(this.hops, stepId, rows, got.receipts)
     middle.catch(() => {})

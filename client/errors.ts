@@ -91,7 +91,16 @@ export class VerifiedStreamNeedsCanariesError extends ClientError {
 
 /** A trust file that cannot be read as one (the client leaves it alone and starts afresh). */
 export class InvalidTrustFileError extends ClientError {
-  override readonly code = 'INVALID_TRUST_FILE'
+  override readonly code: string = 'INVALID_TRUST_FILE'
+}
+
+/**
+ * A trust file group or others may read or write (POSIX mode bits), or a symlink (issue #39):
+ * whoever can write it can forge convictions or clear them, whoever can read it learns which
+ * peers this client used. Refused like an exposed identity file (node/identity.ts).
+ */
+export class TrustFileExposedError extends InvalidTrustFileError {
+  override readonly code: string = 'TRUST_FILE_EXPOSED'
 }
 
 export class InvalidWireError extends ClientError {

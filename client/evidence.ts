@@ -106,8 +106,11 @@ export async function verifyEvidence(
       throw new InvalidEvidenceError(`${what}: needs peerId, sessionId, stepId and position`)
     const span = e.span as [number, number]
     const receipt = receiptOf(e.receipt, `${what}.receipt`)
-    const signature = receipt.peerId === e.peerId && (await verifyReceipt(receipt, e.sessionId, e.stepId as number))
     const position = e.position as number
+    const signature =
+      receipt.peerId === e.peerId &&
+      typeof e.modelId === 'string' &&
+      (await verifyReceipt(receipt, { sessionId: e.sessionId, stepId: e.stepId as number, position, modelId: e.modelId }))
     const wire = (typeof e.wire === 'string' ? e.wire : 'f32') as DType
     // the KV dtype the peer announced: its benign class (a q8_0 cache drifts more); absent in older evidence
     const kvDtype = e.kvDtype === 'f16' || e.kvDtype === 'q8_0' ? e.kvDtype : undefined
@@ -159,6 +162,8 @@ export async function verifyEvidence(
     const step = (s: Record<string, unknown>, w: string) => ({
       sessionId: String(s?.sessionId),
       stepId: Number(s?.stepId),
+      position: Number(s?.position),
+      modelId: String(s?.modelId),
       receipt: receiptOf(s?.receipt, w)
     })
     const ev = {

@@ -22,20 +22,27 @@ export class ReceiptLedger {
   private readonly byPeer = new Map<string, { checked: number; invalid: number }>()
   private readonly recent = new Map<string, Array<{ sessionId: string; stepId: number; receipt: Receipt }>>()
 
-  constructor(private readonly replays?: ReplayIndex) {}
+  /** `modelId`: the model this client's sessions are opened for; every receipt must be signed for it. */
+  constructor(
+    private readonly modelId: string,
+    private readonly replays?: ReplayIndex
+  ) {}
 
   /**
-   * `receipts` in route order, for hops `route`; the first must hash `sent`, each output must be
-   * the next input, and the last must hash `received`. Throws BadReceiptError naming the hop.
+   * `receipts` in route order, for hops `route` and the step `step` (its session id, step id and
+   * first row's position); the first must hash `sent`, each output must be the next input, the
+   * last must hash `received`, and each must be signed for this step's position and the model
+   * (issue #39). Throws BadReceiptError naming the hop.
    */
   async check(
     route: ReadonlyArray<{ peerId: string; start: number; end: number }>,
-    sessionId: string,
-    stepId: number,
+    step: { readonly sessionId: string; readonly stepId: number; readonly position: number },
     receipts: readonly Receipt[],
     sent: Uint8Array,
     received?: Uint8Array
   ): Promise<void> {
+    const { sessionId, stepId } = step
+    const signed = { ...step, modelId: this.modelId }
     let expectInput = sha256(sent)
     for (let i = 0; i < route.length; i++) {
       const hop = route[i]
@@ -52,8 +59,8 @@ export class ReceiptLedger {
       if (!r) fail('missing')
       if (r.peerId !== hop.peerId || r.start !== hop.start || r.end !== hop.end) fail('names another peer or span')
       if (!equal(r.inputHash, expectInput)) fail('input hash is not what it was sent')
-      if (!(await verifyReceipt(r, sessionId, stepId))) fail('signature does not verify')
-      this.replays?.observe(sessionId, stepId, r)
+      if (!(await verifyReceipt(r, signed))) fail('signature does not verify for this step, position and model')
+      this.replays?.observe(signed, r)
       const list = this.recent.get(hop.peerId) ?? []
       list.push({ sessionId, stepId, receipt: r })
       if (list.length > 8) list.shift()

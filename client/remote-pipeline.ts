@@ -85,7 +85,7 @@ export class RemotePipeline implements BlockPipeline {
   private readonly observers: PipelineObserver[]
 
   constructor(private readonly init: RemotePipelineInit) {
-    this.receipts = new ReceiptLedger(init.canaries?.replays)
+    this.receipts = new ReceiptLedger(init.modelId, init.canaries?.replays)
     const { host, view, modelId, dim, maxLength, wireLedger, log, sessionId, forwarding } = init
     this.kv = new KvRecovery({
       host,

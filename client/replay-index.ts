@@ -1,9 +1,9 @@
 import { CanaryArgumentError } from '../canary/errors.js'
-import { type Receipt, verifyReceipt } from '../protocol/index.js'
+import { type Receipt, type ReceiptStep, verifyReceipt } from '../protocol/index.js'
 
 /*
- * Replay, proven by a peer's own receipts. A hop signs Sign(sessionId, stepId, span, H(input),
- * H(output)) for every step (protocol/receipt.ts). A transformer span's output is a function of
+ * Replay, proven by a peer's own receipts. A hop signs Sign(sessionId, stepId, span, position,
+ * modelId, H(input), H(output)) for every step (protocol/receipt.ts). A transformer span's output is a function of
  * its input and its KV cache, in floats; two different inputs giving bit-identical outputs does
  * not happen in practice (for a 64-dim f32 row that is 2048 bits agreeing by chance). So two
  * receipts of one peer with the same output hash and different input hashes are evidence,
@@ -15,9 +15,7 @@ import { type Receipt, verifyReceipt } from '../protocol/index.js'
  */
 
 /** A step as its receipt names it: enough for anyone to check the signature. */
-export interface SignedStep {
-  readonly sessionId: string
-  readonly stepId: number
+export interface SignedStep extends ReceiptStep {
   readonly receipt: Receipt
 }
 
@@ -53,7 +51,7 @@ export class ReplayIndex {
   }
 
   /** A verified receipt of `receipt.peerId`: its evidence when it replays an earlier output, else undefined. */
-  observe(sessionId: string, stepId: number, receipt: Receipt): ReplayEvidence | undefined {
+  observe(signed: ReceiptStep, receipt: Receipt): ReplayEvidence | undefined {
     const peerId = receipt.peerId
     let seen = this.byPeer.get(peerId)
     if (!seen) this.byPeer.set(peerId, (seen = new Map()))
@@ -61,7 +59,8 @@ export class ReplayIndex {
     // same hidden state from different inputs, honestly (routes split spans differently over time)
     const key = `${receipt.start}:${receipt.end}:${hex(receipt.outputHash)}`
     const earlier = seen.get(key)
-    const step = { sessionId, stepId, receipt }
+    const { sessionId, stepId, position, modelId } = signed
+    const step = { sessionId, stepId, position, modelId, receipt }
     if (earlier && hex(earlier.receipt.inputHash) !== hex(receipt.inputHash)) {
       if (this.convicted.has(peerId)) return undefined
       const e: ReplayEvidence = { peerId, why: 'replayed-output', original: earlier, replayed: step }
@@ -96,5 +95,5 @@ export async function verifyReplayEvidence(e: ReplayEvidence): Promise<boolean> 
   if (a.receipt.peerId !== e.peerId || b.receipt.peerId !== e.peerId) return false
   if (hex(a.receipt.outputHash) !== hex(b.receipt.outputHash)) return false
   if (hex(a.receipt.inputHash) === hex(b.receipt.inputHash)) return false
-  return (await verifyReceipt(a.receipt, a.sessionId, a.stepId)) && (await verifyReceipt(b.receipt, b.sessionId, b.stepId))
+  return (await verifyReceipt(a.receipt, a)) && (await verifyReceipt(b.receipt, b))
 }

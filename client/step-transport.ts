@@ -107,7 +107,13 @@ export class StepTransport {
         const t = performance.now()
         const out = await tagged(hop.target.peerId, hop.step(stepId, startPos, h, { signal: deadline() }))
         const check = new Promise<void>((resolve) => setImmediate(resolve)).then(() =>
-          this.init.receipts.check([hop.target], hop.sessionId, stepId, out.receipts, out.sent, out.received)
+          this.init.receipts.check(
+            [hop.target],
+            { sessionId: hop.sessionId, stepId, position: startPos },
+            out.receipts,
+            out.sent,
+            out.received
+          )
         )
         check.catch(() => {}) // awaited in order by checked()
         checks.push(check)
@@ -166,7 +172,13 @@ export class StepTransport {
       .then(async (ack) => {
         first.settle(ack.requestId)
         this.logStep(stepId, startPos, rows, ms, got.timings)
-        await this.init.receipts.check(route, first.sessionId, stepId, got.receipts, ack.sent, got.received)
+        await this.init.receipts.check(
+          route,
+          { sessionId: first.sessionId, stepId, position: startPos },
+          got.receipts,
+          ack.sent,
+          got.received
+        )
         // Observers see every chained step (canaries audit its middle hops, as decoy steps'
         // are, so an audit does not single out a decoy); a false answer poisons the route.
         for (const o of this.init.observers ?? []) await o.chainedStepChecked?.(hops, stepId, rows, got.receipts)

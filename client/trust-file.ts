@@ -1,10 +1,10 @@
 import { randomBytes } from 'node:crypto'
-import { mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs'
+import { closeSync, constants, fstatSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs'
 import { dirname } from 'node:path'
 import type { Detector, DetectorRecord, DriftModel } from '../canary/index.js'
 import { serializeDriftModel } from '../canary/index.js'
 import { sha256 } from '../protocol/index.js'
-import { InvalidTrustFileError } from './errors.js'
+import { InvalidTrustFileError, TrustFileExposedError } from './errors.js'
 
 interface TrustFileV1 {
   version: 1
@@ -21,14 +21,43 @@ export function detectorFingerprint(benign: DriftModel, detector: Detector): str
   return Buffer.from(sha256(new TextEncoder().encode(text))).toString('hex')
 }
 
-function read(path: string): TrustFileV1 | undefined {
-  let text: string
+/** Larger than any trust file a client writes (a few hundred bytes per peer): a bound on what is parsed. */
+const MAX_TRUST_FILE_BYTES = 16 * 1024 * 1024
+
+/**
+ * The file's text, read as the identity file is (node/identity.ts, issue #39): the file named,
+ * never a symlink's target (O_NOFOLLOW), a regular file, owner-only (no group or other bits).
+ * Undefined when there is no file.
+ */
+function readText(path: string): string | undefined {
+  let fd: number
   try {
-    text = readFileSync(path, 'utf8')
+    fd = openSync(path, constants.O_RDONLY | (constants.O_NOFOLLOW ?? 0))
   } catch (e) {
-    if ((e as { code?: string }).code === 'ENOENT') return undefined
+    const code = (e as NodeJS.ErrnoException).code
+    if (code === 'ENOENT') return undefined
+    if (code === 'ELOOP')
+      throw new TrustFileExposedError(`trust file ${path} is a symbolic link; name the file itself`, { cause: e })
     throw new InvalidTrustFileError(`cannot read trust file ${path}: ${(e as Error).message}`, { cause: e })
   }
+  try {
+    const st = fstatSync(fd)
+    if (!st.isFile()) throw new InvalidTrustFileError(`trust file ${path} is not a regular file`)
+    if (process.platform !== 'win32' && (st.mode & 0o077) !== 0)
+      throw new TrustFileExposedError(
+        `trust file ${path} has mode ${(st.mode & 0o777).toString(8)}; others may read or change its convictions (chmod 600 ${path})`
+      )
+    if (st.size > MAX_TRUST_FILE_BYTES)
+      throw new InvalidTrustFileError(`trust file ${path} has ${st.size} bytes, more than ${MAX_TRUST_FILE_BYTES}`)
+    return readFileSync(fd, 'utf8')
+  } finally {
+    closeSync(fd)
+  }
+}
+
+function read(path: string): TrustFileV1 | undefined {
+  const text = readText(path)
+  if (text === undefined) return undefined
   let f: TrustFileV1
   try {
     f = JSON.parse(text) as TrustFileV1

@@ -3,6 +3,7 @@ import type { AbortOptions } from '@libp2p/interface'
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client'
 import { abortLinks } from './abort-links.js'
 import { parseHostPort } from './config.js'
+import { metricsHostAllowed } from './host-check.js'
 
 /**
  * Prometheus metrics of a node or a gateway (prom-client). Each process owns one registry, so
@@ -218,11 +219,19 @@ export interface MetricsServer {
   close(): Promise<void>
 }
 
-/** `GET /metrics` on HOST:PORT (`--metrics`). Plain node:http: it must work with nothing else running. */
+/**
+ * `GET /metrics` on HOST:PORT (`--metrics`; a bare PORT is 127.0.0.1). Plain node:http: it must
+ * work with nothing else running. A Host header that names another site is answered 403 (DNS
+ * rebinding, issue #39; node/host-check.ts).
+ */
 export async function serveMetrics(listen: string, registry: Registry, { signal }: AbortOptions = {}): Promise<MetricsServer> {
   const { host, port } = parseHostPort(listen, '--metrics')
   signal?.throwIfAborted()
   const server: Server = createServer((req, res) => {
+    if (!metricsHostAllowed(req.headers.host, host)) {
+      res.writeHead(403, { 'content-type': 'text/plain' }).end("host not allowed: metrics answer to this machine's names\n")
+      return
+    }
     if (req.method !== 'GET' || (req.url ?? '/').split('?')[0] !== '/metrics') {
       res.writeHead(404, { 'content-type': 'text/plain' }).end('not found: metrics are at /metrics\n')
       return

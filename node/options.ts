@@ -95,5 +95,34 @@ export const DEFAULT_GATEWAY_MAX_CONCURRENT = 4
 /** Largest request body the gateway reads, in bytes. */
 export const DEFAULT_GATEWAY_BODY_LIMIT_BYTES = 1 << 20
 
+/**
+ * Milliseconds a client has to send a whole request, headers and body (`api --request-timeout`);
+ * then 408 and the connection closes. Only the request: a streamed answer is never cut by it
+ * (issue #39: slow-body clients held connections open without end).
+ */
+export const DEFAULT_GATEWAY_REQUEST_TIMEOUT_MS = 30_000
+
+/** Milliseconds a client has to send a request's headers (at most the request timeout). */
+export const DEFAULT_GATEWAY_HEADERS_TIMEOUT_MS = 10_000
+
+/** Milliseconds an idle keep-alive connection stays open between requests. */
+export const DEFAULT_GATEWAY_KEEP_ALIVE_TIMEOUT_MS = 5_000
+
+/** Connections the gateway holds at once (`api --max-connections`); more are closed on arrival. */
+export const DEFAULT_GATEWAY_MAX_CONNECTIONS = 256
+
+/** Connections one IP address holds at once (`api --max-connections-per-ip`); more are closed on arrival. */
+export const DEFAULT_GATEWAY_MAX_CONNECTIONS_PER_IP = 32
+
+/**
+ * Ranged downloads of /model.gguf at once (`api --max-model-downloads`); more get 503 with
+ * Retry-After. A browser chat page fetches 4 ranges at once (client/browser/options.ts), so 16 lets
+ * four pages load together.
+ */
+export const DEFAULT_GATEWAY_MAX_MODEL_DOWNLOADS = 16
+
+/** How often the HTTP server looks for requests past their deadline: the most a cut is late, in ms. */
+export const GATEWAY_TIMEOUT_CHECK_INTERVAL_MS = 1_000
+
 /** Milliseconds the gateway's status page keeps its list of peers before asking the swarm again. */
 export const DEFAULT_STATUS_REFRESH_MS = 2_000

@@ -173,7 +173,7 @@ export class SessionRequests {
     const fed = sessions.fedBy(s.sessionId, from)
     if (fed.length === 0) throw new UnknownSessionError(`no session ${s.sessionId} of yours here`)
     const rows = s.hidden.shape.length === 2 ? s.hidden.shape[0] : 0
-    const { session, tags } = crypto.upstreamStep(fed, s, rows, await upstreamClientInputHash(s, from))
+    const { session, tags } = crypto.upstreamStep(fed, s, rows, await upstreamClientInputHash(s, from, this.ctx.init.modelId))
     return { session, tags, fromUpstream: true }
   }
 
@@ -212,7 +212,7 @@ export class SessionRequests {
     init.metrics?.bytes('in', s.hidden.data.byteLength)
     init.metrics?.bytes('out', tensor.data.byteLength)
     const link = session.chain
-    const receipt = () => this.receipt(session, s.stepId, s.hidden.data, tensor.data)
+    const receipt = () => this.receipt(session, s.stepId, s.startPosition, s.hidden.data, tensor.data)
     const result = (extra: { hidden?: typeof tensor; timings: HopTiming[]; receipts: Receipt[] }): SessionResponseBody => ({
       type: 'result',
       result: { sessionId: s.sessionId, stepId: s.stepId, ...extra }
@@ -251,10 +251,29 @@ export class SessionRequests {
     return result({ timings: [timing], receipts: [mine] })
   }
 
-  /** Our signed receipt for a step: the span this session runs and the hashes of what we got and sent. */
-  private async receipt(session: NodeSession, stepId: number, input: Uint8Array, output: Uint8Array): Promise<Receipt> {
+  /**
+   * Our signed receipt for a step: the span this session runs, the step's position, the model we
+   * serve (issue #39: a receipt is good for this step only) and the hashes of what we got and sent.
+   */
+  private async receipt(
+    session: NodeSession,
+    stepId: number,
+    position: number,
+    input: Uint8Array,
+    output: Uint8Array
+  ): Promise<Receipt> {
     const { start, end } = session
-    const fields = { sessionId: session.id, stepId, start, end, inputHash: sha256(input), outputHash: sha256(output) }
+    const { modelId } = this.ctx.init
+    const fields = {
+      sessionId: session.id,
+      stepId,
+      position,
+      modelId,
+      start,
+      end,
+      inputHash: sha256(input),
+      outputHash: sha256(output)
+    }
     const key = this.ctx.init.privateKey
     if (!key) {
       const { inputHash, outputHash } = fields

@@ -4,7 +4,7 @@
  * SHA-256 of the client's own input bytes to the first hop (crypto chainedStepBinding). That hash
  * is the first receipt's input hash; the receipts must chain (each hop's output hash is the next
  * one's input hash) down to the bytes this hop got, and the last one must be the upstream's own,
- * signed for this session and step. So an upstream can neither pass altered bytes under a valid
+ * signed for this session, step, position and model. So an upstream can neither pass altered bytes under a valid
  * tag without signing for them, nor reuse a tag with another client input.
  */
 import { timingSafeEqual } from 'node:crypto'
@@ -17,7 +17,7 @@ function sameHash(a: Uint8Array, b: Uint8Array): boolean {
 }
 
 /** The client's input hash a chained step from `from` (its upstream hop) carries; throws UnauthorizedError. */
-export async function upstreamClientInputHash(step: Step, from: string): Promise<Uint8Array> {
+export async function upstreamClientInputHash(step: Step, from: string, modelId: string): Promise<Uint8Array> {
   const receipts = step.receipts ?? []
   const last = receipts.at(-1)
   if (!last) throw new UnauthorizedError(`step ${step.stepId} from upstream carries no receipt to bind its client tag to`)
@@ -30,7 +30,8 @@ export async function upstreamClientInputHash(step: Step, from: string): Promise
   if (!sameHash(last.outputHash, sha256(step.hidden.data))) {
     throw new UnauthorizedError(`step ${step.stepId}: the input is not what the upstream's receipt signed`)
   }
-  if (!(await verifyReceipt(last, step.sessionId, step.stepId))) {
+  const signed = { sessionId: step.sessionId, stepId: step.stepId, position: step.startPosition, modelId }
+  if (!(await verifyReceipt(last, signed))) {
     throw new UnauthorizedError(`step ${step.stepId}: the upstream's receipt signature does not verify`)
   }
   return receipts[0].inputHash

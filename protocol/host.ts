@@ -36,7 +36,13 @@ import { PROTOCOL_VERSION } from './ids.js'
 import { DEFAULT_MAX_MESSAGE_BYTES } from './limits.js'
 import { checkLinkDelay, delayWrites, type LinkDelay, linkDelayFromEnv } from './link-delay.js'
 import { DEFAULT_MAX_CONNECTIONS } from './options.js'
-import { type ReachabilityInit, reachabilityServices, relayTransport, trackReachability } from './reachability.js'
+import {
+  type ReachabilityInit,
+  reachabilityServices,
+  relayReservationGate,
+  relayTransport,
+  trackReachability
+} from './reachability.js'
 
 /**
  * yamux answers every data frame it receives with a window update as soon as any of the
@@ -115,11 +121,15 @@ export async function createHost(init: HostInit = {}, { signal }: AbortOptions =
       // a lone first peer still announces; it simply reaches nobody yet
       allowPublishToZeroTopicPeers: true,
       emitSelf: false,
+      // relayed connections carry data and duration limits (reachability.ts), which makes them
+      // "limited" to libp2p: gossip runs over them as it did before those limits (issue #39)
+      runOnLimitedConnection: true,
       // who may be penalised, for what and how long: see gossip-scoring.ts
       scoreParams: gossipScoreParams()
     })
   }
 
+  let started: Host | undefined
   const node = await createLibp2p<HostServices>({
     privateKey: init.privateKey,
     nodeInfo: { name: 'layerswarm', version: PROTOCOL_VERSION },
@@ -137,7 +147,13 @@ export async function createHost(init: HostInit = {}, { signal }: AbortOptions =
       ),
       relayTransport()
     ],
-    ...(init.dialInsecure ? { connectionGater: { denyDialMultiaddr: () => false } } : {}),
+    connectionGater: {
+      ...(init.dialInsecure ? { denyDialMultiaddr: () => false } : {}),
+      // a relay refuses reservations past its per-IP share (issue #39)
+      ...(init.reachability?.relayServer
+        ? { denyInboundRelayReservation: relayReservationGate(() => started, init.reachability.relayMaxReservationsPerIp) }
+        : {})
+    },
     connectionEncrypters: [noise()],
     streamMuxers: [
       yamux({
@@ -163,6 +179,7 @@ export async function createHost(init: HostInit = {}, { signal }: AbortOptions =
     },
     services
   })
+  started = node
   trackReachability(node)
 
   try {

@@ -27,7 +27,13 @@ export const ANNOUNCE_TOPIC = `/layerswarm/announce/${PROTOCOL_VERSION}`
  * session stream lives as long as its session, so the caps are raised. A node's real
  * admission control is its session cap (BUSY), not the stream count.
  */
-export const SESSION_STREAM_LIMITS = { maxInboundStreams: 1024, maxOutboundStreams: 1024 } as const
+export const SESSION_STREAM_LIMITS = {
+  maxInboundStreams: 1024,
+  maxOutboundStreams: 1024,
+  // a relayed connection carries a data and a duration limit (protocol/reachability.ts), which
+  // makes it "limited" to libp2p: our protocols run on it all the same (issue #39)
+  runOnLimitedConnection: true
+} as const
 
 /** info and kv streams are short-lived request/response exchanges. */
-export const REQUEST_STREAM_LIMITS = { maxInboundStreams: 128, maxOutboundStreams: 128 } as const
+export const REQUEST_STREAM_LIMITS = { maxInboundStreams: 128, maxOutboundStreams: 128, runOnLimitedConnection: true } as const

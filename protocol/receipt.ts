@@ -1,7 +1,9 @@
 /**
  * Signed step receipts (DESIGN.md §5): a hop signs, with its libp2p Ed25519 key,
- * Sign(domain ‖ sessionId ‖ stepId ‖ span ‖ H(input) ‖ H(output)), H = SHA-256 over the
- * tensor data bytes exactly as they travelled. A receipt for a tampered output is evidence
+ * Sign(domain ‖ sessionId ‖ stepId ‖ span ‖ position ‖ modelId ‖ H(input) ‖ H(output)),
+ * H = SHA-256 over the tensor data bytes exactly as they travelled. The step's position and the
+ * model id are signed (v2, issue #39) but do not travel: the client knows both, and a receipt
+ * signed for another position or another model does not verify for this step. A receipt for a tampered output is evidence
  * anyone can check against the peer id alone (Ed25519 peer ids embed the public key).
  */
 import { createHash, createPrivateKey, createPublicKey, type KeyObject, sign, verify } from 'node:crypto'
@@ -50,11 +52,20 @@ function verifyingKey(peerId: string): KeyObject | null {
   return k
 }
 
-export const RECEIPT_SIGNATURE_DOMAIN = new TextEncoder().encode('layerswarm-receipt:v1\n')
+/** v2 binds the position and the model id (issue #39); a v1 signature never verifies as v2. */
+export const RECEIPT_SIGNATURE_DOMAIN = new TextEncoder().encode('layerswarm-receipt:v2\n')
 
-export interface ReceiptFields {
+/** What a receipt is checked against besides its own fields: the step it answers. */
+export interface ReceiptStep {
   readonly sessionId: string
   readonly stepId: number
+  /** The step's first row's position in the session (Step.startPosition). */
+  readonly position: number
+  /** The model the hop serves (computeModelId): what the session was opened for. */
+  readonly modelId: string
+}
+
+export interface ReceiptFields extends ReceiptStep {
   readonly start: number
   readonly end: number
   readonly inputHash: Uint8Array
@@ -68,7 +79,8 @@ export function sha256(data: Uint8Array): Uint8Array {
 /** The exact bytes signed: fixed-width fields after a domain tag, so no two receipts collide. */
 export function receiptPayload(f: ReceiptFields): Uint8Array {
   const sid = new TextEncoder().encode(f.sessionId)
-  const out = new Uint8Array(RECEIPT_SIGNATURE_DOMAIN.length + 4 + sid.length + 8 + 8 + 64)
+  const mid = new TextEncoder().encode(f.modelId)
+  const out = new Uint8Array(RECEIPT_SIGNATURE_DOMAIN.length + 4 + sid.length + 8 + 8 + 4 + 4 + mid.length + 64)
   const dv = new DataView(out.buffer)
   let o = 0
   out.set(RECEIPT_SIGNATURE_DOMAIN, o)
@@ -79,7 +91,10 @@ export function receiptPayload(f: ReceiptFields): Uint8Array {
   dv.setBigUint64(o, BigInt(f.stepId))
   dv.setUint32(o + 8, f.start)
   dv.setUint32(o + 12, f.end)
-  o += 16
+  dv.setUint32(o + 16, f.position)
+  dv.setUint32(o + 20, mid.length)
+  out.set(mid, o + 24)
+  o += 24 + mid.length
   out.set(f.inputHash, o)
   out.set(f.outputHash, o + 32)
   return out
@@ -92,12 +107,14 @@ export async function signReceipt(f: ReceiptFields, peerId: string, privateKey: 
   return { peerId, start: f.start, end: f.end, inputHash: f.inputHash, outputHash: f.outputHash, signature }
 }
 
-/** True when the receipt is `peerId`'s signature over these fields. */
-export async function verifyReceipt(r: Receipt, sessionId: string, stepId: number): Promise<boolean> {
+/** True when the receipt is `peerId`'s signature over its fields for this step (session, step id, position, model). */
+export async function verifyReceipt(r: Receipt, step: ReceiptStep): Promise<boolean> {
   try {
     const payload = receiptPayload({
-      sessionId,
-      stepId,
+      sessionId: step.sessionId,
+      stepId: step.stepId,
+      position: step.position,
+      modelId: step.modelId,
       start: r.start,
       end: r.end,
       inputHash: r.inputHash,

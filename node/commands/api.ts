@@ -18,7 +18,14 @@ import { createChatFormatter } from '../gateway/chat-template.js'
 import { checkListen, type Gateway, startGateway } from '../gateway/server.js'
 import { addLogLevelOption, createLogger, eventLog, type Logger, type LogLevel } from '../log.js'
 import { Metrics, type MetricsServer, serveMetrics } from '../metrics.js'
-import { DEFAULT_GATEWAY_LISTEN, DEFAULT_GATEWAY_MAX_CONCURRENT } from '../options.js'
+import {
+  DEFAULT_GATEWAY_LISTEN,
+  DEFAULT_GATEWAY_MAX_CONCURRENT,
+  DEFAULT_GATEWAY_MAX_CONNECTIONS,
+  DEFAULT_GATEWAY_MAX_CONNECTIONS_PER_IP,
+  DEFAULT_GATEWAY_MAX_MODEL_DOWNLOADS,
+  DEFAULT_GATEWAY_REQUEST_TIMEOUT_MS
+} from '../options.js'
 import { defaultModelPath } from '../paths.js'
 import { checkReadableFile, listenError } from './checks.js'
 import { warn } from './cli-exit.js'
@@ -48,6 +55,11 @@ export interface ApiOptions {
   readonly metrics?: string
   /** Comma-separated ws:// multiaddrs the chat page dials (default: peers' /ws addresses the gateway learnt). */
   readonly browserBootstrap?: string
+  /** ms a client has to send a whole request (issue #39); default DEFAULT_GATEWAY_REQUEST_TIMEOUT_MS. */
+  readonly requestTimeout?: number
+  readonly maxConnections?: number
+  readonly maxConnectionsPerIp?: number
+  readonly maxModelDownloads?: number
   readonly logLevel: LogLevel
 }
 
@@ -120,7 +132,11 @@ export async function runApi(
         modelPath,
         browserBootstrap: o.browserBootstrap ? parseBootstrapList(o.browserBootstrap) : undefined,
         canaryBankPath: o.canaryBank,
-        speculate: o.speculate
+        speculate: o.speculate,
+        requestTimeoutMs: o.requestTimeout,
+        maxConnections: o.maxConnections,
+        maxConnectionsPerIp: o.maxConnectionsPerIp,
+        maxModelDownloads: o.maxModelDownloads
       },
       options
     )
@@ -166,6 +182,32 @@ export function registerApi(program: Command): void {
         .default(DEFAULT_GATEWAY_MAX_CONCURRENT)
     )
     .addOption(
+      new Option(
+        '--request-timeout <ms>',
+        'a client must send each whole request (headers and body) within this, else 408 and the connection closes; answers being streamed are never cut'
+      )
+        .argParser(int('--request-timeout', 1))
+        .default(DEFAULT_GATEWAY_REQUEST_TIMEOUT_MS)
+    )
+    .addOption(
+      new Option('--max-connections <n>', 'HTTP connections held at once; more are closed on arrival')
+        .argParser(int('--max-connections', 1))
+        .default(DEFAULT_GATEWAY_MAX_CONNECTIONS)
+    )
+    .addOption(
+      new Option('--max-connections-per-ip <n>', 'HTTP connections one client address holds at once; more are closed on arrival')
+        .argParser(int('--max-connections-per-ip', 1))
+        .default(DEFAULT_GATEWAY_MAX_CONNECTIONS_PER_IP)
+    )
+    .addOption(
+      new Option(
+        '--max-model-downloads <n>',
+        'downloads of /model.gguf (the browser chat) at once; more get HTTP 503 with Retry-After'
+      )
+        .argParser(int('--max-model-downloads', 1))
+        .default(DEFAULT_GATEWAY_MAX_MODEL_DOWNLOADS)
+    )
+    .addOption(
       new Option('--edge-first <k>', 'blocks the gateway runs itself before the swarm')
         .argParser(int('--edge-first', 0))
         .default(1)
@@ -200,7 +242,10 @@ export function registerApi(program: Command): void {
         .argParser(int('--route-timeout', 0))
         .default(10_000)
     )
-    .option('--metrics <host:port>', 'serve Prometheus metrics at http://HOST:PORT/metrics')
+    .option(
+      '--metrics <host:port>',
+      'serve Prometheus metrics at http://HOST:PORT/metrics (a bare PORT binds 127.0.0.1; requests whose Host header names another site get 403)'
+    )
     .option(
       '--browser-bootstrap <addrs>',
       'comma-separated ws multiaddrs (/ip4/…/tcp/N/ws/p2p/<id>) the browser chat page (/chat) dials; default: the /ws addresses of the peers the gateway knows'

@@ -148,7 +148,10 @@ export function registerNodeStart(program: Command): void {
         .hideHelp()
     )
     .option('--help-dev', 'show the developer options too (a peer that returns wrong outputs, to measure the canary detector)')
-    .option('--metrics <host:port>', 'serve Prometheus metrics at http://HOST:PORT/metrics')
+    .option(
+      '--metrics <host:port>',
+      'serve Prometheus metrics at http://HOST:PORT/metrics (a bare PORT binds 127.0.0.1; requests whose Host header names another site get 403)'
+    )
     .addOption(
       new Option(
         '--wire <dtypes>',

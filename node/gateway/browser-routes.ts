@@ -11,6 +11,7 @@ import { join } from 'node:path'
 import type { AbortOptions } from '@libp2p/interface'
 import type { FastifyInstance, FastifyReply } from 'fastify'
 import type { LayerswarmClient } from '../../client/index.js'
+import { DEFAULT_GATEWAY_MAX_MODEL_DOWNLOADS } from '../options.js'
 import { packageRoot } from '../paths.js'
 import { ApiError } from './errors.js'
 import { staticDir } from './status.js'
@@ -24,7 +25,12 @@ export interface BrowserRoutesInit {
   readonly bootstrap?: readonly string[]
   /** A sealed canary bank to serve at /canary-bank (its key is never served: the page is given it). */
   readonly canaryBankPath?: string
+  /** Downloads of /model.gguf at once (default DEFAULT_GATEWAY_MAX_MODEL_DOWNLOADS); more get 503. */
+  readonly maxDownloads?: number
 }
+
+/** Seconds a refused /model.gguf download is told to wait (Retry-After). */
+const MODEL_DOWNLOAD_RETRY_AFTER_S = 5
 
 /** Page files: no key needed (they hold no data), like the status page's. */
 export const BROWSER_FILES: Record<string, { file: string; type: string; dir: 'static' | 'bundle' }> = {
@@ -123,9 +129,27 @@ export function registerBrowserRoutes(app: FastifyInstance, init: BrowserRoutesI
       .send(readFileSync(init.canaryBankPath))
   })
 
+  // issue #39: each download holds a file stream and the uplink until the client has it all; a
+  // cap keeps a few clients from taking every one. Counted until the response closes (finished
+  // or aborted).
+  const maxDownloads = init.maxDownloads ?? DEFAULT_GATEWAY_MAX_MODEL_DOWNLOADS
+  let downloads = 0
   app.get('/model.gguf', async (req, reply) => {
     const size = statSync(init.modelPath).size
     const range = parseRange(req.headers.range, size)
+    if (downloads >= maxDownloads) {
+      reply.header('retry-after', String(MODEL_DOWNLOAD_RETRY_AFTER_S))
+      throw new ApiError(
+        503,
+        `${downloads} downloads of the model are under way, the most this gateway serves at once; retry in ${MODEL_DOWNLOAD_RETRY_AFTER_S} s`,
+        'service_unavailable',
+        'too_many_downloads'
+      )
+    }
+    downloads++
+    reply.raw.once('close', () => {
+      downloads--
+    })
     isolate(reply).header('accept-ranges', 'bytes').type('application/octet-stream').header('cache-control', 'no-cache')
     if (!range) return reply.header('content-length', size).send(createReadStream(init.modelPath))
     const [start, end] = range

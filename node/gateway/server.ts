@@ -1,21 +1,22 @@
 import { timingSafeEqual } from 'node:crypto'
-import { isIP } from 'node:net'
 import type { AbortOptions } from '@libp2p/interface'
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from 'fastify'
 import type { LayerswarmClient, SpeculateMode } from '../../client/index.js'
 import { isLoopbackHost, parseHostPort } from '../config.js'
+import { hostAllowed } from '../host-check.js'
 import type { Logger } from '../log.js'
 import type { Metrics } from '../metrics.js'
 import { DEFAULT_GATEWAY_BODY_LIMIT_BYTES, DEFAULT_GATEWAY_LISTEN, DEFAULT_GATEWAY_MAX_CONCURRENT } from '../options.js'
 import { BROWSER_DATA_ROUTES, BROWSER_FILES, registerBrowserRoutes } from './browser-routes.js'
 import type { ChatFormatter } from './chat-template.js'
+import { type ConnectionLimits, capConnections, httpServerOptions, resolveConnectionLimits } from './connection-limits.js'
 import { ApiError, GatewayConfigError, toApiError } from './errors.js'
 import type { GatewayContext } from './generation.js'
 import { LiveStats } from './live-stats.js'
 import { registerOpenAiRoutes } from './openai-routes.js'
 import { registerStatus, STATIC_FILES } from './status.js'
 
-export interface GatewayOptions {
+export interface GatewayOptions extends ConnectionLimits {
   readonly client: LayerswarmClient
   /** HOST:PORT; loopback unless an api key is set. Port 0 picks a free one. */
   readonly listen?: string
@@ -36,6 +37,8 @@ export interface GatewayOptions {
   readonly canaryBankPath?: string
   /** The client's --speculate: what `layerswarm.speculate: "draft"` means in a request. */
   readonly speculate?: SpeculateMode
+  /** Downloads of /model.gguf at once (default DEFAULT_GATEWAY_MAX_MODEL_DOWNLOADS); more get 503 with Retry-After. */
+  readonly maxModelDownloads?: number
 }
 
 export interface Gateway {
@@ -66,15 +69,7 @@ function keyMatches(header: string | undefined, key: Buffer): boolean {
   return given.length === key.length && timingSafeEqual(given, key)
 }
 
-/**
- * Host headers a keyless (loopback-only) gateway answers: loopback names and addresses, with
- * any port. Anything else reached a loopback socket through a name that is not ours.
- */
-export function hostAllowed(host: string | undefined): boolean {
-  if (host === undefined) return false
-  const name = host.startsWith('[') ? host.slice(1, host.indexOf(']')) : host.replace(/:\d+$/, '')
-  return name === 'localhost' || name.endsWith('.localhost') || (isIP(name) !== 0 && isLoopbackHost(name))
-}
+export { hostAllowed }
 
 /** Where the gateway may listen: anything but loopback only with an API key. Throws GatewayConfigError. */
 export function checkListen(listen: string, apiKey?: string): { host: string; port: number } {
@@ -106,12 +101,19 @@ export async function startGateway(o: GatewayOptions, { signal }: AbortOptions =
     contextLength: o.contextLength,
     speculate: o.speculate
   }
+  const limits = resolveConnectionLimits(o)
   const app = Fastify({
     loggerInstance: o.log.child({ component: 'http' }) as FastifyBaseLogger,
     bodyLimit: o.bodyLimit ?? DEFAULT_GATEWAY_BODY_LIMIT_BYTES,
+    // issue #39: deadlines for requests slow to arrive (fastify's defaults turn Node's off)
+    http: httpServerOptions(limits),
+    requestTimeout: limits.requestTimeoutMs,
+    keepAliveTimeout: limits.keepAliveTimeoutMs,
     // One line per generation (generation.ts) says more than fastify's two per request.
     logController: new LogController({ disableRequestLogging: true })
   })
+
+  capConnections(app.server, limits, (remote) => o.log.debug({ remote }, 'connection refused: per-IP cap'))
 
   app.addHook('onRequest', async (req) => {
     stats.requestsTotal++
@@ -181,7 +183,8 @@ export async function startGateway(o: GatewayOptions, { signal }: AbortOptions =
       modelPath: o.modelPath,
       modelName: o.modelName,
       bootstrap: o.browserBootstrap,
-      canaryBankPath: o.canaryBankPath
+      canaryBankPath: o.canaryBankPath,
+      maxDownloads: o.maxModelDownloads
     })
 
   await app.listen({ host, port })

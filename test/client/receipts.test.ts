@@ -16,22 +16,33 @@ describe('receipt ledger', () => {
     const mid = new Uint8Array([4, 5])
     const got = new Uint8Array([6])
     const ra = await signReceipt(
-      { sessionId: 's', stepId: 1, start: 1, end: 2, inputHash: sha256(sent), outputHash: sha256(mid) },
+      {
+        sessionId: 's',
+        stepId: 1,
+        position: 4,
+        modelId: 'm',
+        start: 1,
+        end: 2,
+        inputHash: sha256(sent),
+        outputHash: sha256(mid)
+      },
       a.peerId,
       a.key
     )
     const rb = await signReceipt(
-      { sessionId: 's', stepId: 1, start: 2, end: 4, inputHash: sha256(mid), outputHash: sha256(got) },
+      { sessionId: 's', stepId: 1, position: 4, modelId: 'm', start: 2, end: 4, inputHash: sha256(mid), outputHash: sha256(got) },
       b.peerId,
       b.key
     )
-    const ledger = new ReceiptLedger()
-    await ledger.check([a, b], 's', 1, [ra, rb], sent, got)
+    const ledger = new ReceiptLedger('m')
+    await ledger.check([a, b], { sessionId: 's', stepId: 1, position: 4 }, [ra, rb], sent, got)
     expect(ledger.summary()).toMatchObject({ checked: 2, invalid: 0 })
     expect(ledger.evidence(a.peerId)[0].receipt).toBe(ra)
 
-    const bad = async (receipts: (typeof ra)[], received = got, stepId = 1) => {
-      const err = await new ReceiptLedger().check([a, b], 's', stepId, receipts, sent, received).catch((e) => e)
+    const bad = async (receipts: (typeof ra)[], received = got, stepId = 1, position = 4, modelId = 'm') => {
+      const err = await new ReceiptLedger(modelId)
+        .check([a, b], { sessionId: 's', stepId, position }, receipts, sent, received)
+        .catch((e) => e)
       expect(err).toBeInstanceOf(BadReceiptError)
       return (err as BadReceiptError).peerId
     }
@@ -40,5 +51,8 @@ describe('receipt ledger', () => {
     expect(await bad([rb, ra])).toBe(a.peerId) // out of order
     expect(await bad([ra, { ...rb, signature: ra.signature }])).toBe(b.peerId) // forged signature
     expect(await bad([ra, rb], got, 2)).toBe(a.peerId) // replayed from another step
+    // issue #39: a receipt replayed for another position or another model is refused
+    expect(await bad([ra, rb], got, 1, 5)).toBe(a.peerId)
+    expect(await bad([ra, rb], got, 1, 4, 'other-model')).toBe(a.peerId)
   })
 })

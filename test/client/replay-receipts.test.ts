@@ -13,16 +13,26 @@ async function hop(n: number, start = 1, end = 4) {
 }
 type Hop = Awaited<ReturnType<typeof hop>>
 
+const MODEL = 'model-under-test'
 const bytes = (...v: number[]): Uint8Array => new Uint8Array(v)
 
 /** One relayed step of `h` through a ledger: it signs what it got and what it answers. */
 async function step(ledger: ReceiptLedger, h: Hop, sessionId: string, stepId: number, sent: Uint8Array, answered: Uint8Array) {
   const r = await signReceipt(
-    { sessionId, stepId, start: h.start, end: h.end, inputHash: sha256(sent), outputHash: sha256(answered) },
+    {
+      sessionId,
+      stepId,
+      position: stepId,
+      modelId: MODEL,
+      start: h.start,
+      end: h.end,
+      inputHash: sha256(sent),
+      outputHash: sha256(answered)
+    },
     h.peerId,
     h.key
   )
-  await ledger.check([h], sessionId, stepId, [r], sent, answered)
+  await ledger.check([h], { sessionId, stepId, position: stepId }, [r], sent, answered)
   return r
 }
 
@@ -37,7 +47,7 @@ describe('replay proven by receipts', () => {
   it('convicts a peer that signs one output for two different inputs, with both receipts as evidence', async () => {
     const a = await hop(1)
     const replays = new ReplayIndex()
-    const ledger = new ReceiptLedger(replays)
+    const ledger = new ReceiptLedger(MODEL, replays)
     const first = await step(ledger, a, 's1', 1, bytes(1, 2, 3), bytes(9, 9, 9))
     await step(ledger, a, 's1', 2, bytes(4, 5, 6), bytes(8, 8, 8))
     expect(replays.takeConvicted()).toEqual([])
@@ -74,7 +84,7 @@ describe('replay proven by receipts', () => {
   it('does not count equal outputs of equal inputs: a retried step, a re-sent canary, a failover replay', async () => {
     const a = await hop(1)
     const replays = new ReplayIndex()
-    const ledger = new ReceiptLedger(replays)
+    const ledger = new ReceiptLedger(MODEL, replays)
     await step(ledger, a, 's1', 1, bytes(1, 2), bytes(3, 4))
     await step(ledger, a, 's1', 1, bytes(1, 2), bytes(3, 4)) // the same step retried
     await step(ledger, a, 'decoy-2', 7, bytes(1, 2), bytes(3, 4)) // a decoy re-sending the canary's rows
@@ -89,7 +99,7 @@ describe('replay proven by receipts', () => {
     const wide = await hop(1, 2, 4)
     const narrow = { ...wide, start: 3 }
     const replays = new ReplayIndex()
-    const ledger = new ReceiptLedger(replays)
+    const ledger = new ReceiptLedger(MODEL, replays)
     await step(ledger, wide, 's1', 1, bytes(1, 2), bytes(7, 8))
     await step(ledger, narrow, 's2', 1, bytes(5, 6), bytes(7, 8))
     expect(replays.takeConvicted()).toEqual([])
@@ -101,7 +111,7 @@ describe('replay proven by receipts', () => {
   it('keeps outputs per peer: two peers answering the same bytes for different inputs convict neither', async () => {
     const [a, b] = [await hop(1, 1, 2), await hop(2, 1, 2)]
     const replays = new ReplayIndex()
-    const ledger = new ReceiptLedger(replays)
+    const ledger = new ReceiptLedger(MODEL, replays)
     await step(ledger, a, 's1', 1, bytes(1), bytes(5))
     await step(ledger, b, 's2', 1, bytes(2), bytes(5))
     expect(replays.takeConvicted()).toEqual([])
@@ -110,11 +120,13 @@ describe('replay proven by receipts', () => {
   it('only verified receipts reach the index, and it remembers the last `window` outputs', async () => {
     const a = await hop(1)
     const replays = new ReplayIndex(2)
-    const ledger = new ReceiptLedger(replays)
+    const ledger = new ReceiptLedger(MODEL, replays)
     const r = await step(ledger, a, 's', 1, bytes(1), bytes(9))
     // a receipt with a broken signature is rejected before the index sees it
     const forged = { ...r, inputHash: sha256(bytes(2)) }
-    await expect(ledger.check([a], 's', 2, [forged], bytes(2), bytes(9))).rejects.toBeInstanceOf(BadReceiptError)
+    await expect(
+      ledger.check([a], { sessionId: 's', stepId: 2, position: 2 }, [forged], bytes(2), bytes(9))
+    ).rejects.toBeInstanceOf(BadReceiptError)
     expect(replays.takeConvicted()).toEqual([])
     // two newer outputs push the first out of a window of 2: its replay goes unseen (the bound)
     await step(ledger, a, 's', 3, bytes(3), bytes(10))
@@ -130,7 +142,7 @@ describe('replay proven by receipts', () => {
     const a = await hop(3)
     const tamper = createTamper({ mode: 'replay', size: 1, rate: 1, seed: 7 })
     const replays = new ReplayIndex()
-    const ledger = new ReceiptLedger(replays)
+    const ledger = new ReceiptLedger(MODEL, replays)
     const row = (k: number) => Float32Array.from({ length: 64 }, (_, i) => Math.sin(k * 31 + i))
     const asBytes = (x: Float32Array) => new Uint8Array(x.buffer, x.byteOffset, x.byteLength)
     let convictedAt = 0

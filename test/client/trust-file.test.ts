@@ -1,9 +1,10 @@
-import { mkdtempSync, readdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
+import { chmodSync, mkdtempSync, readdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { CanaryArgumentError, createDetector, type DetectorRecord, defaultBenignModel } from '../../canary/index.js'
-import { detectorFingerprint, InvalidTrustFileError, loadTrust, saveTrust } from '../../client/index.js'
+import { detectorFingerprint, InvalidTrustFileError, loadTrust, saveTrust, TrustFileExposedError } from '../../client/index.js'
+import { restoreTrustFile } from '../../client/trust-file.js'
 
 const benign = defaultBenignModel()
 const drift = (rel: number) => ({ relL2: rel, cosine: (rel * rel) / 2, maxAbs: rel })
@@ -77,9 +78,49 @@ describe('trust file', () => {
   it('refuses a file that is not a trust file with a typed error', () => {
     const path = join(dir, 'bad.json')
     for (const text of ['not json', '{"version":2,"models":{}}', '[]']) {
-      writeFileSync(path, text)
+      writeFileSync(path, text, { mode: 0o600 })
+      chmodSync(path, 0o600)
       expect(() => loadTrust(path, 'm1', fp)).toThrow(InvalidTrustFileError)
       expect(readFileSync(path, 'utf8')).toBe(text)
     }
+  })
+
+  // issue #39: read like the identity file (node/identity.ts): no symlinks, owner-only
+  it('refuses a symlink at the trust file and never reads or writes its target', () => {
+    const d = mkdtempSync(join(tmpdir(), 'trust-nofollow-'))
+    const real = join(d, 'elsewhere.json')
+    saveTrust(real, 'm1', fp, det.records())
+    const before = readFileSync(real, 'utf8')
+    const path = join(d, 'trust.json')
+    symlinkSync(real, path)
+    expect(() => loadTrust(path, 'm1', fp)).toThrow(TrustFileExposedError)
+    expect(() => saveTrust(path, 'm1', fp, [])).toThrow(TrustFileExposedError)
+    expect(readFileSync(real, 'utf8')).toBe(before)
+  })
+
+  it('refuses a trust file group or others may read or write, with a coded error, and leaves it alone', () => {
+    const d = mkdtempSync(join(tmpdir(), 'trust-mode-'))
+    const path = join(d, 'trust.json')
+    saveTrust(path, 'm1', fp, det.records())
+    for (const mode of [0o666, 0o620, 0o604, 0o640]) {
+      chmodSync(path, mode)
+      const before = readFileSync(path, 'utf8')
+      let err: unknown
+      try {
+        loadTrust(path, 'm1', fp)
+      } catch (e) {
+        err = e
+      }
+      expect(err).toBeInstanceOf(TrustFileExposedError)
+      expect((err as TrustFileExposedError).code).toBe('TRUST_FILE_EXPOSED')
+      // the client logs it and starts afresh; the file is not overwritten
+      const events: Record<string, unknown>[] = []
+      expect(restoreTrustFile(path, 'm1', benign, createDetector({ benign }), (e) => events.push(e))).toBeUndefined()
+      expect(events[0]).toMatchObject({ event: 'trust-file-ignored', code: 'TRUST_FILE_EXPOSED' })
+      expect(() => saveTrust(path, 'm1', fp, [])).toThrow(TrustFileExposedError)
+      expect(readFileSync(path, 'utf8')).toBe(before)
+    }
+    chmodSync(path, 0o600)
+    expect(loadTrust(path, 'm1', fp)).toEqual(det.records())
   })
 })

@@ -271,7 +271,7 @@ describe('canaries in chained forwarding', () => {
       for (const honest of [nodes.b, nodes.c]) expect(verdicts[honest.peerId]?.excluded ?? false).toBe(false)
       const ev = report.evidence.find((e) => e.peerId === nodes.t.peerId)!
       expect(ev.drift.relL2).toBeGreaterThan(0.1)
-      expect(await verifyReceipt(ev.receipt!, ev.sessionId, ev.stepId)).toBe(true)
+      expect(await verifyReceipt(ev.receipt!, { ...ev, modelId: ev.modelId! })).toBe(true)
       expect(report.reruns).toBeGreaterThanOrEqual(1)
     } finally {
       await client.close()

@@ -84,7 +84,7 @@ describe('a peer that tampers only late in sessions (positions ≥ 64)', () => {
     const ev = report.evidence.find((e) => e.peerId === tamperer.peerId)!
     expect(ev.position).toBeGreaterThanOrEqual(AFTER) // convicted by a decoy step past position 64
     expect(ev.drift.relL2).toBeGreaterThan(0.1)
-    expect(await verifyReceipt(ev.receipt!, ev.sessionId, ev.stepId)).toBe(true)
+    expect(await verifyReceipt(ev.receipt!, { ...ev, modelId: ev.modelId! })).toBe(true)
     for (const honest of [honestA, honestB])
       expect(report.canaries.find((c) => c.peerId === honest.peerId)?.excluded ?? false).toBe(false)
   })

@@ -59,7 +59,7 @@ describe('verified inference: a tampering peer is caught by canaries and routed 
       // the evidence: the canary that convicted it, and its own signed receipt for the wrong answer
       const ev = report.evidence.find((e) => e.peerId === tamperer.peerId)!
       expect(ev.drift.relL2).toBeGreaterThan(0.1)
-      expect(await verifyReceipt(ev.receipt!, ev.sessionId, ev.stepId)).toBe(true)
+      expect(await verifyReceipt(ev.receipt!, { ...ev, modelId: ev.modelId! })).toBe(true)
       expect(report.receipts.invalid).toBe(0)
       if (report.routes[0].some((h) => h.peerId === tamperer.peerId)) expect(report.reruns).toBeGreaterThanOrEqual(1)
       expect(events.some((e) => e.event === 'excluded' && e.peerId === tamperer.peerId)).toBe(true)

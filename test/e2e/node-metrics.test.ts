@@ -1,3 +1,4 @@
+import { request } from 'node:http'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createClient } from '../../client/index.js'
 import { type LocalNode, startLocalNode } from '../../node/local-swarm.js'
@@ -77,5 +78,34 @@ describe('node --metrics', () => {
       closed = await readNodeHoldings(node)
     }
     expect(closed).toMatchObject({ sessions: 0, kvTokens: 0, kvCaches: 0, kvBytes: 0 })
+  })
+
+  // issue #39: a page whose name resolves to 127.0.0.1 (DNS rebinding) reaches the socket, but
+  // its Host header names it; the endpoint answers only to this machine's names
+  it('answers 403 to a Host header that names another site, 200 to loopback names', async () => {
+    const line = node.logs.find((l) => l.includes('"msg":"metrics"'))
+    const url = new URL((JSON.parse(line!) as { url: string }).url)
+    const get = (host: string) =>
+      new Promise<{ status: number; body: string }>((resolve, reject) => {
+        const req = request({ host: url.hostname, port: url.port, path: '/metrics', headers: { host } }, (res) => {
+          let body = ''
+          res.on('data', (c: Buffer) => {
+            body += c.toString()
+          })
+          res.on('end', () => resolve({ status: res.statusCode ?? 0, body }))
+        })
+        req.on('error', reject)
+        req.end()
+      })
+    for (const host of [`rebind.example:${url.port}`, 'rebind.example', `10.0.0.5:${url.port}`]) {
+      const r = await get(host)
+      expect(r.status, host).toBe(403)
+      expect(r.body).not.toContain('layerswarm_')
+    }
+    for (const host of [`127.0.0.1:${url.port}`, `localhost:${url.port}`]) {
+      const r = await get(host)
+      expect(r.status, host).toBe(200)
+      expect(r.body).toContain('layerswarm_')
+    }
   })
 })

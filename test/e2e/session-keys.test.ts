@@ -112,7 +112,14 @@ describe('session keys, step tags and sealed KV through the session protocol', (
       pos: number,
       x: Float32Array,
       hopAuth: Uint8Array[] | undefined,
-      o: { input?: Uint8Array; signedFor?: Float32Array; key?: PrivateKey; receipts?: Receipt[] } = {}
+      o: {
+        input?: Uint8Array
+        signedFor?: Float32Array
+        key?: PrivateKey
+        receipts?: Receipt[]
+        /** the position and model the upstream's receipt is signed for (default: this step's, the node's) */
+        signedAt?: { position?: number; modelId?: string }
+      } = {}
     ): Promise<SessionRequestBody> => {
       const body = step(id, stepId, pos, x, true, hopAuth)
       if (body.type !== 'step') throw new Error('not a step')
@@ -120,6 +127,8 @@ describe('session keys, step tags and sealed KV through the session protocol', (
       const fields = {
         sessionId: id,
         stepId,
+        position: o.signedAt?.position ?? pos,
+        modelId: o.signedAt?.modelId ?? node.modelId,
         start: 0,
         end: SPAN[0],
         inputHash: o.input ?? clientIn(stepId),
@@ -139,6 +148,9 @@ describe('session keys, step tags and sealed KV through the session protocol', (
     expect(await refused(up, await fromUp(1, 0, x, [tag(1, 0)], { receipts: [] }))).toBe('UNAUTHORIZED') // no receipt
     // altered bytes: the upstream signed other bytes than it sent
     expect(await refused(up, await fromUp(1, 0, x, [tag(1, 0)], { signedFor: input(2, 4) }))).toBe('UNAUTHORIZED')
+    // issue #39: a receipt signed for another position or another model (receipt v2)
+    expect(await refused(up, await fromUp(1, 0, x, [tag(1, 0)], { signedAt: { position: 1 } }))).toBe('UNAUTHORIZED')
+    expect(await refused(up, await fromUp(1, 0, x, [tag(1, 0)], { signedAt: { modelId: 'another-model' } }))).toBe('UNAUTHORIZED')
     // a receipt signed by another key (not the upstream's own)
     const stranger = await generateKeyPair('Ed25519')
     expect(await refused(up, await fromUp(1, 0, x, [tag(1, 0)], { key: stranger }))).toBe('UNAUTHORIZED')
