@@ -71,6 +71,32 @@ describe('sampler', () => {
     expect(w.sample(l, [0, 2])).toBe(0)
   })
 
+  it('samples a whole vocabulary as the index-order cdf, draw for draw (issue 31: the fast path)', () => {
+    // the arithmetic the sampler had before its typed-array path: index order, float64, no cut
+    const reference = (x: Float32Array, t: number, rng: Xorshift64): number => {
+      const order = Array.from({ length: x.length }, (_, i) => i)
+      let max = Number.NEGATIVE_INFINITY
+      for (const i of order) if (x[i] > max) max = x[i]
+      const probs = order.map((i) => Math.exp((x[i] - max) / t))
+      let mass = 0
+      for (const p of probs) mass += p
+      const r = rng.nextF32() * mass
+      let cdf = 0
+      for (let i = 0; i < probs.length; i++) {
+        cdf += probs[i]
+        if (r < cdf) return order[i]
+      }
+      return order[order.length - 1]
+    }
+    const big = Float32Array.from({ length: 151_936 }, (_, i) => Math.sin(i * 0.37) * 6)
+    big[5] = Number.NEGATIVE_INFINITY
+    for (const t of [0.7, 1, 1.2]) {
+      const s = createSampler({ temperature: t, seed: 11 })
+      const rng = new Xorshift64(11)
+      for (let k = 0; k < 20; k++) expect(s.sample(big)).toBe(reference(big, t, rng))
+    }
+  })
+
   it('validates its options', () => {
     expect(() => createSampler({ temperature: -1 })).toThrow(InvalidArgumentError)
     expect(() => createSampler({ topP: 0 })).toThrow(InvalidArgumentError)
