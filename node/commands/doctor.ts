@@ -173,7 +173,6 @@ export function registerDoctor(program: Command): void {
       } catch (err) {
         say({ verdict: 'FAIL', what: 'model', text: lineOf(err) })
       }
-      say(kernelsLine())
       for (const addr of opts.listen as string[]) {
         try {
           checkListenAddrs([addr])
@@ -234,6 +233,9 @@ export function registerDoctor(program: Command): void {
           await host.stop()
         }
       }
+      // what this machine computes with: information, not a check (last, so the checks keep their order)
+      const k = kernelsLine()
+      process.stdout.write(`${'info'.padEnd(5)} ${k.what.padEnd(10)} ${k.text}\n`)
       const failed = lines.filter((l) => l.verdict === 'FAIL').length
       if (failed > 0) throw new DoctorFailedError(`${failed} of ${lines.length} checks failed`)
     })

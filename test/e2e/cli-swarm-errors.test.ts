@@ -156,6 +156,8 @@ describe('CLI and a real swarm: what goes wrong is said', () => {
     )
     expect(lines[3]).toMatch(/^FAIL +bootstrap +cannot reach bootstrap peer .*\(BOOTSTRAP_UNREACHABLE\)$/)
     expect(lines[4]).toMatch(/^ok +coverage +blocks 1\.\.3 of 5 .* served by 2 peer\(s\)$/)
+    // issue 40: the CPU's features and where each kernel runs, as information after the checks
+    expect(lines[5]).toMatch(/^info +kernels +.+ \((x64|arm64|ia32); [^)]*\): /)
     expect(r.stderr).toMatch(/^layerswarm: 1 of 5 checks failed \(DOCTOR\)\n$/)
     expect(r.status).toBe(1)
   })
