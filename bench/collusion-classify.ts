@@ -74,7 +74,9 @@ function bestPerValue(samples: readonly SeenStep[], key: readonly string[]): num
   const decoy = samples.length - real
   if (real === 0 || decoy === 0) return 0.5
   const weight = new Map<string, number>()
-  samples.forEach((s, i) => weight.set(key[i], (weight.get(key[i]) ?? 0) + (s.real ? 1 / real : -1 / decoy)))
+  samples.forEach((s, i) => {
+    weight.set(key[i], (weight.get(key[i]) ?? 0) + (s.real ? 1 / real : -1 / decoy))
+  })
   return balanced(samples, (_, i) => (weight.get(key[i]) ?? 0) > 0)
 }
 
@@ -83,7 +85,9 @@ function gaps(samples: readonly SeenStep[]): { before: number[]; after: number[]
   const before = new Array<number>(samples.length).fill(Number.POSITIVE_INFINITY)
   const after = new Array<number>(samples.length).fill(Number.POSITIVE_INFINITY)
   const byPeer = new Map<string, number[]>()
-  samples.forEach((s, i) => byPeer.set(s.peer, [...(byPeer.get(s.peer) ?? []), i]))
+  samples.forEach((s, i) => {
+    byPeer.set(s.peer, [...(byPeer.get(s.peer) ?? []), i])
+  })
   for (const idx of byPeer.values()) {
     idx.sort((a, b) => samples[a].atMs - samples[b].atMs || a - b)
     for (let k = 1; k < idx.length; k++) {

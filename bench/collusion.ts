@@ -3,7 +3,7 @@ import { createClient } from '../client/index.js'
 import { type LocalNode, startLocalNode } from '../node/local-swarm.js'
 import { createReferenceKernels } from '../shards/index.js'
 import { type CollusionScores, type SeenStep, scoreCollusion, stepsSeen } from './collusion-classify.js'
-import { benchArgs, FORWARDINGS } from './options.js'
+import { benchArgs, COLLUSION_DEFAULTS, collusionOptions } from './options.js'
 
 /*
  * `npm run bench -- collusion`: two colluding logging peers on a 2-hop route (issue #39). Two
@@ -14,16 +14,6 @@ import { benchArgs, FORWARDINGS } from './options.js'
  * counts and the canary overhead (decoy steps per real step, and the decode time per token
  * against the same sessions with canaries off).
  */
-
-export const COLLUSION_DEFAULTS = {
-  model: 'models/stories260K.gguf',
-  steps: '500',
-  'max-tokens': '32',
-  rate: '0.5',
-  seed: '1',
-  forwarding: 'relay,chain',
-  dump: undefined
-}
 
 export interface CollusionRun {
   readonly forwarding: 'relay' | 'chain'
@@ -81,7 +71,9 @@ export async function runCollusion(o: {
   seed: number
   /** Write the steps the peers saw here (JSON), to look at them. */
   dump?: string
-}): Promise<CollusionRun> {
+  /** Also run the sessions with canaries off, for the overhead (default true). */
+  baseline?: boolean
+}): Promise<CollusionRun & { readonly seen: readonly SeenStep[] }> {
   const a = await startLocalNode({ model: o.model, layers: '1:2', args: FAST })
   const nodes = [a]
   try {
@@ -96,14 +88,15 @@ export async function runCollusion(o: {
     const seen: SeenStep[] = nodes.flatMap((n, i) => stepsSeen(`peer${i}`, n.logs, realIds))
     const scores = scoreCollusion(seen)
     if (o.dump) writeFileSync(o.dump, JSON.stringify(seen))
-    const plain = await generateSessions(nodes, { ...o, rate: undefined }, [])
+    const plain = o.baseline === false ? undefined : await generateSessions(nodes, { ...o, rate: undefined }, [])
     return {
+      seen,
       forwarding: o.forwarding,
       scores,
       sessions: withCanaries.sessions,
       canaryStepsPerRealStep: scores.decoySteps / Math.max(1, scores.realSteps),
       msPerToken: withCanaries.ms / withCanaries.tokens,
-      msPerTokenNoCanaries: plain.ms / plain.tokens
+      msPerTokenNoCanaries: plain ? plain.ms / plain.tokens : Number.NaN
     }
   } finally {
     await Promise.all(nodes.map((n) => n.stop()))
@@ -112,21 +105,13 @@ export async function runCollusion(o: {
 
 export async function main(argv: string[]): Promise<void> {
   const a = benchArgs(argv, COLLUSION_DEFAULTS)
-  const model = a.string('model')!
-  const forwardings = (a.string('forwarding') ?? '').split(',')
-  const bad = forwardings.find((f) => !(FORWARDINGS as readonly string[]).includes(f))
-  if (bad !== undefined) throw new Error(`--forwarding relay|chain (a list): not ${bad}`)
-  const o = {
-    model,
-    steps: a.int('steps', 1),
-    maxTokens: a.int('max-tokens', 1),
-    rate: a.number('rate', 0, false),
-    seed: a.int('seed', 0)
-  }
+  const { forwardings, ...o } = collusionOptions(a)
   const dump = a.string('dump')
   const runs: CollusionRun[] = []
-  for (const forwarding of forwardings as Array<'relay' | 'chain'>)
-    runs.push(await runCollusion({ ...o, forwarding, ...(dump ? { dump: `${dump}.${forwarding}.json` } : {}) }))
+  for (const forwarding of forwardings) {
+    const { seen: _, ...run } = await runCollusion({ ...o, forwarding, ...(dump ? { dump: `${dump}.${forwarding}.json` } : {}) })
+    runs.push(run)
+  }
   const worst = (k: 'ids' | 'timing' | 'sizes' | 'order') => Math.max(...runs.map((r) => r.scores[k]))
   console.log(
     JSON.stringify(
