@@ -36,14 +36,16 @@ import { restoreTrustFile, saveTrustFile } from './trust-file.js'
 export type { CanaryEvidence, CanaryOptions, CanaryPeerReport, StepContext } from './canary-types.js'
 
 /**
- * Canary mixing and verdicts (DESIGN.md §5). After each real step, each hop of the route gets a
- * step of a decoy session with the probability its adaptive rate gives (dense for peers not yet
- * checked or suspect, the base rate for peers with a clean record). A decoy is an ordinary-looking
+ * Canary mixing and verdicts (DESIGN.md §5). After each real step, the route gets a step of a
+ * decoy session with the probability its most-wanted hop's adaptive rate gives (dense for peers
+ * not yet checked or suspect, the base rate for peers with a clean record); the step goes out
+ * beside the next real step (client/canary-schedule.ts, issue #39). A decoy is an ordinary-looking
  * session (same wire dtype and max length as the real one, a prompt-sized first step, then one row
  * per step) whose inputs are a real prompt's hidden states at the route's boundary and whose
  * outputs the client knows, computed with its own trusted kernels. In chained forwarding a decoy
- * is chained over the whole route like a real session (chained-decoy.ts). The drift of each
- * answer feeds a sequential likelihood-ratio test per peer; a peer past the bound is excluded.
+ * is chained over the whole route like a real session (chained-decoy.ts); relayed, it spans the
+ * route hop by hop, each hop its own id, as a real relayed session does (relay-decoy.ts). The
+ * drift of each answer feeds a sequential likelihood-ratio test per peer; a peer past the bound is excluded.
  * Canary steps run beside the real ones, off their critical path.
  */
 export class CanaryMonitor {

@@ -17,9 +17,6 @@ import type { Random } from '../canary/index.js'
  * two colluding peers cannot tell apart") has the accuracies measured by `bench collusion`.
  */
 
-/** Most a following decoy step waits after the real step went out (uniform in [0, this)). */
-export const FOLLOW_JITTER_MS = 2
-
 /** How long a real step waits for the decoy steps leading it to be on their way (one timer tick). */
 export const LEAD_HEAD_START_MS = 1
 
@@ -35,7 +32,8 @@ export class DecoySchedule {
   private waiting: Waiting[] = []
   /** Drains under way (drain): decoy steps drawn meanwhile go at once. */
   private draining = 0
-  private readonly timers = new Map<ReturnType<typeof setTimeout>, () => void>()
+  /** Followers of the real step going out now, until their turn comes. */
+  private readonly following = new Set<() => void>()
 
   constructor(private readonly random: Random) {}
 
@@ -47,25 +45,29 @@ export class DecoySchedule {
 
   /**
    * A real step is about to go out: the decoy steps that lead it go now, the ones that follow it
-   * once it has been sent (after a short random wait, so they do not queue behind it in order).
+   * once it is on its way (setImmediate: after the real step's own writes, before the client's
+   * checks of the step before it, which run once it is sent and would hold a follower back by
+   * milliseconds in chained mode).
    */
   async beforeStep(): Promise<void> {
     let leading = 0
+    const following: Array<() => void> = []
     for (const w of this.waiting.splice(0)) {
       if (this.random.next() < LEAD_SHARE) {
         w.open()
         leading++
-        continue
+      } else {
+        following.push(w.open)
+        this.following.add(w.open)
       }
-      const t = setTimeout(() => {
-        this.timers.delete(t)
-        w.open()
-      }, this.random.next() * FOLLOW_JITTER_MS)
-      this.timers.set(t, w.open)
     }
     // A leading step must reach the hop first: a hop reads a request that came while it computed
     // only after that compute, so one sent just behind the real step lands after it there.
     if (leading > 0) await new Promise((r) => setTimeout(r, LEAD_HEAD_START_MS))
+    // the caller sends the real step as soon as this returns; followers come right behind it
+    setImmediate(() => {
+      for (const open of following) if (this.following.delete(open)) open()
+    })
   }
 
   /**
@@ -86,10 +88,7 @@ export class DecoySchedule {
   private flush(): void {
     for (const w of this.waiting.splice(0)) w.open()
     // followers go now too: their probes wait on them
-    for (const [t, open] of this.timers) {
-      clearTimeout(t)
-      open()
-    }
-    this.timers.clear()
+    for (const open of this.following) open()
+    this.following.clear()
   }
 }
