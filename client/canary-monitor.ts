@@ -218,7 +218,10 @@ export class CanaryMonitor {
       const lanes = Math.max(...route.map((h) => this.lanesOf(h.peerId)))
       const key = route.map((h) => `${h.peerId}/${h.start}/${h.end}`).join('>')
       for (let lane = 0; lane < lanes; lane++)
-        if (this.random.next() < rate) this.launch(laneKey(key, lane), (gate) => this.probeChained(route, ctx, lane, gate))
+        if (this.random.next() < rate) {
+          const peers = route.map((h) => h.peerId)
+          this.launch(laneKey(key, lane), (gate) => this.probeChained(route, ctx, lane, gate), true, peers)
+        }
       retireLanes(this.probes, this.inflight, key, lanes, this.rates.inFlight)
     } else if (route.length > 0) {
       for (const hop of route)
@@ -232,7 +235,8 @@ export class CanaryMonitor {
       for (let lane = 0; lane < lanes; lane++)
         if (this.random.next() < rate) {
           const k = laneKey(key, lane)
-          this.launch(k, (gate) => probeRelayRoute(this.probes, route, ctx, k, gate))
+          const peers = route.map((h) => h.peerId)
+          this.launch(k, (gate) => probeRelayRoute(this.probes, route, ctx, k, gate), true, peers)
         }
       retireLanes(this.probes, this.inflight, key, lanes, this.rates.inFlight)
     }
@@ -295,7 +299,12 @@ export class CanaryMonitor {
    * At most one canary step in flight per decoy: the next waits, as a real session's steps do.
    * A scheduled step gets its gate (it opens beside the next real step); others go at once.
    */
-  private launch(key: string, run: (gate: () => Promise<void>) => Promise<PeerVerdict[]>, scheduled = true): void {
+  private launch(
+    key: string,
+    run: (gate: () => Promise<void>) => Promise<PeerVerdict[]>,
+    scheduled = true,
+    peers: readonly string[] = []
+  ): void {
     const prev = this.inflight.get(key)
     // A scheduled step may wait behind the one in flight (one at most): it goes beside a later
     // real step, so a decoy can step with every real step as a real session does (issue #39).
@@ -303,6 +312,8 @@ export class CanaryMonitor {
     const gate = scheduled ? () => this.schedule.gate() : () => Promise.resolve()
     const start = (): Promise<PeerVerdict[]> => {
       this.queued.delete(key)
+      // a step queued behind one that convicted a peer of its route does not open a new decoy there
+      if (peers.some((p) => this.detector.verdict(p).excluded || this.replays.isConvicted(p))) return Promise.resolve([])
       return run(gate)
     }
     if (prev) this.queued.add(key)

@@ -134,6 +134,8 @@ export async function probeChain(
   }))
   // once open, stepped beside the next real step (client/canary-schedule.ts)
   await gate()
+  // its peer was convicted meanwhile (DecoyPool.releasePeer): the decoy ended, no step goes
+  if (!d.pool.has(key)) return []
   const set = d.setFor(route[0].start)
   const { out, position, rows, stepId } = await d.pool.stepDecoy(
     key,

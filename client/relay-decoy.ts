@@ -61,6 +61,8 @@ export async function probeRelayRoute(
     hops: await openRelayDecoy(d, route, sessionId, maxLength, ctx)
   }))
   await gate()
+  // its peer was convicted meanwhile (DecoyPool.releasePeer): the decoy ended, no step goes
+  if (!d.pool.has(key)) return []
   const set = d.setFor(route[0].start)
   const hops = decoy.hops!
   return await d.pool.stepDecoy(
