@@ -2,7 +2,6 @@ import type { AbortOptions } from '@libp2p/interface'
 import type { Host } from '../protocol/index.js'
 import { KvRestoreMismatchError } from './errors.js'
 import { HopSession, type HopTarget } from './hop.js'
-import { randomSessionId } from './session-id.js'
 import { type SnapshotKeeper, spanKey, wrapFor } from './snapshots.js'
 import { freshSubRoutes, standbyCandidate } from './standby-peers.js'
 import type { SwarmView } from './swarm-view.js'
@@ -157,8 +156,7 @@ export class StandbyKeeper {
           t,
           this.init.dim,
           {
-            // relayed, each standby an id of its own, as each live hop has (route-hops.ts, issue #39)
-            sessionId: this.init.chained || i === 0 ? nextSessionId : randomSessionId(),
+            sessionId: nextSessionId,
             modelId: this.init.modelId,
             maxLength: this.init.maxLength,
             wireDtype: hops[i].wireDtype,
@@ -180,7 +178,7 @@ export class StandbyKeeper {
           event: 'standby',
           peerId: t.peerId,
           span: [t.start, t.end],
-          sessionId: hop.sessionId,
+          sessionId: nextSessionId,
           livePeerId: hops[i].target.peerId,
           wire: hops[i].wireDtype
         })
