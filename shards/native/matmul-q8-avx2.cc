@@ -11,6 +11,7 @@
 #include <cstring>
 #include <vector>
 
+#include "half-exact.h"
 #include "matmul.h"
 #if defined(__AVX2__) && !(defined(__AVX512VNNI__) && defined(__AVX512BW__))
 #include <immintrin.h>
@@ -21,19 +22,7 @@ namespace {
 thread_local std::vector<int8_t> tlXg;  // [group][block][j][8 tokens][4]
 thread_local std::vector<float> tlDx;   // [group][block][8 tokens]
 
-inline float halfBits(const uint8_t* p) {
-  // The exact shift-and-multiply conversion of shards/asm/common.ts halfToFloat.
-  uint16_t h;
-  std::memcpy(&h, p, 2);
-  uint32_t em = uint32_t(h & 0x7fff) << 13, bits;
-  float f;
-  std::memcpy(&f, &em, 4);
-  f *= 5.192296858534828e33f;  // 2^112
-  std::memcpy(&bits, &f, 4);
-  bits |= uint32_t(h & 0x8000) << 16;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
+inline float halfBits(const uint8_t* p) { return halfBitsToFloat(p); }
 
 inline __m256i bcast4(const uint8_t* p) {
   int32_t v;

@@ -12,25 +12,14 @@
 #include <cstring>
 #include <vector>
 
+#include "half-exact.h"
 #include "matmul.h"
 
 namespace ls {
 
 namespace {
 
-inline float halfBits(const uint8_t* p) {
-  // The exact shift-and-multiply conversion of shards/asm/common.ts halfToFloat.
-  uint16_t h;
-  std::memcpy(&h, p, 2);
-  uint32_t em = uint32_t(h & 0x7fff) << 13, bits;
-  float f;
-  std::memcpy(&f, &em, 4);
-  f *= 5.192296858534828e33f;  // 2^112
-  std::memcpy(&bits, &f, 4);
-  bits |= uint32_t(h & 0x8000) << 16;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
+inline float halfBits(const uint8_t* p) { return halfBitsToFloat(p); }
 
 // Σ w·x over one block of 32 (exact: |products| ≤ 128·128, 32 of them fit i32 easily).
 inline int32_t dot32(const int8_t* w, const int8_t* x) {

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "half-exact.h"
 #include "quant-dot.h"
 
 namespace ls {
@@ -22,18 +23,7 @@ struct Unpacked {
   float d, dmin;
 };
 
-inline float half(const uint8_t* p) {
-  uint16_t h;
-  std::memcpy(&h, p, 2);
-  uint32_t em = uint32_t(h & 0x7fff) << 13, bits;
-  float f;
-  std::memcpy(&f, &em, 4);
-  f *= 5.192296858534828e33f;  // 2^112, as halfToFloatExact
-  std::memcpy(&bits, &f, 4);
-  bits |= uint32_t(h & 0x8000) << 16;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
+inline float half(const uint8_t* p) { return halfBitsToFloat(p); }
 
 inline __m256i load(const void* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
 inline void store(int8_t* p, __m256i v) { _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), v); }
