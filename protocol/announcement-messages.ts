@@ -28,14 +28,14 @@ import {
   MAX_VERSION_LENGTH,
   MAX_WIRE_DTYPES
 } from './limits.js'
-import { type DecodeOptions, decodeWire, encodeWire, type Wire } from './messages.js'
-import { schema } from './schema.js'
+import { type DecodeOptions, decodeWire, encodeWire } from './messages.js'
+import { schema, type wire } from './schema.js'
 import type { Announcement, SignedAnnouncement } from './types.js'
 
 /** Announcements travel over gossipsub, whose default message cap is 1 MiB; ours are tiny. */
 export const MAX_ANNOUNCEMENT_BYTES = 16 * 1024
 
-function announcementFromWire(w: Wire): Announcement {
+function announcementFromWire(w: wire.Announcement.$Properties): Announcement {
   const span = spanFields(w.start, w.end, 'announcement', MAX_LAYERS)
   const addrs = arrayField(w.addrs, 'announcement.addrs', MAX_ADDRS)
   const issuedAtMs = safeUint64(w.issuedAtMs, 'announcement.issued_at_ms')
@@ -78,7 +78,7 @@ export function decodeAnnouncement(bytes: Uint8Array, options: DecodeOptions = {
   return announcementFromWire(decodeWire(schema.Announcement, bytes, { maxMessageBytes: max }))
 }
 
-function signedFromWire(w: Wire): SignedAnnouncement {
+function signedFromWire(w: wire.SignedAnnouncement.$Properties): SignedAnnouncement {
   const announcement = bytesField(w.announcement, 'signed.announcement')
   const publicKey = bytesField(w.publicKey, 'signed.public_key')
   const signature = bytesField(w.signature, 'signed.signature')
@@ -141,6 +141,6 @@ export function encodeAnnouncementsResponse(list: readonly SignedAnnouncement[])
 /** The signed announcements of a response, shape-checked (signatures are checked by the caller). */
 export function decodeAnnouncementsResponse(bytes: Uint8Array): SignedAnnouncement[] {
   const w = decodeWire(schema.AnnouncementsResponse, bytes, { maxMessageBytes: MAX_ANNOUNCEMENTS_RESPONSE_BYTES })
-  const list = arrayField(w.announcements, 'announcements_response.announcements', MAX_HELD_ANNOUNCEMENTS) as Wire[]
+  const list = arrayField(w.announcements, 'announcements_response.announcements', MAX_HELD_ANNOUNCEMENTS)
   return list.map((s) => signedFromWire(s))
 }

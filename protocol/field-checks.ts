@@ -120,6 +120,9 @@ export function stringField(value: unknown, field: string, rule: StringRule): st
   return value
 }
 
+/** A repeated field, at most `max` entries; typed lists keep their element type (generated wire types). */
+export function arrayField<T>(value: readonly T[] | null | undefined, field: string, max: number): T[]
+export function arrayField(value: unknown, field: string, max: number): unknown[]
 export function arrayField(value: unknown, field: string, max: number): unknown[] {
   if (value == null) return []
   if (!Array.isArray(value)) throw new MalformedMessageError(`${field}: not a list`)

@@ -39,6 +39,7 @@ export {
 export * from './open-proof.js'
 export * from './options.js'
 export * from './peer-source.js'
+export { protoPath } from './proto-path.js'
 export {
   RELAY_MAX_RESERVATIONS,
   type Reachability,
@@ -46,7 +47,6 @@ export {
   reachabilityOf
 } from './reachability.js'
 export * from './receipt.js'
-export { protoPath } from './schema.js'
 export * from './session-caller.js'
 export * from './session-request-codec.js'
 export * from './session-response-codec.js'

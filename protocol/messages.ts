@@ -6,7 +6,6 @@
  * Pattern: TS object -> wire object (enum numbers) -> xFromWire (the validator, shared
  * with decoding) -> protobufjs encode. Decoded byte fields view the received frame.
  */
-import type protobuf from 'protobufjs'
 import {
   ErrorCode,
   type ErrorCodeName,
@@ -47,13 +46,10 @@ import {
   MAX_VERSION_LENGTH,
   MAX_WIRE_DTYPES
 } from './limits.js'
-import { schema } from './schema.js'
+import { schema, type WireMessageType, type wire } from './schema.js'
 import { validateTensor } from './tensor-codec.js'
 import type { ErrorReply, InfoRequest, InfoResponse, Tensor } from './types.js'
 import { peekStringField, scanMessage, topLevelMember } from './wire-scan.js'
-
-// biome-ignore lint/suspicious/noExplicitAny: protobufjs messages are untyped until validated
-export type Wire = any
 
 export interface DecodeOptions {
   /** Refuse inputs longer than this before parsing them (default 64 MiB). */
@@ -73,7 +69,7 @@ export interface DecodeOptions {
  * tags, lengths and list counts (wire-scan.ts), then the cap of the body the message carries.
  * Any parse failure becomes MALFORMED.
  */
-export function decodeWire(type: protobuf.Type, bytes: Uint8Array, options: DecodeOptions = {}): Wire {
+export function decodeWire<P, D>(type: WireMessageType<P, D>, bytes: Uint8Array, options: DecodeOptions = {}): D {
   const max = options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES
   if (!(bytes instanceof Uint8Array)) throw new MalformedMessageError(`${type.name}: not bytes`)
   if (bytes.byteLength > max) {
@@ -95,15 +91,15 @@ export function decodeWire(type: protobuf.Type, bytes: Uint8Array, options: Deco
   }
 }
 
-export function encodeWire(type: protobuf.Type, wire: Wire): Uint8Array {
-  return type.encode(wire).finish()
+export function encodeWire<P>(type: WireMessageType<P, unknown>, message: P): Uint8Array {
+  return type.encode(message).finish()
 }
 
 /** Which member of a oneof is set; refuses messages that set several. */
-export function oneofBody(wire: Wire, members: readonly string[], what: string): string | undefined {
-  let found: string | undefined
+export function oneofBody<K extends string>(message: { [M in K]?: unknown }, members: readonly K[], what: string): K | undefined {
+  let found: K | undefined
   for (const m of members) {
-    if (wire[m] == null) continue
+    if (message[m] == null) continue
     if (found !== undefined) throw new MalformedMessageError(`${what}: both ${found} and ${m} are set`)
     found = m
   }
@@ -112,13 +108,17 @@ export function oneofBody(wire: Wire, members: readonly string[], what: string):
 
 // ---- tensors ----
 
-export function tensorToWire(t: Tensor): Wire {
+export function tensorToWire(t: Tensor): wire.Tensor.$Properties {
   return { shape: t.shape, dtype: dtypeToWire(t.dtype, 'tensor.dtype'), data: t.data }
 }
 
-export function tensorFromWire(w: Wire, field: string, maxElements = MAX_TENSOR_ELEMENTS): Tensor {
+export function tensorFromWire(
+  w: wire.Tensor.$Properties | null | undefined,
+  field: string,
+  maxElements = MAX_TENSOR_ELEMENTS
+): Tensor {
   if (w == null) throw new MalformedMessageError(`${field}: missing tensor`)
-  const shape = arrayField(w.shape, `${field}.shape`, MAX_TENSOR_RANK) as number[]
+  const shape = arrayField(w.shape, `${field}.shape`, MAX_TENSOR_RANK)
   const t: Tensor = {
     shape: shape.map((d, i) => uint32Field(d, `${field}.shape[${i}]`)),
     dtype: dtypeFromWire(w.dtype, `${field}.dtype`),
@@ -149,7 +149,7 @@ export function decodeInfoRequest(bytes: Uint8Array, options: DecodeOptions = {}
   return {}
 }
 
-function infoFromWire(w: Wire): InfoResponse {
+function infoFromWire(w: wire.InfoResponse.$Properties): InfoResponse {
   const nLayers = uint32Field(w.nLayers, 'n_layers', 1, MAX_LAYERS)
   const span = spanFields(w.start, w.end, 'info', nLayers)
   return {
@@ -184,13 +184,13 @@ export function decodeInfoResponse(bytes: Uint8Array, options: DecodeOptions = {
 
 // ---- error replies ----
 
-export function errorReplyToWire(e: ErrorReply): Wire {
+export function errorReplyToWire(e: ErrorReply): wire.ErrorReply.$Properties {
   const code = ErrorCode[e.code]
   if (code === undefined) throw new MalformedMessageError(`error.code: unknown code ${String(e.code)}`)
   return { code, message: e.message, stepId: checkUint64(e.stepId, 'error.step_id'), peerId: e.peerId }
 }
 
-export function errorReplyFromWire(w: Wire): ErrorReply {
+export function errorReplyFromWire(w: wire.ErrorReply.$Properties): ErrorReply {
   return {
     code: errorCodeName(uint32Field(w.code, 'error.code')),
     message: stringField(w.message, 'error.message', { max: MAX_ERROR_MESSAGE_LENGTH, allowEmpty: true }),

@@ -1,55 +1,59 @@
 /**
- * Loads layerswarm.proto at runtime (the .proto is the source of truth, DESIGN.md §3).
- * The file is looked up next to this module and then in `<ancestor>/protocol/`, so the same
- * code works from source (vitest) and from the compiled dist/protocol/*.js.
+ * The messages of layerswarm.proto (DESIGN.md §3), from the code protobufjs's CLI generates from it
+ * (`npm run gen:wire`: protocol/generated/, committed and checked by
+ * test/protocol/generated-wire.test.ts; issue 36 step 4). Each entry pairs the generated encoder
+ * and decoder with the table the allocation-free scan walks (protocol/wire-scan.ts) before any
+ * decode. Nothing is parsed at run time; the codecs (protocol/*-codec.ts, messages.ts) validate.
  */
-import { existsSync, readFileSync } from 'node:fs'
-import { dirname, join } from 'node:path'
-import { fileURLToPath } from 'node:url'
-import protobuf from 'protobufjs'
-import { ProtoFileNotFoundError } from './errors.js'
+import type { Writer } from 'protobufjs'
+import { layerswarm } from './generated/layerswarm.js'
+import { WIRE_SCAN_MESSAGES } from './generated/layerswarm-scan.js'
+import type { WireScanMessage } from './wire-scan-types.js'
 
-export const PROTO_FILE_NAME = 'layerswarm.proto'
-const PACKAGE = 'layerswarm.v1'
+const v1 = layerswarm.v1
 
-/** Absolute path of layerswarm.proto, or throws if it cannot be found. */
-export function protoPath(): string {
-  const here = dirname(fileURLToPath(import.meta.url))
-  const beside = join(here, PROTO_FILE_NAME)
-  if (existsSync(beside)) return beside
-  let dir = here
-  for (let i = 0; i < 8; i++) {
-    const candidate = join(dir, 'protocol', PROTO_FILE_NAME)
-    if (existsSync(candidate) && existsSync(join(dir, 'package.json'))) return candidate
-    const parent = dirname(dir)
-    if (parent === dir) break
-    dir = parent
+/** Generated message classes as the codecs use them: encode, decode, and the scan table. */
+export interface WireMessageType<Properties, Decoded> extends WireScanMessage {
+  encode(message: Properties): Writer
+  decode(bytes: Uint8Array): Decoded
+}
+
+interface GeneratedClass<Properties, Decoded> {
+  encode(message: Properties, writer?: Writer): Writer
+  decode(bytes: Uint8Array): Decoded
+}
+
+function messageType<P, D>(name: string, generated: GeneratedClass<P, D>): WireMessageType<P, D> {
+  const table = WIRE_SCAN_MESSAGES[name]
+  return {
+    name,
+    fieldsById: table.fieldsById,
+    encode: (message) => generated.encode(message),
+    decode: (bytes) => generated.decode(bytes)
   }
-  throw new ProtoFileNotFoundError(`cannot find protocol/${PROTO_FILE_NAME} above ${here}`)
 }
 
-// keepCase false: fields become camelCase, which is what the TS interfaces use.
-const root = protobuf.parse(readFileSync(protoPath(), 'utf8'), { keepCase: false }).root
-// resolved now, so wire-scan.ts sees each field's message type before the first decode does
-root.resolveAll()
-
-function type(name: string): protobuf.Type {
-  return root.lookupType(`${PACKAGE}.${name}`)
-}
+/** Properties (what we encode) and decoded message of each generated class. */
+type Message<C> = C extends GeneratedClass<infer P, infer D> ? WireMessageType<P, D> : never
 
 export const schema = {
-  Tensor: type('Tensor'),
-  InfoRequest: type('InfoRequest'),
-  InfoResponse: type('InfoResponse'),
-  SessionRequest: type('SessionRequest'),
-  SessionResponse: type('SessionResponse'),
-  Announcement: type('Announcement'),
-  SignedAnnouncement: type('SignedAnnouncement'),
-  AnnouncementsRequest: type('AnnouncementsRequest'),
-  AnnouncementsResponse: type('AnnouncementsResponse')
+  Tensor: messageType('Tensor', v1.Tensor) as Message<typeof v1.Tensor>,
+  InfoRequest: messageType('InfoRequest', v1.InfoRequest) as Message<typeof v1.InfoRequest>,
+  InfoResponse: messageType('InfoResponse', v1.InfoResponse) as Message<typeof v1.InfoResponse>,
+  SessionRequest: messageType('SessionRequest', v1.SessionRequest) as Message<typeof v1.SessionRequest>,
+  SessionResponse: messageType('SessionResponse', v1.SessionResponse) as Message<typeof v1.SessionResponse>,
+  Announcement: messageType('Announcement', v1.Announcement) as Message<typeof v1.Announcement>,
+  SignedAnnouncement: messageType('SignedAnnouncement', v1.SignedAnnouncement) as Message<typeof v1.SignedAnnouncement>,
+  AnnouncementsRequest: messageType('AnnouncementsRequest', v1.AnnouncementsRequest) as Message<typeof v1.AnnouncementsRequest>,
+  AnnouncementsResponse: messageType('AnnouncementsResponse', v1.AnnouncementsResponse) as Message<
+    typeof v1.AnnouncementsResponse
+  >
 }
 
-/** The enum values as declared in the .proto, to check the TS constants against. */
+/** The generated message types (`wire.SessionRequest.$Properties`...), for the codecs. */
+export import wire = layerswarm.v1
+
+/** The enum values as declared in the .proto (own names only), to check the TS constants against. */
 export function protoEnumValues(name: 'DType' | 'ErrorCode'): Record<string, number> {
-  return root.lookupEnum(`${PACKAGE}.${name}`).values
+  return { ...(v1[name] as unknown as Record<string, number>) }
 }

@@ -3,11 +3,11 @@
  * (session-request-codec.ts, session-response-codec.ts): ids, hop timings, receipts, and the
  * per-body size caps applied before protobufjs builds a message (issue #17).
  */
-import type protobuf from 'protobufjs'
 import { ProtocolError } from './errors.js'
 import { bytesField, finiteField, spanFields, stringField } from './field-checks.js'
 import { DEFAULT_MAX_MESSAGE_BYTES, MAX_CONTROL_BYTES, MAX_LAYERS, MAX_PEER_ID_LENGTH, MAX_SESSION_ID_LENGTH } from './limits.js'
-import { type DecodeOptions, decodeWire, type Wire } from './messages.js'
+import { type DecodeOptions, decodeWire } from './messages.js'
+import type { WireMessageType, wire } from './schema.js'
 import type { HopTiming, Receipt } from './types.js'
 import { peekVarintField } from './wire-scan.js'
 
@@ -19,11 +19,11 @@ export function peerId(value: unknown, field: string): string {
   return stringField(value, field, { max: MAX_PEER_ID_LENGTH, token: true })
 }
 
-export function timingFromWire(w: Wire, field: string): HopTiming {
+export function timingFromWire(w: wire.HopTiming.$Properties, field: string): HopTiming {
   return { peerId: peerId(w.peerId, `${field}.peer_id`), computeMs: finiteField(w.computeMs, `${field}.compute_ms`) }
 }
 
-export function receiptFromWire(w: Wire, field: string): Receipt {
+export function receiptFromWire(w: wire.Receipt.$Properties, field: string): Receipt {
   const span = spanFields(w.start, w.end, field, MAX_LAYERS)
   return {
     peerId: peerId(w.peerId, `${field}.peer_id`),
@@ -50,7 +50,7 @@ function bodyCaps(options: DecodeOptions): DecodeOptions {
 }
 
 /** Decodes a wire message, attaching the request id (peeked without decoding) to a refusal. */
-export function decodeIdentified(type: protobuf.Type, bytes: Uint8Array, options: DecodeOptions): Wire {
+export function decodeIdentified<P, D>(type: WireMessageType<P, D>, bytes: Uint8Array, options: DecodeOptions): D {
   try {
     return decodeWire(type, bytes, bodyCaps(options))
   } catch (err) {

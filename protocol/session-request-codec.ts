@@ -33,14 +33,14 @@ import {
   MAX_SESSION_LENGTH,
   MAX_TIMINGS
 } from './limits.js'
-import { type DecodeOptions, encodeWire, oneofBody, tensorFromWire, tensorToWire, type Wire } from './messages.js'
-import { schema } from './schema.js'
+import { type DecodeOptions, encodeWire, oneofBody, tensorFromWire, tensorToWire } from './messages.js'
+import { schema, type wire } from './schema.js'
 import { decodeIdentified, peerId, receiptFromWire, sessionId, timingFromWire } from './session-codec-fields.js'
 import type { ExportKv, ImportKv, NextHop, OpenSession, SessionRequest, Step } from './types.js'
 
 const REQUEST_BODIES = ['open', 'step', 'rewind', 'close', 'awaitResult', 'awaitResults', 'exportKv', 'importKv'] as const
 
-function nextHopFromWire(w: Wire, field: string): NextHop {
+function nextHopFromWire(w: wire.NextHop.$Properties, field: string): NextHop {
   const span = spanFields(w.start, w.end, field, MAX_LAYERS)
   const addrs = arrayField(w.addrs, `${field}.addrs`, MAX_ADDRS)
   return {
@@ -51,7 +51,7 @@ function nextHopFromWire(w: Wire, field: string): NextHop {
   }
 }
 
-function openFromWire(w: Wire): OpenSession {
+function openFromWire(w: wire.OpenSession.$Properties): OpenSession {
   const span = spanFields(w.start, w.end, 'open', MAX_LAYERS)
   const hops = arrayField(w.nextHops, 'open.next_hops', MAX_NEXT_HOPS)
   return {
@@ -79,7 +79,7 @@ function optionalBytes<K extends string>(key: K, bytes: Uint8Array): { [P in K]?
   return (bytes.length > 0 ? { [key]: bytes } : {}) as { [P in K]?: Uint8Array }
 }
 
-function exportFromWire(w: Wire): ExportKv {
+function exportFromWire(w: wire.ExportKv.$Properties): ExportKv {
   const from = uint32Field(w.from, 'export_kv.from', 0, MAX_SESSION_LENGTH)
   const to = uint32Field(w.to, 'export_kv.to', 0, MAX_SESSION_LENGTH)
   if (from > to) throw new MalformedMessageError('export_kv: from > to')
@@ -95,7 +95,7 @@ function exportFromWire(w: Wire): ExportKv {
   }
 }
 
-function importFromWire(w: Wire): ImportKv {
+function importFromWire(w: wire.ImportKv.$Properties): ImportKv {
   const snapshots = arrayField(w.snapshots, 'import_kv.snapshots', MAX_IMPORT_SNAPSHOTS)
   if (snapshots.length === 0) throw new MalformedMessageError('import_kv.snapshots: none')
   return {
@@ -108,7 +108,7 @@ function importFromWire(w: Wire): ImportKv {
   }
 }
 
-function stepFromWire(w: Wire, maxElements?: number): Step {
+function stepFromWire(w: wire.Step.$Properties, maxElements?: number): Step {
   return {
     sessionId: sessionId(w.sessionId, 'step.session_id'),
     stepId: safeUint64(w.stepId, 'step.step_id'),
@@ -121,7 +121,7 @@ function stepFromWire(w: Wire, maxElements?: number): Step {
 }
 
 /** Chained one-way fields: set only when one_way is (absent and empty decode the same). */
-function oneWayFromWire(w: Wire): Pick<Step, 'oneWay' | 'timings' | 'receipts'> {
+function oneWayFromWire(w: wire.Step.$Properties): Pick<Step, 'oneWay' | 'timings' | 'receipts'> {
   const timings = arrayField(w.timings, 'step.timings', MAX_TIMINGS)
   const receipts = arrayField(w.receipts, 'step.receipts', MAX_TIMINGS)
   if (w.oneWay !== true) {
@@ -145,16 +145,16 @@ function hopAuthFromWire(value: unknown): { hopAuth?: Uint8Array[] } {
   return tags.length > 0 ? { hopAuth: tags.map((t, i) => bytesField(t, `step.hop_auth[${i}]`, [32])) } : {}
 }
 
-function requestFromWire(w: Wire, maxElements?: number): SessionRequest {
+function requestFromWire(w: wire.SessionRequest.$Properties, maxElements?: number): SessionRequest {
   const requestId = safeUint64(w.requestId, 'request_id')
   return withRequestId(requestId, (): SessionRequest => {
     if (requestId === 0) throw new MalformedMessageError('request_id must be >= 1')
     const body = oneofBody(w, REQUEST_BODIES, 'SessionRequest')
     switch (body) {
       case 'open':
-        return { requestId, type: 'open', open: openFromWire(w.open) }
+        return { requestId, type: 'open', open: openFromWire(w.open!) }
       case 'step': {
-        const step = withStepId(w.step, () => stepFromWire(w.step, maxElements))
+        const step = withStepId(w.step!, () => stepFromWire(w.step!, maxElements))
         return { requestId, type: 'step', step }
       }
       case 'rewind':
@@ -162,37 +162,37 @@ function requestFromWire(w: Wire, maxElements?: number): SessionRequest {
           requestId,
           type: 'rewind',
           rewind: {
-            sessionId: sessionId(w.rewind.sessionId, 'rewind.session_id'),
-            length: uint32Field(w.rewind.length, 'rewind.length', 0, MAX_SESSION_LENGTH)
+            sessionId: sessionId(w.rewind!.sessionId, 'rewind.session_id'),
+            length: uint32Field(w.rewind!.length, 'rewind.length', 0, MAX_SESSION_LENGTH)
           }
         }
       case 'close':
-        return { requestId, type: 'close', close: { sessionId: sessionId(w.close.sessionId, 'close.session_id') } }
+        return { requestId, type: 'close', close: { sessionId: sessionId(w.close!.sessionId, 'close.session_id') } }
       case 'awaitResult':
         return {
           requestId,
           type: 'await',
           await: {
-            sessionId: sessionId(w.awaitResult.sessionId, 'await_result.session_id'),
-            stepId: safeUint64(w.awaitResult.stepId, 'await_result.step_id')
+            sessionId: sessionId(w.awaitResult!.sessionId, 'await_result.session_id'),
+            stepId: safeUint64(w.awaitResult!.stepId, 'await_result.step_id')
           }
         }
       case 'awaitResults': {
-        const ids = arrayField(w.awaitResults.stepIds, 'await_results.step_ids', MAX_AWAITED_STEPS)
+        const ids = arrayField(w.awaitResults!.stepIds, 'await_results.step_ids', MAX_AWAITED_STEPS)
         if (ids.length === 0) throw new MalformedMessageError('await_results.step_ids is empty')
         return {
           requestId,
           type: 'awaitResults',
           awaitResults: {
-            sessionId: sessionId(w.awaitResults.sessionId, 'await_results.session_id'),
+            sessionId: sessionId(w.awaitResults!.sessionId, 'await_results.session_id'),
             stepIds: ids.map((id, i) => safeUint64(id, `await_results.step_ids[${i}]`))
           }
         }
       }
       case 'exportKv':
-        return { requestId, type: 'exportKv', exportKv: exportFromWire(w.exportKv) }
+        return { requestId, type: 'exportKv', exportKv: exportFromWire(w.exportKv!) }
       case 'importKv':
-        return { requestId, type: 'importKv', importKv: importFromWire(w.importKv) }
+        return { requestId, type: 'importKv', importKv: importFromWire(w.importKv!) }
       default:
         throw new MalformedMessageError('SessionRequest: missing or unsupported body')
     }
@@ -200,7 +200,7 @@ function requestFromWire(w: Wire, maxElements?: number): SessionRequest {
 }
 
 /** Attaches the step id (when it parses) to errors from a step's other fields. */
-function withStepId<T>(w: Wire, fn: () => T): T {
+function withStepId<T>(w: wire.Step.$Properties, fn: () => T): T {
   try {
     return fn()
   } catch (err) {
@@ -212,11 +212,11 @@ function withStepId<T>(w: Wire, fn: () => T): T {
   }
 }
 
-function stepToWire(s: Step): Wire {
+function stepToWire(s: Step): wire.Step.$Properties {
   return { ...s, stepId: checkUint64(s.stepId, 'step.step_id'), hidden: tensorToWire(s.hidden) }
 }
 
-function requestToWire(req: SessionRequest): Wire {
+function requestToWire(req: SessionRequest): wire.SessionRequest.$Properties & { requestId: number } {
   const requestId = checkUint64(req.requestId, 'request_id')
   switch (req.type) {
     case 'open':

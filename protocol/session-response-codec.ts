@@ -14,16 +14,15 @@ import {
   errorReplyToWire,
   oneofBody,
   tensorFromWire,
-  tensorToWire,
-  type Wire
+  tensorToWire
 } from './messages.js'
-import { schema } from './schema.js'
+import { schema, type wire } from './schema.js'
 import { decodeIdentified, receiptFromWire, sessionId, timingFromWire } from './session-codec-fields.js'
 import type { SessionResponse, StepResult } from './types.js'
 
 const RESPONSE_BODIES = ['opened', 'result', 'results', 'rewound', 'closed', 'error', 'snapshot', 'imported'] as const
 
-function resultFromWire(w: Wire, maxElements?: number): StepResult {
+function resultFromWire(w: wire.StepResult.$Properties, maxElements?: number): StepResult {
   const timings = arrayField(w.timings, 'result.timings', MAX_TIMINGS)
   const receipts = arrayField(w.receipts, 'result.receipts', MAX_TIMINGS)
   return {
@@ -35,21 +34,21 @@ function resultFromWire(w: Wire, maxElements?: number): StepResult {
   }
 }
 
-function resultToWire(r: StepResult): Wire {
+function resultToWire(r: StepResult): wire.StepResult.$Properties {
   return { ...r, stepId: checkUint64(r.stepId, 'result.step_id'), hidden: r.hidden ? tensorToWire(r.hidden) : undefined }
 }
 
-function responseFromWire(w: Wire, maxElements?: number): SessionResponse {
+function responseFromWire(w: wire.SessionResponse.$Properties, maxElements?: number): SessionResponse {
   const requestId = safeUint64(w.requestId, 'request_id')
   return withRequestId(requestId, (): SessionResponse => {
     const body = oneofBody(w, RESPONSE_BODIES, 'SessionResponse')
     switch (body) {
       case 'opened':
-        return { requestId, type: 'opened', opened: { sessionId: sessionId(w.opened.sessionId, 'opened.session_id') } }
+        return { requestId, type: 'opened', opened: { sessionId: sessionId(w.opened!.sessionId, 'opened.session_id') } }
       case 'result':
-        return { requestId, type: 'result', result: resultFromWire(w.result, maxElements) }
+        return { requestId, type: 'result', result: resultFromWire(w.result!, maxElements) }
       case 'results': {
-        const results = arrayField(w.results.results, 'results.results', MAX_AWAITED_STEPS)
+        const results = arrayField(w.results!.results, 'results.results', MAX_AWAITED_STEPS)
         return { requestId, type: 'results', results: results.map((r) => resultFromWire(r, maxElements)) }
       }
       case 'rewound':
@@ -57,21 +56,21 @@ function responseFromWire(w: Wire, maxElements?: number): SessionResponse {
           requestId,
           type: 'rewound',
           rewound: {
-            sessionId: sessionId(w.rewound.sessionId, 'rewound.session_id'),
-            length: uint32Field(w.rewound.length, 'rewound.length', 0, MAX_SESSION_LENGTH)
+            sessionId: sessionId(w.rewound!.sessionId, 'rewound.session_id'),
+            length: uint32Field(w.rewound!.length, 'rewound.length', 0, MAX_SESSION_LENGTH)
           }
         }
       case 'closed':
-        return { requestId, type: 'closed', closed: { sessionId: sessionId(w.closed.sessionId, 'closed.session_id') } }
+        return { requestId, type: 'closed', closed: { sessionId: sessionId(w.closed!.sessionId, 'closed.session_id') } }
       case 'error':
-        return { requestId, type: 'error', error: errorReplyFromWire(w.error) }
+        return { requestId, type: 'error', error: errorReplyFromWire(w.error!) }
       case 'snapshot':
         return {
           requestId,
           type: 'snapshot',
           snapshot: {
-            sessionId: sessionId(w.snapshot.sessionId, 'snapshot.session_id'),
-            snapshot: bytesField(w.snapshot.snapshot, 'snapshot.snapshot')
+            sessionId: sessionId(w.snapshot!.sessionId, 'snapshot.session_id'),
+            snapshot: bytesField(w.snapshot!.snapshot, 'snapshot.snapshot')
           }
         }
       case 'imported':
@@ -79,8 +78,8 @@ function responseFromWire(w: Wire, maxElements?: number): SessionResponse {
           requestId,
           type: 'imported',
           imported: {
-            sessionId: sessionId(w.imported.sessionId, 'imported.session_id'),
-            length: uint32Field(w.imported.length, 'imported.length', 0, MAX_SESSION_LENGTH)
+            sessionId: sessionId(w.imported!.sessionId, 'imported.session_id'),
+            length: uint32Field(w.imported!.length, 'imported.length', 0, MAX_SESSION_LENGTH)
           }
         }
       default:
@@ -89,7 +88,7 @@ function responseFromWire(w: Wire, maxElements?: number): SessionResponse {
   })
 }
 
-function responseToWire(res: SessionResponse): Wire {
+function responseToWire(res: SessionResponse): wire.SessionResponse.$Properties & { requestId: number } {
   const requestId = checkUint64(res.requestId, 'request_id')
   switch (res.type) {
     case 'opened':

@@ -8,6 +8,7 @@
  * NaN means a broken or hostile peer; passing it on would only poison later blocks.
  */
 import { endianness } from 'node:os'
+import { f16Table, f16ToF32, f32ToF16 } from '../shards/f16.js'
 import { BadShapeError, MalformedMessageError, MessageTooLargeError, NonFiniteTensorError } from './errors.js'
 import { MAX_TENSOR_ELEMENTS, MAX_TENSOR_RANK } from './limits.js'
 import type { DType, Tensor } from './types.js'
@@ -16,61 +17,9 @@ export const Q8_0_BLOCK = 32
 export const Q8_0_BLOCK_BYTES = 34
 const LITTLE_ENDIAN = endianness() === 'LE'
 
-// ---- IEEE 754 binary16 ----
+// ---- IEEE 754 binary16: one module for the engine and the wire (issue 36), shards/f16.ts ----
 
-const f32 = new Float32Array(1)
-const u32 = new Uint32Array(f32.buffer)
-
-/** f32 -> f16 bits, round to nearest even (numpy, ggml's FP32_TO_FP16); overflow gives ±Inf. */
-export function f32ToF16(value: number): number {
-  f32[0] = value
-  const x = u32[0]
-  const sign = (x >>> 16) & 0x8000
-  const exp = (x >>> 23) & 0xff
-  let mant = x & 0x7fffff
-  if (exp === 0xff) return sign | 0x7c00 | (mant !== 0 ? 0x200 : 0)
-  const e = exp - 112 // rebias 127 -> 15
-  if (e >= 31) return sign | 0x7c00
-  if (e <= 0) {
-    // subnormal f16: value = half * 2^-24
-    if (e < -10) return sign
-    mant |= 0x800000
-    const shift = 14 - e
-    let half = mant >>> shift
-    const rem = mant & ((1 << shift) - 1)
-    const halfway = 1 << (shift - 1)
-    if (rem > halfway || (rem === halfway && (half & 1) === 1)) half++
-    return sign | half
-  }
-  let half = (e << 10) | (mant >>> 13)
-  const rem = mant & 0x1fff
-  // a carry out of the mantissa correctly bumps the exponent (up to 0x7c00 = Inf)
-  if (rem > 0x1000 || (rem === 0x1000 && (half & 1) === 1)) half++
-  return sign | half
-}
-
-let F16_TABLE: Float32Array | undefined
-
-/** The 65536-entry f16 -> f32 table (exact). */
-export function f16Table(): Float32Array {
-  if (F16_TABLE !== undefined) return F16_TABLE
-  const table = new Float32Array(65536)
-  for (let h = 0; h < 65536; h++) {
-    const exp = (h >> 10) & 0x1f
-    const frac = h & 0x3ff
-    let v: number
-    if (exp === 0) v = frac * 2 ** -24
-    else if (exp === 31) v = frac === 0 ? Number.POSITIVE_INFINITY : Number.NaN
-    else v = (1 + frac / 1024) * 2 ** (exp - 15)
-    table[h] = h & 0x8000 ? -v : v
-  }
-  F16_TABLE = table
-  return table
-}
-
-export function f16ToF32(bits: number): number {
-  return f16Table()[bits & 0xffff]
-}
+export { f16Table, f16ToF32, f32ToF16 }
 
 /** ggml's roundf: halves round away from zero. */
 function roundHalfAway(x: number): number {

@@ -8,9 +8,10 @@
  * - varints over 10 bytes, lengths past the end of their message, nesting deeper than the schema.
  * It also reports which oneof member a message sets and where, so callers can apply a size cap
  * per message type before decoding (protobuf encoding: https://protobuf.dev/programming-guides/encoding/).
+ * The schema it walks is the table generated from layerswarm.proto (generated/layerswarm-scan.ts).
  */
-import type protobuf from 'protobufjs'
 import { MalformedMessageError } from './errors.js'
+import { WIRE_SCAN_MESSAGES } from './generated/layerswarm-scan.js'
 import {
   MAX_ADDRS,
   MAX_AWAITED_STEPS,
@@ -22,6 +23,7 @@ import {
   MAX_TIMINGS,
   MAX_WIRE_DTYPES
 } from './limits.js'
+import type { WireScanField, WireScanMessage } from './wire-scan-types.js'
 
 /** Entries each repeated field of layerswarm.proto may carry, by `Message.field` (proto names). */
 export const REPEATED_LIMITS: Readonly<Record<string, number>> = {
@@ -57,17 +59,6 @@ const FIXED64 = 1
 const LENGTH_DELIMITED = 2
 const FIXED32 = 5
 
-const SCALAR_WIRE: Record<string, number> = {
-  double: FIXED64,
-  fixed64: FIXED64,
-  sfixed64: FIXED64,
-  float: FIXED32,
-  fixed32: FIXED32,
-  sfixed32: FIXED32,
-  string: LENGTH_DELIMITED,
-  bytes: LENGTH_DELIMITED
-}
-
 class Cursor {
   constructor(
     readonly bytes: Uint8Array,
@@ -95,11 +86,6 @@ class Cursor {
   }
 }
 
-function wireTypeOf(field: protobuf.Field): number {
-  if (field.resolvedType != null && 'fields' in field.resolvedType) return LENGTH_DELIMITED
-  return SCALAR_WIRE[field.type] ?? VARINT // ints, bools and enums
-}
-
 /** Entries in a packed run of `wireType` values between pos and end. */
 function packedCount(c: Cursor, end: number, wireType: number, what: string): number {
   if (wireType === FIXED64 || wireType === FIXED32) {
@@ -124,7 +110,7 @@ function packedCount(c: Cursor, end: number, wireType: number, what: string): nu
  * one protobufjs keeps), if any. Throws MalformedMessageError.
  */
 export function scanMessage(
-  type: protobuf.Type,
+  type: WireScanMessage,
   bytes: Uint8Array,
   start = 0,
   end = bytes.byteLength,
@@ -139,13 +125,13 @@ export function scanMessage(
     const id = Math.floor(key / 8)
     const wireType = key % 8
     if (id === 0) throw new MalformedMessageError(`${type.name}: field number 0`)
-    const field = type.fieldsById[id] as protobuf.Field | undefined
-    const what = field ? fieldFacts(type, field).what : `${type.name} field ${id}`
+    const field = type.fieldsById[id] as WireScanField | undefined
+    const what = field ? field.what : `${type.name} field ${id}`
     if (field === undefined) {
       skipUnknown(c, wireType, what)
       continue
     }
-    const expected = wireTypeOf(field)
+    const expected = field.wireType
     const packed = field.repeated && wireType === LENGTH_DELIMITED && expected !== LENGTH_DELIMITED
     if (wireType !== expected && !packed) {
       throw new MalformedMessageError(`${what}: wire type ${wireType}, the schema says ${expected}`)
@@ -161,15 +147,15 @@ export function scanMessage(
       if (packed) {
         c.pos = bodyStart
         entries = packedCount(c, bodyStart + length, expected, what)
-      } else if (expected === LENGTH_DELIMITED && field.resolvedType != null && 'fields' in field.resolvedType) {
-        scanMessage(field.resolvedType as protobuf.Type, bytes, bodyStart, bodyStart + length, depth + 1)
-        if (field.partOf != null) member = { name: field.name, start: bodyStart, end: bodyStart + length }
+      } else if (field.message !== undefined) {
+        scanMessage(WIRE_SCAN_MESSAGES[field.message], bytes, bodyStart, bodyStart + length, depth + 1)
+        if (field.oneof !== undefined) member = { name: field.name, start: bodyStart, end: bodyStart + length }
       }
     }
     if (field.repeated) {
       counts ??= new Map()
       const n = (counts.get(id) ?? 0) + entries
-      const max = fieldFacts(type, field).maxEntries
+      const max = maxEntries(field)
       if (n > max) throw new MalformedMessageError(`${what}: more than ${max} entries`)
       counts.set(id, n)
     }
@@ -185,44 +171,33 @@ function skipUnknown(c: Cursor, wireType: number, what: string): void {
   else throw new MalformedMessageError(`${what}: wire type ${wireType} (groups and types 6-7 are not accepted)`)
 }
 
-/** protobufjs camelCases field names (keepCase false); the limits table uses the .proto names. */
-function snakeCase(name: string): string {
-  return name.replace(/[A-Z]/g, (ch) => `_${ch.toLowerCase()}`)
-}
-
-interface FieldFacts {
-  /** `Type.field_name`, for error messages and REPEATED_LIMITS. */
-  readonly what: string
-  readonly maxEntries: number
-}
-
 /**
- * Per field, once: a scan visits a field once per entry, and building its name each time made a
- * flood of empty entries cost the node more CPU than the bytes it took to send (issue #17 fuzz).
+ * Per field, once: a scan visits a field once per entry, and work per entry made a flood of empty
+ * entries cost the node more CPU than the bytes it took to send (issue #17 fuzz). The generated
+ * table carries each field's `Type.field_name` already; its cap is looked up once here.
  */
-const FIELD_FACTS = new WeakMap<protobuf.Field, FieldFacts>()
+const MAX_ENTRIES = new WeakMap<WireScanField, number>()
 
-function fieldFacts(type: protobuf.Type, field: protobuf.Field): FieldFacts {
-  let facts = FIELD_FACTS.get(field)
-  if (facts === undefined) {
-    const what = `${type.name}.${snakeCase(field.name)}`
-    facts = { what, maxEntries: REPEATED_LIMITS[what] ?? MAX_TIMINGS }
-    FIELD_FACTS.set(field, facts)
+function maxEntries(field: WireScanField): number {
+  let max = MAX_ENTRIES.get(field)
+  if (max === undefined) {
+    max = REPEATED_LIMITS[field.what] ?? MAX_TIMINGS
+    MAX_ENTRIES.set(field, max)
   }
-  return facts
+  return max
 }
 
 /**
  * The oneof member a message sets last, found by walking its top-level fields only (no
  * recursion, no list counting): what a per-body size cap needs before the full scan.
  */
-export function topLevelMember(type: protobuf.Type, bytes: Uint8Array): OneofMember | undefined {
+export function topLevelMember(type: WireScanMessage, bytes: Uint8Array): OneofMember | undefined {
   const c = new Cursor(bytes, 0, bytes.byteLength)
   let member: OneofMember | undefined
   while (c.pos < c.end) {
     const key = c.varint(type.name)
-    const field = type.fieldsById[Math.floor(key / 8)] as protobuf.Field | undefined
-    if (key % 8 === LENGTH_DELIMITED && field?.partOf != null) {
+    const field = type.fieldsById[Math.floor(key / 8)] as WireScanField | undefined
+    if (key % 8 === LENGTH_DELIMITED && field?.oneof !== undefined) {
       const length = c.varint(type.name)
       member = { name: field.name, start: c.pos, end: c.pos + length }
       c.skip(length, type.name)

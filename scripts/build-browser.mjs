@@ -2,7 +2,6 @@
 // one ES module that `layerswarm api` serves to its chat page (node/gateway/browser-routes.ts).
 // Vite (pinned in devDependencies; rolldown underneath) with the browser builds of libp2p's
 // modules, and Node's built-ins mapped to client/browser/shims/. Nothing else reaches the bundle.
-import { readFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
@@ -33,8 +32,7 @@ await build({
   },
   define: {
     // our modules' free `Buffer` (shims/globals.ts says why not globalThis.Buffer)
-    Buffer: 'globalThis.__layerswarmBuffer',
-    __LAYERSWARM_PROTO__: JSON.stringify(readFileSync(join(root, 'protocol', 'layerswarm.proto'), 'utf8'))
+    Buffer: 'globalThis.__layerswarmBuffer'
   },
   build: {
     outDir: join(root, 'dist', 'browser'),

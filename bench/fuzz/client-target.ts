@@ -23,8 +23,8 @@ import {
   STEP_SLACK_BYTES,
   tensorByteLength
 } from '../../protocol/index.js'
-import { schema } from '../../protocol/schema.js'
 import { createRng, encode, type FrameContext, generate, mutate } from './frames.js'
+import { reflected } from './reflection.js'
 
 export interface ClientFuzzOptions {
   /** Hostile session replies; info replies are a tenth of these. */
@@ -88,9 +88,9 @@ export async function fuzzClient(o: ClientFuzzOptions): Promise<ClientFuzzSummar
           while (true) {
             const req = await ch.read()
             if (req === undefined) break
-            const obj = generate(schema.SessionResponse, ctx)
+            const obj = generate(reflected.SessionResponse, ctx)
             if (ctx.rng() < 0.95) obj.requestId = peekVarintField(req, 1) ?? 1
-            await ch.write(mutate(encode(schema.SessionResponse, obj, ctx), ctx).bytes)
+            await ch.write(mutate(encode(reflected.SessionResponse, obj, ctx), ctx).bytes)
           }
           await ch.close()
         } catch {
@@ -103,7 +103,7 @@ export async function fuzzClient(o: ClientFuzzOptions): Promise<ClientFuzzSummar
       const ch = createMessageChannel(stream)
       try {
         await ch.read()
-        await ch.write(mutate(encode(schema.InfoResponse, generate(schema.InfoResponse, ctx), ctx), ctx).bytes)
+        await ch.write(mutate(encode(reflected.InfoResponse, generate(reflected.InfoResponse, ctx), ctx), ctx).bytes)
         await ch.close()
       } catch {
         ch.abort(new Error('fuzz server done'))

@@ -20,6 +20,7 @@ import {
 } from '../../protocol/index.js'
 import { schema } from '../../protocol/schema.js'
 import { encode, type FrameContext, generate, mutate, validRequest } from './frames.js'
+import { reflected } from './reflection.js'
 
 /** Frames written at once on a session stream: a frame that ends its stream loses the ones behind it. */
 export const WINDOW = 4
@@ -168,10 +169,10 @@ export async function sessionLane(type: string, o: LaneInit): Promise<void> {
       const frames: Uint8Array[] = []
       for (let i = 0; i < n; i++) {
         // a quarter are valid requests at their limits (the deep paths), the rest schema-random
-        const obj = ctx.rng() < 0.25 ? validRequest(type, ctx, o.modelId) : generate(schema.SessionRequest, ctx, 0, type)
+        const obj = ctx.rng() < 0.25 ? validRequest(type, ctx, o.modelId) : generate(reflected.SessionRequest, ctx, 0, type)
         // mostly a valid request id, so the node answers the request and keeps the stream
         if (ctx.rng() < 0.95) obj.requestId = requestId++
-        const frame = mutate(encode(schema.SessionRequest, obj, ctx), ctx)
+        const frame = mutate(encode(reflected.SessionRequest, obj, ctx), ctx)
         count(tally.mutations, frame.mutation)
         frames.push(frame.bytes)
       }
@@ -227,7 +228,7 @@ export async function infoLanes(o: LaneInit): Promise<void> {
   const one = async (): Promise<void> => {
     while (claimed < o.quota && !o.signal?.aborted) {
       claimed++
-      const frame = mutate(encode(schema.InfoRequest, generate(schema.InfoRequest, ctx), ctx), ctx)
+      const frame = mutate(encode(reflected.InfoRequest, generate(reflected.InfoRequest, ctx), ctx), ctx)
       const stream = await o.host.dialProtocol(o.target, INFO_PROTOCOL).catch(() => undefined)
       if (stream === undefined) {
         // refused by the node's per-peer limits: another frame goes in its place

@@ -1,4 +1,3 @@
-import type protobuf from 'protobufjs'
 import { describe, expect, it } from 'vitest'
 import {
   BadSpanError,
@@ -22,7 +21,7 @@ import {
   type SessionRequest,
   type SessionResponse
 } from '../../protocol/index.js'
-import { protoEnumValues, schema } from '../../protocol/schema.js'
+import { protoEnumValues, schema, type WireMessageType } from '../../protocol/schema.js'
 
 const hidden = encodeTensor(
   Float32Array.from({ length: 128 }, (_, i) => i / 7),
@@ -110,8 +109,8 @@ const responses: SessionResponse[] = [
 ]
 
 /** Encodes a raw wire object, skipping our validation, to play a hostile peer. */
-function raw(type: protobuf.Type, wire: object): Uint8Array {
-  return type.encode(wire).finish()
+function raw<P>(type: WireMessageType<P, unknown>, wire: object): Uint8Array {
+  return type.encode(wire as P).finish()
 }
 
 const stepWire = (over: object = {}, tensor: object = {}) => ({

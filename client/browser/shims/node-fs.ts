@@ -1,14 +1,9 @@
 /**
  * node:fs in the browser bundle. Files do not exist there: every call throws NotInBrowserError,
- * except reads of the protocol schema, which the bundler inlines (protocol/schema.ts loads
- * layerswarm.proto at start; scripts/build-browser.mjs defines __LAYERSWARM_PROTO__), and of
- * in-memory files the browser client registered (a canary bank it fetched), so Node's own
+ * except reads of in-memory files the browser client registered (a canary bank it fetched), so Node's own
  * loaders (canary/canary-bank.ts) read them unchanged.
  */
 import { NotInBrowserError } from '../errors.js'
-
-declare const __LAYERSWARM_PROTO__: string
-const PROTO = 'layerswarm.proto'
 
 const refuse = (what: string) => (): never => {
   throw new NotInBrowserError(`${what} is not available in the browser (no file system)`)
@@ -21,9 +16,8 @@ export function registerBrowserFile(path: string, bytes: Uint8Array): void {
   memoryFiles.set(path, bytes)
 }
 
-export const existsSync = (path: string): boolean => typeof path === 'string' && (path.endsWith(PROTO) || memoryFiles.has(path))
+export const existsSync = (path: string): boolean => typeof path === 'string' && memoryFiles.has(path)
 export function readFileSync(path: string, encoding?: string): string | Uint8Array {
-  if (typeof path === 'string' && path.endsWith(PROTO)) return __LAYERSWARM_PROTO__
   const bytes = memoryFiles.get(path)
   if (bytes === undefined) return refuse(`reading ${path}`)()
   // a Buffer as Node returns (the bundle's Buffer: shims/globals.ts), over a copy
