@@ -3,7 +3,8 @@
  * except that the (relL2, chord) pair has its own bandwidth along its diagonal, where benign
  * drift lies (a bandwidth matrix with the diagonal as a principal axis; Wand & Jones 1993).
  */
-import type { DriftFeature } from './drift-model.js'
+/** A feature of a drift (drift-model.ts); defined here, the leaf, so the two files form no cycle. */
+export type DriftFeature = 'relL2' | 'chord' | 'peak'
 
 /** A class's kernel: bandwidth `h`, and `hDiag` along the diagonal of features `iu` (relL2) and `iv` (chord). */
 export interface KernelShape {

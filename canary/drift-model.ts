@@ -1,5 +1,5 @@
 import { type Drift, validateDrift } from './drift.js'
-import { type KernelShape, kdeSum, kernelNorm, kernelShape, scaledDist2 } from './drift-kernel.js'
+import { type DriftFeature, type KernelShape, kdeSum, kernelNorm, kernelShape, scaledDist2 } from './drift-kernel.js'
 import { CanaryArgumentError, InvalidDriftModelError } from './errors.js'
 
 /*
@@ -36,7 +36,7 @@ import { CanaryArgumentError, InvalidDriftModelError } from './errors.js'
  * diagonal (`diagonalBandwidth`, a bandwidth matrix with the diagonal as one principal axis, as
  * in Wand & Jones 1993), both chosen by the same cross-validation.
  */
-export type DriftFeature = 'relL2' | 'chord' | 'peak'
+export type { DriftFeature }
 export const DEFAULT_FEATURES: readonly DriftFeature[] = ['relL2', 'chord']
 const FEATURE_NAMES: readonly DriftFeature[] = ['relL2', 'chord', 'peak']
 export const LOG_FLOOR = -10

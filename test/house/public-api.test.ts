@@ -7,9 +7,10 @@
  * import from the package is exported.
  */
 import { execFileSync } from 'node:child_process'
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import ts from 'typescript'
 import { afterAll, describe, expect, it } from 'vitest'
 import * as client from '../../client/public.js'
 import * as protocol from '../../protocol/public.js'
@@ -33,7 +34,50 @@ function documentedImports(): Array<{ file: string; entry: string; name: string 
   )
 }
 
+/** Every ```ts block of the README, docs/ and the entry points' @example that imports the package. */
+function documentedExamples(): Array<{ file: string; code: string }> {
+  const files = ['README.md', ...readdirSync(join(repo, 'docs')).map((f) => `docs/${f}`)].filter((f) => f.endsWith('.md'))
+  return files.flatMap((file) =>
+    [...readFileSync(join(repo, file), 'utf8').matchAll(/```ts\n([\s\S]*?)```/g)]
+      .map((m) => ({ file, code: m[1] }))
+      .filter((e) => e.code.includes("from 'layerswarm/"))
+  )
+}
+
 describe('public API (package.json exports)', () => {
+  it('every documented example that imports the package type-checks against the public lists', () => {
+    const examples = documentedExamples()
+    expect(examples.length).toBeGreaterThanOrEqual(5) // README, design.md, and api.md's three entry points
+    const dir = mkdtempSync(join(tmpdir(), 'layerswarm-examples-'))
+    try {
+      writeFileSync(join(dir, 'package.json'), '{"type":"module"}')
+      const files = examples.map((e, i) => {
+        const path = join(dir, `example-${i}.ts`)
+        writeFileSync(path, `${e.code}\nexport {}\n`)
+        return path
+      })
+      const program = ts.createProgram(files, {
+        target: ts.ScriptTarget.ES2022,
+        module: ts.ModuleKind.NodeNext,
+        moduleResolution: ts.ModuleResolutionKind.NodeNext,
+        strict: true,
+        skipLibCheck: true,
+        noEmit: true,
+        types: ['node'],
+        typeRoots: [join(repo, 'node_modules', '@types')],
+        baseUrl: repo,
+        paths: Object.fromEntries(['client', 'shards', 'protocol'].map((e) => [`layerswarm/${e}`, [`${e}/public.ts`]]))
+      })
+      const errors = ts
+        .getPreEmitDiagnostics(program)
+        .filter((d) => d.file !== undefined && files.includes(d.file.fileName))
+        .map((d) => `${examples[files.indexOf(d.file!.fileName)].file}: ${ts.flattenDiagnosticMessageText(d.messageText, '\n')}`)
+      expect(errors).toEqual([])
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
+  }, 120_000)
+
   it('docs/api.md and docs/api-report.md are what npm run gen:api writes now', () => {
     execFileSync(process.execPath, [join(repo, 'scripts', 'gen-api.mjs'), fresh])
     for (const name of ['api.md', 'api-report.md']) {
