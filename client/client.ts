@@ -290,6 +290,16 @@ export class LayerswarmClient {
   }
 }
 
+/**
+ * Joins a swarm through its bootstrap peers and returns a client that generates across them.
+ *
+ * @example
+ * ```ts
+ * const client = await createClient({ bootstrap: ['/ip4/192.168.1.10/tcp/4001/p2p/12D3KooW…'], model: 'stories260K.gguf' })
+ * const { text } = await client.generate('Once upon a time', { maxTokens: 64 })
+ * await client.close()
+ * ```
+ */
 export async function createClient(init: ClientInit, options: AbortOptions = {}): Promise<LayerswarmClient> {
   return await LayerswarmClient.create(init, options)
 }

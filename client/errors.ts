@@ -49,6 +49,7 @@ export class DuplicatePeerIdError extends BootstrapError {
   override readonly code = 'DUPLICATE_PEER_ID'
 }
 
+/** No chain of live peers covers the model's remote blocks (code NO_ROUTE). */
 export class NoRouteError extends ClientError {
   override readonly code: string = 'NO_ROUTE'
 }

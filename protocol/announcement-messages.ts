@@ -62,6 +62,7 @@ function announcementFromWire(w: wire.Announcement.$Properties): Announcement {
   }
 }
 
+/** Encodes an announcement (the signed payload), refusing what decodeAnnouncement would refuse. */
 export function encodeAnnouncement(a: Announcement): Uint8Array {
   const wire = {
     ...a,
@@ -73,6 +74,7 @@ export function encodeAnnouncement(a: Announcement): Uint8Array {
   return encodeWire(schema.Announcement, wire)
 }
 
+/** Decodes and validates an announcement; any bad field throws MalformedMessageError. */
 export function decodeAnnouncement(bytes: Uint8Array, options: DecodeOptions = {}): Announcement {
   const max = options.maxMessageBytes ?? MAX_ANNOUNCEMENT_BYTES
   return announcementFromWire(decodeWire(schema.Announcement, bytes, { maxMessageBytes: max }))
@@ -89,11 +91,13 @@ function signedFromWire(w: wire.SignedAnnouncement.$Properties): SignedAnnouncem
   return { announcement, publicKey, signature }
 }
 
+/** Encodes an announcement with its signer's public key and signature (the gossip payload). */
 export function encodeSignedAnnouncement(s: SignedAnnouncement): Uint8Array {
   signedFromWire(s)
   return encodeWire(schema.SignedAnnouncement, s)
 }
 
+/** Decodes a signed announcement's envelope; the caller checks the signature (protocol/announce.ts). */
 export function decodeSignedAnnouncement(bytes: Uint8Array, options: DecodeOptions = {}): SignedAnnouncement {
   const max = options.maxMessageBytes ?? MAX_ANNOUNCEMENT_BYTES
   return signedFromWire(decodeWire(schema.SignedAnnouncement, bytes, { maxMessageBytes: max }))

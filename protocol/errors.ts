@@ -72,6 +72,7 @@ export class ProtocolError extends Error {
   }
 }
 
+/** A message that does not parse or breaks a field rule (code MALFORMED). */
 export class MalformedMessageError extends ProtocolError {
   override readonly code = 'MALFORMED'
 }

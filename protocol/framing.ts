@@ -66,6 +66,17 @@ function varintLength(value: number): number {
   return n
 }
 
+/**
+ * One message per frame over a libp2p stream: a varint length, then the protobuf bytes; a frame
+ * longer than the cap is refused before it is buffered.
+ *
+ * @example
+ * ```ts
+ * const channel = createMessageChannel(await host.dialProtocol(peer, SESSION_PROTOCOL))
+ * await channel.write(encodeSessionRequest(request))
+ * const reply = decodeSessionResponse((await channel.read())!)
+ * ```
+ */
 export function createMessageChannel(stream: Stream, init: MessageChannelInit = {}): MessageChannel {
   const maxMessageBytes = init.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES
   if (!Number.isSafeInteger(maxMessageBytes) || maxMessageBytes < 1) throw new RangeError('maxMessageBytes must be >= 1')

@@ -140,10 +140,12 @@ export function decodeTensorMessage(bytes: Uint8Array, options: DecodeOptions = 
 
 // ---- info ----
 
+/** Encodes an info request (it has no fields: the request is the stream itself). */
 export function encodeInfoRequest(_req: InfoRequest = {}): Uint8Array {
   return encodeWire(schema.InfoRequest, {})
 }
 
+/** Decodes an info request, refusing anything longer than MAX_INFO_REQUEST_BYTES. */
 export function decodeInfoRequest(bytes: Uint8Array, options: DecodeOptions = {}): InfoRequest {
   decodeWire(schema.InfoRequest, bytes, { maxMessageBytes: options.maxMessageBytes ?? MAX_INFO_REQUEST_BYTES })
   return {}
@@ -172,12 +174,14 @@ function infoFromWire(w: wire.InfoResponse.$Properties): InfoResponse {
   }
 }
 
+/** Encodes what a peer serves (model, span, load, keys), refusing what decodeInfoResponse would. */
 export function encodeInfoResponse(info: InfoResponse): Uint8Array {
   const wire = { ...info, wireDtypes: info.wireDtypes.map((d) => dtypeToWire(d, 'wire_dtypes')) }
   infoFromWire(wire)
   return encodeWire(schema.InfoResponse, wire)
 }
 
+/** Decodes and validates a peer's info response. */
 export function decodeInfoResponse(bytes: Uint8Array, options: DecodeOptions = {}): InfoResponse {
   return infoFromWire(decodeWire(schema.InfoResponse, bytes, { maxMessageBytes: MAX_INFO_RESPONSE_BYTES, ...options }))
 }

@@ -246,6 +246,15 @@ function requestToWire(req: SessionRequest): wire.SessionRequest.$Properties & {
   }
 }
 
+/**
+ * Encodes one request of a session stream, after the same checks decodeSessionRequest runs.
+ *
+ * @example
+ * ```ts
+ * const bytes = encodeSessionRequest({ requestId: 1, type: 'close', close: { sessionId: 's1' } })
+ * decodeSessionRequest(bytes) // { requestId: 1, type: 'close', close: { sessionId: 's1' } }
+ * ```
+ */
 export function encodeSessionRequest(req: SessionRequest): Uint8Array {
   const wire = requestToWire(req)
   requestFromWire(wire)
@@ -254,6 +263,7 @@ export function encodeSessionRequest(req: SessionRequest): Uint8Array {
   return encodeWire(schema.SessionRequest, wire)
 }
 
+/** Decodes a session request: the allocation-free scan, the generated decoder, then every field check. */
 export function decodeSessionRequest(bytes: Uint8Array, options: DecodeOptions = {}): SessionRequest {
   return requestFromWire(decodeIdentified(schema.SessionRequest, bytes, options), options.maxTensorElements)
 }

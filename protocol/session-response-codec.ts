@@ -112,6 +112,7 @@ function responseToWire(res: SessionResponse): wire.SessionResponse.$Properties 
   }
 }
 
+/** Encodes one response of a session stream, after the same checks decodeSessionResponse runs. */
 export function encodeSessionResponse(res: SessionResponse): Uint8Array {
   const wire = responseToWire(res)
   responseFromWire(wire)
@@ -119,6 +120,7 @@ export function encodeSessionResponse(res: SessionResponse): Uint8Array {
   return encodeWire(schema.SessionResponse, wire)
 }
 
+/** Decodes a session response: the allocation-free scan, the generated decoder, then every field check. */
 export function decodeSessionResponse(bytes: Uint8Array, options: DecodeOptions = {}): SessionResponse {
   return responseFromWire(decodeIdentified(schema.SessionResponse, bytes, options), options.maxTensorElements)
 }

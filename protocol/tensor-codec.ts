@@ -90,6 +90,15 @@ export function expectShape(shape: readonly number[], expected: ReadonlyArray<nu
 
 // ---- encode ----
 
+/**
+ * Packs activations for the wire as f32, f16 or q8_0 (DESIGN.md §3); non-finite values throw.
+ *
+ * @example
+ * ```ts
+ * const t = encodeTensor(new Float32Array([0.5, -1]), [1, 2], 'f16')
+ * decodeTensor(t) // Float32Array [0.5, -1]
+ * ```
+ */
 export function encodeTensor(values: Float32Array, shape: number[], dtype: DType): Tensor {
   const n = shapeElements(shape)
   if (values.length !== n) throw new BadShapeError(`${values.length} values do not fill shape [${shape.join(', ')}]`)
@@ -138,6 +147,7 @@ function encodeQ8_0(values: Float32Array, row: number, data: Uint8Array, view: D
 
 // ---- decode ----
 
+/** Unpacks a wire tensor to f32, checking its shape and that every value is finite. */
 export function decodeTensor(t: Tensor, expect: TensorExpectation = {}): Float32Array {
   const n = validateTensor(t, expect.maxElements)
   if (expect.shape !== undefined) expectShape(t.shape, expect.shape)

@@ -92,6 +92,7 @@ export class Edge {
   }
 }
 
+/** The edge parts of a model: embeddings, final norm and LM head (read from the file, nothing else). */
 export function createEdge(init: EdgeInit): Edge {
   return new Edge(init)
 }

@@ -115,6 +115,7 @@ function sampleAll(scores: ArrayLike<number>, temperature: number, rng: Xorshift
   return n - 1
 }
 
+/** A token sampler: greedy at temperature 0, else top-k/top-p with a seeded generator. */
 export function createSampler(options: SamplerOptions = {}): Sampler {
   const o = check(options)
   const rng = new Xorshift64(o.seed)

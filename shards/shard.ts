@@ -279,6 +279,14 @@ export class Shard {
   }
 }
 
+/**
+ * Loads blocks [start, end) of a model, ready to run sessions on them.
+ *
+ * @example
+ * ```ts
+ * const shard = createShard({ model: openModelFile('stories260K.gguf'), start: 0, end: 2 })
+ * ```
+ */
 export function createShard(init: ShardInit): Shard {
   return new Shard(init)
 }

@@ -127,6 +127,7 @@ function checkVocabulary(vocab: Vocabulary): void {
   }
 }
 
+/** The tokenizer of a model's vocabulary (SentencePiece BPE, or GPT-2 byte-level BPE when the vocabulary says so). */
 export function createTokenizer(vocab: Vocabulary): Tokenizer {
   checkVocabulary(vocab)
   return vocab.model === 'gpt2' ? createGpt2Tokenizer(vocab) : createSpmTokenizer(vocab)

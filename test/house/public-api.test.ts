@@ -98,6 +98,12 @@ describe('public API (package.json exports)', () => {
     }
   })
 
+  it('documents every exported function and class (its TSDoc summary is on docs/api.md)', () => {
+    const rows = readFileSync(join(repo, 'docs', 'api.md'), 'utf8').match(/^\| `\w+` \| (function|class) \|.*$/gm) ?? []
+    expect(rows.length).toBeGreaterThan(20)
+    expect(rows.filter((r) => r.endsWith('|  |'))).toEqual([])
+  })
+
   it('maps each package entry point to its curated list, not the folder index', () => {
     const pkg = JSON.parse(readFileSync(join(repo, 'package.json'), 'utf8')) as {
       exports: Record<string, { default: string } | string>
