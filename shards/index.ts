@@ -19,6 +19,7 @@ export { computeModelId, SAMPLE_BYTES as MODEL_ID_SAMPLE_BYTES } from './model-i
 export { type OpenModelOptions, openModelFile } from './open-model.js'
 export { NATIVE_BATCHED_FROM } from './options.js'
 export { dequantizeRow, Q8_0_BLOCK, Q8_0_BLOCK_BYTES, quantizeMatrix, rowBytes } from './quant/codecs.js'
+export { MODEL_FILE_TYPES, type ModelFileType } from './quant/file-types.js'
 export { createSampler, logSoftmax, type Sampler, type SamplerOptions, Xorshift64 } from './sampler.js'
 export { type BatchStep, createShard, type SessionOptions, Shard, type ShardInit } from './shard.js'
 export * from './tokenizers/index.js'

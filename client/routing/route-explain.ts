@@ -1,11 +1,34 @@
-import type { SwarmView } from './swarm-view.js'
+import type { BootstrapError } from '../errors.js'
+
+/** What the last refresh saw: for `--verbose` explanations of a missing route and for `doctor`. */
+export interface RefreshReport {
+  /** Each bootstrap address that could not be dialled, as a typed error. */
+  readonly bootstrapFailed: BootstrapError[]
+  /** Bootstrap peers dialled, and how many announcements each handed over (-1: it did not answer). */
+  readonly bootstrapAnnouncements: Array<{ peerId: string; announcements: number }>
+  /** Peers asked for their info, and the error of those that did not answer. */
+  readonly dialled: Array<{ peerId: string; ok: boolean; error?: string }>
+  /** Peers that answered but serve another model. */
+  readonly otherModel: string[]
+}
+
+/**
+ * What an explanation reads of the swarm view (swarm-view.ts), stated here so this file needs
+ * nothing back from it (no import cycle: swarm-view.ts calls explainMissingRoute).
+ */
+export interface ExplainedView {
+  readonly lastRefresh: RefreshReport
+  list(): ReadonlyArray<{ readonly peerId: string; readonly start: number; readonly end: number }>
+  isBanned(peerId: string): boolean
+  coveredBlocks(from: number, to: number): number[]
+}
 
 /**
  * Why no route over [from, to) exists, one line per fact (`--verbose`, `doctor`): each bootstrap
  * address and peer the last refresh tried and what it answered, then the blocks nobody reachable
  * serves.
  */
-export function explainMissingRoute(view: SwarmView, from: number, to: number): string[] {
+export function explainMissingRoute(view: ExplainedView, from: number, to: number): string[] {
   const r = view.lastRefresh
   const peers = new Map(view.list().map((p) => [p.peerId, p]))
   const lines: string[] = []

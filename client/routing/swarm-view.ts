@@ -11,7 +11,6 @@ import {
   type KvWireDType,
   subscribeAnnouncements
 } from '../../protocol/index.js'
-import type { BootstrapError } from '../errors.js'
 import { NoRouteError } from '../errors.js'
 import type { HopTarget } from '../session/hop.js'
 import { acceptedDtypes, planWireRoute, type WirePreference } from '../session/wire-negotiation.js'
@@ -19,7 +18,9 @@ import { bootstrapDialError } from './bootstrap-check.js'
 import { createDialPolicy, type DialPolicy } from './dial-policy.js'
 import { PeerLoad } from './peer-load.js'
 import { planRoute, type RouteCandidate, type RouteHop } from './route.js'
-import { explainMissingRoute } from './route-explain.js'
+import { explainMissingRoute, type RefreshReport } from './route-explain.js'
+
+export type { RefreshReport }
 
 /** Wire negotiation for a route: what the client asks for, and whether the route is a chain. */
 export interface RouteWire {
@@ -40,18 +41,6 @@ export interface PeerRecord extends RouteCandidate {
   readonly nLayers: number
   /** The peer's KV cache dtype (InfoResponse.kv_dtype; canary drift is scored in its class). */
   readonly kvDtype?: KvWireDType
-}
-
-/** What the last refresh saw: for `--verbose` explanations of a missing route and for `doctor`. */
-export interface RefreshReport {
-  /** Each bootstrap address that could not be dialled, as a typed error. */
-  readonly bootstrapFailed: BootstrapError[]
-  /** Bootstrap peers dialled, and how many announcements each handed over (-1: it did not answer). */
-  readonly bootstrapAnnouncements: Array<{ peerId: string; announcements: number }>
-  /** Peers asked for their info, and the error of those that did not answer. */
-  readonly dialled: Array<{ peerId: string; ok: boolean; error?: string }>
-  /** Peers that answered but serve another model. */
-  readonly otherModel: string[]
 }
 
 /** Progress while waiting for a route: blocks of [from, to) served by peers seen so far. */

@@ -13,7 +13,7 @@ import {
 } from '../../crypto/index.js'
 import { fetchInfo, type Host } from '../../protocol/index.js'
 import { BadHopKeyError } from '../errors.js'
-import type { HopTarget } from './hop.js'
+import type { HopTarget } from './hop-target.js'
 
 /**
  * The keys of one session on one hop (client/session/hop.ts opens the session with them): the client's

@@ -25,17 +25,10 @@ import {
 import { HopAbandonedError } from '../errors.js'
 import type { RouteHop } from '../routing/route.js'
 import { hopSessionKeys } from './hop-keys.js'
+import type { HopTarget } from './hop-target.js'
 import type { WireLedger } from './wire-ledger.js'
 
-export interface HopTarget extends RouteHop {
-  readonly addrs: readonly string[]
-  /** The wire dtypes the peer accepts (its info / announcement). */
-  readonly wireDtypes?: readonly DType[]
-  /** The dtype negotiated for this hop of the route (client/session/wire-negotiation.ts). */
-  readonly wireDtype?: DType
-  /** The peer's KV cache dtype as it announces it (selects its benign canary drift class). */
-  readonly kvDtype?: KvWireDType
-}
+export type { HopTarget }
 
 export interface HopStepOutcome {
   readonly hidden: Float32Array

@@ -16,6 +16,7 @@ export {
   secretPrompts,
   secretSeed
 } from './canary-secret.js'
+export { type CanaryEvidenceCheck, type EvidenceReport, verifyEvidence } from './evidence.js'
 export { ReceiptLedger, type ReceiptSummary } from './receipts.js'
 export {
   DEFAULT_REPLAY_WINDOW,

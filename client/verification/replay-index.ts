@@ -1,4 +1,4 @@
-import { CanaryArgumentError } from '../../canary/errors.js'
+import { CanaryArgumentError } from '../../canary/index.js'
 import { type Receipt, type ReceiptStep, verifyReceipt } from '../../protocol/index.js'
 
 /*

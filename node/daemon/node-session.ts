@@ -4,7 +4,23 @@
  */
 import { type DType, sha256 } from '../../protocol/index.js'
 import type { ChainLink } from './chain.js'
-import type { SessionKeys } from './session-crypto.js'
+
+/** A session's keys on this hop (never logged), and its reusable export buffers. */
+export interface SessionKeys {
+  readonly clientId: string
+  readonly span: readonly [number, number]
+  readonly stepMacKey: Uint8Array
+  readonly snapshotKey?: Uint8Array
+  plain: Uint8Array
+  sealed: Uint8Array
+  /**
+   * The last wrapped import key and what it unwrapped to: a standby, or a snapshot streamed in
+   * frames, gets the same wrapped key with every import, and an X25519 exchange is the costliest step of an import.
+   */
+  importKey?: { readonly wrapped: Uint8Array; readonly key: Uint8Array }
+  /** Where this session's imports left off (a standby fed with deltas appends after it). */
+  imported?: { readonly snapshotSessionId: string; readonly sequence: number; readonly end: number }
+}
 
 export interface NodeSession {
   /** The id its owner chose: what requests, receipts and snapshots name. */

@@ -23,25 +23,10 @@ import {
   UnauthorizedError
 } from '../../protocol/index.js'
 import type { Shard } from '../../shards/index.js'
-import type { NodeSession } from './node-session.js'
+import type { NodeSession, SessionKeys } from './node-session.js'
 import type { SessionManager } from './session-manager.js'
 
-/** A session's keys on this hop (never logged), and its reusable export buffers. */
-export interface SessionKeys {
-  readonly clientId: string
-  readonly span: readonly [number, number]
-  readonly stepMacKey: Uint8Array
-  readonly snapshotKey?: Uint8Array
-  plain: Uint8Array
-  sealed: Uint8Array
-  /**
-   * The last wrapped import key and what it unwrapped to: a standby, or a snapshot streamed in
-   * frames, gets the same wrapped key with every import, and an X25519 exchange is the costliest step of an import.
-   */
-  importKey?: { readonly wrapped: Uint8Array; readonly key: Uint8Array }
-  /** Where this session's imports left off (a standby fed with deltas appends after it). */
-  imported?: { readonly snapshotSessionId: string; readonly sequence: number; readonly end: number }
-}
+export type { SessionKeys }
 
 /** A buffer of at least n bytes: `buf` when it is big enough, else a new one with headroom. */
 function atLeast(buf: Uint8Array, n: number): Uint8Array {

@@ -1,5 +1,6 @@
 // Model file formats: GGUF reader and writer, llama2.c, random test models.
 
+export { RangedFile } from './file-reader.js'
 export { openGgufModelFrom } from './gguf-model.js'
 export { type GgufHeader, type GgufTensorInfo, readGgufHeader } from './gguf-reader.js'
 export type { GgufTypedValue } from './gguf-values.js'

@@ -7,7 +7,7 @@ import {
   quantRowBytes,
   unpackBlock
 } from '../quant/quant-blocks.js'
-import { f32OrderRows, quantizeActivationsQ8 } from './kernels-ref-exact.js'
+import { f32OrderRows, quantizeActivationsQ8 } from './kernels-ref-exact-rows.js'
 
 /**
  * Slow TypeScript definitions of exactly what the fast kernels compute for the block types of

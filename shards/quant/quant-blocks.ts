@@ -1,14 +1,14 @@
 import { InvalidArgumentError } from '../errors.js'
 import { f16Table } from '../f16.js'
 import { GGML_TYPE_TABLE } from './ggml-types.js'
+import { QUANT_DTYPES, type QuantDType } from './quant-dtypes.js'
 
 /**
  * GGUF block types beyond F32/F16/Q8_0 that the fast kernels multiply. Their ggml type id,
  * block size and activation quantisation come from the one type table,
  * shards/quant/ggml-types.ts GGML_TYPE_TABLE. Layouts: ggml-common.h block_q4_0 … block_q6_K.
  */
-export const QUANT_DTYPES = ['q4_0', 'q4_1', 'q5_0', 'q5_1', 'q2_k', 'q3_k', 'q4_k', 'q5_k', 'q6_k', 'bf16'] as const
-export type QuantDType = (typeof QUANT_DTYPES)[number]
+export { QUANT_DTYPES, type QuantDType }
 
 export interface QuantLayout {
   /** ggml_type id (ggml.h), also the type code the native addon takes. */

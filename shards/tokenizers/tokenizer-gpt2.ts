@@ -1,8 +1,8 @@
 import { InvalidArgumentError } from '../errors.js'
 import type { Vocabulary } from '../types.js'
-import type { EncodeOptions, StreamDecoder, Tokenizer } from './tokenizer.js'
 import { createBpeEncoder } from './tokenizer-bpe.js'
 import { idChecker, streamDecoder } from './tokenizer-stream.js'
+import type { EncodeOptions, StreamDecoder, Tokenizer } from './tokenizer-types.js'
 
 /** Byte-level BPE (GGUF gpt2): tokenizer-bpe.ts does the work; BOS/EOS as the file says. */
 export function createGpt2Tokenizer(vocab: Vocabulary): Tokenizer {

@@ -1,5 +1,5 @@
 import { InvalidArgumentError } from '../errors.js'
-import type { StreamDecoder } from './tokenizer.js'
+import type { StreamDecoder } from './tokenizer-types.js'
 
 /**
  * Turns token bytes into text as they arrive. A TextDecoder in stream mode holds back a UTF-8

@@ -1,6 +1,5 @@
 import type { Command } from 'commander'
 import { Option } from 'commander'
-import { RangedFile } from '../../../shards/formats/file-reader.js'
 import {
   DEFAULT_KV_DTYPE,
   EngineError,
@@ -9,6 +8,7 @@ import {
   type KvDType,
   kvRowBytes,
   openModelFile,
+  RangedFile,
   readGgufHeader,
   type Vocabulary
 } from '../../../shards/index.js'

@@ -1,13 +1,19 @@
 import { mkdirSync } from 'node:fs'
 import { dirname, resolve } from 'node:path'
 import { type Command, InvalidArgumentError as CommanderArgError, Option } from 'commander'
-import { RangedFile } from '../../../shards/formats/file-reader.js'
-import { readGgufHeader } from '../../../shards/formats/gguf-reader.js'
-import type { ArchSpec } from '../../../shards/formats/random-arch.js'
-import { openModelFile, parseShape, writeRandomModel } from '../../../shards/index.js'
-import { MODEL_FILE_TYPES, type ModelFileType } from '../../../shards/quant/file-types.js'
-import { loadPackageVocabulary, type VocabPackageName } from '../../../shards/tokenizers/vocab-packages.js'
-import type { Architecture } from '../../../shards/types.js'
+import {
+  type Architecture,
+  type ArchSpec,
+  loadPackageVocabulary,
+  MODEL_FILE_TYPES,
+  type ModelFileType,
+  openModelFile,
+  parseShape,
+  RangedFile,
+  readGgufHeader,
+  type VocabPackageName,
+  writeRandomModel
+} from '../../../shards/index.js'
 
 export interface MakeModelOptions {
   readonly shape: string

@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs'
 import type { Command } from 'commander'
-import { verifyEvidence } from '../../../client/verification/evidence.js'
+import { verifyEvidence } from '../../../client/index.js'
 import { openModelFile } from '../../../shards/index.js'
 
 /**
