@@ -10,7 +10,6 @@ import {
   fetchInfo,
   type HopTiming,
   type Host,
-  type KvWireDType,
   MAX_AWAITED_STEPS,
   MAX_CONTROL_BYTES,
   MalformedMessageError,
@@ -23,7 +22,6 @@ import {
   tensorByteLength
 } from '../../protocol/index.js'
 import { HopAbandonedError } from '../errors.js'
-import type { RouteHop } from '../routing/route.js'
 import { hopSessionKeys } from './hop-keys.js'
 import type { HopTarget } from './hop-target.js'
 import type { WireLedger } from './wire-ledger.js'

@@ -1,6 +1,5 @@
-import { InvalidArgumentError } from '../errors.js'
-import { f16Table, f32ToF16 } from '../f16.js'
-import { dequantizeRow, Q8_0_BLOCK, Q8_0_BLOCK_BYTES, roundHalfAway, rowBytes } from '../quant/codecs.js'
+import { f16Table } from '../f16.js'
+import { dequantizeRow, Q8_0_BLOCK, Q8_0_BLOCK_BYTES, rowBytes } from '../quant/codecs.js'
 import type { WeightMatrix } from '../types.js'
 import { matmulQuantExact } from './kernels-ref-exact-quant.js'
 import { f32OrderRows, quantizeActivationsQ8 } from './kernels-ref-exact-rows.js'
