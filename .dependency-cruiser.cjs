@@ -75,7 +75,7 @@ module.exports = {
       name: 'daemon-never-imports-client',
       comment: 'The daemon never imports client/; the CLI commands and the gateway are clients (design.md §1).',
       severity: 'error',
-      from: { path: '^node/', pathNot: '^node/(cli|commands|gateway)/' },
+      from: { path: '^node/', pathNot: '^node/(cli|gateway)/' },
       to: { path: '^client/' }
     },
     {
