@@ -8,6 +8,7 @@ import {
   BadBootstrapAddressError,
   type BootstrapError,
   BootstrapPeerIdMismatchError,
+  BootstrapSwarmKeyError,
   BootstrapUnreachableError,
   DuplicatePeerIdError
 } from './errors.js'
@@ -61,6 +62,17 @@ export function bootstrapDialError(addr: string, err: Error): BootstrapError {
   if (/dial self/i.test(text)) {
     return new DuplicatePeerIdError(
       `bootstrap peer ${addr} has this process's own peer id: two processes run on one key file and the swarm sees them as one peer; give each node its own --identity FILE (or --ephemeral-identity)`,
+      addr,
+      { cause: err }
+    )
+  }
+  // issue #38: a private swarm's check (we hold another key) or pnet's bytes where the remote
+  // expected multistream-select (we hold none)
+  if (/SWARM_KEY_MISMATCH|EncryptionFailedError/.test(text)) {
+    return new BootstrapSwarmKeyError(
+      /SWARM_KEY_MISMATCH/.test(text)
+        ? `bootstrap peer ${addr} refused the connection: it holds another swarm key (check --swarm-key)`
+        : `bootstrap peer ${addr} refused the connection during the handshake: the swarm is private, pass its key with --swarm-key FILE (or join with --invite)`,
       addr,
       { cause: err }
     )

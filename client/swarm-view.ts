@@ -9,6 +9,8 @@ import {
   fetchInfo,
   type Host,
   type KvWireDType,
+  networkPolicy,
+  servingAllowed,
   subscribeAnnouncements
 } from '../protocol/index.js'
 import { bootstrapDialError } from './bootstrap-check.js'
@@ -100,6 +102,7 @@ export class SwarmView {
   /** Keeps what this client could use, and only so many (issue #17: the map grew forever). */
   private learn(a: Announcement): void {
     if (this.modelId !== undefined && a.modelId !== this.modelId) return
+    if (!servingAllowed(networkPolicy(), a.peerId)) return // --allow-serve (issue #38)
     const prev = this.announced.get(a.peerId)
     if (prev && prev.issuedAtMs > a.issuedAtMs) return
     this.announced.delete(a.peerId) // re-inserted last: the map stays in arrival order
@@ -160,7 +163,8 @@ export class SwarmView {
       const addrs = this.dialPolicy.filter(a.addrs)
       if (addrs.length > 0) targets.set(a.peerId, { addrs: addrs.map((x) => (x.includes('/p2p/') ? x : `${x}/p2p/${a.peerId}`)) })
     }
-    for (const id of targets.keys()) if (this.isBanned(id)) targets.delete(id) // a stalled peer would hold up the refresh
+    // a stalled peer would hold up the refresh; one off --allow-serve may not serve (issue #38)
+    for (const id of targets.keys()) if (this.isBanned(id) || !servingAllowed(networkPolicy(), id)) targets.delete(id)
     await Promise.all(
       [...targets].map(async ([id, t]) => {
         try {

@@ -35,6 +35,7 @@ import { warn } from './cli-exit.js'
 import { BadOptionError, NoRelayReservationError } from './errors.js'
 import { measureThroughput, pickSpan } from './node-span.js'
 import { float, int, parseSpan, wireDtypeList } from './options.js'
+import { refusedByEveryBootstrap } from './private-swarm.js'
 import { addReachabilityOptions, hostReachability, RELAY_WAIT_MS, relayedAddress } from './reachability-options.js'
 
 export function registerNodeStart(program: Command): void {
@@ -260,7 +261,18 @@ export function registerNodeStart(program: Command): void {
         throw listenError(listen, err)
       })
       // A node may start before its bootstrap peers, so it serves anyway; but say which failed.
-      for (const f of swarmNode.bootstrapResult.failed) warn(bootstrapDialError(f.addr, f.error))
+      const bootFailed = swarmNode.bootstrapResult.failed.map((f) => bootstrapDialError(f.addr, f.error))
+      // issue #38: refused at the swarm-key check by every bootstrap peer: not a member, so no serving
+      const refused = refusedByEveryBootstrap(bootFailed, bootstrap.length)
+      if (refused) {
+        await swarmNode.stop()
+        await metricsServer?.close()
+        kernels.close?.()
+        model.close()
+        claimed?.lock.release()
+        throw refused
+      }
+      for (const f of bootFailed) warn(f)
       // Behind NAT the relayed address is the one that matters: print the serving line with it.
       if (opts.useRelay && !(await relayedAddress(() => swarmNode.addrs)))
         warn(
