@@ -12,10 +12,10 @@
  * - generations: route, then one `info` round trip per hop (the step stands in for a forward
  *   pass), a failed hop banned and the route re-planned once, as the client's failover does;
  *   failed: both tries failed;
- * Announce interval: `node start`'s default (5 s); peers also pull their neighbours' announcements.
  * - noticeMs: under churn (R % of the peers replaced per minute, each by a fresh peer on the same
  *   span), time from a peer's death until a client that had it in its view drops it.
- * And memory: RSS per simulated peer. Prints one JSON object.
+ * And memory: RSS per simulated peer. Prints one JSON object. Announce interval: `node start`'s
+ * default (5 s, --interval-ms); peers also pull their neighbours' announcements, as nodes do.
  */
 import { multiaddr } from '@multiformats/multiaddr'
 import { SwarmView } from '../client/index.js'
@@ -61,10 +61,10 @@ export async function runScale(o: Opts): Promise<Record<string, unknown>> {
       out.add(all[Math.floor(Math.random() * all.length)].addr)
     return [...out]
   }
-  const spawn = async (i: number) => {
+  const spawn = async (i: number, span = spanOf(i)) => {
     const p = await startSimPeer({
       bootstrap: randomLive(o.links),
-      ...spanOf(i),
+      ...span,
       nBlocks: o.blocks,
       throughput: 20 + Math.round(Math.random() * 180),
       intervalMs: o.intervalMs
@@ -135,20 +135,21 @@ export async function runScale(o: Opts): Promise<Record<string, unknown>> {
       killedAt.set(v.peerId, performance.now())
       await v.stop()
       replaced++
-      const i = next++
-      await spawn(i - (i % o.blocks) + (v.start % o.blocks))
+      await spawn(next++, { start: v.start, end: v.end })
     }
   })()
 
   let attempts = 0
   let failed = 0
   let retried = 0
+  let noRoute = 0
   const generate = async (c: Client): Promise<boolean> => {
     for (let attempt = 0; attempt < 2; attempt++) {
       let hops: ReturnType<SwarmView['route']>
       try {
         hops = c.view.route(0, o.blocks)
       } catch {
+        if (attempt === 1) noRoute++
         await c.view.refresh().catch(() => {})
         continue
       }
@@ -230,7 +231,13 @@ export async function runScale(o: Opts): Promise<Record<string, unknown>> {
       p95: round3(q(quality, 0.95)),
       max: round3(quality.length ? Math.max(...quality) : null)
     },
-    generations: { attempts, failed, failedPct: attempts ? Math.round((failed / attempts) * 10_000) / 100 : 0, retried },
+    generations: {
+      attempts,
+      failed,
+      failedPct: attempts ? Math.round((failed / attempts) * 10_000) / 100 : 0,
+      failedNoRoute: noRoute,
+      retried
+    },
     churn: {
       replaced,
       noticeMs: {
