@@ -19,7 +19,7 @@
  */
 import { multiaddr } from '@multiformats/multiaddr'
 import { SwarmView } from '../client/index.js'
-import { hopCostMs, planRoute, type RouteCandidate } from '../client/route.js'
+import { hopCostMs, planRoute, type RouteCandidate } from '../client/routing/route.js'
 import { createHost, fetchInfo, type Host } from '../protocol/index.js'
 import { benchArgs } from './options.js'
 import { SCALE_MODEL_ID, type SimPeer, startSimPeer } from './scale-peer.js'
