@@ -3,7 +3,7 @@
  * and optional allow-lists of peer ids for who may serve and who may use the swarm.
  *
  * One policy per process, set by the CLI from `--swarm-key`, `--allow-serve`, `--allow-use`
- * (node/commands/private-swarm.ts) before any host starts, so every host a command makes (the
+ * (node/cli/commands/private-swarm.ts) before any host starts, so every host a command makes (the
  * node's, the client's, doctor's probes) follows it without threading it through each caller.
  * HostInit.policy overrides it for one host (tests, the scale bench).
  */
