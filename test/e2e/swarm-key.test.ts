@@ -179,6 +179,11 @@ describe('private swarms (swarm keys, invites)', () => {
     // block 3 is served by the joined node only
     expect(out.report.routes.flat().map((h) => h.peerId)).toContain(serving.peerId)
     expect(gen.stderr + gen.stdout).not.toContain(token)
+    // `swarm` with the key file sees both members
+    const sw = await cliAsync(['swarm', '--bootstrap', a.addrs[0], '--swarm-key', K1, '--json'], 60_000, home('client'))
+    expect(sw.status, sw.stderr).toBe(0)
+    expect(sw.stdout).toContain(a.peerId)
+    expect(sw.stdout).toContain(String(serving.peerId))
   })
 
   it('a client without the key is refused: one coded line on each side', { timeout: 120_000 }, async () => {
