@@ -50,9 +50,10 @@ interface Opts {
 
 export async function runScale(o: Opts): Promise<Record<string, unknown>> {
   const live = new Map<string, SimPeer>()
+  // spans spread over the model so that the N peers cover it (also when N < blocks), 1-4 blocks longer than needed
   const spanOf = (i: number) => {
-    const start = i % o.blocks
-    return { start, end: Math.min(o.blocks, start + 1 + ((i * 7) % 4)) }
+    const start = Math.floor(((i % o.peers) * o.blocks) / o.peers)
+    return { start, end: Math.min(o.blocks, start + Math.ceil(o.blocks / o.peers) + ((i * 7) % 4)) }
   }
   const randomLive = (k: number): string[] => {
     const all = [...live.values()]
