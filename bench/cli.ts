@@ -14,6 +14,7 @@ const BENCHES: Record<string, () => Promise<BenchMain>> = {
   failover: async () => (await import('./failover.js')).main,
   hop: async () => (await import('./hop.js')).main,
   load: async () => (await import('./load.js')).main,
+  scale: async () => (await import('./scale.js')).main,
   seal: async () => (await import('./seal.js')).main,
   engine: async () => (await import('./engine.js')).main,
   'family-speed': async () => (await import('./family-speed.js')).main,

@@ -49,6 +49,15 @@ export class DuplicatePeerIdError extends BootstrapError {
   override readonly code = 'DUPLICATE_PEER_ID'
 }
 
+/**
+ * The bootstrap peer refused the connection at the private-swarm check (issue #38): it holds
+ * another swarm key than ours, or we hold none and it does (then the encrypter negotiation
+ * reads pnet's bytes as garbage: libp2p's EncryptionFailedError).
+ */
+export class BootstrapSwarmKeyError extends BootstrapError {
+  override readonly code = 'SWARM_KEY_MISMATCH'
+}
+
 /** No chain of live peers covers the model's remote blocks (code NO_ROUTE). */
 export class NoRouteError extends ClientError {
   override readonly code: string = 'NO_ROUTE'

@@ -85,3 +85,18 @@ export class StepAbortedError extends NodeError {
 export class NoNextHopError extends NodeError {
   override readonly code = 'NO_NEXT_HOP'
 }
+
+/** An invite token that does not decode (cut short, edited, another program's; issue #38). */
+export class BadInviteError extends NodeError {
+  override readonly code = 'BAD_INVITE'
+}
+
+/** An invite token past its expiry: ask the inviter for a new one (issue #38). */
+export class InviteExpiredError extends NodeError {
+  override readonly code = 'INVITE_EXPIRED'
+}
+
+/** The invite names another model than the one this command would load (issue #38). */
+export class InviteModelMismatchError extends NodeError {
+  override readonly code = 'INVITE_MODEL_MISMATCH'
+}

@@ -236,3 +236,33 @@ export class PubsubMissingError extends Error {
     this.name = 'PubsubMissingError'
   }
 }
+
+/** A swarm key file that is not a libp2p v1 pre-shared key (`/key/swarm/psk/1.0.0/`, `/base16/`, 64 hex digits): a local setting. */
+export class InvalidSwarmKeyError extends Error {
+  readonly code = 'INVALID_SWARM_KEY'
+  constructor(message: string, options?: ErrorOptions) {
+    super(message, options)
+    this.name = 'InvalidSwarmKeyError'
+  }
+}
+
+/**
+ * A connection refused by the private-swarm check (issue #38): the other side holds another
+ * swarm key or none, so it is not a member of this swarm. Raised on both sides of the connection.
+ */
+export class SwarmKeyMismatchError extends Error {
+  readonly code = 'SWARM_KEY_MISMATCH'
+  constructor(message: string, options?: ErrorOptions) {
+    super(message, options)
+    this.name = 'SwarmKeyMismatchError'
+  }
+}
+
+/** A peer id outside this node's allow-lists (`--allow-serve`, `--allow-use`) tried to connect or was dialled (issue #38). */
+export class PeerNotAllowedError extends Error {
+  readonly code = 'PEER_NOT_ALLOWED'
+  constructor(message: string, options?: ErrorOptions) {
+    super(message, options)
+    this.name = 'PeerNotAllowedError'
+  }
+}

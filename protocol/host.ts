@@ -35,6 +35,7 @@ import { gossipScoreParams } from './gossip-scoring.js'
 import { PROTOCOL_VERSION } from './ids.js'
 import { DEFAULT_MAX_MESSAGE_BYTES } from './limits.js'
 import { checkLinkDelay, delayWrites, type LinkDelay, linkDelayFromEnv } from './link-delay.js'
+import { allowListGater, type NetworkPolicy, networkPolicy } from './network-policy.js'
 import { DEFAULT_MAX_CONNECTIONS } from './options.js'
 import {
   type ReachabilityInit,
@@ -43,6 +44,7 @@ import {
   relayTransport,
   trackReachability
 } from './reachability.js'
+import { swarmKeyProtector } from './swarm-key.js'
 
 /**
  * yamux answers every data frame it receives with a window update as soon as any of the
@@ -107,6 +109,8 @@ export interface HostInit {
    * refuses both). The browser client sets it for the bootstrap list its own gateway served.
    */
   dialInsecure?: boolean
+  /** Swarm key and allow-lists (issue #38; default: the process's, network-policy.ts). */
+  policy?: NetworkPolicy
 }
 
 export async function createHost(init: HostInit = {}, { signal }: AbortOptions = {}): Promise<Host> {
@@ -129,6 +133,7 @@ export async function createHost(init: HostInit = {}, { signal }: AbortOptions =
     })
   }
 
+  const policy = init.policy ?? networkPolicy()
   let started: Host | undefined
   const node = await createLibp2p<HostServices>({
     privateKey: init.privateKey,
@@ -147,7 +152,10 @@ export async function createHost(init: HostInit = {}, { signal }: AbortOptions =
       ),
       relayTransport()
     ],
+    // a private swarm (issue #38): pnet under Noise, and the allow-lists at the gater
+    ...(policy.swarmKey ? { connectionProtector: swarmKeyProtector(policy.swarmKey, { onRefused: policy.onRefused }) } : {}),
     connectionGater: {
+      ...allowListGater(policy),
       ...(init.dialInsecure ? { denyDialMultiaddr: () => false } : {}),
       // a relay refuses reservations past its per-IP share (issue #39)
       ...(init.reachability?.relayServer

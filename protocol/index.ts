@@ -36,6 +36,7 @@ export {
   errorFromReply,
   errorReplyFor
 } from './messages.js'
+export * from './network-policy.js'
 export * from './open-proof.js'
 export * from './options.js'
 export * from './peer-source.js'
@@ -52,6 +53,7 @@ export * from './session-request-codec.js'
 export * from './session-response-codec.js'
 export * from './session-stream.js'
 export * from './step-trace.js'
+export * from './swarm-key.js'
 export * from './tensor-codec.js'
 export type * from './types.js'
 export { peekVarintField, REPEATED_LIMITS } from './wire-scan.js'

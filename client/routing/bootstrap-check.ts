@@ -8,6 +8,7 @@ import {
   BadBootstrapAddressError,
   type BootstrapError,
   BootstrapPeerIdMismatchError,
+  BootstrapSwarmKeyError,
   BootstrapUnreachableError,
   DuplicatePeerIdError
 } from '../errors.js'
@@ -68,6 +69,18 @@ export function bootstrapDialError(addr: string, err: Error): BootstrapError {
   if (/UnexpectedPeer|unexpected peer|does not match|peer id mismatch|InvalidPeerId|remote peer/i.test(text)) {
     return new BootstrapPeerIdMismatchError(
       `bootstrap peer ${addr}: something answers there but with another peer id (the node restarted with a new identity?); copy its current address`,
+      addr,
+      { cause: err }
+    )
+  }
+  // issue #38: a private swarm's check (we hold another key), or pnet's bytes where the remote
+  // expected multistream-select (we hold none). After the peer-id checks: a wrong peer id fails
+  // inside encryption too.
+  if (/SWARM_KEY_MISMATCH|EncryptionFailedError/.test(text)) {
+    return new BootstrapSwarmKeyError(
+      /SWARM_KEY_MISMATCH/.test(text)
+        ? `bootstrap peer ${addr} refused the connection: it holds another swarm key (check --swarm-key)`
+        : `bootstrap peer ${addr} refused the connection during the handshake: the swarm is private, pass its key with --swarm-key FILE (or join with --invite)`,
       addr,
       { cause: err }
     )

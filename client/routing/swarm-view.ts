@@ -9,6 +9,8 @@ import {
   fetchInfo,
   type Host,
   type KvWireDType,
+  networkPolicy,
+  servingAllowed,
   subscribeAnnouncements
 } from '../../protocol/index.js'
 import { NoRouteError } from '../errors.js'
@@ -51,6 +53,18 @@ export interface RouteWaitProgress {
   readonly elapsedMs: number
 }
 
+/** Info requests of one refresh in flight at once (issue #38). */
+const INFO_CONCURRENCY = 32
+
+/** Run `f` over `items`, at most `limit` at a time. */
+async function forEachLimited<T>(items: readonly T[], limit: number, f: (item: T) => Promise<void>): Promise<void> {
+  let next = 0
+  const worker = async (): Promise<void> => {
+    while (next < items.length) await f(items[next++])
+  }
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker))
+}
+
 /** Announcements remembered at once; each refresh asks these peers for their info. */
 const MAX_ANNOUNCED_PEERS = 256
 
@@ -89,6 +103,7 @@ export class SwarmView {
   /** Keeps what this client could use, and only so many (issue #17: the map grew forever). */
   private learn(a: Announcement): void {
     if (this.modelId !== undefined && a.modelId !== this.modelId) return
+    if (!servingAllowed(networkPolicy(), a.peerId)) return // --allow-serve (issue #38)
     const prev = this.announced.get(a.peerId)
     if (prev && prev.issuedAtMs > a.issuedAtMs) return
     this.announced.delete(a.peerId) // re-inserted last: the map stays in arrival order
@@ -149,43 +164,45 @@ export class SwarmView {
       const addrs = this.dialPolicy.filter(a.addrs)
       if (addrs.length > 0) targets.set(a.peerId, { addrs: addrs.map((x) => (x.includes('/p2p/') ? x : `${x}/p2p/${a.peerId}`)) })
     }
-    for (const id of targets.keys()) if (this.isBanned(id)) targets.delete(id) // a stalled peer would hold up the refresh
-    await Promise.all(
-      [...targets].map(async ([id, t]) => {
-        try {
-          const target = t.id ?? t.addrs.map((x) => multiaddr(x))
-          const { info, rttMs } = await fetchInfo(this.host, target, {
-            signal: AbortSignal.any([AbortSignal.timeout(5_000), ...(signal ? [signal] : [])])
-          })
-          dialled.push({ peerId: id, ok: true })
-          if (this.modelId !== undefined && info.modelId !== this.modelId) {
-            otherModel.push(id)
-            this.peers.delete(id)
-            return
-          }
-          const addrs = t.addrs.length > 0 ? t.addrs : this.host.getConnections(t.id!).map((c) => c.remoteAddr.toString())
-          this.peers.set(id, {
-            peerId: id,
-            addrs: addrs.map((x) => (x.includes('/p2p/') ? x : `${x}/p2p/${id}`)),
-            modelId: info.modelId,
-            start: info.start,
-            end: info.end,
-            throughput: info.throughput,
-            rttMs,
-            freeCacheTokens: info.freeCacheTokens,
-            queuedSteps: info.queuedSteps ?? 0,
-            version: info.version,
-            seenAtMs: Date.now(),
-            wireDtypes: acceptedDtypes(info.wireDtypes),
-            nLayers: info.nLayers,
-            ...(info.kvDtype ? { kvDtype: info.kvDtype } : {})
-          })
-        } catch (err) {
-          dialled.push({ peerId: id, ok: false, error: (err as Error).message.split('\n')[0] })
+    // a stalled peer would hold up the refresh; one off --allow-serve may not serve (issue #38)
+    for (const id of targets.keys()) if (this.isBanned(id) || !servingAllowed(networkPolicy(), id)) targets.delete(id)
+    // Issue #38 (bench scale): one info request per known peer, all at once, is N handshakes in
+    // the same instant; past ~100 peers on a busy host most of them hit the 5 s timeout and the
+    // view stayed empty. INFO_CONCURRENCY at a time finishes sooner than all at once.
+    await forEachLimited([...targets], INFO_CONCURRENCY, async ([id, t]) => {
+      try {
+        const target = t.id ?? t.addrs.map((x) => multiaddr(x))
+        const { info, rttMs } = await fetchInfo(this.host, target, {
+          signal: AbortSignal.any([AbortSignal.timeout(5_000), ...(signal ? [signal] : [])])
+        })
+        dialled.push({ peerId: id, ok: true })
+        if (this.modelId !== undefined && info.modelId !== this.modelId) {
+          otherModel.push(id)
           this.peers.delete(id)
+          return
         }
-      })
-    )
+        const addrs = t.addrs.length > 0 ? t.addrs : this.host.getConnections(t.id!).map((c) => c.remoteAddr.toString())
+        this.peers.set(id, {
+          peerId: id,
+          addrs: addrs.map((x) => (x.includes('/p2p/') ? x : `${x}/p2p/${id}`)),
+          modelId: info.modelId,
+          start: info.start,
+          end: info.end,
+          throughput: info.throughput,
+          rttMs,
+          freeCacheTokens: info.freeCacheTokens,
+          queuedSteps: info.queuedSteps ?? 0,
+          version: info.version,
+          seenAtMs: Date.now(),
+          wireDtypes: acceptedDtypes(info.wireDtypes),
+          nLayers: info.nLayers,
+          ...(info.kvDtype ? { kvDtype: info.kvDtype } : {})
+        })
+      } catch (err) {
+        dialled.push({ peerId: id, ok: false, error: (err as Error).message.split('\n')[0] })
+        this.peers.delete(id)
+      }
+    })
     this.lastRefresh = {
       bootstrapFailed: boot.failed.map((f) => bootstrapDialError(f.addr, f.error)),
       bootstrapAnnouncements,

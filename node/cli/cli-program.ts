@@ -10,6 +10,7 @@ import { registerInspect } from './commands/inspect.js'
 import { registerJoin } from './commands/join.js'
 import { registerMakeModel } from './commands/make-model.js'
 import { registerNodeStart } from './commands/node-start.js'
+import { addPrivateSwarmOptions, registerPrivateSwarm } from './commands/private-swarm.js'
 import { registerSwarm } from './commands/swarm.js'
 import { registerTokenize } from './commands/tokenize.js'
 import { registerVerifyEvidence } from './commands/verify-evidence.js'
@@ -43,6 +44,9 @@ export function createProgram(): Command {
   registerCanary(program)
   registerIdentity(program)
   registerJoin(program)
+  registerPrivateSwarm(program)
   withConfigEverywhere(program)
+  // after the config hooks: its own hook reads the options the environment and file filled
+  addPrivateSwarmOptions(program)
   return program
 }

@@ -54,3 +54,13 @@ export class NoRelayReservationError extends CliError {
 export class JoinedNodeExitedError extends CliError {
   override readonly code = 'JOINED_NODE_EXITED'
 }
+
+/** A swarm key or allow-list file that cannot be read, or that others may read (issue #38). */
+export class SwarmFileError extends CliError {
+  override readonly code = 'SWARM_FILE'
+}
+
+/** Not a failure: `invite` says on stderr that the token it printed carries the swarm key (issue #38). */
+export class InviteIsSecretNotice extends CliError {
+  override readonly code = 'INVITE_IS_SECRET'
+}

@@ -23,6 +23,7 @@ import { defaultModelPath } from '../../paths.js'
 import { BadOptionError, JoinedNodeExitedError } from '../errors.js'
 import { float, int } from '../options.js'
 import { checkReadableFile } from './checks.js'
+import { refusedByEveryBootstrap } from './private-swarm.js'
 
 const CLI = fileURLToPath(new URL('../../cli.js', import.meta.url))
 
@@ -137,6 +138,9 @@ export function registerJoin(program: Command): void {
       })
       try {
         if (bootstrap.length) await view.refresh()
+        // issue #38: serve only once the swarm let us in (every bootstrap peer refused our key: stop)
+        const refused = refusedByEveryBootstrap(view.lastRefresh.bootstrapFailed, bootstrap.length)
+        if (refused) throw refused
         const seen = spansOf()
         child = await serve(chooseSpan(nBlocks, numBlocks, seen), seen)
         for (;;) {

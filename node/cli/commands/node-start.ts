@@ -36,6 +36,7 @@ import { float, int, parseSpan, wireDtypeList } from '../options.js'
 import { addReachabilityOptions, hostReachability, RELAY_WAIT_MS, relayedAddress } from '../reachability-options.js'
 import { checkListenAddrs, checkReadableFile, listenError } from './checks.js'
 import { measureThroughput, pickSpan } from './node-span.js'
+import { refusedByEveryBootstrap } from './private-swarm.js'
 
 export function registerNodeStart(program: Command): void {
   const node = program.commands.find((c) => c.name() === 'node') ?? program.command('node').description('Run a swarm peer.')
@@ -260,7 +261,18 @@ export function registerNodeStart(program: Command): void {
         throw listenError(listen, err)
       })
       // A node may start before its bootstrap peers, so it serves anyway; but say which failed.
-      for (const f of swarmNode.bootstrapResult.failed) warn(bootstrapDialError(f.addr, f.error))
+      const bootFailed = swarmNode.bootstrapResult.failed.map((f) => bootstrapDialError(f.addr, f.error))
+      // issue #38: refused at the swarm-key check by every bootstrap peer: not a member, so no serving
+      const refused = refusedByEveryBootstrap(bootFailed, bootstrap.length)
+      if (refused) {
+        await swarmNode.stop()
+        await metricsServer?.close()
+        kernels.close?.()
+        model.close()
+        claimed?.lock.release()
+        throw refused
+      }
+      for (const f of bootFailed) warn(f)
       // Behind NAT the relayed address is the one that matters: print the serving line with it.
       if (opts.useRelay && !(await relayedAddress(() => swarmNode.addrs)))
         warn(
