@@ -1,5 +1,5 @@
 /**
- * Loads layerswarm.proto at runtime (the .proto is the source of truth, DESIGN.md §3).
+ * Loads layerswarm.proto at runtime (the .proto is the source of truth, docs/protocol.md).
  * The file is looked up next to this module and then in `<ancestor>/protocol/`, so the same
  * code works from source (vitest) and from the compiled dist/protocol/*.js.
  */
