@@ -19,8 +19,8 @@ import {
   quantile,
   wireRoundtrip
 } from '../canary/index.js'
+import { createTamper, TAMPER_MODES, type TamperMode } from '../canary/tamper.js'
 import { ReplayIndex } from '../client/verification/replay-index.js'
-import { createTamper, TAMPER_MODES, type TamperMode } from '../node/daemon/tamper.js'
 import { sha256 } from '../protocol/index.js'
 import { effectOverSpread, mean, type Peer, round, SIZES, type Spread } from './canary-peers.js'
 

@@ -75,3 +75,8 @@ export class CanariesSpentError extends CanaryError {
 export class CanariesPendingError extends CanaryError {
   override readonly code = 'CANARIES_PENDING'
 }
+
+/** `--tamper*` options (or a tamper context) out of range (canary/tamper.ts, the detector's adversary). */
+export class InvalidTamperOptionsError extends CanaryError {
+  override readonly code = 'INVALID_TAMPER_OPTIONS'
+}

@@ -91,5 +91,15 @@ export { DEFAULT_CANARY_PROMPTS, HELD_OUT_PROMPTS } from './prompts.js'
 export { createRandom, hashSeed, type Random } from './rng.js'
 export { createSpanRunner, type SpanRunner, type SpanRunnerInit } from './span-runner.js'
 export { auroc, quantile } from './stats.js'
+export {
+  createTamper,
+  roundMantissa,
+  TAMPER_MODES,
+  type Tamper,
+  type TamperContext,
+  type TamperMode,
+  type TamperOptions
+} from './tamper.js'
+export { tamperingShard } from './tampering-shard.js'
 export type { CanaryTrace } from './trace.js'
 export { WIRE_DTYPES, type WireDType, wireRoundtrip } from './wire-roundtrip.js'

@@ -55,7 +55,7 @@ export interface ClientInit {
   readonly log?: (e: Record<string, unknown>) => void
   /** Progress of building a canary set (boundary, canaries built, in all): for progress bars. */
   readonly onCanaryBuild?: (boundary: number, built: number, total: number) => void
-  /** Canary verification (DESIGN.md §5); on by default at 3 % of steps; false turns it off. */
+  /** Canary verification (docs/design.md §5, docs/verification.md); on by default at 3 % of steps; false turns it off. */
   readonly canaries?: CanaryOptions | false
   /**
    * Every this many positions, each hop seals a KV delta the client keeps (it cannot read

@@ -1,6 +1,6 @@
 /**
  * HKDF-SHA256 (RFC 5869) via node:crypto, and the per-session, per-hop keys of layerswarm
- * (DESIGN.md §6): every key is HKDF(IKM = X25519 shared secret, salt = empty, info =
+ * (docs/design.md §6): every key is HKDF(IKM = X25519 shared secret, salt = empty, info =
  * length-prefixed label ‖ purpose ‖ sessionId ‖ span ‖ client peer id ‖ hop peer id, L = 32).
  * Putting every binding into `info` (RFC 5869 §3.2) makes keys of different sessions, spans,
  * peers or purposes independent; length prefixes make the encoding unambiguous.

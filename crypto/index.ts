@@ -1,5 +1,5 @@
 // Keys, key derivation, AEAD, sealed KV snapshots, key wrapping and step authorization
-// (DESIGN.md §6, issue 6). Imports nothing of ours; never logs or writes anything.
+// (docs/design.md §6, issue 6). Imports nothing of ours; never logs or writes anything.
 
 export {
   AES_KEY_BYTES,

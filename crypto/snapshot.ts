@@ -1,5 +1,5 @@
 /**
- * Sealed KV snapshots (DESIGN.md §6, issue 6): a session's KV for one span, full or the delta
+ * Sealed KV snapshots (docs/design.md §6, issue 6): a session's KV for one span, full or the delta
  * since the last snapshot, as AES-256-GCM ciphertext whose associated data is the canonical
  * header binding model, session, span, token range, token-prefix hash, sequence and client.
  *

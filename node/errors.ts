@@ -16,11 +16,6 @@ export class ConfigError extends NodeError {
   override readonly code = 'CONFIG'
 }
 
-/** `--tamper*` options (or a tamper context) out of range. */
-export class InvalidTamperOptionsError extends NodeError {
-  override readonly code = 'INVALID_TAMPER_OPTIONS'
-}
-
 /** Step batching options (`--max-queued-steps`, `--max-batch-rows`, `--batch-wait-ms`) out of range. */
 export class InvalidBatchOptionsError extends NodeError {
   override readonly code = 'INVALID_BATCH_OPTIONS'

@@ -1,5 +1,5 @@
 /**
- * Signed, expiring swarm announcements (DESIGN.md §7) over gossipsub.
+ * Signed, expiring swarm announcements (docs/protocol.md "Announcements") over gossipsub.
  *
  * The signature covers a domain tag plus the exact encoded Announcement, so a signature
  * made with a peer's libp2p key for another purpose (receipts, §5) can never pass as an

@@ -1,5 +1,5 @@
 /**
- * Codecs for swarm announcements (DESIGN.md §7): `{model, span, throughput, free KV
+ * Codecs for swarm announcements (docs/protocol.md "Announcements"): `{model, span, throughput, free KV
  * tokens, wire dtypes, version}` plus addresses and an expiry, wrapped in a
  * SignedAnnouncement that carries the signer's public key.
  */

@@ -118,7 +118,7 @@ export class ProofRequiredError extends ProtocolError {
   override readonly code = 'PROOF_REQUIRED'
 }
 
-/** Over the peer's session, KV or queue caps: route elsewhere (DESIGN.md §7). */
+/** Over the peer's session, KV or queue caps: route elsewhere (docs/design.md §3, docs/protocol.md "Error codes"). */
 export class BusyError extends ProtocolError {
   override readonly code = 'BUSY'
 }

@@ -1,6 +1,6 @@
 /**
  * Field-level checks shared by the message codecs: every value that came from a peer
- * passes through one of these before the rest of the program sees it (DESIGN.md §3).
+ * passes through one of these before the rest of the program sees it (docs/protocol.md).
  */
 import { BadSpanError, MalformedMessageError } from './errors.js'
 import { MAX_QUEUED_STEPS_FIELD } from './limits.js'

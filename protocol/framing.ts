@@ -1,7 +1,7 @@
 /**
  * Length-prefixed frames (unsigned varint length, then the protobuf bytes) over a libp2p v3
  * stream, with a hard cap checked on the length prefix BEFORE the body is buffered or
- * decoded (DESIGN.md §3). Built on @libp2p/utils' lpStream, which reads v3 streams
+ * decoded (docs/protocol.md). Built on @libp2p/utils' lpStream, which reads v3 streams
  * (EventTarget + send()) directly.
  */
 import type { AbortOptions, Libp2p, PeerId, Stream } from '@libp2p/interface'

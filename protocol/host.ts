@@ -1,5 +1,5 @@
 /**
- * The libp2p host shared by the node daemon and the client (DESIGN.md §1: the host
+ * The libp2p host shared by the node daemon and the client (docs/design.md §1: the host
  * factory lives in protocol/, not in node/): TCP + Noise + yamux + identify, gossipsub for
  * announcements, with limits sized for long-lived session streams.
  *
@@ -182,7 +182,7 @@ export async function createHost(init: HostInit = {}, { signal }: AbortOptions =
     connectionMonitor: {
       // Forward passes may block the event loop for seconds; a missed ping must not cut
       // the connection a session lives on. Dead peers still surface as closed sockets and
-      // as step timeouts, which drive failover (DESIGN.md §2).
+      // as step timeouts, which drive failover (docs/design.md §2).
       abortConnectionOnPingFailure: false
     },
     services

@@ -1,5 +1,5 @@
 /**
- * Protocol ids follow `/layerswarm/<name>/<major>.<minor>.<patch>` (DESIGN.md §3).
+ * Protocol ids follow `/layerswarm/<name>/<major>.<minor>.<patch>` (docs/protocol.md).
  * A breaking change to a message bumps the major version of the protocols that carry it;
  * peers negotiate ids with multistream-select, so old and new versions can coexist.
  */
@@ -12,13 +12,13 @@ export const INFO_PROTOCOL = `/layerswarm/info/${PROTOCOL_VERSION}`
 /** One long-lived stream per hop per session: SessionRequest in, SessionResponse out. */
 export const SESSION_PROTOCOL = `/layerswarm/session/${PROTOCOL_VERSION}`
 
-/** Sealed KV export/import (DESIGN.md §6); messages are added by a later issue. */
+/** Sealed KV export/import (docs/design.md §6); messages are added by a later issue. */
 export const KV_PROTOCOL = `/layerswarm/kv/${PROTOCOL_VERSION}`
 
 /** One AnnouncementsRequest, one AnnouncementsResponse: the signed announcements a peer holds. */
 export const ANNOUNCEMENTS_PROTOCOL = `/layerswarm/announcements/${PROTOCOL_VERSION}`
 
-/** gossipsub topic carrying SignedAnnouncement messages (DESIGN.md §7). */
+/** gossipsub topic carrying SignedAnnouncement messages (docs/protocol.md "Announcements"). */
 export const ANNOUNCE_TOPIC = `/layerswarm/announce/${PROTOCOL_VERSION}`
 
 /**

@@ -1,5 +1,5 @@
 /**
- * protocol/: the wire layer of layerswarm (DESIGN.md §3) — schema, codecs, framing,
+ * protocol/: the wire layer of layerswarm (docs/protocol.md) — schema, codecs, framing,
  * protocol ids, the shared libp2p host and signed announcements. Imports nothing of ours.
  */
 import './polyfills.js'

@@ -1,6 +1,6 @@
 /**
- * Hard limits applied to everything a peer sends (DESIGN.md §3: "a hard size cap checked
- * before decoding"; §9.4: no hostile message may crash a peer). Decoders reject anything
+ * Hard limits applied to everything a peer sends (docs/protocol.md "Framing and limits": a hard size cap checked
+ * before decoding; docs/security.md: no hostile message may crash a peer). Decoders reject anything
  * outside these bounds with a typed error instead of allocating for it.
  */
 

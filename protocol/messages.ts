@@ -1,6 +1,6 @@
 /**
  * Codecs for the info protocol, tensors and error replies. Each decodeX validates every
- * field (DESIGN.md §3: "every decode validates shapes and ranges") and each encodeX runs
+ * field (docs/protocol.md: every decode validates shapes and ranges) and each encodeX runs
  * the same checks on what we send, so we never emit what we would refuse.
  *
  * Pattern: TS object -> wire object (enum numbers) -> xFromWire (the validator, shared
@@ -217,7 +217,7 @@ export interface ErrorReplyContext {
 export function errorReplyFor(err: unknown, context: ErrorReplyContext = {}): ErrorReply {
   const code: ErrorCodeName = errorCodeOf(err)
   // Our own bugs are reported by class name only: their messages may carry paths or
-  // another session's state, which must not leak to a peer (DESIGN.md §9.4).
+  // another session's state, which must not leak to a peer (docs/security.md).
   const internal = code === 'INTERNAL' && !(err instanceof ProtocolError)
   const text = internal
     ? `internal error (${(err as Error)?.name ?? typeof err})`

@@ -1,5 +1,5 @@
 /**
- * Signed step receipts (DESIGN.md §5): a hop signs, with its libp2p Ed25519 key,
+ * Signed step receipts (docs/design.md §5, docs/verification.md): a hop signs, with its libp2p Ed25519 key,
  * Sign(domain ‖ sessionId ‖ stepId ‖ span ‖ position ‖ modelId ‖ H(input) ‖ H(output)),
  * H = SHA-256 over the tensor data bytes exactly as they travelled. The step's position and the
  * model id are signed (v2, issue #39) but do not travel: the client knows both, and a receipt

@@ -1,5 +1,5 @@
 /**
- * The messages of layerswarm.proto (DESIGN.md §3), from the code protobufjs's CLI generates from it
+ * The messages of layerswarm.proto (docs/protocol.md), from the code protobufjs's CLI generates from it
  * (`npm run gen:wire`: protocol/generated/, committed and checked by
  * test/protocol/generated-wire.test.ts; issue 36 step 4). Each entry pairs the generated encoder
  * and decoder with the table the allocation-free scan walks (protocol/wire-scan.ts) before any

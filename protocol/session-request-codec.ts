@@ -1,5 +1,5 @@
 /**
- * The SessionRequest codec of /layerswarm/session/1.0.0 (DESIGN.md §2-3). Decoding validates
+ * The SessionRequest codec of /layerswarm/session/1.0.0 (docs/design.md §2, docs/protocol.md). Decoding validates
  * each field and, once request_id is known, attaches it to the thrown error so the handler can
  * answer that request with a typed ErrorReply instead of dropping the stream.
  *

@@ -1,5 +1,5 @@
 /**
- * The SessionResponse codec of /layerswarm/session/1.0.0 (DESIGN.md §2-3): a client decodes
+ * The SessionResponse codec of /layerswarm/session/1.0.0 (docs/design.md §2, docs/protocol.md): a client decodes
  * every reply with the same field checks and caps a node applies to requests (issue #17), and
  * a refused reply carries its request id.
  */

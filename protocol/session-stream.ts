@@ -1,5 +1,5 @@
 /**
- * Both ends of a /layerswarm/session/1.0.0 stream (DESIGN.md §2-3): one long-lived stream
+ * Both ends of a /layerswarm/session/1.0.0 stream (docs/design.md §2, docs/protocol.md): one long-lived stream
  * per hop per session, one MessageChannel on it. The caller's end is in session-caller.ts.
  *
  * - Caller (client, or a hop forwarding in chained mode): numbers requests from 1 and

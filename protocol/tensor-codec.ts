@@ -1,5 +1,5 @@
 /**
- * Activations on the wire (DESIGN.md §3): f32 (bit-exact, little-endian), f16 (round to
+ * Activations on the wire (docs/protocol.md): f32 (bit-exact, little-endian), f16 (round to
  * nearest even) and Q8_0 (GGUF's blockwise int8: per 32 values one f16 scale + 32 int8).
  *
  * Rule for non-finite values: activations must be finite. encodeTensor refuses NaN/±Inf

@@ -1,5 +1,6 @@
 import type { AbortOptions } from '@libp2p/interface'
 import type { Host } from '../../protocol/index.js'
+import { KvRestoreMismatchError } from '../errors.js'
 import type { SwarmView } from '../routing/swarm-view.js'
 import type { HopSession, HopTarget } from '../session/hop.js'
 import type { PipelineObserver, PipelineState } from '../session/pipeline-observer.js'
@@ -30,10 +31,12 @@ export interface KvRecoveryInit {
 }
 
 /**
- * How a new route gets its KV without a full replay: sealed snapshots the client keeps
- * (snapshots.ts) and standbys fed with them (standby.ts). As an observer it captures after steps
- * and on a planned leave; on failover RemotePipeline asks it for a takeover route and to restore
- * the new hops, and replays whatever is left.
+ * Recovery's one owner (issue 36): how a new route gets its KV without a full replay. It decides
+ * when every hop seals a delta (after steps, on a planned leave), feeds the standbys, hands over
+ * a standby route on failover and restores a new route's hops from the kept snapshots. The
+ * sealed bytes themselves are held by SnapshotKeeper (snapshots.ts, a store) and the standby
+ * sessions by StandbyKeeper (standby.ts); RemotePipeline talks only to this class
+ * (a takeover, then restore, then it replays whatever is left).
  */
 export class KvRecovery implements PipelineObserver {
   private readonly snapshots: SnapshotKeeper
@@ -97,7 +100,32 @@ export class KvRecovery implements PipelineObserver {
     kept?: ReadonlyMap<HopSession, number>,
     options: AbortOptions = {}
   ): Promise<number> {
-    return await this.snapshots.restore(hops, history, upTo, kept, options)
+    const held = this.snapshots.takeFor(hops, upTo)
+    const ends = hops.map((h, i) => {
+      if (kept?.has(h)) return Math.min(kept.get(h)!, upTo)
+      const s = held[i]
+      return s && s.end > 0 && s.end <= upTo ? s.end : 0
+    })
+    // every hop must start from kept KV or a snapshot; one that cannot means a full replay
+    if (ends.some((e) => e === 0)) return 0
+    const from = Math.min(...ends)
+    await Promise.all(
+      hops.map(async (hop, i) => {
+        if (kept?.has(hop)) return
+        const s = held[i]!
+        const length = await this.snapshots.importInto(hop, s, 0, history, undefined, options)
+        if (length !== s.end)
+          throw new KvRestoreMismatchError(`hop ${hop.target.peerId} restored ${length} positions, not ${s.end}`)
+        this.init.log?.({
+          event: 'restore',
+          peerId: hop.target.peerId,
+          fromSnapshot: s.end,
+          replayed: upTo - from,
+          snapshots: s.sealed.length
+        })
+      })
+    )
+    return from
   }
 
   /** Standbys open under the id the next route will use, and take the deltas just sealed. */

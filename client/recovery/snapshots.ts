@@ -1,7 +1,6 @@
 import { setMaxListeners } from 'node:events'
 import type { AbortOptions } from '@libp2p/interface'
 import { sha256Prefixes, wrapKey } from '../../crypto/index.js'
-import { KvRestoreMismatchError } from '../errors.js'
 import type { HopSession } from '../session/hop.js'
 
 /** The sealed KV the client keeps for one span of the current route (it never opens it). */
@@ -204,17 +203,11 @@ export class SnapshotKeeper {
   }
 
   /**
-   * On a new route, before replay: when every hop runs a span we hold snapshots for, import
-   * them; returns the position replay must start from (0: no restore, replay everything).
-   * `kept` are hops that already hold KV up to the given position (promoted standbys).
+   * On a new route: the snapshots held for each of its hops' spans (undefined where none, or
+   * where a convicted peer sealed them), and the store starts over at `upTo` (new sessions, new
+   * keys). KvRecovery decides what to import.
    */
-  async restore(
-    hops: readonly HopSession[],
-    history: Float32Array,
-    upTo: number,
-    kept?: ReadonlyMap<HopSession, number>,
-    options: AbortOptions = {}
-  ): Promise<number> {
+  takeFor(hops: readonly HopSession[], upTo: number): Array<SpanSnapshots | undefined> {
     const held = hops.map((h) => {
       const s = this.spans.get(spanKey(h))
       if (s && this.init.isConvicted?.(s.peerId)) {
@@ -223,32 +216,9 @@ export class SnapshotKeeper {
       }
       return s
     })
-    this.spans = new Map() // the new route's snapshots start over: new sessions, new keys
+    this.spans = new Map()
     this.baseline = upTo
-    const ends = hops.map((h, i) => {
-      if (kept?.has(h)) return Math.min(kept.get(h)!, upTo)
-      const s = held[i]
-      return s && s.end > 0 && s.end <= upTo ? s.end : 0
-    })
-    if (ends.some((e) => e === 0)) return 0
-    const from = Math.min(...ends)
-    await Promise.all(
-      hops.map(async (hop, i) => {
-        if (kept?.has(hop)) return
-        const s = held[i]!
-        const length = await this.importInto(hop, s, 0, history, undefined, options)
-        if (length !== s.end)
-          throw new KvRestoreMismatchError(`hop ${hop.target.peerId} restored ${length} positions, not ${s.end}`)
-        this.init.log?.({
-          event: 'restore',
-          peerId: hop.target.peerId,
-          fromSnapshot: s.end,
-          replayed: upTo - from,
-          snapshots: s.sealed.length
-        })
-      })
-    )
-    return from
+    return held
   }
 }
 

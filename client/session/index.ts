@@ -8,12 +8,11 @@ export {
   type KvExportRange,
   type KvImport
 } from './hop.js'
-export {
-  CanaryObserver,
-  type CompletedStep,
-  type Exclusion,
-  type PipelineObserver,
-  type PipelineState
+export type {
+  CompletedStep,
+  Exclusion,
+  PipelineObserver,
+  PipelineState
 } from './pipeline-observer.js'
 export { RemotePipeline, type RemotePipelineInit } from './remote-pipeline.js'
 export { MAX_ROLLBACKS, type RollbackEvent, type RollbackRecord, type StreamEvent, type TokenEvent } from './rollback.js'

@@ -34,7 +34,7 @@ import { restoreTrustFile, saveTrustFile } from './trust-file.js'
 export type { CanaryEvidence, CanaryOptions, CanaryPeerReport, StepContext } from './canary-types.js'
 
 /**
- * Canary mixing and verdicts (DESIGN.md §5). After each real step, each hop of the route gets a
+ * Canary mixing and verdicts (docs/design.md §5, docs/verification.md). After each real step, each hop of the route gets a
  * step of a decoy session with the probability its adaptive rate gives (dense for peers not yet
  * checked or suspect, the base rate for peers with a clean record). A decoy is an ordinary-looking
  * session (same wire dtype and max length as the real one, a prompt-sized first step, then one row

@@ -19,7 +19,7 @@ import { ChainedDecoy } from './chained-decoy.js'
 import type { ReceiptLedger } from './receipts.js'
 
 /*
- * The canary steps themselves (DESIGN.md §5): one step of a decoy session sent to a hop (relayed)
+ * The canary steps themselves (docs/design.md §5, docs/verification.md): one step of a decoy session sent to a hop (relayed)
  * or chained over a whole route, and its answers scored. The canary monitor decides when
  * (client/verification/canary-monitor.ts); these send and score.
  */

@@ -8,6 +8,7 @@ export {
   openCanaryBank
 } from './canary-bank-init.js'
 export { type CanaryEvidence, CanaryMonitor, type CanaryOptions, type CanaryPeerReport } from './canary-monitor.js'
+export { CanaryObserver } from './canary-observer.js'
 export {
   CANARY_SECRET_BYTES,
   loadOrCreateSecret,

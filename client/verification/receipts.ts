@@ -11,7 +11,7 @@ export interface ReceiptSummary {
 }
 
 /**
- * Checks every hop's signed receipt (DESIGN.md §5): signature under the hop's peer id, span,
+ * Checks every hop's signed receipt (docs/design.md §5, docs/verification.md): signature under the hop's peer id, span,
  * and hashes that chain from what the client sent to what it got back. Keeps the last
  * receipts per peer as evidence for the verification report. With a ReplayIndex, every verified
  * receipt also goes to it: one output signed for two different inputs convicts the peer there.

@@ -32,7 +32,7 @@ interface Delivered {
 }
 
 /**
- * Chained forwarding state of one session on one hop (DESIGN.md §2): the stream to the next
+ * Chained forwarding state of one session on one hop (docs/design.md §2): the stream to the next
  * hop, and — on the last hop — outputs waiting for the client's AwaitResult.
  */
 export class ChainLink {

@@ -43,7 +43,7 @@ export interface SessionCryptoContext {
 }
 
 /**
- * The cryptographic side of a node's sessions (DESIGN.md §6): its X25519 key, each session's hop
+ * The cryptographic side of a node's sessions (docs/design.md §6): its X25519 key, each session's hop
  * keys (from the client's X25519 key, HKDF over session, span and both peer ids), the step tags
  * of chained forwarding, and sealed KV export and import.
  */
@@ -108,7 +108,7 @@ export class SessionCrypto {
   }
 
   /** ExportKv: the session's KV for [from, to) sealed under its snapshot key (owner only). */
-  exportKv(session: NodeSession, e: Extract<SessionRequest, { type: 'exportKv' }>['exportKv']): SessionResponseBody {
+  sealKv(session: NodeSession, e: Extract<SessionRequest, { type: 'exportKv' }>['exportKv']): SessionResponseBody {
     const k = session.keys
     if (!k?.snapshotKey) throw new UnauthorizedError(`session ${e.sessionId} was opened without a snapshot key`)
     const { shard } = this.ctx
@@ -143,7 +143,7 @@ export class SessionCrypto {
    * step in between): how a standby is fed every N tokens and how large snapshots stream in
    * frames of a few MiB. Any refusal closes the session: nothing of it is kept.
    */
-  importKv(session: NodeSession, im: Extract<SessionRequest, { type: 'importKv' }>['importKv']): SessionResponseBody {
+  openKv(session: NodeSession, im: Extract<SessionRequest, { type: 'importKv' }>['importKv']): SessionResponseBody {
     const { shard } = this.ctx
     const k = session.keys
     let key: Uint8Array | undefined

@@ -1,5 +1,5 @@
 /**
- * What a node does with each /layerswarm/session request (DESIGN.md §2, §6), over the
+ * What a node does with each /layerswarm/session request (docs/design.md §2 and §6), over the
  * NodeSession records of its SessionManager. Every refusal is a typed protocol error; cheap
  * checks (caps, ownership, sizes) run before any key agreement or tensor decoding.
  */
@@ -118,11 +118,11 @@ export class SessionRequests {
         this.ctx.changed()
         return { type: 'closed', closed: { sessionId: req.close.sessionId } }
       case 'exportKv':
-        return crypto.exportKv(sessions.owned(req.exportKv.sessionId, from), req.exportKv)
+        return crypto.sealKv(sessions.owned(req.exportKv.sessionId, from), req.exportKv)
       case 'importKv': {
         const s = sessions.owned(req.importKv.sessionId, from)
         sessions.used(s) // an import fills the KV as a prefill would: the session is in use
-        return crypto.importKv(s, req.importKv)
+        return crypto.openKv(s, req.importKv)
       }
     }
   }
@@ -195,18 +195,7 @@ export class SessionRequests {
     const out = await this.ctx.steps.step(step, options)
     stepTrace('computed', s.stepId)
     const rows = hidden.length / dim
-    // A tampering peer still signs what it sends: its receipt becomes the evidence.
-    const output = init.tamper
-      ? init.tamper.apply({
-          sessionId: s.sessionId,
-          stepId: s.stepId,
-          input: hidden,
-          output: out.output,
-          startPosition: s.startPosition,
-          rows
-        })
-      : out.output
-    const tensor = encodeTensor(output, [rows, dim], session.wireDtype)
+    const tensor = encodeTensor(out.output, [rows, dim], session.wireDtype)
     const timing = { peerId: this.ctx.peerId, computeMs: out.computeMs }
     init.metrics?.step(rows > 1 ? 'prefill' : 'decode', rows, out.computeMs / 1000)
     init.metrics?.bytes('in', s.hidden.data.byteLength)

@@ -10,7 +10,6 @@ import {
 } from '../options.js'
 import type { Metrics } from './metrics.js'
 import type { SessionManagerInit } from './session-manager.js'
-import type { Tamper } from './tamper.js'
 
 /** What a SwarmNode serves and how (node/daemon/server.ts); the CLI's `node start` options end up here. */
 export interface SwarmNodeInit {
@@ -35,8 +34,6 @@ export interface SwarmNodeInit {
   /** Wire dtypes this node accepts and announces (`--wire`; default all). */
   readonly wireDtypes?: DType[]
   readonly log?: (event: Record<string, unknown>) => void
-  /** For measuring the canary detector: return wrong outputs on some steps (DESIGN.md §5). */
-  readonly tamper?: Tamper
   /** Log every session request's source and shape (`--log-level trace`): what this peer sees of its traffic. */
   readonly traceRequests?: boolean
   /** Prometheus metrics (`--metrics`). */

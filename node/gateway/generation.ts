@@ -1,5 +1,5 @@
 import { DEFAULT_SPECULATE, type GenerateResult, type LayerswarmClient, type SpeculateMode } from '../../client/index.js'
-import type { Metrics } from '../daemon/metrics.js'
+import type { Metrics } from '../daemon/index.js'
 import type { Logger } from '../log.js'
 import { ApiError, invalidRequest } from './errors.js'
 import type { LiveStats } from './live-stats.js'

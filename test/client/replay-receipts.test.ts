@@ -2,8 +2,8 @@ import { generateKeyPairFromSeed } from '@libp2p/crypto/keys'
 import { peerIdFromPrivateKey } from '@libp2p/peer-id'
 import { describe, expect, it } from 'vitest'
 import { CanaryArgumentError } from '../../canary/index.js'
+import { createTamper } from '../../canary/tamper.js'
 import { BadReceiptError, ReceiptLedger, ReplayIndex, verifyReplayEvidence } from '../../client/index.js'
-import { createTamper } from '../../node/daemon/tamper.js'
 import { sha256, signReceipt } from '../../protocol/index.js'
 
 /** A hop with a fixed Ed25519 key (seed byte `n`), so its peer id and signatures are known vectors. */

@@ -1,5 +1,5 @@
 /**
- * DESIGN.md §9.4: no malformed, oversized or hostile message crashes a peer or leaks another
+ * docs/security.md: no malformed, oversized or hostile message crashes a peer or leaks another
  * session. One real node process (stories260K, blocks [1, 4)) is fed garbage from in-test libp2p
  * hosts while a legitimate session, opened before the abuse, must keep producing exactly what
  * an in-process Shard over the same span produces.

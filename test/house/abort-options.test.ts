@@ -48,8 +48,8 @@ const ALLOWED: Record<string, string> = {
   'client/verification/canary-monitor.ts: CanaryMonitor#probe': 'the signal travels in the StepContext (ctx.signal)',
   'client/verification/canary-monitor.ts: CanaryMonitor#probeChained': 'the signal travels in the StepContext (ctx.signal)',
   'client/verification/canary-monitor.ts: CanaryMonitor#settle': 'waits for audits with their own deadlines, part of closing',
-  'client/session/pipeline-observer.ts: CanaryObserver#settle': 'waits for audits with their own deadlines, part of closing',
-  'client/session/pipeline-observer.ts: CanaryObserver#chainedStepChecked': 'checks receipts off the critical path',
+  'client/verification/canary-observer.ts: CanaryObserver#settle': 'waits for audits with their own deadlines, part of closing',
+  'client/verification/canary-observer.ts: CanaryObserver#chainedStepChecked': 'checks receipts off the critical path',
   'client/session/step-transport.ts: StepTransport#pending': 'off-path checks with their own deadlines, part of closing',
   'node/cli/cli-exit.ts: exitWhenDrained': 'the CLI exit: waits for stdout and stderr, then exits'
 }

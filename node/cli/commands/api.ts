@@ -14,7 +14,7 @@ import {
 } from '../../../client/index.js'
 import { openModelFile } from '../../../shards/index.js'
 import { parseHostPort, withConfig } from '../../config.js'
-import { Metrics, type MetricsServer, serveMetrics } from '../../daemon/metrics.js'
+import { Metrics, type MetricsServer, serveMetrics } from '../../daemon/index.js'
 import { createChatFormatter } from '../../gateway/chat-template.js'
 import { checkListen, type Gateway, startGateway } from '../../gateway/server.js'
 import { addLogLevelOption, createLogger, eventLog, type Logger, type LogLevel } from '../../log.js'

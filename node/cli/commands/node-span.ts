@@ -2,7 +2,7 @@ import type { AbortOptions } from '@libp2p/interface'
 import { multiaddr } from '@multiformats/multiaddr'
 import { createHost, dialBootstrap, fetchInfo } from '../../../protocol/index.js'
 import type { Shard } from '../../../shards/index.js'
-import { chooseSpan } from '../../daemon/span-selection.js'
+import { chooseSpan } from '../../daemon/index.js'
 
 /* `node start`: which span a joining node serves, and the throughput it announces for it. */
 

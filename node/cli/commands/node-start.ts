@@ -1,5 +1,6 @@
 import { generateKeyPair } from '@libp2p/crypto/keys'
 import { type Command, Option } from 'commander'
+import { createTamper, TAMPER_MODES, tamperingShard } from '../../../canary/index.js'
 import { bootstrapDialError, parseBootstrapList } from '../../../client/index.js'
 import { WIRE_DTYPES } from '../../../protocol/index.js'
 import {
@@ -14,9 +15,7 @@ import {
   spanKernelReport,
   spanSlowReasons
 } from '../../../shards/index.js'
-import { Metrics, serveMetrics } from '../../daemon/metrics.js'
-import { SwarmNode } from '../../daemon/server.js'
-import { createTamper, TAMPER_MODES } from '../../daemon/tamper.js'
+import { Metrics, SwarmNode, serveMetrics } from '../../daemon/index.js'
 import { claimNodeIdentity } from '../../identity-lock.js'
 import { addLogLevelOption, createLogger, eventLog, progress } from '../../log.js'
 import {
@@ -219,6 +218,7 @@ export function registerNodeStart(program: Command): void {
           })
         : undefined
       if (tamper) log({ event: 'tampering', mode: tamper.mode, size: tamper.size, rate: tamper.rate, after: tamper.after })
+      // a developer's tampering node runs the honest daemon on a lying span, wrapped here from outside
       const metrics = opts.metrics ? new Metrics({ role: 'node', labels: { span: `${start}:${end}` } }) : undefined
       const metricsServer = metrics
         ? await serveMetrics(opts.metrics, metrics.registry).catch((err: unknown) => {
@@ -235,13 +235,12 @@ export function registerNodeStart(program: Command): void {
         reachability: net.reachability,
         model,
         modelId,
-        shard,
+        shard: tamper ? tamperingShard(shard, tamper) : shard,
         throughput,
         privateKey,
         bootstrap,
         traceRequests: opts.logLevel === 'trace',
         busyPollMs: opts.busyPoll,
-        tamper,
         metrics,
         wireDtypes: opts.wire,
         maxSessions: opts.maxSessions,

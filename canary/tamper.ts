@@ -1,10 +1,12 @@
-import { createRandom, hashSeed } from '../../canary/index.js'
-import { InvalidTamperOptionsError } from '../errors.js'
+import { InvalidTamperOptionsError } from './errors.js'
+import { createRandom, hashSeed } from './rng.js'
 
 /**
  * Tamper modes: how a dishonest peer may alter the outputs it returns, so the project can
  * measure its own canary detector (`layerswarm node start --tamper MODE --tamper-size S
- * --tamper-rate R`). Pure functions of (seed, sessionId, stepId, input, output): a retried step
+ * --tamper-rate R`, a developer option). The adversary the detector is measured against, so it
+ * lives beside the detector; a node runs it only as a Shard wrapped from outside
+ * (canary/tampering-shard.ts): the daemon's step path has no tamper code (issue 36). Pure functions of (seed, sessionId, stepId, input, output): a retried step
  * is tampered the same way.
  *
  *  - noise:   add N(0, (size · rms(output))²) to every value (relative L2 drift ≈ size)
