@@ -29,7 +29,7 @@ export function extraBlockTensors(c: ModelConfig): BlockExtraTensor[] {
   const out: BlockExtraTensor[] = []
   if (c.qkvBias) out.push('attn_q.bias', 'attn_k.bias', 'attn_v.bias')
   if (c.qkNorm) out.push('attn_q_norm', 'attn_k_norm')
-  if (c.family?.postNorms) out.push('attn_post_norm', 'ffn_post_norm')
+  if (c.family?.postNorms) out.push('post_attention_norm', 'post_ffw_norm')
   return out
 }
 
@@ -37,7 +37,7 @@ export function extraBlockTensors(c: ModelConfig): BlockExtraTensor[] {
 export function extraTensorLength(t: BlockExtraTensor, c: ModelConfig): number {
   if (t === 'attn_q.bias') return c.qDim
   if (t === 'attn_k.bias' || t === 'attn_v.bias') return c.kvDim
-  if (t === 'attn_post_norm' || t === 'ffn_post_norm') return c.dim
+  if (t === 'post_attention_norm' || t === 'post_ffw_norm') return c.dim
   return c.headDim
 }
 
@@ -246,8 +246,8 @@ export function expectedShape(name: string, c: ModelConfig): [number, number] | 
     case 'attn_v.bias':
     case 'attn_q_norm':
     case 'attn_k_norm':
-    case 'attn_post_norm':
-    case 'ffn_post_norm':
+    case 'post_attention_norm':
+    case 'post_ffw_norm':
       return [extraTensorLength(m[2], c)]
   }
   return undefined

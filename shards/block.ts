@@ -136,8 +136,8 @@ export function loadBlock(model: ModelFile, layer: number, kernels: Kernels): Bl
     w13: m('ffn_gate', 'ffn_up'),
     w2: m('ffn_down'),
     layer,
-    attnPostNorm: extra.has('attn_post_norm') ? model.readVector(`blk.${layer}.attn_post_norm`) : undefined,
-    ffnPostNorm: extra.has('ffn_post_norm') ? model.readVector(`blk.${layer}.ffn_post_norm`) : undefined
+    attnPostNorm: extra.has('post_attention_norm') ? model.readVector(`blk.${layer}.post_attention_norm`) : undefined,
+    ffnPostNorm: extra.has('post_ffw_norm') ? model.readVector(`blk.${layer}.post_ffw_norm`) : undefined
   }
 }
 

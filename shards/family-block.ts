@@ -13,8 +13,8 @@ import type { FamilyParams, ModelConfig } from './types.js'
  *   xb = RMSNorm(x)·attn_norm;  q, k, v = xb·W;  (gemma3) per-head RMSNorm of q and k;
  *   RoPE (the layer's base: local or global);  q ×= f_attention_scale;
  *   attention with kq scale 1, scores soft-capped (gemma2: cap·tanh(s/cap)), sliding-window
- *   mask on the local layers;  x += RMSNorm(att·Woᵀ)·attn_post_norm;
- *   x += RMSNorm(W2 (gelu(W1 xb) ⊙ W3 xb))·ffn_post_norm, with xb = RMSNorm(x)·ffn_norm.
+ *   mask on the local layers;  x += RMSNorm(att·Woᵀ)·post_attention_norm;
+ *   x += RMSNorm(W2 (gelu(W1 xb) ⊙ W3 xb))·post_ffw_norm, with xb = RMSNorm(x)·ffn_norm.
  * The matmuls, norms and RoPE run on the kernel set; attention (with its soft-cap and window)
  * and GeGLU run here, in float32 steps as ggml's CPU ops do. The fused native block does not
  * take these families (fused-block.ts refuses a config with `family`).

@@ -83,3 +83,15 @@ export function isSlidingLayer(c: ModelConfig, layer: number): boolean {
   if (!f || f.slidingWindow <= 0) return false
   return f.swaPeriod === 0 || layer % f.swaPeriod < f.swaPeriod - 1
 }
+
+/**
+ * Gemma 2 / 3's chat template as their tokenizer_config.json ships it (google/gemma-2-2b-it);
+ * llama.cpp recognises it by `<start_of_turn>` (llm_chat_detect_template).
+ */
+export const GEMMA_CHAT_TEMPLATE =
+  "{{ bos_token }}{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role not supported') }}{% endif %}" +
+  "{% for message in messages %}{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}" +
+  "{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}{% endif %}" +
+  "{% if (message['role'] == 'assistant') %}{% set role = 'model' %}{% else %}{% set role = message['role'] %}{% endif %}" +
+  "{{ '<start_of_turn>' + role + '\\n' + message['content'] | trim + '<end_of_turn>\\n' }}{% endfor %}" +
+  "{% if add_generation_prompt %}{{'<start_of_turn>model\\n'}}{% endif %}"

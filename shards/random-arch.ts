@@ -1,6 +1,6 @@
 import { llama3RopeFactors, SUPPORTED_ARCHITECTURES } from './architectures.js'
 import { InvalidArgumentError } from './errors.js'
-import { GEMMA_ARCHITECTURES, gemmaAttnScale } from './family-config.js'
+import { GEMMA_ARCHITECTURES, GEMMA_CHAT_TEMPLATE, gemmaAttnScale } from './family-config.js'
 import type { GgufTypedValue } from './gguf-values.js'
 import type { Architecture, ModelConfig, TensorName } from './types.js'
 
@@ -126,8 +126,8 @@ export function archBlockVectors(c: ModelConfig, layer: number): ExtraVector[] {
     out.push({ name: `blk.${layer}.attn_k_norm`, length: c.headDim, fill: 'norm' })
   }
   if (c.family?.postNorms) {
-    out.push({ name: `blk.${layer}.attn_post_norm`, length: c.dim, fill: 'norm' })
-    out.push({ name: `blk.${layer}.ffn_post_norm`, length: c.dim, fill: 'norm' })
+    out.push({ name: `blk.${layer}.post_attention_norm`, length: c.dim, fill: 'norm' })
+    out.push({ name: `blk.${layer}.post_ffw_norm`, length: c.dim, fill: 'norm' })
   }
   return out
 }
@@ -163,6 +163,9 @@ export function archMetadata(entries: Array<[string, GgufTypedValue]>, c: ModelC
     if (f.slidingWindow > 0)
       add.push(u32('attention.sliding_window', f.slidingWindow), u32('attention.sliding_window_pattern', f.swaPeriod))
     if (f.ropeThetaSwa !== (a === 'gemma2' ? c.ropeTheta : 10000)) add.push(f32('rope.freq_base_swa', f.ropeThetaSwa))
+    // Gemma's own chat template, so `generate --chat` on a random Gemma file renders Gemma turns.
+    if (!out.some(([k]) => k === 'tokenizer.chat_template'))
+      out.push(['tokenizer.chat_template', { type: 'string', value: GEMMA_CHAT_TEMPLATE }])
   }
   out.splice(at + 1, 0, ...add)
   return out

@@ -54,7 +54,7 @@ export interface ModelConfig {
 export interface FamilyParams {
   /** FFN activation: 'gelu' is GeGLU (tanh-GELU of the gate times up, ggml's f16 table). */
   readonly ffnAct: 'silu' | 'gelu'
-  /** attn_post_norm / ffn_post_norm: RMSNorm of the attention and FFN outputs before each residual add. */
+  /** post_attention_norm / post_ffw_norm: RMSNorm of the attention and FFN outputs before each residual add. */
   readonly postNorms: boolean
   /** Token embeddings are multiplied by this (Gemma: sqrtf(dim)); 1 for none. */
   readonly embedScale: number
@@ -107,8 +107,8 @@ export type BlockExtraTensor =
   | 'attn_v.bias'
   | 'attn_q_norm'
   | 'attn_k_norm'
-  | 'attn_post_norm'
-  | 'ffn_post_norm'
+  | 'post_attention_norm'
+  | 'post_ffw_norm'
 
 export type BlockTensor =
   | 'attn_norm'

@@ -57,12 +57,12 @@ export function createNaiveGemmaModel(model: ModelFile, opts: { geluF16?: boolea
     qNorm: has(`blk.${l}.attn_q_norm`) ? vec(`blk.${l}.attn_q_norm`) : null,
     kNorm: has(`blk.${l}.attn_k_norm`) ? vec(`blk.${l}.attn_k_norm`) : null,
     wo: mat(`blk.${l}.attn_output`),
-    postAttn: vec(`blk.${l}.attn_post_norm`),
+    postAttn: vec(`blk.${l}.post_attention_norm`),
     preFfn: vec(`blk.${l}.ffn_norm`),
     gate: mat(`blk.${l}.ffn_gate`),
     up: mat(`blk.${l}.ffn_up`),
     down: mat(`blk.${l}.ffn_down`),
-    postFfn: vec(`blk.${l}.ffn_post_norm`),
+    postFfn: vec(`blk.${l}.post_ffw_norm`),
     sliding: window > 0 && (pattern === 0 || (l + 1) % pattern !== 0)
   }))
   const embed = mat('token_embd')
