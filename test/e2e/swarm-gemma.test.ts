@@ -89,7 +89,7 @@ for (const f of FILES) {
 
     for (const forwarding of ['relay', 'chain'] as const) {
       it(`${f.what}, 3 node processes, ${forwarding}: the greedy tokens and logits of one process`, {
-        timeout: 120_000
+        timeout: 300_000
       }, async () => {
         const local = await localRun(f.path)
         const client = await createClient({
