@@ -140,6 +140,20 @@ describe('gemma files', () => {
     expect(seen.size).toBe(2)
   })
 
+  it('batched steps of two sessions (a node batching sessions) give each session its own bits', () => {
+    const model = createRandomModel(parseShape(SHAPE), { dtype: 'q8_0', seed: 6, seqLen: 64, arch: GEMMA2 })
+    const edge = createEdge({ model })
+    const mk = () => createShard({ model, start: 1, end: 3 })
+    const [alone, batched] = [mk(), mk()]
+    for (const s of [alone, batched]) for (const id of ['a', 'b']) s.openSession(id, { maxLength: 32 })
+    const prompts = { a: ids.slice(0, 6), b: ids.slice(6, 13) }
+    const want = Object.entries(prompts).map(([id, p]) => alone.forward(id, edge.embed(p), 0))
+    const got = batched.forwardBatch(Object.entries(prompts).map(([id, p]) => ({ id, hidden: edge.embed(p), startPos: 0 })))
+    got.forEach((g, i) => {
+      expect(Buffer.from(g.buffer).equals(Buffer.from(want[i].buffer))).toBe(true)
+    })
+  })
+
   it('defaults as llama.cpp reads them: gemma2 window 4096 every other layer, caps 50 / 30; gemma3 no window or caps', () => {
     const g2 = createRandomModel(parseShape(SHAPE), { dtype: 'f32', seed: 1, seqLen: 64, arch: { architecture: 'gemma2' } })
     const path = join(dir, 'g2-defaults.gguf')
