@@ -1,6 +1,6 @@
 import { InvalidArgumentError, InvalidModelError, UnsupportedModelError } from './errors.js'
 import { familyFromGguf, GEMMA_ARCHITECTURES } from './family-config.js'
-import type { GgufTensorInfo } from './gguf-reader.js'
+import type { GgufTensorInfo } from './formats/gguf-reader.js'
 import type { GgufValue } from './model-file.js'
 import type { Architecture, BlockExtraTensor, ModelConfig, TensorName } from './types.js'
 

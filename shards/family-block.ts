@@ -3,7 +3,7 @@ import type { BlockWeights, Scratch } from './block.js'
 import { InvalidModelError } from './errors.js'
 import { f16Table, f32ToF16 } from './f16.js'
 import { isSlidingLayer } from './family-config.js'
-import type { AttentionShape, Kernels, KvLayer } from './kernels.js'
+import type { AttentionShape, Kernels, KvLayer } from './kernels/kernels.js'
 import type { KvCache } from './kv-cache.js'
 import type { FamilyParams, ModelConfig } from './types.js'
 
