@@ -121,6 +121,26 @@ for (const f of FILES) {
         }
       })
     }
+
+    it(`${f.what} with canaries on: an honest swarm is not convicted`, { timeout: 300_000 }, async () => {
+      const local = await localRun(f.path)
+      const client = await createClient({
+        bootstrap,
+        model: f.path,
+        kernels: createReferenceKernels(),
+        routeTimeoutMs: 20_000,
+        canaries: { rate: 0.5, seed: 3 }
+      })
+      try {
+        const result = await client.generate(PROMPT, { maxTokens: N_TOKENS, temperature: 0 })
+        expect(result.tokens).toEqual(local.tokens)
+        expect(result.report.canaries.length).toBeGreaterThan(0)
+        expect(result.report.excludedPeers).toEqual([])
+        expect(result.report.canaries.every((v) => !v.excluded)).toBe(true)
+      } finally {
+        await client.close()
+      }
+    })
   })
 }
 
