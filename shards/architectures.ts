@@ -1,4 +1,5 @@
 import { InvalidArgumentError, InvalidModelError, UnsupportedModelError } from './errors.js'
+import { familyFromGguf, GEMMA_ARCHITECTURES } from './family-config.js'
 import type { GgufTensorInfo } from './formats/gguf-reader.js'
 import type { GgufValue } from './model-file.js'
 import type { Architecture, BlockExtraTensor, ModelConfig, TensorName } from './types.js'
@@ -12,8 +13,11 @@ import type { Architecture, BlockExtraTensor, ModelConfig, TensorName } from './
  *  - qwen2: as llama plus biases on Q, K and V; RoPE type NEOX (pairs i, i + headDim/2).
  *  - qwen3 (dense): no biases; per-head RMSNorm on Q and K before RoPE (attn_q_norm,
  *    attn_k_norm); head size from attention.key_length, independent of dim / heads; NEOX.
+ *  - gemma2, gemma3: GeGLU, post-attention and post-FFN norms, embeddings × √dim, sliding-window
+ *    layers, soft-capping (gemma2), Q/K norms and local/global RoPE bases (gemma3); NEOX
+ *    (shards/family-config.ts, shards/family-block.ts).
  */
-export const SUPPORTED_ARCHITECTURES: readonly Architecture[] = ['llama', 'qwen2', 'qwen3']
+export const SUPPORTED_ARCHITECTURES: readonly Architecture[] = ['llama', 'qwen2', 'qwen3', 'gemma2', 'gemma3']
 
 /** Tensor name in the GGUF file: biases are stored as `<name>`, everything else as `<name>.weight`. */
 export function ggufTensorKey(name: TensorName): string {
@@ -25,6 +29,7 @@ export function extraBlockTensors(c: ModelConfig): BlockExtraTensor[] {
   const out: BlockExtraTensor[] = []
   if (c.qkvBias) out.push('attn_q.bias', 'attn_k.bias', 'attn_v.bias')
   if (c.qkNorm) out.push('attn_q_norm', 'attn_k_norm')
+  if (c.family?.postNorms) out.push('post_attention_norm', 'post_ffw_norm')
   return out
 }
 
@@ -32,6 +37,7 @@ export function extraBlockTensors(c: ModelConfig): BlockExtraTensor[] {
 export function extraTensorLength(t: BlockExtraTensor, c: ModelConfig): number {
   if (t === 'attn_q.bias') return c.qDim
   if (t === 'attn_k.bias' || t === 'attn_v.bias') return c.kvDim
+  if (t === 'post_attention_norm' || t === 'post_ffw_norm') return c.dim
   return c.headDim
 }
 
@@ -177,7 +183,9 @@ export function configFromGguf(
   const hasBias = tensors.has('blk.0.attn_q.bias')
   const hasQkNorm = tensors.has('blk.0.attn_q_norm.weight')
   if (a === 'qwen2' && !hasBias) throw new InvalidModelError(`${path}: a qwen2 model needs blk.N.attn_q.bias`)
-  if (a === 'qwen3' && !hasQkNorm) throw new InvalidModelError(`${path}: a qwen3 model needs blk.N.attn_q_norm.weight`)
+  const qkNorm = a === 'qwen3' || a === 'gemma3'
+  const gemma = GEMMA_ARCHITECTURES.includes(a)
+  if (qkNorm && !hasQkNorm) throw new InvalidModelError(`${path}: a ${a} model needs blk.N.attn_q_norm.weight`)
   const config: ModelConfig = {
     architecture: a,
     dim,
@@ -192,16 +200,20 @@ export function configFromGguf(
     seqLen: k('context_length'),
     ropeTheta: k('rope.freq_base', 10000),
     rmsEps: k('attention.layer_norm_rms_epsilon', 1e-5),
-    tiedEmbeddings: !tensors.has('output.weight'),
+    // Gemma 2's head is always token_embd (llama.cpp creates output from TOKEN_EMBD).
+    tiedEmbeddings: a === 'gemma2' || !tensors.has('output.weight'),
     ropeType: a === 'llama' ? 'norm' : 'neox',
     ropeFreqScale,
     ropeFreqFactors,
     // llama.cpp reads bq/bk/bv when present for llama and qwen2 (required for qwen2).
-    qkvBias: a !== 'qwen3' && hasBias,
-    qkNorm: a === 'qwen3'
+    qkvBias: (a === 'llama' || a === 'qwen2') && hasBias,
+    qkNorm,
+    ...(gemma
+      ? { family: familyFromGguf(a, (key, fallback) => k(key, fallback), meta, path, ropeFreqScale, dim, nHeads, headDim) }
+      : {})
   }
-  if (a !== 'qwen3' && hasQkNorm) throw new UnsupportedModelError(`${path}: Q/K norms in a ${a} model are not supported`)
-  if (a === 'qwen3' && hasBias) throw new UnsupportedModelError(`${path}: attention biases in a qwen3 model are not supported`)
+  if (!qkNorm && hasQkNorm) throw new UnsupportedModelError(`${path}: Q/K norms in a ${a} model are not supported`)
+  if (!config.qkvBias && hasBias) throw new UnsupportedModelError(`${path}: attention biases in a ${a} model are not supported`)
   if (embd.ne[0] !== dim) throw new InvalidModelError(`${path}: token_embd.weight is ${embd.ne} but the model has ${dim} dims`)
   return config
 }
@@ -234,6 +246,8 @@ export function expectedShape(name: string, c: ModelConfig): [number, number] | 
     case 'attn_v.bias':
     case 'attn_q_norm':
     case 'attn_k_norm':
+    case 'post_attention_norm':
+    case 'post_ffw_norm':
       return [extraTensorLength(m[2], c)]
   }
   return undefined

@@ -8,6 +8,7 @@
  * batch (shards/kernels/kernels.ts), and attention sees only the session's own cache rows.
  */
 import type { BlockWeights, Scratch } from './block.js'
+import { familyBlockForward } from './family-block.js'
 import type { Kernels } from './kernels/kernels.js'
 import type { KvCache } from './kv-cache.js'
 import type { ModelConfig } from './types.js'
@@ -32,6 +33,16 @@ export function batchBlockForward(
   cacheLayer: number,
   s: Scratch
 ): void {
+  if (config.family) {
+    // Gemma 2/3 run their own block per session (the same bits as the session alone).
+    let row = 0
+    for (const p of parts) {
+      const xs = x.subarray(row * config.dim, (row + p.rows) * config.dim)
+      familyBlockForward(kernels, config, w, xs, p.rows, p.startPos, p.cache, cacheLayer, s)
+      row += p.rows
+    }
+    return
+  }
   const R = parts.reduce((n, p) => n + p.rows, 0)
   s.ensure(R)
   const { dim, qDim, kvDim, hiddenDim, nHeads, nKvHeads, headDim, rmsEps, ropeTheta } = config

@@ -1,5 +1,6 @@
 import { extraBlockTensors, neoxToNormOrder, permutedRow, permuteHeads, ropeFrequencies } from './architectures.js'
 import { InvalidModelError } from './errors.js'
+import { familyBlockForward } from './family-block.js'
 import type { BlockMatrices, Kernels, PrepareOptions } from './kernels/kernels.js'
 import type { KvCache } from './kv-cache.js'
 import type { ModelFile } from './model-file.js'
@@ -133,14 +134,22 @@ export function loadBlock(model: ModelFile, layer: number, kernels: Kernels): Bl
     wo: m('attn_output'),
     ffnNorm: model.readVector(`blk.${layer}.ffn_norm`),
     w13: m('ffn_gate', 'ffn_up'),
-    w2: m('ffn_down')
+    w2: m('ffn_down'),
+    layer,
+    attnPostNorm: extra.has('post_attention_norm') ? model.readVector(`blk.${layer}.post_attention_norm`) : undefined,
+    ffnPostNorm: extra.has('post_ffw_norm') ? model.readVector(`blk.${layer}.post_ffw_norm`) : undefined
   }
 }
 
 /** Bytes of a block's weights (matrices as stored, norms as f32). */
 export function blockWeightBytes(b: BlockWeights): number {
   const m = [b.wqkv, b.wv, b.wo, b.w13, b.w2].reduce((n, w) => n + (w?.data.byteLength ?? 0), 0)
-  const extra = (b.bqkv?.length ?? 0) + (b.qNorm?.length ?? 0) + (b.kNorm?.length ?? 0)
+  const extra =
+    (b.bqkv?.length ?? 0) +
+    (b.qNorm?.length ?? 0) +
+    (b.kNorm?.length ?? 0) +
+    (b.attnPostNorm?.length ?? 0) +
+    (b.ffnPostNorm?.length ?? 0)
   return m + (b.attnNorm.length + b.ffnNorm.length + extra) * 4
 }
 
@@ -196,6 +205,11 @@ export function blockForward(
   cacheLayer: number,
   s: Scratch
 ): void {
+  // Gemma 2/3: their own op-by-op block (shards/family-block.ts).
+  if (config.family) {
+    familyBlockForward(kernels, config, w, x, T, startPos, cache, cacheLayer, s)
+    return
+  }
   // Kernels that run a whole block in one call (the native decode block) take small batches.
   if (kernels.blockForward?.(x, T, startPos, w, cache.layers[cacheLayer], config)) return
   // Activation buffers only for the op-by-op path (a fused block keeps its own in kernel memory).

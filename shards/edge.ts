@@ -1,5 +1,6 @@
 import { loadMatrices } from './block.js'
 import { InvalidArgumentError } from './errors.js'
+import { softcap } from './family-block.js'
 import type { Kernels } from './kernels/kernels.js'
 import { createReferenceKernels } from './kernels/kernels-ref.js'
 import type { ModelFile } from './model-file.js'
@@ -61,6 +62,9 @@ export class Edge {
       }
       dequantizeRow(this.embedding, tok, out.subarray(t * dim, (t + 1) * dim))
     })
+    // Gemma: ggml_scale(inpL, sqrtf(n_embd)), one float32 product per element.
+    const scale = this.config.family?.embedScale ?? 1
+    if (scale !== 1) for (let i = 0; i < out.length; i++) out[i] = Math.fround(out[i] * scale)
     return out
   }
 
@@ -72,6 +76,7 @@ export class Edge {
     this.kernels.rmsnorm(this.normed, hidden, this.outputNorm, T, rmsEps)
     const out = new Float32Array(T * vocabSize)
     this.kernels.matmul(out, this.normed, this.head, T)
+    softcap(out, this.config.family?.finalSoftcap ?? 0)
     return out
   }
 
@@ -88,6 +93,7 @@ export class Edge {
     if (this.last.length !== vocabSize) this.last = new Float32Array(vocabSize)
     this.kernels.rmsnorm(this.normed, hidden.subarray((T - 1) * dim, T * dim), this.outputNorm, 1, rmsEps)
     this.kernels.matmul(this.last, this.normed, this.head, 1)
+    softcap(this.last, this.config.family?.finalSoftcap ?? 0)
     return this.last
   }
 }

@@ -261,7 +261,8 @@ export class Shard {
   /** All blocks of the session's span in one kernels.spanForward call, false when not taken. */
   private spanForward(session: Session, x: Float32Array, T: number, startPos: number): boolean {
     const span = this.kernels.spanForward
-    if (!span) return false
+    // Gemma 2/3 blocks run op by op (shards/family-block.ts), never in the fused span call.
+    if (!span || this.config.family) return false
     const n = session.end - session.start
     const ws = this.blocks.slice(session.first, session.first + n)
     const kvs = session.cache.layers.slice(0, n)

@@ -1,7 +1,7 @@
 import type { QuantDType } from './quant/quant-dtypes.js'
 
 /** GGUF `general.architecture` values the engine runs (shards/architectures.ts). */
-export type Architecture = 'llama' | 'qwen2' | 'qwen3'
+export type Architecture = 'llama' | 'qwen2' | 'qwen3' | 'gemma2' | 'gemma3'
 
 /** Hyper-parameters of a model (llama2.c Config, GGUF `<arch>.*` keys). */
 export interface ModelConfig {
@@ -42,6 +42,35 @@ export interface ModelConfig {
   readonly qkvBias: boolean
   /** Per-head RMSNorm on queries and keys before RoPE (qwen3 attn_q_norm / attn_k_norm). */
   readonly qkNorm: boolean
+  /** The steps Gemma 2/3 add to the Llama block (shards/family-block.ts); absent for the others. */
+  readonly family?: FamilyParams
+}
+
+/**
+ * Gemma 2 / Gemma 3 steps, as llama.cpp's graphs run them (src/models/gemma2.cpp, gemma3.cpp).
+ * Gemma's RMSNorm multiplies by (1 + w); llama.cpp's converter stores 1 + w in the GGUF
+ * (conversion/gemma.py modify_tensors / norm_shift), so the engine's plain RMSNorm applies.
+ */
+export interface FamilyParams {
+  /** FFN activation: 'gelu' is GeGLU (tanh-GELU of the gate times up, ggml's f16 table). */
+  readonly ffnAct: 'silu' | 'gelu'
+  /** post_attention_norm / post_ffw_norm: RMSNorm of the attention and FFN outputs before each residual add. */
+  readonly postNorms: boolean
+  /** Token embeddings are multiplied by this (Gemma: sqrtf(dim)); 1 for none. */
+  readonly embedScale: number
+  /** Queries are multiplied by this after RoPE, and attention's own scale is then 1 (f_attention_scale). */
+  readonly attnScale: number
+  /** Attention scores become cap·tanh(s / cap) before the softmax (Gemma 2: 50); 0 for none. */
+  readonly attnSoftcap: number
+  /** Logits become cap·tanh(z / cap) (Gemma 2: 30); 0 for none. */
+  readonly finalSoftcap: number
+  /** Sliding-window layers see keys at p0 with p − p0 < window (LLAMA_SWA_TYPE_STANDARD); 0 for none. */
+  readonly slidingWindow: number
+  /** Layer l slides when l % swaPeriod < swaPeriod − 1 (llama_hparams::set_swa_pattern). */
+  readonly swaPeriod: number
+  /** RoPE base and linear scale of the sliding layers (rope.freq_base_swa; Gemma 3 default 10000, 1). */
+  readonly ropeThetaSwa: number
+  readonly ropeFreqScaleSwa: number
 }
 
 /**
@@ -72,7 +101,14 @@ export type TensorName =
   | `blk.${number}.${BlockExtraTensor}`
 
 /** Tensors only some architectures have (qwen2 biases, qwen3 Q/K norms); all are vectors. */
-export type BlockExtraTensor = 'attn_q.bias' | 'attn_k.bias' | 'attn_v.bias' | 'attn_q_norm' | 'attn_k_norm'
+export type BlockExtraTensor =
+  | 'attn_q.bias'
+  | 'attn_k.bias'
+  | 'attn_v.bias'
+  | 'attn_q_norm'
+  | 'attn_k_norm'
+  | 'post_attention_norm'
+  | 'post_ffw_norm'
 
 export type BlockTensor =
   | 'attn_norm'

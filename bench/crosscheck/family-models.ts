@@ -3,6 +3,7 @@ import { existsSync, mkdirSync, rmSync, symlinkSync, writeFileSync } from 'node:
 import { createRequire } from 'node:module'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { GEMMA_CHAT_TEMPLATE } from '../../shards/family-config.js'
 import type { NativeLlamaCpp } from './llama-cpp-native.js'
 
 /*
@@ -13,9 +14,11 @@ import type { NativeLlamaCpp } from './llama-cpp-native.js'
 
 /** One family's test file: architecture, vocabulary package, and what differs from Llama 2. */
 interface FamilySpec {
-  readonly arch: 'llama' | 'qwen2' | 'qwen3'
+  readonly arch: 'llama' | 'qwen2' | 'qwen3' | 'gemma2' | 'gemma3'
   readonly vocab: 'llama3' | 'qwen'
   readonly args: readonly string[]
+  /** Write GEMMA_CHAT_TEMPLATE as the file's chat template instead of the vocabulary's. */
+  readonly chatTemplate?: boolean
 }
 
 // Hugging Face config.json ids that gguf.SpecialVocab falls back to (Meta-Llama-3-8B, Qwen3).
@@ -35,7 +38,26 @@ export const FAMILIES: Readonly<Record<string, FamilySpec>> = {
   // Qwen 2.5 small: Q/K/V biases, NEOX RoPE, tied embeddings.
   qwen2: { arch: 'qwen2', vocab: 'qwen', args: ['--rope-theta', '1000000', '--tied'] },
   // Qwen 3: Q/K RMSNorm, head size 128 independent of dim 256 / 4 heads.
-  qwen3: { arch: 'qwen3', vocab: 'qwen', args: ['--rope-theta', '1000000', '--head-dim', '128'] }
+  qwen3: { arch: 'qwen3', vocab: 'qwen', args: ['--rope-theta', '1000000', '--head-dim', '128'] },
+  // Gemma 2: soft-caps 50 / 30, window 8 on every other layer (so ≥ 24 steps cross it), head
+  // size 128 on dim 256 as Gemma's (256 on 2304), tied head. The LM head's rows are scaled by 3
+  // instead of 6, so that the top logits sit below the final soft-cap of 30, where tanh keeps
+  // their margins; write-family.py gives the final norm random signs (see there). Gemma's own
+  // SentencePiece vocabulary is not on npm in a form gguf-py reads offline: the Llama 3
+  // vocabulary stands in, with Gemma's chat template.
+  gemma2: {
+    arch: 'gemma2',
+    vocab: 'llama3',
+    args: ['--rope-theta', '10000', '--head-dim', '128', '--sliding-window', '8', '--head-scale', '3'],
+    chatTemplate: true
+  },
+  // Gemma 3: Q/K norms, window 8 with period 2 (layer 0 local at θ 10000, layer 1 global at 10⁶).
+  gemma3: {
+    arch: 'gemma3',
+    vocab: 'llama3',
+    args: ['--rope-theta', '1000000', '--head-dim', '128', '--sliding-window', '8', '--swa-pattern', '2', '--head-scale', '3'],
+    chatTemplate: true
+  }
 }
 
 /** The vocabulary directory gguf.SpecialVocab reads: the package's two files plus config.json. */
@@ -55,12 +77,15 @@ export function writeFamilyModel(tools: NativeLlamaCpp, family: string, seed: nu
   const spec = FAMILIES[family]
   if (!spec) throw new Error(`unknown family ${family}; use ${Object.keys(FAMILIES).join(', ')}`)
   const v = VOCABS[spec.vocab]
+  const template = join(work, 'gemma-chat-template.jinja')
+  if (spec.chatTemplate) writeFileSync(template, GEMMA_CHAT_TEMPLATE)
   execFileSync(
     'python3',
     [
       writerScript(),
       ...['--arch', spec.arch, '--vocab-dir', vocabDir(work, spec.vocab), '--pre', v.pre, '--out', out],
-      ...['--seed', String(seed), '--vocab-size', String(v.size), ...spec.args]
+      ...['--seed', String(seed), '--vocab-size', String(v.size), ...spec.args],
+      ...(spec.chatTemplate ? ['--chat-template', template] : [])
     ],
     { env: { ...process.env, PYTHONPATH: join(tools.src, 'gguf-py') }, stdio: ['ignore', 'ignore', 'pipe'], timeout: 600_000 }
   )

@@ -1,4 +1,4 @@
-# Writes a random-weight Llama 3 / Qwen 2 / Qwen 3 GGUF with llama.cpp's own writer (gguf-py from
+# Writes a random-weight Llama 3 / Qwen 2 / Qwen 3 / Gemma 2 / Gemma 3 GGUF with llama.cpp's own writer (gguf-py from
 # the llama.cpp source tree of the opt-in build, put on PYTHONPATH by families.ts): the "written by
 # llama.cpp's tools" side of `npm run crosscheck -- families`. The vocabulary comes from a Hugging
 # Face tokenizer directory (tokenizer.json, tokenizer_config.json, config.json) and is written as
@@ -9,7 +9,10 @@
 #
 #   python3 write-family.py --arch llama|qwen2|qwen3 --vocab-dir DIR --pre NAME --out F
 #       [--seed N] [--dim 256] [--layers 2] [--heads 4] [--kv-heads 2] [--ffn 768]
-#       [--head-dim N] [--tied]
+#       [--head-dim N] [--tied] [--sliding-window N] [--swa-pattern N] [--head-scale F]
+#       [--chat-template FILE]
+# Gemma 2 / 3 follow Gemma2Model / Gemma3Model.set_gguf_parameters (key and value head sizes,
+# soft-caps, sliding window) and store norm weights as 1 + w, as their modify_tensors does.
 import argparse
 import json
 import os
@@ -18,7 +21,7 @@ import gguf
 import numpy as np
 
 p = argparse.ArgumentParser()
-p.add_argument("--arch", required=True, choices=["llama", "qwen2", "qwen3"])
+p.add_argument("--arch", required=True, choices=["llama", "qwen2", "qwen3", "gemma2", "gemma3"])
 p.add_argument("--vocab-dir", required=True)
 p.add_argument("--pre", required=True)
 p.add_argument("--out", required=True)
@@ -32,6 +35,11 @@ p.add_argument("--head-dim", type=int, default=0)
 p.add_argument("--vocab-size", type=int, default=0)
 p.add_argument("--rope-theta", type=float, default=500000.0)
 p.add_argument("--tied", action="store_true")
+p.add_argument("--sliding-window", type=int, default=0)
+p.add_argument("--swa-pattern", type=int, default=0)
+p.add_argument("--head-scale", type=float, default=6.0)
+p.add_argument("--chat-template", default="")
+p.add_argument("--post-norm-scale", type=float, default=3.0)
 a = p.parse_args()
 
 # -- vocabulary, as get_vocab_base reads it through AutoTokenizer --------------------------------
@@ -67,7 +75,16 @@ for i in range(n_vocab):
     tokens.append(t)
 
 # -- hyper-parameters ----------------------------------------------------------------------------
-arch = {"llama": gguf.MODEL_ARCH.LLAMA, "qwen2": gguf.MODEL_ARCH.QWEN2, "qwen3": gguf.MODEL_ARCH.QWEN3}[a.arch]
+arch = {
+    "llama": gguf.MODEL_ARCH.LLAMA,
+    "qwen2": gguf.MODEL_ARCH.QWEN2,
+    "qwen3": gguf.MODEL_ARCH.QWEN3,
+    "gemma2": gguf.MODEL_ARCH.GEMMA2,
+    "gemma3": gguf.MODEL_ARCH.GEMMA3,
+}[a.arch]
+gemma = a.arch in ("gemma2", "gemma3")
+if gemma:
+    a.tied = True  # Gemma's head is token_embd
 head_dim = a.head_dim or a.dim // a.heads
 w = gguf.GGUFWriter(a.out, gguf.MODEL_ARCH_NAMES[arch])
 w.add_type(gguf.GGUFType.MODEL)
@@ -80,19 +97,30 @@ w.add_head_count(a.heads)
 w.add_head_count_kv(a.kv_heads)
 w.add_rope_freq_base(a.rope_theta)
 w.add_layer_norm_rms_eps(1e-6 if a.arch != "llama" else 1e-5)
-if a.head_dim:
+if a.head_dim or gemma:
     w.add_key_length(head_dim)
     w.add_value_length(head_dim)
 if a.arch == "llama":
     w.add_vocab_size(n_vocab)
     w.add_rope_dimension_count(head_dim)
+if a.arch == "gemma2":
+    w.add_attn_logit_softcapping(50.0)
+    w.add_final_logit_softcapping(30.0)
+    w.add_sliding_window(a.sliding_window or 4096)
+if a.arch == "gemma3" and a.sliding_window:
+    w.add_sliding_window(a.sliding_window)
+if gemma and a.swa_pattern:
+    w.add_uint32(f"{a.arch}.attention.sliding_window_pattern", a.swa_pattern)
 w.add_file_type(gguf.LlamaFileType.MOSTLY_F16)
 
 w.add_tokenizer_model("gpt2")
 w.add_tokenizer_pre(a.pre)
 w.add_token_list(tokens)
 w.add_token_types(types)
-gguf.SpecialVocab(a.vocab_dir, load_merges=True, n_vocab=n_vocab).add_to_gguf(w)
+special = gguf.SpecialVocab(a.vocab_dir, load_merges=True, n_vocab=n_vocab)
+if a.chat_template:
+    special.chat_template = open(a.chat_template, encoding="utf-8").read()
+special.add_to_gguf(w)
 
 # -- peaked random weights -----------------------------------------------------------------------
 # Uniform ±1/√fan_in matrices; the LM head's rows get log-normal scales so that a few tokens stand
@@ -104,12 +132,12 @@ def mat(rows, cols, scale=1.0):  # [out, in] as Hugging Face stores it; GGUF dim
     return (rng.uniform(-1, 1, size=(rows, cols)) * (scale / np.sqrt(cols))).astype(np.float16)
 
 
-def norm(n):
-    return rng.uniform(0.8, 1.2, size=n).astype(np.float32)
+def norm(n, scale=1.0):
+    return (rng.uniform(0.8, 1.2, size=n) * scale).astype(np.float32)
 
 
 def head(rows, cols):
-    row_scale = np.exp(rng.normal(0, 0.6, size=(rows, 1))) * 6.0
+    row_scale = np.exp(rng.normal(0, 0.6, size=(rows, 1))) * a.head_scale
     return (rng.uniform(-1, 1, size=(rows, cols)) * row_scale / np.sqrt(cols)).astype(np.float16)
 
 
@@ -124,15 +152,27 @@ for b in range(a.layers):
     if a.arch == "qwen2":
         for t, n in (("q", q_dim), ("k", kv_dim), ("v", kv_dim)):
             w.add_tensor(blk + f"attn_{t}.bias", rng.uniform(-0.2, 0.2, size=n).astype(np.float32))
-    if a.arch == "qwen3":
+    if a.arch in ("qwen3", "gemma3"):
         w.add_tensor(blk + "attn_q_norm.weight", norm(head_dim))
         w.add_tensor(blk + "attn_k_norm.weight", norm(head_dim))
     w.add_tensor(blk + "attn_output.weight", mat(a.dim, q_dim))
+    if gemma:
+        # Larger post-norms, so the blocks' outputs outweigh the √dim-scaled tied embedding of the
+        # input token (else the tied head's best token is the input token itself, every step).
+        w.add_tensor(blk + "post_attention_norm.weight", norm(a.dim, a.post_norm_scale))
     w.add_tensor(blk + "ffn_norm.weight", norm(a.dim))
     w.add_tensor(blk + "ffn_gate.weight", mat(a.ffn, a.dim))
     w.add_tensor(blk + "ffn_up.weight", mat(a.ffn, a.dim))
     w.add_tensor(blk + "ffn_down.weight", mat(a.dim, a.ffn))
-w.add_tensor("output_norm.weight", norm(a.dim))
+    if gemma:
+        w.add_tensor(blk + "post_ffw_norm.weight", norm(a.dim, a.post_norm_scale))
+if gemma:
+    # Random signs on the final norm: with a tied head, the input token's own √dim-scaled
+    # embedding would otherwise give that token the top logit at every step (a fixed point);
+    # with the signs its self-product cancels out, and the greedy tokens follow the context.
+    w.add_tensor("output_norm.weight", norm(a.dim) * rng.choice([-1.0, 1.0], size=a.dim).astype(np.float32))
+else:
+    w.add_tensor("output_norm.weight", norm(a.dim))
 if not a.tied:
     w.add_tensor("output.weight", head(n_vocab, a.dim))
 

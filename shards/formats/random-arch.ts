@@ -1,5 +1,6 @@
 import { llama3RopeFactors, SUPPORTED_ARCHITECTURES } from '../architectures.js'
 import { InvalidArgumentError } from '../errors.js'
+import { GEMMA_ARCHITECTURES, GEMMA_CHAT_TEMPLATE, gemmaAttnScale } from '../family-config.js'
 import type { Architecture, ModelConfig, TensorName } from '../types.js'
 import type { GgufTypedValue } from './gguf-values.js'
 
@@ -18,6 +19,14 @@ export interface ArchSpec {
   readonly ropeScaling?: 'none' | 'llama3' | 'linear'
   /** Scaling factor (llama3 default 8, linear default 2). */
   readonly ropeScalingFactor?: number
+  /** Gemma: sliding window (gemma2 default 4096, gemma3 default none) and its layer period (2 / 6). */
+  readonly slidingWindow?: number
+  readonly swaPattern?: number
+  /** Gemma 2: attention and final soft-caps (defaults 50 and 30; gemma3: final only, default none). */
+  readonly attnSoftcap?: number
+  readonly finalSoftcap?: number
+  /** Gemma 3: RoPE base of the sliding layers (default 10000). */
+  readonly ropeThetaSwa?: number
 }
 
 export const PLAIN_LLAMA: ArchSpec = { architecture: 'llama' }
@@ -27,8 +36,19 @@ export function validateArchSpec(a: ArchSpec): void {
     throw new InvalidArgumentError(`arch must be one of ${SUPPORTED_ARCHITECTURES.join(', ')}, got ${a?.architecture}`)
   if (a.headDim !== undefined && (!Number.isSafeInteger(a.headDim) || a.headDim < 2 || a.headDim % 2 !== 0))
     throw new InvalidArgumentError(`head size must be an even integer >= 2, got ${a.headDim}`)
-  if (a.headDim !== undefined && a.architecture !== 'qwen3')
-    throw new InvalidArgumentError('a head size independent of dim / heads is a qwen3 feature')
+  const gemma = GEMMA_ARCHITECTURES.includes(a.architecture)
+  if (a.headDim !== undefined && a.architecture !== 'qwen3' && !gemma)
+    throw new InvalidArgumentError('a head size independent of dim / heads is a qwen3 and gemma feature')
+  for (const f of ['slidingWindow', 'swaPattern', 'attnSoftcap', 'finalSoftcap', 'ropeThetaSwa'] as const) {
+    const v = a[f]
+    if (v === undefined) continue
+    if (!gemma) throw new InvalidArgumentError(`${f} is a gemma2 / gemma3 option`)
+    if (!(Number.isFinite(v) && v >= 0)) throw new InvalidArgumentError(`${f} must be a non-negative number, got ${v}`)
+  }
+  if (a.architecture === 'gemma2' && a.slidingWindow === 0)
+    throw new InvalidArgumentError('gemma2 needs a sliding window above 0')
+  if (a.attnSoftcap !== undefined && a.architecture !== 'gemma2')
+    throw new InvalidArgumentError('attention soft-capping is a gemma2 feature')
   if (a.ropeTheta !== undefined && !(a.ropeTheta > 0 && Number.isFinite(a.ropeTheta)))
     throw new InvalidArgumentError(`ropeTheta must be positive, got ${a.ropeTheta}`)
   if (a.ropeScaling !== undefined && !['none', 'llama3', 'linear'].includes(a.ropeScaling))
@@ -44,6 +64,25 @@ export function archConfig(base: ModelConfig, a: ArchSpec): ModelConfig {
   const ropeTheta = Math.fround(a.ropeTheta ?? base.ropeTheta)
   const scaling = a.ropeScaling ?? 'none'
   const factor = a.ropeScalingFactor ?? (scaling === 'llama3' ? 8 : 2)
+  const ropeFreqScale = scaling === 'linear' ? 1 / Math.fround(factor) : 1
+  const gemma2 = a.architecture === 'gemma2'
+  const window = a.slidingWindow ?? (gemma2 ? 4096 : 0)
+  const family = GEMMA_ARCHITECTURES.includes(a.architecture)
+    ? {
+        family: {
+          ffnAct: 'gelu' as const,
+          postNorms: true,
+          embedScale: Math.fround(Math.sqrt(base.dim)),
+          attnScale: gemmaAttnScale(a.architecture, base.nLayers, base.dim, base.nHeads, headDim),
+          attnSoftcap: gemma2 ? Math.fround(a.attnSoftcap ?? 50) : 0,
+          finalSoftcap: Math.fround(a.finalSoftcap ?? (gemma2 ? 30 : 0)),
+          slidingWindow: window,
+          swaPeriod: window > 0 ? (a.swaPattern ?? (gemma2 ? 2 : 6)) : 1,
+          ropeThetaSwa: Math.fround(a.ropeThetaSwa ?? (gemma2 ? ropeTheta : 10000)),
+          ropeFreqScaleSwa: gemma2 ? ropeFreqScale : 1
+        }
+      }
+    : {}
   return {
     ...base,
     architecture: a.architecture,
@@ -52,10 +91,13 @@ export function archConfig(base: ModelConfig, a: ArchSpec): ModelConfig {
     kvDim: base.nKvHeads * headDim,
     ropeTheta,
     ropeType: a.architecture === 'llama' ? 'norm' : 'neox',
-    ropeFreqScale: scaling === 'linear' ? 1 / Math.fround(factor) : 1,
+    ropeFreqScale,
     ropeFreqFactors: scaling === 'llama3' ? llama3RopeFactors(headDim, ropeTheta, { factor }) : null,
     qkvBias: a.architecture === 'qwen2',
-    qkNorm: a.architecture === 'qwen3'
+    qkNorm: a.architecture === 'qwen3' || a.architecture === 'gemma3',
+    // Gemma 2's head is token_embd whatever the shape says (llama.cpp reads no output.weight).
+    tiedEmbeddings: gemma2 || base.tiedEmbeddings,
+    ...family
   }
 }
 
@@ -83,6 +125,10 @@ export function archBlockVectors(c: ModelConfig, layer: number): ExtraVector[] {
     out.push({ name: `blk.${layer}.attn_q_norm`, length: c.headDim, fill: 'norm' })
     out.push({ name: `blk.${layer}.attn_k_norm`, length: c.headDim, fill: 'norm' })
   }
+  if (c.family?.postNorms) {
+    out.push({ name: `blk.${layer}.post_attention_norm`, length: c.dim, fill: 'norm' })
+    out.push({ name: `blk.${layer}.post_ffw_norm`, length: c.dim, fill: 'norm' })
+  }
   return out
 }
 
@@ -99,13 +145,27 @@ export function archMetadata(entries: Array<[string, GgufTypedValue]>, c: ModelC
   })
   const at = out.findIndex(([k]) => k === `${a}.attention.layer_norm_rms_epsilon`)
   const add: Array<[string, GgufTypedValue]> = []
-  if (c.headDim * c.nHeads !== c.dim || a === 'qwen3') {
+  if (c.headDim * c.nHeads !== c.dim || a === 'qwen3' || c.family) {
     add.push([`${a}.attention.key_length`, { type: 'u32', value: c.headDim }])
     add.push([`${a}.attention.value_length`, { type: 'u32', value: c.headDim }])
   }
   if (c.ropeFreqScale !== 1) {
     add.push([`${a}.rope.scaling.type`, { type: 'string', value: 'linear' }])
     add.push([`${a}.rope.scaling.factor`, { type: 'f32', value: 1 / c.ropeFreqScale }])
+  }
+  const f = c.family
+  if (f) {
+    // The keys llama.cpp's gemma2 / gemma3 loaders read (family-config.ts reads them back).
+    const f32 = (key: string, value: number): [string, GgufTypedValue] => [`${a}.${key}`, { type: 'f32', value }]
+    const u32 = (key: string, value: number): [string, GgufTypedValue] => [`${a}.${key}`, { type: 'u32', value }]
+    if (a === 'gemma2') add.push(f32('attn_logit_softcapping', f.attnSoftcap))
+    if (a === 'gemma2' || f.finalSoftcap > 0) add.push(f32('final_logit_softcapping', f.finalSoftcap))
+    if (f.slidingWindow > 0)
+      add.push(u32('attention.sliding_window', f.slidingWindow), u32('attention.sliding_window_pattern', f.swaPeriod))
+    if (f.ropeThetaSwa !== (a === 'gemma2' ? c.ropeTheta : 10000)) add.push(f32('rope.freq_base_swa', f.ropeThetaSwa))
+    // Gemma's own chat template, so `generate --chat` on a random Gemma file renders Gemma turns.
+    if (!out.some(([k]) => k === 'tokenizer.chat_template'))
+      out.push(['tokenizer.chat_template', { type: 'string', value: GEMMA_CHAT_TEMPLATE }])
   }
   out.splice(at + 1, 0, ...add)
   return out

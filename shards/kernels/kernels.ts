@@ -43,6 +43,11 @@ export interface BlockMatrices {
   readonly ffnNorm: Float32Array // [dim]
   readonly w13: WeightMatrix // gate then up [2 hidden, dim]
   readonly w2: WeightMatrix // down [dim, hidden]
+  /** The block's index in the model: Gemma's sliding-window layers and RoPE bases depend on it. */
+  readonly layer?: number
+  /** RMSNorm weights [dim] on the attention and FFN outputs before their residual adds (Gemma 2/3). */
+  readonly attnPostNorm?: Float32Array
+  readonly ffnPostNorm?: Float32Array
 }
 
 /**

@@ -53,4 +53,28 @@ describe.skipIf(why !== '')('families against llama.cpp (opt-in)', () => {
     expect(r.tokenizer).toHaveLength(4)
     for (const t of r.tokenizer) expect(t.mismatches, `${t.vocab} special=${t.special}`).toEqual([])
   }, 1_800_000)
+
+  it('gemma2, gemma3 at Q8_0 and Q4_K_M: llama.cpp greedy tokens for 24 steps (issue 34)', async () => {
+    const r = await runFamilies({
+      families: ['gemma2', 'gemma3'],
+      types: ['Q8_0', 'Q4_K_M'],
+      seeds: [4242],
+      tokens: 24,
+      threads: 2,
+      strings: 0,
+      keep: false,
+      prompts: [{ text: 'Once upon a time, there was' }, { text: 'Why is the sky blue?', chat: true }],
+      log: () => {}
+    })
+    expect(r.greedy).toHaveLength(8)
+    for (const g of r.greedy) {
+      expect(g.error, `${g.family} ${g.type}`).toBeUndefined()
+      expect(g.promptEqual, `${g.family} ${g.type} ${g.prompt}: prompt ids`).toBe(true)
+      expect(g.llamaCpp.length, `${g.family} ${g.type}: llama.cpp stopped early`).toBe(24)
+      if (!g.equal)
+        expect(g.f32KvEqual || (g.llamaMarginAtDiff ?? 1) < NEAR_TIE, `${g.family} ${g.type} ${g.prompt}: not a near tie`).toBe(
+          true
+        )
+    }
+  }, 1_800_000)
 })

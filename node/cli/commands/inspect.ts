@@ -12,6 +12,7 @@ import {
   readGgufHeader,
   type Vocabulary
 } from '../../../shards/index.js'
+import type { FamilyParams } from '../../../shards/types.js'
 import { defaultModelPath } from '../../paths.js'
 import { int } from '../options.js'
 
@@ -148,6 +149,7 @@ function print(r: InspectResult): string {
     `architecture  ${r.architecture}`,
     `shape         dim ${c.dim}, ${c.nLayers} blocks, ${c.nHeads} heads (${c.nKvHeads} kv), head ${c.headDim}, ffn ${c.hiddenDim}, vocab ${c.vocabSize}, ${c.tiedEmbeddings ? 'tied' : 'separate'} output`,
     `rope          θ ${c.ropeTheta}`,
+    ...(c.family ? [`family        ${familyLine(c.family as FamilyParams)}`] : []),
     `context       ${r.contextLength}`,
     `tensors       ${Object.entries(r.tensorTypes)
       .map(([t, v]) => `${t} ×${v.count} (${mib(v.bytes)})`)
@@ -187,4 +189,13 @@ export function registerInspect(program: Command): void {
       })
       process.stdout.write(opts.json ? `${JSON.stringify(r)}\n` : print(r))
     })
+}
+
+/** What the engine runs for Gemma 2 / 3 beyond the Llama block (shards/family-block.ts). */
+function familyLine(f: FamilyParams): string {
+  const parts = [`${f.ffnAct === 'gelu' ? 'GeGLU' : 'SwiGLU'}`, f.postNorms ? 'post-norms' : '', `embeddings ×${f.embedScale}`]
+  if (f.attnSoftcap > 0) parts.push(`attention soft-cap ${f.attnSoftcap}`)
+  if (f.finalSoftcap > 0) parts.push(`final soft-cap ${f.finalSoftcap}`)
+  if (f.slidingWindow > 0) parts.push(`sliding window ${f.slidingWindow} (period ${f.swaPeriod}, local θ ${f.ropeThetaSwa})`)
+  return parts.filter((p) => p !== '').join(', ')
 }

@@ -136,8 +136,21 @@ export function registerMakeModel(program: Command): void {
       ).choices(['llama3', 'qwen', 'spm512'])
     )
     .addOption(new Option('--context <n>', 'context length written to <arch>.context_length').argParser(int('--context', 1)))
-    .addOption(new Option('--arch <arch>', 'general.architecture').choices(['llama', 'qwen2', 'qwen3']).default('llama'))
-    .addOption(new Option('--head-dim <n>', 'qwen3: head size independent of dim / heads').argParser(int('--head-dim', 2)))
+    .addOption(
+      new Option('--arch <arch>', 'general.architecture')
+        .choices(['llama', 'qwen2', 'qwen3', 'gemma2', 'gemma3'])
+        .default('llama')
+    )
+    .addOption(new Option('--head-dim <n>', 'qwen3, gemma: head size independent of dim / heads').argParser(int('--head-dim', 2)))
+    .addOption(
+      new Option(
+        '--sliding-window <n>',
+        'gemma: sliding window of the local layers (gemma2 default 4096, gemma3 none)'
+      ).argParser(int('--sliding-window', 1))
+    )
+    .addOption(
+      new Option('--swa-pattern <n>', 'gemma: layer period of the sliding window (2 / 6)').argParser(int('--swa-pattern', 1))
+    )
     .addOption(new Option('--rope-theta <θ>', 'RoPE base (rope.freq_base, default 10000)').argParser(positive('--rope-theta')))
     .addOption(
       new Option('--rope-scaling <kind>', 'llama3 (writes rope_freqs) or linear')
@@ -155,7 +168,9 @@ export function registerMakeModel(program: Command): void {
         headDim: opts.headDim,
         ropeTheta: opts.ropeTheta,
         ropeScaling: opts.ropeScaling,
-        ropeScalingFactor: opts.ropeScalingFactor
+        ropeScalingFactor: opts.ropeScalingFactor,
+        slidingWindow: opts.slidingWindow,
+        swaPattern: opts.swaPattern
       }
       const tty = process.stderr.isTTY === true
       const result = runMakeModel(

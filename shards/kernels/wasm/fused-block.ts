@@ -166,7 +166,8 @@ export function createFusedBlock(deps: FusedBlockDeps): FusedBlock {
         (native.batchedFrom ?? NATIVE_BATCHED_FROM) !== NATIVE_BATCHED_FROM
       )
         return false
-      if (c.headDim % 2 !== 0 || c.nKvHeads <= 0 || c.nHeads % c.nKvHeads !== 0) return false
+      // Gemma 2/3 (soft-caps, windows, post-norms, GeGLU) run op by op: shards/family-block.ts.
+      if (c.family || c.headDim % 2 !== 0 || c.nKvHeads <= 0 || c.nHeads % c.nKvHeads !== 0) return false
       const { dim, qDim, kvDim, hiddenDim } = c
       if (c.qDim !== c.nHeads * c.headDim || (c.qkNorm && c.headDim % 2 !== 0)) return false
       const rope = ropeTable(T, startPos, c)
