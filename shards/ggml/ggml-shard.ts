@@ -53,7 +53,8 @@ export class GgmlShard {
     const c = model.config
     if (!Number.isInteger(start) || !Number.isInteger(end) || start < 0 || end > c.nLayers || start >= end)
       throw new InvalidArgumentError(`span [${start}, ${end}) is not a non-empty range of the model's ${c.nLayers} blocks`)
-    if (model.format !== 'gguf') throw new InvalidArgumentError(`the ggml backends read GGUF files; ${model.path} is ${model.format}`)
+    if (model.format !== 'gguf')
+      throw new InvalidArgumentError(`the ggml backends read GGUF files; ${model.path} is ${model.format}`)
     const kvDType = init.kvDType ?? 'f16'
     if (kvDType !== 'f16' && kvDType !== 'f32')
       throw new InvalidArgumentError(`the ggml backends keep f16 or f32 KV caches, not ${kvDType}`)

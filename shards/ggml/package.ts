@@ -42,7 +42,8 @@ export function backendPackage(
   if (platform === 'linux' && arch === 'x64')
     return scope + { cpu: 'linux-x64', vulkan: 'linux-x64-vulkan', cuda: 'linux-x64-cuda', metal: '' }[flavour] || null
   if (platform === 'linux' && arch === 'arm64') return flavour === 'cpu' ? `${scope}linux-arm64` : null
-  if (platform === 'darwin' && arch === 'arm64') return flavour === 'cpu' || flavour === 'metal' ? `${scope}mac-arm64-metal` : null
+  if (platform === 'darwin' && arch === 'arm64')
+    return flavour === 'cpu' || flavour === 'metal' ? `${scope}mac-arm64-metal` : null
   if (platform === 'darwin' && arch === 'x64') return flavour === 'cpu' ? `${scope}mac-x64` : null
   if (platform === 'win32' && arch === 'x64')
     return scope + { cpu: 'win-x64', vulkan: 'win-x64-vulkan', cuda: 'win-x64-cuda', metal: '' }[flavour] || null
