@@ -1,5 +1,6 @@
 import { Command } from 'commander'
 import { registerApi } from './commands/api.js'
+import { registerBackend } from './commands/backend.js'
 import { registerCanary } from './commands/canary.js'
 import { registerDemo } from './commands/demo.js'
 import { registerDoctor } from './commands/doctor.js'
@@ -43,6 +44,7 @@ export function createProgram(): Command {
   registerCanary(program)
   registerIdentity(program)
   registerJoin(program)
+  registerBackend(program)
   withConfigEverywhere(program)
   return program
 }

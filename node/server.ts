@@ -277,7 +277,8 @@ export class SwarmNode {
           version: PROTOCOL_VERSION,
           x25519PublicKey: this.crypto.x25519.publicKey,
           x25519Binding: this.crypto.binding,
-          kvDtype: this.init.shard.kvDType
+          kvDtype: this.init.shard.kvDType,
+          ...this.init.hardware
         }),
         onError: () => {}
       })

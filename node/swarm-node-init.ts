@@ -1,6 +1,6 @@
 import type { PrivateKey } from '@libp2p/interface'
 import type { DType, ReachabilityInit } from '../protocol/index.js'
-import type { ModelFile, Shard } from '../shards/index.js'
+import type { ModelFile, SpanRunner } from '../shards/index.js'
 import type { Metrics } from './metrics.js'
 import {
   DEFAULT_FIRST_STEP_TIMEOUT_MS,
@@ -12,11 +12,20 @@ import {
 import type { SessionManagerInit } from './session-manager.js'
 import type { Tamper } from './tamper.js'
 
+/** What runs the span, as the node announces it (issue 32): routing and `join` read it. */
+export interface NodeHardware {
+  /** native, wasm, reference (the engine's kernels) or ggml-cpu, ggml-cuda, ggml-vulkan, ggml-metal. */
+  readonly backend: string
+  /** The ggml device, e.g. "CUDA:NVIDIA H100 80GB HBM3". */
+  readonly device?: string
+  readonly deviceMemoryBytes?: number
+}
+
 /** What a SwarmNode serves and how (node/server.ts); the CLI's `node start` options end up here. */
 export interface SwarmNodeInit {
   readonly model: ModelFile
   readonly modelId: string
-  readonly shard: Shard
+  readonly shard: SpanRunner
   readonly listen?: string[]
   readonly bootstrap?: string[]
   readonly privateKey?: PrivateKey
@@ -32,6 +41,8 @@ export interface SwarmNodeInit {
   readonly announceIntervalMs?: number
   /** Measured decode tokens/s of the span, announced to clients for routing. */
   readonly throughput: number
+  /** What runs the span, announced with it (absent: not announced). */
+  readonly hardware?: NodeHardware
   /** Wire dtypes this node accepts and announces (`--wire`; default all). */
   readonly wireDtypes?: DType[]
   readonly log?: (event: Record<string, unknown>) => void

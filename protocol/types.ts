@@ -233,6 +233,11 @@ export interface Announcement {
   kvDtype?: KvWireDType
   /** As InfoResponse.queuedSteps. */
   queuedSteps?: number
+  /** What runs the span (issue 32): native, wasm, reference, ggml-cpu, ggml-cuda, … */
+  backend?: string
+  /** Its ggml device and that device's memory, when a ggml backend runs it. */
+  device?: string
+  deviceMemoryBytes?: number
 }
 
 export interface SignedAnnouncement {
