@@ -40,6 +40,9 @@ export interface PeerRecord extends RouteCandidate {
   readonly nLayers: number
   /** The peer's KV cache dtype (InfoResponse.kv_dtype; canary drift is scored in its class). */
   readonly kvDtype?: KvWireDType
+  /** What runs its span (InfoResponse.backend, issue 32): native, wasm, reference, ggml-cpu, ggml-cuda, … */
+  readonly backend?: string
+  readonly device?: string
 }
 
 /** What the last refresh saw: for `--verbose` explanations of a missing route and for `doctor`. */
@@ -189,7 +192,9 @@ export class SwarmView {
             seenAtMs: Date.now(),
             wireDtypes: acceptedDtypes(info.wireDtypes),
             nLayers: info.nLayers,
-            ...(info.kvDtype ? { kvDtype: info.kvDtype } : {})
+            ...(info.kvDtype ? { kvDtype: info.kvDtype } : {}),
+            ...(info.backend ? { backend: info.backend } : {}),
+            ...(info.device ? { device: info.device } : {})
           })
         } catch (err) {
           dialled.push({ peerId: id, ok: false, error: (err as Error).message.split('\n')[0] })

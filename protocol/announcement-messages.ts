@@ -11,6 +11,7 @@ import {
   dtypeListFromWire,
   dtypeToWire,
   finiteField,
+  hardwareFields,
   kvDtypeField,
   queuedStepsField,
   safeUint64,
@@ -34,9 +35,6 @@ import type { Announcement, SignedAnnouncement } from './types.js'
 
 /** Announcements travel over gossipsub, whose default message cap is 1 MiB; ours are tiny. */
 export const MAX_ANNOUNCEMENT_BYTES = 16 * 1024
-/** Backend names are short tokens (ggml-vulkan); device names are vendors' strings. */
-const MAX_BACKEND_LENGTH = 32
-const MAX_DEVICE_LENGTH = 256
 
 function announcementFromWire(w: Wire): Announcement {
   const span = spanFields(w.start, w.end, 'announcement', MAX_LAYERS)
@@ -62,23 +60,8 @@ function announcementFromWire(w: Wire): Announcement {
     ...(w.x25519Binding?.length ? { x25519Binding: bytesField(w.x25519Binding, 'announcement.x25519_binding', [64]) } : {}),
     ...kvDtypeField(w.kvDtype, 'announcement.kv_dtype'),
     ...queuedStepsField(w.queuedSteps, 'announcement.queued_steps'),
-    ...(w.backend ? { backend: stringField(w.backend, 'announcement.backend', { max: MAX_BACKEND_LENGTH, token: true }) } : {}),
-    ...(w.device ? { device: deviceField(w.device) } : {}),
-    ...deviceMemoryField(w.deviceMemoryBytes)
+    ...hardwareFields(w, 'announcement.')
   }
-}
-
-/** A device name is shown to people (swarm listings): printable ASCII with spaces only. */
-function deviceField(value: unknown): string {
-  const device = stringField(value, 'announcement.device', { max: MAX_DEVICE_LENGTH })
-  if (!/^[\x20-\x7e]+$/.test(device)) throw new MalformedMessageError('announcement.device: only printable ASCII is allowed')
-  return device
-}
-
-/** Absent or 0: not announced (protobuf decodes an absent uint64 as a zero Long). */
-function deviceMemoryField(value: unknown): { deviceMemoryBytes?: number } {
-  const bytes = value == null ? 0 : safeUint64(value, 'announcement.device_memory_bytes')
-  return bytes > 0 ? { deviceMemoryBytes: bytes } : {}
 }
 
 export function encodeAnnouncement(a: Announcement): Uint8Array {
