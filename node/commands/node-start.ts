@@ -118,9 +118,9 @@ export function registerNodeStart(program: Command): void {
         .default('auto')
     )
     .addOption(
-      new Option('--device <n>', "index among the ggml backend's devices (`layerswarm doctor` lists them)").argParser(
-        int('--device', 0)
-      )
+      new Option('--device <n>', "index among the ggml backend's devices (`layerswarm doctor` lists them)")
+        .argParser(int('--device', 0))
+        .default(0)
     )
     .addOption(
       new Option('--kv-dtype <dtype>', 'KV cache storage, announced with the span (q8_0: GGUF Q8_0 blocks)')
