@@ -265,7 +265,13 @@ export class SwarmView {
 
   private target(h: RouteHop): HopTarget {
     const p = this.peers.get(h.peerId)!
-    return { ...h, addrs: p.addrs, wireDtypes: p.wireDtypes, ...(p.kvDtype ? { kvDtype: p.kvDtype } : {}) }
+    return {
+      ...h,
+      addrs: p.addrs,
+      wireDtypes: p.wireDtypes,
+      ...(p.kvDtype ? { kvDtype: p.kvDtype } : {}),
+      ...(p.backend ? { backend: p.backend } : {})
+    }
   }
 
   /** Refresh until a route exists (announcements take a moment to arrive), or throw NoRouteError. */

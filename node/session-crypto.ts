@@ -22,7 +22,7 @@ import {
   type SessionResponseBody,
   UnauthorizedError
 } from '../protocol/index.js'
-import type { SpanRunner } from '../shards/index.js'
+import type { ShardLike } from '../shards/index.js'
 import type { NodeSession } from './node-session.js'
 import type { SessionManager } from './session-manager.js'
 
@@ -51,7 +51,7 @@ function atLeast(buf: Uint8Array, n: number): Uint8Array {
 export interface SessionCryptoContext {
   readonly peerId: string
   readonly modelId: string
-  readonly shard: SpanRunner
+  readonly shard: ShardLike
   readonly sessions: SessionManager
   /** An import was refused: the node drops the half-built session (nothing of it is kept). */
   readonly onRefused: (session: NodeSession, code?: string) => void

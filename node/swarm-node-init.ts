@@ -1,6 +1,6 @@
 import type { PrivateKey } from '@libp2p/interface'
 import type { DType, ReachabilityInit } from '../protocol/index.js'
-import type { ModelFile, SpanRunner } from '../shards/index.js'
+import type { ModelFile, ShardLike } from '../shards/index.js'
 import type { Metrics } from './metrics.js'
 import {
   DEFAULT_FIRST_STEP_TIMEOUT_MS,
@@ -25,7 +25,7 @@ export interface NodeHardware {
 export interface SwarmNodeInit {
   readonly model: ModelFile
   readonly modelId: string
-  readonly shard: SpanRunner
+  readonly shard: ShardLike
   readonly listen?: string[]
   readonly bootstrap?: string[]
   readonly privateKey?: PrivateKey

@@ -57,7 +57,7 @@ export {
 } from './random-model.js'
 export { createSampler, logSoftmax, type Sampler, type SamplerOptions, Xorshift64 } from './sampler.js'
 export { type BatchStep, createShard, type SessionOptions, Shard, type ShardInit } from './shard.js'
-export type { SpanRunner } from './shard-types.js'
+export type { ShardLike } from './shard-types.js'
 export * from './tokenizer.js'
 export * from './tokenizer-files.js'
 export * from './tokenizer-special.js'

@@ -1,6 +1,6 @@
 import type { Kernels } from './kernels.js'
 import { kvRowBytes } from './kv-cache.js'
-import type { SpanRunner } from './shard-types.js'
+import type { ShardLike } from './shard-types.js'
 
 /** What a node tells about the kernels its span runs on (`node start`'s JSON line and log). */
 export interface SpanKernelReport {
@@ -23,7 +23,7 @@ export interface SpanKernelReport {
 
 const MiB = (bytes: number): string => `${Math.round(bytes / 2 ** 20)} MiB`
 
-export function spanKernelReport(kernels: Kernels, shard: SpanRunner): SpanKernelReport {
+export function spanKernelReport(kernels: Kernels, shard: ShardLike): SpanKernelReport {
   const c = shard.config
   const kvBytes = (shard.end - shard.start) * 2 * c.seqLen * kvRowBytes(shard.kvDType, c.kvDim)
   const p = kernels.placement?.()

@@ -44,4 +44,4 @@ export interface SessionOptions {
  * (shards/ggml/ggml-shard.ts, issue 32). Shard's public members less its kernel set, which only
  * the engine has.
  */
-export type SpanRunner = Omit<{ [K in keyof import('./shard.js').Shard]: import('./shard.js').Shard[K] }, 'kernels'>
+export type ShardLike = Omit<{ [K in keyof import('./shard.js').Shard]: import('./shard.js').Shard[K] }, 'kernels'>

@@ -6,7 +6,7 @@ import {
   kvRowBytes,
   type ModelFile,
   type SpanKernelReport,
-  type SpanRunner,
+  type ShardLike,
   spanKernelReport
 } from '../../shards/index.js'
 import { progress } from '../log.js'
@@ -31,7 +31,7 @@ export function loadSpanBackend(
   [start, end]: [number, number],
   opts: BackendOptions,
   log: (event: Record<string, unknown>) => void
-): { shard: SpanRunner; kernels?: Kernels; report: SpanKernelReport; hardware: NodeHardware } {
+): { shard: ShardLike; kernels?: Kernels; report: SpanKernelReport; hardware: NodeHardware } {
   log({ event: 'loading', model: model.path, layers: [start, end], backend: opts.backend })
   const bar = progress('loading blocks', end - start, { unit: 'blocks' })
   const span = createSpanBackend({
@@ -71,7 +71,7 @@ export function loadSpanBackend(
 }
 
 /** Free what loadSpanBackend made: the engine's kernel set, or the ggml span's device memory. */
-export function closeSpan(shard: SpanRunner, kernels: Kernels | undefined): void {
+export function closeSpan(shard: ShardLike, kernels: Kernels | undefined): void {
   shard.close()
   kernels?.close?.()
 }

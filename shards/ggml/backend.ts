@@ -6,7 +6,7 @@ import type { KvDType } from '../kv-cache.js'
 import type { ModelFile } from '../model-file.js'
 import { rowBytes } from '../quant.js'
 import { createShard } from '../shard.js'
-import type { SpanRunner } from '../shard-types.js'
+import type { ShardLike } from '../shard-types.js'
 import { GgmlShard } from './ggml-shard.js'
 import { findGgmlLibraries, flavourOf, GGML_BACKENDS, type GgmlBackend } from './package.js'
 import { devicesOf, type GgmlDevice, loadGgml } from './runtime.js'
@@ -35,7 +35,7 @@ export interface SpanBackendInit {
 
 /** The runner a span got, what it runs on, and (auto) why it did not take a GPU. */
 export interface SpanBackend {
-  readonly shard: SpanRunner
+  readonly shard: ShardLike
   /** The engine's kernel set, when the span runs on it (the caller closes it). */
   readonly kernels?: Kernels
   /** What the node announces: native, wasm, reference, or ggml-cpu / ggml-cuda / … */

@@ -1,7 +1,7 @@
 import { InvalidArgumentError, OutOfCacheError, PositionError, UnknownSessionError } from '../errors.js'
 import type { KvDType } from '../kv-cache.js'
 import type { ModelFile } from '../model-file.js'
-import type { BatchStep, SessionOptions, SpanRunner } from '../shard-types.js'
+import type { BatchStep, SessionOptions, ShardLike } from '../shard-types.js'
 import type { ModelConfig } from '../types.js'
 import { flavourOf, type GgmlBackend } from './package.js'
 import { type GgmlDevice, loadGgml, type NativeGgmlSpan, pickDevice } from './runtime.js'
@@ -36,7 +36,7 @@ interface GgmlSession {
  * handoffs move between ggml and native nodes. Not bit-exact with the engine: ggml quantizes
  * activations and reduces in its own order (docs/verification.md, benign classes).
  */
-export class GgmlShard implements SpanRunner {
+export class GgmlShard implements ShardLike {
   readonly start: number
   readonly end: number
   readonly config: ModelConfig
