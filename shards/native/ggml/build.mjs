@@ -44,7 +44,13 @@ try {
   console.log(`build:native: built ${out}`)
 } catch (e) {
   rmSync(out, { force: true })
-  const line = e?.stderr?.toString().split('\n').find((l) => l.includes('error')) ?? e?.message ?? e
+  const line =
+    e?.stderr
+      ?.toString()
+      .split('\n')
+      .find((l) => l.includes('error')) ??
+    e?.message ??
+    e
   console.log(`build:native: ggml span addon skipped (ggml backends unavailable): ${String(line).slice(0, 200)}`)
 }
 process.exit(0)
