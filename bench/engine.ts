@@ -1,7 +1,7 @@
 /**
  * Whole-model benchmark: `npm run bench -- engine --model FILE [--threads N] [--prompt-tokens 128]
  * [--gen-tokens 64] [--runs 3] [--kernels auto|reference|wasm|native] [--kv-dtype f32|f16|q8_0]
- * [--compare llama-cpp]`. Prints one JSON object: prefill and decode tokens/s (medians), weight
+ * [--compare llama-cpp] [--backend engine|ggml-cpu|ggml-cuda|ggml-vulkan|ggml-metal]`. Prints one JSON object: prefill and decode tokens/s (medians), weight
  * bytes read per decoded token, the streaming read bandwidth of the same kernel threads measured
  * in the same run, decode as a fraction of that roofline (median over `runs` probe-then-run
  * pairs), and peak resident memory against weights + KV. Timings are medians of `runs` runs
@@ -9,6 +9,8 @@
  */
 import { availableParallelism } from 'node:os'
 import { parseArgs } from 'node:util'
+import { GgmlShard } from '../shards/ggml/ggml-shard.js'
+import { GGML_BACKENDS, type GgmlBackend } from '../shards/ggml/package.js'
 import {
   cpuInfo,
   createEdge,
@@ -38,6 +40,8 @@ export interface EngineBenchOptions {
   readonly kernels: KernelKind
   readonly kvDType: KvDType
   readonly compare?: 'llama-cpp'
+  /** A ggml backend runs the blocks (issue 32); the engine's kernels still run embeddings and head. */
+  readonly backend?: GgmlBackend
 }
 
 const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]
@@ -107,7 +111,9 @@ export async function runEngineBench(o: EngineBenchOptions): Promise<Record<stri
     if (maxLength > c.seqLen) throw new Error(`prompt + gen tokens (${maxLength}) exceed the model's context of ${c.seqLen}`)
     const tLoad = performance.now()
     const edge = createEdge({ model, kernels })
-    const shard = createShard({ model, start: 0, end: c.nLayers, kernels, kvDType: o.kvDType })
+    const shard = o.backend
+      ? new GgmlShard({ model, start: 0, end: c.nLayers, backend: o.backend, kvDType: o.kvDType, threads: o.threads })
+      : createShard({ model, start: 0, end: c.nLayers, kernels, kvDType: o.kvDType })
     const loadMs = performance.now() - tLoad
     const prompt = Array.from({ length: o.promptTokens }, (_, i) => 3 + ((i * 7919) % (c.vocabSize - 3)))
     /** One prompt and genTokens greedy decode steps in a fresh session: tokens/s of each. */
@@ -177,6 +183,7 @@ export async function runEngineBench(o: EngineBenchOptions): Promise<Record<stri
         dtype: model.weightDType
       },
       kernels: kernels.name,
+      ...(o.backend && shard instanceof GgmlShard ? { backend: o.backend, device: shard.device.description } : {}),
       // Issue 40: figures are only comparable on the same CPU; the calibrated kernel choice.
       cpu: cpuInfo(),
       ...(kernelChoiceOf(kernels)
@@ -231,6 +238,14 @@ export async function runEngineBench(o: EngineBenchOptions): Promise<Record<stri
   }
 }
 
+/** `--backend`: the engine (default) or one of the ggml backends. */
+function backendOf(v: string | undefined): GgmlBackend | undefined {
+  if (v === undefined || v === 'engine') return undefined
+  if (!(GGML_BACKENDS as readonly string[]).includes(v))
+    throw new Error(`bench engine: --backend engine|${GGML_BACKENDS.join('|')}`)
+  return v as GgmlBackend
+}
+
 export async function main(argv: string[]): Promise<void> {
   const { values } = parseArgs({
     args: argv,
@@ -242,7 +257,8 @@ export async function main(argv: string[]): Promise<void> {
       runs: { type: 'string', default: '3' },
       kernels: { type: 'string', default: 'auto' },
       'kv-dtype': { type: 'string', default: 'f32' },
-      compare: { type: 'string' }
+      compare: { type: 'string' },
+      backend: { type: 'string' }
     }
   })
   if (!values.model) throw new Error('bench engine: --model FILE is required (make one with `layerswarm make-model`)')
@@ -264,7 +280,8 @@ export async function main(argv: string[]): Promise<void> {
     runs: int('runs', values.runs, 1),
     kernels: values.kernels as KernelKind,
     kvDType: values['kv-dtype'] as KvDType,
-    compare: values.compare as 'llama-cpp' | undefined
+    compare: values.compare as 'llama-cpp' | undefined,
+    backend: backendOf(values.backend)
   })
   console.log(JSON.stringify(result, null, 2))
 }

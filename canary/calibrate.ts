@@ -40,10 +40,15 @@ export const BENIGN_PROFILES: readonly BenignProfile[] = [
  * The benign drift class a peer's canary drift is scored in: its wire dtype; `/qw` when the
  * model's matrices are Q8_0 or a block type (the fast kernels quantise activations, so a wire's
  * rounding of the input moves outputs by about 1 % instead of 0.03 %); `/kv-q8_0` when the peer
- * announces a q8_0 KV cache.
+ * announces a q8_0 KV cache. A peer that announces a ggml backend (issue 32) is scored in the
+ * `/qw` class whatever the weights: ggml rounds attention's Q and softmax weights to f16 and
+ * reduces in its own order, so an honest ggml-cpu span drifts relL2 ~1e-3 (max 5e-3) from the
+ * engine's references on f32 weights, far outside the f32 class and inside /qw's benign range
+ * (docs/verification.md, test/canary/ggml-benign.test.ts).
  */
-export function benignClassKey(wire: string, kvDtype?: KvDType, quantizedWeights = false): string {
-  return `${wire}${quantizedWeights ? '/qw' : ''}${kvDtype === 'q8_0' ? '/kv-q8_0' : ''}`
+export function benignClassKey(wire: string, kvDtype?: KvDType, quantizedWeights = false, backend?: string): string {
+  const qw = quantizedWeights || (backend?.startsWith('ggml-') ?? false)
+  return `${wire}${qw ? '/qw' : ''}${kvDtype === 'q8_0' ? '/kv-q8_0' : ''}`
 }
 
 /** Whether the fast kernels quantise activations for this model's matrices (Q8_0 and block types but BF16). */

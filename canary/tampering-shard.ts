@@ -1,4 +1,4 @@
-import type { BatchStep, Shard } from '../shards/index.js'
+import type { BatchStep, ShardLike } from '../shards/index.js'
 import type { Tamper } from './tamper.js'
 
 /**
@@ -11,13 +11,13 @@ import type { Tamper } from './tamper.js'
  * A step is named by the span session it runs in and its first position, so a retried step is
  * tampered the same way. The KV cache stays honest; only the returned hidden states change.
  */
-export function tamperingShard(shard: Shard, tamper: Tamper): Shard {
+export function tamperingShard<S extends ShardLike>(shard: S, tamper: Tamper): S {
   const dim = shard.config.dim
   const apply = (id: string, input: Float32Array, startPos: number, output: Float32Array): Float32Array =>
     tamper.apply({ sessionId: id, stepId: startPos, input, output, startPosition: startPos, rows: output.length / dim })
-  const forward: Shard['forward'] = (id, hidden, startPos, onBlock) =>
+  const forward: ShardLike['forward'] = (id, hidden, startPos, onBlock) =>
     apply(id, hidden, startPos, shard.forward(id, hidden, startPos, onBlock))
-  const forwardBatch: Shard['forwardBatch'] = (steps: readonly BatchStep[]) =>
+  const forwardBatch: ShardLike['forwardBatch'] = (steps: readonly BatchStep[]) =>
     shard.forwardBatch(steps).map((out, i) => apply(steps[i].id, steps[i].hidden, steps[i].startPos, out))
   return new Proxy(shard, {
     get(target, prop) {

@@ -248,7 +248,15 @@ export class LayerswarmClient {
             this.view
               .list()
               .filter((p) => p.start === start && p.end === end && p.modelId === this.modelId && !this.view.isBanned(p.peerId))
-              .map(({ peerId, addrs, wireDtypes, kvDtype }) => ({ peerId, start, end, addrs, wireDtypes, kvDtype }))
+              .map(({ peerId, addrs, wireDtypes, kvDtype, backend }) => ({
+                peerId,
+                start,
+                end,
+                addrs,
+                wireDtypes,
+                kvDtype,
+                backend
+              }))
         })
   }
 

@@ -11,6 +11,7 @@ import {
   dtypeListFromWire,
   dtypeToWire,
   finiteField,
+  hardwareFields,
   kvDtypeField,
   queuedStepsField,
   safeUint64,
@@ -58,7 +59,8 @@ function announcementFromWire(w: wire.Announcement.$Properties): Announcement {
       : {}),
     ...(w.x25519Binding?.length ? { x25519Binding: bytesField(w.x25519Binding, 'announcement.x25519_binding', [64]) } : {}),
     ...kvDtypeField(w.kvDtype, 'announcement.kv_dtype'),
-    ...queuedStepsField(w.queuedSteps, 'announcement.queued_steps')
+    ...queuedStepsField(w.queuedSteps, 'announcement.queued_steps'),
+    ...hardwareFields(w, 'announcement.')
   }
 }
 
@@ -68,7 +70,10 @@ export function encodeAnnouncement(a: Announcement): Uint8Array {
     ...a,
     wireDtypes: a.wireDtypes.map((d) => dtypeToWire(d, 'announcement.wire_dtypes')),
     issuedAtMs: checkUint64(a.issuedAtMs, 'announcement.issued_at_ms'),
-    expiresAtMs: checkUint64(a.expiresAtMs, 'announcement.expires_at_ms')
+    expiresAtMs: checkUint64(a.expiresAtMs, 'announcement.expires_at_ms'),
+    ...(a.deviceMemoryBytes !== undefined
+      ? { deviceMemoryBytes: checkUint64(a.deviceMemoryBytes, 'announcement.device_memory_bytes') }
+      : {})
   }
   announcementFromWire(wire)
   return encodeWire(schema.Announcement, wire)

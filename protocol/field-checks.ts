@@ -158,3 +158,23 @@ export function withRequestId<T>(requestId: number, fn: () => T): T {
     throw err
   }
 }
+
+/** Backend names are short tokens (ggml-vulkan); device names are vendors' strings. */
+const MAX_BACKEND_LENGTH = 32
+const MAX_DEVICE_LENGTH = 256
+
+/**
+ * What runs a peer's span (issue 32), as InfoResponse and Announcement carry it: backend and
+ * device absent when empty; device_memory_bytes absent when 0 (protobuf decodes an absent
+ * uint64 as a zero Long). A device name is shown to people: printable ASCII with spaces only.
+ */
+export function hardwareFields(
+  w: { backend?: unknown; device?: unknown; deviceMemoryBytes?: unknown },
+  prefix: string
+): { backend?: string; device?: string; deviceMemoryBytes?: number } {
+  const backend = w.backend ? stringField(w.backend, `${prefix}backend`, { max: MAX_BACKEND_LENGTH, token: true }) : ''
+  const device = w.device ? stringField(w.device, `${prefix}device`, { max: MAX_DEVICE_LENGTH }) : ''
+  if (!/^[\x20-\x7e]*$/.test(device)) throw new MalformedMessageError(`${prefix}device: only printable ASCII is allowed`)
+  const bytes = w.deviceMemoryBytes == null ? 0 : safeUint64(w.deviceMemoryBytes, `${prefix}device_memory_bytes`)
+  return { ...(backend ? { backend } : {}), ...(device ? { device } : {}), ...(bytes > 0 ? { deviceMemoryBytes: bytes } : {}) }
+}

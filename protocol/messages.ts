@@ -24,6 +24,7 @@ import {
   dtypeListFromWire,
   dtypeToWire,
   finiteField,
+  hardwareFields,
   kvDtypeField,
   queuedStepsField,
   safeUint64,
@@ -170,6 +171,7 @@ function infoFromWire(w: wire.InfoResponse.$Properties): InfoResponse {
     ...(w.x25519Binding?.length ? { x25519Binding: bytesField(w.x25519Binding, 'x25519_binding', [64]) } : {}),
     ...kvDtypeField(w.kvDtype, 'kv_dtype'),
     ...queuedStepsField(w.queuedSteps, 'queued_steps'),
+    ...hardwareFields(w, ''),
     ...(w.openProofBits ? { openProofBits: uint32Field(w.openProofBits, 'open_proof_bits', 0, MAX_OPEN_PROOF_BITS) } : {})
   }
 }

@@ -38,6 +38,10 @@ export interface InfoResponse {
   x25519Binding?: Uint8Array
   /** KV cache storage of the peer's sessions (absent from peers that predate the field). */
   kvDtype?: KvWireDType
+  /** What runs the span (issue 32): native, wasm, reference, ggml-cpu, ggml-cuda, …; the ggml device and its memory. */
+  backend?: string
+  device?: string
+  deviceMemoryBytes?: number
   /** Steps waiting for the span now (node batching, issue #18); absent from older peers: 0. */
   queuedSteps?: number
   /** Leading zero bits an open's proof of work needs now (protocol/open-proof.ts); absent: 0. */
@@ -233,6 +237,11 @@ export interface Announcement {
   kvDtype?: KvWireDType
   /** As InfoResponse.queuedSteps. */
   queuedSteps?: number
+  /** What runs the span (issue 32): native, wasm, reference, ggml-cpu, ggml-cuda, … */
+  backend?: string
+  /** Its ggml device and that device's memory, when a ggml backend runs it. */
+  device?: string
+  deviceMemoryBytes?: number
 }
 
 export interface SignedAnnouncement {

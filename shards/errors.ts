@@ -102,3 +102,12 @@ export class FileClosedError extends EngineError {
 export class RepackRefusedError extends EngineError {
   override readonly code = 'REPACK_REFUSED'
 }
+
+/**
+ * A ggml backend asked for (`--backend ggml-cpu|ggml-cuda|…`) cannot run here: its package is not
+ * installed, the span addon is not built, or no device of that kind was found (issue 32). The
+ * message names what to install.
+ */
+export class BackendUnavailableError extends EngineError {
+  override readonly code = 'BACKEND_UNAVAILABLE'
+}

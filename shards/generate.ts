@@ -1,7 +1,7 @@
 import type { Edge } from './edge.js'
 import { InvalidArgumentError } from './errors.js'
 import { createSampler, type SamplerOptions } from './sampler.js'
-import type { Shard } from './shard.js'
+import type { ShardLike } from './shard-types.js'
 import type { AbortOptions } from './types.js'
 
 /**
@@ -21,7 +21,7 @@ export interface LocalPipelineOptions {
 
 /** Runs local shards one after another for one session. */
 export function createLocalPipeline(
-  shards: readonly Shard[],
+  shards: readonly ShardLike[],
   sessionId: string,
   maxLength: number,
   options: LocalPipelineOptions = {}

@@ -22,6 +22,7 @@ export { dequantizeRow, Q8_0_BLOCK, Q8_0_BLOCK_BYTES, quantizeMatrix, rowBytes }
 export { MODEL_FILE_TYPES, type ModelFileType } from './quant/file-types.js'
 export { createSampler, logSoftmax, type Sampler, type SamplerOptions, Xorshift64 } from './sampler.js'
 export { type BatchStep, createShard, type SessionOptions, Shard, type ShardInit } from './shard.js'
+export type { ShardLike } from './shard-types.js'
 export * from './tokenizers/index.js'
 export type * from './types.js'
 export { BLOCK_TENSORS } from './types.js'

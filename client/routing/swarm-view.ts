@@ -43,6 +43,9 @@ export interface PeerRecord extends RouteCandidate {
   readonly nLayers: number
   /** The peer's KV cache dtype (InfoResponse.kv_dtype; canary drift is scored in its class). */
   readonly kvDtype?: KvWireDType
+  /** What runs its span (InfoResponse.backend, issue 32): native, wasm, reference, ggml-cpu, ggml-cuda, … */
+  readonly backend?: string
+  readonly device?: string
 }
 
 /** Progress while waiting for a route: blocks of [from, to) served by peers seen so far. */
@@ -196,7 +199,9 @@ export class SwarmView {
           seenAtMs: Date.now(),
           wireDtypes: acceptedDtypes(info.wireDtypes),
           nLayers: info.nLayers,
-          ...(info.kvDtype ? { kvDtype: info.kvDtype } : {})
+          ...(info.kvDtype ? { kvDtype: info.kvDtype } : {}),
+          ...(info.backend ? { backend: info.backend } : {}),
+          ...(info.device ? { device: info.device } : {})
         })
       } catch (err) {
         dialled.push({ peerId: id, ok: false, error: (err as Error).message.split('\n')[0] })
@@ -266,7 +271,13 @@ export class SwarmView {
 
   private target(h: RouteHop): HopTarget {
     const p = this.peers.get(h.peerId)!
-    return { ...h, addrs: p.addrs, wireDtypes: p.wireDtypes, ...(p.kvDtype ? { kvDtype: p.kvDtype } : {}) }
+    return {
+      ...h,
+      addrs: p.addrs,
+      wireDtypes: p.wireDtypes,
+      ...(p.kvDtype ? { kvDtype: p.kvDtype } : {}),
+      ...(p.backend ? { backend: p.backend } : {})
+    }
   }
 
   /** Refresh until a route exists (announcements take a moment to arrive), or throw NoRouteError. */

@@ -13,4 +13,6 @@ export interface HopTarget extends RouteHop {
   readonly wireDtype?: DType
   /** The peer's KV cache dtype as it announces it (selects its benign canary drift class). */
   readonly kvDtype?: KvWireDType
+  /** What runs its span as it announces it (issue 32): a ggml backend is scored in the /qw class. */
+  readonly backend?: string
 }

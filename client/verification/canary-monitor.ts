@@ -294,9 +294,9 @@ export class CanaryMonitor {
     return probeChain(this.probes, route, ctx, lane)
   }
 
-  /** The benign drift class of a hop: its wire, the model's weights, its announced KV dtype. */
+  /** The benign drift class of a hop: its wire, the model's weights, its announced KV dtype and backend. */
   private classOf(target: HopTarget): string {
-    return benignClassKey(this.wireOf(target), target.kvDtype, this.quantized)
+    return benignClassKey(this.wireOf(target), target.kvDtype, this.quantized, target.backend)
   }
 
   /** The wire dtype a hop was negotiated (a decoy uses it, as the real session does). */

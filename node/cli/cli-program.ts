@@ -1,6 +1,7 @@
 import { Command } from 'commander'
 import { withConfigEverywhere } from '../config.js'
 import { registerApi } from './commands/api.js'
+import { registerBackend } from './commands/backend.js'
 import { registerCanary } from './commands/canary.js'
 import { registerDemo } from './commands/demo.js'
 import { registerDoctor } from './commands/doctor.js'
@@ -45,6 +46,7 @@ export function createProgram(): Command {
   registerIdentity(program)
   registerJoin(program)
   registerPrivateSwarm(program)
+  registerBackend(program)
   withConfigEverywhere(program)
   // after the config hooks: its own hook reads the options the environment and file filled
   addPrivateSwarmOptions(program)

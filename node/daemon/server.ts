@@ -172,6 +172,7 @@ export class SwarmNode {
       x25519PublicKey: this.crypto.x25519.publicKey,
       x25519Binding: this.crypto.binding,
       kvDtype: shard.kvDType,
+      ...this.init.hardware,
       openProofBits: openProofBits(this.sessions.active, this.sessions.capacity)
     }
   }
@@ -277,7 +278,8 @@ export class SwarmNode {
           version: PROTOCOL_VERSION,
           x25519PublicKey: this.crypto.x25519.publicKey,
           x25519Binding: this.crypto.binding,
-          kvDtype: this.init.shard.kvDType
+          kvDtype: this.init.shard.kvDType,
+          ...this.init.hardware
         }),
         onError: () => {}
       })

@@ -22,7 +22,7 @@ import {
   type SessionResponseBody,
   UnauthorizedError
 } from '../../protocol/index.js'
-import type { Shard } from '../../shards/index.js'
+import type { ShardLike } from '../../shards/index.js'
 import type { NodeSession, SessionKeys } from './node-session.js'
 import type { SessionManager } from './session-manager.js'
 
@@ -36,7 +36,7 @@ function atLeast(buf: Uint8Array, n: number): Uint8Array {
 export interface SessionCryptoContext {
   readonly peerId: string
   readonly modelId: string
-  readonly shard: Shard
+  readonly shard: ShardLike
   readonly sessions: SessionManager
   /** An import was refused: the node drops the half-built session (nothing of it is kept). */
   readonly onRefused: (session: NodeSession, code?: string) => void

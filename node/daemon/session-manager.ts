@@ -1,10 +1,10 @@
 import type { PeerSource } from '../../protocol/index.js'
 import { BadSpanError, BusyError, type DType, DuplicateSessionError, UnknownSessionError } from '../../protocol/index.js'
-import type { Shard } from '../../shards/index.js'
+import type { ShardLike } from '../../shards/index.js'
 import { type NodeSession, releaseSession, sessionKey } from './node-session.js'
 
 export interface SessionManagerInit {
-  readonly shard: Shard
+  readonly shard: ShardLike
   /** Sessions held at once; more get BUSY. */
   readonly maxSessions: number
   /** Sessions one peer may hold at once (issue #17: one peer could take every slot). */

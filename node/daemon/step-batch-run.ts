@@ -6,7 +6,7 @@
  */
 import type { AbortOptions } from '@libp2p/interface'
 import { BadShapeError, UnauthorizedError, UnknownSessionError } from '../../protocol/index.js'
-import type { Shard } from '../../shards/index.js'
+import type { ShardLike } from '../../shards/index.js'
 import { isRetryOfLast, type NodeSession, stepInputHash } from './node-session.js'
 import type { SessionManager } from './session-manager.js'
 import { type BatchJob, StepBatcher } from './step-batcher.js'
@@ -27,7 +27,7 @@ export interface StepOutcome {
 }
 
 export interface NodeStepQueueInit {
-  readonly shard: Shard
+  readonly shard: ShardLike
   readonly sessions: SessionManager
   readonly maxQueued: number
   readonly maxBatchRows: number

@@ -1,6 +1,6 @@
 import type { PrivateKey } from '@libp2p/interface'
 import type { DType, ReachabilityInit } from '../../protocol/index.js'
-import type { ModelFile, Shard } from '../../shards/index.js'
+import type { ModelFile, ShardLike } from '../../shards/index.js'
 import {
   DEFAULT_FIRST_STEP_TIMEOUT_MS,
   DEFAULT_IDLE_TIMEOUT_MS,
@@ -11,11 +11,20 @@ import {
 import type { Metrics } from './metrics.js'
 import type { SessionManagerInit } from './session-manager.js'
 
+/** What runs the span, as the node announces it (issue 32): routing and `join` read it. */
+export interface NodeHardware {
+  /** native, wasm, reference (the engine's kernels) or ggml-cpu, ggml-cuda, ggml-vulkan, ggml-metal. */
+  readonly backend: string
+  /** The ggml device, e.g. "CUDA:NVIDIA H100 80GB HBM3". */
+  readonly device?: string
+  readonly deviceMemoryBytes?: number
+}
+
 /** What a SwarmNode serves and how (node/daemon/server.ts); the CLI's `node start` options end up here. */
 export interface SwarmNodeInit {
   readonly model: ModelFile
   readonly modelId: string
-  readonly shard: Shard
+  readonly shard: ShardLike
   readonly listen?: string[]
   readonly bootstrap?: string[]
   readonly privateKey?: PrivateKey
@@ -31,6 +40,8 @@ export interface SwarmNodeInit {
   readonly announceIntervalMs?: number
   /** Measured decode tokens/s of the span, announced to clients for routing. */
   readonly throughput: number
+  /** What runs the span, announced with it (absent: not announced). */
+  readonly hardware?: NodeHardware
   /** Wire dtypes this node accepts and announces (`--wire`; default all). */
   readonly wireDtypes?: DType[]
   readonly log?: (event: Record<string, unknown>) => void

@@ -35,6 +35,9 @@ export const WIRE_SCAN_MESSAGES: Readonly<Record<string, WireScanMessage>> = {
       21: { name: 'openProofBits', what: 'InfoResponse.open_proof_bits', wireType: 0, repeated: false },
       30: { name: 'kvDtype', what: 'InfoResponse.kv_dtype', wireType: 2, repeated: false },
       40: { name: 'queuedSteps', what: 'InfoResponse.queued_steps', wireType: 0, repeated: false },
+      41: { name: 'backend', what: 'InfoResponse.backend', wireType: 2, repeated: false },
+      42: { name: 'device', what: 'InfoResponse.device', wireType: 2, repeated: false },
+      43: { name: 'deviceMemoryBytes', what: 'InfoResponse.device_memory_bytes', wireType: 0, repeated: false },
     }
   },
   NextHop: {
@@ -248,6 +251,9 @@ export const WIRE_SCAN_MESSAGES: Readonly<Record<string, WireScanMessage>> = {
       20: { name: 'x25519PublicKey', what: 'Announcement.x25519_public_key', wireType: 2, repeated: false },
       21: { name: 'x25519Binding', what: 'Announcement.x25519_binding', wireType: 2, repeated: false },
       30: { name: 'kvDtype', what: 'Announcement.kv_dtype', wireType: 2, repeated: false },
+      40: { name: 'backend', what: 'Announcement.backend', wireType: 2, repeated: false },
+      41: { name: 'device', what: 'Announcement.device', wireType: 2, repeated: false },
+      42: { name: 'deviceMemoryBytes', what: 'Announcement.device_memory_bytes', wireType: 0, repeated: false },
     }
   },
   SignedAnnouncement: {

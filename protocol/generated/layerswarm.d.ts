@@ -224,6 +224,15 @@ export namespace layerswarm {
             /** InfoResponse queuedSteps. */
             queuedSteps: number;
 
+            /** InfoResponse backend. */
+            backend: string;
+
+            /** InfoResponse device. */
+            device: string;
+
+            /** InfoResponse deviceMemoryBytes. */
+            deviceMemoryBytes: (number|Long);
+
             /**
              * Creates a new InfoResponse instance using the specified properties.
              * @param [properties] Properties to set
@@ -303,6 +312,15 @@ export namespace layerswarm {
 
                 /** InfoResponse queuedSteps */
                 queuedSteps?: (number|null);
+
+                /** InfoResponse backend */
+                backend?: (string|null);
+
+                /** InfoResponse device */
+                device?: (string|null);
+
+                /** InfoResponse deviceMemoryBytes */
+                deviceMemoryBytes?: (number|Long|null);
 
                 /** Unknown fields preserved while decoding when enabled */
                 $unknowns?: Uint8Array[];
@@ -2263,6 +2281,15 @@ export namespace layerswarm {
             /** Announcement kvDtype. */
             kvDtype: string;
 
+            /** Announcement backend. */
+            backend: string;
+
+            /** Announcement device. */
+            device: string;
+
+            /** Announcement deviceMemoryBytes. */
+            deviceMemoryBytes: (number|Long);
+
             /**
              * Creates a new Announcement instance using the specified properties.
              * @param [properties] Properties to set
@@ -2339,6 +2366,15 @@ export namespace layerswarm {
 
                 /** Announcement kvDtype */
                 kvDtype?: (string|null);
+
+                /** Announcement backend */
+                backend?: (string|null);
+
+                /** Announcement device */
+                device?: (string|null);
+
+                /** Announcement deviceMemoryBytes */
+                deviceMemoryBytes?: (number|Long|null);
 
                 /** Unknown fields preserved while decoding when enabled */
                 $unknowns?: Uint8Array[];

@@ -235,6 +235,9 @@ export const layerswarm = $root.layerswarm = (() => {
             InfoResponse.prototype.openProofBits = 0;
             InfoResponse.prototype.kvDtype = "";
             InfoResponse.prototype.queuedSteps = 0;
+            InfoResponse.prototype.backend = "";
+            InfoResponse.prototype.device = "";
+            InfoResponse.prototype.deviceMemoryBytes = $util.Long ? $util.Long.fromBits(0,0,true) : 0;
 
             InfoResponse.create = function(properties) {
                 return new InfoResponse(properties);
@@ -279,6 +282,12 @@ export const layerswarm = $root.layerswarm = (() => {
                     writer.uint32(242).string(message.kvDtype);
                 if (message.queuedSteps != null && $Object.hasOwnProperty.call(message, "queuedSteps") && message.queuedSteps !== 0)
                     writer.uint32(320).uint32(message.queuedSteps);
+                if (message.backend != null && $Object.hasOwnProperty.call(message, "backend") && message.backend !== "")
+                    writer.uint32(330).string(message.backend);
+                if (message.device != null && $Object.hasOwnProperty.call(message, "device") && message.device !== "")
+                    writer.uint32(338).string(message.device);
+                if (message.deviceMemoryBytes != null && $Object.hasOwnProperty.call(message, "deviceMemoryBytes") && (typeof message.deviceMemoryBytes === "object" ? message.deviceMemoryBytes.low || message.deviceMemoryBytes.high : message.deviceMemoryBytes !== 0))
+                    writer.uint32(344).uint64(message.deviceMemoryBytes);
                 if (message.$unknowns != null && $Object.hasOwnProperty.call(message, "$unknowns"))
                     for (let i = 0; i < message.$unknowns.length; ++i)
                         writer.raw(message.$unknowns[i]);
@@ -459,6 +468,33 @@ export const layerswarm = $root.layerswarm = (() => {
                                 message.queuedSteps = value;
                             else
                                 delete message.queuedSteps;
+                            continue;
+                        }
+                    case 41: {
+                            if (wireType !== 2)
+                                break;
+                            if ((value = reader.stringVerify()).length)
+                                message.backend = value;
+                            else
+                                delete message.backend;
+                            continue;
+                        }
+                    case 42: {
+                            if (wireType !== 2)
+                                break;
+                            if ((value = reader.stringVerify()).length)
+                                message.device = value;
+                            else
+                                delete message.device;
+                            continue;
+                        }
+                    case 43: {
+                            if (wireType !== 0)
+                                break;
+                            if (typeof (value = reader.uint64()) === "object" ? value.low || value.high : value !== 0)
+                                message.deviceMemoryBytes = value;
+                            else
+                                delete message.deviceMemoryBytes;
                             continue;
                         }
                     }
@@ -3139,6 +3175,9 @@ export const layerswarm = $root.layerswarm = (() => {
             Announcement.prototype.x25519PublicKey = $util.newBuffer([]);
             Announcement.prototype.x25519Binding = $util.newBuffer([]);
             Announcement.prototype.kvDtype = "";
+            Announcement.prototype.backend = "";
+            Announcement.prototype.device = "";
+            Announcement.prototype.deviceMemoryBytes = $util.Long ? $util.Long.fromBits(0,0,true) : 0;
 
             Announcement.create = function(properties) {
                 return new Announcement(properties);
@@ -3182,6 +3221,12 @@ export const layerswarm = $root.layerswarm = (() => {
                     writer.uint32(170).bytes(message.x25519Binding);
                 if (message.kvDtype != null && $Object.hasOwnProperty.call(message, "kvDtype") && message.kvDtype !== "")
                     writer.uint32(242).string(message.kvDtype);
+                if (message.backend != null && $Object.hasOwnProperty.call(message, "backend") && message.backend !== "")
+                    writer.uint32(322).string(message.backend);
+                if (message.device != null && $Object.hasOwnProperty.call(message, "device") && message.device !== "")
+                    writer.uint32(330).string(message.device);
+                if (message.deviceMemoryBytes != null && $Object.hasOwnProperty.call(message, "deviceMemoryBytes") && (typeof message.deviceMemoryBytes === "object" ? message.deviceMemoryBytes.low || message.deviceMemoryBytes.high : message.deviceMemoryBytes !== 0))
+                    writer.uint32(336).uint64(message.deviceMemoryBytes);
                 if (message.$unknowns != null && $Object.hasOwnProperty.call(message, "$unknowns"))
                     for (let i = 0; i < message.$unknowns.length; ++i)
                         writer.raw(message.$unknowns[i]);
@@ -3352,6 +3397,33 @@ export const layerswarm = $root.layerswarm = (() => {
                                 message.kvDtype = value;
                             else
                                 delete message.kvDtype;
+                            continue;
+                        }
+                    case 40: {
+                            if (wireType !== 2)
+                                break;
+                            if ((value = reader.stringVerify()).length)
+                                message.backend = value;
+                            else
+                                delete message.backend;
+                            continue;
+                        }
+                    case 41: {
+                            if (wireType !== 2)
+                                break;
+                            if ((value = reader.stringVerify()).length)
+                                message.device = value;
+                            else
+                                delete message.device;
+                            continue;
+                        }
+                    case 42: {
+                            if (wireType !== 0)
+                                break;
+                            if (typeof (value = reader.uint64()) === "object" ? value.low || value.high : value !== 0)
+                                message.deviceMemoryBytes = value;
+                            else
+                                delete message.deviceMemoryBytes;
                             continue;
                         }
                     }

@@ -1,5 +1,5 @@
 import { kvRowBytes } from '../kv-cache.js'
-import type { Shard } from '../shard.js'
+import type { ShardLike } from '../shard-types.js'
 import type { Kernels } from './kernels.js'
 
 /** What a node tells about the kernels its span runs on (`node start`'s JSON line and log). */
@@ -15,15 +15,15 @@ export interface SpanKernelReport {
   readonly slowReasons?: readonly string[]
   /** Set when attention runs on the TypeScript reference: a q8_0 KV cache on fast kernels. */
   readonly slowAttention?: string
-  /** Where KV layers live: 'native' buffers, the WebAssembly 'heap', or plain 'memory'. */
-  readonly kvMemory: 'native' | 'heap' | 'memory'
+  /** Where KV layers live: 'native' buffers, the WebAssembly 'heap', plain 'memory', or a ggml 'device' (issue 32). */
+  readonly kvMemory: 'native' | 'heap' | 'memory' | 'device'
   /** Set when one session's KV (kvBytes) does not fit what is left of the WebAssembly heap. */
   readonly slowKv?: string
 }
 
 const MiB = (bytes: number): string => `${Math.round(bytes / 2 ** 20)} MiB`
 
-export function spanKernelReport(kernels: Kernels, shard: Shard): SpanKernelReport {
+export function spanKernelReport(kernels: Kernels, shard: ShardLike): SpanKernelReport {
   const c = shard.config
   const kvBytes = (shard.end - shard.start) * 2 * c.seqLen * kvRowBytes(shard.kvDType, c.kvDim)
   const p = kernels.placement?.()

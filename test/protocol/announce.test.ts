@@ -52,6 +52,20 @@ describe('announcement signatures', () => {
     expect(await verifyAnnouncement(signed, NOW + 1000)).toEqual(withKv)
   })
 
+  it('carries what runs the span (issue 32: backend, device, its memory); a device name with control characters is malformed', async () => {
+    const { key, a } = await fixture()
+    const gpu: Announcement = {
+      ...a,
+      backend: 'ggml-cuda',
+      device: 'CUDA:NVIDIA H100 80GB HBM3',
+      deviceMemoryBytes: 85_000_000_000
+    }
+    const signed = decodeSignedAnnouncement(encodeSignedAnnouncement(await signAnnouncement(gpu, key)))
+    expect(await verifyAnnouncement(signed, NOW + 1000)).toEqual(gpu)
+    expect(() => encodeAnnouncement({ ...a, device: 'GPU\u001b[31m' })).toThrow(MalformedMessageError)
+    expect(() => encodeAnnouncement({ ...a, backend: 'ggml cuda' })).toThrow(MalformedMessageError)
+  })
+
   it('rejects expired, future-dated and overlong announcements', async () => {
     const { key, a } = await fixture()
     const signed = await signAnnouncement(a, key)

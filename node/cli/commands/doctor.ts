@@ -14,6 +14,7 @@ import {
 import { defaultModelPath } from '../../paths.js'
 import { DoctorFailedError } from '../errors.js'
 import { int } from '../options.js'
+import { ggmlDeviceLines } from './backend.js'
 import { checkListenAddrs, checkReadableFile, listenError } from './checks.js'
 
 type Verdict = 'ok' | 'warn' | 'FAIL'
@@ -243,6 +244,8 @@ export function registerDoctor(program: Command): void {
       // what this machine computes with: information, not a check (last, so the checks keep their order)
       const k = kernelsLine()
       process.stdout.write(`${'info'.padEnd(5)} ${k.what.padEnd(10)} ${k.text}\n`)
+      // issue 32: the ggml devices a node could serve on (`--backend ggml-…`, `--device N`)
+      for (const d of ggmlDeviceLines()) process.stdout.write(`${'info'.padEnd(5)} ${'devices'.padEnd(10)} ${d}\n`)
       const failed = lines.filter((l) => l.verdict === 'FAIL').length
       if (failed > 0) throw new DoctorFailedError(`${failed} of ${lines.length} checks failed`)
     })

@@ -1,13 +1,13 @@
 import type { AbortOptions } from '@libp2p/interface'
 import { multiaddr } from '@multiformats/multiaddr'
 import { createHost, dialBootstrap, fetchInfo } from '../../../protocol/index.js'
-import type { Shard } from '../../../shards/index.js'
+import type { ShardLike } from '../../../shards/index.js'
 import { chooseSpan } from '../../daemon/index.js'
 
 /* `node start`: which span a joining node serves, and the throughput it announces for it. */
 
 /** Decode tokens/s of a loaded span, measured on a scratch session (announced for routing). */
-export function measureThroughput(shard: Shard, dim: number, steps = 8): number {
+export function measureThroughput(shard: ShardLike, dim: number, steps = 8): number {
   const id = '__throughput__'
   shard.openSession(id, { maxLength: steps + 1 })
   const x = new Float32Array(dim).fill(0.01)

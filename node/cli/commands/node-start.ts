@@ -3,21 +3,19 @@ import { type Command, Option } from 'commander'
 import { createTamper, TAMPER_MODES, tamperingShard } from '../../../canary/index.js'
 import { bootstrapDialError, parseBootstrapList } from '../../../client/index.js'
 import { WIRE_DTYPES } from '../../../protocol/index.js'
+import { BACKENDS } from '../../../shards/ggml/backend.js'
 import {
   computeModelId,
-  createShard,
   DEFAULT_KV_DTYPE,
   KV_DTYPES,
   kernelChoiceOf,
   kernelChoiceSummary,
   openModelFile,
-  selectKernelsFor,
-  spanKernelReport,
   spanSlowReasons
 } from '../../../shards/index.js'
 import { Metrics, SwarmNode, serveMetrics } from '../../daemon/index.js'
 import { claimNodeIdentity } from '../../identity-lock.js'
-import { addLogLevelOption, createLogger, eventLog, progress } from '../../log.js'
+import { addLogLevelOption, createLogger, eventLog } from '../../log.js'
 import {
   DEFAULT_ANNOUNCE_INTERVAL_MS,
   DEFAULT_BATCH_WAIT_MS,
@@ -34,6 +32,7 @@ import { BadOptionError, NoRelayReservationError } from '../errors.js'
 import { float, int, parseSpan, wireDtypeList } from '../options.js'
 import { addReachabilityOptions, hostReachability, RELAY_WAIT_MS, relayedAddress } from '../reachability-options.js'
 import { checkListenAddrs, checkReadableFile, listenError } from './checks.js'
+import { closeSpan, loadSpanBackend } from './node-backend.js'
 import { measureThroughput, pickSpan } from './node-span.js'
 import { refusedByEveryBootstrap } from './private-swarm.js'
 
@@ -110,6 +109,19 @@ export function registerNodeStart(program: Command): void {
     )
     .addOption(new Option('--threads <n>', 'kernel threads (default: all cores)').argParser(int('--threads', 1)))
     .addOption(new Option('--kernels <kind>', 'kernel set').choices(['auto', 'reference', 'wasm', 'native']).default('auto'))
+    .addOption(
+      new Option(
+        '--backend <name>',
+        'what runs the span: the engine (native, wasm), a ggml device (ggml-cpu, ggml-cuda, ggml-vulkan, ggml-metal; `layerswarm backend install`), or auto (a GPU that holds the span, else the engine)'
+      )
+        .choices([...BACKENDS])
+        .default('auto')
+    )
+    .addOption(
+      new Option('--device <n>', "index among the ggml backend's devices (`layerswarm doctor` lists them)")
+        .argParser(int('--device', 0))
+        .default(0)
+    )
     .addOption(
       new Option('--kv-dtype <dtype>', 'KV cache storage, announced with the span (q8_0: GGUF Q8_0 blocks)')
         .choices([...KV_DTYPES])
@@ -199,14 +211,7 @@ export function registerNodeStart(program: Command): void {
       const [start, end] = opts.layers
         ? parseSpan(opts.layers, n)
         : await pickSpan(n, opts.numBlocks ?? Math.ceil(n / 2), modelId, bootstrap)
-      const kernels = selectKernelsFor(model.config, { kind: opts.kernels, threads: opts.threads })
-      log({ event: 'loading', model: model.path, modelId, layers: [start, end], kernels: kernels.name })
-      const bar = progress('loading blocks', end - start, { unit: 'blocks' })
-      const shard = createShard({ model, start, end, kernels, kvDType: opts.kvDtype, onProgress: (done) => bar.update(done) })
-      bar.done()
-      // One line on the kernels the span runs on; a span (partly) on the slow TypeScript kernels says why.
-      const report = spanKernelReport(kernels, shard)
-      log({ event: report.slowWeightBytes || report.slowAttention || report.slowKv ? 'kernels-slow' : 'kernels', ...report })
+      const { shard, kernels, report, hardware } = loadSpanBackend(model, [start, end], opts, log)
       const throughput = measureThroughput(shard, model.config.dim)
       const tamper = opts.tamper
         ? createTamper({
@@ -252,10 +257,11 @@ export function registerNodeStart(program: Command): void {
         orphanTimeoutMs: opts.orphanTimeout,
         maxSessionsPerIp: opts.maxSessionsPerIp,
         announceIntervalMs: opts.announceInterval,
+        hardware,
         log
       }).catch(async (err: unknown) => {
         await metricsServer?.close()
-        kernels.close?.()
+        closeSpan(shard, kernels)
         model.close()
         throw listenError(listen, err)
       })
@@ -266,7 +272,7 @@ export function registerNodeStart(program: Command): void {
       if (refused) {
         await swarmNode.stop()
         await metricsServer?.close()
-        kernels.close?.()
+        kernels?.close?.()
         model.close()
         claimed?.lock.release()
         throw refused
@@ -285,7 +291,7 @@ export function registerNodeStart(program: Command): void {
         process.once('SIGTERM', () => resolve('SIGTERM'))
       })
       process.stdout.write(
-        `${JSON.stringify({ peerId: swarmNode.peerId, ...(identity ? { identity: identity.path } : {}), addrs: swarmNode.addrs, layers: [start, end], modelId, kernels: report.kernels, weightBytes: report.weightBytes, kvBytes: report.kvBytes, kvDtype: shard.kvDType, kvMemory: report.kvMemory, ...kernelChoiceField(kernels), ...(spanSlowReasons(report).length > 0 ? { slow: spanSlowReasons(report) } : {}) })}\n`
+        `${JSON.stringify({ peerId: swarmNode.peerId, ...(identity ? { identity: identity.path } : {}), addrs: swarmNode.addrs, layers: [start, end], modelId, kernels: report.kernels, weightBytes: report.weightBytes, kvBytes: report.kvBytes, kvDtype: shard.kvDType, kvMemory: report.kvMemory, backend: hardware.backend, ...(hardware.device ? { device: hardware.device } : {}), ...kernelChoiceField(kernels), ...(spanSlowReasons(report).length > 0 ? { slow: spanSlowReasons(report) } : {}) })}\n`
       )
       log({ event: 'serving', peerId: swarmNode.peerId, throughput })
       const sig = await stopped
@@ -297,7 +303,7 @@ export function registerNodeStart(program: Command): void {
       }
       await swarmNode.stop()
       await metricsServer?.close()
-      kernels.close?.()
+      closeSpan(shard, kernels)
       model.close()
       claimed?.lock.release()
       log({ event: 'stopped' })

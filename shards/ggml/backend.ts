@@ -1,0 +1,122 @@
+import { BackendUnavailableError } from '../errors.js'
+import { selectKernelsFor } from '../kernels/kernel-policy.js'
+import type { Kernels } from '../kernels/kernels.js'
+import type { KernelKind } from '../kernels/kernels-fast.js'
+import type { KvDType } from '../kv-cache.js'
+import type { ModelFile } from '../model-file.js'
+import { rowBytes } from '../quant/codecs.js'
+import { createShard } from '../shard.js'
+import type { ShardLike } from '../shard-types.js'
+import { GgmlShard } from './ggml-shard.js'
+import { findGgmlLibraries, flavourOf, GGML_BACKENDS, type GgmlBackend } from './package.js'
+import { devicesOf, type GgmlDevice, loadGgml } from './runtime.js'
+
+/** `--backend` values (issue 32): the engine's kernels (native, wasm) or a ggml device. */
+export const BACKENDS = ['auto', 'native', 'wasm', ...GGML_BACKENDS] as const
+export type BackendChoice = (typeof BACKENDS)[number]
+
+export function isGgmlBackend(b: string): b is GgmlBackend {
+  return (GGML_BACKENDS as readonly string[]).includes(b)
+}
+
+export interface SpanBackendInit {
+  readonly model: ModelFile
+  readonly start: number
+  readonly end: number
+  readonly backend: BackendChoice
+  /** Index among the chosen ggml backend's devices (`--device`). */
+  readonly device?: number
+  /** The engine's kernel set when the span runs on it (`--kernels`; `--backend native|wasm` override it). */
+  readonly kernelKind?: KernelKind
+  readonly threads?: number
+  readonly kvDType?: KvDType
+  readonly onProgress?: (loaded: number, total: number) => void
+}
+
+/** The runner a span got, what it runs on, and (auto) why it did not take a GPU. */
+export interface SpanBackend {
+  readonly shard: ShardLike
+  /** The engine's kernel set, when the span runs on it (the caller closes it). */
+  readonly kernels?: Kernels
+  /** What the node announces: native, wasm, reference, or ggml-cpu / ggml-cuda / … */
+  readonly backend: string
+  readonly device?: GgmlDevice
+  /** `auto` without a usable GPU: one line saying why the CPU kernels serve. */
+  readonly fallback?: string
+}
+
+/** GPU flavours auto tries, in order, where their package is installed. */
+const AUTO_GPU: readonly GgmlBackend[] = ['ggml-cuda', 'ggml-metal', 'ggml-vulkan']
+
+/**
+ * The span on the backend asked for. A ggml backend that cannot run is a
+ * BackendUnavailableError naming what to install; `auto` takes an installed GPU backend's first
+ * GPU whose free memory holds the span's weights (with a quarter to spare for KV and
+ * activations), else the engine's CPU kernels with a `fallback` line.
+ */
+export function createSpanBackend(init: SpanBackendInit): SpanBackend {
+  const { backend } = init
+  if (isGgmlBackend(backend)) return ggmlSpan(init, backend, init.device ?? 0)
+  if (backend === 'auto') {
+    const gpu = autoGpu(init)
+    if ('device' in gpu) return ggmlSpan(init, gpu.backend, gpu.device)
+    return { ...engineSpan(init, init.kernelKind ?? 'auto'), fallback: gpu.why }
+  }
+  return engineSpan(init, backend)
+}
+
+function ggmlSpan(init: SpanBackendInit, backend: GgmlBackend, device: number): SpanBackend {
+  const shard = new GgmlShard({
+    model: init.model,
+    start: init.start,
+    end: init.end,
+    backend,
+    device,
+    kvDType: init.kvDType,
+    threads: init.threads,
+    onProgress: init.onProgress
+  })
+  return { shard, backend, device: shard.device }
+}
+
+function engineSpan(init: SpanBackendInit, kind: KernelKind): SpanBackend {
+  const kernels = selectKernelsFor(init.model.config, { kind, threads: init.threads })
+  const shard = createShard({ ...init, kernels, kvDType: init.kvDType, onProgress: init.onProgress })
+  return { shard, kernels, backend: kernels.name }
+}
+
+function autoGpu(init: SpanBackendInit): { backend: GgmlBackend; device: number } | { why: string } {
+  const installed = AUTO_GPU.filter((b) => findGgmlLibraries(flavourOf(b)) !== null)
+  if (installed.length === 0) return { why: 'no GPU backend installed (`layerswarm backend install cuda|vulkan|metal`)' }
+  if (init.model.format !== 'gguf') return { why: `the ggml backends read GGUF files; ${init.model.path} is not one` }
+  const need = spanWeightBytes(init) * 1.25
+  const seen: string[] = []
+  for (const backend of installed) {
+    let runtime: ReturnType<typeof loadGgml>
+    try {
+      runtime = loadGgml(flavourOf(backend))
+    } catch (e) {
+      if (!(e instanceof BackendUnavailableError)) throw e
+      seen.push(`${backend}: ${e.message}`)
+      continue
+    }
+    const devices = devicesOf(runtime, backend)
+    const fit = devices.findIndex((d) => (d.type === 'gpu' || d.type === 'igpu') && d.freeBytes >= need)
+    if (fit >= 0) return { backend, device: fit }
+    seen.push(`${backend}: ${devices.length === 0 ? 'no device' : `no GPU with ${Math.ceil(need / 2 ** 20)} MiB free`}`)
+  }
+  return { why: seen.join('; ') }
+}
+
+/** Bytes of the span's block weights as stored in the file. */
+function spanWeightBytes(init: SpanBackendInit): number {
+  const info = init.model.matrixInfo?.bind(init.model)
+  if (!info) return 0
+  let bytes = 0
+  for (let l = init.start; l < init.end; l++)
+    for (const t of ['attn_q', 'attn_k', 'attn_v', 'attn_output', 'ffn_gate', 'ffn_up', 'ffn_down'] as const) {
+      const m = info(`blk.${l}.${t}`)
+      bytes += rowBytes(m.dtype, m.cols) * m.rows
+    }
+  return bytes
+}
