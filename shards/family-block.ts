@@ -1,10 +1,10 @@
 import { ropeFrequencies } from './architectures.js'
-import type { BlockWeights, Scratch } from './block.js'
 import { InvalidModelError } from './errors.js'
 import { f16Table, f32ToF16 } from './f16.js'
 import { isSlidingLayer } from './family-config.js'
-import type { AttentionShape, Kernels, KvLayer } from './kernels/kernels.js'
+import type { AttentionShape, BlockMatrices, Kernels, KvLayer } from './kernels/kernels.js'
 import type { KvCache } from './kv-cache.js'
+import type { Scratch } from './scratch.js'
 import type { FamilyParams, ModelConfig } from './types.js'
 
 /*
@@ -44,7 +44,7 @@ function ropeFor(c: ModelConfig, sliding: boolean): Float64Array {
 export function familyBlockForward(
   kernels: Kernels,
   c: ModelConfig,
-  w: BlockWeights,
+  w: BlockMatrices,
   x: Float32Array,
   T: number,
   startPos: number,

@@ -1,7 +1,7 @@
 import type { Edge } from './edge.js'
 import { InvalidArgumentError } from './errors.js'
 import { createSampler, type SamplerOptions } from './sampler.js'
-import type { ShardLike } from './shard-types.js'
+import type { ShardLike } from './shard.js'
 import type { AbortOptions } from './types.js'
 
 /**

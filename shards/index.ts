@@ -12,6 +12,7 @@ export {
   generateTokens,
   type LocalPipelineOptions
 } from './generate.js'
+export * from './ggml/index.js'
 export * from './kernels/index.js'
 export { DEFAULT_KV_DTYPE, KV_DTYPES, type KvAllocator, KvCache, type KvDType, kvAllocatorOf, kvRowBytes } from './kv-cache.js'
 export { type ByteSource, type GgufValue, type ModelFile, sampleRange } from './model-file.js'
@@ -21,8 +22,8 @@ export { NATIVE_BATCHED_FROM } from './options.js'
 export { dequantizeRow, Q8_0_BLOCK, Q8_0_BLOCK_BYTES, quantizeMatrix, rowBytes } from './quant/codecs.js'
 export { MODEL_FILE_TYPES, type ModelFileType } from './quant/file-types.js'
 export { createSampler, logSoftmax, type Sampler, type SamplerOptions, Xorshift64 } from './sampler.js'
+export type { ShardLike } from './shard.js'
 export { type BatchStep, createShard, type SessionOptions, Shard, type ShardInit } from './shard.js'
-export type { ShardLike } from './shard-types.js'
 export * from './tokenizers/index.js'
 export type * from './types.js'
 export { BLOCK_TENSORS } from './types.js'

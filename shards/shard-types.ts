@@ -38,10 +38,3 @@ export interface SessionOptions {
   readonly start?: number
   readonly end?: number
 }
-
-/**
- * What serves a span to the node: the engine's Shard (shards/shard.ts) or a ggml span
- * (shards/ggml/ggml-shard.ts, issue 32). Shard's public members less its kernel set, which only
- * the engine has.
- */
-export type ShardLike = Omit<{ [K in keyof import('./shard.js').Shard]: import('./shard.js').Shard[K] }, 'kernels'>

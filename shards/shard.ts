@@ -291,3 +291,10 @@ export class Shard {
 export function createShard(init: ShardInit): Shard {
   return new Shard(init)
 }
+
+/**
+ * What serves a span to the node: the engine's Shard (shards/shard.ts) or a ggml span
+ * (shards/ggml/ggml-shard.ts, issue 32). Shard's public members less its kernel set, which only
+ * the engine has.
+ */
+export type ShardLike = Omit<{ [K in keyof Shard]: Shard[K] }, 'kernels'>

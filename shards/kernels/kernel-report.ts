@@ -1,5 +1,5 @@
 import { kvRowBytes } from '../kv-cache.js'
-import type { ShardLike } from '../shard-types.js'
+import type { ShardLike } from '../shard.js'
 import type { Kernels } from './kernels.js'
 
 /** What a node tells about the kernels its span runs on (`node start`'s JSON line and log). */

@@ -1,5 +1,6 @@
 import type { Command } from 'commander'
 import { Option } from 'commander'
+import type { FamilyParams } from '../../../shards/index.js'
 import {
   DEFAULT_KV_DTYPE,
   EngineError,
@@ -12,7 +13,6 @@ import {
   readGgufHeader,
   type Vocabulary
 } from '../../../shards/index.js'
-import type { FamilyParams } from '../../../shards/types.js'
 import { defaultModelPath } from '../../paths.js'
 import { int } from '../options.js'
 

@@ -1,5 +1,6 @@
-import { type BackendChoice, createSpanBackend } from '../../../shards/ggml/backend.js'
 import {
+  type BackendChoice,
+  createSpanBackend,
   type KernelKind,
   type Kernels,
   type KvDType,
