@@ -26,6 +26,8 @@ export interface Decoy {
   readonly targets: readonly HopTarget[]
   readonly hop?: HopSession
   readonly chain?: ChainedDecoy
+  /** Relayed over the whole route: a session on every hop, each its own id (client/relay-decoy.ts). */
+  readonly hops?: readonly HopSession[]
   readonly sessionId: string
   readonly canary: number
   /** The plan: a real session's shape (prefill, then one row a step) over the canary. */

@@ -21,6 +21,7 @@ import { DecoyPool } from './canary-decoy-pool.js'
 import { DecoyDraftRows } from './canary-decoy-speculative.js'
 import type { CanaryMaterial } from './canary-decoys.js'
 import { laneKey, PeerScores, type ProbeDeps, probeChain, probeHop, retireLanes } from './canary-probes.js'
+import { DecoySchedule } from './canary-schedule.js'
 import { secretMaterial } from './canary-secret.js'
 import type { PromptTemplate } from './canary-template.js'
 import type { CanaryEvidence, CanaryMonitorOptions, CanaryPeerReport, StepContext } from './canary-types.js'
@@ -28,20 +29,23 @@ import type { HopTarget } from './hop.js'
 import { DEFAULT_REDUNDANCY_RATE } from './options.js'
 import { ReceiptLedger } from './receipts.js'
 import { type RedundancyRecord, RedundancySchedule } from './redundancy-schedule.js'
+import { probeRelayRoute, relayRouteKey } from './relay-decoy.js'
 import { ReplayIndex } from './replay-index.js'
 import { restoreTrustFile, saveTrustFile } from './trust-file.js'
 
 export type { CanaryEvidence, CanaryOptions, CanaryPeerReport, StepContext } from './canary-types.js'
 
 /**
- * Canary mixing and verdicts (DESIGN.md §5). After each real step, each hop of the route gets a
- * step of a decoy session with the probability its adaptive rate gives (dense for peers not yet
- * checked or suspect, the base rate for peers with a clean record). A decoy is an ordinary-looking
+ * Canary mixing and verdicts (DESIGN.md §5). After each real step, the route gets a step of a
+ * decoy session with the probability its most-wanted hop's adaptive rate gives (dense for peers
+ * not yet checked or suspect, the base rate for peers with a clean record); the step goes out
+ * beside the next real step (client/canary-schedule.ts, issue #39). A decoy is an ordinary-looking
  * session (same wire dtype and max length as the real one, a prompt-sized first step, then one row
  * per step) whose inputs are a real prompt's hidden states at the route's boundary and whose
  * outputs the client knows, computed with its own trusted kernels. In chained forwarding a decoy
- * is chained over the whole route like a real session (chained-decoy.ts). The drift of each
- * answer feeds a sequential likelihood-ratio test per peer; a peer past the bound is excluded.
+ * is chained over the whole route like a real session (chained-decoy.ts); relayed, it spans the
+ * route hop by hop, each hop its own id, as a real relayed session does (relay-decoy.ts). The
+ * drift of each answer feeds a sequential likelihood-ratio test per peer; a peer past the bound is excluded.
  * Canary steps run beside the real ones, off their critical path.
  */
 export class CanaryMonitor {
@@ -52,10 +56,14 @@ export class CanaryMonitor {
   private readonly material: CanaryMaterial
   private readonly pool: DecoyPool
   private readonly inflight = new Map<string, Promise<void>>()
+  /** Decoys whose next step waits behind the one in flight (launch). */
+  private readonly queued = new Set<string>()
   /** Chained decoys' scoring, per decoy in step order, waiting for their audit rounds. */
   private readonly scoring = new Map<string, Promise<void>>()
   private readonly newlyExcluded: string[] = []
   private readonly random: Random
+  /** When decoy steps go out: beside the next real step, leading or following it (issue #39). */
+  private readonly schedule: DecoySchedule
   /** Scores of canary answers: the detector's observations, counts and the evidence of convictions. */
   private readonly scores: PeerScores
   /** Redundancy checks (the same decoy to two peers of one span), on a schedule. */
@@ -105,6 +113,7 @@ export class CanaryMonitor {
     })
     this.material = made.material
     this.random = made.random
+    this.schedule = new DecoySchedule(this.random)
     this.pool = new DecoyPool(
       this.material,
       new DecoyDraftRows(model, { kernels: options.kernels, edge: options.edge, first: options.first })
@@ -210,18 +219,27 @@ export class CanaryMonitor {
       const lanes = Math.max(...route.map((h) => this.lanesOf(h.peerId)))
       const key = route.map((h) => `${h.peerId}/${h.start}/${h.end}`).join('>')
       for (let lane = 0; lane < lanes; lane++)
-        if (this.random.next() < rate) this.launch(laneKey(key, lane), () => this.probeChained(route, ctx, lane))
+        if (this.random.next() < rate) {
+          const peers = route.map((h) => h.peerId)
+          this.launch(laneKey(key, lane), (gate) => this.probeChained(route, ctx, lane, gate), true, peers)
+        }
       retireLanes(this.probes, this.inflight, key, lanes, this.rates.inFlight)
-    } else {
-      for (const hop of route) {
+    } else if (route.length > 0) {
+      for (const hop of route)
         if (this.redundancySchedule.wants(() => this.random.next()))
-          this.launch(`redundancy/${hop.start}/${hop.end}`, () => this.crossCheck(hop, ctx))
-        const lanes = this.lanesOf(hop.peerId)
-        for (let lane = 0; lane < lanes; lane++)
-          if (this.random.next() < this.rateOf(hop.peerId))
-            this.launch(laneKey(`${hop.peerId}/${hop.start}/${hop.end}`, lane), () => this.probe(hop, ctx, lane))
-        retireLanes(this.probes, this.inflight, `${hop.peerId}/${hop.start}/${hop.end}`, lanes, this.rates.inFlight)
-      }
+          this.launch(`redundancy/${hop.start}/${hop.end}`, () => this.crossCheck(hop, ctx), false)
+      // Relayed, a decoy spans the whole route as a real session does (client/relay-decoy.ts,
+      // issue #39): at the rate (and decoys in flight) of its most-wanted hop, as chained.
+      const rate = Math.max(...route.map((h) => this.rateOf(h.peerId)))
+      const lanes = Math.max(...route.map((h) => this.lanesOf(h.peerId)))
+      const key = relayRouteKey(route)
+      for (let lane = 0; lane < lanes; lane++)
+        if (this.random.next() < rate) {
+          const k = laneKey(key, lane)
+          const peers = route.map((h) => h.peerId)
+          this.launch(k, (gate) => probeRelayRoute(this.probes, route, ctx, k, gate), true, peers)
+        }
+      retireLanes(this.probes, this.inflight, key, lanes, this.rates.inFlight)
     }
     return this.takeExcluded()
   }
@@ -260,17 +278,47 @@ export class CanaryMonitor {
    */
   async settle(sessionId?: string): Promise<string[]> {
     if (sessionId !== undefined) this.material.endSession(sessionId)
-    await this.audits.drain(async () => {
-      await Promise.all(this.inflight.values())
-      await Promise.all(this.scoring.values())
-    })
+    // no real step follows for the decoy steps waiting to go out beside one: they go now
+    await this.schedule.drain(() =>
+      this.audits.drain(async () => {
+        await Promise.all(this.inflight.values())
+        await Promise.all(this.scoring.values())
+      })
+    )
     return this.takeExcluded()
   }
 
-  /** At most one canary step in flight per decoy: the next waits, as a real session's steps do. */
-  private launch(key: string, run: () => Promise<PeerVerdict[]>): void {
-    if (this.inflight.has(key)) return
-    const p = run()
+  /**
+   * A real step of a session on these routes is about to go out: the decoy steps drawn since the
+   * last one go out beside it (client/canary-schedule.ts).
+   */
+  beforeStep(): Promise<void> {
+    return this.schedule.beforeStep()
+  }
+
+  /**
+   * At most one canary step in flight per decoy: the next waits, as a real session's steps do.
+   * A scheduled step gets its gate (it opens beside the next real step); others go at once.
+   */
+  private launch(
+    key: string,
+    run: (gate: () => Promise<void>) => Promise<PeerVerdict[]>,
+    scheduled = true,
+    peers: readonly string[] = []
+  ): void {
+    const prev = this.inflight.get(key)
+    // A scheduled step may wait behind the one in flight (one at most): it goes beside a later
+    // real step, so a decoy can step with every real step as a real session does (issue #39).
+    if (prev && (!scheduled || this.queued.has(key))) return
+    const gate = scheduled ? () => this.schedule.gate() : () => Promise.resolve()
+    const start = (): Promise<PeerVerdict[]> => {
+      this.queued.delete(key)
+      // a step queued behind one that convicted a peer of its route does not open a new decoy there
+      if (peers.some((p) => this.detector.verdict(p).excluded || this.replays.isConvicted(p))) return Promise.resolve([])
+      return run(gate)
+    }
+    if (prev) this.queued.add(key)
+    const p: Promise<void> = (prev ? prev.then(start) : start())
       .then((verdicts) => {
         for (const v of verdicts) this.noteConviction(v)
       })
@@ -280,7 +328,9 @@ export class CanaryMonitor {
         if (err instanceof CanariesPendingError) return
         this.options.log?.({ event: 'canary-error', key, code: (err as { code?: string }).code, message: err.message })
       })
-      .finally(() => this.inflight.delete(key))
+      .finally(() => {
+        if (this.inflight.get(key) === p) this.inflight.delete(key)
+      })
     this.inflight.set(key, p)
   }
 
@@ -290,8 +340,8 @@ export class CanaryMonitor {
   }
 
   /** One step of a decoy chained over the whole route, each hop scored (client/canary-probes.ts). */
-  probeChained(route: readonly HopTarget[], ctx: StepContext, lane = 0): Promise<PeerVerdict[]> {
-    return probeChain(this.probes, route, ctx, lane)
+  probeChained(route: readonly HopTarget[], ctx: StepContext, lane = 0, gate?: () => Promise<void>): Promise<PeerVerdict[]> {
+    return probeChain(this.probes, route, ctx, lane, gate)
   }
 
   /** The benign drift class of a hop: its wire, the model's weights, its announced KV dtype. */

@@ -115,7 +115,13 @@ export async function probeHop(d: ProbeDeps, target: HopTarget, ctx: StepContext
  * reference at its span end; once a hop's answer looks like tampering (density ratio above 1),
  * the hops after it got an altered input, so they are not scored for the rest of this decoy.
  */
-export async function probeChain(d: ProbeDeps, route: readonly HopTarget[], ctx: StepContext, lane = 0): Promise<PeerVerdict[]> {
+export async function probeChain(
+  d: ProbeDeps,
+  route: readonly HopTarget[],
+  ctx: StepContext,
+  lane = 0,
+  gate: () => Promise<void> = () => Promise.resolve()
+): Promise<PeerVerdict[]> {
   const key = laneKey(route.map((h) => `${h.peerId}/${h.start}/${h.end}`).join('>'), lane)
   const decoy = await d.pool.decoyFor(key, route, ctx, async (sessionId, maxLength) => ({
     chain: await ChainedDecoy.open(
@@ -126,6 +132,10 @@ export async function probeChain(d: ProbeDeps, route: readonly HopTarget[], ctx:
       { signal: ctx.signal }
     )
   }))
+  // once open, stepped beside the next real step (client/canary-schedule.ts)
+  await gate()
+  // its peer was convicted meanwhile (DecoyPool.releasePeer): the decoy ended, no step goes
+  if (!d.pool.has(key)) return []
   const set = d.setFor(route[0].start)
   const { out, position, rows, stepId } = await d.pool.stepDecoy(
     key,

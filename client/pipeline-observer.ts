@@ -37,6 +37,8 @@ export interface Exclusion {
  * optional; the pipeline awaits them in the order the observers were given.
  */
 export interface PipelineObserver {
+  /** A real step is about to go out (decoy steps go out beside it: client/canary-schedule.ts). */
+  beforeStep?(): Promise<void>
   /** After a real step's output was accepted and remembered; peers to exclude, if any. */
   stepDone?(state: PipelineState, step: CompletedStep, options?: AbortOptions): Promise<readonly Exclusion[] | undefined>
   /** A chained step's receipts passed (off the critical path); a BadReceiptError poisons the route. */
@@ -58,6 +60,10 @@ export class CanaryObserver implements PipelineObserver {
     private readonly canaries: CanaryMonitor,
     private readonly session: { readonly sessionId: string; readonly forwarding: 'relay' | 'chain'; readonly maxLength: number }
   ) {}
+
+  beforeStep(): Promise<void> {
+    return this.canaries.beforeStep()
+  }
 
   async stepDone(state: PipelineState, step: CompletedStep, { signal }: AbortOptions = {}): Promise<readonly Exclusion[]> {
     const { forwarding, maxLength, sessionId } = this.session
