@@ -23,7 +23,7 @@ export interface SeenStep {
 export interface CollusionScores {
   /** By ids: a session id both peers saw is real. */
   readonly ids: number
-  /** By timing: a threshold on the gap since the previous step at the same peer, or until the next. */
+  /** By timing: a threshold on the gap since the previous step at the same peer, until the next, or the nearer of the two. */
   readonly timing: number
   /** By sizes: each step size labelled with its likelier class. */
   readonly sizes: number
@@ -105,7 +105,8 @@ export function scoreCollusion(samples: readonly SeenStep[], clusterMs = 5): Col
   for (const s of samples) peersOf.set(s.sessionId, (peersOf.get(s.sessionId) ?? new Set()).add(s.peer))
   const ids = eitherWay(samples, (s) => (peersOf.get(s.sessionId)?.size ?? 0) > 1)
   const { before, after } = gaps(samples)
-  const timing = Math.max(bestThreshold(samples, before), bestThreshold(samples, after))
+  const nearest = before.map((b, i) => Math.min(b, after[i]))
+  const timing = Math.max(bestThreshold(samples, before), bestThreshold(samples, after), bestThreshold(samples, nearest))
   const sizes = bestPerValue(
     samples,
     samples.map((s) => String(s.bytes))

@@ -16,6 +16,7 @@ import { CanaryTraceStore, type CanaryTraceStoreOptions } from './canary-trace-s
 import type { StepContext } from './canary-types.js'
 import type { ChainedDecoy } from './chained-decoy.js'
 import type { HopSession, HopTarget } from './hop.js'
+import type { ReplaySession } from './span-replay.js'
 
 /** A token that ends a sentence: . ! or ? (then maybe a closing quote), as decoded. */
 const SENTENCE_END = /[.!?]["']?\s*$/
@@ -28,6 +29,8 @@ export interface Decoy {
   readonly chain?: ChainedDecoy
   /** Relayed over the whole route: a session on every hop, each its own id (client/relay-decoy.ts). */
   readonly hops?: readonly HopSession[]
+  /** Relayed over the route: per hop after the first, its span replayed on what it was fed (client/span-replay.ts). */
+  readonly replays?: readonly (ReplaySession | undefined)[]
   readonly sessionId: string
   readonly canary: number
   /** The plan: a real session's shape (prefill, then one row a step) over the canary. */

@@ -31,6 +31,7 @@ import { ReceiptLedger } from './receipts.js'
 import { type RedundancyRecord, RedundancySchedule } from './redundancy-schedule.js'
 import { probeRelayRoute, relayRouteKey } from './relay-decoy.js'
 import { ReplayIndex } from './replay-index.js'
+import { SpanReplay } from './span-replay.js'
 import { restoreTrustFile, saveTrustFile } from './trust-file.js'
 
 export type { CanaryEvidence, CanaryOptions, CanaryPeerReport, StepContext } from './canary-types.js'
@@ -86,6 +87,8 @@ export class CanaryMonitor {
   private trustFile?: string
   /** Whether the model's matrices make the fast kernels quantise activations (benignClassKey). */
   private readonly quantized: boolean
+  /** Relayed decoys' later hops, replayed on what they were fed (client/span-replay.ts). */
+  private readonly replay: SpanReplay
 
   constructor(
     host: Host,
@@ -95,6 +98,7 @@ export class CanaryMonitor {
   ) {
     this.receipts = new ReceiptLedger(modelId, this.replays)
     this.quantized = quantizedWeights(model)
+    this.replay = new SpanReplay(model, options.kernels)
     this.benign = options.benign ?? defaultBenignModel()
     this.detector = createDetector({ benign: this.benign, prior: options.prior, bound: options.bound })
     this.scores = new PeerScores(this.detector, modelId, {
@@ -129,6 +133,7 @@ export class CanaryMonitor {
     this.probes = {
       ...{ host, modelId, benign: this.benign, pool: this.pool, audits: this.audits, receipts: this.receipts },
       ...{ counts: this.counts, scoring: this.scoring, log: options.log },
+      replay: this.replay,
       setFor: (b) => this.setFor(b),
       wireOf: (t) => this.wireOf(t),
       classOf: (t) => this.classOf(t),
@@ -362,6 +367,7 @@ export class CanaryMonitor {
     this.material.close()
     await this.settle()
     await this.pool.closeAll()
+    this.replay.close()
     if (this.trustFile !== undefined) saveTrustFile(this.trustFile, this.modelId, this.benign, this.detector, this.options.log)
   }
 }

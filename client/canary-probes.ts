@@ -17,6 +17,7 @@ import type { CanaryEvidence, CanaryPeerReport, StepContext } from './canary-typ
 import { ChainedDecoy } from './chained-decoy.js'
 import { HopSession, type HopTarget } from './hop.js'
 import type { ReceiptLedger } from './receipts.js'
+import type { SpanReplay } from './span-replay.js'
 
 /*
  * The canary steps themselves (DESIGN.md §5): one step of a decoy session sent to a hop (relayed)
@@ -35,6 +36,8 @@ export interface ProbeDeps {
   readonly counts: { canarySteps: number; canaryComputeMs: number }
   /** Chained decoys' scoring, per decoy in step order, waiting for their audit rounds. */
   readonly scoring: Map<string, Promise<void>>
+  /** The client's own run of a hop's span on what the hop was fed (relayed decoys' later hops). */
+  readonly replay?: SpanReplay
   setFor(boundary: number): CanarySet
   wireOf(target: HopTarget): DType
   classOf(target: HopTarget): string
@@ -46,7 +49,8 @@ export interface ProbeDeps {
     rows: number,
     output: Float32Array,
     reference: Float32Array,
-    receipt?: Receipt
+    receipt?: Receipt,
+    inputs?: Float32Array
   ): PeerVerdict
   noteConviction(v: PeerVerdict): void
   log?: (e: Record<string, unknown>) => void
@@ -203,7 +207,9 @@ export class PeerScores {
     rows: number,
     output: Float32Array,
     reference: Float32Array,
-    receipt?: Receipt
+    receipt?: Receipt,
+    /** The rows the hop was fed, when not the canary's own (a relayed decoy's later hop). */
+    inputs?: Float32Array
   ): PeerVerdict {
     const drift = driftMetrics(output, reference)
     this.sent.set(target.peerId, (this.sent.get(target.peerId) ?? 0) + 1)
@@ -227,7 +233,7 @@ export class PeerScores {
         wire: this.hops.wireOf(target),
         ...(target.kvDtype ? { kvDtype: target.kvDtype } : {}),
         // copies: what a third party needs to recompute the step (client/evidence.ts)
-        input: inputFor(this.hops.setFor(target.start), decoy.canary, 0, position + rows).slice(),
+        input: (inputs ?? inputFor(this.hops.setFor(target.start), decoy.canary, 0, position + rows)).slice(),
         output: output.slice()
       })
     }

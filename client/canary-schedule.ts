@@ -6,68 +6,95 @@ import type { Random } from '../canary/index.js'
  * after it a whole token's time, while a real step had a token's time on both sides: "within 10 ms
  * of the previous step is a decoy" labelled 75-81 % of steps correctly. Now a decoy step drawn
  * after real step k waits until it is open (a new decoy's sessions first) and for the next real
- * step, and goes out beside it: just before it (it leads) or just after it (it follows), each
- * with probability 1/2. A hop then sees decoy steps in the clusters real steps are in, and within
- * a cluster the first step is real or decoy alike, and so is the last: a decoy step leads (a long
- * gap before it, a short one after) as often as it follows, and so does the real step beside it.
- * Of all the lead shares 1/2 is the one that leaves both gaps, before and after, least telling
- * (a share s that matched the gap before, s = 1/(1+r) for r decoy steps per real step, made the
- * gap after tell more). What stays is the real steps no decoy step is beside: a token's time on
- * both sides. Their share is what the decoy rate leaves (1 - r); docs/verification.md ("Decoys
- * two colluding peers cannot tell apart") has the accuracies measured by `bench collusion`.
+ * step, and goes out beside it, planned by `planBeside`:
+ *  - it leads (goes before the real step, which waits for it) or follows, probability 1/2 each;
+ *  - its distance from the real step is drawn from one jitter distribution whichever side it is
+ *    on (uniform over [MIN_OFFSET_MS, MAX_OFFSET_MS]).
+ * So within a cluster the first step is real or decoy alike, and the gap between the two says
+ * nothing of which came first: the planned gaps before (and after) a real step and a decoy step
+ * beside it have one distribution (test/client/canary-schedule.test.ts checks the plan itself,
+ * seeded, with no clock). The first attempt's followers went at once and leaders one tick early:
+ * the gap inside a cluster told the order, and with it which step was real. What the plan cannot
+ * hide is a real step no decoy step is beside (a token's time on both sides): at a decoy rate r
+ * per real step their share is about 1 - r, so timing stays telling at low rates
+ * (docs/verification.md, "Decoys two colluding peers cannot tell apart", has `bench collusion`).
  */
 
-/** How long a real step waits for the decoy steps leading it to be on their way (one timer tick). */
-export const LEAD_HEAD_START_MS = 1
-
-/** The share of decoy steps that go out just before the real step they go beside. */
+/** The share of decoy steps that go out before the real step they go beside. */
 export const LEAD_SHARE = 0.5
+/** Nearest a decoy step goes to its real step: one timer tick, so a leader reaches the hop first. */
+export const MIN_OFFSET_MS = 1
+/** Farthest a decoy step goes from its real step (also the most a real step waits for leaders). */
+export const MAX_OFFSET_MS = 4
 
-interface Waiting {
-  readonly open: () => void
+/** Where one decoy step goes: before or after the real step it goes beside, and how far from it. */
+export interface BesidePlan {
+  readonly lead: boolean
+  readonly offsetMs: number
 }
 
-/** Gates of decoy steps: each opens at the next real step (leading or following it) or at the session's end. */
+/** The plan of one decoy step (seeded: a test replays it with no clock). */
+export function planBeside(random: Random): BesidePlan {
+  const lead = random.next() < LEAD_SHARE
+  return { lead, offsetMs: MIN_OFFSET_MS + random.next() * (MAX_OFFSET_MS - MIN_OFFSET_MS) }
+}
+
+/**
+ * The planned send times (ms) of real steps at `realAtMs` and the decoy steps beside them, with
+ * `decoysBeside[k]` decoy steps beside real step k: what a hop would see if the network added
+ * nothing. Leaders shift their real step (and the steps after it) by the wait they ask.
+ */
+export function plannedTimeline(
+  random: Random,
+  realAtMs: readonly number[],
+  decoysBeside: readonly number[]
+): Array<{ atMs: number; real: boolean }> {
+  const out: Array<{ atMs: number; real: boolean }> = []
+  let delayMs = 0
+  realAtMs.forEach((t, k) => {
+    const plans = Array.from({ length: decoysBeside[k] ?? 0 }, () => planBeside(random))
+    const waitMs = Math.max(0, ...plans.filter((p) => p.lead).map((p) => p.offsetMs))
+    const at = t + delayMs + waitMs
+    delayMs += waitMs
+    out.push({ atMs: at, real: true })
+    for (const p of plans) out.push({ atMs: p.lead ? at - p.offsetMs : at + p.offsetMs, real: false })
+  })
+  return out.sort((a, b) => a.atMs - b.atMs)
+}
+
+/** Gates of decoy steps: each opens beside the next real step (as planned) or at the session's end. */
 export class DecoySchedule {
-  private waiting: Waiting[] = []
+  private waiting: Array<() => void> = []
   /** Drains under way (drain): decoy steps drawn meanwhile go at once. */
   private draining = 0
-  /** Followers of the real step going out now, until their turn comes. */
-  private readonly following = new Set<() => void>()
+  /** Followers of a real step, waiting for their offset, and their timers. */
+  private readonly following = new Map<() => void, ReturnType<typeof setTimeout>>()
 
   constructor(private readonly random: Random) {}
 
   /** The gate of one decoy step drawn now: it goes out beside the next real step. */
   gate(): Promise<void> {
     if (this.draining > 0) return Promise.resolve()
-    return new Promise<void>((open) => this.waiting.push({ open }))
+    return new Promise<void>((open) => this.waiting.push(open))
   }
 
   /**
-   * A real step is about to go out: the decoy steps that lead it go now, the ones that follow it
-   * once it is on its way (setImmediate: after the real step's own writes, before the client's
-   * checks of the step before it, which run once it is sent and would hold a follower back by
-   * milliseconds in chained mode).
+   * A real step is about to go out (the caller sends it once this resolves): each waiting decoy
+   * step is planned; leaders go their offset before it (the real step waits the largest offset),
+   * followers their offset after.
    */
   async beforeStep(): Promise<void> {
-    let leading = 0
-    const following: Array<() => void> = []
-    for (const w of this.waiting.splice(0)) {
-      if (this.random.next() < LEAD_SHARE) {
-        w.open()
-        leading++
-      } else {
-        following.push(w.open)
-        this.following.add(w.open)
-      }
+    const planned = this.waiting.splice(0).map((open) => ({ open, ...planBeside(this.random) }))
+    const waitMs = Math.max(0, ...planned.filter((p) => p.lead).map((p) => p.offsetMs))
+    for (const p of planned) {
+      const afterMs = p.lead ? waitMs - p.offsetMs : waitMs + p.offsetMs
+      const timer = setTimeout(() => {
+        this.following.delete(p.open)
+        p.open()
+      }, afterMs)
+      this.following.set(p.open, timer)
     }
-    // A leading step must reach the hop first: a hop reads a request that came while it computed
-    // only after that compute, so one sent just behind the real step lands after it there.
-    if (leading > 0) await new Promise((r) => setTimeout(r, LEAD_HEAD_START_MS))
-    // the caller sends the real step as soon as this returns; followers come right behind it
-    setImmediate(() => {
-      for (const open of following) if (this.following.delete(open)) open()
-    })
+    if (waitMs > 0) await new Promise((r) => setTimeout(r, waitMs))
   }
 
   /**
@@ -86,9 +113,11 @@ export class DecoySchedule {
   }
 
   private flush(): void {
-    for (const w of this.waiting.splice(0)) w.open()
-    // followers go now too: their probes wait on them
-    for (const open of this.following) open()
+    for (const open of this.waiting.splice(0)) open()
+    for (const [open, timer] of this.following) {
+      clearTimeout(timer)
+      open()
+    }
     this.following.clear()
   }
 }

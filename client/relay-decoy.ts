@@ -1,4 +1,5 @@
 import { densityRatio, driftMetrics, type PeerVerdict, referenceFor } from '../canary/index.js'
+import type { Decoy } from './canary-decoys.js'
 import type { ProbeDeps } from './canary-probes.js'
 import type { StepContext } from './canary-types.js'
 import { HopSession, type HopTarget } from './hop.js'
@@ -13,9 +14,12 @@ import { randomSessionId } from './session-id.js'
  * is opened on every hop of the route, each hop its own id, and each of its steps goes through
  * the hops in route order, each hop fed the previous hop's actual output (a hop that compared
  * its input with its upstream colluder's output would tell a decoy fed the client's reference
- * apart). Each hop's output is scored against the reference at its span end; once a hop's answer
- * looks like tampering, the hops after it got an altered input and are not scored for the rest
- * of this decoy (as in chained decoys: canary-probes.ts probeChain).
+ * apart). The first hop is fed the canary's exact input and scored against the canary's
+ * reference at its span end; each later hop is scored against the client's own computation of its
+ * span on the rows it was actually fed (client/span-replay.ts): scored against the canary's
+ * reference, it carried its upstream's benign drift (an honest f16-KV hop behind a q8_0-KV hop
+ * was convicted so). Once a hop's answer looks like tampering, the hops after it are not scored
+ * for the rest of this decoy (an input made to mislead is no fair test of them).
  */
 
 /** Open a relayed decoy on every hop of `route`: hop 0 under `sessionId`, each other hop an id of its own. */
@@ -25,7 +29,7 @@ export async function openRelayDecoy(
   sessionId: string,
   maxLength: number,
   ctx: StepContext
-): Promise<HopSession[]> {
+): Promise<Pick<Decoy, 'hops' | 'replays'>> {
   const dim = d.setFor(route[0].start).dim
   const hops: HopSession[] = []
   try {
@@ -38,7 +42,9 @@ export async function openRelayDecoy(
     for (const h of hops) h.close().catch(() => {})
     throw err
   }
-  return hops
+  // the hops after the first are scored against their span replayed on what they were fed
+  const replays = route.map((t, i) => (i > 0 && d.replay ? d.replay.open(t, maxLength) : undefined))
+  return { hops, replays }
 }
 
 /** The key of a route's relayed decoy (one lane). */
@@ -57,9 +63,9 @@ export async function probeRelayRoute(
   key: string,
   gate: () => Promise<void> = () => Promise.resolve()
 ): Promise<PeerVerdict[]> {
-  const decoy = await d.pool.decoyFor(key, route, ctx, async (sessionId, maxLength) => ({
-    hops: await openRelayDecoy(d, route, sessionId, maxLength, ctx)
-  }))
+  const decoy = await d.pool.decoyFor(key, route, ctx, (sessionId, maxLength) =>
+    openRelayDecoy(d, route, sessionId, maxLength, ctx)
+  )
   await gate()
   // its peer was convicted meanwhile (DecoyPool.releasePeer): the decoy ended, no step goes
   if (!d.pool.has(key)) return []
@@ -77,12 +83,19 @@ export async function probeRelayRoute(
         await d.receipts.check([target], { sessionId: hops[i].sessionId, stepId, position }, out.receipts, out.sent, out.received)
         d.counts.canarySteps++
         d.counts.canaryComputeMs += out.timings[0]?.computeMs ?? 0
+        const fed = input
         input = out.hidden
+        // the replay follows every row fed, scored or not, as the hop's KV does
+        const replay = decoy.replays?.[i]
+        const replayed = replay?.run(fed, position)
         if (i >= decoy.taintedFrom) continue
-        const reference = referenceFor(set, decoy.canary, target.end, position, rows)
+        const reference = replayed
+          ? replayed.subarray(0, rows * set.dim)
+          : referenceFor(set, decoy.canary, target.end, position, rows)
         const output = out.hidden.subarray(0, rows * set.dim)
         const scoredAs = { sessionId: hops[i].sessionId, canary: decoy.canary }
-        verdicts.push(d.score(target, scoredAs, stepId, position, rows, output, reference, out.receipts[0]))
+        const inputs = replay?.inputs().subarray(0, (position + rows) * set.dim)
+        verdicts.push(d.score(target, scoredAs, stepId, position, rows, output, reference, out.receipts[0], inputs))
         const drift = driftMetrics(output, reference)
         if (densityRatio(d.benign, drift, d.classOf(target), position + rows) > 1) decoy.taintedFrom = i + 1
       }
