@@ -134,7 +134,9 @@ export async function probeChain(
       d.setFor(route[0].start).dim,
       { sessionId, modelId: d.modelId, maxLength, wireDtype: d.wireOf(route[0]) },
       { signal: ctx.signal }
-    )
+    ),
+    // a hop after the first is fed its upstream's actual output: scored against its span replayed on it
+    replays: route.map((t, i) => (i > 0 && d.replay ? d.replay.open(t, maxLength) : undefined))
   }))
   // once open, stepped beside the next real step (client/canary-schedule.ts)
   await gate()
@@ -161,10 +163,17 @@ export async function probeChain(
   // (a hop found tampering taints the inputs of the hops after it for the rest of the decoy).
   const scored = (d.scoring.get(key) ?? Promise.resolve())
     .then(async () => {
-      const outputs = [...(await out.middle), out.last].map((o) => o.subarray(0, rows * set.dim))
+      const full = [...(await out.middle), out.last]
+      const outputs = full.map((o) => o.subarray(0, rows * set.dim))
       for (let i = 0; i < Math.min(route.length, decoy.taintedFrom + 1); i++) {
-        const reference = referenceFor(set, decoy.canary, route[i].end, position, rows)
-        const v = d.score(route[i], decoy, stepId, position, rows, outputs[i], reference, out.receipts[i])
+        // hop i > 0 got hop i - 1's output (the receipts chain the hashes): scored against its own
+        // span run on that (client/span-replay.ts), not against the canary's reference
+        const replay = decoy.replays?.[i]
+        const reference = replay
+          ? replay.run(full[i - 1], position).subarray(0, rows * set.dim)
+          : referenceFor(set, decoy.canary, route[i].end, position, rows)
+        const inputs = replay?.inputs().subarray(0, (position + rows) * set.dim)
+        const v = d.score(route[i], decoy, stepId, position, rows, outputs[i], reference, out.receipts[i], inputs)
         d.noteConviction(v)
         if (
           decoy.taintedFrom === route.length &&

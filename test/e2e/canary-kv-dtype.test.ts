@@ -35,11 +35,19 @@ describe('canaries and KV cache dtypes over real node processes', () => {
     await Promise.all(Object.values(nodes).map((n) => n.stop()))
   })
 
-  it('honest q8_0 and f16 KV nodes stay trusted with a canary on every step', { timeout: 240_000 }, async () => {
+  // Decoys span the route (issue #39): the f16 node is fed the q8_0 node's actual output, drifted
+  // benignly, and must be scored against what it was fed (client/span-replay.ts), relayed and chained.
+  for (const forwarding of ['relay', 'chain'] as const)
+    it(`honest q8_0 and f16 KV nodes stay trusted with a canary on every step (${forwarding})`, { timeout: 240_000 }, async () => {
+      await honestStayTrusted(forwarding)
+    })
+
+  async function honestStayTrusted(forwarding: 'relay' | 'chain'): Promise<void> {
     const client = await createClient({
       bootstrap: [nodes.q8.addrs[0], nodes.f16.addrs[0]],
       model: GGUF_PATH,
       kernels: createReferenceKernels(),
+      forwarding,
       canaries: { rate: 1, seed: 5 }
     })
     try {
@@ -54,7 +62,7 @@ describe('canaries and KV cache dtypes over real node processes', () => {
     } finally {
       await client.close()
     }
-  })
+  }
 
   it('a q8_0 KV node that tampers is convicted', { timeout: 240_000 }, async () => {
     const events: Array<Record<string, unknown>> = []
