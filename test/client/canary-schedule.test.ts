@@ -4,8 +4,7 @@ import { createRandom } from '../../canary/index.js'
 import {
   DecoySchedule,
   LEAD_SHARE,
-  MAX_OFFSET_MS,
-  MIN_OFFSET_MS,
+  MAX_OFFSET_TURNS,
   planBeside,
   plannedTimeline
 } from '../../client/canary-schedule.js'
@@ -62,12 +61,13 @@ describe('decoy schedule: the plan', () => {
   it('leads about half the time, at one offset distribution on either side', () => {
     const rnd = createRandom(11)
     const plans = Array.from({ length: 10_000 }, () => planBeside(rnd))
-    const lead = plans.filter((p) => p.lead).map((p) => p.offsetMs)
-    const follow = plans.filter((p) => !p.lead).map((p) => p.offsetMs)
+    const lead = plans.filter((p) => p.lead).map((p) => p.offsetTurns)
+    const follow = plans.filter((p) => !p.lead).map((p) => p.offsetTurns)
     expect(Math.abs(lead.length / plans.length - LEAD_SHARE)).toBeLessThan(0.03)
     for (const p of plans) {
-      expect(p.offsetMs).toBeGreaterThanOrEqual(MIN_OFFSET_MS)
-      expect(p.offsetMs).toBeLessThanOrEqual(MAX_OFFSET_MS)
+      expect(Number.isInteger(p.offsetTurns)).toBe(true)
+      expect(p.offsetTurns).toBeGreaterThanOrEqual(1)
+      expect(p.offsetTurns).toBeLessThanOrEqual(MAX_OFFSET_TURNS)
     }
     // the offset says nothing of the side: one distribution
     expect(ks(lead, follow)).toBeLessThan(ksBound(Math.min(lead.length, follow.length)))
