@@ -88,7 +88,7 @@ export class CanaryMonitor {
   /** Whether the model's matrices make the fast kernels quantise activations (benignClassKey). */
   private readonly quantized: boolean
   /** Relayed decoys' later hops, replayed on what they were fed (client/span-replay.ts). */
-  private readonly replay: SpanReplay
+  private readonly replay?: SpanReplay
 
   constructor(
     host: Host,
@@ -98,7 +98,8 @@ export class CanaryMonitor {
   ) {
     this.receipts = new ReceiptLedger(modelId, this.replays)
     this.quantized = quantizedWeights(model)
-    this.replay = new SpanReplay(model, options.kernels)
+    // a thin client (canary bank) holds no middle block to replay a span with
+    this.replay = options.bank ? undefined : new SpanReplay(model, options.kernels)
     this.benign = options.benign ?? defaultBenignModel()
     this.detector = createDetector({ benign: this.benign, prior: options.prior, bound: options.bound })
     this.scores = new PeerScores(this.detector, modelId, {
@@ -367,7 +368,7 @@ export class CanaryMonitor {
     this.material.close()
     await this.settle()
     await this.pool.closeAll()
-    this.replay.close()
+    this.replay?.close()
     if (this.trustFile !== undefined) saveTrustFile(this.trustFile, this.modelId, this.benign, this.detector, this.options.log)
   }
 }
