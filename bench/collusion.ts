@@ -1,6 +1,6 @@
 import { writeFileSync } from 'node:fs'
 import { createClient } from '../client/index.js'
-import { type LocalNode, startLocalNode } from '../node/local-swarm.js'
+import { type LocalNode, startLocalNode } from '../node/cli/local-swarm.js'
 import { createReferenceKernels } from '../shards/index.js'
 import { type CollusionScores, type SeenStep, scoreCollusion, stepsSeen } from './collusion-classify.js'
 import { benchArgs, COLLUSION_DEFAULTS, collusionOptions } from './options.js'

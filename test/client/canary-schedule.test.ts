@@ -7,7 +7,7 @@ import {
   MAX_OFFSET_TURNS,
   planBeside,
   plannedTimeline
-} from '../../client/canary-schedule.js'
+} from '../../client/verification/canary-schedule.js'
 
 /*
  * Issue #39 item 4: decoy steps go out beside the next real step, leading or following it by a

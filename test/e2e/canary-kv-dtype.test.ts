@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createClient } from '../../client/index.js'
-import { type LocalNode, startLocalNode } from '../../node/local-swarm.js'
+import { type LocalNode, startLocalNode } from '../../node/cli/local-swarm.js'
 import { createReferenceKernels } from '../../shards/index.js'
 import { GGUF_PATH, loadReference } from '../helpers/reference.js'
 
@@ -45,7 +45,7 @@ describe('canaries and KV cache dtypes over real node processes', () => {
   })
 
   // Decoys span the route (issue #39): the f16 node is fed the q8_0 node's actual output, drifted
-  // benignly, and must be scored against what it was fed (client/span-replay.ts), relayed and chained.
+  // benignly, and must be scored against what it was fed (client/verification/span-replay.ts), relayed and chained.
   for (const forwarding of ['relay', 'chain'] as const)
     it(`honest q8_0 and f16 KV nodes stay trusted with a canary on every step (${forwarding})`, {
       timeout: 240_000
