@@ -82,7 +82,8 @@ export async function probeRelayRoute(
         // A thin client (canary bank) cannot replay a span: each hop gets the canary's own input
         // at its start, as one-hop decoys did, and colluders comparing input with upstream
         // output can tell (docs/verification.md); a correct verdict comes first.
-        if (i > 0 && !decoy.replays?.[i]) input = d.pool.draftRows!.input(set, decoy.canary, target.start, decoy.spec, step)
+        if (i > 0 && !decoy.replays?.[i])
+          input = d.pool.draftRows!.input(d.setFor(target.start), decoy.canary, target.start, decoy.spec, step)
         const out = await hops[i].step(stepId, position, input, { signal: ctx.signal })
         await d.receipts.check([target], { sessionId: hops[i].sessionId, stepId, position }, out.receipts, out.sent, out.received)
         d.counts.canarySteps++
