@@ -128,3 +128,36 @@ export function swarmBenchBase(a: BenchArgs, warmupMin = 0): SwarmBenchBase {
     warmupTokens: a.int('warmup-tokens', warmupMin)
   }
 }
+
+/** `bench collusion`'s flags (bench/collusion.ts): two colluding logging peers on a 2-hop route. */
+export const COLLUSION_DEFAULTS: OptionDefaults = {
+  model: 'models/stories260K.gguf',
+  steps: '500',
+  'max-tokens': '32',
+  rate: '1',
+  seed: '1',
+  forwarding: 'relay,chain',
+  dump: undefined
+}
+
+/** Read COLLUSION_DEFAULTS' flags. */
+export function collusionOptions(a: BenchArgs): {
+  model: string
+  steps: number
+  maxTokens: number
+  rate: number
+  seed: number
+  forwardings: Array<(typeof FORWARDINGS)[number]>
+} {
+  const forwardings = (a.string('forwarding') ?? '').split(',')
+  const bad = forwardings.find((f) => !(FORWARDINGS as readonly string[]).includes(f))
+  if (bad !== undefined) throw new Error(`--forwarding relay|chain (a list): not ${bad}`)
+  return {
+    model: a.required('model', 'FILE'),
+    steps: a.int('steps', 1),
+    maxTokens: a.int('max-tokens', 1),
+    rate: a.number('rate', 0, false),
+    seed: a.int('seed', 0),
+    forwardings: forwardings as Array<(typeof FORWARDINGS)[number]>
+  }
+}

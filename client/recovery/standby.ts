@@ -3,6 +3,7 @@ import type { Host } from '../../protocol/index.js'
 import { KvRestoreMismatchError } from '../errors.js'
 import type { SwarmView } from '../routing/swarm-view.js'
 import { HopSession, type HopTarget } from '../session/hop.js'
+import { randomSessionId } from '../session/session-id.js'
 import type { WireLedger } from '../session/wire-ledger.js'
 import type { WirePreference } from '../session/wire-negotiation.js'
 import { type SnapshotKeeper, spanKey, wrapFor } from './snapshots.js'
@@ -156,7 +157,8 @@ export class StandbyKeeper {
           t,
           this.init.dim,
           {
-            sessionId: nextSessionId,
+            // relayed, each standby an id of its own, as each live hop has (route-hops.ts, issue #39)
+            sessionId: this.init.chained || i === 0 ? nextSessionId : randomSessionId(),
             modelId: this.init.modelId,
             maxLength: this.init.maxLength,
             wireDtype: hops[i].wireDtype,
@@ -178,7 +180,7 @@ export class StandbyKeeper {
           event: 'standby',
           peerId: t.peerId,
           span: [t.start, t.end],
-          sessionId: nextSessionId,
+          sessionId: hop.sessionId,
           livePeerId: hops[i].target.peerId,
           wire: hops[i].wireDtype
         })

@@ -36,6 +36,8 @@ export interface Exclusion {
  * optional; the pipeline awaits them in the order the observers were given.
  */
 export interface PipelineObserver {
+  /** A real step is about to go out (decoy steps go out beside it: client/verification/canary-schedule.ts). */
+  beforeStep?(): Promise<void>
   /** After a real step's output was accepted and remembered; peers to exclude, if any. */
   stepDone?(state: PipelineState, step: CompletedStep, options?: AbortOptions): Promise<readonly Exclusion[] | undefined>
   /** A chained step's receipts passed (off the critical path); a BadReceiptError poisons the route. */

@@ -136,6 +136,7 @@ export class RemotePipeline implements BlockPipeline {
       try {
         this.transport.throwIfPoisoned()
         if (!this.hops) await this.connect(startPos, { signal })
+        for (const o of this.observers) await o.beforeStep?.()
         const out = await this.transport.run(this.hops!, this.route, hidden, startPos, () => this.deadline(signal))
         this.remember(hidden, startPos)
         this.committed = Math.min(this.length, startPos + (committedRows ?? hidden.length / this.init.dim))
@@ -284,6 +285,8 @@ export class RemotePipeline implements BlockPipeline {
       sessionId: this.init.sessionId,
       // the route's own id on its hops (random per connect): tests check it cannot be predicted
       hopSessionId: sessionId,
+      // relayed, each hop its own id (route-hops.ts, issue #39); chained, all of them this one
+      hopSessionIds: hops.map((h) => h.sessionId),
       forwarding: this.init.forwarding,
       route: route.map((h) => ({ peerId: h.peerId, start: h.start, end: h.end, wire: h.wireDtype }))
     })

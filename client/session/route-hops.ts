@@ -2,12 +2,17 @@ import type { AbortOptions } from '@libp2p/interface'
 import type { Host } from '../../protocol/index.js'
 import type { KvRecovery } from '../recovery/kv-recovery.js'
 import { HopSession, type HopTarget } from './hop.js'
+import { randomSessionId } from './session-id.js'
 import { type StepTransport, stepDeadline, tagged } from './step-transport.js'
 import type { WireLedger } from './wire-ledger.js'
 
 /** What every hop session of one route is opened with. */
 export interface RouteSessionInit {
-  /** The route's own session id on its hops (RemotePipeline draws a fresh one per route). */
+  /**
+   * The route's own session id (RemotePipeline draws a fresh one per route). Chained, every hop
+   * gets it (a hop forwards under it); relayed, it is the first hop's, and every other hop gets an
+   * id of its own, so two colluding hops cannot link a session by its id (issue #39).
+   */
   readonly sessionId: string
   readonly modelId: string
   readonly maxLength: number
@@ -40,7 +45,7 @@ export async function openRouteHops(
         continue
       }
       const open = {
-        sessionId: o.sessionId,
+        sessionId: o.chained || i === 0 ? o.sessionId : randomSessionId(),
         modelId: o.modelId,
         maxLength: o.maxLength,
         wireDtype: t.wireDtype ?? 'f32',

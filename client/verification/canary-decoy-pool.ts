@@ -21,7 +21,7 @@ export class DecoyPool {
     key: string,
     targets: readonly HopTarget[],
     ctx: StepContext,
-    open: (sessionId: string, maxLength: number) => Promise<Pick<Decoy, 'hop' | 'chain'>>
+    open: (sessionId: string, maxLength: number) => Promise<Pick<Decoy, 'hop' | 'chain' | 'hops' | 'replays'>>
   ): Promise<Decoy> {
     let decoy = this.decoys.get(key)
     if (decoy && !decoyDone(decoy)) return decoy
@@ -144,5 +144,7 @@ export class DecoyPool {
 }
 
 function closeDecoy(d: Decoy): Promise<void> {
+  for (const r of d.replays ?? []) r?.close()
+  if (d.hops) return Promise.all(d.hops.map((h) => h.close())).then(() => undefined)
   return d.chain ? d.chain.close() : d.hop!.close()
 }

@@ -16,6 +16,7 @@ import type { PromptTemplate } from './canary-template.js'
 import { CanaryTraceStore, type CanaryTraceStoreOptions } from './canary-trace-store.js'
 import type { StepContext } from './canary-types.js'
 import type { ChainedDecoy } from './chained-decoy.js'
+import type { ReplaySession } from './span-replay.js'
 
 /** A token that ends a sentence: . ! or ? (then maybe a closing quote), as decoded. */
 const SENTENCE_END = /[.!?]["']?\s*$/
@@ -26,6 +27,10 @@ export interface Decoy {
   readonly targets: readonly HopTarget[]
   readonly hop?: HopSession
   readonly chain?: ChainedDecoy
+  /** Relayed over the whole route: a session on every hop, each its own id (client/verification/relay-decoy.ts). */
+  readonly hops?: readonly HopSession[]
+  /** Relayed over the route: per hop after the first, its span replayed on what it was fed (client/verification/span-replay.ts). */
+  readonly replays?: readonly (ReplaySession | undefined)[]
   readonly sessionId: string
   readonly canary: number
   /** The plan: a real session's shape (prefill, then one row a step) over the canary. */

@@ -1,7 +1,6 @@
 import {
   type AdaptiveRate,
   benignClassKey,
-  CanariesPendingError,
   type CanarySet,
   createAdaptiveRate,
   createDetector,
@@ -23,25 +22,31 @@ import { DecoyPool } from './canary-decoy-pool.js'
 import { DecoyDraftRows } from './canary-decoy-speculative.js'
 import type { CanaryMaterial } from './canary-decoys.js'
 import { laneKey, PeerScores, type ProbeDeps, probeChain, probeHop, retireLanes } from './canary-probes.js'
+import { DecoySchedule } from './canary-schedule.js'
 import { secretMaterial } from './canary-secret.js'
 import type { PromptTemplate } from './canary-template.js'
 import type { CanaryEvidence, CanaryMonitorOptions, CanaryPeerReport, StepContext } from './canary-types.js'
+import { DecoyLauncher } from './decoy-launcher.js'
 import { ReceiptLedger } from './receipts.js'
 import { type RedundancyRecord, RedundancySchedule } from './redundancy-schedule.js'
+import { probeRelayRoute, relayRouteKey } from './relay-decoy.js'
 import { ReplayIndex } from './replay-index.js'
+import { SpanReplay } from './span-replay.js'
 import { restoreTrustFile, saveTrustFile } from './trust-file.js'
 
 export type { CanaryEvidence, CanaryOptions, CanaryPeerReport, StepContext } from './canary-types.js'
 
 /**
- * Canary mixing and verdicts (docs/design.md §5, docs/verification.md). After each real step, each hop of the route gets a
- * step of a decoy session with the probability its adaptive rate gives (dense for peers not yet
- * checked or suspect, the base rate for peers with a clean record). A decoy is an ordinary-looking
+ * Canary mixing and verdicts (docs/design.md §5, docs/verification.md). After each real step, the route gets a step of a
+ * decoy session with the probability its most-wanted hop's adaptive rate gives (dense for peers
+ * not yet checked or suspect, the base rate for peers with a clean record); the step goes out
+ * beside the next real step (client/verification/canary-schedule.ts, issue #39). A decoy is an ordinary-looking
  * session (same wire dtype and max length as the real one, a prompt-sized first step, then one row
  * per step) whose inputs are a real prompt's hidden states at the route's boundary and whose
  * outputs the client knows, computed with its own trusted kernels. In chained forwarding a decoy
- * is chained over the whole route like a real session (chained-decoy.ts). The drift of each
- * answer feeds a sequential likelihood-ratio test per peer; a peer past the bound is excluded.
+ * is chained over the whole route like a real session (chained-decoy.ts); relayed, it spans the
+ * route hop by hop, each hop its own id, as a real relayed session does (relay-decoy.ts). The
+ * drift of each answer feeds a sequential likelihood-ratio test per peer; a peer past the bound is excluded.
  * Canary steps run beside the real ones, off their critical path.
  */
 export class CanaryMonitor {
@@ -51,11 +56,12 @@ export class CanaryMonitor {
   private readonly probes: ProbeDeps
   private readonly material: CanaryMaterial
   private readonly pool: DecoyPool
-  private readonly inflight = new Map<string, Promise<void>>()
   /** Chained decoys' scoring, per decoy in step order, waiting for their audit rounds. */
   private readonly scoring = new Map<string, Promise<void>>()
   private readonly newlyExcluded: string[] = []
   private readonly random: Random
+  /** Decoy steps in flight, and when they go out: beside the next real step (issue #39). */
+  private readonly launcher: DecoyLauncher
   /** Scores of canary answers: the detector's observations, counts and the evidence of convictions. */
   private readonly scores: PeerScores
   /** Redundancy checks (the same decoy to two peers of one span), on a schedule. */
@@ -78,6 +84,8 @@ export class CanaryMonitor {
   private trustFile?: string
   /** Whether the model's matrices make the fast kernels quantise activations (benignClassKey). */
   private readonly quantized: boolean
+  /** Relayed decoys' later hops, replayed on what they were fed (client/verification/span-replay.ts). */
+  private readonly replay?: SpanReplay
 
   constructor(
     host: Host,
@@ -87,6 +95,8 @@ export class CanaryMonitor {
   ) {
     this.receipts = new ReceiptLedger(modelId, this.replays)
     this.quantized = quantizedWeights(model)
+    // a thin client (canary bank) holds no middle block to replay a span with
+    this.replay = options.bank ? undefined : new SpanReplay(model, options.kernels)
     this.benign = options.benign ?? defaultBenignModel()
     this.detector = createDetector({ benign: this.benign, prior: options.prior, bound: options.bound })
     this.scores = new PeerScores(this.detector, modelId, {
@@ -105,6 +115,11 @@ export class CanaryMonitor {
     })
     this.material = made.material
     this.random = made.random
+    this.launcher = new DecoyLauncher(new DecoySchedule(this.random), {
+      isOut: (p) => this.detector.verdict(p).excluded || this.replays.isConvicted(p),
+      noteConviction: (v) => this.noteConviction(v),
+      log: options.log
+    })
     this.pool = new DecoyPool(
       this.material,
       new DecoyDraftRows(model, { kernels: options.kernels, edge: options.edge, first: options.first })
@@ -120,6 +135,7 @@ export class CanaryMonitor {
     this.probes = {
       ...{ host, modelId, benign: this.benign, pool: this.pool, audits: this.audits, receipts: this.receipts },
       ...{ counts: this.counts, scoring: this.scoring, log: options.log },
+      replay: this.replay,
       setFor: (b) => this.setFor(b),
       wireOf: (t) => this.wireOf(t),
       classOf: (t) => this.classOf(t),
@@ -153,14 +169,6 @@ export class CanaryMonitor {
   /** Redundancy checks run (the same decoy to two peers of one span). */
   get redundancy(): readonly RedundancyRecord[] {
     return this.redundancySchedule.records
-  }
-
-  /**
-   * A redundancy check of a hop (relayed): the same decoy to it and to another peer of its span,
-   * each answer scored as a canary's; recorded and logged (`redundancy`). None without a partner.
-   */
-  crossCheck(hop: HopTarget, ctx: StepContext): Promise<PeerVerdict[]> {
-    return this.redundancySchedule.check(hop, { signal: ctx.signal })
   }
 
   /** A real prompt's tokens: secret canary prompts follow the client's (openings, chat template). */
@@ -197,32 +205,32 @@ export class CanaryMonitor {
     ctx: StepContext = { forwarding: 'relay', maxLength: this.options.maxLength }
   ): Promise<string[]> {
     this.counts.realSteps++
-    if (route.length > 0) {
-      // The canary set is built on first use (the whole model over every canary, seconds on a
-      // large one, synchronous): at a session's first step, not at its first canary, which at a
-      // trusted peer's base rate can fall in the middle of a generation and stall it.
-      this.material.setFor(route[0].start, ctx.maxLength)
-      this.material.observeStep(ctx, this.wireOf(route[0]))
-    }
-    if (ctx.forwarding === 'chain' && route.length > 1) {
-      // One chained decoy covers the whole route: at the rate (and decoys in flight) of its most-wanted hop.
-      const rate = Math.max(...route.map((h) => this.rateOf(h.peerId)))
-      const lanes = Math.max(...route.map((h) => this.lanesOf(h.peerId)))
-      const key = route.map((h) => `${h.peerId}/${h.start}/${h.end}`).join('>')
-      for (let lane = 0; lane < lanes; lane++)
-        if (this.random.next() < rate) this.launch(laneKey(key, lane), () => this.probeChained(route, ctx, lane))
-      retireLanes(this.probes, this.inflight, key, lanes, this.rates.inFlight)
-    } else {
-      for (const hop of route) {
+    if (route.length === 0) return this.takeExcluded()
+    // The canary set is built on first use (the whole model over every canary, seconds on a
+    // large one, synchronous): at a session's first step, not at its first canary, which at a
+    // trusted peer's base rate can fall in the middle of a generation and stall it.
+    this.material.setFor(route[0].start, ctx.maxLength)
+    this.material.observeStep(ctx, this.wireOf(route[0]))
+    const chained = ctx.forwarding === 'chain' && route.length > 1
+    if (!chained)
+      for (const hop of route)
         if (this.redundancySchedule.wants(() => this.random.next()))
-          this.launch(`redundancy/${hop.start}/${hop.end}`, () => this.crossCheck(hop, ctx))
-        const lanes = this.lanesOf(hop.peerId)
-        for (let lane = 0; lane < lanes; lane++)
-          if (this.random.next() < this.rateOf(hop.peerId))
-            this.launch(laneKey(`${hop.peerId}/${hop.start}/${hop.end}`, lane), () => this.probe(hop, ctx, lane))
-        retireLanes(this.probes, this.inflight, `${hop.peerId}/${hop.start}/${hop.end}`, lanes, this.rates.inFlight)
+          this.launcher.launch(`redundancy/${hop.start}/${hop.end}`, () => this.redundancySchedule.check(hop, ctx), false)
+    // One decoy covers the whole route, chained like a real session or relayed hop by hop with an
+    // id per hop (client/verification/relay-decoy.ts, issue #39), at the rate (and decoys in
+    // flight) of its most-wanted hop.
+    const rate = Math.max(...route.map((h) => this.rateOf(h.peerId)))
+    const lanes = Math.max(...route.map((h) => this.lanesOf(h.peerId)))
+    const key = chained ? route.map((h) => `${h.peerId}/${h.start}/${h.end}`).join('>') : relayRouteKey(route)
+    const peers = route.map((h) => h.peerId)
+    for (let lane = 0; lane < lanes; lane++)
+      if (this.random.next() < rate) {
+        const k = laneKey(key, lane)
+        const run = (gate: () => Promise<void>) =>
+          chained ? this.probeChained(route, ctx, lane, gate) : probeRelayRoute(this.probes, route, ctx, k, gate)
+        this.launcher.launch(k, run, true, peers)
       }
-    }
+    retireLanes(this.probes, this.launcher.inflight, key, lanes, this.rates.inFlight)
     return this.takeExcluded()
   }
 
@@ -260,28 +268,22 @@ export class CanaryMonitor {
    */
   async settle(sessionId?: string): Promise<string[]> {
     if (sessionId !== undefined) this.material.endSession(sessionId)
-    await this.audits.drain(async () => {
-      await Promise.all(this.inflight.values())
-      await Promise.all(this.scoring.values())
-    })
+    // no real step follows for the decoy steps waiting to go out beside one: they go now
+    await this.launcher.drain(() =>
+      this.audits.drain(async () => {
+        await Promise.all(this.launcher.inflight.values())
+        await Promise.all(this.scoring.values())
+      })
+    )
     return this.takeExcluded()
   }
 
-  /** At most one canary step in flight per decoy: the next waits, as a real session's steps do. */
-  private launch(key: string, run: () => Promise<PeerVerdict[]>): void {
-    if (this.inflight.has(key)) return
-    const p = run()
-      .then((verdicts) => {
-        for (const v of verdicts) this.noteConviction(v)
-      })
-      // A hop that fails a canary step is the real path's to report; note it and go on. No
-      // canary for a peer while its new ones are built is no fault (canary-trace-store.ts).
-      .catch((err: Error) => {
-        if (err instanceof CanariesPendingError) return
-        this.options.log?.({ event: 'canary-error', key, code: (err as { code?: string }).code, message: err.message })
-      })
-      .finally(() => this.inflight.delete(key))
-    this.inflight.set(key, p)
+  /**
+   * A real step of a session on these routes is about to go out: the decoy steps drawn since the
+   * last one go out beside it (client/verification/canary-schedule.ts).
+   */
+  beforeStep(): Promise<void> {
+    return this.launcher.beforeStep()
   }
 
   /** Send one canary step to a hop (relayed) and score its answer (client/verification/canary-probes.ts). */
@@ -290,8 +292,8 @@ export class CanaryMonitor {
   }
 
   /** One step of a decoy chained over the whole route, each hop scored (client/verification/canary-probes.ts). */
-  probeChained(route: readonly HopTarget[], ctx: StepContext, lane = 0): Promise<PeerVerdict[]> {
-    return probeChain(this.probes, route, ctx, lane)
+  probeChained(route: readonly HopTarget[], ctx: StepContext, lane = 0, gate?: () => Promise<void>): Promise<PeerVerdict[]> {
+    return probeChain(this.probes, route, ctx, lane, gate)
   }
 
   /** The benign drift class of a hop: its wire, the model's weights, its announced KV dtype and backend. */
@@ -312,6 +314,7 @@ export class CanaryMonitor {
     this.material.close()
     await this.settle()
     await this.pool.closeAll()
+    this.replay?.close()
     if (this.trustFile !== undefined) saveTrustFile(this.trustFile, this.modelId, this.benign, this.detector, this.options.log)
   }
 }

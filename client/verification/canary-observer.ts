@@ -11,6 +11,10 @@ export class CanaryObserver implements PipelineObserver {
     private readonly session: { readonly sessionId: string; readonly forwarding: 'relay' | 'chain'; readonly maxLength: number }
   ) {}
 
+  beforeStep(): Promise<void> {
+    return this.canaries.beforeStep()
+  }
+
   async stepDone(state: PipelineState, step: CompletedStep, { signal }: AbortOptions = {}): Promise<readonly Exclusion[]> {
     const { forwarding, maxLength, sessionId } = this.session
     // the real step's shape too: decoys copy real sessions' prefill, length and max length

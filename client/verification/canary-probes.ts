@@ -17,6 +17,7 @@ import { type Decoy, decoyDone } from './canary-decoys.js'
 import type { CanaryEvidence, CanaryPeerReport, StepContext } from './canary-types.js'
 import { ChainedDecoy } from './chained-decoy.js'
 import type { ReceiptLedger } from './receipts.js'
+import type { SpanReplay } from './span-replay.js'
 
 /*
  * The canary steps themselves (docs/design.md §5, docs/verification.md): one step of a decoy session sent to a hop (relayed)
@@ -35,6 +36,8 @@ export interface ProbeDeps {
   readonly counts: { canarySteps: number; canaryComputeMs: number }
   /** Chained decoys' scoring, per decoy in step order, waiting for their audit rounds. */
   readonly scoring: Map<string, Promise<void>>
+  /** The client's own run of a hop's span on what the hop was fed (relayed decoys' later hops). */
+  readonly replay?: SpanReplay
   setFor(boundary: number): CanarySet
   wireOf(target: HopTarget): DType
   classOf(target: HopTarget): string
@@ -46,7 +49,8 @@ export interface ProbeDeps {
     rows: number,
     output: Float32Array,
     reference: Float32Array,
-    receipt?: Receipt
+    receipt?: Receipt,
+    inputs?: Float32Array
   ): PeerVerdict
   noteConviction(v: PeerVerdict): void
   log?: (e: Record<string, unknown>) => void
@@ -115,7 +119,13 @@ export async function probeHop(d: ProbeDeps, target: HopTarget, ctx: StepContext
  * reference at its span end; once a hop's answer looks like tampering (density ratio above 1),
  * the hops after it got an altered input, so they are not scored for the rest of this decoy.
  */
-export async function probeChain(d: ProbeDeps, route: readonly HopTarget[], ctx: StepContext, lane = 0): Promise<PeerVerdict[]> {
+export async function probeChain(
+  d: ProbeDeps,
+  route: readonly HopTarget[],
+  ctx: StepContext,
+  lane = 0,
+  gate: () => Promise<void> = () => Promise.resolve()
+): Promise<PeerVerdict[]> {
   const key = laneKey(route.map((h) => `${h.peerId}/${h.start}/${h.end}`).join('>'), lane)
   const decoy = await d.pool.decoyFor(key, route, ctx, async (sessionId, maxLength) => ({
     chain: await ChainedDecoy.open(
@@ -124,8 +134,14 @@ export async function probeChain(d: ProbeDeps, route: readonly HopTarget[], ctx:
       d.setFor(route[0].start).dim,
       { sessionId, modelId: d.modelId, maxLength, wireDtype: d.wireOf(route[0]) },
       { signal: ctx.signal }
-    )
+    ),
+    // a hop after the first is fed its upstream's actual output: scored against its span replayed on it
+    replays: route.map((t, i) => (i > 0 && d.replay ? d.replay.open(t, maxLength) : undefined))
   }))
+  // once open, stepped beside the next real step (client/verification/canary-schedule.ts)
+  await gate()
+  // its peer was convicted meanwhile (DecoyPool.releasePeer): the decoy ended, no step goes
+  if (!d.pool.has(key)) return []
   const set = d.setFor(route[0].start)
   const { out, position, rows, stepId } = await d.pool.stepDecoy(
     key,
@@ -147,10 +163,17 @@ export async function probeChain(d: ProbeDeps, route: readonly HopTarget[], ctx:
   // (a hop found tampering taints the inputs of the hops after it for the rest of the decoy).
   const scored = (d.scoring.get(key) ?? Promise.resolve())
     .then(async () => {
-      const outputs = [...(await out.middle), out.last].map((o) => o.subarray(0, rows * set.dim))
+      const full = [...(await out.middle), out.last]
+      const outputs = full.map((o) => o.subarray(0, rows * set.dim))
       for (let i = 0; i < Math.min(route.length, decoy.taintedFrom + 1); i++) {
-        const reference = referenceFor(set, decoy.canary, route[i].end, position, rows)
-        const v = d.score(route[i], decoy, stepId, position, rows, outputs[i], reference, out.receipts[i])
+        // hop i > 0 got hop i - 1's output (the receipts chain the hashes): scored against its own
+        // span run on that (client/verification/span-replay.ts), not against the canary's reference
+        const replay = decoy.replays?.[i]
+        const reference = replay
+          ? replay.run(full[i - 1], position).subarray(0, rows * set.dim)
+          : referenceFor(set, decoy.canary, route[i].end, position, rows)
+        const inputs = replay?.inputs().subarray(0, (position + rows) * set.dim)
+        const v = d.score(route[i], decoy, stepId, position, rows, outputs[i], reference, out.receipts[i], inputs)
         d.noteConviction(v)
         if (
           decoy.taintedFrom === route.length &&
@@ -193,7 +216,9 @@ export class PeerScores {
     rows: number,
     output: Float32Array,
     reference: Float32Array,
-    receipt?: Receipt
+    receipt?: Receipt,
+    /** The rows the hop was fed, when not the canary's own (a relayed decoy's later hop). */
+    inputs?: Float32Array
   ): PeerVerdict {
     const drift = driftMetrics(output, reference)
     this.sent.set(target.peerId, (this.sent.get(target.peerId) ?? 0) + 1)
@@ -217,7 +242,7 @@ export class PeerScores {
         wire: this.hops.wireOf(target),
         ...(target.kvDtype ? { kvDtype: target.kvDtype } : {}),
         // copies: what a third party needs to recompute the step (client/verification/evidence.ts)
-        input: inputFor(this.hops.setFor(target.start), decoy.canary, 0, position + rows).slice(),
+        input: (inputs ?? inputFor(this.hops.setFor(target.start), decoy.canary, 0, position + rows)).slice(),
         output: output.slice()
       })
     }

@@ -29,17 +29,36 @@ describe('canaries and KV cache dtypes over real node processes', () => {
       layers: '1:4',
       args: [...FAST, '--kv-dtype', 'q8_0', '--tamper', 'noise', '--tamper-size', '0.5']
     })
+    // Another swarm of its own: an honest q8_0 node, then an f16 node that tampers a little
+    // (noise 0.05, under the q8_0 node's benign drift carried into its input)
+    nodes.q8b = await startLocalNode({ model: GGUF_PATH, layers: '1:2', args: [...FAST, '--kv-dtype', 'q8_0'] })
+    nodes.tamperer16 = await startLocalNode({
+      model: GGUF_PATH,
+      layers: '2:4',
+      bootstrap: [nodes.q8b.addrs[0]],
+      args: [...FAST, '--kv-dtype', 'f16', '--tamper', 'noise', '--tamper-size', '0.05']
+    })
   }, 60_000)
 
   afterAll(async () => {
     await Promise.all(Object.values(nodes).map((n) => n.stop()))
   })
 
-  it('honest q8_0 and f16 KV nodes stay trusted with a canary on every step', { timeout: 240_000 }, async () => {
+  // Decoys span the route (issue #39): the f16 node is fed the q8_0 node's actual output, drifted
+  // benignly, and must be scored against what it was fed (client/verification/span-replay.ts), relayed and chained.
+  for (const forwarding of ['relay', 'chain'] as const)
+    it(`honest q8_0 and f16 KV nodes stay trusted with a canary on every step (${forwarding})`, {
+      timeout: 240_000
+    }, async () => {
+      await honestStayTrusted(forwarding)
+    })
+
+  async function honestStayTrusted(forwarding: 'relay' | 'chain'): Promise<void> {
     const client = await createClient({
       bootstrap: [nodes.q8.addrs[0], nodes.f16.addrs[0]],
       model: GGUF_PATH,
       kernels: createReferenceKernels(),
+      forwarding,
       canaries: { rate: 1, seed: 5 }
     })
     try {
@@ -54,7 +73,34 @@ describe('canaries and KV cache dtypes over real node processes', () => {
     } finally {
       await client.close()
     }
-  })
+  }
+
+  // Scored against what it was fed, a later hop keeps its own benign class: a small tampering
+  // behind a benignly drifting hop is still told apart, and the upstream hop is not blamed.
+  for (const forwarding of ['relay', 'chain'] as const)
+    it(`an f16 KV node that tampers behind an honest q8_0 one is convicted, the q8_0 one is not (${forwarding})`, {
+      timeout: 240_000
+    }, async () => {
+      const events: Array<Record<string, unknown>> = []
+      const client = await createClient({
+        bootstrap: [nodes.q8b.addrs[0], nodes.tamperer16.addrs[0]],
+        model: GGUF_PATH,
+        kernels: createReferenceKernels(),
+        forwarding,
+        canaries: { rate: 1, seed: 5 },
+        log: (e) => events.push(e)
+      })
+      try {
+        await client.view.waitForRoute(1, 4, 20_000)
+        // once convicted, nobody is left to serve [2,4): the generation ends without a route
+        await expect(client.generate(ref.prompt, { maxTokens: 48, temperature: 0 })).rejects.toMatchObject({ code: 'NO_ROUTE' })
+        const excluded = events.filter((e) => e.event === 'excluded').map((e) => e.peerId)
+        expect(excluded).toContain(nodes.tamperer16.peerId)
+        expect(excluded).not.toContain(nodes.q8b.peerId)
+      } finally {
+        await client.close()
+      }
+    })
 
   it('a q8_0 KV node that tampers is convicted', { timeout: 240_000 }, async () => {
     const events: Array<Record<string, unknown>> = []

@@ -39,6 +39,16 @@ const ALLOWED: Record<string, string> = {
   'client/speculation/draft-model.ts: ModelDrafter#draft':
     'k local forwards of a small model between two steps, whose signal is checked',
   'client/speculation/draft-ngram.ts: Drafter#draft': 'a lookup in the context; the interface ModelDrafter implements',
+  'client/verification/relay-decoy.ts: probeRelayRoute': 'the signal is ctx.signal (StepContext), the real step it rides on',
+  'client/verification/canary-schedule.ts: DecoySchedule#beforeStep':
+    'a few event-loop turns (MAX_OFFSET_TURNS) when decoy steps lead',
+  'client/verification/canary-monitor.ts: CanaryMonitor#beforeStep':
+    'DecoySchedule#beforeStep: a few event-loop turns when decoy steps lead',
+  'client/session/pipeline-observer.ts: CanaryObserver#beforeStep':
+    'DecoySchedule#beforeStep: a few event-loop turns when decoy steps lead',
+  'client/verification/canary-schedule.ts: DecoySchedule#drain': "runs the caller's callback, which carries the caller's signal",
+  'client/verification/canary-schedule.ts: DecoySchedule#gate':
+    'opens at the next real step or a drain; its probe carries ctx.signal',
   'protocol/announce.ts: AnnouncerInit#content': 'a callback the node provides (reads its own state)',
   // settling waits for off-path audits that each carry their own deadline (AuditBatcher timeoutMs);
   // a caller's abort must not cancel an audit round other steps share

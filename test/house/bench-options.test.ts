@@ -1,5 +1,13 @@
 import { describe, expect, test } from 'vitest'
-import { benchArgs, KERNEL_KINDS, SWARM_DEFAULTS, swarmBenchBase, TENSOR_DTYPES } from '../../bench/options.js'
+import {
+  benchArgs,
+  COLLUSION_DEFAULTS,
+  collusionOptions,
+  KERNEL_KINDS,
+  SWARM_DEFAULTS,
+  swarmBenchBase,
+  TENSOR_DTYPES
+} from '../../bench/options.js'
 
 // bench/options.ts: the one parser of every benchmark's flags (issue #20: each benchmark had its own copy).
 describe('bench options', () => {
@@ -46,5 +54,20 @@ describe('bench options', () => {
     })
     expect(TENSOR_DTYPES).toEqual(['f32', 'f16', 'q8_0'])
     expect(() => swarmBenchBase(benchArgs([], SWARM_DEFAULTS))).toThrow('--model FILE or a shape')
+  })
+
+  test('bench collusion reads its flags (issue #39)', () => {
+    expect(collusionOptions(benchArgs([], COLLUSION_DEFAULTS))).toEqual({
+      model: 'models/stories260K.gguf',
+      steps: 500,
+      maxTokens: 32,
+      rate: 1,
+      seed: 1,
+      forwardings: ['relay', 'chain']
+    })
+    const given = collusionOptions(benchArgs(['--forwarding', 'chain', '--steps', '600'], COLLUSION_DEFAULTS))
+    expect([given.forwardings, given.steps]).toEqual([['chain'], 600])
+    expect(() => collusionOptions(benchArgs(['--forwarding', 'relay,ring'], COLLUSION_DEFAULTS))).toThrow('not ring')
+    expect(() => collusionOptions(benchArgs(['--steps', '0'], COLLUSION_DEFAULTS))).toThrow('--steps must be an integer >= 1')
   })
 })

@@ -1,0 +1,74 @@
+import { CanariesPendingError, type PeerVerdict } from '../../canary/index.js'
+import type { DecoySchedule } from './canary-schedule.js'
+
+/** What the launcher asks of its monitor (client/verification/canary-monitor.ts). */
+export interface DecoyLauncherDeps {
+  /** A peer convicted (by drift or by replayed receipts): no new decoy step opens on it. */
+  isOut(peerId: string): boolean
+  noteConviction(v: PeerVerdict): void
+  log?: (e: Record<string, unknown>) => void
+}
+
+/**
+ * Decoy steps in flight, one per decoy at most, released beside real steps by the seeded
+ * schedule (client/verification/canary-schedule.ts, issue #39: decoys must not leak by timing).
+ */
+export class DecoyLauncher {
+  /** The step in flight per decoy (lane) key. */
+  readonly inflight = new Map<string, Promise<void>>()
+  /** Decoys whose next step waits behind the one in flight (launch). */
+  private readonly queued = new Set<string>()
+
+  constructor(
+    private readonly schedule: DecoySchedule,
+    private readonly deps: DecoyLauncherDeps
+  ) {}
+
+  /** A real step is about to go out: the decoy steps drawn since the last one go beside it. */
+  beforeStep(): Promise<void> {
+    return this.schedule.beforeStep()
+  }
+
+  /** No real step follows for the decoy steps waiting to go out beside one: they go now, then `rest`. */
+  drain(rest: () => Promise<void>): Promise<void> {
+    return this.schedule.drain(rest)
+  }
+
+  /**
+   * At most one canary step in flight per decoy: the next waits, as a real session's steps do.
+   * A scheduled step gets its gate (it opens beside the next real step); others go at once.
+   */
+  launch(
+    key: string,
+    run: (gate: () => Promise<void>) => Promise<PeerVerdict[]>,
+    scheduled = true,
+    peers: readonly string[] = []
+  ): void {
+    const prev = this.inflight.get(key)
+    // A scheduled step may wait behind the one in flight (one at most): it goes beside a later
+    // real step, so a decoy can step with every real step as a real session does (issue #39).
+    if (prev && (!scheduled || this.queued.has(key))) return
+    const gate = scheduled ? () => this.schedule.gate() : () => Promise.resolve()
+    const start = (): Promise<PeerVerdict[]> => {
+      this.queued.delete(key)
+      // a step queued behind one that convicted a peer of its route does not open a new decoy there
+      if (peers.some((p) => this.deps.isOut(p))) return Promise.resolve([])
+      return run(gate)
+    }
+    if (prev) this.queued.add(key)
+    const p: Promise<void> = (prev ? prev.then(start) : start())
+      .then((verdicts) => {
+        for (const v of verdicts) this.deps.noteConviction(v)
+      })
+      // A hop that fails a canary step is the real path's to report; note it and go on. No
+      // canary for a peer while its new ones are built is no fault (canary-trace-store.ts).
+      .catch((err: Error) => {
+        if (err instanceof CanariesPendingError) return
+        this.deps.log?.({ event: 'canary-error', key, code: (err as { code?: string }).code, message: err.message })
+      })
+      .finally(() => {
+        if (this.inflight.get(key) === p) this.inflight.delete(key)
+      })
+    this.inflight.set(key, p)
+  }
+}
