@@ -173,6 +173,16 @@ export class CanaryMonitor {
     return this.material.length
   }
 
+  /** No canary yet: the first set is building in the background (a slow model's, issue 31). */
+  get canariesPending(): boolean {
+    return this.material.firstPending
+  }
+
+  /** The canary set build under way (a slow model's first, in the background), done: at every free turn from now on. */
+  async canariesReady(options: { signal?: AbortSignal } = {}): Promise<void> {
+    await this.material.settled({ ...options, hurry: true })
+  }
+
   /** The canary set at a boundary (built on first use). */
   setFor(boundary: number): CanarySet {
     return this.material.setFor(boundary)
@@ -201,7 +211,7 @@ export class CanaryMonitor {
       // The canary set is built on first use (the whole model over every canary, seconds on a
       // large one, synchronous): at a session's first step, not at its first canary, which at a
       // trusted peer's base rate can fall in the middle of a generation and stall it.
-      this.material.setFor(route[0].start, ctx.maxLength)
+      this.material.prepare(route[0].start, ctx.maxLength)
       this.material.observeStep(ctx, this.wireOf(route[0]))
     }
     if (ctx.forwarding === 'chain' && route.length > 1) {

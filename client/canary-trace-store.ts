@@ -1,18 +1,24 @@
 import type { AbortOptions } from '@libp2p/interface'
 import {
   buildCanaryTraces,
+  buildCanaryTracesJob,
+  CanariesPendingError,
   CanaryBankLevelError,
   type CanarySet,
   type CanaryTraces,
   canarySetFromTraces,
+  DEFAULT_BACKGROUND_SHARE,
   DEFAULT_CANARY_LENGTH,
   DEFAULT_CANARY_PROMPTS,
   extendCanaryTraces,
   extendCanaryTracesInSlices,
-  MAX_CANARY_PROMPT_TOKENS
+  extendCanaryTracesJob,
+  MAX_CANARY_PROMPT_TOKENS,
+  runInBackground
 } from '../canary/index.js'
-import { createReferenceKernels, type Kernels, type ModelFile } from '../shards/index.js'
-import { PromptHistory, type PromptsFromContext, secretPromptsFollowing } from './canary-template.js'
+import { createReferenceKernels, type Edge, type Kernels, type ModelFile, type Tokenizer } from '../shards/index.js'
+import { FIRST_BUILD_AT_ONCE_MACS, firstBuildMacs, type SecretSetStore } from './canary-set-store.js'
+import { PromptHistory, type PromptsFromContext, secretPromptsFollowing, secretPromptsFollowingJob } from './canary-template.js'
 
 /**
  * A growth projected to take longer than this runs in slices between the client's real steps
@@ -53,6 +59,21 @@ export interface CanaryTraceStoreOptions {
   readonly onBuild?: (boundary: number, built: number, total: number) => void
   /** A build in slices failed (the set built so far goes on serving). */
   readonly onBuildError?: (err: Error) => void
+  /** The client's tokenizer and edge (embeddings, head on `kernels`), shared by every build. */
+  readonly tokenizer?: Tokenizer
+  readonly edge?: Edge
+  /** promptsFrom as a sliced job: a build in the background makes its prompts with it. */
+  readonly promptsJob?: (count: number, more: PromptsFromContext) => Generator<void, readonly string[]>
+  /**
+   * With inSlices, a first build of more multiply-adds than this (default FIRST_BUILD_AT_ONCE_MACS)
+   * runs in the background, and so does every growth after it: the first token does not wait
+   * for it, and decoys start once it is done (issue 31). 0: always in the background.
+   */
+  readonly firstAtOnceMacs?: number
+  /** Share of the event loop a background build takes (default DEFAULT_BACKGROUND_SHARE: canary/background-job.ts). */
+  readonly backgroundShare?: number
+  /** Where the built set is kept between runs (client/canary-set-store.ts): loaded first, saved after each build. */
+  readonly saved?: SecretSetStore
 }
 
 /**
@@ -84,6 +105,12 @@ export class CanaryTraceStore {
   /** Milliseconds per canary position of the last build (projects the next one's time). */
   private msPerPosition?: number
   private readonly stop = new AbortController()
+  /** Builds go to the background (the first was projected over firstAtOnceMacs). */
+  private slow = false
+  /** A build in the background makes longer canaries: decoys wait for them (a real session's shape needs them). */
+  lengthening = false
+  /** Share of the event loop the background build takes now (raised while someone waits for it). */
+  private share?: number
 
   constructor(
     private readonly model: ModelFile,
@@ -97,6 +124,13 @@ export class CanaryTraceStore {
     this.wanted = o.bank || o.length !== undefined ? this.length : 0
     if (o.bank) this.traces = o.bank
     this.count = o.count ?? 8
+    const kept = !o.bank && !o.prompts ? o.saved?.load() : undefined
+    if (kept && kept.nLayers === model.config.nLayers && kept.dim === model.config.dim) {
+      // a returning client's set: its prompts stay prompts 0..k of the secret set, and it grows from there
+      this.traces = kept
+      this.prompts = kept.traces.map((t) => t.text)
+      this.count = Math.max(this.count, kept.traces.length)
+    }
   }
 
   /** Positions every canary has now. */
@@ -107,6 +141,11 @@ export class CanaryTraceStore {
   /** Canaries made (prompts) but not yet built (a growth in slices under way). */
   get pending(): boolean {
     return this.building !== undefined || this.missing()
+  }
+
+  /** No canary built yet, the first set building in the background. */
+  get firstPending(): boolean {
+    return this.traces === undefined && this.building !== undefined
   }
 
   private missing(): boolean {
@@ -131,8 +170,14 @@ export class CanaryTraceStore {
       throw new CanaryBankLevelError(`the canary bank holds no states at block boundary ${boundary}: rebuild it with that level`)
     }
     const traces = this.traces
-    if (!traces || traces.traces[0].states[boundary] === undefined) this.buildAll(boundary, traces)
-    else if (this.missing()) this.extend(boundary)
+    if (!traces || traces.traces[0].states[boundary] === undefined) {
+      if (!traces && this.building) throw new CanariesPendingError('the first canaries are being built')
+      if (!traces && this.inBackground()) {
+        this.buildFirst(boundary)
+        throw new CanariesPendingError('the first canaries are being built')
+      }
+      this.buildAll(boundary, traces)
+    } else if (this.missing()) this.extend(boundary)
     let set = this.sets.get(boundary)
     if (!set) {
       const n = this.model.config.nLayers
@@ -169,9 +214,78 @@ export class CanaryTraceStore {
     }
   }
 
-  /** Stop a build in slices (the client is closing). */
+  /** Stop a build in slices (the client is closing): nothing waits for it. */
   close(): void {
     this.stop.abort()
+  }
+
+  /** A caller waits for the build under way: it takes every free turn from now on. */
+  hurry(): void {
+    this.share = 1
+  }
+
+  /** Whether a first build (none built, none kept) goes to the background: projected long, with inSlices. */
+  private inBackground(): boolean {
+    if (!this.o.inSlices || this.o.bank || this.o.prompts) return false
+    const c = this.model.config
+    const macs = firstBuildMacs(c, this.count, Math.max(2, this.wanted), this.o.promptsFrom !== undefined && !this.prompts)
+    this.slow ||= macs > (this.o.firstAtOnceMacs ?? FIRST_BUILD_AT_ONCE_MACS)
+    return this.slow
+  }
+
+  /**
+   * The first set, prompts and traces, in the background (canary/background-job.ts): between the
+   * client's real steps, at a share of the event loop, so the first token and decode keep their
+   * pace (issue 31); decoys wait for it (CanariesPendingError, no fault).
+   */
+  private buildFirst(boundary: number): void {
+    const n = this.model.config.nLayers
+    const length = Math.max(2, this.wanted)
+    const store = this
+    const job = (function* () {
+      const prompts = store.prompts ?? (yield* store.secretPromptsJob(0)) ?? DEFAULT_CANARY_PROMPTS.slice(0, 4)
+      store.prompts ??= prompts
+      return yield* buildCanaryTracesJob({
+        ...store.common(boundary),
+        prompts,
+        tokensPerPrompt: length,
+        maxPromptTokens: Math.min(MAX_CANARY_PROMPT_TOKENS, length),
+        levels: Array.from({ length: n + 1 - boundary }, (_, i) => boundary + i)
+      })
+    })()
+    this.background(job, (t) => {
+      if (!this.traces) this.adopt(t)
+    })
+  }
+
+  /** Run a build job in the background; `done` adopts its result. */
+  private background(job: Generator<void, CanaryTraces>, done: (t: CanaryTraces) => void): void {
+    this.building = runInBackground(job, {
+      signal: this.stop.signal,
+      share: () => this.share ?? this.o.backgroundShare ?? DEFAULT_BACKGROUND_SHARE
+    })
+      .then(done)
+      .catch((err: Error) => {
+        if (!this.stop.signal.aborted) this.o.onBuildError?.(err)
+      })
+      .finally(() => {
+        this.building = undefined
+        this.lengthening = false
+        this.share = undefined
+      })
+  }
+
+  /** What every build shares: model, kernels, the client's tokenizer and edge, seed, templates, progress. */
+  private common(boundary: number) {
+    return {
+      model: this.model,
+      kernels: this.o.kernels ?? createReferenceKernels(),
+      templated: this.templated,
+      seed: this.o.seed ?? 1,
+      ...(this.o.tokenizer ? { tokenizer: this.o.tokenizer } : {}),
+      ...(this.o.edge ? { edge: this.o.edge } : {}),
+      onProgress: (done: number, total: number) => this.o.onBuild?.(boundary, done, total)
+    }
   }
 
   /**
@@ -186,15 +300,11 @@ export class CanaryTraceStore {
     const t0 = performance.now()
     this.adopt(
       buildCanaryTraces({
-        model: this.model,
-        kernels: this.o.kernels ?? createReferenceKernels(),
+        ...this.common(boundary),
         prompts,
-        templated: this.templated,
         tokensPerPrompt: this.wanted,
         maxPromptTokens: Math.min(MAX_CANARY_PROMPT_TOKENS, this.wanted),
-        seed: this.o.seed ?? 1,
-        levels: Array.from({ length: n + 1 - from }, (_, i) => from + i),
-        onProgress: (done, total) => this.o.onBuild?.(boundary, done, total)
+        levels: Array.from({ length: n + 1 - from }, (_, i) => from + i)
       }),
       prompts.length * this.wanted,
       t0
@@ -210,15 +320,7 @@ export class CanaryTraceStore {
     if (this.building) return
     const traces = this.traces!
     const prompts = this.prompts ?? this.o.prompts ?? traces.traces.map((t) => t.text)
-    const options = {
-      model: this.model,
-      kernels: this.o.kernels ?? createReferenceKernels(),
-      prompts,
-      templated: this.templated,
-      tokensPerPrompt: this.wanted,
-      seed: this.o.seed ?? 1,
-      onProgress: (done: number, total: number) => this.o.onBuild?.(boundary, done, total)
-    }
+    const options = { ...this.common(boundary), prompts, tokensPerPrompt: this.wanted }
     const work = (prompts.length - traces.traces.length) * this.wanted + traces.traces.length * (this.wanted - this.built)
     const t0 = performance.now()
     // Longer canaries are for the session starting now (its first step asked), as a first build
@@ -226,21 +328,28 @@ export class CanaryTraceStore {
     // returning client's 256-token generation on a 110m swarm: 8–10 tok/s, not ~65).
     const longer = this.built < this.wanted
     const over = (this.msPerPosition ?? 0) * work > (this.o.inSlicesOverMs ?? BACKGROUND_BUILD_MS)
-    if (!this.o.inSlices || longer || !over) {
+    // a slow model's growth, longer canaries included, goes to the background as its first build did
+    if (!this.slow && (!this.o.inSlices || longer || !over)) {
       this.adopt(extendCanaryTraces(traces, options), work, t0)
       return
     }
-    this.building = extendCanaryTracesInSlices(traces, options, { signal: this.stop.signal })
-      .then((grown) => {
-        // a build at once in the meantime (a lower boundary) made these stale
-        if (this.traces === traces) this.adopt(grown)
-      })
-      .catch((err: Error) => {
-        if (!this.stop.signal.aborted) this.o.onBuildError?.(err)
-      })
-      .finally(() => {
-        this.building = undefined
-      })
+    this.lengthening = longer
+    // a build at once in the meantime (a lower boundary) made these stale
+    const adoptIfCurrent = (grown: CanaryTraces): void => {
+      if (this.traces === traces) this.adopt(grown)
+    }
+    if (this.slow) this.background(extendCanaryTracesJob(traces, options), adoptIfCurrent)
+    else {
+      this.building = extendCanaryTracesInSlices(traces, options, { signal: this.stop.signal })
+        .then(adoptIfCurrent)
+        .catch((err: Error) => {
+          if (!this.stop.signal.aborted) this.o.onBuildError?.(err)
+        })
+        .finally(() => {
+          this.building = undefined
+          this.lengthening = false
+        })
+    }
   }
 
   /** Serve `traces` from now on; `work` positions built at once since `t0` set the projection. */
@@ -248,6 +357,24 @@ export class CanaryTraceStore {
     if (work !== undefined && t0 !== undefined && work > 0) this.msPerPosition = (performance.now() - t0) / work
     this.traces = traces
     this.sets.clear()
+    // kept for the next run (plain prompts only: a templated one's template is this run's)
+    if (traces !== this.o.bank && this.templated.every((t) => t === undefined)) this.o.saved?.save(traces)
+  }
+
+  /** secretPrompts as a sliced job (promptsJob, else promptsFrom at once); undefined without either. */
+  private *secretPromptsJob(from: number): Generator<void, string[] | undefined> {
+    const job = this.o.promptsJob
+    if (!job) return this.secretPrompts(from)
+    const made = yield* secretPromptsFollowingJob(this.history, this.model, job, {
+      count: this.count,
+      from,
+      seed: this.o.seed ?? 1,
+      ...(this.o.tokenizer ? { tokenizer: this.o.tokenizer } : {})
+    })
+    made.templated.forEach((t, k) => {
+      this.templated[from + k] = t
+    })
+    return made.texts
   }
 
   /** Secret prompts `from` to `count` (client/canary-template.ts), fixed from then on. */
