@@ -60,7 +60,9 @@ export function secretSetStore(
     load() {
       if (!existsSync(path)) return undefined
       try {
-        return loadCanaryBank(path, key, { modelId })
+        const traces = loadCanaryBank(path, key, { modelId })
+        log?.({ event: 'canary-store-loaded', path, canaries: traces.traces.length })
+        return traces
       } catch (err) {
         // a stale or damaged file is rebuilt, never fatal: the set is a cache of what the secret gives
         log?.({ event: 'canary-store-ignored', path, code: (err as { code?: string }).code, message: (err as Error).message })

@@ -16,65 +16,21 @@ import {
   MAX_CANARY_PROMPT_TOKENS,
   runInBackground
 } from '../canary/index.js'
-import { createReferenceKernels, type Edge, type Kernels, type ModelFile, type Tokenizer } from '../shards/index.js'
-import { FIRST_BUILD_AT_ONCE_MACS, firstBuildMacs, type SecretSetStore } from './canary-set-store.js'
-import { PromptHistory, type PromptsFromContext, secretPromptsFollowing, secretPromptsFollowingJob } from './canary-template.js'
+import { createReferenceKernels, type ModelFile } from '../shards/index.js'
+import { FIRST_BUILD_AT_ONCE_MACS, firstBuildMacs } from './canary-set-store.js'
+import { PromptHistory, secretPromptsFollowing, secretPromptsFollowingJob } from './canary-template.js'
+import { BACKGROUND_BUILD_MS, type CanaryTraceStoreOptions } from './canary-trace-store-options.js'
+
+export { BACKGROUND_BUILD_MS, type CanaryTraceStoreOptions } from './canary-trace-store-options.js'
 
 /**
- * A growth projected to take longer than this runs in slices between the client's real steps
- * (CanaryTraceStore `inSlices`): a new client's secret set grows twice in its start-up burst, and
- * on a 110m model each growth held a real generation for tens of seconds when built at once.
+ * Canaries a slow model's background build makes at a time (issue 31): the first decoys wait for
+ * this many, not the whole set, and each group is kept for the next run as soon as it is built.
  */
-export const BACKGROUND_BUILD_MS = 1000
+export const FIRST_GROUP = 2
 
-export interface CanaryTraceStoreOptions {
-  readonly kernels?: Kernels
-  readonly prompts?: readonly string[]
-  /**
-   * Made on first use when `prompts` is not given (secret canaries: client/canary-secret.ts):
-   * prompts `from` to `count` of the secret set (prompt i is fixed by the secret and i, and
-   * by the openings observed when it is made), so the set grows by new ones.
-   */
-  readonly promptsFrom?: (count: number, more: PromptsFromContext) => readonly string[]
-  /** Canaries the secret set starts with (default 8); doubled when a peer has seen them all. */
-  readonly count?: number
-  readonly seed?: number
-  /**
-   * A canary bank (canary/canary-bank.ts): traces built elsewhere, so the client never runs
-   * the blocks it does not hold (a thin client). Its canaries' length sets `length`.
-   */
-  readonly bank?: CanaryTraces
-  /** Positions per canary (default max(256, maxLength), capped by the context). */
-  readonly length?: number
-  readonly maxLength: number
-  /**
-   * Growing a built set by more canaries, when projected to take over BACKGROUND_BUILD_MS, runs
-   * in slices with the event loop going on (the set built so far serves meanwhile); the first
-   * build and longer canaries (a longer session starting) are at once. Off by default (tests
-   * that plan decoys back to back).
-   */
-  readonly inSlices?: boolean
-  /** The projected time over which a build goes in slices (default BACKGROUND_BUILD_MS; 0: every growth). */
-  readonly inSlicesOverMs?: number
-  readonly onBuild?: (boundary: number, built: number, total: number) => void
-  /** A build in slices failed (the set built so far goes on serving). */
-  readonly onBuildError?: (err: Error) => void
-  /** The client's tokenizer and edge (embeddings, head on `kernels`), shared by every build. */
-  readonly tokenizer?: Tokenizer
-  readonly edge?: Edge
-  /** promptsFrom as a sliced job: a build in the background makes its prompts with it. */
-  readonly promptsJob?: (count: number, more: PromptsFromContext) => Generator<void, readonly string[]>
-  /**
-   * With inSlices, a first build of more multiply-adds than this (default FIRST_BUILD_AT_ONCE_MACS)
-   * runs in the background, and so does every growth after it: the first token does not wait
-   * for it, and decoys start once it is done (issue 31). 0: always in the background.
-   */
-  readonly firstAtOnceMacs?: number
-  /** Share of the event loop a background build takes (default DEFAULT_BACKGROUND_SHARE: canary/background-job.ts). */
-  readonly backgroundShare?: number
-  /** Where the built set is kept between runs (client/canary-set-store.ts): loaded first, saved after each build. */
-  readonly saved?: SecretSetStore
-}
+/** Milliseconds without a real step after which a background build takes every free turn (the client is idle). */
+export const IDLE_AFTER_MS = 500
 
 /**
  * The traces decoys are cut from (one set of traces, built on the client's own trusted kernels and
@@ -111,6 +67,8 @@ export class CanaryTraceStore {
   lengthening = false
   /** Share of the event loop the background build takes now (raised while someone waits for it). */
   private share?: number
+  /** When a real step last asked for the set (setFor): a build runs at full speed once none has for a while. */
+  private lastStepMs = Number.NEGATIVE_INFINITY
 
   constructor(
     private readonly model: ModelFile,
@@ -162,6 +120,7 @@ export class CanaryTraceStore {
    * the positions built before), so a decoy in progress continues on the same canary.
    */
   setFor(boundary: number, maxLength?: number): CanarySet {
+    this.lastStepMs = performance.now()
     const want = Math.min(this.length, Math.max(2, maxLength ?? (this.wanted || this.length)))
     const built = this.built
     // grows at least twofold, so a client whose sessions keep getting longer grows few times
@@ -170,14 +129,13 @@ export class CanaryTraceStore {
       throw new CanaryBankLevelError(`the canary bank holds no states at block boundary ${boundary}: rebuild it with that level`)
     }
     const traces = this.traces
-    if (!traces || traces.traces[0].states[boundary] === undefined) {
-      if (!traces && this.building) throw new CanariesPendingError('the first canaries are being built')
-      if (!traces && this.inBackground()) {
-        this.buildFirst(boundary)
-        throw new CanariesPendingError('the first canaries are being built')
-      }
+    const slow = this.inBackground()
+    if (slow && !this.building && (traces?.traces.length ?? 0) < this.count) this.buildGroups(traces ? undefined : boundary)
+    if (!traces) {
+      if (slow) throw new CanariesPendingError('the first canaries are being built')
       this.buildAll(boundary, traces)
-    } else if (this.missing()) this.extend(boundary)
+    } else if (traces.traces[0].states[boundary] === undefined) this.buildAll(boundary, traces)
+    else if (this.missing()) this.extend(boundary)
     let set = this.sets.get(boundary)
     if (!set) {
       const n = this.model.config.nLayers
@@ -197,6 +155,8 @@ export class CanaryTraceStore {
     if (this.o.bank || this.o.prompts || !this.o.promptsFrom || !this.prompts) return false
     const from = this.count
     this.count *= 2
+    // a slow model's new canaries are made in the background, a group at a time (buildGroups)
+    if (this.slow) return true
     this.prompts = [...this.prompts, ...(this.secretPrompts(from) ?? [])]
     return true
   }
@@ -226,43 +186,60 @@ export class CanaryTraceStore {
 
   /** Whether a first build (none built, none kept) goes to the background: projected long, with inSlices. */
   private inBackground(): boolean {
-    if (!this.o.inSlices || this.o.bank || this.o.prompts) return false
-    const c = this.model.config
-    const macs = firstBuildMacs(c, this.count, Math.max(2, this.wanted), this.o.promptsFrom !== undefined && !this.prompts)
+    // secret sets only (made by promptsJob): given prompts and banks are built at once or not at all
+    if (!this.o.inSlices || this.o.bank || this.o.prompts || !this.o.promptsJob) return false
+    const macs = firstBuildMacs(this.model.config, this.count, Math.max(2, this.wanted), true)
     this.slow ||= macs > (this.o.firstAtOnceMacs ?? FIRST_BUILD_AT_ONCE_MACS)
     return this.slow
   }
 
   /**
-   * The first set, prompts and traces, in the background (canary/background-job.ts): between the
+   * A slow model's canaries (issue 31), in the background (canary/background-job.ts: between the
    * client's real steps, at a share of the event loop, so the first token and decode keep their
-   * pace (issue 31); decoys wait for it (CanariesPendingError, no fault).
+   * pace), FIRST_GROUP at a time: prompts, then traces, each group served (and kept: saved) as
+   * soon as it is built, so decoys start after the first group, and a run that ends early still
+   * leaves its groups to the next run. `first`: the boundary of a first build (its lowest level).
    */
-  private buildFirst(boundary: number): void {
+  private buildGroups(first: number | undefined): void {
     const n = this.model.config.nLayers
-    const length = Math.max(2, this.wanted)
     const store = this
     const job = (function* () {
-      const prompts = store.prompts ?? (yield* store.secretPromptsJob(0)) ?? DEFAULT_CANARY_PROMPTS.slice(0, 4)
-      store.prompts ??= prompts
-      return yield* buildCanaryTracesJob({
-        ...store.common(boundary),
-        prompts,
-        tokensPerPrompt: length,
-        maxPromptTokens: Math.min(MAX_CANARY_PROMPT_TOKENS, length),
-        levels: Array.from({ length: n + 1 - boundary }, (_, i) => boundary + i)
-      })
+      for (;;) {
+        const old = store.traces
+        const from = old?.traces.length ?? 0
+        if (from >= store.count) return
+        const to = Math.min(store.count, from + FIRST_GROUP)
+        const made =
+          store.prompts && store.prompts.length >= to ? store.prompts.slice(from, to) : yield* store.secretPromptsJob(from, to)
+        if (!made) return
+        store.prompts = [...(store.prompts ?? []).slice(0, from), ...made]
+        const length = old ? store.built : Math.max(2, store.wanted)
+        const lowest = old ? old.traces[0].states.findIndex((x) => x !== undefined) : (first ?? 0)
+        const added = yield* buildCanaryTracesJob({
+          ...store.common(lowest),
+          prompts: made,
+          templated: store.templated.slice(from, to),
+          firstIndex: from,
+          tokensPerPrompt: length,
+          maxPromptTokens: Math.min(MAX_CANARY_PROMPT_TOKENS, length),
+          levels: Array.from({ length: n + 1 - lowest }, (_, i) => lowest + i)
+        })
+        // a build at once in the meantime (a lower boundary) made this group stale
+        if (store.traces !== old) return
+        store.adopt(old ? { ...old, traces: [...old.traces, ...added.traces] } : added)
+      }
     })()
-    this.background(job, (t) => {
-      if (!this.traces) this.adopt(t)
-    })
+    this.background(job, () => {})
   }
 
   /** Run a build job in the background; `done` adopts its result. */
-  private background(job: Generator<void, CanaryTraces>, done: (t: CanaryTraces) => void): void {
+  private background<T>(job: Generator<void, T>, done: (t: T) => void): void {
     this.building = runInBackground(job, {
       signal: this.stop.signal,
-      share: () => this.share ?? this.o.backgroundShare ?? DEFAULT_BACKGROUND_SHARE
+      // every free turn while no real step goes on (a client between requests), else its share
+      share: () =>
+        this.share ??
+        (performance.now() - this.lastStepMs > IDLE_AFTER_MS ? 1 : (this.o.backgroundShare ?? DEFAULT_BACKGROUND_SHARE))
     })
       .then(done)
       .catch((err: Error) => {
@@ -284,7 +261,11 @@ export class CanaryTraceStore {
       seed: this.o.seed ?? 1,
       ...(this.o.tokenizer ? { tokenizer: this.o.tokenizer } : {}),
       ...(this.o.edge ? { edge: this.o.edge } : {}),
-      onProgress: (done: number, total: number) => this.o.onBuild?.(boundary, done, total)
+      // a build in the background reports progress only once someone waits for it (hurry): a
+      // progress line drawn under a generation's streamed tokens would garble them (issue 31)
+      onProgress: (done: number, total: number) => {
+        if (!this.slow || this.share === 1) this.o.onBuild?.(boundary, done, total)
+      }
     }
   }
 
@@ -362,11 +343,11 @@ export class CanaryTraceStore {
   }
 
   /** secretPrompts as a sliced job (promptsJob, else promptsFrom at once); undefined without either. */
-  private *secretPromptsJob(from: number): Generator<void, string[] | undefined> {
+  private *secretPromptsJob(from: number, count: number): Generator<void, string[] | undefined> {
     const job = this.o.promptsJob
-    if (!job) return this.secretPrompts(from)
+    if (!job) return undefined
     const made = yield* secretPromptsFollowingJob(this.history, this.model, job, {
-      count: this.count,
+      count,
       from,
       seed: this.o.seed ?? 1,
       ...(this.o.tokenizer ? { tokenizer: this.o.tokenizer } : {})
