@@ -7,9 +7,10 @@
  * --vocab qwen --arch qwen3 --dtype q4_k_m` writes (once, to the temp folder; `--model` takes
  * another), and each measured generation is a fresh `layerswarm generate --bootstrap ... --json`
  * process: a new client every time, canaries on (the default) and off (`--canary-rate 0`)
- * interleaved in the same run on the same warm nodes. A third kind, `returning`, keeps a canary
- * secret (`--canary-secret`): its set, built by one unmeasured run first, is kept between runs
- * (client/canary-set-store.ts). Time to first token is the CLI's `prefillMs`, decode its
+ * interleaved in the same run on the same warm nodes. A third kind, `returning`, keeps a trust
+ * file and the canary secret beside it (`--trust-file`): its set, built by one unmeasured
+ * `--verified-stream` run first (which waits for it), is kept between runs
+ * (client/canary-set-store.ts), and its peers' records too (no start-up burst). Time to first token is the CLI's `prefillMs`, decode its
  * `decodeTokensPerSecond`; medians over the rounds and the ratios to off. Prints one JSON object.
  */
 import { execFile } from 'node:child_process'
@@ -63,7 +64,7 @@ export async function main(argv: string[]): Promise<void> {
   const maxTokens = a.int('max-tokens', 2)
   const model = a.string('model') ?? (await qwenModel())
   const home = mkdtempSync(join(tmpdir(), 'layerswarm-bench-first-token-'))
-  const secret = join(home, 'canary-secret')
+  const trust = join(home, 'trust.json')
   const nodes: LocalNode[] = []
   try {
     const args = ['--ephemeral-identity']
@@ -71,10 +72,11 @@ export async function main(argv: string[]): Promise<void> {
     nodes.push(await startLocalNode({ model, layers: '4:7', bootstrap: [nodes[0].addrs[0]], args, startTimeoutMs: 600_000 }))
     const bootstrap = nodes[0].addrs[0]
     const base = { prompt: a.required('prompt', 'text'), maxTokens, home }
-    const kinds: Record<string, string[]> = { off: ['--canary-rate', '0'], on: [], returning: ['--canary-secret', secret] }
-    // unmeasured: JIT and routes on the nodes, and the returning client's kept set
+    const kinds: Record<string, string[]> = { off: ['--canary-rate', '0'], on: [], returning: ['--trust-file', trust] }
+    // unmeasured: JIT and routes on the nodes; the returning client's kept set and peer records,
+    // made by a run that waits for them (verifiedStream holds its tokens until its peers clear)
     await generate(model, bootstrap, { ...base, extra: kinds.off })
-    await generate(model, bootstrap, { ...base, extra: kinds.returning })
+    await generate(model, bootstrap, { ...base, extra: [...kinds.returning, '--verified-stream'] })
     const runs: Record<string, Array<Stats & { canariesSent: number }>> = { off: [], on: [], returning: [] }
     for (let r = 0; r < rounds; r++)
       for (const [kind, extra] of Object.entries(kinds)) runs[kind].push(await generate(model, bootstrap, { ...base, extra }))
