@@ -217,6 +217,10 @@ export class CanaryTraceStore {
         const lowest = old ? old.traces[0].states.findIndex((x) => x !== undefined) : (first ?? 0)
         const added = yield* buildCanaryTracesJob({
           ...store.common(lowest),
+          // the whole set's progress (a progress line for whoever waits: verifiedStream), not the group's
+          onProgress: (done: number) => {
+            if (store.share === 1) store.o.onBuild?.(lowest, from + done, store.count)
+          },
           prompts: made,
           templated: store.templated.slice(from, to),
           firstIndex: from,
