@@ -19,7 +19,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
-import { type LocalNode, startLocalNode } from '../node/local-swarm.js'
+import { type LocalNode, startLocalNode } from '../node/cli/local-swarm.js'
 import { benchArgs } from './options.js'
 import { median, round } from './swarm-stats.js'
 

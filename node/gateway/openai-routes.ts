@@ -97,7 +97,7 @@ export function registerOpenAiRoutes(app: FastifyInstance, init: OpenAiRoutesIni
         params,
         formatStops: chat.stops,
         special: chat.kind === 'template',
-        // secret canaries go through the same format (client/canary-template.ts)
+        // secret canaries go through the same format (client/verification/canary-template.ts)
         promptTemplate: (text: string) => chat.render([{ role: 'user', content: text }])
       },
       chunk,
