@@ -4,7 +4,7 @@ import type { SecretSetStore } from './canary-set-store.js'
 import type { PromptsFromContext } from './canary-template.js'
 
 /*
- * What a client's canary trace store (client/canary-trace-store.ts) is given: where its prompts
+ * What a client's canary trace store (client/verification/canary-trace-store.ts) is given: where its prompts
  * come from, how long its canaries are, and how and when it builds them.
  */
 
@@ -60,6 +60,6 @@ export interface CanaryTraceStoreOptions {
   readonly firstAtOnceMacs?: number
   /** Share of the event loop a background build takes (default DEFAULT_BACKGROUND_SHARE: canary/background-job.ts). */
   readonly backgroundShare?: number
-  /** Where the built set is kept between runs (client/canary-set-store.ts): loaded first, saved after each build. */
+  /** Where the built set is kept between runs (client/verification/canary-set-store.ts): loaded first, saved after each build. */
   readonly saved?: SecretSetStore
 }
