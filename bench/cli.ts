@@ -13,6 +13,7 @@ const BENCHES: Record<string, () => Promise<BenchMain>> = {
   churn: async () => (await import('./churn.js')).main,
   collusion: async () => (await import('./collusion.js')).main,
   failover: async () => (await import('./failover.js')).main,
+  'first-token': async () => (await import('./first-token.js')).main,
   hop: async () => (await import('./hop.js')).main,
   load: async () => (await import('./load.js')).main,
   scale: async () => (await import('./scale.js')).main,

@@ -1,5 +1,13 @@
 import type { AbortOptions } from '@libp2p/interface'
-import { computeModelId, createReferenceKernels, createTokenizer, type Kernels, type ModelFile } from '../shards/index.js'
+import {
+  computeModelId,
+  createReferenceKernels,
+  createTokenizer,
+  type Edge,
+  type Kernels,
+  type ModelFile,
+  type Tokenizer
+} from '../shards/index.js'
 import { CanaryArgumentError } from './errors.js'
 import { DEFAULT_CANARY_PROMPTS } from './prompts.js'
 import { type CanaryTrace, createTracer, runInSlices, runNow } from './trace.js'
@@ -47,6 +55,9 @@ export interface BuildCanarySetOptions {
   readonly seed?: number
   /** Called after each canary is built: (built, total); for progress bars. */
   readonly onProgress?: (built: number, total: number) => void
+  /** The caller's tokenizer and edge (embeddings, head) on the same kernels, instead of new ones (issue 31). */
+  readonly tokenizer?: Tokenizer
+  readonly edge?: Edge
 }
 
 /** Positions per canary by default: the length of a client's default generation (256 tokens). */
@@ -100,6 +111,11 @@ export async function buildCanaryTracesInSlices(
   return await runInSlices(canaryTracesJob(options), abort)
 }
 
+/** buildCanaryTraces as a sliced job (canary/background-job.ts runs it between other work). */
+export function buildCanaryTracesJob(options: BuildCanaryTracesOptions): Generator<void, CanaryTraces> {
+  return canaryTracesJob(options)
+}
+
 function* canaryTracesJob(
   options: BuildCanaryTracesOptions,
   earlier: readonly CanaryTrace[] = []
@@ -126,7 +142,7 @@ function* canaryTracesJob(
     throw new CanaryArgumentError(`levels must be integers in [0, ${n}]`)
   if (!model.vocabulary) throw new CanaryArgumentError('the model file has no tokenizer vocabulary')
   const kernels = options.kernels ?? createReferenceKernels()
-  const tracer = createTracer(model, kernels, createTokenizer(model.vocabulary))
+  const tracer = createTracer(model, kernels, options.tokenizer ?? createTokenizer(model.vocabulary), options.edge)
   try {
     // All canaries in lockstep (Tracer.traceAll): the same traces as one at a time, bit for bit,
     // with each weight read once per step for all of them instead of once per canary.
@@ -174,6 +190,11 @@ export type ExtendCanaryTracesOptions = Omit<
  */
 export function extendCanaryTraces(traces: CanaryTraces, options: ExtendCanaryTracesOptions): CanaryTraces {
   return runNow(extendJob(traces, options))
+}
+
+/** extendCanaryTraces as a sliced job (canary/background-job.ts). */
+export function extendCanaryTracesJob(traces: CanaryTraces, options: ExtendCanaryTracesOptions): Generator<void, CanaryTraces> {
+  return extendJob(traces, options)
 }
 
 /** extendCanaryTraces in slices, the event loop running between them. */

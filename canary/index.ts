@@ -9,6 +9,7 @@ export {
   type RateEvidence,
   startCanariesFor
 } from './adaptive-rate.js'
+export { type BackgroundJobOptions, DEFAULT_BACKGROUND_SHARE, runInBackground } from './background-job.js'
 export {
   BENIGN_PROFILES,
   type BenignProfile,
@@ -47,6 +48,7 @@ export {
   buildCanarySet,
   buildCanaryTraces,
   buildCanaryTracesInSlices,
+  buildCanaryTracesJob,
   type Canary,
   type CanarySet,
   type CanaryTraces,
@@ -55,6 +57,7 @@ export {
   type ExtendCanaryTracesOptions,
   extendCanaryTraces,
   extendCanaryTracesInSlices,
+  extendCanaryTracesJob,
   inputFor,
   MAX_CANARY_PROMPT_TOKENS,
   referenceFor
@@ -101,5 +104,5 @@ export {
   type TamperOptions
 } from './tamper.js'
 export { tamperingShard } from './tampering-shard.js'
-export type { CanaryTrace } from './trace.js'
+export { type CanaryTrace, loadBlockShards, runNow } from './trace.js'
 export { WIRE_DTYPES, type WireDType, wireRoundtrip } from './wire-roundtrip.js'

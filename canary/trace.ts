@@ -96,17 +96,34 @@ let traceCounter = 0
  * is still checked there. Real sessions that end early (a stop token) are matched by the decoy's
  * length, drawn from real ones, not by the canary.
  */
-export function createTracer(model: ModelFile, kernels: Kernels, tokenizer: Tokenizer): Tracer {
-  const edge = createEdge({ model, kernels })
-  const shard = createShard({ model, start: 0, end: model.config.nLayers, kernels })
-  const job = (os: readonly TraceOptions[], onDone?: (index: number) => void) =>
-    traceCanaries(model, edge, shard, tokenizer, os, onDone)
+export function createTracer(model: ModelFile, kernels: Kernels, tokenizer: Tokenizer, shared?: Edge): Tracer {
+  // the client's own edge when it has one (its embeddings and head on the same kernels): a
+  // 151k-vocabulary head took seconds to load again per build (issue 31)
+  const edge = shared ?? createEdge({ model, kernels })
+  // one shard per block, loaded in the job's first slices (a block each): a background build
+  // (canary/background-job.ts) then never holds the event loop for the whole model's weights
+  const shards: Shard[] = []
+  const job = function* (os: readonly TraceOptions[], onDone?: (index: number) => void) {
+    yield* loadBlockShards(model, kernels, shards)
+    return yield* traceCanaries(model, edge, shards, tokenizer, os, onDone)
+  }
   return {
     trace: (o) => runNow(job([o]))[0],
     traceAll: (os, onDone) => runNow(job(os, onDone)),
     traceJob: job,
-    close: () => shard.close()
+    close: () => {
+      for (const s of shards) s.close()
+    }
   }
+}
+
+/** Shards of one block each for the whole model, into `into` (kept there), a slice per block. */
+export function* loadBlockShards(model: ModelFile, kernels: Kernels, into: Shard[]): Generator<void, Shard[]> {
+  for (let l = into.length; l < model.config.nLayers; l++) {
+    into.push(createShard({ model, start: l, end: l + 1, kernels }))
+    yield
+  }
+  return into
 }
 
 /** One canary in progress. */
@@ -131,7 +148,7 @@ function skipDraws(sampler: Sampler, count: number): void {
 function* traceCanaries(
   model: ModelFile,
   edge: Edge,
-  shard: Shard,
+  shards: readonly Shard[],
   tokenizer: Tokenizer,
   os: readonly TraceOptions[],
   onDone?: (index: number) => void
@@ -163,7 +180,7 @@ function* traceCanaries(
         pos: 0
       })
       // One-block sessions chained in order, so the output after every block is at hand.
-      for (let l = 0; l < n; l++) shard.openSession(`${id}-${l}`, { maxLength: o.length, start: l, end: l + 1 })
+      for (let l = 0; l < n; l++) shards[l].openSession(`${id}-${l}`, { maxLength: o.length })
     }
     let active = runs.filter((r) => r.pos < r.o.length)
     while (active.length > 0) {
@@ -171,7 +188,7 @@ function* traceCanaries(
       let xs = active.map((r, i) => edge.embed(r.input.slice(0, rows[i])))
       for (const [i, r] of active.entries()) r.states[0]?.set(xs[i], r.pos * dim)
       for (let l = 0; l < n; l++) {
-        xs = shard.forwardBatch(active.map((r, i) => ({ id: `${r.id}-${l}`, hidden: xs[i], startPos: r.pos })))
+        xs = shards[l].forwardBatch(active.map((r, i) => ({ id: `${r.id}-${l}`, hidden: xs[i], startPos: r.pos })))
         for (const [i, r] of active.entries()) r.states[l + 1]?.set(xs[i], r.pos * dim)
         yield
       }
@@ -200,7 +217,7 @@ function* traceCanaries(
       active = going
     }
   } finally {
-    for (const r of runs) for (let l = 0; l < n; l++) shard.closeSession(`${r.id}-${l}`)
+    for (const r of runs) for (let l = 0; l < n; l++) shards[l].closeSession(`${r.id}-${l}`)
   }
   return runs.map((r) => ({
     text: r.o.text,

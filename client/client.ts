@@ -194,8 +194,19 @@ export class LayerswarmClient {
       ...(canaries && (options.verifyResult ?? true)
         ? {
             isCleared: (p: string) => isCleared(canaries, p),
-            clear: (peers: string[]) =>
-              clearPeers(canaries, remotes.at(-1)?.routes ?? [], peers, isConvicted, { forwarding, maxLength })
+            clear: async (peers: string[]) => {
+              const routes = remotes.at(-1)?.routes ?? []
+              const unchecked = await clearPeers(
+                canaries,
+                routes,
+                peers,
+                isConvicted,
+                { forwarding, maxLength },
+                { wait: verified }
+              )
+              if (unchecked.length > 0) this.init.log?.({ event: 'canaries-pending', unchecked })
+              return unchecked
+            }
           }
         : {}),
       onRollback: (peers, unverifiable, record) => {
@@ -242,6 +253,7 @@ export class LayerswarmClient {
           bank: this.bank,
           onBuild: this.init.onCanaryBuild,
           edge: this.edge,
+          tokenizer: this.tokenizer,
           first: this.first,
           // redundancy checks' partners: the other peers of a hop's span that routes may use
           peersOf: (start: number, end: number) =>

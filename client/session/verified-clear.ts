@@ -32,14 +32,20 @@ export async function clearPeers(
   routes: readonly HopTarget[][],
   peers: readonly string[],
   isConvicted: (peerId: string) => boolean,
-  ctx: StepContext
-): Promise<void> {
+  ctx: StepContext,
+  o: { readonly wait?: boolean } = {}
+): Promise<string[]> {
   let failures = 0
+  // A slow model's first set still building (issue 31): held tokens (verifiedStream, `wait`) wait
+  // for it; an ended generation does not, and its peers stay unchecked, not unverifiable: their
+  // canaries come in the next generations (canaries.settle does not wait for the build either).
+  if (canaries.canariesPending && !o.wait) return [...peers]
+  await canaries.canariesReady()
   for (let round = 0; round < MAX_CLEARING_ROUNDS; round++) {
     const left = new Set(peers.filter((p) => !isCleared(canaries, p) && !isConvicted(p)))
-    if (left.size === 0) return
+    if (left.size === 0) return []
     const route = [...routes].reverse().find((r) => r.some((h) => left.has(h.peerId)))
-    if (!route) return
+    if (!route) return []
     try {
       // as many decoys in flight as below the threshold in a session (canary/adaptive-rate.ts)
       const lanes = (n: number) => Array.from({ length: Math.max(1, n) }, (_, lane) => lane)
@@ -57,8 +63,9 @@ export async function clearPeers(
       await canaries.settle()
     } catch {
       // busy or slow: a few more tries, then the peer counts as unverifiable (the caller routes around it)
-      if (++failures >= MAX_CLEARING_FAILURES) return
+      if (++failures >= MAX_CLEARING_FAILURES) return []
       await new Promise((resolve) => setTimeout(resolve, CLEARING_RETRY_MS))
     }
   }
+  return []
 }

@@ -88,8 +88,26 @@ export class CanaryMaterial {
     return this.store.setFor(boundary, maxLength)
   }
 
-  /** A build in slices under way, done (tests). */
-  async settled(options: AbortOptions = {}): Promise<void> {
+  /**
+   * A real session's first step: its set at `boundary`, built now or (a slow model's, issue 31)
+   * started in the background; no wait either way.
+   */
+  prepare(boundary: number, maxLength: number): void {
+    try {
+      this.store.setFor(boundary, maxLength)
+    } catch (err) {
+      if (!(err instanceof CanariesPendingError)) throw err
+    }
+  }
+
+  /** No canary yet: the first set is building in the background (a slow model's, issue 31). */
+  get firstPending(): boolean {
+    return this.store.firstPending
+  }
+
+  /** A build in slices under way, done (tests; `hurry`: at every free turn, for a caller that waits). */
+  async settled(options: AbortOptions & { hurry?: boolean } = {}): Promise<void> {
+    if (options.hurry) this.store.hurry()
     await this.store.settled(options)
   }
 
@@ -141,6 +159,8 @@ export class CanaryMaterial {
     // cannot: the peer then gets a canary again (least often sent to it; logged, once per peer,
     // as `canaries-spent`): a peer no longer checked at all could tamper unchecked.
     const avoid = (i: number): boolean => peers.some((p) => this.sent.get(p)?.has(i))
+    // canaries shorter than the real session would give decoys a shape no real session had
+    if (this.store.lengthening) throw new CanariesPendingError('longer canaries are being built')
     let plan: DecoyPlan
     try {
       plan = this.planOnce(boundary, ctx, avoid)
@@ -204,7 +224,7 @@ export class CanaryMaterial {
     if (cached && cached.of.length === set.canaries.length && cached.of.every((t, i) => t === set.canaries[i].tokens))
       return cached.ends
     if (!this.model.vocabulary) return undefined
-    const tokenizer = createTokenizer(this.model.vocabulary)
+    const tokenizer = this.o.tokenizer ?? createTokenizer(this.model.vocabulary)
     const ends = new Map<number, boolean>()
     const isEnd = (t: number): boolean => {
       let e = ends.get(t)

@@ -28,7 +28,7 @@ import type { PromptTemplate } from './canary-template.js'
 import type { CanaryEvidence, CanaryMonitorOptions, CanaryPeerReport, StepContext } from './canary-types.js'
 import { DecoyLauncher } from './decoy-launcher.js'
 import { ReceiptLedger } from './receipts.js'
-import { type RedundancyRecord, RedundancySchedule } from './redundancy-schedule.js'
+import { RedundancySchedule } from './redundancy-schedule.js'
 import { probeRelayRoute, relayRouteKey } from './relay-decoy.js'
 import { ReplayIndex } from './replay-index.js'
 import { SpanReplay } from './span-replay.js'
@@ -166,19 +166,19 @@ export class CanaryMonitor {
     return this.scores.evidence
   }
 
-  /** Redundancy checks run (the same decoy to two peers of one span). */
-  get redundancy(): readonly RedundancyRecord[] {
-    return this.redundancySchedule.records
-  }
-
   /** A real prompt's tokens: secret canary prompts follow the client's (openings, chat template). */
   observePrompt(tokens: readonly number[], bosId: number, o: { special?: boolean; template?: PromptTemplate } = {}): void {
     this.material.observePrompt(tokens, bosId, o)
   }
 
-  /** Positions per canary: how long a decoy session can run. */
-  get canaryLength(): number {
-    return this.material.length
+  /** No canary yet: the first set is building in the background (a slow model's, issue 31). */
+  get canariesPending(): boolean {
+    return this.material.firstPending
+  }
+
+  /** The canary set build under way (a slow model's first, in the background), done: at every free turn from now on. */
+  async canariesReady(options: { signal?: AbortSignal } = {}): Promise<void> {
+    await this.material.settled({ ...options, hurry: true })
   }
 
   /** The canary set at a boundary (built on first use). */
@@ -206,10 +206,10 @@ export class CanaryMonitor {
   ): Promise<string[]> {
     this.counts.realSteps++
     if (route.length === 0) return this.takeExcluded()
-    // The canary set is built on first use (the whole model over every canary, seconds on a
-    // large one, synchronous): at a session's first step, not at its first canary, which at a
-    // trusted peer's base rate can fall in the middle of a generation and stall it.
-    this.material.setFor(route[0].start, ctx.maxLength)
+    // The canary set is prepared at a session's first step, not at its first canary, which at a
+    // trusted peer's base rate can fall in the middle of a generation; a slow model's first set is
+    // built in the background (issue 31), decoys waiting for it.
+    this.material.prepare(route[0].start, ctx.maxLength)
     this.material.observeStep(ctx, this.wireOf(route[0]))
     const chained = ctx.forwarding === 'chain' && route.length > 1
     if (!chained)

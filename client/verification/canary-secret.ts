@@ -1,19 +1,28 @@
 import { createHmac, randomBytes } from 'node:crypto'
 import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { dirname } from 'node:path'
-import { CanaryBankMismatchError, type CanaryTraces, createRandom, type Random } from '../../canary/index.js'
+import {
+  CanaryBankMismatchError,
+  type CanaryTraces,
+  createRandom,
+  loadBlockShards,
+  type Random,
+  runNow
+} from '../../canary/index.js'
 import {
   createEdge,
   createReferenceKernels,
   createSampler,
-  createShard,
   createTokenizer,
+  type Edge,
   type Kernels,
-  type ModelFile
+  type ModelFile,
+  type Tokenizer
 } from '../../shards/index.js'
 import { InvalidCanarySecretError } from '../errors.js'
 import { DEFAULT_CANARY_PROMPT_TEMPERATURE } from '../options.js'
 import { CanaryMaterial } from './canary-decoys.js'
+import { secretSetStore } from './canary-set-store.js'
 import type { CanaryOptions } from './canary-types.js'
 
 /** Bytes of a client's canary secret. */
@@ -76,6 +85,9 @@ export interface SecretPromptOptions {
   readonly openings?: readonly (readonly number[])[]
   /** Per prompt index, tokens it needs at least (a templated canary's user message, cut later). */
   readonly minTokensOf?: readonly (number | undefined)[]
+  /** The client's tokenizer and edge (on `kernels`), instead of new ones (issue 31: seconds each on a 151k vocabulary). */
+  readonly tokenizer?: Tokenizer
+  readonly edge?: Edge
 }
 
 let promptCounter = 0
@@ -87,6 +99,11 @@ let promptCounter = 0
  * from a random sentence opening of the model's text), of a random length, to a sentence end.
  */
 export function secretPrompts(model: ModelFile, secret: Uint8Array, o: SecretPromptOptions): string[] {
+  return runNow(secretPromptsJob(model, secret, o))
+}
+
+/** secretPrompts as a sliced job (a slice per lockstep step): canary/background-job.ts runs it between real steps. */
+export function* secretPromptsJob(model: ModelFile, secret: Uint8Array, o: SecretPromptOptions): Generator<void, string[]> {
   const rnd = createRandom(secretSeed(secret, 'prompts'))
   const min = o.minTokens ?? 4
   const max = Math.max(min, o.maxTokens ?? 24)
@@ -96,10 +113,11 @@ export function secretPrompts(model: ModelFile, secret: Uint8Array, o: SecretPro
     throw new InvalidCanarySecretError(`prompts from ${from} to ${o.count}: from must be an integer in [0, count]`)
   if (o.corpus && o.corpus.length > 0) return corpusExcerpts(o.corpus, rnd, o.count, length).slice(from)
   if (!model.vocabulary) throw new InvalidCanarySecretError(`${model.path} holds no tokenizer to sample canary prompts with`)
-  const tokenizer = createTokenizer(model.vocabulary)
+  const tokenizer = o.tokenizer ?? createTokenizer(model.vocabulary)
   const kernels = o.kernels ?? createReferenceKernels()
-  const edge = createEdge({ model, kernels })
-  const shard = createShard({ model, start: 0, end: model.config.nLayers, kernels })
+  const edge = o.edge ?? createEdge({ model, kernels })
+  // a block per slice (canary/trace.ts), so a background build never loads the whole model at once
+  const shards = yield* loadBlockShards(model, kernels, [])
   const stops = new Set([tokenizer.bosId, tokenizer.eosId, ...tokenizer.stopIds])
   // All prompts sampled in lockstep: each step of every prompt still going runs the blocks as
   // one batch (Shard.forwardBatch) and the LM head as one matmul, so each weight is read once
@@ -136,10 +154,14 @@ export function secretPrompts(model: ModelFile, secret: Uint8Array, o: SecretPro
   const runs = all.slice(from)
   const { dim, vocabSize } = model.config
   try {
-    for (const r of runs) shard.openSession(r.id, { maxLength: r.total + 1 })
+    for (const r of runs) for (const shard of shards) shard.openSession(r.id, { maxLength: r.total + 1 })
     let going = runs.filter((r) => r.tokens.length <= r.total)
     while (going.length > 0) {
-      const hs = shard.forwardBatch(going.map((r) => ({ id: r.id, hidden: edge.embed(r.input), startPos: r.pos })))
+      let hs = going.map((r) => edge.embed(r.input))
+      for (const shard of shards) {
+        hs = shard.forwardBatch(going.map((r, g) => ({ id: r.id, hidden: hs[g], startPos: r.pos })))
+        yield
+      }
       const last = new Float32Array(going.length * dim)
       for (const [g, r] of going.entries()) last.set(hs[g].subarray((r.input.length - 1) * dim), g * dim)
       const logits = edge.logits(last, going.length)
@@ -152,10 +174,13 @@ export function secretPrompts(model: ModelFile, secret: Uint8Array, o: SecretPro
         r.input = [next]
       })
       going = going.filter((r) => r.tokens.length <= r.total)
+      yield
     }
   } finally {
-    for (const r of runs) shard.closeSession(r.id)
-    shard.close()
+    for (const shard of shards) {
+      for (const r of runs) shard.closeSession(r.id)
+      shard.close()
+    }
   }
   const out: string[] = []
   for (const { tokens, len, startDraw, opening } of runs) {
@@ -208,6 +233,9 @@ export function secretMaterial(
     /** Grow the set in slices between real steps (CanaryTraceStoreOptions.inSlices). */
     inSlices?: boolean
     onBuildError?: (err: Error) => void
+    /** The client's tokenizer and edge: every build shares them (issue 31). */
+    tokenizer?: Tokenizer
+    edge?: Edge
   }
 ): { material: CanaryMaterial; random: Random } {
   const secret =
@@ -218,6 +246,10 @@ export function secretMaterial(
   const random = createRandom(secret ? secretSeed(secret, 'mixing') : (options.seed ?? Date.now()))
   if (options.bank && options.bank.modelId !== modelId) {
     throw new CanaryBankMismatchError(`the canary bank was built for model ${options.bank.modelId}, not ${modelId}`)
+  }
+  const shared = {
+    ...(options.tokenizer ? { tokenizer: options.tokenizer } : {}),
+    ...(options.edge ? { edge: options.edge } : {})
   }
   const material = new CanaryMaterial(model, {
     bank: options.bank,
@@ -232,9 +264,30 @@ export function secretMaterial(
             minTokensOf: more.minTokensOf,
             corpus: options.corpus,
             kernels: options.kernels,
-            temperature: options.promptTemperature
+            temperature: options.promptTemperature,
+            ...shared
           })
       : undefined,
+    promptsJob: secret
+      ? (count, more) =>
+          secretPromptsJob(model, secret, {
+            count,
+            from: more.from,
+            openings: more.openings,
+            minTokensOf: more.minTokensOf,
+            corpus: options.corpus,
+            kernels: options.kernels,
+            temperature: options.promptTemperature,
+            ...shared
+          })
+      : undefined,
+    ...shared,
+    firstAtOnceMacs: options.firstAtOnceMacs,
+    // a kept secret keeps its built set too (beside it, sealed under a key derived from it)
+    saved:
+      secret && options.secretFile && options.keepSet !== false
+        ? secretSetStore(dirname(options.secretFile), secret, modelId, options.log)
+        : undefined,
     count: options.count ?? 8,
     onSpent: (peerId, canaries) => options.log?.({ event: 'canaries-spent', peerId, canaries }),
     seed,

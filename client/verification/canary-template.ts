@@ -1,4 +1,4 @@
-import { createRandom, hashSeed } from '../../canary/index.js'
+import { createRandom, hashSeed, runNow } from '../../canary/index.js'
 import { createTokenizer, type ModelFile, type Tokenizer } from '../../shards/index.js'
 
 /**
@@ -104,14 +104,29 @@ export function secretPromptsFollowing(
   promptsFrom: (count: number, more: PromptsFromContext) => readonly string[],
   o: { readonly count: number; readonly from: number; readonly seed: number }
 ): { texts: string[]; templated: ({ special: boolean } | undefined)[] } {
+  return runNow(secretPromptsFollowingJob(history, model, (count, more) => once(promptsFrom(count, more)), o))
+}
+
+/** secretPromptsFollowing with the prompts made by a sliced job (canary/background-job.ts). */
+export function* secretPromptsFollowingJob(
+  history: PromptHistory,
+  model: ModelFile,
+  promptsJob: (count: number, more: PromptsFromContext) => Generator<void, readonly string[]>,
+  o: { readonly count: number; readonly from: number; readonly seed: number; readonly tokenizer?: Tokenizer }
+): Generator<void, { texts: string[]; templated: ({ special: boolean } | undefined)[] }> {
   const uses = Array.from({ length: o.count }, (_, i) => (i < o.from ? undefined : history.templateFor(o.seed, i)))
   // a templated prompt's user message is cut to fit its session's length: sample at least that
   const minTokensOf = uses.map((u) => u?.promptLength)
-  const texts = promptsFrom(o.count, { from: o.from, openings: history.openings(), minTokensOf })
-  const tokenizer = model.vocabulary && uses.some((u) => u) ? createTokenizer(model.vocabulary) : undefined
+  const texts = yield* promptsJob(o.count, { from: o.from, openings: history.openings(), minTokensOf })
+  const tokenizer = model.vocabulary && uses.some((u) => u) ? (o.tokenizer ?? createTokenizer(model.vocabulary)) : undefined
   const mine = uses.slice(o.from)
   return {
     texts: texts.map((text, k) => (mine[k] && tokenizer ? fitTemplate(text, mine[k], tokenizer) : text)),
     templated: mine.map((u) => u && { special: u.special })
   }
+}
+
+// biome-ignore lint/correctness/useYield: a job of no slices (prompts made at once)
+function* once<T>(value: T): Generator<void, T> {
+  return value
 }

@@ -1,59 +1,36 @@
 import type { AbortOptions } from '@libp2p/interface'
 import {
   buildCanaryTraces,
+  buildCanaryTracesJob,
+  CanariesPendingError,
   CanaryBankLevelError,
   type CanarySet,
   type CanaryTraces,
   canarySetFromTraces,
+  DEFAULT_BACKGROUND_SHARE,
   DEFAULT_CANARY_LENGTH,
   DEFAULT_CANARY_PROMPTS,
   extendCanaryTraces,
   extendCanaryTracesInSlices,
-  MAX_CANARY_PROMPT_TOKENS
+  extendCanaryTracesJob,
+  MAX_CANARY_PROMPT_TOKENS,
+  runInBackground
 } from '../../canary/index.js'
-import { createReferenceKernels, type Kernels, type ModelFile } from '../../shards/index.js'
-import { PromptHistory, type PromptsFromContext, secretPromptsFollowing } from './canary-template.js'
+import { createReferenceKernels, type ModelFile } from '../../shards/index.js'
+import { FIRST_BUILD_AT_ONCE_MACS, firstBuildMacs } from './canary-set-store.js'
+import { PromptHistory, secretPromptsFollowing, secretPromptsFollowingJob } from './canary-template.js'
+import { BACKGROUND_BUILD_MS, type CanaryTraceStoreOptions } from './canary-trace-store-options.js'
+
+export { BACKGROUND_BUILD_MS, type CanaryTraceStoreOptions } from './canary-trace-store-options.js'
 
 /**
- * A growth projected to take longer than this runs in slices between the client's real steps
- * (CanaryTraceStore `inSlices`): a new client's secret set grows twice in its start-up burst, and
- * on a 110m model each growth held a real generation for tens of seconds when built at once.
+ * Canaries a slow model's background build makes at a time (issue 31): the first decoys wait for
+ * this many, not the whole set, and each group is kept for the next run as soon as it is built.
  */
-export const BACKGROUND_BUILD_MS = 1000
+export const FIRST_GROUP = 2
 
-export interface CanaryTraceStoreOptions {
-  readonly kernels?: Kernels
-  readonly prompts?: readonly string[]
-  /**
-   * Made on first use when `prompts` is not given (secret canaries: client/verification/canary-secret.ts):
-   * prompts `from` to `count` of the secret set (prompt i is fixed by the secret and i, and
-   * by the openings observed when it is made), so the set grows by new ones.
-   */
-  readonly promptsFrom?: (count: number, more: PromptsFromContext) => readonly string[]
-  /** Canaries the secret set starts with (default 8); doubled when a peer has seen them all. */
-  readonly count?: number
-  readonly seed?: number
-  /**
-   * A canary bank (canary/canary-bank.ts): traces built elsewhere, so the client never runs
-   * the blocks it does not hold (a thin client). Its canaries' length sets `length`.
-   */
-  readonly bank?: CanaryTraces
-  /** Positions per canary (default max(256, maxLength), capped by the context). */
-  readonly length?: number
-  readonly maxLength: number
-  /**
-   * Growing a built set by more canaries, when projected to take over BACKGROUND_BUILD_MS, runs
-   * in slices with the event loop going on (the set built so far serves meanwhile); the first
-   * build and longer canaries (a longer session starting) are at once. Off by default (tests
-   * that plan decoys back to back).
-   */
-  readonly inSlices?: boolean
-  /** The projected time over which a build goes in slices (default BACKGROUND_BUILD_MS; 0: every growth). */
-  readonly inSlicesOverMs?: number
-  readonly onBuild?: (boundary: number, built: number, total: number) => void
-  /** A build in slices failed (the set built so far goes on serving). */
-  readonly onBuildError?: (err: Error) => void
-}
+/** Milliseconds without a real step after which a background build takes every free turn (the client is idle). */
+export const IDLE_AFTER_MS = 500
 
 /**
  * The traces decoys are cut from (one set of traces, built on the client's own trusted kernels and
@@ -84,6 +61,14 @@ export class CanaryTraceStore {
   /** Milliseconds per canary position of the last build (projects the next one's time). */
   private msPerPosition?: number
   private readonly stop = new AbortController()
+  /** Builds go to the background (the first was projected over firstAtOnceMacs). */
+  private slow = false
+  /** A build in the background makes longer canaries: decoys wait for them (a real session's shape needs them). */
+  lengthening = false
+  /** Share of the event loop the background build takes now (raised while someone waits for it). */
+  private share?: number
+  /** When a real step last asked for the set (setFor): a build runs at full speed once none has for a while. */
+  private lastStepMs = Number.NEGATIVE_INFINITY
 
   constructor(
     private readonly model: ModelFile,
@@ -97,6 +82,13 @@ export class CanaryTraceStore {
     this.wanted = o.bank || o.length !== undefined ? this.length : 0
     if (o.bank) this.traces = o.bank
     this.count = o.count ?? 8
+    const kept = !o.bank && !o.prompts ? o.saved?.load() : undefined
+    if (kept && kept.nLayers === model.config.nLayers && kept.dim === model.config.dim) {
+      // a returning client's set: its prompts stay prompts 0..k of the secret set, and it grows from there
+      this.traces = kept
+      this.prompts = kept.traces.map((t) => t.text)
+      this.count = Math.max(this.count, kept.traces.length)
+    }
   }
 
   /** Positions every canary has now. */
@@ -107,6 +99,11 @@ export class CanaryTraceStore {
   /** Canaries made (prompts) but not yet built (a growth in slices under way). */
   get pending(): boolean {
     return this.building !== undefined || this.missing()
+  }
+
+  /** No canary built yet, the first set building in the background. */
+  get firstPending(): boolean {
+    return this.traces === undefined && this.building !== undefined
   }
 
   private missing(): boolean {
@@ -123,6 +120,7 @@ export class CanaryTraceStore {
    * the positions built before), so a decoy in progress continues on the same canary.
    */
   setFor(boundary: number, maxLength?: number): CanarySet {
+    this.lastStepMs = performance.now()
     const want = Math.min(this.length, Math.max(2, maxLength ?? (this.wanted || this.length)))
     const built = this.built
     // grows at least twofold, so a client whose sessions keep getting longer grows few times
@@ -131,7 +129,12 @@ export class CanaryTraceStore {
       throw new CanaryBankLevelError(`the canary bank holds no states at block boundary ${boundary}: rebuild it with that level`)
     }
     const traces = this.traces
-    if (!traces || traces.traces[0].states[boundary] === undefined) this.buildAll(boundary, traces)
+    const slow = this.inBackground()
+    if (slow && !this.building && (traces?.traces.length ?? 0) < this.count) this.buildGroups(traces ? undefined : boundary)
+    if (!traces) {
+      if (slow) throw new CanariesPendingError('the first canaries are being built')
+      this.buildAll(boundary, traces)
+    } else if (traces.traces[0].states[boundary] === undefined) this.buildAll(boundary, traces)
     else if (this.missing()) this.extend(boundary)
     let set = this.sets.get(boundary)
     if (!set) {
@@ -152,6 +155,8 @@ export class CanaryTraceStore {
     if (this.o.bank || this.o.prompts || !this.o.promptsFrom || !this.prompts) return false
     const from = this.count
     this.count *= 2
+    // a slow model's new canaries are made in the background, a group at a time (buildGroups)
+    if (this.slow) return true
     this.prompts = [...this.prompts, ...(this.secretPrompts(from) ?? [])]
     return true
   }
@@ -169,9 +174,103 @@ export class CanaryTraceStore {
     }
   }
 
-  /** Stop a build in slices (the client is closing). */
+  /** Stop a build in slices (the client is closing): nothing waits for it. */
   close(): void {
     this.stop.abort()
+  }
+
+  /** A caller waits for the build under way: it takes every free turn from now on. */
+  hurry(): void {
+    this.share = 1
+  }
+
+  /** Whether a first build (none built, none kept) goes to the background: projected long, with inSlices. */
+  private inBackground(): boolean {
+    // secret sets only (made by promptsJob): given prompts and banks are built at once or not at all
+    if (!this.o.inSlices || this.o.bank || this.o.prompts || !this.o.promptsJob) return false
+    const macs = firstBuildMacs(this.model.config, this.count, Math.max(2, this.wanted), true)
+    this.slow ||= macs > (this.o.firstAtOnceMacs ?? FIRST_BUILD_AT_ONCE_MACS)
+    return this.slow
+  }
+
+  /**
+   * A slow model's canaries (issue 31), in the background (canary/background-job.ts: between the
+   * client's real steps, at a share of the event loop, so the first token and decode keep their
+   * pace), FIRST_GROUP at a time: prompts, then traces, each group served (and kept: saved) as
+   * soon as it is built, so decoys start after the first group, and a run that ends early still
+   * leaves its groups to the next run. `first`: the boundary of a first build (its lowest level).
+   */
+  private buildGroups(first: number | undefined): void {
+    const n = this.model.config.nLayers
+    const store = this
+    const job = (function* () {
+      for (;;) {
+        const old = store.traces
+        const from = old?.traces.length ?? 0
+        if (from >= store.count) return
+        const to = Math.min(store.count, from + FIRST_GROUP)
+        const made =
+          store.prompts && store.prompts.length >= to ? store.prompts.slice(from, to) : yield* store.secretPromptsJob(from, to)
+        if (!made) return
+        store.prompts = [...(store.prompts ?? []).slice(0, from), ...made]
+        const length = old ? store.built : Math.max(2, store.wanted)
+        const lowest = old ? old.traces[0].states.findIndex((x) => x !== undefined) : (first ?? 0)
+        const added = yield* buildCanaryTracesJob({
+          ...store.common(lowest),
+          // the whole set's progress (a progress line for whoever waits: verifiedStream), not the group's
+          onProgress: (done: number) => {
+            if (store.share === 1) store.o.onBuild?.(lowest, from + done, store.count)
+          },
+          prompts: made,
+          templated: store.templated.slice(from, to),
+          firstIndex: from,
+          tokensPerPrompt: length,
+          maxPromptTokens: Math.min(MAX_CANARY_PROMPT_TOKENS, length),
+          levels: Array.from({ length: n + 1 - lowest }, (_, i) => lowest + i)
+        })
+        // a build at once in the meantime (a lower boundary) made this group stale
+        if (store.traces !== old) return
+        store.adopt(old ? { ...old, traces: [...old.traces, ...added.traces] } : added)
+      }
+    })()
+    this.background(job, () => {})
+  }
+
+  /** Run a build job in the background; `done` adopts its result. */
+  private background<T>(job: Generator<void, T>, done: (t: T) => void): void {
+    this.building = runInBackground(job, {
+      signal: this.stop.signal,
+      // every free turn while no real step goes on (a client between requests), else its share
+      share: () =>
+        this.share ??
+        (performance.now() - this.lastStepMs > IDLE_AFTER_MS ? 1 : (this.o.backgroundShare ?? DEFAULT_BACKGROUND_SHARE))
+    })
+      .then(done)
+      .catch((err: Error) => {
+        if (!this.stop.signal.aborted) this.o.onBuildError?.(err)
+      })
+      .finally(() => {
+        this.building = undefined
+        this.lengthening = false
+        this.share = undefined
+      })
+  }
+
+  /** What every build shares: model, kernels, the client's tokenizer and edge, seed, templates, progress. */
+  private common(boundary: number) {
+    return {
+      model: this.model,
+      kernels: this.o.kernels ?? createReferenceKernels(),
+      templated: this.templated,
+      seed: this.o.seed ?? 1,
+      ...(this.o.tokenizer ? { tokenizer: this.o.tokenizer } : {}),
+      ...(this.o.edge ? { edge: this.o.edge } : {}),
+      // a build in the background reports progress only once someone waits for it (hurry): a
+      // progress line drawn under a generation's streamed tokens would garble them (issue 31)
+      onProgress: (done: number, total: number) => {
+        if (!this.slow || this.share === 1) this.o.onBuild?.(boundary, done, total)
+      }
+    }
   }
 
   /**
@@ -186,15 +285,11 @@ export class CanaryTraceStore {
     const t0 = performance.now()
     this.adopt(
       buildCanaryTraces({
-        model: this.model,
-        kernels: this.o.kernels ?? createReferenceKernels(),
+        ...this.common(boundary),
         prompts,
-        templated: this.templated,
         tokensPerPrompt: this.wanted,
         maxPromptTokens: Math.min(MAX_CANARY_PROMPT_TOKENS, this.wanted),
-        seed: this.o.seed ?? 1,
-        levels: Array.from({ length: n + 1 - from }, (_, i) => from + i),
-        onProgress: (done, total) => this.o.onBuild?.(boundary, done, total)
+        levels: Array.from({ length: n + 1 - from }, (_, i) => from + i)
       }),
       prompts.length * this.wanted,
       t0
@@ -210,15 +305,7 @@ export class CanaryTraceStore {
     if (this.building) return
     const traces = this.traces!
     const prompts = this.prompts ?? this.o.prompts ?? traces.traces.map((t) => t.text)
-    const options = {
-      model: this.model,
-      kernels: this.o.kernels ?? createReferenceKernels(),
-      prompts,
-      templated: this.templated,
-      tokensPerPrompt: this.wanted,
-      seed: this.o.seed ?? 1,
-      onProgress: (done: number, total: number) => this.o.onBuild?.(boundary, done, total)
-    }
+    const options = { ...this.common(boundary), prompts, tokensPerPrompt: this.wanted }
     const work = (prompts.length - traces.traces.length) * this.wanted + traces.traces.length * (this.wanted - this.built)
     const t0 = performance.now()
     // Longer canaries are for the session starting now (its first step asked), as a first build
@@ -226,21 +313,28 @@ export class CanaryTraceStore {
     // returning client's 256-token generation on a 110m swarm: 8–10 tok/s, not ~65).
     const longer = this.built < this.wanted
     const over = (this.msPerPosition ?? 0) * work > (this.o.inSlicesOverMs ?? BACKGROUND_BUILD_MS)
-    if (!this.o.inSlices || longer || !over) {
+    // a slow model's growth, longer canaries included, goes to the background as its first build did
+    if (!this.slow && (!this.o.inSlices || longer || !over)) {
       this.adopt(extendCanaryTraces(traces, options), work, t0)
       return
     }
-    this.building = extendCanaryTracesInSlices(traces, options, { signal: this.stop.signal })
-      .then((grown) => {
-        // a build at once in the meantime (a lower boundary) made these stale
-        if (this.traces === traces) this.adopt(grown)
-      })
-      .catch((err: Error) => {
-        if (!this.stop.signal.aborted) this.o.onBuildError?.(err)
-      })
-      .finally(() => {
-        this.building = undefined
-      })
+    this.lengthening = longer
+    // a build at once in the meantime (a lower boundary) made these stale
+    const adoptIfCurrent = (grown: CanaryTraces): void => {
+      if (this.traces === traces) this.adopt(grown)
+    }
+    if (this.slow) this.background(extendCanaryTracesJob(traces, options), adoptIfCurrent)
+    else {
+      this.building = extendCanaryTracesInSlices(traces, options, { signal: this.stop.signal })
+        .then(adoptIfCurrent)
+        .catch((err: Error) => {
+          if (!this.stop.signal.aborted) this.o.onBuildError?.(err)
+        })
+        .finally(() => {
+          this.building = undefined
+          this.lengthening = false
+        })
+    }
   }
 
   /** Serve `traces` from now on; `work` positions built at once since `t0` set the projection. */
@@ -248,6 +342,24 @@ export class CanaryTraceStore {
     if (work !== undefined && t0 !== undefined && work > 0) this.msPerPosition = (performance.now() - t0) / work
     this.traces = traces
     this.sets.clear()
+    // kept for the next run (plain prompts only: a templated one's template is this run's)
+    if (traces !== this.o.bank && this.templated.every((t) => t === undefined)) this.o.saved?.save(traces)
+  }
+
+  /** secretPrompts as a sliced job (promptsJob, else promptsFrom at once); undefined without either. */
+  private *secretPromptsJob(from: number, count: number): Generator<void, string[] | undefined> {
+    const job = this.o.promptsJob
+    if (!job) return undefined
+    const made = yield* secretPromptsFollowingJob(this.history, this.model, job, {
+      count,
+      from,
+      seed: this.o.seed ?? 1,
+      ...(this.o.tokenizer ? { tokenizer: this.o.tokenizer } : {})
+    })
+    made.templated.forEach((t, k) => {
+      this.templated[from + k] = t
+    })
+    return made.texts
   }
 
   /** Secret prompts `from` to `count` (client/verification/canary-template.ts), fixed from then on. */

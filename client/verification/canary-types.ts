@@ -1,6 +1,6 @@
 import type { AdaptiveRateOptions, CanaryTraces, Drift, DriftModel, PeerVerdict } from '../../canary/index.js'
 import type { DType, Receipt } from '../../protocol/index.js'
-import type { Edge, Kernels, Shard } from '../../shards/index.js'
+import type { Edge, Kernels, Shard, Tokenizer } from '../../shards/index.js'
 import type { HopTarget } from '../session/hop.js'
 
 export interface CanaryOptions {
@@ -62,6 +62,14 @@ export interface CanaryOptions {
    * hop whose span another peer also serves gets the same decoy as that peer (default 0.01; 0: off).
    */
   readonly redundancyRate?: number
+  /**
+   * A first canary set of more multiply-adds than this is built in the background, between real
+   * steps, and decoys start once it is done (default FIRST_BUILD_AT_ONCE_MACS, client/canary-set-store.ts;
+   * 0: always). Issue 31: a 151k-vocabulary model's set held the first token 20–60 s.
+   */
+  readonly firstAtOnceMacs?: number
+  /** With secretFile: keep the built set beside it between runs (sealed, client/canary-set-store.ts; default true). */
+  readonly keepSet?: boolean
 }
 
 /** The real session the canaries mix into: its forwarding mode and max length (decoys copy them). */
@@ -123,8 +131,10 @@ export interface CanaryMonitorOptions extends CanaryOptions {
   bank?: CanaryTraces
   /** Progress of building a canary set: (boundary, canaries built, canaries in the set). */
   onBuild?: (boundary: number, built: number, total: number) => void
-  /** The client's embeddings and first blocks: speculative decoys' rejected drafts run through them. */
+  /** The client's embeddings and first blocks: speculative decoys' rejected drafts run through them (and canary builds). */
   edge?: Edge
+  /** The client's tokenizer: canary builds use it rather than making their own (issue 31). */
+  tokenizer?: Tokenizer
   first?: Shard
   /** Peers serving exactly [start, end) that routes may use: partners for redundancy checks. */
   peersOf?: (start: number, end: number) => readonly HopTarget[]
