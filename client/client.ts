@@ -17,6 +17,7 @@ import {
 } from '../shards/index.js'
 import { openClientResources } from './client-resources.js'
 import type { ClientInit, GenerateOptions, GenerateResult } from './client-types.js'
+import { type ClientParts, clientCanaryMonitor, clientRemotePipeline } from './client-wiring.js'
 import { VerifiedStreamNeedsCanariesError } from './errors.js'
 import {
   CONVICTED_BAN_MS,
@@ -24,17 +25,14 @@ import {
   DEFAULT_EDGE_FIRST,
   DEFAULT_EDGE_KV_DTYPE,
   DEFAULT_EDGE_LAST,
-  DEFAULT_MAX_FAILOVERS,
   DEFAULT_MAX_TOKENS,
-  DEFAULT_ROUTE_TIMEOUT_MS,
   DEFAULT_SPECULATE,
-  DEFAULT_STEP_TIMEOUT_MS,
   DEFAULT_WIRE
 } from './options.js'
 import { type PeerRecord, SwarmView } from './routing/swarm-view.js'
 import { composePipeline, trackLastStepPeers } from './session/edge-pipeline.js'
 import { generateResult } from './session/generate-result.js'
-import { type Forwarding, RemotePipeline } from './session/remote-pipeline.js'
+import type { RemotePipeline } from './session/remote-pipeline.js'
 import type { StreamEvent } from './session/rollback.js'
 import { clearPeers, isCleared } from './session/verified-clear.js'
 import { type Attempt, verifiedTokens } from './session/verified-stream.js'
@@ -43,7 +41,7 @@ import type { DraftModel } from './speculation/draft-model.js'
 import { decodeTokens, parseSpeculate } from './speculation/speculation.js'
 import { emptySpeculationStats } from './speculation/speculative-decode.js'
 import { openCanaryBank } from './verification/canary-bank-init.js'
-import { CanaryMonitor } from './verification/canary-monitor.js'
+import type { CanaryMonitor } from './verification/canary-monitor.js'
 
 export type { ClientInit, GenerateOptions, GenerateResult, VerificationReport } from './client-types.js'
 
@@ -145,7 +143,7 @@ export class LayerswarmClient {
     const maxTokens = Math.max(0, Math.min(options.maxTokens ?? DEFAULT_MAX_TOKENS, seqLen - promptTokens.length))
     const maxLength = Math.min(seqLen, promptTokens.length + maxTokens)
     const forwarding = options.forwarding ?? this.init.forwarding ?? 'relay'
-    this.canaries ??= this.canaryMonitor(maxLength)
+    this.canaries ??= clientCanaryMonitor(this.parts(), maxLength)
     const canaries = this.canaries
     canaries?.observePrompt(promptTokens, this.tokenizer.bosId, { special: options.special, template: options.promptTemplate })
     const verified = options.verifiedStream ?? this.init.verifiedStream ?? false
@@ -158,7 +156,7 @@ export class LayerswarmClient {
     const remotes: RemotePipeline[] = []
     const open = (kept: readonly number[], remaining: number): Attempt => {
       const sessionId = randomUUID()
-      const remote = this.remotePipeline(sessionId, maxLength, forwarding, wireLedger)
+      const remote = clientRemotePipeline(this.parts(), this.canaries, { sessionId, maxLength, forwarding, wireLedger })
       remotes.push(remote)
       const pipeline = composePipeline(this.first, remote, this.last, sessionId, maxLength)
       const tracked = trackLastStepPeers(pipeline, remote)
@@ -240,65 +238,27 @@ export class LayerswarmClient {
     })
   }
 
-  /** The client's canary monitor (one per client, made on the first generation), unless canaries are off. */
-  private canaryMonitor(maxLength: number): CanaryMonitor | undefined {
-    return this.init.canaries === false
-      ? undefined
-      : new CanaryMonitor(this.host, this.model, this.modelId, {
-          ...this.init.canaries,
-          wireDtype: 'f32', // decoys use each hop's negotiated dtype; this is for hops without one
-          maxLength,
-          kernels: this.init.kernels ?? this.ownKernels,
-          log: this.init.log,
-          bank: this.bank,
-          onBuild: this.init.onCanaryBuild,
-          edge: this.edge,
-          tokenizer: this.tokenizer,
-          first: this.first,
-          // redundancy checks' partners: the other peers of a hop's span that routes may use
-          peersOf: (start: number, end: number) =>
-            this.view
-              .list()
-              .filter((p) => p.start === start && p.end === end && p.modelId === this.modelId && !this.view.isBanned(p.peerId))
-              .map(({ peerId, addrs, wireDtypes, kvDtype, backend }) => ({
-                peerId,
-                start,
-                end,
-                addrs,
-                wireDtypes,
-                kvDtype,
-                backend
-              }))
-        })
+  /** What the client's canary monitor and remote pipelines are made from (client/client-wiring.ts). */
+  private parts(): ClientParts {
+    const { host, model, modelId, init, view, edge, tokenizer, first, bank } = this
+    return {
+      host,
+      model,
+      modelId,
+      init,
+      view,
+      edge,
+      tokenizer,
+      first,
+      bank,
+      kernels: init.kernels ?? this.ownKernels,
+      remote: this.span.remote
+    }
   }
 
   private draftContext() {
     const { edge, first, last, model, draftModels } = this
     return { edge, first, last, model, draftModels, kernels: this.init.kernels ?? this.ownKernels }
-  }
-
-  private remotePipeline(sessionId: string, maxLength: number, forwarding: Forwarding, wireLedger: WireLedger): RemotePipeline {
-    return new RemotePipeline({
-      host: this.host,
-      view: this.view,
-      modelId: this.modelId,
-      dim: this.model.config.dim,
-      from: this.span.remote[0],
-      to: this.span.remote[1],
-      sessionId,
-      maxLength,
-      forwarding,
-      wireDtype: this.init.wireDtype ?? DEFAULT_WIRE,
-      wireLedger,
-      stepTimeoutMs: this.init.stepTimeoutMs ?? DEFAULT_STEP_TIMEOUT_MS,
-      banMs: this.init.banMs ?? DEFAULT_BAN_MS,
-      maxFailovers: this.init.maxFailovers ?? DEFAULT_MAX_FAILOVERS,
-      routeTimeoutMs: this.init.routeTimeoutMs ?? DEFAULT_ROUTE_TIMEOUT_MS,
-      log: this.init.log,
-      canaries: this.canaries,
-      snapshotEvery: this.init.snapshotEvery,
-      standby: this.init.standby
-    })
   }
 
   async close(): Promise<void> {

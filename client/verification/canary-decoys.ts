@@ -107,13 +107,13 @@ export class CanaryMaterial {
 
   /** A build in slices under way, done (tests; `hurry`: at every free turn, for a caller that waits). */
   async settled(options: AbortOptions & { hurry?: boolean } = {}): Promise<void> {
-    if (options.hurry) this.store.hurry()
-    await this.store.settled(options)
+    if (options.hurry) this.store.builds.hurry()
+    await this.store.builds.settled(options)
   }
 
   /** Stop building (the client is closing). */
   close(): void {
-    this.store.close()
+    this.store.builds.close()
   }
 
   /**
@@ -160,7 +160,7 @@ export class CanaryMaterial {
     // as `canaries-spent`): a peer no longer checked at all could tamper unchecked.
     const avoid = (i: number): boolean => peers.some((p) => this.sent.get(p)?.has(i))
     // canaries shorter than the real session would give decoys a shape no real session had
-    if (this.store.lengthening) throw new CanariesPendingError('longer canaries are being built')
+    if (this.store.builds.lengthening) throw new CanariesPendingError('longer canaries are being built')
     let plan: DecoyPlan
     try {
       plan = this.planOnce(boundary, ctx, avoid)

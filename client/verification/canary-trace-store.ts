@@ -1,4 +1,3 @@
-import type { AbortOptions } from '@libp2p/interface'
 import {
   buildCanaryTraces,
   buildCanaryTracesJob,
@@ -7,20 +6,21 @@ import {
   type CanarySet,
   type CanaryTraces,
   canarySetFromTraces,
-  DEFAULT_BACKGROUND_SHARE,
   DEFAULT_CANARY_LENGTH,
   DEFAULT_CANARY_PROMPTS,
   extendCanaryTraces,
   extendCanaryTracesInSlices,
   extendCanaryTracesJob,
-  MAX_CANARY_PROMPT_TOKENS,
-  runInBackground
+  MAX_CANARY_PROMPT_TOKENS
 } from '../../canary/index.js'
 import { createReferenceKernels, type ModelFile } from '../../shards/index.js'
+import { CanaryBuildRunner } from './canary-build-runner.js'
+import { SecretCanaryPrompts } from './canary-secret-prompts.js'
 import { FIRST_BUILD_AT_ONCE_MACS, firstBuildMacs } from './canary-set-store.js'
-import { PromptHistory, secretPromptsFollowing, secretPromptsFollowingJob } from './canary-template.js'
+import type { PromptHistory } from './canary-template.js'
 import { BACKGROUND_BUILD_MS, type CanaryTraceStoreOptions } from './canary-trace-store-options.js'
 
+export { IDLE_AFTER_MS } from './canary-build-runner.js'
 export { BACKGROUND_BUILD_MS, type CanaryTraceStoreOptions } from './canary-trace-store-options.js'
 
 /**
@@ -29,9 +29,6 @@ export { BACKGROUND_BUILD_MS, type CanaryTraceStoreOptions } from './canary-trac
  */
 export const FIRST_GROUP = 2
 
-/** Milliseconds without a real step after which a background build takes every free turn (the client is idle). */
-export const IDLE_AFTER_MS = 500
-
 /**
  * The traces decoys are cut from (one set of traces, built on the client's own trusted kernels and
  * kept in memory only), their secret prompts, and how they grow: longer when a real session
@@ -39,7 +36,6 @@ export const IDLE_AFTER_MS = 500
  */
 export class CanaryTraceStore {
   private traces?: CanaryTraces
-  private prompts?: readonly string[]
   private readonly sets = new Map<number, CanarySet>()
   /** Positions per canary at most: as long as the longest real session expected. */
   readonly length: number
@@ -50,30 +46,30 @@ export class CanaryTraceStore {
    * steps on the client (minutes per canary on an 8B model) and were never sent.
    */
   private wanted: number
-  /** Canaries of the secret set (grown when a peer has been sent every one). */
-  private count: number
+  /** The secret set's prompts, how many it holds, and the real prompts they follow. */
+  private readonly secret: SecretCanaryPrompts
   /** The client's real prompts as secret canaries follow them (openings, chat templates). */
-  readonly history = new PromptHistory()
+  readonly history: PromptHistory
   /** Per prompt of `prompts`: made by a chat template (then kept whole; `special`: control tokens). */
-  readonly templated: ({ special: boolean } | undefined)[] = []
-  /** A build in slices under way. */
-  private building?: Promise<void>
+  readonly templated: ({ special: boolean } | undefined)[]
+  /**
+   * The build in slices or in the background under way: whether it makes longer canaries
+   * (`lengthening`), its pace (`hurry`: someone waits for it), its end (`settled`), its stop (`close`).
+   */
+  readonly builds: CanaryBuildRunner
   /** Milliseconds per canary position of the last build (projects the next one's time). */
   private msPerPosition?: number
-  private readonly stop = new AbortController()
   /** Builds go to the background (the first was projected over firstAtOnceMacs). */
   private slow = false
-  /** A build in the background makes longer canaries: decoys wait for them (a real session's shape needs them). */
-  lengthening = false
-  /** Share of the event loop the background build takes now (raised while someone waits for it). */
-  private share?: number
-  /** When a real step last asked for the set (setFor): a build runs at full speed once none has for a while. */
-  private lastStepMs = Number.NEGATIVE_INFINITY
 
   constructor(
     private readonly model: ModelFile,
     private readonly o: CanaryTraceStoreOptions
   ) {
+    this.secret = new SecretCanaryPrompts(model, o)
+    this.history = this.secret.history
+    this.templated = this.secret.templated
+    this.builds = new CanaryBuildRunner(o)
     const seqLen = model.config.seqLen
     this.length = o.bank
       ? Math.min(...o.bank.traces.map((t) => t.tokens.length))
@@ -81,13 +77,11 @@ export class CanaryTraceStore {
     // an explicit length (or a bank) is built as given; the default grows with real sessions
     this.wanted = o.bank || o.length !== undefined ? this.length : 0
     if (o.bank) this.traces = o.bank
-    this.count = o.count ?? 8
     const kept = !o.bank && !o.prompts ? o.saved?.load() : undefined
     if (kept && kept.nLayers === model.config.nLayers && kept.dim === model.config.dim) {
       // a returning client's set: its prompts stay prompts 0..k of the secret set, and it grows from there
       this.traces = kept
-      this.prompts = kept.traces.map((t) => t.text)
-      this.count = Math.max(this.count, kept.traces.length)
+      this.secret.keep(kept.traces.map((t) => t.text))
     }
   }
 
@@ -98,17 +92,17 @@ export class CanaryTraceStore {
 
   /** Canaries made (prompts) but not yet built (a growth in slices under way). */
   get pending(): boolean {
-    return this.building !== undefined || this.missing()
+    return this.builds.busy || this.missing()
   }
 
   /** No canary built yet, the first set building in the background. */
   get firstPending(): boolean {
-    return this.traces === undefined && this.building !== undefined
+    return this.traces === undefined && this.builds.busy
   }
 
   private missing(): boolean {
     const t = this.traces
-    return !this.o.bank && t !== undefined && ((this.prompts?.length ?? 0) > t.traces.length || this.built < this.wanted)
+    return !this.o.bank && t !== undefined && ((this.secret.texts?.length ?? 0) > t.traces.length || this.built < this.wanted)
   }
 
   /**
@@ -120,7 +114,7 @@ export class CanaryTraceStore {
    * the positions built before), so a decoy in progress continues on the same canary.
    */
   setFor(boundary: number, maxLength?: number): CanarySet {
-    this.lastStepMs = performance.now()
+    this.builds.stepped()
     const want = Math.min(this.length, Math.max(2, maxLength ?? (this.wanted || this.length)))
     const built = this.built
     // grows at least twofold, so a client whose sessions keep getting longer grows few times
@@ -130,7 +124,8 @@ export class CanaryTraceStore {
     }
     const traces = this.traces
     const slow = this.inBackground()
-    if (slow && !this.building && (traces?.traces.length ?? 0) < this.count) this.buildGroups(traces ? undefined : boundary)
+    if (slow && !this.builds.busy && (traces?.traces.length ?? 0) < this.secret.count)
+      this.buildGroups(traces ? undefined : boundary)
     if (!traces) {
       if (slow) throw new CanariesPendingError('the first canaries are being built')
       this.buildAll(boundary, traces)
@@ -152,43 +147,16 @@ export class CanaryTraceStore {
 
   /** Twice as many secret canaries (built on the next setFor); false when the set cannot grow. */
   grow(): boolean {
-    if (this.o.bank || this.o.prompts || !this.o.promptsFrom || !this.prompts) return false
-    const from = this.count
-    this.count *= 2
+    if (this.o.bank || this.o.prompts) return false
     // a slow model's new canaries are made in the background, a group at a time (buildGroups)
-    if (this.slow) return true
-    this.prompts = [...this.prompts, ...(this.secretPrompts(from) ?? [])]
-    return true
-  }
-
-  /** The build in slices under way, if any, done (tests, benchmarks; a client never waits for it). */
-  async settled({ signal }: AbortOptions = {}): Promise<void> {
-    while (this.building) {
-      signal?.throwIfAborted()
-      const building = this.building
-      await new Promise<void>((resolve, reject) => {
-        const stop = (): void => reject(signal?.reason)
-        signal?.addEventListener('abort', stop, { once: true })
-        building.finally(() => signal?.removeEventListener('abort', stop)).then(resolve, resolve)
-      })
-    }
-  }
-
-  /** Stop a build in slices (the client is closing): nothing waits for it. */
-  close(): void {
-    this.stop.abort()
-  }
-
-  /** A caller waits for the build under way: it takes every free turn from now on. */
-  hurry(): void {
-    this.share = 1
+    return this.secret.grow(this.slow)
   }
 
   /** Whether a first build (none built, none kept) goes to the background: projected long, with inSlices. */
   private inBackground(): boolean {
     // secret sets only (made by promptsJob): given prompts and banks are built at once or not at all
     if (!this.o.inSlices || this.o.bank || this.o.prompts || !this.o.promptsJob) return false
-    const macs = firstBuildMacs(this.model.config, this.count, Math.max(2, this.wanted), true)
+    const macs = firstBuildMacs(this.model.config, this.secret.count, Math.max(2, this.wanted), true)
     this.slow ||= macs > (this.o.firstAtOnceMacs ?? FIRST_BUILD_AT_ONCE_MACS)
     return this.slow
   }
@@ -207,19 +175,17 @@ export class CanaryTraceStore {
       for (;;) {
         const old = store.traces
         const from = old?.traces.length ?? 0
-        if (from >= store.count) return
-        const to = Math.min(store.count, from + FIRST_GROUP)
-        const made =
-          store.prompts && store.prompts.length >= to ? store.prompts.slice(from, to) : yield* store.secretPromptsJob(from, to)
+        if (from >= store.secret.count) return
+        const to = Math.min(store.secret.count, from + FIRST_GROUP)
+        const made = yield* store.secret.group(from, to)
         if (!made) return
-        store.prompts = [...(store.prompts ?? []).slice(0, from), ...made]
         const length = old ? store.built : Math.max(2, store.wanted)
         const lowest = old ? old.traces[0].states.findIndex((x) => x !== undefined) : (first ?? 0)
         const added = yield* buildCanaryTracesJob({
           ...store.common(lowest),
           // the whole set's progress (a progress line for whoever waits: verifiedStream), not the group's
           onProgress: (done: number) => {
-            if (store.share === 1) store.o.onBuild?.(lowest, from + done, store.count)
+            if (store.builds.hurried) store.o.onBuild?.(lowest, from + done, store.secret.count)
           },
           prompts: made,
           templated: store.templated.slice(from, to),
@@ -233,27 +199,7 @@ export class CanaryTraceStore {
         store.adopt(old ? { ...old, traces: [...old.traces, ...added.traces] } : added)
       }
     })()
-    this.background(job, () => {})
-  }
-
-  /** Run a build job in the background; `done` adopts its result. */
-  private background<T>(job: Generator<void, T>, done: (t: T) => void): void {
-    this.building = runInBackground(job, {
-      signal: this.stop.signal,
-      // every free turn while no real step goes on (a client between requests), else its share
-      share: () =>
-        this.share ??
-        (performance.now() - this.lastStepMs > IDLE_AFTER_MS ? 1 : (this.o.backgroundShare ?? DEFAULT_BACKGROUND_SHARE))
-    })
-      .then(done)
-      .catch((err: Error) => {
-        if (!this.stop.signal.aborted) this.o.onBuildError?.(err)
-      })
-      .finally(() => {
-        this.building = undefined
-        this.lengthening = false
-        this.share = undefined
-      })
+    this.builds.background(job, () => {})
   }
 
   /** What every build shares: model, kernels, the client's tokenizer and edge, seed, templates, progress. */
@@ -268,7 +214,7 @@ export class CanaryTraceStore {
       // a build in the background reports progress only once someone waits for it (hurry): a
       // progress line drawn under a generation's streamed tokens would garble them (issue 31)
       onProgress: (done: number, total: number) => {
-        if (!this.slow || this.share === 1) this.o.onBuild?.(boundary, done, total)
+        if (!this.slow || this.builds.hurried) this.o.onBuild?.(boundary, done, total)
       }
     }
   }
@@ -281,7 +227,7 @@ export class CanaryTraceStore {
   private buildAll(boundary: number, traces: CanaryTraces | undefined): void {
     const n = this.model.config.nLayers
     const from = Math.min(boundary, traces ? traces.traces[0].states.findIndex((s) => s !== undefined) : n)
-    const prompts = this.o.prompts ?? (this.prompts ??= this.secretPrompts(0)) ?? DEFAULT_CANARY_PROMPTS.slice(0, 4)
+    const prompts = this.o.prompts ?? this.secret.all() ?? DEFAULT_CANARY_PROMPTS.slice(0, 4)
     const t0 = performance.now()
     this.adopt(
       buildCanaryTraces({
@@ -302,9 +248,9 @@ export class CanaryTraceStore {
    * meanwhile.
    */
   private extend(boundary: number): void {
-    if (this.building) return
+    if (this.builds.busy) return
     const traces = this.traces!
-    const prompts = this.prompts ?? this.o.prompts ?? traces.traces.map((t) => t.text)
+    const prompts = this.secret.texts ?? this.o.prompts ?? traces.traces.map((t) => t.text)
     const options = { ...this.common(boundary), prompts, tokensPerPrompt: this.wanted }
     const work = (prompts.length - traces.traces.length) * this.wanted + traces.traces.length * (this.wanted - this.built)
     const t0 = performance.now()
@@ -318,23 +264,13 @@ export class CanaryTraceStore {
       this.adopt(extendCanaryTraces(traces, options), work, t0)
       return
     }
-    this.lengthening = longer
+    this.builds.lengthening = longer
     // a build at once in the meantime (a lower boundary) made these stale
     const adoptIfCurrent = (grown: CanaryTraces): void => {
       if (this.traces === traces) this.adopt(grown)
     }
-    if (this.slow) this.background(extendCanaryTracesJob(traces, options), adoptIfCurrent)
-    else {
-      this.building = extendCanaryTracesInSlices(traces, options, { signal: this.stop.signal })
-        .then(adoptIfCurrent)
-        .catch((err: Error) => {
-          if (!this.stop.signal.aborted) this.o.onBuildError?.(err)
-        })
-        .finally(() => {
-          this.building = undefined
-          this.lengthening = false
-        })
-    }
+    if (this.slow) this.builds.background(extendCanaryTracesJob(traces, options), adoptIfCurrent)
+    else this.builds.inSlices((signal) => extendCanaryTracesInSlices(traces, options, { signal }), adoptIfCurrent)
   }
 
   /** Serve `traces` from now on; `work` positions built at once since `t0` set the projection. */
@@ -344,35 +280,5 @@ export class CanaryTraceStore {
     this.sets.clear()
     // kept for the next run (plain prompts only: a templated one's template is this run's)
     if (traces !== this.o.bank && this.templated.every((t) => t === undefined)) this.o.saved?.save(traces)
-  }
-
-  /** secretPrompts as a sliced job (promptsJob, else promptsFrom at once); undefined without either. */
-  private *secretPromptsJob(from: number, count: number): Generator<void, string[] | undefined> {
-    const job = this.o.promptsJob
-    if (!job) return undefined
-    const made = yield* secretPromptsFollowingJob(this.history, this.model, job, {
-      count,
-      from,
-      seed: this.o.seed ?? 1,
-      ...(this.o.tokenizer ? { tokenizer: this.o.tokenizer } : {})
-    })
-    made.templated.forEach((t, k) => {
-      this.templated[from + k] = t
-    })
-    return made.texts
-  }
-
-  /** Secret prompts `from` to `count` (client/verification/canary-template.ts), fixed from then on. */
-  private secretPrompts(from: number): string[] | undefined {
-    if (!this.o.promptsFrom) return undefined
-    const made = secretPromptsFollowing(this.history, this.model, this.o.promptsFrom, {
-      count: this.count,
-      from,
-      seed: this.o.seed ?? 1
-    })
-    made.templated.forEach((t, k) => {
-      this.templated[from + k] = t
-    })
-    return made.texts
   }
 }
