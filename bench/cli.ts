@@ -11,6 +11,7 @@ const BENCHES: Record<string, () => Promise<BenchMain>> = {
   'big-swarm': async () => (await import('./big-swarm.js')).main,
   canary: async () => (await import('./canary.js')).main,
   churn: async () => (await import('./churn.js')).main,
+  constrain: async () => (await import('./constrain.js')).main,
   failover: async () => (await import('./failover.js')).main,
   hop: async () => (await import('./hop.js')).main,
   load: async () => (await import('./load.js')).main,

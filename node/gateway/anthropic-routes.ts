@@ -5,6 +5,7 @@ import type { ChatFormatter, ChatMessage } from './chat-template.js'
 import { reportOf } from './choices.js'
 import { type ApiError, invalidRequest, toApiError } from './errors.js'
 import { type GatewayContext, type GenerationOutcome, runGeneration } from './generation.js'
+import { checkParameters } from './parameters.js'
 import { reportHeader } from './report.js'
 import type { AgentParams } from './request-agent.js'
 import { commonParams, requireObject } from './request-params.js'
@@ -115,9 +116,8 @@ const toolUse = (c: ParsedCall) => ({
 export function registerAnthropicRoutes(app: FastifyInstance, ctx: GatewayContext, served: string[], chat: ChatFormatter): void {
   app.post('/v1/messages', async (req, reply) => {
     const body = requireObject(req.body)
+    checkParameters('/v1/messages', body)
     if (typeof body.max_tokens !== 'number') throw invalidRequest('max_tokens: Field required', 'max_tokens')
-    for (const refused of ['top_k', 'thinking'])
-      if (body[refused] !== undefined) throw invalidRequest(`${refused}: not supported by this gateway`, refused)
     const params = commonParams(
       {
         model: body.model,

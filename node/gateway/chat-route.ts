@@ -5,6 +5,7 @@ import type { ChatFormatter, ChatMessage } from './chat-template.js'
 import { type ChoiceFormat, respondChoices } from './choices.js'
 import type { GatewayContext, GenerationOutcome } from './generation.js'
 import { chatLogprobs } from './logprobs-format.js'
+import { checkParameters } from './parameters.js'
 import { type AgentParams, agentParams } from './request-agent.js'
 import { chatMessages, commonParams, requireObject } from './request-params.js'
 import { callGrammar, type ParsedCall, parseToolCalls, renderWithTools, type ToolFamily, toolFamily } from './tools-format.js'
@@ -50,6 +51,7 @@ export function registerChatRoute(app: FastifyInstance, ctx: GatewayContext, ser
   const fingerprint = (): string => `layerswarm-${ctx.client.modelId.slice(0, 12)}`
   app.post('/v1/chat/completions', async (req, reply) => {
     const body = requireObject(req.body)
+    checkParameters('/v1/chat/completions', body)
     const params = commonParams(body, served)
     const agent = agentParams(body, 'chat')
     const turn = chatTurn(chat, chatMessages(body), agent)

@@ -6,6 +6,7 @@ import type { ChatFormatter } from './chat-template.js'
 import { type ChoiceFormat, respondChoices } from './choices.js'
 import type { GatewayContext } from './generation.js'
 import { completionLogprobs } from './logprobs-format.js'
+import { checkParameters } from './parameters.js'
 import { agentParams } from './request-agent.js'
 import { commonParams, completionPrompt, requireObject } from './request-params.js'
 
@@ -45,6 +46,7 @@ export function registerOpenAiRoutes(app: FastifyInstance, init: OpenAiRoutesIni
 
   app.post('/v1/completions', async (req, reply) => {
     const body = requireObject(req.body)
+    checkParameters('/v1/completions', body)
     const params = commonParams(body, served)
     const agent = agentParams(body, 'completions')
     const prompt = completionPrompt(body)

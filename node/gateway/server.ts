@@ -52,7 +52,7 @@ export interface Gateway {
 }
 
 /** Paths each route serves, for telling 405 (wrong method) from 404 (no such path). */
-const ROUTES: Record<string, string[]> = {
+export const ROUTES: Record<string, string[]> = {
   '/v1/models': ['GET'],
   '/v1/completions': ['POST'],
   '/v1/chat/completions': ['POST'],

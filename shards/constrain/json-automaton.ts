@@ -234,6 +234,9 @@ export function step(s: State, b: number): State | null {
       if (b === Q) return f.len >= f.min ? done(s.up) : null
       if (b < 0x20) return null
       if (b >= 0x80 && b < 0xc0) return s // a UTF-8 continuation byte: same character
+      // a free string past its minimum: the length no longer matters, the state stays the same
+      // object (the mask walks thousands of such steps; no allocation for them)
+      if (f.max === Number.POSITIVE_INFINITY && f.len >= f.min && b !== BS) return s
       if (f.len + 1 > f.max) return null
       return push(s.up, { ...f, len: f.len + 1, esc: b === BS ? 1 : 0 })
     }

@@ -1,6 +1,6 @@
 import { InvalidArgumentError } from '../errors.js'
 import type { Tokenizer } from '../tokenizer.js'
-import { canEnd, initialState, minRemaining, type State, step } from './json-automaton.js'
+import { canEnd, initialState, minLength, minRemaining, type State, step } from './json-automaton.js'
 import type { GrammarNode } from './json-schema.js'
 import { isPlain, type VocabTrie, vocabTrieOf } from './vocab-trie.js'
 
@@ -31,9 +31,13 @@ export interface ConstrainedDecode {
 
 export function createConstraint(tokenizer: Tokenizer, grammar: GrammarNode): Constraint {
   const trie = vocabTrieOf(tokenizer)
+  // what one token can add to the shortest finish at most: its own bytes and a value it opens
+  let longest = 0
+  for (const b of trie.bytes) longest = Math.max(longest, b.length)
+  const farBytes = longest + largestValue(grammar) + 8
   return {
     start(kept = []) {
-      const d = new Decode(trie, initialState(grammar))
+      const d = new Decode(trie, initialState(grammar), farBytes)
       for (const t of kept) d.accept(t)
       return d
     }
@@ -44,10 +48,12 @@ class Decode implements ConstrainedDecode {
   private readonly allowed: Uint8Array
   allowedCount = 0
   private ended = false
+  private cache?: { up: State | null; allowed: Uint8Array; count: number }
 
   constructor(
     private readonly trie: VocabTrie,
-    private state: State
+    private state: State,
+    private readonly farBytes: number
   ) {
     this.allowed = new Uint8Array(trie.vocabSize)
   }
@@ -59,7 +65,7 @@ class Decode implements ConstrainedDecode {
   mask(logits: Float32Array, tokensLeft: number): void {
     const allowed = this.allowed
     const budget = Math.max(0, tokensLeft - 1)
-    let count = this.ended ? 0 : markAllowed(this.trie, this.state, budget, allowed)
+    let count = this.ended ? 0 : this.markCached(budget)
     // Not sure to finish in time at one byte a token (the shortest value is longer than the
     // tokens left): only tokens that bring the end nearer, so strings close and no new item
     // opens; multi-byte tokens usually finish it. Failing that, the grammar alone.
@@ -70,6 +76,24 @@ class Decode implements ConstrainedDecode {
     const n = Math.min(logits.length, allowed.length)
     for (let i = 0; i < n; i++) if (allowed[i] === 0) logits[i] = Number.NEGATIVE_INFINITY
     for (let i = n; i < logits.length; i++) logits[i] = Number.NEGATIVE_INFINITY
+  }
+
+  /**
+   * Inside a free string far from the budget the allowed set does not change from token to
+   * token (the string's frame is new, the stack under it the same object): walk once per string.
+   */
+  private markCached(budget: number): number {
+    const s = this.state
+    const f = s.f
+    const free = f.t === 'STR' && f.esc === 0 && f.max === Number.POSITIVE_INFINITY && f.len >= f.min
+    if (!free || budget < minRemaining(s) + this.farBytes) return markAllowed(this.trie, s, budget, this.allowed)
+    if (this.cache?.up !== s.up) {
+      const count = markAllowed(this.trie, s, Number.POSITIVE_INFINITY, this.allowed)
+      this.cache = { up: s.up, allowed: this.allowed.slice(), count }
+      return count
+    }
+    this.allowed.set(this.cache.allowed)
+    return this.cache.count
   }
 
   accept(token: number): void {
@@ -93,7 +117,7 @@ class Decode implements ConstrainedDecode {
 export function markAllowed(trie: VocabTrie, s: State, budget: number, allowed: Uint8Array): number {
   allowed.fill(0)
   let count = 0
-  const { edgeStart, edgeByte, edgeChild, tokenAt, sameBytes, nonPlainBelow } = trie
+  const { edgeStart, edgeByte, edgeChild, tokenAt, sameBytes } = trie
   const markAt = (node: number): void => {
     for (let id = tokenAt[node]; id !== -1; id = sameBytes[id]) {
       if (allowed[id] === 0) count++
@@ -117,18 +141,50 @@ export function markAllowed(trie: VocabTrie, s: State, budget: number, allowed: 
       count++
     }
   }
-  const walk = (node: number, st: State, plainPath: boolean): void => {
+  const { npStart, npByte, npChild } = trie
+  const walk = (node: number, st: State): void => {
     for (let k = edgeStart[node]; k < edgeStart[node + 1]; k++) {
-      const b = edgeByte[k]
-      const child = edgeChild[k]
-      const plain = plainPath && isPlain(b)
-      if (plain && nonPlainBelow[child] === 0) continue
-      const next = step(st, b)
+      const next = step(st, edgeByte[k])
       if (!next) continue
-      if (!plain && tokenAt[child] !== -1 && (budget === Number.POSITIVE_INFINITY || minRemaining(next) <= budget)) markAt(child)
-      walk(child, next, plain)
+      const child = edgeChild[k]
+      if (tokenAt[child] !== -1 && (budget === Number.POSITIVE_INFINITY || minRemaining(next) <= budget)) markAt(child)
+      walk(child, next)
     }
   }
-  walk(0, s, inString)
+  // along plain bytes inside the string: only edges with a non-plain byte on or below them
+  const walkPlain = (node: number, st: State): void => {
+    for (let k = npStart[node]; k < npStart[node + 1]; k++) {
+      const b = npByte[k]
+      const next = step(st, b)
+      if (!next) continue
+      const child = npChild[k]
+      if (isPlain(b)) walkPlain(child, next)
+      else {
+        if (tokenAt[child] !== -1 && (budget === Number.POSITIVE_INFINITY || minRemaining(next) <= budget)) markAt(child)
+        walk(child, next)
+      }
+    }
+  }
+  if (inString) walkPlain(0, s)
+  else walk(0, s)
   return count
+}
+
+/** The longest shortest-text of any node in the grammar (what opening a value can cost at most). */
+function largestValue(root: GrammarNode): number {
+  const seen = new Set<GrammarNode>()
+  let most = 0
+  const visit = (n: GrammarNode): void => {
+    if (seen.has(n)) return
+    seen.add(n)
+    most = Math.max(most, minLength(n))
+    if (n.k === 'obj') for (const p of n.props) visit(p.node)
+    if (n.k === 'obj' && n.free) visit(n.free)
+    if (n.k === 'arr') visit(n.items)
+    if (n.k === 'alt') n.options.forEach(visit)
+    if (n.k === 'seq') n.parts.forEach(visit)
+    if (n.k === 'lit') n.next?.forEach(visit)
+  }
+  visit(root)
+  return most
 }

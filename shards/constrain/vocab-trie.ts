@@ -19,6 +19,10 @@ export interface VocabTrie {
   readonly sameBytes: Int32Array
   /** Whether a byte that is not plain string text lies on some path below the node. */
   readonly nonPlainBelow: Uint8Array
+  /** The edges a walk inside a string must still follow: a non-plain byte, or one somewhere below. */
+  readonly npStart: Int32Array
+  readonly npByte: Uint8Array
+  readonly npChild: Int32Array
   /** Tokens made of plain string text only, by character count ascending, and those counts. */
   readonly plainTokens: Int32Array
   readonly plainChars: Int32Array
@@ -91,6 +95,14 @@ export function buildVocabTrie(bytes: readonly Uint8Array[], stopIds: readonly n
       }
     }
   }
+  const npStart = new Int32Array(nodes + 1)
+  const npEdges: number[] = []
+  for (let n = 0; n < nodes; n++) {
+    npStart[n] = npEdges.length
+    for (let k = edgeStart[n]; k < edgeStart[n + 1]; k++)
+      if (!isPlain(edgeByte[k]) || nonPlainBelow[edgeChild[k]]) npEdges.push(k)
+  }
+  npStart[nodes] = npEdges.length
   const plain: Array<[number, number]> = []
   for (let id = 0; id < bytes.length; id++) {
     const b = bytes[id]
@@ -110,6 +122,9 @@ export function buildVocabTrie(bytes: readonly Uint8Array[], stopIds: readonly n
     tokenAt,
     sameBytes,
     nonPlainBelow,
+    npStart,
+    npByte: Uint8Array.from(npEdges, (k) => edgeByte[k]),
+    npChild: Int32Array.from(npEdges, (k) => edgeChild[k]),
     plainTokens: Int32Array.from(plain, (p) => p[0]),
     plainChars: Int32Array.from(plain, (p) => p[1])
   }

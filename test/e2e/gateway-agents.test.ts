@@ -124,7 +124,12 @@ describe('gateway for agents: structured output, logprobs, n, seed (openai clien
     // the same prompt through one local process, reference kernels: its log-probabilities
     const m = openModelFile(model)
     const tok = createTokenizer(m.vocabulary!)
-    const chat = createChatFormatter({ template: loadPackageVocabulary('qwen').chatTemplate, bosToken: '', eosToken: '', addsBos: false })
+    const chat = createChatFormatter({
+      template: loadPackageVocabulary('qwen').chatTemplate,
+      bosToken: '',
+      eosToken: '',
+      addsBos: false
+    })
     const prompt = tok.encode(chat.render([{ role: 'user', content: 'Hi' }]), { special: true })
     expect(res.usage?.prompt_tokens).toBe(prompt.length)
     const kernels = createReferenceKernels()
@@ -154,7 +159,14 @@ describe('gateway for agents: structured output, logprobs, n, seed (openai clien
   }, 300_000)
 
   it('n = 3 samples three different choices; the same seed gives the same three again; usage is exact', async () => {
-    const ask = { model: NAME, messages: [{ role: 'user' as const, content: 'Tell me' }], max_tokens: 5, n: 3, seed: 77, logprobs: true }
+    const ask = {
+      model: NAME,
+      messages: [{ role: 'user' as const, content: 'Tell me' }],
+      max_tokens: 5,
+      n: 3,
+      seed: 77,
+      logprobs: true
+    }
     const a = await client.chat.completions.create(ask)
     const b = await client.chat.completions.create(ask)
     const texts = a.choices.map((c) => c.message.content)
@@ -179,6 +191,10 @@ describe('gateway for agents: structured output, logprobs, n, seed (openai clien
       messages: [{ role: 'user', content: 'x' }],
       response_format: { type: 'json_schema', json_schema: { name: 'p', schema: { type: 'string', pattern: '^a+$' } } }
     })
-    await expect(bad).rejects.toMatchObject({ status: 400, code: 'unsupported_schema', param: 'response_format.json_schema.schema' })
+    await expect(bad).rejects.toMatchObject({
+      status: 400,
+      code: 'unsupported_schema',
+      param: 'response_format.json_schema.schema'
+    })
   })
 })

@@ -39,14 +39,21 @@ const TOOLS: ChatCompletionTool[] = [
 const validWeather = new Ajv().compile(WEATHER)
 
 function writeModel(family: 'qwen' | 'llama3', path: string): void {
-  if (family === 'qwen') return writeQwenVocabModel(path, { layers: 4, seed: 5, seqLen: 512 })
+  if (family === 'qwen') {
+    writeQwenVocabModel(path, { layers: 4, seed: 5, seqLen: 512 })
+    return
+  }
   const v = loadPackageVocabulary('llama3')
-  writeRandomModel(path, { ...parseShape('64,4,4,2,128,300,tied'), vocabSize: v.tokens.length }, {
-    dtype: 'f16',
-    seed: 5,
-    seqLen: 512,
-    tokenizerMetadata: v.metadata
-  })
+  writeRandomModel(
+    path,
+    { ...parseShape('64,4,4,2,128,300,tied'), vocabSize: v.tokens.length },
+    {
+      dtype: 'f16',
+      seed: 5,
+      seqLen: 512,
+      tokenizerMetadata: v.metadata
+    }
+  )
 }
 
 describe.each(['qwen', 'llama3'] as const)('tool calls with the %s template', (family) => {
@@ -93,7 +100,13 @@ describe.each(['qwen', 'llama3'] as const)('tool calls with the %s template', (f
     if (call?.type !== 'function') throw new Error('no function call')
     expect(validWeather(JSON.parse(call.function.arguments))).toBe(true)
     expect((one as unknown as { layerswarm?: { model_id: string } }).layerswarm?.model_id).toBeTypeOf('string')
-    const two = await client.chat.completions.create({ model: NAME, messages: secondTurn(call), tools: TOOLS, max_tokens: 6, seed: 2 })
+    const two = await client.chat.completions.create({
+      model: NAME,
+      messages: secondTurn(call),
+      tools: TOOLS,
+      max_tokens: 6,
+      seed: 2
+    })
     expect(two.choices[0].message.role).toBe('assistant')
     // the tool's result is in the prompt: the second turn's prompt holds the first and the result
     expect(two.usage?.prompt_tokens ?? 0).toBeGreaterThan((one.usage?.prompt_tokens ?? 0) + 10)
@@ -115,7 +128,13 @@ describe.each(['qwen', 'llama3'] as const)('tool calls with the %s template', (f
     if (call?.type !== 'function') throw new Error('no function call')
     expect(['get_weather', 'get_time']).toContain(call.function.name)
     expect(typeof JSON.parse(call.function.arguments)).toBe('object')
-    const again = client.chat.completions.stream({ model: NAME, messages: secondTurn(call), tools: TOOLS, max_tokens: 6, seed: 4 })
+    const again = client.chat.completions.stream({
+      model: NAME,
+      messages: secondTurn(call),
+      tools: TOOLS,
+      max_tokens: 6,
+      seed: 4
+    })
     const answer = await again.finalChatCompletion()
     expect(answer.choices[0].message.role).toBe('assistant')
     expect(answer.usage?.completion_tokens).toBeGreaterThan(0)
@@ -151,12 +170,20 @@ describe.each(['qwen', 'llama3'] as const)('tool calls with the %s template', (f
     expect(two.usage.output_tokens).toBeGreaterThan(0)
     expect(two.usage.input_tokens).toBeGreaterThan(one.usage.input_tokens)
     const streamedCall = await anthropic.messages
-      .stream({ model: NAME, max_tokens: 40, messages: [{ role: 'user', content: 'Oslo?' }], tools, tool_choice: { type: 'any' } })
+      .stream({
+        model: NAME,
+        max_tokens: 40,
+        messages: [{ role: 'user', content: 'Oslo?' }],
+        tools,
+        tool_choice: { type: 'any' }
+      })
       .finalMessage()
     const streamedUse = streamedCall.content.find((b) => b.type === 'tool_use')
     expect(streamedUse?.type === 'tool_use' && validWeather(streamedUse.input)).toBe(true)
     const noKey = new Anthropic({ baseURL: api.gateway.url, apiKey: 'wrong-key-000000', maxRetries: 0 })
-    await expect(noKey.messages.create({ model: NAME, max_tokens: 2, messages: [{ role: 'user', content: 'x' }] })).rejects.toMatchObject({
+    await expect(
+      noKey.messages.create({ model: NAME, max_tokens: 2, messages: [{ role: 'user', content: 'x' }] })
+    ).rejects.toMatchObject({
       status: 401
     })
   }, 300_000)
