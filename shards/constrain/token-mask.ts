@@ -69,7 +69,12 @@ class Decode implements ConstrainedDecode {
     // Not sure to finish in time at one byte a token (the shortest value is longer than the
     // tokens left): only tokens that bring the end nearer, so strings close and no new item
     // opens; multi-byte tokens usually finish it. Failing that, the grammar alone.
-    if (count === 0 && !this.ended) count = markAllowed(this.trie, this.state, minRemaining(this.state) - 1, allowed)
+    // (the largest step some token takes first: a multi-byte token of a literal wrapper)
+    const rest = minRemaining(this.state)
+    for (const stride of [16, 8, 4, 2, 1]) {
+      if (count > 0 || this.ended || stride > rest) continue
+      count = markAllowed(this.trie, this.state, rest - stride, allowed)
+    }
     if (count === 0 && !this.ended) count = markAllowed(this.trie, this.state, Number.POSITIVE_INFINITY, allowed)
     if (this.ended || canEnd(this.state) || count === 0) for (const id of this.trie.stopIds) allowed[id] = 1
     this.allowedCount = count

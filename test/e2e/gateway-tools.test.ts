@@ -91,7 +91,7 @@ describe.each(['qwen', 'llama3'] as const)('tool calls with the %s template', (f
       messages: first,
       tools: TOOLS,
       tool_choice: { type: 'function', function: { name: 'get_weather' } },
-      max_tokens: 40,
+      max_tokens: 64,
       seed: 1
     })
     const call = one.choices[0].message.tool_calls?.[0]
@@ -119,7 +119,7 @@ describe.each(['qwen', 'llama3'] as const)('tool calls with the %s template', (f
       tools: TOOLS,
       tool_choice: 'required',
       parallel_tool_calls: false,
-      max_tokens: 40,
+      max_tokens: 64,
       seed: 3
     })
     const done = await stream.finalChatCompletion()
@@ -145,7 +145,7 @@ describe.each(['qwen', 'llama3'] as const)('tool calls with the %s template', (f
     const tools = [{ name: 'get_weather', description: 'Weather in a city', input_schema: WEATHER as Anthropic.Tool.InputSchema }]
     const one = await anthropic.messages.create({
       model: NAME,
-      max_tokens: 40,
+      max_tokens: 64,
       system: 'You are terse.',
       messages: [{ role: 'user', content: 'Weather in Oslo?' }],
       tools,
@@ -172,7 +172,7 @@ describe.each(['qwen', 'llama3'] as const)('tool calls with the %s template', (f
     const streamedCall = await anthropic.messages
       .stream({
         model: NAME,
-        max_tokens: 40,
+        max_tokens: 64,
         messages: [{ role: 'user', content: 'Oslo?' }],
         tools,
         tool_choice: { type: 'any' }
