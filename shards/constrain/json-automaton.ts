@@ -18,7 +18,17 @@ export type Frame =
       readonly off?: number
     }
   | { readonly t: 'ARR'; readonly n: ArrNode; readonly c: number; readonly ph: number }
-  | { readonly t: 'STR'; readonly min: number; readonly max: number; readonly len: number; readonly esc: number }
+  /** u: UTF-8 continuation bytes still due, the next one in [lo, hi] (RFC 3629 table 3-7). */
+  | {
+      readonly t: 'STR'
+      readonly min: number
+      readonly max: number
+      readonly len: number
+      readonly esc: number
+      readonly u?: number
+      readonly lo?: number
+      readonly hi?: number
+    }
   | { readonly t: 'NUM'; readonly int: boolean; readonly ph: number; readonly nd: number }
   | { readonly t: 'LIT'; readonly n: LitNode; readonly cand: number[]; readonly off: number }
   | { readonly t: 'SEQ'; readonly n: SeqNode; readonly i: number }
@@ -231,14 +241,21 @@ export function step(s: State, b: number): State | null {
         return b === 0x75 ? push(s.up, { ...f, esc: 2 }) : null
       }
       if (f.esc >= 2) return isHex(b) ? push(s.up, { ...f, esc: f.esc === 5 ? 0 : f.esc + 1 }) : null
+      const u = f.u ?? 0
+      // well-formed UTF-8 only: a stray byte would decode to U+FFFD, a character the schema's
+      // length never counted
+      if (u > 0) return b >= (f.lo as number) && b <= (f.hi as number) ? push(s.up, { ...f, u: u - 1, lo: 0x80, hi: 0xbf }) : null
       if (b === Q) return f.len >= f.min ? done(s.up) : null
-      if (b < 0x20) return null
-      if (b >= 0x80 && b < 0xc0) return s // a UTF-8 continuation byte: same character
+      if (b < 0x20 || (b >= 0x80 && b < 0xc2) || b > 0xf4) return null
       // a free string past its minimum: the length no longer matters, the state stays the same
       // object (the mask walks thousands of such steps; no allocation for them)
-      if (f.max === Number.POSITIVE_INFINITY && f.len >= f.min && b !== BS) return s
+      if (b < 0x80 && f.max === Number.POSITIVE_INFINITY && f.len >= f.min && b !== BS) return s
       if (f.len + 1 > f.max) return null
-      return push(s.up, { ...f, len: f.len + 1, esc: b === BS ? 1 : 0 })
+      if (b < 0x80) return push(s.up, { ...f, len: f.len + 1, esc: b === BS ? 1 : 0 })
+      const need = b < 0xe0 ? 1 : b < 0xf0 ? 2 : 3
+      const lo = b === 0xe0 ? 0xa0 : b === 0xf0 ? 0x90 : 0x80
+      const hi = b === 0xed ? 0x9f : b === 0xf4 ? 0x8f : 0xbf
+      return push(s.up, { ...f, len: f.len + 1, u: need, lo, hi })
     }
     case 'NUM':
       return stepNumber(s, f, b)
@@ -332,7 +349,7 @@ function frameRemaining(f: Frame): number {
     case 'V':
       return minLength(f.n)
     case 'STR':
-      return (f.esc === 1 ? 1 : f.esc >= 2 ? 6 - f.esc : 0) + Math.max(0, f.min - f.len) + 1
+      return (f.esc === 1 ? 1 : f.esc >= 2 ? 6 - f.esc : 0) + (f.u ?? 0) + Math.max(0, f.min - f.len) + 1
     case 'NUM':
       return f.ph === 1 || f.ph === 2 || f.ph === 4 || f.ph === 7 ? 0 : 1
     case 'LIT': {

@@ -90,7 +90,7 @@ class Decode implements ConstrainedDecode {
   private markCached(budget: number): number {
     const s = this.state
     const f = s.f
-    const free = f.t === 'STR' && f.esc === 0 && f.max === Number.POSITIVE_INFINITY && f.len >= f.min
+    const free = f.t === 'STR' && f.esc === 0 && (f.u ?? 0) === 0 && f.max === Number.POSITIVE_INFINITY && f.len >= f.min
     if (!free || budget < minRemaining(s) + this.farBytes) return markAllowed(this.trie, s, budget, this.allowed)
     if (this.cache?.up !== s.up) {
       const count = markAllowed(this.trie, s, Number.POSITIVE_INFINITY, this.allowed)
@@ -133,7 +133,7 @@ export function markAllowed(trie: VocabTrie, s: State, budget: number, allowed: 
   // from the precomputed list, and the walk follows only branches that hold a quote, a backslash
   // or a control byte somewhere below (a few thousand nodes, not the whole trie).
   const top = s.f
-  const inString = top.t === 'STR' && top.esc === 0
+  const inString = top.t === 'STR' && top.esc === 0 && (top.u ?? 0) === 0
   if (inString) {
     const room = top.max - top.len
     const rest = minRemaining(s)

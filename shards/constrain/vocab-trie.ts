@@ -23,13 +23,24 @@ export interface VocabTrie {
   readonly npStart: Int32Array
   readonly npByte: Uint8Array
   readonly npChild: Int32Array
-  /** Tokens made of plain string text only, by character count ascending, and those counts. */
+  /** Tokens that are whole characters of string text, by character count ascending, and those counts. */
   readonly plainTokens: Int32Array
   readonly plainChars: Int32Array
 }
 
-/** A byte that stands for itself inside a JSON string (no quote, backslash or control byte). */
-export const isPlain = (b: number): boolean => b >= 0x20 && b !== 0x22 && b !== 0x5c
+/** An ASCII byte that stands for itself inside a JSON string (no quote, backslash or control byte). */
+export const isPlain = (b: number): boolean => b >= 0x20 && b < 0x80 && b !== 0x22 && b !== 0x5c
+const strict = new TextDecoder('utf-8', { fatal: true })
+/** Whole characters of string text: no quote, backslash or control byte, well-formed UTF-8. */
+function isStringText(b: Uint8Array): boolean {
+  for (const x of b) if (x < 0x20 || x === 0x22 || x === 0x5c) return false
+  try {
+    strict.decode(b)
+    return true
+  } catch {
+    return false
+  }
+}
 
 const tries = new WeakMap<Tokenizer, VocabTrie>()
 
@@ -106,7 +117,7 @@ export function buildVocabTrie(bytes: readonly Uint8Array[], stopIds: readonly n
   const plain: Array<[number, number]> = []
   for (let id = 0; id < bytes.length; id++) {
     const b = bytes[id]
-    if (b.length === 0 || !b.every(isPlain)) continue
+    if (b.length === 0 || !isStringText(b)) continue
     let chars = 0
     for (const x of b) if (x < 0x80 || x >= 0xc0) chars++
     plain.push([id, chars])
