@@ -19,8 +19,8 @@ import {
   quantile,
   wireRoundtrip
 } from '../canary/index.js'
-import { ReplayIndex } from '../client/replay-index.js'
-import { createTamper, TAMPER_MODES, type TamperMode } from '../node/tamper.js'
+import { ReplayIndex } from '../client/verification/replay-index.js'
+import { createTamper, TAMPER_MODES, type TamperMode } from '../node/daemon/tamper.js'
 import { sha256 } from '../protocol/index.js'
 import { effectOverSpread, mean, type Peer, round, SIZES, type Spread } from './canary-peers.js'
 
@@ -74,7 +74,7 @@ function stepDrifts(
 const asBytes = (x: Float32Array): Uint8Array => new Uint8Array(x.buffer, x.byteOffset, x.byteLength)
 
 /**
- * The client's receipt check (client/replay-index.ts), simulated: every step the peer serves,
+ * The client's receipt check (client/verification/replay-index.ts), simulated: every step the peer serves,
  * real or canary, goes through the node's real tamper function (with its history, so `replay`
  * returns the most recent output it computed for another step) and the client's real
  * ReplayIndex sees the hashes of its input and of its output as the wire carries it. Receipts

@@ -13,7 +13,7 @@ import {
   quantile,
   wireRoundtrip
 } from '../canary/index.js'
-import { createTamper } from '../node/tamper.js'
+import { createTamper } from '../node/daemon/tamper.js'
 import { mean, type Peer, round } from './canary-peers.js'
 
 /**

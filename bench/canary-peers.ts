@@ -19,7 +19,7 @@ import {
   type WireDType,
   wireRoundtrip
 } from '../canary/index.js'
-import type { createTamper, TamperMode } from '../node/tamper.js'
+import type { createTamper, TamperMode } from '../node/daemon/tamper.js'
 import { type ModelFile, openModelFile } from '../shards/index.js'
 
 /** Tamper sizes of the grid per mode (lowprec: mantissa bits, fewer is bigger). */

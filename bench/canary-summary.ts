@@ -1,6 +1,6 @@
 /** The canary benchmark's summary JSON and its markdown table (bench/canary.ts). */
 import { WIRE_DTYPES, type WireDType } from '../canary/index.js'
-import { TAMPER_MODES, type TamperMode } from '../node/tamper.js'
+import { TAMPER_MODES, type TamperMode } from '../node/daemon/tamper.js'
 import { mean, round, SIZES } from './canary-peers.js'
 
 export const RATES = [1, 0.1]

@@ -32,7 +32,7 @@ import {
   WIRE_DTYPES,
   wireRoundtrip
 } from '../canary/index.js'
-import { createTamper, TAMPER_MODES, type TamperMode } from '../node/tamper.js'
+import { createTamper, TAMPER_MODES, type TamperMode } from '../node/daemon/tamper.js'
 import { adaptiveBenign, adaptiveDetection } from './canary-adaptive.js'
 import { lateDetection } from './canary-late.js'
 import {

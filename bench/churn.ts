@@ -12,8 +12,8 @@
  * the median clean one, per failover); exits 1 unless ok.
  */
 import { createClient } from '../client/index.js'
-import { type LocalNode, startLocalNode } from '../node/local-swarm.js'
-import { type NodeHoldings, readNodeHoldings } from '../node/metrics-scrape.js'
+import { type LocalNode, startLocalNode } from '../node/cli/local-swarm.js'
+import { type NodeHoldings, readNodeHoldings } from '../node/cli/metrics-scrape.js'
 import { defaultModelPath } from '../node/paths.js'
 import {
   createEdge,

@@ -3,7 +3,7 @@
  * Add a benchmark by adding its module to BENCHES (a module exports main(argv)).
  */
 import { availableParallelism } from 'node:os'
-import { isQuantDType, type QuantDType } from '../shards/quant-blocks.js'
+import { isQuantDType, type QuantDType } from '../shards/quant/quant-blocks.js'
 
 type BenchMain = (argv: string[]) => Promise<void>
 

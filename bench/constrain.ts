@@ -17,7 +17,7 @@ import {
   openModelFile,
   selectKernelsFor
 } from '../shards/index.js'
-import { packageTokenizer, type VocabPackageName } from '../shards/vocab-packages.js'
+import { packageTokenizer, type VocabPackageName } from '../shards/tokenizers/vocab-packages.js'
 import { benchArgs } from './options.js'
 
 const SCHEMA = {

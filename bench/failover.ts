@@ -12,9 +12,10 @@
  * delta) and the step itself. A fresh peer replaces the killed one before the next measurement. A SHAPE (110m, ...) writes a random-weight GGUF with a context of
  * max(prefixes) + 16 to /tmp once. Prints one JSON object. Seal/open MB/s: `npm run bench -- seal`.
  */
-import { RemotePipeline } from '../client/remote-pipeline.js'
-import { SwarmView } from '../client/swarm-view.js'
-import { type LocalNode, startLocalNode } from '../node/local-swarm.js'
+
+import { SwarmView } from '../client/routing/swarm-view.js'
+import { RemotePipeline } from '../client/session/remote-pipeline.js'
+import { type LocalNode, startLocalNode } from '../node/cli/local-swarm.js'
 import { defaultModelPath } from '../node/paths.js'
 import { createHost } from '../protocol/index.js'
 import { computeModelId, openModelFile } from '../shards/index.js'

@@ -25,7 +25,7 @@ import { once } from 'node:events'
 import { fileURLToPath } from 'node:url'
 import { multiaddr } from '@multiformats/multiaddr'
 import { HopSession, type HopTarget } from '../client/index.js'
-import { type LocalNode, startLocalNode } from '../node/local-swarm.js'
+import { type LocalNode, startLocalNode } from '../node/cli/local-swarm.js'
 import {
   createHost,
   createMessageChannel,

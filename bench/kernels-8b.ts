@@ -11,9 +11,9 @@
  *   npm run bench -- kernels --shape 8b [--threads 2] [--reps 9] [--cold-mib 1024] [--model FILE] [--heap]
  */
 import { parseArgs } from 'node:util'
-import { createFastKernels, type FastKernels } from '../shards/kernels-fast.js'
+import { createFastKernels, type FastKernels } from '../shards/kernels/kernels-fast.js'
 import { openModelFile } from '../shards/open-model.js'
-import { QUANT_LAYOUTS, type QuantDType } from '../shards/quant-blocks.js'
+import { QUANT_LAYOUTS, type QuantDType } from '../shards/quant/quant-blocks.js'
 import type { WeightMatrix } from '../shards/types.js'
 
 /** rows × cols × type: every decode matmul of a Q4_K_M `8b` (Q6_K: attn_v, ffn_down of some layers, the head). */

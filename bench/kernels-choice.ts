@@ -1,6 +1,6 @@
 /**
  * The calibrated kernel choice on this machine (issue 40): each weight dtype and shape class
- * timed on the native addon and on WebAssembly (shards/kernel-calibration.ts), which engine
+ * timed on the native addon and on WebAssembly (shards/kernels/kernel-calibration.ts), which engine
  * `auto` takes, and how much slower the taken one measured than the faster (`worstRatio`: at
  * most 1.1 by construction, the issue's bar). Fresh measurements, not the cached choice.
  *
@@ -8,8 +8,8 @@
  *   LAYERSWARM_NATIVE_ISA=avx2 npm run bench -- kernels --choice     # a forced level's addon
  */
 import { availableParallelism } from 'node:os'
-import { calibrateKernels, cpuInfo } from '../shards/kernel-calibration.js'
-import { createFastKernels } from '../shards/kernels-fast.js'
+import { calibrateKernels, cpuInfo } from '../shards/kernels/kernel-calibration.js'
+import { createFastKernels } from '../shards/kernels/kernels-fast.js'
 import { loadNativeAddon } from '../shards/native/load.js'
 
 export async function runKernelChoiceBench(threads = availableParallelism()): Promise<Record<string, unknown>> {

@@ -7,9 +7,9 @@
  *
  *   npm run bench -- kernels --types q4_k,q6_k [--quick]
  */
-import { createFastKernels } from '../shards/kernels-fast.js'
-import { quantizeMatrix } from '../shards/quant.js'
-import type { QuantDType } from '../shards/quant-blocks.js'
+import { createFastKernels } from '../shards/kernels/kernels-fast.js'
+import { quantizeMatrix } from '../shards/quant/codecs.js'
+import type { QuantDType } from '../shards/quant/quant-blocks.js'
 
 const SHAPES: Array<[number, number]> = [
   [5632, 2048],

@@ -9,10 +9,10 @@
  * are DRAM numbers as in a real model, not cache hits.
  */
 import { pathToFileURL } from 'node:url'
-import type { Kernels } from '../shards/kernels.js'
-import { createFastKernels, type FastKernels } from '../shards/kernels-fast.js'
-import { createReferenceKernels } from '../shards/kernels-ref.js'
-import { quantizeMatrix } from '../shards/quant.js'
+import type { Kernels } from '../shards/kernels/kernels.js'
+import { createFastKernels, type FastKernels } from '../shards/kernels/kernels-fast.js'
+import { createReferenceKernels } from '../shards/kernels/kernels-ref.js'
+import { quantizeMatrix } from '../shards/quant/codecs.js'
 import type { WeightDType, WeightMatrix } from '../shards/types.js'
 
 const SHAPES: Array<[number, number]> = [

@@ -21,7 +21,7 @@
  */
 import { availableParallelism } from 'node:os'
 import { type Forwarding, parseSpeculate, type SpeculateMode } from '../client/index.js'
-import { type LocalNode, startLocalNode } from '../node/local-swarm.js'
+import { type LocalNode, startLocalNode } from '../node/cli/local-swarm.js'
 import { type Kernels, openModelFile, selectKernels } from '../shards/index.js'
 import { type ClientRun, type LoadClients, processClients, sharedClients } from './load-clients.js'
 import { spanBatchBench } from './load-span.js'

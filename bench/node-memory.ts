@@ -12,7 +12,7 @@ import { execFileSync } from 'node:child_process'
 import { readFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { startLocalNode } from '../node/local-swarm.js'
+import { startLocalNode } from '../node/cli/local-swarm.js'
 import { openModelFile } from '../shards/index.js'
 import { benchArgs, TENSOR_DTYPES } from './options.js'
 

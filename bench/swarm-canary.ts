@@ -2,7 +2,7 @@
  * What canaries cost a real swarm's decode: `npm run bench -- swarm-canary --model FILE|SHAPE
  * [--peers 3] [--forwarding chain|relay] [--gen-tokens 256] [--rounds 5] [--threads N]
  * [--audit-every K] [--clients all|trusted] [--warmup-rounds 2]` (K: real chained steps per audit round,
- * client/audit-batch.ts; `trusted`: only the first two clients below, for more rounds).
+ * client/verification/audit-batch.ts; `trusted`: only the first two clients below, for more rounds).
  *
  * Starts N real node processes on 127.0.0.1 (as `bench swarm`) and measures, in interleaved
  * rounds on the same warm nodes, decode tokens/s of greedy generations from:
@@ -22,9 +22,9 @@
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { DEFAULT_AUDIT_EVERY } from '../client/audit-batch.js'
 import { type LayerswarmClient as Client, createClient, type Forwarding } from '../client/index.js'
-import { type LocalNode, startLocalNode } from '../node/local-swarm.js'
+import { DEFAULT_AUDIT_EVERY } from '../client/verification/audit-batch.js'
+import { type LocalNode, startLocalNode } from '../node/cli/local-swarm.js'
 import { openModelFile, selectKernelsFor } from '../shards/index.js'
 import { benchArgs, FORWARDINGS } from './options.js'
 import { evenSpans, promptText, resolveModel } from './swarm-setup.js'
@@ -38,7 +38,7 @@ interface Options {
   readonly genTokens: number
   readonly rounds: number
   readonly threads: number
-  /** Real chained steps per audit round of the canary clients (client/audit-batch.ts); default theirs. */
+  /** Real chained steps per audit round of the canary clients (client/verification/audit-batch.ts); default theirs. */
   readonly auditEvery?: number
   /** `trusted`: only the off and trusted clients (shorter rounds, so more of them). */
   readonly clients: 'all' | 'trusted'

@@ -2,7 +2,7 @@ import { existsSync, renameSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { type ClientInit, createClient, type LayerswarmClient } from '../client/index.js'
-import type { LocalNode } from '../node/local-swarm.js'
+import type { LocalNode } from '../node/cli/local-swarm.js'
 import { createTokenizer, type KernelKind, type ModelFile, parseShape, selectKernels, writeRandomModel } from '../shards/index.js'
 import type { TensorDType } from './options.js'
 

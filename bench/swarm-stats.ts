@@ -10,7 +10,7 @@ export const median = (xs: number[]): number =>
   xs.length === 0 ? Number.NaN : [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]
 export const round = (x: number, d = 3): number => Math.round(x * 10 ** d) / 10 ** d
 
-/** One `step` log event of the client (client/remote-pipeline.ts); rttMs in relayed mode only. */
+/** One `step` log event of the client (client/session/remote-pipeline.ts); rttMs in relayed mode only. */
 export interface StepEvent {
   readonly rows: number
   readonly ms: number

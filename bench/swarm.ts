@@ -11,15 +11,15 @@
  * the route. A SHAPE (110m, 1.1b, ...) instead of a file writes a random-weight GGUF to /tmp
  * once and reuses it. The issue's targets are reported, not asserted.
  *
- * `--busy-poll` lists polling windows to compare in one run (node/busy-poll.ts): for each, the
+ * `--busy-poll` lists polling windows to compare in one run (node/daemon/busy-poll.ts): for each, the
  * nodes start with `--busy-poll MS` and the client polls likewise while it streams; the first
  * value fills the top-level `relay`/`chain` results, every value is in `runs`. `--repeats N`
  * measures each mode N times, each right after a single-process run (the model stays loaded
  * here), and reports medians: the ratio is the median of those adjacent pairs.
  */
 import type { Forwarding } from '../client/index.js'
-import { createBusyPoller } from '../node/busy-poll.js'
-import { type LocalNode, startLocalNode } from '../node/local-swarm.js'
+import { type LocalNode, startLocalNode } from '../node/cli/local-swarm.js'
+import { createBusyPoller } from '../node/daemon/busy-poll.js'
 import { type DType, encodeTensor } from '../protocol/index.js'
 import { openModelFile } from '../shards/index.js'
 import { benchArgs, FORWARDINGS, SWARM_DEFAULTS, type SwarmBenchBase, swarmBenchBase, TENSOR_DTYPES } from './options.js'

@@ -1,6 +1,6 @@
 import { DEFAULT_DECOYS_IN_FLIGHT } from '../canary/options.js'
 import { createClient, type LayerswarmClient } from '../client/index.js'
-import { startLocalNode } from '../node/local-swarm.js'
+import { startLocalNode } from '../node/cli/local-swarm.js'
 import { defaultModelPath } from '../node/paths.js'
 import { benchArgs } from './options.js'
 

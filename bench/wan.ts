@@ -15,7 +15,7 @@
  */
 import { availableParallelism } from 'node:os'
 import { type Forwarding, parseSpeculate, type SpeculateMode } from '../client/index.js'
-import { type LocalNode, startLocalNode } from '../node/local-swarm.js'
+import { type LocalNode, startLocalNode } from '../node/cli/local-swarm.js'
 import { LINK_DELAY_ENV, LINK_MBPS_ENV } from '../protocol/index.js'
 import { openModelFile } from '../shards/index.js'
 import { benchArgs, FORWARDINGS, SWARM_DEFAULTS, type SwarmBenchBase, swarmBenchBase } from './options.js'

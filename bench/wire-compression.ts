@@ -16,7 +16,7 @@
 import { existsSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { createClient, type Forwarding, type GenerateResult } from '../client/index.js'
-import { type LocalNode, startLocalNode } from '../node/local-swarm.js'
+import { type LocalNode, startLocalNode } from '../node/cli/local-swarm.js'
 import { defaultModelPath, packageRoot } from '../node/paths.js'
 import type { DType } from '../protocol/index.js'
 import {

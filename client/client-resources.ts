@@ -1,10 +1,10 @@
 import type { AbortOptions } from '@libp2p/interface'
 import { createHost, type Host } from '../protocol/index.js'
 import { type ModelFile, openModelFile } from '../shards/index.js'
-import { edgeOnlyModel } from './canary-bank-init.js'
 import type { ClientInit } from './client-types.js'
 import { bundledModelPath } from './default-model.js'
 import { DEFAULT_EDGE_FIRST, DEFAULT_EDGE_LAST } from './options.js'
+import { edgeOnlyModel } from './verification/canary-bank-init.js'
 
 /**
  * What LayerswarmClient.create opens before it builds a client: the model file (only its edge

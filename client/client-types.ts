@@ -2,17 +2,17 @@
 import type { PrivateKey } from '@libp2p/interface'
 import type { GrammarNode, TokenLogprobs } from '../shards/constrain/index.js'
 import type { Kernels, KvDType, SamplerOptions } from '../shards/index.js'
-import type { CanaryBankInit } from './canary-bank-init.js'
-import type { CanaryEvidence, CanaryOptions, CanaryPeerReport } from './canary-monitor.js'
-import type { PromptTemplate } from './canary-template.js'
-import type { ReceiptSummary } from './receipts.js'
-import type { Forwarding } from './remote-pipeline.js'
-import type { ReplayEvidence } from './replay-index.js'
-import type { RollbackRecord } from './rollback.js'
-import type { SpeculateMode } from './speculation.js'
-import type { SpeculationStats } from './speculative-decode.js'
-import type { WireReport } from './wire-ledger.js'
-import type { WirePreference } from './wire-negotiation.js'
+import type { Forwarding } from './session/remote-pipeline.js'
+import type { RollbackRecord } from './session/rollback.js'
+import type { WireReport } from './session/wire-ledger.js'
+import type { WirePreference } from './session/wire-negotiation.js'
+import type { SpeculateMode } from './speculation/speculation.js'
+import type { SpeculationStats } from './speculation/speculative-decode.js'
+import type { CanaryBankInit } from './verification/canary-bank-init.js'
+import type { CanaryEvidence, CanaryOptions, CanaryPeerReport } from './verification/canary-monitor.js'
+import type { PromptTemplate } from './verification/canary-template.js'
+import type { ReceiptSummary } from './verification/receipts.js'
+import type { ReplayEvidence } from './verification/replay-index.js'
 
 export interface ClientInit {
   /** Multiaddrs (with /p2p/<id>) of swarm peers to join through. */
@@ -41,7 +41,7 @@ export interface ClientInit {
   readonly edgeLast?: number
   readonly forwarding?: Forwarding
   /**
-   * Activation dtype on the wire: 'auto' (per hop, f16 where accepted — client/wire-negotiation.ts) or one
+   * Activation dtype on the wire: 'auto' (per hop, f16 where accepted — client/session/wire-negotiation.ts) or one
    * of f32, f16, q8_0 (int8) on every hop. Default f32: bit-identical to one process.
    */
   readonly wireDtype?: WirePreference
@@ -74,7 +74,7 @@ export interface ClientInit {
   readonly speculate?: SpeculateMode
   /**
    * A canary bank (`layerswarm canary build`): canaries come from it, and the client reads no
-   * weight of the blocks it does not run (a thin client; client/canary-bank-init.ts).
+   * weight of the blocks it does not run (a thin client; client/verification/canary-bank-init.ts).
    */
   readonly canaryBank?: CanaryBankInit
 }
@@ -101,7 +101,7 @@ export interface GenerateOptions extends SamplerOptions {
   /**
    * How the prompt was made from a user message (with `special`: the chat template, as the gateway
    * passes it). Secret canaries then go through it as often as the client's sessions do, so a
-   * peer sees templated decoys among templated sessions (client/canary-template.ts).
+   * peer sees templated decoys among templated sessions (client/verification/canary-template.ts).
    */
   readonly promptTemplate?: PromptTemplate
   /** Speculative steps for this generation (default ClientInit.speculate). */

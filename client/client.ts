@@ -16,14 +16,9 @@ import {
   selectKernelsFor,
   type Tokenizer
 } from '../shards/index.js'
-import { openCanaryBank } from './canary-bank-init.js'
-import { CanaryMonitor } from './canary-monitor.js'
 import { openClientResources } from './client-resources.js'
 import type { ClientInit, GenerateOptions, GenerateResult } from './client-types.js'
-import type { DraftModel } from './draft-model.js'
-import { composePipeline, trackLastStepPeers } from './edge-pipeline.js'
 import { VerifiedStreamNeedsCanariesError } from './errors.js'
-import { generateResult } from './generate-result.js'
 import {
   CONVICTED_BAN_MS,
   DEFAULT_BAN_MS,
@@ -37,14 +32,19 @@ import {
   DEFAULT_STEP_TIMEOUT_MS,
   DEFAULT_WIRE
 } from './options.js'
-import { type Forwarding, RemotePipeline } from './remote-pipeline.js'
-import type { StreamEvent } from './rollback.js'
-import { decodeTokens, parseSpeculate } from './speculation.js'
-import { emptySpeculationStats } from './speculative-decode.js'
-import { type PeerRecord, SwarmView } from './swarm-view.js'
-import { clearPeers, isCleared } from './verified-clear.js'
-import { type Attempt, verifiedTokens } from './verified-stream.js'
-import { WireLedger } from './wire-ledger.js'
+import { type PeerRecord, SwarmView } from './routing/swarm-view.js'
+import { composePipeline, trackLastStepPeers } from './session/edge-pipeline.js'
+import { generateResult } from './session/generate-result.js'
+import { type Forwarding, RemotePipeline } from './session/remote-pipeline.js'
+import type { StreamEvent } from './session/rollback.js'
+import { clearPeers, isCleared } from './session/verified-clear.js'
+import { type Attempt, verifiedTokens } from './session/verified-stream.js'
+import { WireLedger } from './session/wire-ledger.js'
+import type { DraftModel } from './speculation/draft-model.js'
+import { decodeTokens, parseSpeculate } from './speculation/speculation.js'
+import { emptySpeculationStats } from './speculation/speculative-decode.js'
+import { openCanaryBank } from './verification/canary-bank-init.js'
+import { CanaryMonitor } from './verification/canary-monitor.js'
 
 export type { ClientInit, GenerateOptions, GenerateResult, VerificationReport } from './client-types.js'
 
@@ -125,7 +125,7 @@ export class LayerswarmClient {
 
   /**
    * Generate a completion; resolves with the tokens, text and the verification report. Only
-   * honest text: tokens a convicted peer took part in are recomputed first (client/verified-stream.ts).
+   * honest text: tokens a convicted peer took part in are recomputed first (client/session/verified-stream.ts).
    */
   async generate(prompt: string, options: GenerateOptions = {}): Promise<GenerateResult> {
     const it = this.stream(prompt, options)

@@ -2,7 +2,7 @@
  * Defaults of the SDK (createClient's ClientInit and generate's options), in one place. The CLI's
  * defaults come from here too, so `layerswarm generate` and the SDK agree.
  */
-import type { WirePreference } from './wire-negotiation.js'
+import type { WirePreference } from './session/wire-negotiation.js'
 
 /** Blocks the client runs itself before and after the remote span. */
 export const DEFAULT_EDGE_FIRST = 1
@@ -35,7 +35,7 @@ export const DEFAULT_EDGE_KV_DTYPE = 'f32' as const
 /**
  * Speculative steps (docs/speculation.md): off by default for now. With `ngram` greedy output is
  * the same tokens, sampling keeps the target distribution, and canary decoys take the same
- * shapes (rows per step, rewinds after rejected drafts: client/canary-decoy-speculative.ts). It
+ * shapes (rows per step, rewinds after rejected drafts: client/verification/canary-decoy-speculative.ts). It
  * stays opt-in until canaries keep pace with it: canary rates count real steps, a speculative
  * step carries about two tokens, and a thin client (edge blocks + canary bank) did not convict a
  * tamperer within 64 tokens with it on (test/e2e/rollback.test.ts).
@@ -43,7 +43,7 @@ export const DEFAULT_EDGE_KV_DTYPE = 'f32' as const
 export const DEFAULT_SPECULATE = 'off' as const
 
 /**
- * Redundancy checks (client/redundancy-schedule.ts): the chance, after a real relayed step, that a
+ * Redundancy checks (client/verification/redundancy-schedule.ts): the chance, after a real relayed step, that a
  * hop whose span another peer also serves gets the same decoy as that peer; and the decoy steps
  * each check runs (a prefill, then one row a step).
  */

@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 import '../protocol/polyfills.js'
-import { createProgram } from './cli-program.js'
-import { exitWhenDrained, reportError } from './commands/cli-exit.js'
+import { exitWhenDrained, reportError } from './cli/cli-exit.js'
+import { createProgram } from './cli/cli-program.js'
 
 // `layerswarm … | head` closes the pipe early: that ends the output, it is not an error
 process.stdout.on('error', (err: NodeJS.ErrnoException) => {

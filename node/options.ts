@@ -1,6 +1,6 @@
 /**
  * Defaults of the node's abuse limits (issue #17), in one place. Sessions per node and idle
- * timeouts are the CLI's (node/commands/node-start.ts).
+ * timeouts are the CLI's (node/cli/commands/node-start.ts).
  */
 
 export interface PeerLimitOptions {
@@ -74,7 +74,7 @@ export const DEFAULT_HOME_DIR_NAME = '.layerswarm'
 /** A node's key file in that folder; a client's is CLIENT_IDENTITY_FILE_NAME, so both can run from one account. */
 export const IDENTITY_FILE_NAME = 'identity.key'
 export const CLIENT_IDENTITY_FILE_NAME = 'client-identity.key'
-/** A client's trust file beside its key (client/trust-file.ts); its canary secret sits beside that. */
+/** A client's trust file beside its key (client/verification/trust-file.ts); its canary secret sits beside that. */
 export const TRUST_FILE_NAME = 'trust.json'
 
 /** Milliseconds between a node's signed announcements of its span, and between pulls of its neighbours' (`--announce-interval`). */

@@ -114,7 +114,7 @@ export class AnnouncementStore {
 
   /**
    * Live announcements, for one model or all: unconfirmed first, then confirmed, newest first in
-   * each, so a client that keeps the last ones it learned (client/swarm-view.ts) keeps confirmed ones.
+   * each, so a client that keeps the last ones it learned (client/routing/swarm-view.ts) keeps confirmed ones.
    */
   list(modelId?: string, now = Date.now()): SignedAnnouncement[] {
     this.prune(now)

@@ -40,7 +40,7 @@ export const MAX_TIMINGS = 64
 export const MAX_WIRE_DTYPES = 16
 /**
  * Step ids one AwaitResults may name: a hop keeps its last 8 forwarded outputs per session for
- * audits (node/chain.ts), so more could not be answered.
+ * audits (node/daemon/chain.ts), so more could not be answered.
  */
 export const MAX_AWAITED_STEPS = 8
 /** Hop tags a step may carry (one per later hop of a chain). */

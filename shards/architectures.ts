@@ -1,5 +1,5 @@
 import { InvalidArgumentError, InvalidModelError, UnsupportedModelError } from './errors.js'
-import type { GgufTensorInfo } from './gguf-reader.js'
+import type { GgufTensorInfo } from './formats/gguf-reader.js'
 import type { GgufValue } from './model-file.js'
 import type { Architecture, BlockExtraTensor, ModelConfig, TensorName } from './types.js'
 

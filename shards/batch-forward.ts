@@ -5,10 +5,10 @@
  * instead of once per session; RoPE, the KV write and attention run per session, each at its
  * own positions against its own KV cache. A row's result is the same as when its session runs
  * alone: each matmul output element is one dot product summed in a fixed order whatever the
- * batch (shards/kernels.ts), and attention sees only the session's own cache rows.
+ * batch (shards/kernels/kernels.ts), and attention sees only the session's own cache rows.
  */
 import type { BlockWeights, Scratch } from './block.js'
-import type { Kernels } from './kernels.js'
+import type { Kernels } from './kernels/kernels.js'
 import type { KvCache } from './kv-cache.js'
 import type { ModelConfig } from './types.js'
 

@@ -1,9 +1,9 @@
 import { extraBlockTensors, neoxToNormOrder, permutedRow, permuteHeads, ropeFrequencies } from './architectures.js'
 import { InvalidModelError } from './errors.js'
-import type { BlockMatrices, Kernels, PrepareOptions } from './kernels.js'
+import type { BlockMatrices, Kernels, PrepareOptions } from './kernels/kernels.js'
 import type { KvCache } from './kv-cache.js'
 import type { ModelFile } from './model-file.js'
-import { rowBytes } from './quant.js'
+import { rowBytes } from './quant/codecs.js'
 import type { BlockTensor, ModelConfig, TensorName, WeightMatrix } from './types.js'
 
 /**

@@ -1,9 +1,9 @@
 import { loadMatrices } from './block.js'
 import { InvalidArgumentError } from './errors.js'
-import type { Kernels } from './kernels.js'
-import { createReferenceKernels } from './kernels-ref.js'
+import type { Kernels } from './kernels/kernels.js'
+import { createReferenceKernels } from './kernels/kernels-ref.js'
 import type { ModelFile } from './model-file.js'
-import { dequantizeRow } from './quant.js'
+import { dequantizeRow } from './quant/codecs.js'
 import type { ModelConfig, WeightMatrix } from './types.js'
 
 export interface EdgeInit {

@@ -1,7 +1,7 @@
 import { InvalidArgumentError, OutOfCacheError, PositionError } from './errors.js'
 import { f32ToF16 } from './f16.js'
-import type { KvLayer } from './kernels.js'
-import { quantizeRow } from './quant.js'
+import type { KvLayer } from './kernels/kernels.js'
+import { quantizeRow } from './quant/codecs.js'
 
 /**
  * KV cache storage: f32, f16 (half the memory) or q8_0 (GGUF Q8_0 blocks per row, 34 bytes

@@ -1,7 +1,7 @@
 import { closeSync, openSync, readSync } from 'node:fs'
 import { BadMagicError, InvalidArgumentError } from './errors.js'
-import { openGgufModel } from './gguf-model.js'
-import { openLlama2cModel } from './llama2c-model.js'
+import { openGgufModel } from './formats/gguf-model.js'
+import { openLlama2cModel } from './formats/llama2c-model.js'
 import type { ModelFile } from './model-file.js'
 
 export interface OpenModelOptions {

@@ -1,4 +1,4 @@
-import type { Kernels } from './kernels.js'
+import type { Kernels } from './kernels/kernels.js'
 import type { KvDType } from './kv-cache.js'
 import type { ModelFile } from './model-file.js'
 

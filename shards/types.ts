@@ -1,4 +1,4 @@
-import type { QuantDType } from './quant-blocks.js'
+import type { QuantDType } from './quant/quant-blocks.js'
 
 /** GGUF `general.architecture` values the engine runs (shards/architectures.ts). */
 export type Architecture = 'llama' | 'qwen2' | 'qwen3'

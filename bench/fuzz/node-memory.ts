@@ -6,8 +6,8 @@
  * moves with V8's heap sizing and the allocator. The verdict compares the second half of the run.
  */
 import { readFileSync } from 'node:fs'
-import { type LocalNode, startLocalNode } from '../../node/local-swarm.js'
-import { metricsUrl, sampleValue } from '../../node/metrics-scrape.js'
+import { type LocalNode, startLocalNode } from '../../node/cli/local-swarm.js'
+import { metricsUrl, sampleValue } from '../../node/cli/metrics-scrape.js'
 
 const MIB = 1024 * 1024
 
@@ -71,7 +71,7 @@ export interface MemoryCheckpoint {
   readonly records: Record<string, number>
 }
 
-/** The kinds of layerswarm_node_records (node/metrics.ts). */
+/** The kinds of layerswarm_node_records (node/daemon/metrics.ts). */
 export const NODE_RECORD_KINDS = ['stop_signal_links', 'rate_limited_peers', 'streams', 'bytes_in_flight'] as const
 
 /** What the run says about the node's memory. */

@@ -5,7 +5,7 @@
  * must be answered (or its stream ended) with a typed error, never INTERNAL; the node must live.
  */
 import { multiaddr } from '@multiformats/multiaddr'
-import type { LocalNode } from '../../node/local-swarm.js'
+import type { LocalNode } from '../../node/cli/local-swarm.js'
 import { DEFAULT_BYTES_IN_FLIGHT, DEFAULT_MAX_SESSIONS } from '../../node/options.js'
 import { defaultModelPath } from '../../node/paths.js'
 import {

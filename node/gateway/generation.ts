@@ -1,7 +1,7 @@
 import { DEFAULT_SPECULATE, type GenerateResult, type LayerswarmClient, type SpeculateMode } from '../../client/index.js'
 import type { GrammarNode, TokenLogprobs } from '../../shards/constrain/index.js'
+import type { Metrics } from '../daemon/metrics.js'
 import type { Logger } from '../log.js'
-import type { Metrics } from '../metrics.js'
 import { ApiError, invalidRequest } from './errors.js'
 import type { LiveStats } from './live-stats.js'
 import type { GenerationParams } from './request-params.js'
@@ -76,7 +76,7 @@ export type OnRollback = (offset: number, text: string, convicted: string[]) => 
  * Run one generation through the swarm. `onText` gets the completion text as it becomes safe to
  * show (stop sequences cut, never shown in part); `onRollback` replaces text already given once a
  * peer that computed it is convicted. The outcome's text is honest either way: the SDK recomputes
- * every token a convicted peer took part in before it finishes (client/verified-stream.ts).
+ * every token a convicted peer took part in before it finishes (client/session/verified-stream.ts).
  */
 export async function runGeneration(
   ctx: GatewayContext,

@@ -1,5 +1,5 @@
 // Compiles the AssemblyScript kernels (shards/asm/*.ts) to WebAssembly SIMD + threads and
-// embeds the binary as base64 in shards/kernels-wasm/wasm-binary.ts, so both tsc output and
+// embeds the binary as base64 in shards/kernels/wasm/wasm-binary.ts, so both tsc output and
 // tests load it without file paths. The generated file is committed: installs that lack the
 // AssemblyScript dev dependency still have working kernels.
 import { execFileSync } from 'node:child_process'
@@ -11,7 +11,7 @@ import { fileURLToPath } from 'node:url'
 
 const here = dirname(fileURLToPath(import.meta.url))
 const root = join(here, '..', '..')
-const target = join(root, 'shards', 'kernels-wasm', 'wasm-binary.ts')
+const target = join(root, 'shards', 'kernels', 'wasm', 'wasm-binary.ts')
 let asc
 try {
   asc = createRequire(import.meta.url).resolve('assemblyscript/bin/asc.js')

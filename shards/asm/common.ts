@@ -1,7 +1,7 @@
 // Shared helpers of the AssemblyScript kernels (compiled by `npm run build:wasm`, not by tsc).
 // Canonical orders live here so every kernel (and the native addon, shards/native/) sums the same way.
 
-/** Byte offset of the argument block the host writes before each call (see kernels-wasm/layout.ts). */
+/** Byte offset of the argument block the host writes before each call (see shards/kernels/wasm/layout.ts). */
 export const ARGS: usize = 256
 
 /** Horizontal sum of an f32x4 accumulator in the fixed order (l0 + l1) + (l2 + l3). */

@@ -1,6 +1,6 @@
 // Entry point of the WebAssembly kernel module. The host writes an op code and its arguments
 // into the ARGS block of the shared memory, then every thread (main + workers) calls
-// task(tid, n) and does its own share; see shards/kernels-wasm/layout.ts for the slots.
+// task(tid, n) and does its own share; see shards/kernels/wasm/layout.ts for the slots.
 import { ARGS, arg, chunkEnd, chunkStart } from './common'
 import { attention } from './attention'
 import { matmulF } from './matmul-f'

@@ -1,6 +1,6 @@
 // Matmuls on the GGUF block types Q4_0, Q4_1, Q5_0, Q5_1 (× Q8_0 activations, from quantizeQ8)
 // and Q2_K, Q3_K, Q4_K, Q5_K, Q6_K (× Q8_K activations, quantised by the host as ggml's
-// quantize_row_q8_K_ref), bit-identical to shards/kernels-ref-exact-quant.ts and to the native
+// quantize_row_q8_K_ref), bit-identical to shards/kernels/kernels-ref-exact-quant.ts and to the native
 // addon (shards/native/quant-dot.cc). Activations arrive widened to i16.
 // Inside a block every sum is an exact integer (i32x4.dot_i16x8_s), so lane order is free; the
 // float steps per block then run in block order per (row, token), f32 rounding at each step:

@@ -1,5 +1,5 @@
 // Unpacks one GGUF block (ggml-common.h block_q4_0 … block_q6_K) into what the dot products
-// use, as shards/quant-blocks.ts unpackBlock defines it: 16-bit integer quants with the type's
+// use, as shards/quant/quant-blocks.ts unpackBlock defines it: 16-bit integer quants with the type's
 // offset applied (Q4_0's −8, Q6_K's −32, Q3_K's −4·!h …), integer sub-block scales and mins,
 // and the block's float scales. Integers only, so SIMD and scalar unpacking give the same values.
 import { halfToFloat } from './common'

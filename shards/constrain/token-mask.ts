@@ -1,5 +1,5 @@
 import { InvalidArgumentError } from '../errors.js'
-import type { Tokenizer } from '../tokenizer.js'
+import type { Tokenizer } from '../tokenizers/tokenizer.js'
 import { canEnd, initialState, minLength, minRemaining, type State, step } from './json-automaton.js'
 import type { GrammarNode } from './json-schema.js'
 import { isPlain, type VocabTrie, vocabTrieOf } from './vocab-trie.js'

@@ -1,4 +1,4 @@
-import type { Tokenizer } from '../tokenizer.js'
+import type { Tokenizer } from '../tokenizers/tokenizer.js'
 
 /**
  * Every token's bytes in one trie (flat typed arrays), built once per tokenizer. The mask walks

@@ -17,7 +17,7 @@ export interface NativeAddon {
   /** Whether it has T < 8 (decode) kernels for Q8_0 and for f32 weights (decode.cc). */
   readonly decodeQ8: boolean
   readonly decodeF32: boolean
-  /** Whether it multiplies the block types of shards/quant-blocks.ts (quant-dot.cc, op 8). */
+  /** Whether it multiplies the block types of shards/quant/quant-blocks.ts (quant-dot.cc, op 8). */
   readonly quantTypes: boolean
   /** Whether it runs a whole decode block in one call (block.cc, OP_DECODE_BLOCK). */
   readonly fusedBlock: boolean

@@ -5,7 +5,7 @@ import type { WeightDType } from '../types.js'
  * per block (ggml-common.h) and how the fast kernels' dot products quantise activations for it
  * (as llama.cpp's CPU backend does: Q8_0 blocks of 32 for Q8_0 and the legacy types, Q8_K
  * super-blocks of 256 for the K-quants; F32, F16 and BF16 multiply f32 activations). The one
- * table of block types: shards/quant-blocks.ts QUANT_LAYOUTS is read from it.
+ * table of block types: shards/quant/quant-blocks.ts QUANT_LAYOUTS is read from it.
  */
 export interface GgmlType {
   readonly dtype: WeightDType

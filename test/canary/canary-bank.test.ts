@@ -19,8 +19,8 @@ import {
   referenceFor,
   saveCanaryBank
 } from '../../canary/index.js'
-import { CanaryMaterial } from '../../client/canary-decoys.js'
 import { BlockNotHeldError, edgeOnlyModel, openCanaryBank } from '../../client/index.js'
+import { CanaryMaterial } from '../../client/verification/canary-decoys.js'
 import { computeModelId, createShard, openModelFile } from '../../shards/index.js'
 
 const model = openModelFile('models/stories260K.gguf')

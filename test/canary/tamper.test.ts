@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import { driftMetrics } from '../../canary/index.js'
-import { createTamper, InvalidTamperOptionsError, roundMantissa } from '../../node/tamper.js'
+import { createTamper, InvalidTamperOptionsError, roundMantissa } from '../../node/daemon/tamper.js'
 
 const output = Float32Array.from({ length: 256 }, (_, i) => Math.sin(i * 0.37) * 2 + 3)
 const input = Float32Array.from({ length: 256 }, (_, i) => Math.cos(i * 0.11))

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
-import { MAX_AUDIT_EVERY } from '../../client/audit-batch.js'
 import { AuditBatcher, BadReceiptError, type HopSession } from '../../client/index.js'
+import { MAX_AUDIT_EVERY } from '../../client/verification/audit-batch.js'
 import { type Receipt, sha256 } from '../../protocol/index.js'
 import { InvalidArgumentError } from '../../shards/index.js'
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import { DEFAULT_CANARY_LENGTH } from '../../canary/index.js'
-import { CanaryMaterial } from '../../client/canary-decoys.js'
+import { CanaryMaterial } from '../../client/verification/canary-decoys.js'
 import { createReferenceKernels, openModelFile } from '../../shards/index.js'
 import { GGUF_PATH } from '../helpers/reference.js'
 

@@ -1,11 +1,11 @@
 import { describe, expect, it } from 'vitest'
 import { auroc, DEFAULT_CANARY_PROMPTS, HELD_OUT_PROMPTS, inputFor } from '../../canary/index.js'
-import { DecoyPool } from '../../client/canary-decoy-pool.js'
-import { DecoyDraftRows, type PlannedDecoyStep } from '../../client/canary-decoy-speculative.js'
-import { CanaryMaterial, decoyDone } from '../../client/canary-decoys.js'
-import { createNgramDrafter } from '../../client/draft-ngram.js'
-import type { HopSession, HopTarget } from '../../client/hop.js'
-import { type SpeculativeStepOptions, speculativeTokens } from '../../client/speculative-decode.js'
+import type { HopSession, HopTarget } from '../../client/session/hop.js'
+import { createNgramDrafter } from '../../client/speculation/draft-ngram.js'
+import { type SpeculativeStepOptions, speculativeTokens } from '../../client/speculation/speculative-decode.js'
+import { DecoyPool } from '../../client/verification/canary-decoy-pool.js'
+import { DecoyDraftRows, type PlannedDecoyStep } from '../../client/verification/canary-decoy-speculative.js'
+import { CanaryMaterial, decoyDone } from '../../client/verification/canary-decoys.js'
 import {
   createEdge,
   createReferenceKernels,

@@ -1,11 +1,11 @@
 /**
- * Issue #39 item 5: the client's dial policy for announced addresses (client/dial-policy.ts),
+ * Issue #39 item 5: the client's dial policy for announced addresses (client/routing/dial-policy.ts),
  * on a machine described by its interfaces. The e2e side (decoy announcements in network
  * namespaces, connections counted) is test/e2e/private-swarm.test.ts.
  */
 import type { NetworkInterfaceInfo } from 'node:os'
 import { describe, expect, it } from 'vitest'
-import { createDialPolicy, MAX_DIALLED_ADDRS_PER_PEER } from '../../client/dial-policy.js'
+import { createDialPolicy, MAX_DIALLED_ADDRS_PER_PEER } from '../../client/routing/dial-policy.js'
 
 const iface = (cidr: string, internal = false): NetworkInterfaceInfo => {
   const [address, prefix] = cidr.split('/')

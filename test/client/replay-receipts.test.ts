@@ -3,7 +3,7 @@ import { peerIdFromPrivateKey } from '@libp2p/peer-id'
 import { describe, expect, it } from 'vitest'
 import { CanaryArgumentError } from '../../canary/index.js'
 import { BadReceiptError, ReceiptLedger, ReplayIndex, verifyReplayEvidence } from '../../client/index.js'
-import { createTamper } from '../../node/tamper.js'
+import { createTamper } from '../../node/daemon/tamper.js'
 import { sha256, signReceipt } from '../../protocol/index.js'
 
 /** A hop with a fixed Ed25519 key (seed byte `n`), so its peer id and signatures are known vectors. */

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
-import { EWMA_WEIGHT, MAX_DECODE_ROWS, PeerLoad, ROUTE_JITTER } from '../../client/peer-load.js'
-import { hopCostMs, planRoute, type RouteCandidate } from '../../client/route.js'
+import { EWMA_WEIGHT, MAX_DECODE_ROWS, PeerLoad, ROUTE_JITTER } from '../../client/routing/peer-load.js'
+import { hopCostMs, planRoute, type RouteCandidate } from '../../client/routing/route.js'
 
 // Load-aware routes (issue #18): a peer's announced queue and the client's own measured step
 // times go into the route cost, and a per-client tie-break spreads clients over equal replicas.

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import { NoRouteError } from '../../client/errors.js'
-import { planRoute, type RouteCandidate } from '../../client/route.js'
+import { planRoute, type RouteCandidate } from '../../client/routing/route.js'
 
 const peer = (peerId: string, start: number, end: number, rttMs = 1, throughput = 100): RouteCandidate => ({
   peerId,

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { randomSessionId, SESSION_ID_BYTES } from '../../client/session-id.js'
+import { randomSessionId, SESSION_ID_BYTES } from '../../client/session/session-id.js'
 
 describe('randomSessionId (issue #17: unguessable hop session ids)', () => {
   it('is 128 random bits in hex, never repeated', () => {

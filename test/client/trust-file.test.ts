@@ -4,7 +4,7 @@ import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { CanaryArgumentError, createDetector, type DetectorRecord, defaultBenignModel } from '../../canary/index.js'
 import { detectorFingerprint, InvalidTrustFileError, loadTrust, saveTrust, TrustFileExposedError } from '../../client/index.js'
-import { restoreTrustFile } from '../../client/trust-file.js'
+import { restoreTrustFile } from '../../client/verification/trust-file.js'
 
 const benign = defaultBenignModel()
 const drift = (rel: number) => ({ relL2: rel, cosine: (rel * rel) / 2, maxAbs: rel })

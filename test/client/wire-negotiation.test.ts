@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import { InvalidWireError, NoRouteError, UnsupportedWireError } from '../../client/errors.js'
 
-import { WireLedger } from '../../client/wire-ledger.js'
+import { WireLedger } from '../../client/session/wire-ledger.js'
 import {
   negotiateWire,
   parseWireList,
@@ -9,7 +9,7 @@ import {
   pickWire,
   planWireRoute,
   type WireCandidate
-} from '../../client/wire-negotiation.js'
+} from '../../client/session/wire-negotiation.js'
 import { type DType, dtypeFromName } from '../../protocol/index.js'
 
 const peer = (peerId: string, start: number, end: number, wireDtypes?: DType[], throughput = 100): WireCandidate => ({

@@ -1,11 +1,11 @@
 import type { Command, Option } from 'commander'
 import { describe, expect, it } from 'vitest'
-import { createProgram } from '../../node/cli-program.js'
+import { createProgram } from '../../node/cli/cli-program.js'
 import { requiredOptionNames } from '../../node/config.js'
 import { type DocOption, documentedOptions } from './cli-doc.js'
 
 // Issue 31 item 7: every option docs/cli.md names exists on its command, with the default the
-// page states. The commander program is built (node/cli-program.ts) but never parsed or run.
+// page states. The commander program is built (node/cli/cli-program.ts) but never parsed or run.
 
 /** Flags the page names that belong to other tools, each with why. */
 const NOT_OURS: Record<string, string> = {

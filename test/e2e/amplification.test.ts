@@ -8,7 +8,7 @@
 import { readFileSync } from 'node:fs'
 import { multiaddr } from '@multiformats/multiaddr'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import type { LocalNode } from '../../node/local-swarm.js'
+import type { LocalNode } from '../../node/cli/local-swarm.js'
 import {
   createHost,
   createMessageChannel,

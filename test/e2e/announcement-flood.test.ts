@@ -11,7 +11,7 @@ import { peerIdFromPrivateKey } from '@libp2p/peer-id'
 import { multiaddr } from '@multiformats/multiaddr'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createClient } from '../../client/index.js'
-import { type LocalNode, startLocalNode } from '../../node/local-swarm.js'
+import { type LocalNode, startLocalNode } from '../../node/cli/local-swarm.js'
 import {
   ANNOUNCE_TOPIC,
   createHost,

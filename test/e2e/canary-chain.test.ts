@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { auroc, createRandom } from '../../canary/index.js'
-import { MAX_AUDIT_EVERY } from '../../client/audit-batch.js'
 import { createClient } from '../../client/index.js'
-import { type LocalNode, startLocalNode } from '../../node/local-swarm.js'
+import { MAX_AUDIT_EVERY } from '../../client/verification/audit-batch.js'
+import { type LocalNode, startLocalNode } from '../../node/cli/local-swarm.js'
 import { verifyReceipt } from '../../protocol/index.js'
 import { createReferenceKernels } from '../../shards/index.js'
 import { GGUF_PATH, loadReference } from '../helpers/reference.js'
@@ -99,7 +99,7 @@ describe('canaries in chained forwarding', () => {
       // one row per step: the exact shape checks below compare step counts; decoys of speculative
       // sessions (rows per step, rewinds) are checked by test/client/decoy-speculative-shape.test.ts
       speculate: 'off',
-      // audit rounds as far apart as a middle hop's kept outputs allow (client/audit-batch.ts):
+      // audit rounds as far apart as a middle hop's kept outputs allow (client/verification/audit-batch.ts):
       // every step's audit must still be answered (at 8, each round's first one timed out)
       canaries: { rate: 0.5, seed: 5, auditEvery: MAX_AUDIT_EVERY },
       log: (e) => events.push(e)
@@ -123,7 +123,7 @@ describe('canaries in chained forwarding', () => {
     const realSessions = new Set(events.filter((e) => e.event === 'route').map((e) => e.hopSessionId as string))
     const seen = seenBy(nodes.b)
     const opens = new Map(seen.filter((s) => s.type === 'open').map((s) => [s.sessionId, s]))
-    // audits come a round at a time, one request per session (client/audit-batch.ts)
+    // audits come a round at a time, one request per session (client/verification/audit-batch.ts)
     const audits = seen.filter((s) => s.type === 'awaitResults')
     expect(seen.filter((s) => s.type === 'await')).toEqual([])
     const audited = new Set(audits.flatMap((s) => s.stepIds!.map((id) => `${s.sessionId}/${id}`)))

@@ -3,11 +3,11 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createClient } from '../../client/index.js'
-import { type LocalNode, startLocalNode } from '../../node/local-swarm.js'
-import { parseShape, writeRandomModel } from '../../shards/random-model.js'
+import { type LocalNode, startLocalNode } from '../../node/cli/local-swarm.js'
+import { parseShape, writeRandomModel } from '../../shards/formats/random-model.js'
 
 // Issue 16: an honest node with an f16 KV cache (the node default) was convicted on a 256-dim
-// Q4_K_M file. At dim 256 nodes and clients run the native kernels (shards/kernel-policy.ts),
+// Q4_K_M file. At dim 256 nodes and clients run the native kernels (shards/kernels/kernel-policy.ts),
 // which quantise activations for block-type and Q8_0 matrices: a cache's rounding then moves a
 // span's output by ~1 %, where the benign classes had been measured on the reference kernels
 // only (canary/calibrate.ts now measures native profiles and native references too). Every KV

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createClient } from '../../client/index.js'
-import { type LocalNode, startLocalNode } from '../../node/local-swarm.js'
+import { type LocalNode, startLocalNode } from '../../node/cli/local-swarm.js'
 import { createReferenceKernels } from '../../shards/index.js'
 import { GGUF_PATH, loadReference } from '../helpers/reference.js'
 

@@ -5,7 +5,7 @@
  * with the same tokens.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { type LocalNode, startLocalNode } from '../../node/local-swarm.js'
+import { type LocalNode, startLocalNode } from '../../node/cli/local-swarm.js'
 import { cliAsync } from '../helpers/cli-async.js'
 import { GGUF_PATH, loadReference } from '../helpers/reference.js'
 

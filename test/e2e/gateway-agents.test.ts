@@ -4,9 +4,9 @@ import { join } from 'node:path'
 import { Ajv } from 'ajv'
 import OpenAI from 'openai'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import type { RunningApi } from '../../node/commands/api.js'
+import type { RunningApi } from '../../node/cli/commands/api.js'
+import { type LocalNode, startLocalNode } from '../../node/cli/local-swarm.js'
 import { createChatFormatter } from '../../node/gateway/chat-template.js'
-import { type LocalNode, startLocalNode } from '../../node/local-swarm.js'
 import type { TokenLogprobs } from '../../shards/constrain/index.js'
 import {
   createEdge,
@@ -17,7 +17,7 @@ import {
   generateTokens,
   openModelFile
 } from '../../shards/index.js'
-import { loadPackageVocabulary } from '../../shards/vocab-packages.js'
+import { loadPackageVocabulary } from '../../shards/tokenizers/vocab-packages.js'
 import { startGatewayApi } from '../helpers/gateway-api.js'
 import { writeQwenVocabModel } from '../helpers/qwen-vocab-model.js'
 

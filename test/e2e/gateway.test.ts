@@ -1,8 +1,8 @@
 import OpenAI from 'openai'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { DEFAULT_SPECULATE } from '../../client/options.js'
-import { type RunningApi, runApi } from '../../node/commands/api.js'
-import type { LocalNode } from '../../node/local-swarm.js'
+import { type RunningApi, runApi } from '../../node/cli/commands/api.js'
+import type { LocalNode } from '../../node/cli/local-swarm.js'
 import { createLogger } from '../../node/log.js'
 import {
   openAiGatewayOptions as apiOptions,

@@ -1,7 +1,7 @@
 /**
  * Issue #31 item 2: chained forwarding on loopback needs no flag, because a node dials a next
  * hop at the addresses it knows from the swarm's signed announcements or its own connections,
- * never at the client's (node/next-hop-policy.ts). A client-named address nothing backs is
+ * never at the client's (node/daemon/next-hop-policy.ts). A client-named address nothing backs is
  * refused with NEXT_HOP_FAILED naming the hop and the address, and a decoy listener there sees
  * no connection; the client surfaces that refusal, not NO_ROUTE alone. Real node processes on
  * 127.0.0.1, each with a throwaway identity, under a fresh HOME.
@@ -14,7 +14,7 @@ import { generateKeyPair } from '@libp2p/crypto/keys'
 import { peerIdFromPrivateKey } from '@libp2p/peer-id'
 import { multiaddr } from '@multiformats/multiaddr'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { type LocalNode, startLocalNode } from '../../node/local-swarm.js'
+import { type LocalNode, startLocalNode } from '../../node/cli/local-swarm.js'
 import {
   createHost,
   createSessionCaller,

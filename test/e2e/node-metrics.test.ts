@@ -1,8 +1,8 @@
 import { request } from 'node:http'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createClient } from '../../client/index.js'
-import { type LocalNode, startLocalNode } from '../../node/local-swarm.js'
-import { readNodeHoldings } from '../../node/metrics-scrape.js'
+import { type LocalNode, startLocalNode } from '../../node/cli/local-swarm.js'
+import { readNodeHoldings } from '../../node/cli/metrics-scrape.js'
 import { createReferenceKernels, openModelFile } from '../../shards/index.js'
 import { GGUF_PATH } from '../helpers/reference.js'
 

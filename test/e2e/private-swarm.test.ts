@@ -15,7 +15,7 @@
 import { type ChildProcess, spawn } from 'node:child_process'
 import { createInterface } from 'node:readline'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { MAX_DIALLED_ADDRS_PER_PEER } from '../../client/dial-policy.js'
+import { MAX_DIALLED_ADDRS_PER_PEER } from '../../client/routing/dial-policy.js'
 import { CLI } from '../helpers/cli.js'
 import { type LanNamespaces, makeLanNamespaces, N1_IP, N2_LAN_IP, N2_TEN_IP, N3_IP, OTHER_IP } from '../helpers/netns-lan.js'
 import { GGUF_PATH, loadReference, ROOT } from '../helpers/reference.js'

@@ -2,14 +2,14 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { type LocalNode, startLocalNode } from '../../node/local-swarm.js'
-import { parseShape, writeRandomModel } from '../../shards/random-model.js'
+import { type LocalNode, startLocalNode } from '../../node/cli/local-swarm.js'
+import { parseShape, writeRandomModel } from '../../shards/formats/random-model.js'
 import { cliAsync } from '../helpers/cli-async.js'
 
 // Real node processes on a llama.cpp-style Q4_K_M file (shards/quant/file-types.ts mixture:
 // rows of 128 fall back to Q5_0/Q8_0, ffn_down rows of 256 stay Q4_K/Q6_K) with a q8_0 KV
 // cache, and nodes refusing to start on bad files. dim 128 keeps every process on the
-// reference kernels (shards/kernel-policy.ts), so the swarm must give one process's tokens.
+// reference kernels (shards/kernels/kernel-policy.ts), so the swarm must give one process's tokens.
 
 const dir = mkdtempSync(join(tmpdir(), 'layerswarm-quant-swarm-'))
 const model = join(dir, 'q4km.gguf')

@@ -7,7 +7,7 @@
  * chain becomes the route with its KV in place, few rows are replayed, tokens do not change.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import type { LocalNode } from '../../node/local-swarm.js'
+import type { LocalNode } from '../../node/cli/local-swarm.js'
 import { createFaultClient, generateWithFault, startSpans } from '../helpers/fault.js'
 import { loadReference } from '../helpers/reference.js'
 

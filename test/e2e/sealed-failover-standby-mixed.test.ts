@@ -7,7 +7,7 @@
  * generated tokens must not change.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import type { LocalNode } from '../../node/local-swarm.js'
+import type { LocalNode } from '../../node/cli/local-swarm.js'
 import { createFaultClient, generateWithFault, startSpans } from '../helpers/fault.js'
 import { loadReference } from '../helpers/reference.js'
 

@@ -5,7 +5,7 @@
  * replayed and no snapshot moves at failure time. The generated tokens must not change.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import type { LocalNode } from '../../node/local-swarm.js'
+import type { LocalNode } from '../../node/cli/local-swarm.js'
 import { createFaultClient, generateWithFault, startSpans } from '../helpers/fault.js'
 import { loadReference } from '../helpers/reference.js'
 

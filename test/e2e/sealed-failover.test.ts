@@ -4,7 +4,7 @@
  * snapshot. The generated tokens must not change.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { type LocalNode, startLocalNode } from '../../node/local-swarm.js'
+import { type LocalNode, startLocalNode } from '../../node/cli/local-swarm.js'
 import { createFaultClient, FAULT_NODE_ARGS, generateWithFault, startSpans } from '../helpers/fault.js'
 import { GGUF_PATH, loadReference } from '../helpers/reference.js'
 

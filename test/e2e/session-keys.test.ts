@@ -18,7 +18,7 @@ import {
   verifyX25519Binding,
   wrapKey
 } from '../../crypto/index.js'
-import type { LocalNode } from '../../node/local-swarm.js'
+import type { LocalNode } from '../../node/cli/local-swarm.js'
 import {
   decodeTensor,
   encodeTensor,

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createClient, type LayerswarmClient, type SpeculateMode } from '../../client/index.js'
-import { type LocalNode, startLocalNode } from '../../node/local-swarm.js'
+import { type LocalNode, startLocalNode } from '../../node/cli/local-swarm.js'
 import { LINK_DELAY_ENV } from '../../protocol/index.js'
 import { createReferenceKernels } from '../../shards/index.js'
 import { generateWithFault } from '../helpers/fault.js'

@@ -1,12 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createClient } from '../../client/index.js'
-import { type LocalNode, startLocalNode } from '../../node/local-swarm.js'
+import { type LocalNode, startLocalNode } from '../../node/cli/local-swarm.js'
 import { createReferenceKernels } from '../../shards/index.js'
 import { GGUF_PATH, loadReference } from '../helpers/reference.js'
 
 const ref = loadReference('stories260K_greedy_once_upon_a_time')
 const N_TOKENS = 24
-// nodes that keep polling 40 ms after each request (node/busy-poll.ts)
+// nodes that keep polling 40 ms after each request (node/daemon/busy-poll.ts)
 const ARGS = ['--kernels', 'reference', '--announce-interval', '300', '--busy-poll', '40']
 
 describe('3 node processes with --busy-poll', () => {

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createClient, type LayerswarmClient } from '../../client/index.js'
-import { type LocalNode, startLocalNode } from '../../node/local-swarm.js'
+import { type LocalNode, startLocalNode } from '../../node/cli/local-swarm.js'
 import {
   createEdge,
   createLocalPipeline,

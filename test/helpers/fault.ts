@@ -1,5 +1,5 @@
 import { type ClientInit, createClient, type GenerateResult, type LayerswarmClient } from '../../client/index.js'
-import { type LocalNode, startLocalNode } from '../../node/local-swarm.js'
+import { type LocalNode, startLocalNode } from '../../node/cli/local-swarm.js'
 import { createReferenceKernels } from '../../shards/index.js'
 import { GGUF_PATH, loadReference } from './reference.js'
 

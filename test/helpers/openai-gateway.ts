@@ -4,9 +4,9 @@
  * keeping edges 1+1 with canaries at 0.2, and the openai client on the open one.
  */
 import OpenAI from 'openai'
-import type { ApiOptions, RunningApi } from '../../node/commands/api.js'
-import { runApi } from '../../node/commands/api.js'
-import { type LocalNode, startLocalNode } from '../../node/local-swarm.js'
+import type { ApiOptions, RunningApi } from '../../node/cli/commands/api.js'
+import { runApi } from '../../node/cli/commands/api.js'
+import { type LocalNode, startLocalNode } from '../../node/cli/local-swarm.js'
 import { createLogger } from '../../node/log.js'
 import { createTokenizer, openModelFile } from '../../shards/index.js'
 import { gatewayOptions } from './gateway-api.js'

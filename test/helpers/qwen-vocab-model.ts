@@ -1,5 +1,5 @@
 import { parseShape, writeRandomModel } from '../../shards/index.js'
-import { loadPackageVocabulary } from '../../shards/vocab-packages.js'
+import { loadPackageVocabulary } from '../../shards/tokenizers/vocab-packages.js'
 
 /**
  * A small random-weight f16 file with Qwen 3's real vocabulary and chat template (no BOS, control

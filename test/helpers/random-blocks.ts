@@ -1,6 +1,6 @@
 import { f32ToF16 } from '../../shards/f16.js'
 import type { ModelFile } from '../../shards/model-file.js'
-import { QUANT_LAYOUTS, type QuantDType, quantRowBytes } from '../../shards/quant-blocks.js'
+import { QUANT_LAYOUTS, type QuantDType, quantRowBytes } from '../../shards/quant/quant-blocks.js'
 import type { TensorName, WeightMatrix } from '../../shards/types.js'
 
 export function rng(seed: number): () => number {

@@ -1,5 +1,5 @@
 import { type Multiaddr, multiaddr } from '@multiformats/multiaddr'
-import { type LocalNode, startLocalNode } from '../../node/local-swarm.js'
+import { type LocalNode, startLocalNode } from '../../node/cli/local-swarm.js'
 import { createHost, type Host } from '../../protocol/index.js'
 import {
   createEdge,

@@ -19,36 +19,39 @@ const ALLOWED: Record<string, string> = {
   'crypto/known-answers.ts: checkKnownAnswers': 'a fixed handful of known-answer checks at start',
   'protocol/receipt.ts: signReceipt': 'one signature',
   'protocol/receipt.ts: verifyReceipt': 'one signature check',
-  'client/receipts.ts: ReceiptLedger#check': 'one signature check per hop of a route',
-  'client/replay-index.ts: verifyReplayEvidence': 'two signature checks',
-  'node/upstream-step.ts: upstreamClientInputHash': 'one hash',
-  'node/metrics.ts: Metrics#text': 'renders in-memory counters',
-  'shards/kernels-wasm/pool.ts: ThreadPool#ready': 'worker start-up, bounded and shared by every caller',
-  'shards/kernels-wasm/wasm-kernels.ts: FastKernels#ready': 'worker start-up, bounded and shared by every caller',
+  'client/verification/receipts.ts: ReceiptLedger#check': 'one signature check per hop of a route',
+  'client/verification/replay-index.ts: verifyReplayEvidence': 'two signature checks',
+  'node/daemon/upstream-step.ts: upstreamClientInputHash': 'one hash',
+  'node/daemon/metrics.ts: Metrics#text': 'renders in-memory counters',
+  'shards/kernels/wasm/pool.ts: ThreadPool#ready': 'worker start-up, bounded and shared by every caller',
+  'shards/kernels/wasm/wasm-kernels.ts: FastKernels#ready': 'worker start-up, bounded and shared by every caller',
   // the signal travels another way
-  'client/speculation.ts: decodeTokens': 'the signal is init.signal (GenerateInit), as for generateTokens',
-  'client/verified-stream.ts: verifiedTokens': 'pulls from init.tokens, a stream that carries the generation signal',
+  'client/speculation/speculation.ts: decodeTokens': 'the signal is init.signal (GenerateInit), as for generateTokens',
+  'client/session/verified-stream.ts: verifiedTokens': 'pulls from init.tokens, a stream that carries the generation signal',
   'node/gateway/generation.ts: runGeneration': 'the request carries its signal (GenerationRequest.signal, the HTTP request)',
-  'client/step-transport.ts: StepTransport#run': 'takes a deadline factory: one signal per hop (relayed) or per step (chained)',
-  'client/step-transport.ts: tagged': 'wraps a promise the caller made (with its signal), does no work of its own',
-  'client/canary-decoy-pool.ts: DecoyPool#decoyFor': 'the open callback carries the caller signal',
-  'client/canary-decoy-pool.ts: DecoyPool#stepDecoy': 'the run callback carries the caller signal',
-  'client/canary-probes.ts: probeHop': 'the signal is ctx.signal (StepContext), the real step it rides on',
-  'client/canary-probes.ts: probeChain': 'the signal is ctx.signal (StepContext), the real step it rides on',
-  'client/draft-model.ts: ModelDrafter#draft': 'k local forwards of a small model between two steps, whose signal is checked',
-  'client/draft-ngram.ts: Drafter#draft': 'a lookup in the context; the interface ModelDrafter implements',
+  'client/session/step-transport.ts: StepTransport#run':
+    'takes a deadline factory: one signal per hop (relayed) or per step (chained)',
+  'client/session/step-transport.ts: tagged': 'wraps a promise the caller made (with its signal), does no work of its own',
+  'client/verification/canary-decoy-pool.ts: DecoyPool#decoyFor': 'the open callback carries the caller signal',
+  'client/verification/canary-decoy-pool.ts: DecoyPool#stepDecoy': 'the run callback carries the caller signal',
+  'client/verification/canary-probes.ts: probeHop': 'the signal is ctx.signal (StepContext), the real step it rides on',
+  'client/verification/canary-probes.ts: probeChain': 'the signal is ctx.signal (StepContext), the real step it rides on',
+  'client/speculation/draft-model.ts: ModelDrafter#draft':
+    'k local forwards of a small model between two steps, whose signal is checked',
+  'client/speculation/draft-ngram.ts: Drafter#draft': 'a lookup in the context; the interface ModelDrafter implements',
   'protocol/announce.ts: AnnouncerInit#content': 'a callback the node provides (reads its own state)',
   // settling waits for off-path audits that each carry their own deadline (AuditBatcher timeoutMs);
   // a caller's abort must not cancel an audit round other steps share
-  'client/audit-batch.ts: AuditBatcher#audit': 'joins a shared round with its own deadline',
-  'client/audit-batch.ts: AuditBatcher#drain': 'runs the caller work (which has its signal) with rounds going out at once',
-  'client/canary-monitor.ts: CanaryMonitor#probe': 'the signal travels in the StepContext (ctx.signal)',
-  'client/canary-monitor.ts: CanaryMonitor#probeChained': 'the signal travels in the StepContext (ctx.signal)',
-  'client/canary-monitor.ts: CanaryMonitor#settle': 'waits for audits with their own deadlines, part of closing',
-  'client/pipeline-observer.ts: CanaryObserver#settle': 'waits for audits with their own deadlines, part of closing',
-  'client/pipeline-observer.ts: CanaryObserver#chainedStepChecked': 'checks receipts off the critical path',
-  'client/step-transport.ts: StepTransport#pending': 'off-path checks with their own deadlines, part of closing',
-  'node/commands/cli-exit.ts: exitWhenDrained': 'the CLI exit: waits for stdout and stderr, then exits'
+  'client/verification/audit-batch.ts: AuditBatcher#audit': 'joins a shared round with its own deadline',
+  'client/verification/audit-batch.ts: AuditBatcher#drain':
+    'runs the caller work (which has its signal) with rounds going out at once',
+  'client/verification/canary-monitor.ts: CanaryMonitor#probe': 'the signal travels in the StepContext (ctx.signal)',
+  'client/verification/canary-monitor.ts: CanaryMonitor#probeChained': 'the signal travels in the StepContext (ctx.signal)',
+  'client/verification/canary-monitor.ts: CanaryMonitor#settle': 'waits for audits with their own deadlines, part of closing',
+  'client/session/pipeline-observer.ts: CanaryObserver#settle': 'waits for audits with their own deadlines, part of closing',
+  'client/session/pipeline-observer.ts: CanaryObserver#chainedStepChecked': 'checks receipts off the critical path',
+  'client/session/step-transport.ts: StepTransport#pending': 'off-path checks with their own deadlines, part of closing',
+  'node/cli/cli-exit.ts: exitWhenDrained': 'the CLI exit: waits for stdout and stderr, then exits'
 }
 
 describe('AbortOptions last on every exported async call', () => {
@@ -67,6 +70,6 @@ describe('AbortOptions last on every exported async call', () => {
   test('the audit sees the calls it is about', () => {
     // a broken audit (no program, no exports) would pass the tests above without looking
     expect(findings.some((f) => f.id === 'crypto/keys.ts: bindX25519Key')).toBe(true)
-    expect(findings.some((f) => f.id === 'node/server.ts: SwarmNode#stop')).toBe(true)
+    expect(findings.some((f) => f.id === 'node/daemon/server.ts: SwarmNode#stop')).toBe(true)
   })
 }, 120_000)

@@ -1,6 +1,6 @@
 import { connect, createServer } from 'node:net'
 import { describe, expect, it } from 'vitest'
-import { createBusyPoller } from '../../node/busy-poll.js'
+import { createBusyPoller } from '../../node/daemon/busy-poll.js'
 
 describe('busy poller (node --busy-poll)', () => {
   it('off (0 ms): never polls', () => {

@@ -113,7 +113,7 @@ describe('CLI errors are one line with a code', () => {
 describe('the CLI exits only once stdout drained', () => {
   /** Run a script that writes `bytes` to stdout, then ends as `how` says; read it slowly. */
   function slowRead(how: 'drained' | 'exit'): Promise<number> {
-    const exitModule = join(ROOT, 'dist', 'node', 'commands', 'cli-exit.js')
+    const exitModule = join(ROOT, 'dist', 'node', 'cli', 'cli-exit.js')
     const script = `
       const { exitWhenDrained } = await import(${JSON.stringify(exitModule)})
       process.stdout.write('x'.repeat(300_000))

@@ -4,13 +4,13 @@ import { join } from 'node:path'
 import { Command, InvalidArgumentError, Option } from 'commander'
 import { describe, expect, it } from 'vitest'
 import { applyConfig, isLoopbackHost, parseHostPort, withConfig } from '../../node/config.js'
+import { Metrics } from '../../node/daemon/metrics.js'
 import { createChatFormatter, PLAIN_STOP } from '../../node/gateway/chat-template.js'
 import { toApiError } from '../../node/gateway/errors.js'
 import { hostAllowed } from '../../node/gateway/server.js'
 import { coverageGaps } from '../../node/gateway/status.js'
 import { StopMatcher } from '../../node/gateway/stop-sequences.js'
 import { progress } from '../../node/log.js'
-import { Metrics } from '../../node/metrics.js'
 
 function command(action: (opts: Record<string, unknown>) => void): Command {
   const cmd = new Command('api').exitOverride()

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { hostAllowed, metricsHostAllowed } from '../../node/host-check.js'
+import { hostAllowed, metricsHostAllowed } from '../../node/daemon/host-check.js'
 
 // issue #39: the metrics endpoint checks Host headers as the keyless gateway does
 describe('metrics Host check', () => {

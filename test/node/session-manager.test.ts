@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest'
-import type { NodeSession } from '../../node/node-session.js'
-import { sessionKey } from '../../node/node-session.js'
-import { SessionManager } from '../../node/session-manager.js'
-import { NodeStepQueue } from '../../node/step-batch-run.js'
+import type { NodeSession } from '../../node/daemon/node-session.js'
+import { sessionKey } from '../../node/daemon/node-session.js'
+import { SessionManager } from '../../node/daemon/session-manager.js'
+import { NodeStepQueue } from '../../node/daemon/step-batch-run.js'
 import {
   BadShapeError,
   BadSpanError,
@@ -29,7 +29,7 @@ function setup(overrides: Partial<{ maxSessions: number; maxCacheTokens: number;
     now: () => clock,
     ...overrides
   })
-  // steps run the one way a node runs them: through its step queue (node/step-batch-run.ts)
+  // steps run the one way a node runs them: through its step queue (node/daemon/step-batch-run.ts)
   const queue = new NodeStepQueue({ shard, sessions: m, maxQueued: 8, maxBatchRows: 64 })
   const step = (session: NodeSession, stepId: number, startPosition: number, hidden: Float32Array, fromUpstream = false) =>
     queue.step({ session, stepId, startPosition, hidden, fromUpstream })

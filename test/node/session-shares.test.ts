@@ -4,8 +4,8 @@
  * firstStepTimeoutMs, and unused sessions of an owner with no connection freed after orphanTimeoutMs.
  */
 import { describe, expect, it } from 'vitest'
-import { SessionManager } from '../../node/session-manager.js'
-import { sourceShares } from '../../node/swarm-node-init.js'
+import { SessionManager } from '../../node/daemon/session-manager.js'
+import { sourceShares } from '../../node/daemon/swarm-node-init.js'
 import { BusyError, peerSource } from '../../protocol/index.js'
 import { createShard, openModelFile } from '../../shards/index.js'
 import { GGUF_PATH } from '../helpers/reference.js'

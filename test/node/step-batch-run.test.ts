@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
-import { SessionManager } from '../../node/session-manager.js'
-import { NodeStepQueue } from '../../node/step-batch-run.js'
+import { SessionManager } from '../../node/daemon/session-manager.js'
+import { NodeStepQueue } from '../../node/daemon/step-batch-run.js'
 import { UnauthorizedError, UnknownSessionError } from '../../protocol/errors.js'
 import { createEdge, createShard, openModelFile, PositionError } from '../../shards/index.js'
 import { GGUF_PATH } from '../helpers/reference.js'

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
+import { type BatchJob, StepBatcher } from '../../node/daemon/step-batcher.js'
 import { InvalidBatchOptionsError } from '../../node/errors.js'
-import { type BatchJob, StepBatcher } from '../../node/step-batcher.js'
 import { BusyError } from '../../protocol/index.js'
 
 // The node's batch scheduler (issue #18): FIFO order with the oldest step first in every batch,

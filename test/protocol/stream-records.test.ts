@@ -8,7 +8,7 @@
  */
 import { setMaxListeners } from 'node:events'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
-import { abortLinks } from '../../node/abort-links.js'
+import { abortLinks } from '../../node/daemon/abort-links.js'
 import {
   type ByteBudget,
   createByteBudget,
@@ -33,7 +33,7 @@ describe('records a session server holds after its streams end', () => {
   beforeEach(async () => {
     budget = createByteBudget(64 * 1024 * 1024)
     stop = new AbortController()
-    setMaxListeners(Infinity, stop.signal) // a listener per pending read, as on a node (node/server.ts)
+    setMaxListeners(Infinity, stop.signal) // a listener per pending read, as on a node (node/daemon/server.ts)
     ;[client, server] = await Promise.all([createHost({ pubsub: false }), createHost({ pubsub: false })])
     await server.handle(
       SESSION_PROTOCOL,

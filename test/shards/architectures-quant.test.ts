@@ -9,7 +9,7 @@ import {
   type ModelFile,
   parseShape
 } from '../../shards/index.js'
-import type { QuantDType } from '../../shards/quant-blocks.js'
+import type { QuantDType } from '../../shards/quant/quant-blocks.js'
 import { createNaiveFamilyModel } from '../helpers/naive-families.js'
 import { withBlockTypes } from '../helpers/random-blocks.js'
 

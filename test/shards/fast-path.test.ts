@@ -16,7 +16,7 @@ import {
 } from '../../shards/index.js'
 import { GGUF_PATH, loadReference, maxAbsDiff } from '../helpers/reference.js'
 
-// The engine on the fast kernels (shards/kernels-fast.ts): llama2.c's tokens still come out,
+// The engine on the fast kernels (shards/kernels/kernels-fast.ts): llama2.c's tokens still come out,
 // logits do not depend on the thread count, KV caches live in (and go back to) kernel memory.
 
 const open: Kernels[] = []

@@ -2,10 +2,6 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
-import { createEdge, createShard, type ModelFile, openModelFile } from '../../shards/index.js'
-import { createReferenceKernels } from '../../shards/kernels-ref.js'
-import { MODEL_FILE_TYPES, tensorTypeFor, useMoreBits } from '../../shards/quant/file-types.js'
-import { dequantizeRow } from '../../shards/quant.js'
 import {
   createRandomModel,
   MODEL_SHAPES,
@@ -13,7 +9,11 @@ import {
   parseShape,
   randomModelConfig,
   writeRandomModel
-} from '../../shards/random-model.js'
+} from '../../shards/formats/random-model.js'
+import { createEdge, createShard, type ModelFile, openModelFile } from '../../shards/index.js'
+import { createReferenceKernels } from '../../shards/kernels/kernels-ref.js'
+import { dequantizeRow } from '../../shards/quant/codecs.js'
+import { MODEL_FILE_TYPES, tensorTypeFor, useMoreBits } from '../../shards/quant/file-types.js'
 import { BLOCK_TENSORS, type TensorName } from '../../shards/types.js'
 
 const dir = mkdtempSync(join(tmpdir(), 'layerswarm-filetypes-'))

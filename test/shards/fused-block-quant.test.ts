@@ -1,7 +1,7 @@
 import { afterAll, describe, expect, it } from 'vitest'
 import { createEdge, createFastKernels, createRandomModel, createShard, type Kernels, parseShape } from '../../shards/index.js'
 import { loadNativeAddon } from '../../shards/native/load.js'
-import type { QuantDType } from '../../shards/quant-blocks.js'
+import type { QuantDType } from '../../shards/quant/quant-blocks.js'
 import { withBlockTypes } from '../helpers/random-blocks.js'
 
 // The native block (shards/native/block.cc) on block types (quant-dot.cc): the bits of the

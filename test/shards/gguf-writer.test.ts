@@ -4,9 +4,9 @@ import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
 import { InvalidArgumentError } from '../../shards/errors.js'
 import { f32ToF16 } from '../../shards/f16.js'
-import type { GgufTypedValue } from '../../shards/gguf-values.js'
-import { writeGguf } from '../../shards/gguf-writer.js'
-import { quantizeMatrix } from '../../shards/quant.js'
+import type { GgufTypedValue } from '../../shards/formats/gguf-values.js'
+import { writeGguf } from '../../shards/formats/gguf-writer.js'
+import { quantizeMatrix } from '../../shards/quant/codecs.js'
 import { parseGguf } from '../helpers/gguf-parse.js'
 
 const dir = mkdtempSync(join(tmpdir(), 'layerswarm-gguf-writer-'))

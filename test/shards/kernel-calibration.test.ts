@@ -8,9 +8,9 @@ import {
   type KernelChoice,
   kernelChoiceOf,
   kernelChoiceSummary
-} from '../../shards/kernel-calibration.js'
-import { createFastKernels, type FastKernels } from '../../shards/kernels-fast.js'
-import { matmulExact } from '../../shards/kernels-ref-exact.js'
+} from '../../shards/kernels/kernel-calibration.js'
+import { createFastKernels, type FastKernels } from '../../shards/kernels/kernels-fast.js'
+import { matmulExact } from '../../shards/kernels/kernels-ref-exact.js'
 import { loadNativeAddon } from '../../shards/native/load.js'
 import { quantizeMatrix } from '../../shards/quant/index.js'
 import { randomBlockMatrix } from '../helpers/random-blocks.js'

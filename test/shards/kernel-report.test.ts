@@ -10,7 +10,7 @@ import {
 } from '../../shards/index.js'
 import { loadNativeAddon } from '../../shards/native/load.js'
 
-// Where a span's KV lives and what `node start` says about it (shards/kernel-report.ts): with
+// Where a span's KV lives and what `node start` says about it (shards/kernels/kernel-report.ts): with
 // the native addon, KV layers are native buffers (never the 4 GiB WebAssembly heap); without
 // it they share the heap with the weights, and a span whose one-session KV does not fit what is
 // left is reported slow with the cause, never silently.

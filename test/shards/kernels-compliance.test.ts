@@ -11,15 +11,15 @@ import {
   type WeightDType,
   type WeightMatrix
 } from '../../shards/index.js'
-import { matmulExact, quantizeActivationsQ8 } from '../../shards/kernels-ref-exact.js'
-import { quantizeActivationsQ8K } from '../../shards/kernels-ref-exact-quant.js'
+import { matmulExact, quantizeActivationsQ8 } from '../../shards/kernels/kernels-ref-exact.js'
+import { quantizeActivationsQ8K } from '../../shards/kernels/kernels-ref-exact-quant.js'
 import { loadNativeAddon, nativeIsaAddonPaths } from '../../shards/native/load.js'
-import { QUANT_LAYOUTS, type QuantDType } from '../../shards/quant-blocks.js'
+import { QUANT_LAYOUTS, type QuantDType } from '../../shards/quant/quant-blocks.js'
 import { randomBlockMatrix } from '../helpers/random-blocks.js'
 import { GGUF_PATH } from '../helpers/reference.js'
 
 /*
- * The contract every `Kernels` implementation keeps (shards/kernels.ts), run against each of them:
+ * The contract every `Kernels` implementation keeps (shards/kernels/kernels.ts), run against each of them:
  * matmul within the stated tolerance of the reference (f32/f16 weights: f32 summation error; q8_0:
  * plus the activation quantization llama.cpp does), rmsnorm/rope/swiglu identical to the
  * reference, attention within 1e-5·max|v| over f32 and f16 KV, batch rows independent of the

@@ -1,13 +1,13 @@
 import { afterAll, describe, expect, it } from 'vitest'
 import { f32ToF16 } from '../../shards/f16.js'
-import type { KvLayer } from '../../shards/kernels.js'
-import { createFastKernels, type FastKernels, selectKernels } from '../../shards/kernels-fast.js'
-import { createReferenceKernels } from '../../shards/kernels-ref.js'
-import { matmulExact, quantizeActivationsQ8 } from '../../shards/kernels-ref-exact.js'
-import { dequantizeRow, quantizeMatrix } from '../../shards/quant.js'
+import type { KvLayer } from '../../shards/kernels/kernels.js'
+import { createFastKernels, type FastKernels, selectKernels } from '../../shards/kernels/kernels-fast.js'
+import { createReferenceKernels } from '../../shards/kernels/kernels-ref.js'
+import { matmulExact, quantizeActivationsQ8 } from '../../shards/kernels/kernels-ref-exact.js'
+import { dequantizeRow, quantizeMatrix } from '../../shards/quant/codecs.js'
 import type { WeightDType, WeightMatrix } from '../../shards/types.js'
 
-// Tolerances (stated in shards/kernels-fast.ts too):
+// Tolerances (stated in shards/kernels/kernels-fast.ts too):
 // - f32/f16/q8_0 matmul: bit-identical to kernels-ref-exact.ts (the fast kernels' arithmetic in
 //   plain TS), for any thread count and batch size.
 // - f32/f16 matmul vs the float64 reference: |Δ| <= (cols/4 + 4) · 2⁻²⁴ · Σ|w·x| (f32 lanes).

@@ -1,19 +1,19 @@
 import { afterAll, describe, expect, it } from 'vitest'
-import { createFastKernels, type FastKernels } from '../../shards/kernels-fast.js'
-import { createReferenceKernels } from '../../shards/kernels-ref.js'
-import { matmulExact, quantizeActivationsQ8 } from '../../shards/kernels-ref-exact.js'
-import { quantizeActivationsQ8K } from '../../shards/kernels-ref-exact-quant.js'
+import { createFastKernels, type FastKernels } from '../../shards/kernels/kernels-fast.js'
+import { createReferenceKernels } from '../../shards/kernels/kernels-ref.js'
+import { matmulExact, quantizeActivationsQ8 } from '../../shards/kernels/kernels-ref-exact.js'
+import { quantizeActivationsQ8K } from '../../shards/kernels/kernels-ref-exact-quant.js'
 import { loadNativeAddon, nativeIsaAddonPaths } from '../../shards/native/load.js'
-import { dequantizeRow } from '../../shards/quant.js'
-import { QUANT_LAYOUTS, type QuantDType } from '../../shards/quant-blocks.js'
+import { dequantizeRow } from '../../shards/quant/codecs.js'
+import { QUANT_LAYOUTS, type QuantDType } from '../../shards/quant/quant-blocks.js'
 import type { WeightMatrix } from '../../shards/types.js'
 import { randomBlockMatrix as randomMatrix, rng } from '../helpers/random-blocks.js'
 
 // The block-type kernels (shards/native/quant-dot.cc, and the WebAssembly SIMD ones of
 // shards/asm/matmul-quant.ts) against their exact TypeScript definition
-// (shards/kernels-ref-exact-quant.ts) bit for bit, for 1 and 2 threads, decode (T < 8) and
+// (shards/kernels/kernels-ref-exact-quant.ts) bit for bit, for 1 and 2 threads, decode (T < 8) and
 // batched (T >= 8) shapes; and the definition against the float64 reference on the dequantised
-// weights, within the activation quantisation error (stated in shards/kernels-ref-exact-quant.ts):
+// weights, within the activation quantisation error (stated in shards/kernels/kernels-ref-exact-quant.ts):
 //   |Δ| <= Σ_k |w_k| · (dx_b/2 + |x_k|·2⁻¹⁰) + (cols/4 + 4)·2⁻²⁴·Σ|w·x|   (dx_b the block's Q8 scale)
 // BF16 multiplies f32 activations: only the f32 rounding term.
 

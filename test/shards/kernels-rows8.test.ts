@@ -7,9 +7,9 @@ import {
   type FastKernels,
   parseShape
 } from '../../shards/index.js'
-import { matmulExact } from '../../shards/kernels-ref-exact.js'
+import { matmulExact } from '../../shards/kernels/kernels-ref-exact.js'
 import { loadNativeAddon } from '../../shards/native/load.js'
-import type { QuantDType } from '../../shards/quant-blocks.js'
+import type { QuantDType } from '../../shards/quant/quant-blocks.js'
 import type { WeightMatrix } from '../../shards/types.js'
 import { randomBlockMatrix, rng, withBlockTypes } from '../helpers/random-blocks.js'
 

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import { createEdge, createShard, KvCache, openModelFile } from '../../shards/index.js'
-import { selectKernels } from '../../shards/kernels-fast.js'
-import { createReferenceKernels } from '../../shards/kernels-ref.js'
+import { selectKernels } from '../../shards/kernels/kernels-fast.js'
+import { createReferenceKernels } from '../../shards/kernels/kernels-ref.js'
 import type { KvDType } from '../../shards/kv-cache.js'
 
 const MODEL = 'models/stories260K.gguf'

@@ -1,9 +1,9 @@
 import { afterAll, describe, expect, it } from 'vitest'
 import { createEdge, createFastKernels, createRandomModel, createShard, type Kernels, parseShape } from '../../shards/index.js'
-import { matmulExact } from '../../shards/kernels-ref-exact.js'
+import { matmulExact } from '../../shards/kernels/kernels-ref-exact.js'
 import { loadNativeAddon } from '../../shards/native/load.js'
-import { quantizeMatrix } from '../../shards/quant.js'
-import type { QuantDType } from '../../shards/quant-blocks.js'
+import { quantizeMatrix } from '../../shards/quant/codecs.js'
+import type { QuantDType } from '../../shards/quant/quant-blocks.js'
 import { randomBlockMatrix, rng, withBlockTypes } from '../helpers/random-blocks.js'
 
 // No 4 GiB ceiling: weights past the WebAssembly heap go to native buffers (allocBuffer) that the

@@ -1,8 +1,8 @@
 import { afterAll, describe, expect, it } from 'vitest'
 import { createFastKernels, type FastKernels } from '../../shards/index.js'
-import { matmulExact } from '../../shards/kernels-ref-exact.js'
+import { matmulExact } from '../../shards/kernels/kernels-ref-exact.js'
 import { loadNativeAddon } from '../../shards/native/load.js'
-import type { QuantDType } from '../../shards/quant-blocks.js'
+import type { QuantDType } from '../../shards/quant/quant-blocks.js'
 import { randomBlockMatrix, rng } from '../helpers/random-blocks.js'
 
 // Kernels must not read past a matrix's last byte. Native buffers (addon.cc allocBuffer) end in

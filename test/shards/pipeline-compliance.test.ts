@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { composePipeline } from '../../client/edge-pipeline.js'
 import { RemotePipeline, SwarmView } from '../../client/index.js'
-import { startLocalNode } from '../../node/local-swarm.js'
+import { composePipeline } from '../../client/session/edge-pipeline.js'
+import { startLocalNode } from '../../node/cli/local-swarm.js'
 import { createHost, type Host } from '../../protocol/index.js'
 import {
   type BlockPipeline,
@@ -69,7 +69,7 @@ const PIPELINES: ReadonlyArray<[string, () => Promise<BlockPipeline>]> = [
   ['remote (RemotePipeline, relay, one node process)', async () => remote('relay', 0, model.config.nLayers)],
   ['remote (RemotePipeline, chain, one node process)', async () => remote('chain', 0, model.config.nLayers)],
   [
-    'composed (client/edge-pipeline.ts: local first block, remote middle, local last block)',
+    'composed (client/session/edge-pipeline.ts: local first block, remote middle, local last block)',
     async () => {
       const n = model.config.nLayers
       const first = createShard({ model, start: 0, end: 1, kernels: createReferenceKernels() })

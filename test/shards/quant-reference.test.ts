@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import { dequantizeBlocks, dequantizeRow, ggmlTypeOf, quantizeMatrix } from '../../shards/quant/index.js'
-import { dequantizeQuantRow, QUANT_LAYOUTS, type QuantDType } from '../../shards/quant-blocks.js'
+import { dequantizeQuantRow, QUANT_LAYOUTS, type QuantDType } from '../../shards/quant/quant-blocks.js'
 import type { WeightDType } from '../../shards/types.js'
 
 // Known answers: each block is built byte by byte, and the expected values are worked out by
@@ -191,7 +191,7 @@ function values(n: number, seed: number): Float32Array {
 }
 
 describe('reference dequantisers against an independent decoder', () => {
-  // shards/quant-blocks.ts unpacks blocks into integers (written separately, for the fast
+  // shards/quant/quant-blocks.ts unpacks blocks into integers (written separately, for the fast
   // kernels) and combines them in float64; ggml's float32 steps may differ by a few ulps.
   for (const dtype of Object.keys(QUANT_LAYOUTS) as QuantDType[]) {
     it(`${dtype}: random blocks decode alike`, () => {

@@ -3,8 +3,6 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
 import { InvalidArgumentError, InvalidModelError } from '../../shards/errors.js'
-import { openModelFile } from '../../shards/open-model.js'
-import { dequantizeRow, quantizeMatrix } from '../../shards/quant.js'
 import {
   createRandomModel,
   MODEL_SHAPES,
@@ -12,7 +10,9 @@ import {
   parseShape,
   syntheticVocabulary,
   writeRandomModel
-} from '../../shards/random-model.js'
+} from '../../shards/formats/random-model.js'
+import { openModelFile } from '../../shards/open-model.js'
+import { dequantizeRow, quantizeMatrix } from '../../shards/quant/codecs.js'
 import { BLOCK_TENSORS, type ModelConfig, type TensorName } from '../../shards/types.js'
 import { parseGguf } from '../helpers/gguf-parse.js'
 

@@ -2,8 +2,8 @@ import { mkdtempSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
+import { createRandomModel, parseShape, writeRandomModel } from '../../shards/formats/random-model.js'
 import { createEdge, createShard, type ModelFile, openModelFile } from '../../shards/index.js'
-import { createRandomModel, parseShape, writeRandomModel } from '../../shards/random-model.js'
 import { createNaiveModel } from '../helpers/naive-forward.js'
 
 const dir = mkdtempSync(join(tmpdir(), 'layerswarm-shapes-'))

@@ -3,11 +3,11 @@ import { createRequire } from 'node:module'
 import { Tokenizer as HfTokenizer } from '@huggingface/tokenizers'
 import { describe, expect, it } from 'vitest'
 import { tokenizerStrings } from '../../bench/crosscheck/tokenizer-strings.js'
-import { ggufPlainValue } from '../../shards/gguf-values.js'
+import { ggufPlainValue } from '../../shards/formats/gguf-values.js'
 import type { GgufValue } from '../../shards/model-file.js'
-import { createTokenizer, type Tokenizer } from '../../shards/tokenizer.js'
-import { vocabularyFromGguf } from '../../shards/tokenizer-files.js'
-import { loadPackageVocabulary, VOCAB_PACKAGES, type VocabPackageName } from '../../shards/vocab-packages.js'
+import { createTokenizer, type Tokenizer } from '../../shards/tokenizers/tokenizer.js'
+import { vocabularyFromGguf } from '../../shards/tokenizers/tokenizer-files.js'
+import { loadPackageVocabulary, VOCAB_PACKAGES, type VocabPackageName } from '../../shards/tokenizers/vocab-packages.js'
 
 // Issue 15 reference check: our byte-level BPE, reading the vocabulary from the GGUF metadata
 // make-model writes (llama.cpp's converter layout), tokenizes exactly as Hugging Face's

@@ -5,10 +5,10 @@ import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
 import { tokenizerStrings } from '../../bench/crosscheck/tokenizer-strings.js'
 import { LLAMA_CPP_VERSION, llamaCppDir } from '../../bench/llama-cpp.js'
+import { parseShape, writeRandomModel } from '../../shards/formats/random-model.js'
 import { openModelFile } from '../../shards/open-model.js'
-import { parseShape, writeRandomModel } from '../../shards/random-model.js'
-import { createTokenizer } from '../../shards/tokenizer.js'
-import { loadPackageVocabulary, type VocabPackageName } from '../../shards/vocab-packages.js'
+import { createTokenizer } from '../../shards/tokenizers/tokenizer.js'
+import { loadPackageVocabulary, type VocabPackageName } from '../../shards/tokenizers/vocab-packages.js'
 
 // Opt-in (LAYERSWARM_LLAMA_CPP=1 with node-llama-cpp installed by `bench engine --compare
 // llama-cpp`): llama.cpp's own tokenizer, reading the GGUF make-model --vocab writes, gives our

@@ -11,8 +11,8 @@ import {
   UnsupportedModelError
 } from '../../shards/errors.js'
 import type { GgufValue } from '../../shards/model-file.js'
-import { createTokenizer } from '../../shards/tokenizer.js'
-import { readLlama2cTokenizer, vocabularyFromGguf } from '../../shards/tokenizer-files.js'
+import { createTokenizer } from '../../shards/tokenizers/tokenizer.js'
+import { readLlama2cTokenizer, vocabularyFromGguf } from '../../shards/tokenizers/tokenizer-files.js'
 import type { Vocabulary } from '../../shards/types.js'
 import { ggufMetadata, parseGguf } from '../helpers/gguf-parse.js'
 
@@ -32,7 +32,7 @@ const references = ['stories260K_greedy_once_upon_a_time.json', 'stories260K_gre
   (f): Reference => JSON.parse(readFileSync(join(REFERENCE, f), 'utf8'))
 )
 
-/** The metadata through test/helpers/gguf-parse.ts, so this test does not depend on shards/gguf-reader.ts. */
+/** The metadata through test/helpers/gguf-parse.ts, so this test does not depend on shards/formats/gguf-reader.ts. */
 function readGgufMetadata(path: string): Map<string, GgufValue> {
   const file = readFileSync(path)
   const g = parseGguf(file)

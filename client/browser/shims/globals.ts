@@ -60,7 +60,7 @@ Object.assign(BrowserBuffer, {
   byteLength: (s: string): number => new TextEncoder().encode(s).length
 })
 
-// setImmediate (client/step-transport.ts): a macrotask, through a MessageChannel (setTimeout(0)
+// setImmediate (client/session/step-transport.ts): a macrotask, through a MessageChannel (setTimeout(0)
 // is clamped to 4 ms once nested, on every step)
 if (g.setImmediate === undefined) {
   const channel = new MessageChannel()

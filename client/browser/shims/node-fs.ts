@@ -29,7 +29,7 @@ export function readFileSync(path: string, encoding?: string): string | Uint8Arr
   // a Buffer as Node returns (the bundle's Buffer: shims/globals.ts), over a copy
   return encoding ? new TextDecoder().decode(bytes) : Buffer.from(bytes)
 }
-/** Flags only (client/trust-file.ts opens with O_NOFOLLOW); openSync refuses anyway. */
+/** Flags only (client/verification/trust-file.ts opens with O_NOFOLLOW); openSync refuses anyway. */
 export const constants = { O_RDONLY: 0, O_NOFOLLOW: 0 }
 export const openSync = refuse('opening a file')
 export const readSync = refuse('reading a file')

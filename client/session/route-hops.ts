@@ -1,0 +1,106 @@
+import type { AbortOptions } from '@libp2p/interface'
+import type { Host } from '../../protocol/index.js'
+import type { KvRecovery } from '../recovery/kv-recovery.js'
+import { HopSession, type HopTarget } from './hop.js'
+import { type StepTransport, stepDeadline, tagged } from './step-transport.js'
+import type { WireLedger } from './wire-ledger.js'
+
+/** What every hop session of one route is opened with. */
+export interface RouteSessionInit {
+  /** The route's own session id on its hops (RemotePipeline draws a fresh one per route). */
+  readonly sessionId: string
+  readonly modelId: string
+  readonly maxLength: number
+  readonly ledger?: WireLedger
+  /** Chained forwarding: each hop learns its next hop and its upstream. */
+  readonly chained: boolean
+}
+
+/**
+ * Open a session on every hop of a route, from the last hop back so each hop's downstream
+ * already knows the session when it is told of it (chained forwarding). `taken[i]`, a standby
+ * that takes over hop i with its KV in place, is used as it is. A hop that fails to open is
+ * named in the error (`tagged`); the sessions opened before it are closed.
+ */
+export async function openRouteHops(
+  host: Host,
+  route: readonly HopTarget[],
+  dim: number,
+  o: RouteSessionInit,
+  taken: ReadonlyArray<HopSession | undefined> = [],
+  options: AbortOptions = {}
+): Promise<HopSession[]> {
+  const hops: HopSession[] = []
+  try {
+    for (let i = route.length - 1; i >= 0; i--) {
+      const t = route[i]
+      const standby = taken[i]
+      if (standby) {
+        hops.unshift(standby)
+        continue
+      }
+      const open = {
+        sessionId: o.sessionId,
+        modelId: o.modelId,
+        maxLength: o.maxLength,
+        wireDtype: t.wireDtype ?? 'f32',
+        ledger: o.ledger,
+        next: o.chained ? route[i + 1] : undefined,
+        upstream: o.chained && i > 0 ? route[i - 1].peerId : undefined
+      } as const
+      hops.unshift(await tagged(t.peerId, HopSession.open(host, t, dim, open, options)))
+    }
+  } catch (err) {
+    for (const h of hops) h.close().catch(() => {})
+    throw err
+  }
+  return hops
+}
+
+/** Rows replayed per step when a new route rebuilds its KV caches. */
+const REPLAY_CHUNK_ROWS = 128
+
+/** What rebuilding a route's KV uses of its RemotePipeline. */
+export interface RouteRebuild {
+  readonly kv: KvRecovery
+  readonly transport: StepTransport
+  /** Every input row the session sent, [length, dim]. */
+  readonly history: Float32Array
+  readonly dim: number
+  readonly log?: (e: Record<string, unknown>) => void
+  /** A hop that does not answer a replayed step within this is treated as dead. */
+  readonly stepTimeoutMs: number
+}
+
+/**
+ * Bring a new route's KV to `replay` positions: from sealed snapshots when every hop's span has
+ * them (or a standby holds it), else by replaying every input; then replay what is left.
+ */
+export async function rebuildRouteKv(
+  r: RouteRebuild,
+  hops: HopSession[],
+  route: readonly HopTarget[],
+  replay: number,
+  kept: ReadonlyMap<HopSession, number> | undefined,
+  options: AbortOptions = {}
+): Promise<void> {
+  const { dim } = r
+  const deadline = (): AbortSignal => stepDeadline(r.stepTimeoutMs, options)
+  const restored = await r.kv.restore(hops, r.history, replay, kept, { signal: deadline() })
+  if (replay > 0 && restored === 0)
+    r.log?.({ event: 'replay', positions: replay, route: route.map((h) => [h.peerId, h.start, h.end]) })
+  if (replay > 0) {
+    const source = restored === 0 ? 'replay' : !kept ? 'snapshot' : kept.size === hops.length ? 'standby' : 'mixed'
+    r.log?.({
+      event: 'resume',
+      from: source,
+      restoredPositions: restored,
+      replayedRows: replay - restored,
+      route: route.map((h) => h.peerId)
+    })
+  }
+  for (let p = restored; p < replay; p += REPLAY_CHUNK_ROWS) {
+    const rows = Math.min(REPLAY_CHUNK_ROWS, replay - p)
+    await r.transport.run(hops, route, r.history.subarray(p * dim, (p + rows) * dim), p, deadline)
+  }
+}

@@ -1,0 +1,317 @@
+import {
+  type AdaptiveRate,
+  benignClassKey,
+  CanariesPendingError,
+  type CanarySet,
+  createAdaptiveRate,
+  createDetector,
+  DEFAULT_CANARY_RATE,
+  type Detector,
+  type DriftModel,
+  defaultBenignModel,
+  fixedRate,
+  type PeerVerdict,
+  quantizedWeights,
+  type Random
+} from '../../canary/index.js'
+import type { DType, Host } from '../../protocol/index.js'
+import type { ModelFile } from '../../shards/index.js'
+import { DEFAULT_REDUNDANCY_RATE } from '../options.js'
+import type { HopTarget } from '../session/hop.js'
+import { AuditBatcher } from './audit-batch.js'
+import { DecoyPool } from './canary-decoy-pool.js'
+import { DecoyDraftRows } from './canary-decoy-speculative.js'
+import type { CanaryMaterial } from './canary-decoys.js'
+import { laneKey, PeerScores, type ProbeDeps, probeChain, probeHop, retireLanes } from './canary-probes.js'
+import { secretMaterial } from './canary-secret.js'
+import type { PromptTemplate } from './canary-template.js'
+import type { CanaryEvidence, CanaryMonitorOptions, CanaryPeerReport, StepContext } from './canary-types.js'
+import { ReceiptLedger } from './receipts.js'
+import { type RedundancyRecord, RedundancySchedule } from './redundancy-schedule.js'
+import { ReplayIndex } from './replay-index.js'
+import { restoreTrustFile, saveTrustFile } from './trust-file.js'
+
+export type { CanaryEvidence, CanaryOptions, CanaryPeerReport, StepContext } from './canary-types.js'
+
+/**
+ * Canary mixing and verdicts (DESIGN.md §5). After each real step, each hop of the route gets a
+ * step of a decoy session with the probability its adaptive rate gives (dense for peers not yet
+ * checked or suspect, the base rate for peers with a clean record). A decoy is an ordinary-looking
+ * session (same wire dtype and max length as the real one, a prompt-sized first step, then one row
+ * per step) whose inputs are a real prompt's hidden states at the route's boundary and whose
+ * outputs the client knows, computed with its own trusted kernels. In chained forwarding a decoy
+ * is chained over the whole route like a real session (chained-decoy.ts). The drift of each
+ * answer feeds a sequential likelihood-ratio test per peer; a peer past the bound is excluded.
+ * Canary steps run beside the real ones, off their critical path.
+ */
+export class CanaryMonitor {
+  readonly detector: Detector
+  readonly rates: AdaptiveRate
+  private readonly benign: DriftModel
+  private readonly probes: ProbeDeps
+  private readonly material: CanaryMaterial
+  private readonly pool: DecoyPool
+  private readonly inflight = new Map<string, Promise<void>>()
+  /** Chained decoys' scoring, per decoy in step order, waiting for their audit rounds. */
+  private readonly scoring = new Map<string, Promise<void>>()
+  private readonly newlyExcluded: string[] = []
+  private readonly random: Random
+  /** Scores of canary answers: the detector's observations, counts and the evidence of convictions. */
+  private readonly scores: PeerScores
+  /** Redundancy checks (the same decoy to two peers of one span), on a schedule. */
+  private readonly redundancySchedule: RedundancySchedule
+  /**
+   * Every receipt the client checks (real steps through RemotePipeline's ledger, canary steps
+   * through this one) goes to one index: a peer that signs one output for two inputs is convicted
+   * there, on the first replayed step, and excluded like a canary conviction (replay-index.ts).
+   */
+  readonly replays = new ReplayIndex()
+  /** Canary steps are signed like any other: a convicted peer's receipt is the evidence. */
+  readonly receipts: ReceiptLedger
+  /** Canary and real steps seen (for the overhead report). */
+  readonly counts = { realSteps: 0, canarySteps: 0, canaryComputeMs: 0 }
+  /** Audits of chained steps (real and decoy alike), sent in rounds. */
+  readonly audits: AuditBatcher
+  /** Peers the trust file says were convicted (the client keeps them out of routes). */
+  readonly restoredExcluded: string[] = []
+  /** The trust file to write at close (unset when there is none, or it could not be read). */
+  private trustFile?: string
+  /** Whether the model's matrices make the fast kernels quantise activations (benignClassKey). */
+  private readonly quantized: boolean
+
+  constructor(
+    host: Host,
+    model: ModelFile,
+    private readonly modelId: string,
+    private readonly options: CanaryMonitorOptions
+  ) {
+    this.receipts = new ReceiptLedger(modelId, this.replays)
+    this.quantized = quantizedWeights(model)
+    this.benign = options.benign ?? defaultBenignModel()
+    this.detector = createDetector({ benign: this.benign, prior: options.prior, bound: options.bound })
+    this.scores = new PeerScores(this.detector, modelId, {
+      classOf: (t) => this.classOf(t),
+      wireOf: (t) => this.wireOf(t),
+      setFor: (b) => this.setFor(b)
+    })
+    const base = options.rate ?? DEFAULT_CANARY_RATE
+    this.rates = options.adaptive === false ? fixedRate(base) : createAdaptiveRate({ ...options.adaptive, base })
+    // grown in slices between real steps, so a growth never holds a generation (canary-trace-store.ts)
+    const made = secretMaterial(model, modelId, {
+      ...options,
+      inSlices: true,
+      onBuildError: (err) =>
+        options.log?.({ event: 'canary-build-error', code: (err as { code?: string }).code, message: err.message })
+    })
+    this.material = made.material
+    this.random = made.random
+    this.pool = new DecoyPool(
+      this.material,
+      new DecoyDraftRows(model, { kernels: options.kernels, edge: options.edge, first: options.first })
+    )
+    this.audits = new AuditBatcher(options.auditEvery)
+    if (options.trustFile !== undefined) {
+      const excluded = restoreTrustFile(options.trustFile, modelId, this.benign, this.detector, options.log)
+      if (excluded) {
+        this.restoredExcluded.push(...excluded)
+        this.trustFile = options.trustFile
+      }
+    }
+    this.probes = {
+      ...{ host, modelId, benign: this.benign, pool: this.pool, audits: this.audits, receipts: this.receipts },
+      ...{ counts: this.counts, scoring: this.scoring, log: options.log },
+      setFor: (b) => this.setFor(b),
+      wireOf: (t) => this.wireOf(t),
+      classOf: (t) => this.classOf(t),
+      score: (...a) => this.scores.score(...a),
+      noteConviction: (v) => this.noteConviction(v)
+    }
+    const peersOf = options.peersOf
+    const redundancyRate = options.redundancyRate ?? DEFAULT_REDUNDANCY_RATE
+    const partners = peersOf && redundancyRate > 0
+    this.redundancySchedule = new RedundancySchedule(
+      partners
+        ? {
+            ...this.probes,
+            peersOf,
+            isExcluded: (p) => this.detector.verdict(p).excluded,
+            plan: (b, peers) => this.material.plan(b, { forwarding: 'relay', maxLength: options.maxLength }, peers),
+            pick: (n) => this.random.int(n)
+          }
+        : undefined,
+      redundancyRate,
+      this.counts,
+      options.log
+    )
+  }
+
+  /** Why peers were excluded: the canary that convicted each and the receipt it signed for it. */
+  get evidence(): readonly CanaryEvidence[] {
+    return this.scores.evidence
+  }
+
+  /** Redundancy checks run (the same decoy to two peers of one span). */
+  get redundancy(): readonly RedundancyRecord[] {
+    return this.redundancySchedule.records
+  }
+
+  /**
+   * A redundancy check of a hop (relayed): the same decoy to it and to another peer of its span,
+   * each answer scored as a canary's; recorded and logged (`redundancy`). None without a partner.
+   */
+  crossCheck(hop: HopTarget, ctx: StepContext): Promise<PeerVerdict[]> {
+    return this.redundancySchedule.check(hop, { signal: ctx.signal })
+  }
+
+  /** A real prompt's tokens: secret canary prompts follow the client's (openings, chat template). */
+  observePrompt(tokens: readonly number[], bosId: number, o: { special?: boolean; template?: PromptTemplate } = {}): void {
+    this.material.observePrompt(tokens, bosId, o)
+  }
+
+  /** Positions per canary: how long a decoy session can run. */
+  get canaryLength(): number {
+    return this.material.length
+  }
+
+  /** The canary set at a boundary (built on first use). */
+  setFor(boundary: number): CanarySet {
+    return this.material.setFor(boundary)
+  }
+
+  /** The base rate (peers with a clean record). */
+  get rate(): number {
+    return this.rates.base
+  }
+
+  /** The current canary rate of a peer. */
+  rateOf(peerId: string): number {
+    return this.rates.rateFor(this.detector.verdict(peerId))
+  }
+
+  /**
+   * After a real step on `route`: start canary steps (in the background) on the hops whose rate
+   * draws one. Returns the peers convicted since the last call.
+   */
+  async afterStep(
+    route: readonly HopTarget[],
+    ctx: StepContext = { forwarding: 'relay', maxLength: this.options.maxLength }
+  ): Promise<string[]> {
+    this.counts.realSteps++
+    if (route.length > 0) {
+      // The canary set is built on first use (the whole model over every canary, seconds on a
+      // large one, synchronous): at a session's first step, not at its first canary, which at a
+      // trusted peer's base rate can fall in the middle of a generation and stall it.
+      this.material.setFor(route[0].start, ctx.maxLength)
+      this.material.observeStep(ctx, this.wireOf(route[0]))
+    }
+    if (ctx.forwarding === 'chain' && route.length > 1) {
+      // One chained decoy covers the whole route: at the rate (and decoys in flight) of its most-wanted hop.
+      const rate = Math.max(...route.map((h) => this.rateOf(h.peerId)))
+      const lanes = Math.max(...route.map((h) => this.lanesOf(h.peerId)))
+      const key = route.map((h) => `${h.peerId}/${h.start}/${h.end}`).join('>')
+      for (let lane = 0; lane < lanes; lane++)
+        if (this.random.next() < rate) this.launch(laneKey(key, lane), () => this.probeChained(route, ctx, lane))
+      retireLanes(this.probes, this.inflight, key, lanes, this.rates.inFlight)
+    } else {
+      for (const hop of route) {
+        if (this.redundancySchedule.wants(() => this.random.next()))
+          this.launch(`redundancy/${hop.start}/${hop.end}`, () => this.crossCheck(hop, ctx))
+        const lanes = this.lanesOf(hop.peerId)
+        for (let lane = 0; lane < lanes; lane++)
+          if (this.random.next() < this.rateOf(hop.peerId))
+            this.launch(laneKey(`${hop.peerId}/${hop.start}/${hop.end}`, lane), () => this.probe(hop, ctx, lane))
+        retireLanes(this.probes, this.inflight, `${hop.peerId}/${hop.start}/${hop.end}`, lanes, this.rates.inFlight)
+      }
+    }
+    return this.takeExcluded()
+  }
+
+  /**
+   * Decoy sessions of a peer in flight at once (canary/adaptive-rate.ts): several while it is
+   * below the evidence threshold, so a new client's burst (and a suspect's checks) take a few
+   * real steps rather than one per canary; each is a session of its own, like another client's.
+   */
+  lanesOf(peerId: string): number {
+    return this.rates.lanes(this.detector.verdict(peerId))
+  }
+
+  /** A verdict that has just convicted its peer (on this very observation) is reported once. */
+  private noteConviction(v: PeerVerdict): void {
+    if (v.excluded && v.excludedAfter === v.observations) this.newlyExcluded.push(v.peerId)
+  }
+
+  /** Peers convicted since the last call, by canary drift or by replayed receipts. */
+  private takeExcluded(): string[] {
+    const convicted = [...new Set([...this.newlyExcluded.splice(0), ...this.replays.takeConvicted()])]
+    // a convicted peer's decoys get no further step: their sessions end now, not at close
+    if (convicted.length > 0) this.audits.round()
+    for (const p of convicted) this.pool.releasePeer(p, this.scoring)
+    return convicted
+  }
+
+  /** Why a peer was excluded, for the log. */
+  whyExcluded(peerId: string): 'replayed output' | 'canary drift' {
+    return this.replays.isConvicted(peerId) ? 'replayed output' : 'canary drift'
+  }
+
+  /**
+   * Wait for the canary steps in flight; the peers they convicted (not yet returned by afterStep).
+   * With a session id, that real session has ended: decoys may copy its shape from now on.
+   */
+  async settle(sessionId?: string): Promise<string[]> {
+    if (sessionId !== undefined) this.material.endSession(sessionId)
+    await this.audits.drain(async () => {
+      await Promise.all(this.inflight.values())
+      await Promise.all(this.scoring.values())
+    })
+    return this.takeExcluded()
+  }
+
+  /** At most one canary step in flight per decoy: the next waits, as a real session's steps do. */
+  private launch(key: string, run: () => Promise<PeerVerdict[]>): void {
+    if (this.inflight.has(key)) return
+    const p = run()
+      .then((verdicts) => {
+        for (const v of verdicts) this.noteConviction(v)
+      })
+      // A hop that fails a canary step is the real path's to report; note it and go on. No
+      // canary for a peer while its new ones are built is no fault (canary-trace-store.ts).
+      .catch((err: Error) => {
+        if (err instanceof CanariesPendingError) return
+        this.options.log?.({ event: 'canary-error', key, code: (err as { code?: string }).code, message: err.message })
+      })
+      .finally(() => this.inflight.delete(key))
+    this.inflight.set(key, p)
+  }
+
+  /** Send one canary step to a hop (relayed) and score its answer (client/verification/canary-probes.ts). */
+  probe(target: HopTarget, ctx: StepContext, lane = 0): Promise<PeerVerdict[]> {
+    return probeHop(this.probes, target, ctx, lane)
+  }
+
+  /** One step of a decoy chained over the whole route, each hop scored (client/verification/canary-probes.ts). */
+  probeChained(route: readonly HopTarget[], ctx: StepContext, lane = 0): Promise<PeerVerdict[]> {
+    return probeChain(this.probes, route, ctx, lane)
+  }
+
+  /** The benign drift class of a hop: its wire, the model's weights, its announced KV dtype. */
+  private classOf(target: HopTarget): string {
+    return benignClassKey(this.wireOf(target), target.kvDtype, this.quantized)
+  }
+
+  /** The wire dtype a hop was negotiated (a decoy uses it, as the real session does). */
+  private wireOf(target: HopTarget): DType {
+    return (target as HopTarget & { wireDtype?: DType }).wireDtype ?? this.options.wireDtype
+  }
+
+  report(): CanaryPeerReport[] {
+    return this.scores.report()
+  }
+
+  async close(): Promise<void> {
+    this.material.close()
+    await this.settle()
+    await this.pool.closeAll()
+    if (this.trustFile !== undefined) saveTrustFile(this.trustFile, this.modelId, this.benign, this.detector, this.options.log)
+  }
+}
