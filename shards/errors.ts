@@ -102,3 +102,8 @@ export class FileClosedError extends EngineError {
 export class RepackRefusedError extends EngineError {
   override readonly code = 'REPACK_REFUSED'
 }
+
+/** A JSON-schema keyword or shape constrained sampling cannot enforce (shards/constrain; refused, never ignored). */
+export class UnsupportedSchemaError extends EngineError {
+  override readonly code = 'UNSUPPORTED_SCHEMA'
+}

@@ -1,3 +1,4 @@
+import type { AbortOptions } from '@libp2p/interface'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { TokenLogprobs } from '../../shards/constrain/index.js'
 import { toApiError } from './errors.js'
@@ -46,9 +47,11 @@ export interface ChoicesRun {
   readonly format: ChoiceFormat
 }
 
-export async function respondChoices(run: ChoicesRun): Promise<unknown> {
+/** `signal`: the caller's own abort (the client hanging up aborts too). */
+export async function respondChoices(run: ChoicesRun, { signal }: AbortOptions = {}): Promise<unknown> {
   const { ctx, req, reply, request, n, format } = run
   const ac = new AbortController()
+  signal?.addEventListener('abort', () => ac.abort(signal.reason), { once: true })
   reply.raw.once('close', () => {
     if (!reply.raw.writableFinished) ac.abort()
   })

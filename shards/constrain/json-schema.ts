@@ -1,4 +1,6 @@
-import { EngineError } from '../errors.js'
+import { UnsupportedSchemaError } from '../errors.js'
+
+export { UnsupportedSchemaError }
 
 /**
  * A JSON schema compiled to the grammar the token mask walks (json-automaton.ts). Output is
@@ -23,11 +25,6 @@ export interface GrammarProp {
   readonly key: Uint8Array
   readonly node: GrammarNode
   readonly required: boolean
-}
-
-/** A schema keyword or shape the constrained sampler cannot enforce (refused, never ignored). */
-export class UnsupportedSchemaError extends EngineError {
-  override readonly code = 'UNSUPPORTED_SCHEMA'
 }
 
 const utf8 = new TextEncoder()
