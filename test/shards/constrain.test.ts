@@ -91,7 +91,7 @@ describe('constrained sampling (JSON schema → token mask) on a real vocabulary
     const grammar = compileSchema(PERSON)
     const texts: string[] = []
     for (let seed = 1; seed <= 50; seed++) {
-      const text = await sample(grammar, seed, 48)
+      const text = await sample(grammar, seed, 32)
       expect(valid(JSON.parse(text)), `${text}: ${ajv.errorsText(valid.errors)}`).toBe(true)
       texts.push(text)
     }
