@@ -28,8 +28,11 @@ export interface VocabTrie {
   readonly plainChars: Int32Array
 }
 
-/** An ASCII byte that stands for itself inside a JSON string (no quote, backslash or control byte). */
-export const isPlain = (b: number): boolean => b >= 0x20 && b < 0x80 && b !== 0x22 && b !== 0x5c
+/**
+ * A byte that may stand inside a JSON string (no quote, backslash or control byte); whether a
+ * run of them is well-formed UTF-8 the automaton checks as the mask walks (json-automaton.ts).
+ */
+export const isPlain = (b: number): boolean => b >= 0x20 && b !== 0x22 && b !== 0x5c
 const strict = new TextDecoder('utf-8', { fatal: true })
 /** Whole characters of string text: no quote, backslash or control byte, well-formed UTF-8. */
 function isStringText(b: Uint8Array): boolean {
