@@ -1,0 +1,5 @@
+export { canEnd, initialState, minRemaining, type State, step } from './json-automaton.js'
+export { anyObject, anyValue, bytesOf, compileSchema, type GrammarNode, literal, UnsupportedSchemaError } from './json-schema.js'
+export { logprobStats, type TokenLogprobs } from './logprobs.js'
+export { type ConstrainedDecode, type Constraint, createConstraint, markAllowed } from './token-mask.js'
+export { buildVocabTrie, type VocabTrie, vocabTrieOf } from './vocab-trie.js'
