@@ -1,61 +1,30 @@
+import {
+  A_AFTER,
+  A_NEXT,
+  A_OPEN,
+  A_VAL,
+  type Frame,
+  type LitNode,
+  O_AFTER,
+  O_COLON,
+  O_COMMA,
+  O_FKEY,
+  O_KEY,
+  O_OPEN,
+  O_VAL,
+  type ObjNode,
+  push,
+  type State
+} from './automaton-state.js'
 import type { GrammarNode } from './json-schema.js'
+import { requiredFrom } from './min-remaining.js'
 
 /**
- * The grammar of json-schema.ts as a byte-at-a-time pushdown automaton. A state is an immutable
- * stack (frames linked to their parent), so the token mask (token-mask.ts) branches at every trie
- * node for the cost of one small object, and a rollback restarts from any earlier state.
+ * The grammar of json-schema.ts as a byte-at-a-time pushdown automaton (issue 37): `step` takes
+ * one byte more, `canEnd` says whether the text is a whole value. The stack types live in
+ * automaton-state.ts, the fewest-bytes-to-close computation in min-remaining.ts.
  */
-export type Frame =
-  | { readonly t: 'ROOT' }
-  | { readonly t: 'END' }
-  | { readonly t: 'V'; readonly n: GrammarNode }
-  | {
-      readonly t: 'OBJ'
-      readonly n: ObjNode
-      readonly i: number
-      readonly ph: number
-      readonly cand?: number[]
-      readonly off?: number
-    }
-  | { readonly t: 'ARR'; readonly n: ArrNode; readonly c: number; readonly ph: number }
-  /** u: UTF-8 continuation bytes still due, the next one in [lo, hi] (RFC 3629 table 3-7). */
-  | {
-      readonly t: 'STR'
-      readonly min: number
-      readonly max: number
-      readonly len: number
-      readonly esc: number
-      readonly u?: number
-      readonly lo?: number
-      readonly hi?: number
-    }
-  | { readonly t: 'NUM'; readonly int: boolean; readonly ph: number; readonly nd: number }
-  | { readonly t: 'LIT'; readonly n: LitNode; readonly cand: number[]; readonly off: number }
-  | { readonly t: 'SEQ'; readonly n: SeqNode; readonly i: number }
 
-export interface State {
-  readonly f: Frame
-  readonly up: State | null
-}
-
-type ObjNode = Extract<GrammarNode, { k: 'obj' }>
-type ArrNode = Extract<GrammarNode, { k: 'arr' }>
-type LitNode = Extract<GrammarNode, { k: 'lit' }>
-type SeqNode = Extract<GrammarNode, { k: 'seq' }>
-
-// OBJ phases: after '{', value pending, after a value, after ',', in a declared key, in a free key, before ':'
-const O_OPEN = 0
-const O_VAL = 1
-const O_AFTER = 2
-const O_COMMA = 3
-const O_KEY = 4
-const O_FKEY = 5
-const O_COLON = 6
-// ARR phases: after '[', value pending, after a value, after ','
-const A_OPEN = 0
-const A_VAL = 1
-const A_AFTER = 2
-const A_NEXT = 3
 /** Digits of a number at most: a random model would otherwise write digits until the budget ends. */
 const MAX_DIGITS = 15
 /** Exponent digits at most: 1e999 parses as Infinity, which is not a JSON number. */
@@ -68,23 +37,8 @@ const ESCAPES = new Set([...'"\\/bfnrt'].map((c) => c.charCodeAt(0)))
 const isDigit = (b: number): boolean => b >= 0x30 && b <= 0x39
 const isHex = (b: number): boolean => isDigit(b) || (b >= 0x41 && b <= 0x46) || (b >= 0x61 && b <= 0x66)
 
-const push = (up: State | null, f: Frame): State => ({ f, up })
-
 export function initialState(root: GrammarNode): State {
   return push(push(null, { t: 'ROOT' }), { t: 'V', n: root })
-}
-
-/** Required props at index ≥ i: how many, and the bytes of their keys and shortest values. */
-function requiredFrom(n: ObjNode, i: number): { count: number; bytes: number } {
-  let count = 0
-  let bytes = 0
-  for (let j = i; j < n.props.length; j++) {
-    const p = n.props[j]
-    if (!p.required) continue
-    count++
-    bytes += p.key.length + minLength(p.node)
-  }
-  return { count, bytes }
 }
 
 /** Candidate props for the next key: from i up to and including the first required one. */
@@ -95,42 +49,6 @@ function keyCandidates(n: ObjNode, i: number): number[] {
     if (n.props[j].required) break
   }
   return out
-}
-
-const minCache = new WeakMap<GrammarNode, number>()
-/** Bytes of the shortest JSON text the node accepts. */
-export function minLength(n: GrammarNode): number {
-  const hit = minCache.get(n)
-  if (hit !== undefined) return hit
-  let v: number
-  switch (n.k) {
-    case 'any':
-    case 'num':
-      v = 1
-      break
-    case 'obj': {
-      const r = requiredFrom(n, 0)
-      v = 2 + r.bytes + Math.max(0, r.count - 1)
-      break
-    }
-    case 'arr':
-      v = 2 + n.min * minLength(n.items) + Math.max(0, n.min - 1)
-      break
-    case 'str':
-      v = 2 + n.min
-      break
-    case 'lit':
-      v = Math.min(...n.options.map((o, j) => o.length + (n.next ? minLength(n.next[j]) : 0)))
-      break
-    case 'alt':
-      v = Math.min(...n.options.map(minLength))
-      break
-    case 'seq':
-      v = n.parts.reduce((a, p) => a + minLength(p), 0)
-      break
-  }
-  minCache.set(n, v)
-  return v
 }
 
 /** A value of `n` starts with byte b, on top of `up`. */
@@ -332,76 +250,4 @@ function startKey(s: State, f: Extract<Frame, { t: 'OBJ' }>, b: number): State |
   if (f.n.free) return push(push(s.up, { ...f, ph: O_FKEY }), { t: 'STR', min: 0, max: Number.POSITIVE_INFINITY, len: 0, esc: 0 })
   const cand = keyCandidates(f.n, f.i)
   return cand.length === 0 ? null : push(s.up, { ...f, ph: O_KEY, cand, off: 1 })
-}
-
-/** Bytes still needed, at the least, before the text is a whole value (0: it is one). */
-export function minRemaining(s: State): number {
-  let total = 0
-  for (let x: State | null = s; x; x = x.up) total += frameRemaining(x.f)
-  return total
-}
-
-function frameRemaining(f: Frame): number {
-  switch (f.t) {
-    case 'ROOT':
-    case 'END':
-      return 0
-    case 'V':
-      return minLength(f.n)
-    case 'STR':
-      return (f.esc === 1 ? 1 : f.esc >= 2 ? 6 - f.esc : 0) + (f.u ?? 0) + Math.max(0, f.min - f.len) + 1
-    case 'NUM':
-      return f.ph === 1 || f.ph === 2 || f.ph === 4 || f.ph === 7 ? 0 : 1
-    case 'LIT': {
-      let best = Number.POSITIVE_INFINITY
-      for (const j of f.cand) {
-        const rest = f.n.options[j].length - f.off + (f.n.next ? minLength(f.n.next[j]) : 0)
-        if (rest < best) best = rest
-      }
-      return best
-    }
-    case 'SEQ': {
-      let t = 0
-      for (let i = f.i + 1; i < f.n.parts.length; i++) t += minLength(f.n.parts[i])
-      return t
-    }
-    case 'ARR': {
-      const { n } = f
-      const item = minLength(n.items)
-      const doneItems = f.ph === A_VAL ? f.c + 1 : f.c
-      const more = Math.max(0, n.min - doneItems)
-      if (f.ph === A_OPEN) return n.min === 0 ? 1 : n.min * item + n.min - 1 + 1
-      if (f.ph === A_NEXT) return item + Math.max(0, more - 1) * (item + 1) + 1
-      return more * (item + 1) + 1
-    }
-    case 'OBJ':
-      return objectRemaining(f)
-  }
-}
-
-function objectRemaining(f: Extract<Frame, { t: 'OBJ' }>): number {
-  const { n } = f
-  const free = n.free ? minLength(n.free) : 0
-  if (f.ph === O_FKEY) return 1 + free + 1
-  if (f.ph === O_COLON) return 1 + free + 1
-  if (f.ph === O_KEY) {
-    let best = Number.POSITIVE_INFINITY
-    for (const j of f.cand as number[]) {
-      const p = n.props[j]
-      const r = requiredFrom(n, j + 1)
-      const rest = p.key.length - (f.off as number) + minLength(p.node) + r.bytes + r.count + 1
-      if (rest < best) best = rest
-    }
-    return best
-  }
-  const r = requiredFrom(n, f.i)
-  if (f.ph === O_OPEN) return r.count === 0 ? 1 : r.bytes + r.count - 1 + 1
-  if (f.ph === O_COMMA) {
-    if (r.count > 0) return r.bytes + r.count - 1 + 1
-    if (n.free) return 3 + free + 1 // "":v}
-    let best = Number.POSITIVE_INFINITY
-    for (let j = f.i; j < n.props.length; j++) best = Math.min(best, n.props[j].key.length + minLength(n.props[j].node))
-    return best + 1
-  }
-  return r.bytes + r.count + 1 // after a value, or a value pending
 }

@@ -1,7 +1,9 @@
 import { InvalidArgumentError } from '../errors.js'
 import type { Tokenizer } from '../tokenizers/tokenizer.js'
-import { canEnd, initialState, minLength, minRemaining, type State, step } from './json-automaton.js'
+import type { State } from './automaton-state.js'
+import { canEnd, initialState, step } from './json-automaton.js'
 import type { GrammarNode } from './json-schema.js'
+import { minLength, minRemaining } from './min-remaining.js'
 import { isPlain, type VocabTrie, vocabTrieOf } from './vocab-trie.js'
 
 /**
