@@ -10,7 +10,7 @@ const doc = readFileSync(new URL('../../docs/gateway.md', import.meta.url), 'utf
 
 describe('docs/gateway.md agrees with the gateway', () => {
   it('the parameter table is PARAMETERS, row for row', () => {
-    const rows = [...doc.matchAll(/^\| `(\/v1\/[\w/]+)` \| `(\w+)` \| (supported|ignored|refused) \|$/gm)].map(
+    const rows = [...doc.matchAll(/^\| *`(\/v1\/[\w/]+)` *\| *`(\w+)` *\| *(supported|ignored|refused) *\|$/gm)].map(
       (m) => `${m[1]} ${m[2]} ${m[3]}`
     )
     const code = Object.entries(PARAMETERS).flatMap(([e, ps]) => Object.entries(ps).map(([k, p]) => `${e} ${k} ${p.status}`))
