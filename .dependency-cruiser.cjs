@@ -24,7 +24,10 @@ const INNER_IMPORTS_ALLOWED = [
   PROTOCOL_ENGINE_LEAVES,
   // a side-effect import that must be evaluated before libp2p loads (Promise.withResolvers on
   // Node 20); an entry point imports it first, ahead of any index that pulls libp2p in
-  '^protocol/polyfills\\.ts$'
+  '^protocol/polyfills\\.ts$',
+  // the ggml backend (issue 32) loads native libraries from disk: the CLI reaches it through its
+  // own index, and shards/index.ts leaves it out so the browser bundle never pulls it in
+  '^shards/ggml/index\\.ts$'
 ]
 
 module.exports = {

@@ -12,6 +12,7 @@ const BENCHES: Record<string, () => Promise<BenchMain>> = {
   canary: async () => (await import('./canary.js')).main,
   churn: async () => (await import('./churn.js')).main,
   collusion: async () => (await import('./collusion.js')).main,
+  constrain: async () => (await import('./constrain.js')).main,
   failover: async () => (await import('./failover.js')).main,
   'first-token': async () => (await import('./first-token.js')).main,
   hop: async () => (await import('./hop.js')).main,

@@ -1,6 +1,6 @@
 // What a client is made from, what generate() and stream() take, and what they return.
 import type { PrivateKey } from '@libp2p/interface'
-import type { Kernels, KvDType, SamplerOptions } from '../shards/index.js'
+import type { GrammarNode, Kernels, KvDType, SamplerOptions, TokenLogprobs } from '../shards/index.js'
 import type { Forwarding } from './session/remote-pipeline.js'
 import type { RollbackRecord } from './session/rollback.js'
 import type { WireReport } from './session/wire-ledger.js'
@@ -105,6 +105,18 @@ export interface GenerateOptions extends SamplerOptions {
   readonly promptTemplate?: PromptTemplate
   /** Speculative steps for this generation (default ClientInit.speculate). */
   readonly speculate?: SpeculateMode
+  /**
+   * Structured output (issue 37): the completion is JSON matching this JSON schema, enforced by
+   * constrained sampling on the client (shards/constrain). Unsupported keywords throw
+   * UnsupportedSchemaError. Speculation is off for constrained generations.
+   */
+  readonly schema?: object
+  /** A grammar made by the caller (shards/constrain: tool-call wrappers), instead of `schema`. */
+  readonly grammar?: GrammarNode
+  /** With onSampled: the likeliest tokens to report with each sampled token's log-probability. */
+  readonly topLogprobs?: number
+  /** Each sampled token at its position (and its log-probabilities with topLogprobs); speculation off. */
+  readonly onSampled?: (token: number, position: number, logprobs?: TokenLogprobs) => void
 }
 
 export interface VerificationReport {

@@ -3,7 +3,9 @@ import type { AbortOptions } from '@libp2p/interface'
 import type { CanaryTraces } from '../canary/index.js'
 import type { Host } from '../protocol/index.js'
 import {
+  compileSchema,
   computeModelId,
+  createConstraint,
   createEdge,
   createShard,
   createTokenizer,
@@ -150,7 +152,11 @@ export class LayerswarmClient {
     if (verified && !canaries) throw new VerifiedStreamNeedsCanariesError()
     // peers convicted in an earlier run (trust file) stay out of routes, as a new conviction would
     for (const peerId of canaries?.restoredExcluded.splice(0) ?? []) this.view.ban(peerId, CONVICTED_BAN_MS)
-    const speculate = parseSpeculate(options.speculate ?? this.init.speculate ?? DEFAULT_SPECULATE)
+    const grammar = options.grammar ?? (options.schema !== undefined ? compileSchema(options.schema) : undefined)
+    const constraint = grammar && createConstraint(this.tokenizer, grammar)
+    // per-token hooks see every sampled token: a speculative step samples several at once
+    const perToken = constraint !== undefined || options.onSampled !== undefined
+    const speculate = perToken ? 'off' : parseSpeculate(options.speculate ?? this.init.speculate ?? DEFAULT_SPECULATE)
     const speculation = emptySpeculationStats()
     const wireLedger = new WireLedger(this.span.remote[0], this.init.wireDtype ?? DEFAULT_WIRE)
     const remotes: RemotePipeline[] = []
@@ -169,7 +175,9 @@ export class LayerswarmClient {
             pipeline: tracked.pipeline,
             promptTokens: [...promptTokens, ...kept],
             maxTokens: remaining,
-            stopIds: this.tokenizer.stopIds
+            stopIds: this.tokenizer.stopIds,
+            // after a rollback the grammar restarts from the tokens kept
+            constraint: constraint?.start(kept)
           },
           { ...this.draftContext(), stats: speculation }
         ),
@@ -240,20 +248,9 @@ export class LayerswarmClient {
 
   /** What the client's canary monitor and remote pipelines are made from (client/client-wiring.ts). */
   private parts(): ClientParts {
-    const { host, model, modelId, init, view, edge, tokenizer, first, bank } = this
-    return {
-      host,
-      model,
-      modelId,
-      init,
-      view,
-      edge,
-      tokenizer,
-      first,
-      bank,
-      kernels: init.kernels ?? this.ownKernels,
-      remote: this.span.remote
-    }
+    const { host, model, modelId, init, view, edge, tokenizer, first, bank, span } = this
+    const kernels = init.kernels ?? this.ownKernels
+    return { host, model, modelId, init, view, edge, tokenizer, first, bank, kernels, remote: span.remote }
   }
 
   private draftContext() {

@@ -111,3 +111,8 @@ export class RepackRefusedError extends EngineError {
 export class BackendUnavailableError extends EngineError {
   override readonly code = 'BACKEND_UNAVAILABLE'
 }
+
+/** A JSON-schema keyword or shape constrained sampling cannot enforce (shards/constrain; refused, never ignored). */
+export class UnsupportedSchemaError extends EngineError {
+  override readonly code = 'UNSUPPORTED_SCHEMA'
+}

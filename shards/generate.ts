@@ -1,3 +1,5 @@
+import { logprobStats, type TokenLogprobs } from './constrain/logprobs.js'
+import type { ConstrainedDecode } from './constrain/token-mask.js'
 import type { Edge } from './edge.js'
 import { InvalidArgumentError } from './errors.js'
 import { createSampler, type SamplerOptions } from './sampler.js'
@@ -62,6 +64,12 @@ export interface GenerateInit extends SamplerOptions {
    * array is reused for the next step (Edge.lastLogits): copy it to keep it.
    */
   readonly onLogits?: (logits: Float32Array, position: number) => void
+  /** Constrained sampling (shards/constrain): tokens the grammar refuses get -∞ before each sample. */
+  readonly constraint?: ConstrainedDecode
+  /** With onSampled: how many likeliest tokens to report with each sampled one's log-probability. */
+  readonly topLogprobs?: number
+  /** Each sampled token (stop ids too) at its position, with its log-probability when topLogprobs is set. */
+  readonly onSampled?: (token: number, position: number, logprobs?: TokenLogprobs) => void
 }
 
 /**
@@ -87,8 +95,13 @@ export async function* generateTokens(init: GenerateInit): AsyncGenerator<number
     const out = await pipeline.forward(edge.embed(input), pos, { signal })
     pos += input.length
     const logits = edge.lastLogits(out, input.length)
+    // log-probabilities of the model's own distribution, before the grammar narrows it
+    const stats = init.topLogprobs !== undefined ? logprobStats(logits, init.topLogprobs) : undefined
+    init.constraint?.mask(logits, maxTokens - i)
     init.onLogits?.(logits, pos - 1)
     const next = sampler.sample(logits, history)
+    init.constraint?.accept(next)
+    init.onSampled?.(next, pos - 1, stats && { token: next, logprob: logits[next] - stats.lse, top: stats.top })
     if (stop.has(next)) return
     history.push(next)
     yield next

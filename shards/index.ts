@@ -1,6 +1,7 @@
 // The model engine: formats, tokenizer, kernels, spans of blocks, edge parts, sampler.
 
 export { llama3RopeFactors, neoxToNormOrder, ropeFrequencies, SUPPORTED_ARCHITECTURES } from './architectures.js'
+export * from './constrain/index.js'
 export { createEdge, Edge, type EdgeInit } from './edge.js'
 export * from './errors.js'
 export { f16ToF32, f32ToF16 } from './f16.js'
@@ -12,7 +13,6 @@ export {
   generateTokens,
   type LocalPipelineOptions
 } from './generate.js'
-export * from './ggml/index.js'
 export * from './kernels/index.js'
 export { DEFAULT_KV_DTYPE, KV_DTYPES, type KvAllocator, KvCache, type KvDType, kvAllocatorOf, kvRowBytes } from './kv-cache.js'
 export { type ByteSource, type GgufValue, type ModelFile, sampleRange } from './model-file.js'

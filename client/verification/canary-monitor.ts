@@ -216,9 +216,8 @@ export class CanaryMonitor {
       for (const hop of route)
         if (this.redundancySchedule.wants(() => this.random.next()))
           this.launcher.launch(`redundancy/${hop.start}/${hop.end}`, () => this.redundancySchedule.check(hop, ctx), false)
-    // One decoy covers the whole route, chained like a real session or relayed hop by hop with an
-    // id per hop (client/verification/relay-decoy.ts, issue #39), at the rate (and decoys in
-    // flight) of its most-wanted hop.
+    // One decoy covers the route, chained or relayed with an id per hop (relay-decoy.ts, issue
+    // #39), at the rate (and decoys in flight) of its most-wanted hop.
     const rate = Math.max(...route.map((h) => this.rateOf(h.peerId)))
     const lanes = Math.max(...route.map((h) => this.lanesOf(h.peerId)))
     const key = chained ? route.map((h) => `${h.peerId}/${h.start}/${h.end}`).join('>') : relayRouteKey(route)

@@ -2,8 +2,13 @@ import { Template } from '@huggingface/jinja'
 import { invalidRequest } from './errors.js'
 
 export interface ChatMessage {
-  readonly role: 'system' | 'user' | 'assistant' | 'developer' | 'tool'
+  readonly role: 'system' | 'user' | 'assistant' | 'developer' | 'tool' | 'ipython'
   readonly content: string
+  /** An assistant turn's tool calls, as chat templates read them (function.arguments an object). */
+  readonly tool_calls?: ReadonlyArray<{ id: string; type: 'function'; function: { name: string; arguments: unknown } }>
+  /** A tool result: the call it answers, and the function's name. */
+  readonly tool_call_id?: string
+  readonly name?: string
 }
 
 /**
@@ -31,14 +36,17 @@ const PLAIN_ROLE: Record<ChatMessage['role'], string> = {
   developer: 'System',
   user: 'User',
   assistant: 'Assistant',
-  tool: 'Tool'
+  tool: 'Tool',
+  ipython: 'Tool'
 }
 
 export interface ChatFormatter {
   /** `template` when the model brings its own Jinja template, `plain` otherwise. */
   readonly kind: 'template' | 'plain'
-  /** The prompt text for these messages, ending where the assistant's reply starts. */
-  render(messages: readonly ChatMessage[]): string
+  /** The prompt text for these messages, ending where the assistant's reply starts (`tools`: OpenAI tool definitions). */
+  render(messages: readonly ChatMessage[], tools?: readonly unknown[]): string
+  /** The Jinja source, when the model brings one (tool formats: node/gateway/tools-format.ts). */
+  readonly source?: string
   /** Stop sequences the format itself needs. */
   readonly stops: readonly string[]
 }
@@ -66,13 +74,15 @@ export function createChatFormatter(init: ChatFormatterInit): ChatFormatter {
   const template = new Template(init.template)
   return {
     kind: 'template',
+    source: init.template,
     // The model's end-of-turn token already ends generation (it is among the tokenizer's stop ids).
     stops: [],
-    render(messages) {
+    render(messages, tools) {
       let text: string
       try {
         text = template.render({
-          messages: messages.map((m) => ({ role: m.role, content: m.content })),
+          messages: messages.map((m) => ({ ...m })),
+          ...(tools && tools.length > 0 ? { tools } : {}),
           bos_token: init.bosToken,
           eos_token: init.eosToken,
           add_generation_prompt: true

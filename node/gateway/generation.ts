@@ -1,4 +1,5 @@
 import { DEFAULT_SPECULATE, type GenerateResult, type LayerswarmClient, type SpeculateMode } from '../../client/index.js'
+import type { GrammarNode, TokenLogprobs } from '../../shards/index.js'
 import type { Metrics } from '../daemon/index.js'
 import type { Logger } from '../log.js'
 import { ApiError, invalidRequest } from './errors.js'
@@ -42,6 +43,10 @@ export interface GenerationRequest {
   readonly special?: boolean
   /** How the prompt was made from a user message (the chat format), for secret canaries. */
   readonly promptTemplate?: (userText: string) => string
+  /** Constrained sampling: the completion follows this grammar (response_format, tool calls). */
+  readonly grammar?: GrammarNode
+  /** Log-probabilities of each token with this many alternatives (undefined: none). */
+  readonly topLogprobs?: number
   readonly signal: AbortSignal
 }
 
@@ -54,7 +59,12 @@ export interface GenerationOutcome {
   readonly ms: number
   /** The drafter this request ran with: off, ngram, self or draft (the gateway's draft model). */
   readonly speculate: string
+  /** Per completion token, when the request asked for logprobs. */
+  readonly logprobs?: TokenLogprobs[]
 }
+
+/** Text safe to show, with the log-probabilities of the tokens sampled since the last call (when asked). */
+export type OnText = (text: string, logprobs?: TokenLogprobs[]) => void
 
 /**
  * Text already streamed was void (a peer that computed it was convicted): the completion from
@@ -71,7 +81,7 @@ export type OnRollback = (offset: number, text: string, convicted: string[]) => 
 export async function runGeneration(
   ctx: GatewayContext,
   req: GenerationRequest,
-  onText?: (text: string) => void,
+  onText?: OnText,
   onRollback?: OnRollback
 ): Promise<GenerationOutcome> {
   // busy first: tokenizing a prompt of up to the body limit costs more than refusing it (issue #17)
@@ -99,7 +109,7 @@ export async function runGeneration(
   ctx.metrics?.sessionOpened()
   const t0 = performance.now()
   try {
-    const out = await attempt(ctx, req, maxTokens, speculate, onText, onRollback)
+    const out = await attempt(ctx, req, { maxTokens, promptLength }, speculate, onText, onRollback)
     const mode = speculate ?? ctx.speculate ?? DEFAULT_SPECULATE
     const outcome = { ...out, ms: performance.now() - t0, speculate: mode.startsWith('draft:') ? 'draft' : mode }
     if (out.result.report.rollbacks.length > 0)
@@ -122,12 +132,17 @@ export async function runGeneration(
 async function attempt(
   ctx: GatewayContext,
   req: GenerationRequest,
-  maxTokens: number,
+  { maxTokens, promptLength }: { maxTokens: number; promptLength: number },
   speculate: SpeculateMode | undefined,
-  onText?: (text: string) => void,
+  onText?: OnText,
   onRollback?: OnRollback
 ): Promise<Omit<GenerationOutcome, 'ms' | 'speculate'>> {
   const { params } = req
+  // log-probabilities by position (a recomputed token overwrites its own), and those not yet sent
+  const byPosition = new Map<number, TokenLogprobs>()
+  let pending: TokenLogprobs[] = []
+  let tokensSeen = 0
+  const wantLogprobs = req.topLogprobs !== undefined
   const stops = [...params.stop, ...(req.formatStops ?? [])]
   let matcher = new StopMatcher(stops)
   const eos = ctx.client.tokenizer.stopIds[0] ?? ctx.client.tokenizer.eosId
@@ -143,6 +158,13 @@ async function attempt(
     special: req.special ?? false,
     ...(req.promptTemplate ? { promptTemplate: req.promptTemplate } : {}),
     speculate,
+    ...(req.grammar ? { grammar: req.grammar } : {}),
+    ...(wantLogprobs
+      ? {
+          topLogprobs: req.topLogprobs,
+          onSampled: (_t: number, position: number, lp?: TokenLogprobs) => lp && byPosition.set(position, lp)
+        }
+      : {}),
     // A stop sequence ends the text, but the SDK's stream has no "stop now" that still hands back
     // the verification report: make the next token EOS so the generation ends the normal way.
     onLogits: (logits) => {
@@ -158,6 +180,8 @@ async function attempt(
     if (ev.type === 'rollback') {
       // what goes out is the honest completion through a fresh stop matcher
       raw = raw.slice(0, ev.textOffset) + ev.text
+      tokensSeen = ev.position + ev.tokens.length
+      pending = []
       matcher = new StopMatcher(stops)
       const now = matcher.push(raw)
       let same = 0
@@ -171,22 +195,35 @@ async function attempt(
       last = now
       ctx.stats.token()
       raw += ev.text
+      const lp = wantLogprobs ? byPosition.get(promptLength - 1 + tokensSeen) : undefined
+      if (lp) pending.push(lp)
+      tokensSeen++
       const piece = matcher.push(ev.text)
       if (piece) {
         text += piece
-        onText?.(piece)
+        onText?.(piece, wantLogprobs ? pending.splice(0) : undefined)
       }
     }
     r = await it.next()
   }
   const rest = matcher.flush()
-  if (rest) {
+  if (rest || pending.length > 0) {
     text += rest
-    onText?.(rest)
+    onText?.(rest, wantLogprobs ? pending.splice(0) : undefined)
   }
   const result = r.value
   const finishReason = !matcher.stopped && result.tokens.length >= maxTokens ? 'length' : 'stop'
-  return { text, promptTokens: result.promptTokens.length, completionTokens: result.tokens.length, finishReason, result }
+  const logprobs = wantLogprobs
+    ? result.tokens.map((_, i) => byPosition.get(promptLength - 1 + i)).filter((x): x is TokenLogprobs => x !== undefined)
+    : undefined
+  return {
+    text,
+    promptTokens: result.promptTokens.length,
+    completionTokens: result.tokens.length,
+    finishReason,
+    result,
+    ...(logprobs ? { logprobs } : {})
+  }
 }
 
 function finish(ctx: GatewayContext, req: GenerationRequest, o: GenerationOutcome): void {

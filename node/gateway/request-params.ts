@@ -1,5 +1,6 @@
 import type { ChatMessage } from './chat-template.js'
 import { ApiError, invalidRequest } from './errors.js'
+import { toolFields } from './request-agent.js'
 
 /** What a completion request asks of a generation, checked. */
 export interface GenerationParams {
@@ -65,21 +66,8 @@ export function commonParams(b: Body, servedModels: readonly string[]): Generati
       'model'
     )
   }
-  const n = b.n ?? 1
-  if (n !== 1) {
-    const valid = typeof n === 'number' && Number.isInteger(n) && n >= 1
-    throw invalidRequest(
-      valid
-        ? `Invalid 'n': this gateway generates one choice per request (n=1), got ${n}.`
-        : `Invalid 'n': expected 1, got ${JSON.stringify(n)}.`,
-      'n',
-      valid ? 'unsupported_value' : 'invalid_value'
-    )
-  }
   if (b.best_of !== undefined && b.best_of !== null && b.best_of !== 1)
     throw invalidRequest("Invalid 'best_of': only 1 is supported.", 'best_of', 'unsupported_value')
-  if (b.logprobs !== undefined && b.logprobs !== null && b.logprobs !== false)
-    throw invalidRequest("'logprobs' is not supported by this gateway.", 'logprobs', 'unsupported_parameter')
   if (b.echo === true) throw invalidRequest("'echo' is not supported by this gateway.", 'echo', 'unsupported_parameter')
   if (b.stream !== undefined && b.stream !== null && typeof b.stream !== 'boolean')
     throw invalidRequest("Invalid 'stream': expected a boolean.", 'stream', 'invalid_type')
@@ -159,7 +147,7 @@ export function chatMessages(b: Body): ChatMessage[] {
       ms === undefined ? 'missing_required_parameter' : 'invalid_value'
     )
   return ms.map((m: unknown, i) => {
-    const o = (typeof m === 'object' && m !== null ? m : {}) as { role?: unknown; content?: unknown }
+    const o = (typeof m === 'object' && m !== null ? m : {}) as { role?: unknown; content?: unknown; tool_calls?: unknown }
     if (typeof o.role !== 'string' || !ROLES.has(o.role)) {
       throw invalidRequest(
         `Invalid 'messages[${i}].role': expected one of ${[...ROLES].join(', ')}.`,
@@ -169,6 +157,7 @@ export function chatMessages(b: Body): ChatMessage[] {
     }
     let content: string
     if (typeof o.content === 'string') content = o.content
+    else if ((o.content === null || o.content === undefined) && o.role === 'assistant' && o.tool_calls) content = ''
     else if (o.content === null && o.role === 'assistant') content = ''
     else if (
       Array.isArray(o.content) &&
@@ -182,6 +171,6 @@ export function chatMessages(b: Body): ChatMessage[] {
         'invalid_type'
       )
     }
-    return { role: o.role as ChatMessage['role'], content }
+    return { role: o.role as ChatMessage['role'], content, ...toolFields(o as Record<string, unknown>, i) }
   })
 }

@@ -7,6 +7,7 @@ import type { Metrics } from '../daemon/index.js'
 import { hostAllowed } from '../daemon/index.js'
 import type { Logger } from '../log.js'
 import { DEFAULT_GATEWAY_BODY_LIMIT_BYTES, DEFAULT_GATEWAY_LISTEN, DEFAULT_GATEWAY_MAX_CONCURRENT } from '../options.js'
+import { anthropicError, registerAnthropicRoutes } from './anthropic-routes.js'
 import { BROWSER_DATA_ROUTES, BROWSER_FILES, registerBrowserRoutes } from './browser-routes.js'
 import type { ChatFormatter } from './chat-template.js'
 import { type ConnectionLimits, capConnections, httpServerOptions, resolveConnectionLimits } from './connection-limits.js'
@@ -51,10 +52,11 @@ export interface Gateway {
 }
 
 /** Paths each route serves, for telling 405 (wrong method) from 404 (no such path). */
-const ROUTES: Record<string, string[]> = {
+export const ROUTES: Record<string, string[]> = {
   '/v1/models': ['GET'],
   '/v1/completions': ['POST'],
   '/v1/chat/completions': ['POST'],
+  '/v1/messages': ['POST'],
   '/status.json': ['GET'],
   ...Object.fromEntries(
     [...Object.keys(STATIC_FILES), ...Object.keys(BROWSER_FILES), ...BROWSER_DATA_ROUTES].map((p) => [p, ['GET']])
@@ -67,6 +69,10 @@ function keyMatches(header: string | undefined, key: Buffer): boolean {
   const given = Buffer.from(m[1].trim())
   // Constant time: the key must not leak through response timing.
   return given.length === key.length && timingSafeEqual(given, key)
+}
+
+function xApiKeyMatches(header: string | string[] | undefined, key: Buffer): boolean {
+  return typeof header === 'string' && keyMatches(`Bearer ${header}`, key)
 }
 
 export { hostAllowed }
@@ -133,7 +139,8 @@ export async function startGateway(o: GatewayOptions, { signal }: AbortOptions =
     }
     const path = req.url.split('?')[0]
     if (!key || (req.method === 'GET' && (path in STATIC_FILES || path in BROWSER_FILES))) return
-    if (!keyMatches(req.headers.authorization, key)) {
+    // Anthropic's clients send the key as x-api-key (issue 37: /v1/messages)
+    if (!keyMatches(req.headers.authorization, key) && !xApiKeyMatches(req.headers['x-api-key'], key)) {
       throw new ApiError(
         401,
         req.headers.authorization
@@ -155,6 +162,8 @@ export async function startGateway(o: GatewayOptions, { signal }: AbortOptions =
     if (api.status >= 500) req.log.error({ err }, 'request failed')
     else req.log.debug({ err: api.message, status: api.status }, 'bad request')
     if (api.status === 401) reply.header('www-authenticate', 'Bearer realm="layerswarm"')
+    // Anthropic's error shape on its endpoint, OpenAI's everywhere else
+    if (req.url.startsWith('/v1/messages')) return reply.code(api.status).send(anthropicError(api))
     return reply.code(api.status).send(api.toJSON())
   })
   app.setNotFoundHandler(async (req, reply) => {
@@ -176,6 +185,7 @@ export async function startGateway(o: GatewayOptions, { signal }: AbortOptions =
 
   let url = ''
   registerOpenAiRoutes(app, { ctx, modelName: o.modelName, chat: o.chat })
+  registerAnthropicRoutes(app, ctx, [o.modelName, o.client.modelId], o.chat)
   registerStatus(app, { ctx, modelName: o.modelName, listen: () => url, auth: key !== undefined })
   if (o.modelPath !== undefined)
     registerBrowserRoutes(app, {

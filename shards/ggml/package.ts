@@ -50,8 +50,13 @@ export function backendPackage(
   return null
 }
 
-/** Where `backend install` puts the packages: $LAYERSWARM_HOME/backends, else ~/.layerswarm/backends. */
+/**
+ * Where `backend install` puts the packages: $LAYERSWARM_BACKENDS_DIR when set (one install shared
+ * by several homes, e.g. the test suite's scratch homes), else $LAYERSWARM_HOME/backends, else
+ * ~/.layerswarm/backends.
+ */
 export function backendsDir(env: NodeJS.ProcessEnv = process.env): string {
+  if (env.LAYERSWARM_BACKENDS_DIR) return env.LAYERSWARM_BACKENDS_DIR
   return join(env.LAYERSWARM_HOME || join(homedir(), '.layerswarm'), 'backends')
 }
 

@@ -35,6 +35,10 @@ export function createGpt2Tokenizer(vocab: Vocabulary): Tokenizer {
       checkId(id, 'token')
       const bytes = encoder.tokenBytes[id]
       return bytes.length === 0 ? pieces[id] : text.decode(bytes)
+    },
+    tokenBytes(id: number): Uint8Array {
+      checkId(id, 'token')
+      return encoder.tokenBytes[id]
     }
   }
 }

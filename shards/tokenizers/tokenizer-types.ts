@@ -21,6 +21,8 @@ export interface Tokenizer {
    * text a normal token stands for, and the raw text of control and user-defined tokens.
    */
   pieceOf(id: number): string
+  /** The bytes `id` decodes to (empty for control and unused tokens); constrained sampling walks them. */
+  tokenBytes(id: number): Uint8Array
 }
 
 export interface EncodeOptions {

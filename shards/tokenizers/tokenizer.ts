@@ -226,6 +226,10 @@ function createSpmTokenizer(vocab: Vocabulary): Tokenizer {
     pieceOf(id: number): string {
       checkId(id, 'token')
       return pieces[id]
+    },
+    tokenBytes(id: number): Uint8Array {
+      checkId(id, 'token')
+      return tokenBytes[id]
     }
   }
 }

@@ -1,7 +1,10 @@
 import { readFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { InvalidArgumentError, InvalidModelError, MissingPackageError } from '../errors.js'
-import type { GgufTypedValue } from '../formats/gguf-values.js'
+import { type GgufTypedValue, ggufPlainValue } from '../formats/gguf-values.js'
+import type { GgufValue } from '../model-file.js'
+import { createTokenizer, type Tokenizer } from './tokenizer.js'
+import { vocabularyFromGguf } from './tokenizer-files.js'
 import { TOKEN_TYPE } from './tokenizer-special.js'
 
 // Real vocabularies for make-model --vocab: the Llama 3 and Qwen 3 tokenizers as the
@@ -125,4 +128,11 @@ export function withTokenizerMetadata(
   tokenizer: ReadonlyArray<[string, GgufTypedValue]>
 ): Array<[string, GgufTypedValue]> {
   return [...base.filter(([k]) => !k.startsWith('tokenizer.')), ...tokenizer]
+}
+
+/** The tokenizer a make-model file with this vocabulary gets (tests and `bench constrain`). */
+export function packageTokenizer(name: VocabPackageName): Tokenizer {
+  const v = loadPackageVocabulary(name)
+  const metadata = new Map<string, GgufValue>(v.metadata.map(([k, val]) => [k, ggufPlainValue(val)]))
+  return createTokenizer(vocabularyFromGguf(metadata, v.tokens.length))
 }

@@ -157,7 +157,7 @@ describe('OpenAI-compatible gateway on a 2-process swarm, driven by the openai c
       expect(err).toBeInstanceOf(OpenAI.APIError)
       return err as InstanceType<typeof OpenAI.APIError>
     }
-    const n2 = await bad(client.completions.create({ model: MODEL, prompt: 'x', n: 2 }))
+    const n2 = await bad(client.completions.create({ model: MODEL, prompt: 'x', n: 0 }))
     expect([n2.status, n2.param, n2.type]).toEqual([400, 'n', 'invalid_request_error'])
     const temp = await bad(client.completions.create({ model: MODEL, prompt: 'x', temperature: 5 }))
     expect([temp.status, temp.param]).toEqual([400, 'temperature'])

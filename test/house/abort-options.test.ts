@@ -44,8 +44,14 @@ const ALLOWED: Record<string, string> = {
     'a few event-loop turns (MAX_OFFSET_TURNS) when decoy steps lead',
   'client/verification/canary-monitor.ts: CanaryMonitor#beforeStep':
     'DecoySchedule#beforeStep: a few event-loop turns when decoy steps lead',
-  'client/session/pipeline-observer.ts: CanaryObserver#beforeStep':
+  'client/verification/canary-observer.ts: CanaryObserver#beforeStep':
     'DecoySchedule#beforeStep: a few event-loop turns when decoy steps lead',
+  'client/verification/decoy-launcher.ts: DecoyLauncher#beforeStep':
+    'DecoySchedule#beforeStep: a few event-loop turns when decoy steps lead',
+  'client/verification/decoy-launcher.ts: DecoyLauncher#drain':
+    "releases the scheduled decoy steps, then runs the caller's wait, whose audits carry their own deadlines (part of settle)",
+  'client/session/verified-clear.ts: clearPeers':
+    'the signal travels in the StepContext (ctx.signal); the last options only say whether to wait for the canary set',
   'client/verification/canary-schedule.ts: DecoySchedule#drain': "runs the caller's callback, which carries the caller's signal",
   'client/verification/canary-schedule.ts: DecoySchedule#gate':
     'opens at the next real step or a drain; its probe carries ctx.signal',

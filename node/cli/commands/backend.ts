@@ -4,14 +4,14 @@ import { Argument, type Command } from 'commander'
 import {
   BACKEND_FLAVOURS,
   type BackendFlavour,
-  BackendUnavailableError,
   backendPackage,
   backendsDir,
   findGgmlLibraries,
   GGML_PACKAGE_VERSION,
   ggmlAddonPath,
   loadGgml
-} from '../../../shards/index.js'
+} from '../../../shards/ggml/index.js'
+import { BackendUnavailableError } from '../../../shards/index.js'
 
 /**
  * Issue 32: the ggml backends install on demand, not with `npm install` (the CUDA packages are

@@ -11,6 +11,7 @@ import { addVerificationOptions, verificationOptions } from '../verification-opt
 import { checkReadableFile } from './checks.js'
 import { runLocalGenerate } from './generate.js'
 import { runRemoteGenerate, WIRE_CLI_CHOICES } from './generate-remote.js'
+import { readJsonSchema } from './json-schema-option.js'
 
 /** `layerswarm generate`: local, or through a swarm with --bootstrap. */
 export function registerGenerate(program: Command): void {
@@ -37,6 +38,10 @@ export function registerGenerate(program: Command): void {
       new Option('--repetition-penalty <r>', 'penalty ≥ 1 on log-probabilities of recent tokens; 1 = off')
         .argParser(float('--repetition-penalty', 1))
         .default(1)
+    )
+    .option(
+      '--json-schema <file>',
+      'constrain the output to JSON matching this JSON schema (constrained sampling, docs/gateway.md)'
     )
     .option('--json', 'print one JSON object instead of streaming text', false)
     .option('--chat', "wrap the prompt in the model's chat template (GGUF tokenizer.chat_template) as one user turn", false)
@@ -139,7 +144,8 @@ export function registerGenerate(program: Command): void {
         seed: opts.seed ?? Math.floor(Math.random() * 2 ** 31),
         repetitionPenalty: opts.repetitionPenalty,
         json: opts.json,
-        chat: opts.chat
+        chat: opts.chat,
+        ...(opts.jsonSchema !== undefined ? { schema: readJsonSchema(String(opts.jsonSchema)) } : {})
       }
       const write = (piece: string): void => {
         process.stdout.write(piece)

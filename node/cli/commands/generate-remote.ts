@@ -46,6 +46,8 @@ export interface RemoteGenerateOptions {
   topP: number
   seed: number
   repetitionPenalty: number
+  /** --json-schema: the output is JSON matching it (constrained sampling). */
+  schema?: object
   edgeFirst: number
   edgeLast: number
   forwarding: Forwarding
@@ -177,6 +179,7 @@ export async function runRemoteGenerate(
       topP: o.topP,
       seed: o.seed,
       repetitionPenalty: o.repetitionPenalty,
+      ...(o.schema ? { schema: o.schema } : {}),
       verifiedStream: o.verifiedStream,
       signal
     })

@@ -1,5 +1,7 @@
 import type { AbortOptions } from '@libp2p/interface'
 import {
+  compileSchema,
+  createConstraint,
   createEdge,
   createLocalPipeline,
   createShard,
@@ -29,6 +31,8 @@ export interface GenerateCommandOptions {
   topP: number
   seed: number
   repetitionPenalty: number
+  /** --json-schema: the output is JSON matching it (constrained sampling). */
+  schema?: object
   json: boolean
   /** A kernel set to use (the caller closes it); otherwise one is made from kernelKind/threads. */
   kernels?: Kernels
@@ -123,6 +127,7 @@ export async function runLocalGenerate(
       topP: o.topP,
       seed: o.seed,
       repetitionPenalty: o.repetitionPenalty,
+      ...(o.schema ? { constraint: createConstraint(tokenizer, compileSchema(o.schema)).start() } : {}),
       signal
     })) {
       if (tokens.length === 0) tFirst = performance.now()

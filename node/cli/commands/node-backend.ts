@@ -1,6 +1,5 @@
+import { type BackendChoice, createSpanBackend } from '../../../shards/ggml/index.js'
 import {
-  type BackendChoice,
-  createSpanBackend,
   type KernelKind,
   type Kernels,
   type KvDType,

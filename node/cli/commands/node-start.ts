@@ -3,8 +3,8 @@ import { type Command, Option } from 'commander'
 import { createTamper, TAMPER_MODES, tamperingShard } from '../../../canary/index.js'
 import { bootstrapDialError, parseBootstrapList } from '../../../client/index.js'
 import { WIRE_DTYPES } from '../../../protocol/index.js'
+import { BACKENDS } from '../../../shards/ggml/index.js'
 import {
-  BACKENDS,
   computeModelId,
   DEFAULT_KV_DTYPE,
   KV_DTYPES,

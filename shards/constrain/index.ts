@@ -1,0 +1,7 @@
+export type { State } from './automaton-state.js'
+export { canEnd, initialState, step } from './json-automaton.js'
+export { anyObject, anyValue, bytesOf, compileSchema, type GrammarNode, literal, UnsupportedSchemaError } from './json-schema.js'
+export { logprobStats, type TokenLogprobs } from './logprobs.js'
+export { minRemaining } from './min-remaining.js'
+export { type ConstrainedDecode, type Constraint, createConstraint, markAllowed } from './token-mask.js'
+export { buildVocabTrie, type VocabTrie, vocabTrieOf } from './vocab-trie.js'
