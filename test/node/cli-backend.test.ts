@@ -10,7 +10,7 @@ import { ROOT } from '../helpers/reference.js'
 // `--backend auto` without a GPU package serves on the CPU kernels after one log line.
 
 function run(args: string[], home: string) {
-  const env = { ...process.env, LAYERSWARM_HOME: home, LAYERSWARM_GGML_DIR: '' }
+  const env = { ...process.env, LAYERSWARM_HOME: home, LAYERSWARM_GGML_DIR: '', LAYERSWARM_BACKENDS_DIR: '' }
   return spawnSync(process.execPath, [CLI, ...args], { cwd: ROOT, encoding: 'utf8', timeout: 60_000, env })
 }
 
