@@ -147,7 +147,7 @@ export function parseToolCalls(family: ToolFamily, text: string): { content: str
   }
   if (family === 'llama3') {
     const body = text.replace('<|python_tag|>', '').trim()
-    if (body.startsWith('{') && body.split(/\s*;\s*|\n+/).every((part) => part === '' || take(part)) && calls.length > 0)
+    if (body.startsWith('{') && topLevelParts(body).every((part) => part === '' || take(part)) && calls.length > 0)
       return { content: null, calls }
     calls.length = 0
     return { content: text, calls }
@@ -155,4 +155,32 @@ export function parseToolCalls(family: ToolFamily, text: string): { content: str
   const rest = text.replace(/<tool_call>\s*([\s\S]*?)\s*(?:<\/tool_call>|$)/g, (whole, json: string) => (take(json) ? '' : whole))
   const content = rest.trim()
   return { content: calls.length > 0 && content === '' ? null : calls.length > 0 ? content : text, calls }
+}
+
+/**
+ * Llama 3.1 separates parallel calls with `;` (or new lines): split there, but only between
+ * top-level JSON values, never inside a string or an object (an argument may hold a `;`).
+ */
+function topLevelParts(body: string): string[] {
+  const parts: string[] = []
+  let depth = 0
+  let inString = false
+  let escaped = false
+  let from = 0
+  for (let i = 0; i < body.length; i++) {
+    const c = body[i]
+    if (inString) {
+      if (escaped) escaped = false
+      else if (c === '\\') escaped = true
+      else if (c === '"') inString = false
+    } else if (c === '"') inString = true
+    else if (c === '{' || c === '[') depth++
+    else if (c === '}' || c === ']') depth--
+    else if (depth === 0 && (c === ';' || c === '\n')) {
+      parts.push(body.slice(from, i).trim())
+      from = i + 1
+    }
+  }
+  parts.push(body.slice(from).trim())
+  return parts
 }
