@@ -1,4 +1,4 @@
-import { extraBlockTensors, neoxToNormOrder, permutedRow, permuteHeads, ropeFrequencies } from './architectures.js'
+import { extraBlockTensors, neoxToNormOrder, permutedRow, permuteHeads } from './architectures.js'
 import { InvalidModelError } from './errors.js'
 import { familyBlockForward } from './family-block.js'
 import type { BlockMatrices, Kernels, PrepareOptions } from './kernels/kernels.js'
