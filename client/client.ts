@@ -202,14 +202,7 @@ export class LayerswarmClient {
             isCleared: (p: string) => isCleared(canaries, p),
             clear: async (peers: string[]) => {
               const routes = remotes.at(-1)?.routes ?? []
-              const unchecked = await clearPeers(
-                canaries,
-                routes,
-                peers,
-                isConvicted,
-                { forwarding, maxLength },
-                { wait: verified }
-              )
+              const unchecked = await clearPeers(canaries, routes, peers, isConvicted, { forwarding, maxLength }, { wait: true })
               if (unchecked.length > 0) this.init.log?.({ event: 'canaries-pending', unchecked })
               return unchecked
             }

@@ -59,13 +59,20 @@ describe('a slow canary set does not hold the first token', () => {
       expect(events.some((e) => e.event === 'canary-store-saved')).toBe(false)
       let r = await it.next()
       while (!r.done) r = await it.next()
-      // an ended generation does not wait for the set: what it could not check is said, not blamed
+      // an ended generation waits for the set (verification first); nothing is left unverifiable
       expect(r.value.report.rollbacks.every((b) => (b.unverifiable ?? []).length === 0)).toBe(true)
       // the set grows while the client runs, and the tamperer is convicted by it
-      let convicted = events.some((e) => e.event === 'excluded' && e.peerId === nodes.tamperer.peerId)
+      // convicted at a generation's end (its rollback names it) or by a decoy between real steps
+      const isConvicted = () =>
+        events.some(
+          (e) =>
+            (e.event === 'excluded' && e.peerId === nodes.tamperer.peerId) ||
+            (e.event === 'rollback' && (e.convicted as string[] | undefined)?.includes(nodes.tamperer.peerId))
+        )
+      let convicted = isConvicted()
       for (let g = 0; g < 12 && !convicted; g++) {
         await client.generate('The little dog', { maxTokens: 48, temperature: 0 })
-        convicted = events.some((e) => e.event === 'excluded' && e.peerId === nodes.tamperer.peerId)
+        convicted = isConvicted()
       }
       expect(convicted).toBe(true)
       expect(events.some((e) => e.event === 'canary-store-saved')).toBe(true)
