@@ -1,4 +1,5 @@
-import type { AbortOptions } from '@libp2p/interface'
+import { generateKeyPair } from '@libp2p/crypto/keys'
+import type { AbortOptions, PrivateKey } from '@libp2p/interface'
 import { createHost, type Host } from '../protocol/index.js'
 import { type ModelFile, openModelFile } from '../shards/index.js'
 import type { ClientInit } from './client-types.js'
@@ -14,7 +15,7 @@ import { edgeOnlyModel } from './verification/canary-bank-init.js'
 export async function openClientResources(
   init: ClientInit,
   options: AbortOptions = {}
-): Promise<{ host: Host; model: ModelFile }> {
+): Promise<{ host: Host; model: ModelFile; privateKey: PrivateKey }> {
   const file = openModelFile(
     init.model ?? bundledModelPath(),
     init.tokenizer !== undefined ? { tokenizerPath: init.tokenizer } : {}
@@ -23,16 +24,18 @@ export async function openClientResources(
   const thin = init.canaryBank && init.canaries !== false
   const model = thin ? edgeOnlyModel(file, init.edgeFirst ?? DEFAULT_EDGE_FIRST, n - (init.edgeLast ?? DEFAULT_EDGE_LAST)) : file
   try {
+    // the client's identity signs its KV grants (issue #41), so it keeps the key it starts with
+    const privateKey = init.privateKey ?? (await generateKeyPair('Ed25519'))
     const host = await createHost(
       {
         listen: [...(init.listen ?? [])],
         announce: [...(init.announce ?? [])],
         bootstrap: [...init.bootstrap],
-        privateKey: init.privateKey
+        privateKey
       },
       options
     )
-    return { host, model }
+    return { host, model, privateKey }
   } catch (err) {
     model.close()
     throw err

@@ -92,9 +92,9 @@ export class LayerswarmClient {
   }
 
   static async create(init: ClientInit, options: AbortOptions = {}): Promise<LayerswarmClient> {
-    const { host, model } = await openClientResources(init, options)
+    const { host, model, privateKey } = await openClientResources(init, options)
     try {
-      return new LayerswarmClient(host, model, init)
+      return new LayerswarmClient(host, model, { ...init, privateKey })
     } catch (err) {
       await host.stop()
       model.close()

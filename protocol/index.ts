@@ -22,6 +22,8 @@ export * from './gossip-scoring.js'
 export * from './host.js'
 export * from './ids.js'
 export * from './info.js'
+export * from './kv-grant.js'
+export * from './kv-move-codec.js'
 export * from './limits.js'
 export * from './link-delay.js'
 export {

@@ -46,6 +46,7 @@ import {
 } from '../options.js'
 import { type BusyPoller, createBusyPoller } from './busy-poll.js'
 import { watchConnections } from './connection-watch.js'
+import { serveKvMove } from './kv-move.js'
 import { createNextHopPolicy } from './next-hop-policy.js'
 import { PeerLimits } from './peer-limits.js'
 import { SessionCrypto } from './session-crypto.js'
@@ -236,6 +237,8 @@ export class SwarmNode {
     this.sweeper.unref()
     watchConnections(host, this.sessions, this.announcements, signal)
     await serveAnnouncements(host, this.announcements, { signal })
+    const { init, identity, sessions, crypto, budget, announcements } = this
+    await serveKvMove({ ...init, host, identity, sessions, crypto, budget, announcements, signal })
     if (this.init.bootstrap?.length) {
       const dialSignal = options.signal ? AbortSignal.any([signal, options.signal]) : signal
       this.bootstrapResult = await dialBootstrap(host, this.init.bootstrap, { signal: dialSignal })

@@ -111,6 +111,14 @@ export function registerGenerate(program: Command): void {
       false
     )
     .addOption(
+      new Option(
+        '--kv-path <path>',
+        'with --standby: node feeds standbys node to node under grants the client signs; client forwards the sealed KV through this machine'
+      )
+        .choices(['node', 'client'])
+        .default('node')
+    )
+    .addOption(
       new Option('--speculate <mode>', `with --bootstrap: ${SPECULATE_HELP}`)
         .argParser((v: string) => speculateOption(v))
         .default(DEFAULT_SPECULATE)
@@ -171,6 +179,7 @@ export function registerGenerate(program: Command): void {
               trustFile: opts.trustFile,
               snapshotEvery: opts.snapshotEvery,
               standby: opts.standby,
+              kvPath: opts.kvPath,
               speculate: opts.speculate,
               verbose: opts.verbose,
               kvDType: opts.kvDtype,
