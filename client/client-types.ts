@@ -69,7 +69,8 @@ export interface ClientInit {
   readonly standby?: boolean
   /**
    * With standby: 'node' (default) feeds the standbys node to node under grants the client signs
-   * (no KV crosses the client's link); 'client' keeps the sealed snapshots here and forwards them.
+   * (no KV crosses the client's link; a span with no standby falls back to client-kept
+   * snapshots); 'client' keeps the sealed snapshots here and forwards them.
    */
   readonly kvPath?: 'node' | 'client'
   /** Streams hold tokens until their peers have cleared (GenerateOptions.verifiedStream); default off. */

@@ -111,9 +111,10 @@ export class KvRecovery implements PipelineObserver {
   }
 
   /**
-   * The node path: when the standbys are due (or `force`d), each is fed node to node. A span
-   * without a standby keeps no client snapshots (they would cross the client's link): its
-   * failover replays, as the client-kept path does without snapshots.
+   * The node path: when the standbys are due (or `force`d), each is fed node to node. A span for
+   * which no standby could be had falls back to client-kept snapshots (issue #41 item 3: standby,
+   * then client-kept snapshots, then replay), so a relayed failover still resumes 'mixed'; with a
+   * standby on every span no KV crosses the client's link.
    */
   private async feedDirect(state: PipelineState, force: boolean, options: AbortOptions): Promise<void> {
     const { snapshotEvery, modelId, dim, host } = this.init
@@ -121,7 +122,8 @@ export class KvRecovery implements PipelineObserver {
     this.directEnd = state.length
     const mover = { host, privateKey: this.init.privateKey!, modelId, dim }
     const deadline = this.deadline(options)
-    await this.standbys!.feedDirect(state.hops, state.nextSessionId, state.history, state.length, mover, deadline)
+    const without = await this.standbys!.feedDirect(state.hops, state.nextSessionId, state.history, state.length, mover, deadline)
+    if (without.length > 0) await this.snapshots.capture(without, state.history, state.length, force, deadline)
   }
 
   /** On failover from `route`: the route the fed standbys take over, if they can (standby.ts). */

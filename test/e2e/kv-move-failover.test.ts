@@ -81,7 +81,8 @@ describe('KV moved node to node: relayed failover to a standby fed by the live p
 describe('KV moved node to node: chained failover to a standby chain fed by the live chain', () => {
   const nodes: LocalNode[] = []
   beforeAll(async () => {
-    nodes.push(...(await startSpans(['1:2', '1:2', '2:4', '2:4'])))
+    // a fifth peer, so the route after the takeover has a standby for every span too
+    nodes.push(...(await startSpans(['1:2', '1:2', '2:4', '2:4', '2:4'])))
   })
   afterAll(async () => {
     await Promise.all(nodes.map((n) => n.stop()))

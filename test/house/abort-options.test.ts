@@ -20,6 +20,8 @@ const ALLOWED: Record<string, string> = {
   'protocol/receipt.ts: signReceipt': 'one signature',
   'protocol/receipt.ts: verifyReceipt': 'one signature check',
   'protocol/kv-grant.ts: signKvGrant': 'one signature (issue #41)',
+  'protocol/receipt.ts: signPayload': 'one signature (issue #41)',
+  'protocol/receipt.ts: verifyPayload': 'one signature check (issue #41)',
   'protocol/kv-grant.ts: signKvReceipt': 'one signature (issue #41)',
   'protocol/kv-grant.ts: verifyKvGrant': 'one signature check (issue #41)',
   'protocol/kv-grant.ts: verifyKvReceipt': 'one signature check (issue #41)',
