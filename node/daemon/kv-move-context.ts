@@ -17,6 +17,8 @@ export interface KvMoveInit {
   readonly budget: ByteBudget
   readonly signal: AbortSignal
   readonly log?: (e: Record<string, unknown>) => void
+  /** Refusals are counted with the node's other request errors (`layerswarm_errors_total{code}`). */
+  readonly metrics?: { error(code: string): void }
 }
 
 export interface KvMoveContext extends KvMoveInit {

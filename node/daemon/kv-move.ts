@@ -138,6 +138,7 @@ async function serveStream(ctx: KvMoveContext, limits: KvSourceLimits, seen: See
     const error = errorReplyFor(err, { peerId: ctx.peerId })
     // a refused transfer counts against its source; a push's own failure is the client's business
     if (role !== 'push') limits.refused(from, error.code)
+    ctx.metrics?.error(error.code)
     ctx.log?.({ event: 'kv-move-refused', from, role, code: error.code, message: error.message })
     try {
       await reply({ type: 'error', error })
