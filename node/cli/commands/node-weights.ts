@@ -68,7 +68,11 @@ interface Opts {
 }
 
 /** The model a node serves, its id and span: opened from a file, or fetched by id. */
-export async function openNodeModel(opts: Opts, bootstrap: string[], log: (e: Record<string, unknown>) => void): Promise<NodeModel> {
+export async function openNodeModel(
+  opts: Opts,
+  bootstrap: string[],
+  log: (e: Record<string, unknown>) => void
+): Promise<NodeModel> {
   const modelsDir = opts.modelsDir ?? defaultModelsDir()
   const seed = (source: WeightsSource | undefined) => async (host: Host) =>
     source
@@ -128,5 +132,42 @@ export async function openNodeModel(opts: Opts, bootstrap: string[], log: (e: Re
     }
   } finally {
     await host.stop()
+  }
+}
+
+/**
+ * `join --model-id`: the model's block count and announced id, from its checked header (fetched
+ * into the models folder; the child `node start --model-id` then fetches its span beside it).
+ */
+export async function modelInfoById(
+  contentId: string,
+  bootstrap: string[],
+  modelsDir: string | undefined
+): Promise<{ modelId: string; nBlocks: number }> {
+  if (bootstrap.length === 0) throw new BadOptionError('--model-id fetches the weights from the swarm: give --bootstrap')
+  const host = await createHost({ listen: [], pubsub: false, bootstrap })
+  try {
+    const f = await fetchModel({
+      host,
+      contentId,
+      ...(modelsDir ? { modelsDir } : {}),
+      want: () => ({ edge: false, blocks: [] })
+    })
+    const nBlocks = f.model.config.nLayers
+    f.model.close()
+    f.store.close()
+    return { modelId: f.legacyModelId, nBlocks }
+  } finally {
+    await host.stop()
+  }
+}
+
+/** The block count and id of a local file (join without --model-id). */
+export function modelInfoOfFile(path: string): { modelId: string; nBlocks: number } {
+  const model = openModelFile(path)
+  try {
+    return { modelId: computeModelId(model), nBlocks: model.config.nLayers }
+  } finally {
+    model.close()
   }
 }
