@@ -43,8 +43,8 @@ import type { DraftModel } from './speculation/draft-model.js'
 import { decodeTokens, parseSpeculate } from './speculation/speculation.js'
 import { emptySpeculationStats } from './speculation/speculative-decode.js'
 import { openCanaryBank } from './verification/canary-bank-init.js'
-import type { FetchedWeights } from './weights/client-fetch.js'
 import type { CanaryMonitor } from './verification/canary-monitor.js'
+import type { FetchedWeights } from './weights/client-fetch.js'
 
 export type { ClientInit, GenerateOptions, GenerateResult, VerificationReport } from './client-types.js'
 

@@ -51,7 +51,10 @@ export interface WeightsResponseMessage {
 }
 
 const v1 = layerswarm.v1
-function messageType<P, D>(name: string, g: { encode(m: P): import('protobufjs').Writer; decode(b: Uint8Array): D }): WireMessageType<P, D> {
+function messageType<P, D>(
+  name: string,
+  g: { encode(m: P): import('protobufjs').Writer; decode(b: Uint8Array): D }
+): WireMessageType<P, D> {
   return { name, fieldsById: WIRE_SCAN_MESSAGES[name].fieldsById, encode: (m) => g.encode(m), decode: (b) => g.decode(b) }
 }
 const RequestType = messageType('WeightsRequest', v1.WeightsRequest)
@@ -78,7 +81,12 @@ export function encodeWeightsResponse(r: WeightsResponseMessage): Uint8Array {
           fileBytes: r.manifest.fileBytes,
           chunkBytes: r.manifest.chunkBytes,
           legacyModelId: r.manifest.legacyModelId,
-          pieces: r.manifest.pieces.map((p) => ({ name: p.name, offset: p.offsetBytes, sizeBytes: p.sizeBytes, chunkHashes: p.chunkHashes }))
+          pieces: r.manifest.pieces.map((p) => ({
+            name: p.name,
+            offset: p.offsetBytes,
+            sizeBytes: p.sizeBytes,
+            chunkHashes: p.chunkHashes
+          }))
         }
       : null,
     have: r.have,

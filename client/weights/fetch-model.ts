@@ -1,7 +1,9 @@
 import { homedir } from 'node:os'
 import { join } from 'node:path'
+import type { AbortOptions } from '@libp2p/interface'
 import type { Host } from '../../protocol/index.js'
 import {
+  InvalidArgumentError,
   isContentModelId,
   type ModelConfig,
   type ModelFile,
@@ -10,7 +12,6 @@ import {
   piecesFor,
   type WeightsStore
 } from '../../shards/index.js'
-import { InvalidArgumentError } from '../../shards/index.js'
 import { type FetchOptions, type FetchReport, fetchPieces, openWeightsStore } from './fetcher.js'
 import { discoverWeightPeers } from './peers.js'
 
@@ -25,7 +26,7 @@ export interface FetchModelInit extends FetchOptions {
   readonly contentId: string
   readonly modelsDir?: string
   /** What to fetch, once the header (and so the config) is known. */
-  readonly want: (config: ModelConfig, legacyModelId: string) => PieceWant | Promise<PieceWant>
+  readonly want: (config: ModelConfig, legacyModelId: string, options?: AbortOptions) => PieceWant | Promise<PieceWant>
 }
 
 export interface FetchedModel {
@@ -43,7 +44,9 @@ export interface FetchedModel {
  */
 export async function fetchModel(init: FetchModelInit): Promise<FetchedModel> {
   if (!isContentModelId(init.contentId))
-    throw new InvalidArgumentError(`${init.contentId} is not a content model id (lsw1- and 64 hex digits; \`layerswarm inspect\` prints it)`)
+    throw new InvalidArgumentError(
+      `${init.contentId} is not a content model id (lsw1- and 64 hex digits; \`layerswarm inspect\` prints it)`
+    )
   const modelsDir = init.modelsDir ?? defaultModelsDir()
   const peers = await discoverWeightPeers(init.host, { signal: init.signal })
   const store = await openWeightsStore(init.host, peers, init.contentId, modelsDir, init)
@@ -52,7 +55,7 @@ export async function fetchModel(init: FetchModelInit): Promise<FetchedModel> {
     const probe = openStoredModel(store)
     const config = probe.config
     probe.close()
-    const pieces = piecesFor(store.manifest, await init.want(config, store.manifest.legacyModelId))
+    const pieces = piecesFor(store.manifest, await init.want(config, store.manifest.legacyModelId, { signal: init.signal }))
     const rest = await fetchPieces(init.host, peers, store, pieces, init)
     const peerStats = new Map<string, { chunks: number; bytes: number }>()
     for (const p of [...head.peers, ...rest.peers]) {

@@ -72,7 +72,12 @@ export async function openWeightsStore(
       }
       const store = WeightsStore.open(modelsDir, contentId, r.manifest as WeightsManifest)
       recordLiars(store.dir, liars)
-      log?.({ event: 'weights-manifest', peerId: peer.toString(), pieces: r.manifest.pieces.length, fileBytes: r.manifest.fileBytes })
+      log?.({
+        event: 'weights-manifest',
+        peerId: peer.toString(),
+        pieces: r.manifest.pieces.length,
+        fileBytes: r.manifest.fileBytes
+      })
       return store
     } catch (err) {
       signal?.throwIfAborted()
@@ -115,7 +120,12 @@ export async function fetchPieces(
       .filter((p) => !avoid.has(p.toString()))
       .map(async (peer) => {
         try {
-          const r = await requestWeights(host, peer, { contentId: store.id, kind: 'have', chunk: 0 }, { signal: timeout(o.signal, 15_000) })
+          const r = await requestWeights(
+            host,
+            peer,
+            { contentId: store.id, kind: 'have', chunk: 0 },
+            { signal: timeout(o.signal, 15_000) }
+          )
           if (r.have) holders.push({ peer, have: r.have, alive: true, failures: 0 })
         } catch {}
       })
@@ -124,38 +134,43 @@ export async function fetchPieces(
   const queue = [...wanted]
   const tries = new Map<number, number>()
   const maxTries = o.maxTriesPerChunk ?? 8
-  let done = 0
   let fetchedBytes = 0
   let sinceSave = 0
   let fatal: Error | undefined
   const holds = (h: (typeof holders)[number], g: number): boolean => (h.have[g >> 3] & (1 << (g & 7))) !== 0
-  const inFlight = new Set<number>()
   const worker = async (h: (typeof holders)[number]): Promise<void> => {
     while (h.alive && !fatal) {
       o.signal?.throwIfAborted()
       const k = queue.findIndex((g) => holds(h, g))
       if (k < 0) return
       const g = queue.splice(k, 1)[0]
-      inFlight.add(g)
       const { piece, chunk } = locateChunk(m, store.firstChunk, g)
       let bytes: Uint8Array | undefined
       try {
-        const r = await requestWeights(host, h.peer, { contentId: store.id, kind: 'chunk', chunk: g }, { signal: timeout(o.signal, 120_000) })
+        const r = await requestWeights(
+          host,
+          h.peer,
+          { contentId: store.id, kind: 'chunk', chunk: g },
+          { signal: timeout(o.signal, 120_000) }
+        )
         bytes = r.chunk
         if (!bytes) throw new WeightsUnavailableError(r.errorMessage ?? `no chunk ${g}`)
       } catch (err) {
-        inFlight.delete(g)
         o.signal?.throwIfAborted()
         queue.unshift(g)
         if (++h.failures >= 3) h.alive = false
         o.log?.({ event: 'weights-peer-error', peerId: h.peer.toString(), chunk: g, message: (err as Error).message })
         continue
       }
-      inFlight.delete(g)
       if (!chunkMatches(m, piece, chunk, bytes)) {
         // a lie (or a broken disk): never used, never asked of this peer again
         h.alive = false
-        const liar = { peerId: h.peer.toString(), what: `chunk ${g} (${m.pieces[piece].name})`, reason: 'hash mismatch', atMs: Date.now() }
+        const liar = {
+          peerId: h.peer.toString(),
+          what: `chunk ${g} (${m.pieces[piece].name})`,
+          reason: 'hash mismatch',
+          atMs: Date.now()
+        }
         liars.push(liar)
         recordLiars(store.dir, [liar])
         o.log?.({ event: 'weights-liar', ...liar })
@@ -166,7 +181,6 @@ export async function fetchPieces(
         continue
       }
       store.writeChunk(g, bytes)
-      done++
       fetchedBytes += bytes.length
       const s = stats.get(h.peer.toString()) ?? { chunks: 0, bytes: 0 }
       s.chunks++

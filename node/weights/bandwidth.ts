@@ -1,4 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises'
+import type { AbortOptions } from '@libp2p/interface'
 
 /**
  * Issue 33: a seeder's upload cap. A token bucket of `bytesPerSecond` that holds at most one
@@ -18,7 +19,7 @@ export class ByteRate {
   }
 
   /** Wait until `bytes` may be sent (callers queue in order, so a large chunk is not starved). */
-  async take(bytes: number, signal?: AbortSignal): Promise<void> {
+  async take(bytes: number, { signal }: AbortOptions = {}): Promise<void> {
     if (!this.capped) return
     const turn = this.queue.then(async () => {
       for (;;) {

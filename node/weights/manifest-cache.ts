@@ -1,7 +1,13 @@
 import { createHash } from 'node:crypto'
 import { existsSync, mkdirSync, readFileSync, realpathSync, statSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { buildWeightsManifest, manifestFromJson, manifestToJson, type WeightsManifest } from '../../shards/index.js'
+import {
+  buildWeightsManifest,
+  type ManifestOptions,
+  manifestFromJson,
+  manifestToJson,
+  type WeightsManifest
+} from '../../shards/index.js'
 
 /**
  * Issue 33: a whole file's manifest means hashing every byte once (about 10 s per GB here), so it
@@ -12,7 +18,7 @@ export async function fileManifest(
   path: string,
   legacyModelId: string,
   modelsDir: string,
-  onProgress?: (doneBytes: number, totalBytes: number) => void
+  options: ManifestOptions = {}
 ): Promise<WeightsManifest> {
   const st = statSync(path)
   const key = createHash('sha256')
@@ -28,7 +34,7 @@ export async function fileManifest(
       // a torn write: hash again
     }
   }
-  const m = await buildWeightsManifest(path, legacyModelId, onProgress)
+  const m = await buildWeightsManifest(path, legacyModelId, options)
   mkdirSync(dir, { recursive: true })
   writeFileSync(cached, manifestToJson(m))
   return m

@@ -1,8 +1,8 @@
 import {
+  createMessageChannel,
   decodeWeightsRequest,
   encodeWeightsResponse,
   type Host,
-  createMessageChannel,
   MAX_WEIGHTS_REQUEST_BYTES,
   MAX_WEIGHTS_RESPONSE_BYTES,
   MalformedMessageError,
@@ -63,8 +63,8 @@ export async function serveWeights(host: Host, sources: readonly WeightsSource[]
       rate = new ByteRate(o.maxPeerUploadBytesPerSecond ?? 0)
       perPeer.set(peer, rate)
     }
-    await rate.take(data.length, signal)
-    await total.take(data.length, signal)
+    await rate.take(data.length, { signal })
+    await total.take(data.length, { signal })
     if (o.tamper) {
       data = Uint8Array.from(data)
       data[data.length >> 1] ^= 0x01

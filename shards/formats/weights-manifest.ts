@@ -81,7 +81,11 @@ export function pieceLeaf(p: WeightsPiece): Uint8Array {
 
 /** The content id of a manifest: `lsw1-` and 64 hex digits. */
 export function contentModelId(m: WeightsManifest): string {
-  const h = createHash('sha256').update(str(DOMAIN)).update(u64(m.fileBytes)).update(u64(m.chunkBytes)).update(str(m.legacyModelId))
+  const h = createHash('sha256')
+    .update(str(DOMAIN))
+    .update(u64(m.fileBytes))
+    .update(u64(m.chunkBytes))
+    .update(str(m.legacyModelId))
   h.update(u64(m.pieces.length))
   for (const p of m.pieces) h.update(pieceLeaf(p))
   return `${ID_PREFIX}${h.digest('hex')}`
@@ -119,6 +123,11 @@ export function chunkMatches(m: WeightsManifest, piece: number, chunk: number, b
   return Buffer.compare(got, want) === 0
 }
 
+export interface ManifestOptions {
+  readonly onProgress?: (doneBytes: number, totalBytes: number) => void
+  readonly signal?: AbortSignal
+}
+
 /**
  * Hash a GGUF file into its manifest (reads the whole file once, a chunk at a time, off the
  * event loop's critical path between chunks). `legacyModelId` is computeModelId of the same file.
@@ -126,7 +135,7 @@ export function chunkMatches(m: WeightsManifest, piece: number, chunk: number, b
 export async function buildWeightsManifest(
   path: string,
   legacyModelId: string,
-  onProgress?: (doneBytes: number, totalBytes: number) => void
+  { onProgress, signal }: ManifestOptions = {}
 ): Promise<WeightsManifest> {
   const file = new RangedFile(path)
   let header: ReturnType<typeof readGgufHeader>
@@ -152,6 +161,7 @@ export async function buildWeightsManifest(
       const hashes = new Uint8Array(32 * n)
       for (let c = 0; c < n; c++) {
         const len = Math.min(WEIGHTS_CHUNK_BYTES, r.sizeBytes - c * WEIGHTS_CHUNK_BYTES)
+        signal?.throwIfAborted()
         const { bytesRead } = await fh.read(buf, 0, len, r.offsetBytes + c * WEIGHTS_CHUNK_BYTES)
         if (bytesRead !== len) throw new WeightsIdMismatchError(`${path}: short read in ${r.name}`)
         hashes.set(createHash('sha256').update(buf.subarray(0, len)).digest(), c * 32)
@@ -176,6 +186,8 @@ export function manifestToJson(m: WeightsManifest): string {
 
 /** The inverse of manifestToJson (the caller checks the id with checkManifest). */
 export function manifestFromJson(text: string): WeightsManifest {
-  const j = JSON.parse(text) as Omit<WeightsManifest, 'pieces'> & { pieces: Array<Omit<WeightsPiece, 'chunkHashes'> & { chunkHashes: string }> }
+  const j = JSON.parse(text) as Omit<WeightsManifest, 'pieces'> & {
+    pieces: Array<Omit<WeightsPiece, 'chunkHashes'> & { chunkHashes: string }>
+  }
   return { ...j, pieces: j.pieces.map((p) => ({ ...p, chunkHashes: new Uint8Array(Buffer.from(p.chunkHashes, 'hex')) })) }
 }

@@ -28,15 +28,13 @@ export interface PieceWant {
 /** Indices of the manifest's pieces a want needs (the header first). */
 export function piecesFor(m: WeightsManifest, want: PieceWant): number[] {
   const out: number[] = []
-  m.pieces.forEach((p, i) => {
-    if (p.name === HEADER_PIECE) return out.push(i)
-    const b = blockOf(p.name)
-    if (b === undefined) {
+  for (const [i, p] of m.pieces.entries()) {
+    const b = p.name === HEADER_PIECE ? undefined : blockOf(p.name)
+    if (p.name === HEADER_PIECE) out.push(i)
+    else if (b === undefined) {
       if (want.edge || !EDGE_GLOBALS.has(p.name)) out.push(i)
-      return
-    }
-    if (want.blocks.some(([s, e]) => b >= s && b < e)) out.push(i)
-  })
+    } else if (want.blocks.some(([s, e]) => b >= s && b < e)) out.push(i)
+  }
   return out
 }
 

@@ -1,4 +1,15 @@
-import { closeSync, existsSync, fstatSync, ftruncateSync, mkdirSync, openSync, readFileSync, renameSync, writeFileSync, writeSync } from 'node:fs'
+import {
+  closeSync,
+  existsSync,
+  fstatSync,
+  ftruncateSync,
+  mkdirSync,
+  openSync,
+  readFileSync,
+  renameSync,
+  writeFileSync,
+  writeSync
+} from 'node:fs'
 import { join } from 'node:path'
 import { InvalidArgumentError } from '../errors.js'
 import { RangedFile } from './file-reader.js'

@@ -65,7 +65,10 @@ describe('weights from the swarm (issue 33)', () => {
     expect(contentId).toMatch(/^lsw1-[0-9a-f]{64}$/)
     for (const n of fetchers) {
       expect(n.modelId).toBe(seed.modelId)
-      const line = n as unknown as { contentId: string; fetched: { neededBytes: number; fetchedBytes: number; fileBytes: number } }
+      const line = n as unknown as {
+        contentId: string
+        fetched: { neededBytes: number; fetchedBytes: number; fileBytes: number }
+      }
       expect(line.contentId).toBe(contentId)
       expect(line.fetched.fetchedBytes).toBe(line.fetched.neededBytes)
       expect(line.fetched.neededBytes).toBeLessThan(line.fetched.fileBytes)
@@ -116,11 +119,20 @@ describe('weights from the swarm (issue 33)', () => {
     }
   })
 
-  it('a client with no file (thin: canaries off) generates the one-process story and reports bytes', { timeout: 180_000 }, async () => {
+  it('a client with no file (thin: canaries off) generates the one-process story and reports bytes', {
+    timeout: 180_000
+  }, async () => {
     const env = home()
     const r = await cliAsync(
-      ['generate', '--model-id', contentId, '--bootstrap', `${liar.addrs[0]},${fetchers[0].addrs[0]}`, '--prompt', ref.prompt]
-        .concat(['--max-tokens', '64', '--temperature', '0', '--canary-rate', '0', '--json']),
+      [
+        'generate',
+        '--model-id',
+        contentId,
+        '--bootstrap',
+        `${liar.addrs[0]},${fetchers[0].addrs[0]}`,
+        '--prompt',
+        ref.prompt
+      ].concat(['--max-tokens', '64', '--temperature', '0', '--canary-rate', '0', '--json']),
       170_000,
       env
     )
@@ -137,10 +149,17 @@ describe('weights from the swarm (issue 33)', () => {
     expect(j.weights.liars).toContain(liar.peerId)
   })
 
-  it('with canaries on and no bank, the client also fetches (checked) the middle blocks its canaries need', { timeout: 180_000 }, async () => {
+  it('with canaries on and no bank, the client also fetches (checked) the middle blocks its canaries need', {
+    timeout: 180_000
+  }, async () => {
     const r = await cliAsync(
-      ['generate', '--model-id', contentId, '--bootstrap', fetchers[2].addrs[0], '--prompt', ref.prompt]
-        .concat(['--max-tokens', '64', '--temperature', '0', '--json']),
+      ['generate', '--model-id', contentId, '--bootstrap', fetchers[2].addrs[0], '--prompt', ref.prompt].concat([
+        '--max-tokens',
+        '64',
+        '--temperature',
+        '0',
+        '--json'
+      ]),
       170_000,
       home()
     )

@@ -2,7 +2,10 @@
  * Issue 33: the progress line of a weights fetch, with rate and ETA. It draws only on a terminal
  * (in a pipe, tests and logs read the JSON lines instead).
  */
-export function fetchProgress(label: string, stream: NodeJS.WriteStream = process.stderr): {
+export function fetchProgress(
+  label: string,
+  stream: NodeJS.WriteStream = process.stderr
+): {
   update(doneBytes: number, totalBytes: number): void
   done(): void
 } {

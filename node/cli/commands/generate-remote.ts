@@ -160,7 +160,11 @@ export async function runRemoteGenerate(
   })
   try {
     const { prompt, special, template } = o.chat
-      ? chatPrompt(templateMetadata(client.fetchedWeights ? { ...o, model: client.fetchedWeights.path } : o), client.tokenizer, o.prompt)
+      ? chatPrompt(
+          templateMetadata(client.fetchedWeights ? { ...o, model: client.fetchedWeights.path } : o),
+          client.tokenizer,
+          o.prompt
+        )
       : { prompt: o.prompt, special: false, template: undefined }
     const promptTokens = client.tokenizer.encode(prompt, { special })
     checkContextLength(promptTokens.length, client.contextLength)

@@ -1,3 +1,4 @@
+import type { AbortOptions } from '@libp2p/interface'
 import { type Command, Option } from 'commander'
 import { defaultModelsDir, fetchModel } from '../../../client/index.js'
 import { createHost, dialBootstrap, type Host } from '../../../protocol/index.js'
@@ -53,7 +54,7 @@ export interface NodeModel {
   /** What the fetch did (with --model-id). */
   readonly fetched?: { neededBytes: number; fetchedBytes: number; reusedBytes: number; fileBytes: number; liars: number }
   /** Start seeding on the node's host. */
-  serve(host: Host): Promise<Seeder | undefined>
+  serve(host: Host, options?: AbortOptions): Promise<Seeder | undefined>
 }
 
 interface Opts {
@@ -71,16 +72,18 @@ interface Opts {
 export async function openNodeModel(
   opts: Opts,
   bootstrap: string[],
-  log: (e: Record<string, unknown>) => void
+  log: (e: Record<string, unknown>) => void,
+  { signal }: AbortOptions = {}
 ): Promise<NodeModel> {
   const modelsDir = opts.modelsDir ?? defaultModelsDir()
-  const seed = (source: WeightsSource | undefined) => async (host: Host) =>
+  const seed = (source: WeightsSource | undefined) => async (host: Host, _options?: AbortOptions) =>
     source
       ? await serveWeights(host, [source], {
           maxUploadBytesPerSecond: opts.maxUpload * 1e6,
           maxPeerUploadBytesPerSecond: opts.maxPeerUpload * 1e6,
           tamper: opts.tamperWeights === true,
-          log
+          log,
+          signal
         })
       : undefined
   const pick = async (n: number, id: string): Promise<[number, number]> =>
@@ -91,7 +94,7 @@ export async function openNodeModel(
     const modelId = computeModelId(model)
     const span = await pick(model.config.nLayers, modelId)
     if (model.format !== 'gguf') return { model, modelId, span, serve: seed(undefined) }
-    const manifest = await fileManifest(path, modelId, modelsDir)
+    const manifest = await fileManifest(path, modelId, modelsDir, { signal })
     const contentId = contentModelId(manifest)
     return { model, modelId, contentId, span, serve: seed(fileSource(path, contentId, manifest)) }
   }
@@ -99,7 +102,7 @@ export async function openNodeModel(
   if (bootstrap.length === 0) throw new BadOptionError('--model-id fetches the weights from the swarm: give --bootstrap')
   const host = await createHost({ listen: [], pubsub: false })
   try {
-    await dialBootstrap(host, bootstrap)
+    await dialBootstrap(host, bootstrap, { signal })
     const bar = fetchProgress('fetching span')
     let span: [number, number] = [0, 0]
     const f = await fetchModel({
@@ -111,7 +114,8 @@ export async function openNodeModel(
         return { edge: false, blocks: [span] }
       },
       onProgress: (d, t) => bar.update(d, t),
-      log
+      log,
+      signal
     })
     bar.done()
     const r = f.report
@@ -142,7 +146,8 @@ export async function openNodeModel(
 export async function modelInfoById(
   contentId: string,
   bootstrap: string[],
-  modelsDir: string | undefined
+  modelsDir: string | undefined,
+  { signal }: AbortOptions = {}
 ): Promise<{ modelId: string; nBlocks: number }> {
   if (bootstrap.length === 0) throw new BadOptionError('--model-id fetches the weights from the swarm: give --bootstrap')
   const host = await createHost({ listen: [], pubsub: false, bootstrap })
@@ -151,7 +156,8 @@ export async function modelInfoById(
       host,
       contentId,
       ...(modelsDir ? { modelsDir } : {}),
-      want: () => ({ edge: false, blocks: [] })
+      want: () => ({ edge: false, blocks: [] }),
+      signal
     })
     const nBlocks = f.model.config.nLayers
     f.model.close()
