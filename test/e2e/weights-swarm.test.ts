@@ -1,11 +1,15 @@
+import { spawn } from 'node:child_process'
+import { once } from 'node:events'
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { createInterface } from 'node:readline'
 import { peerIdFromString } from '@libp2p/peer-id'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { type LocalNode, startLocalNode } from '../../node/cli/local-swarm.js'
 import { createHost, type Host, requestWeights } from '../../protocol/index.js'
 import { chunkMatches, locateChunk, piecesFor, type WeightsManifest } from '../../shards/index.js'
+import { CLI } from '../helpers/cli.js'
 import { cliAsync } from '../helpers/cli-async.js'
 import { GGUF_PATH, loadReference } from '../helpers/reference.js'
 
@@ -116,6 +120,41 @@ describe('weights from the swarm (issue 33)', () => {
       expect(r.errorCode).toBe('NOT_HELD')
     } finally {
       await host?.stop()
+    }
+  })
+
+  it('join --model-id fetches the header, picks an unserved block of that model, and its node fetches and serves it', {
+    timeout: 180_000
+  }, async () => {
+    const env = home()
+    const child = spawn(
+      process.execPath,
+      [CLI, 'join', '--model-id', contentId, '--bootstrap', seed.addrs[0], '--num-blocks', '1', '--ephemeral-identity'].concat([
+        '--kv-dtype',
+        'f32',
+        ...ANNOUNCE,
+        '--drain',
+        '200'
+      ]),
+      { env, stdio: ['ignore', 'pipe', 'pipe'] }
+    )
+    const stderr: string[] = []
+    createInterface({ input: child.stderr! }).on('line', (l) => stderr.push(l))
+    try {
+      const line = await new Promise<string>((resolve, reject) => {
+        createInterface({ input: child.stdout! }).once('line', resolve)
+        child.once('exit', (code) => reject(new Error(`join exited ${code}:\n${stderr.join('\n')}`)))
+      })
+      const e = JSON.parse(line) as { event: string; layers: [number, number]; modelId: string }
+      expect(e.event).toBe('serving')
+      expect(e.modelId).toBe(seed.modelId)
+      // blocks 1..3 are served already (twice for block 1): the joiner takes block 0 or 4
+      expect([0, 4]).toContain(e.layers[0])
+      expect(e.layers[1]).toBe(e.layers[0] + 1)
+      expect(stderr.some((l) => l.includes('"weights-fetched"'))).toBe(true)
+    } finally {
+      child.kill('SIGTERM')
+      if (child.exitCode === null) await once(child, 'exit')
     }
   })
 
