@@ -10,7 +10,7 @@ import { type LocalNode, startLocalNode } from '../../node/cli/local-swarm.js'
 import { createHost, type Host, requestWeights } from '../../protocol/index.js'
 import { chunkMatches, locateChunk, piecesFor, type WeightsManifest } from '../../shards/index.js'
 import { CLI } from '../helpers/cli.js'
-import { cliAsync } from '../helpers/cli-async.js'
+import { cliAsync, ONE_LINE_ERROR } from '../helpers/cli-async.js'
 import { GGUF_PATH, loadReference } from '../helpers/reference.js'
 
 // Issue 33 "Done when": one seed node has the file; three nodes start with only the content id,
@@ -121,6 +121,26 @@ describe('weights from the swarm (issue 33)', () => {
     } finally {
       await host?.stop()
     }
+  })
+
+  it('an id no peer holds, or a malformed one, is one typed line', { timeout: 120_000 }, async () => {
+    const unknown = `lsw1-${'0'.repeat(64)}`
+    const r = await cliAsync(
+      ['node', 'start', '--model-id', unknown, '--bootstrap', seed.addrs[0], '--ephemeral-identity'],
+      60_000,
+      home()
+    )
+    expect(r.status).not.toBe(0)
+    expect(r.stderr.split('\n').filter((l) => l.startsWith('layerswarm:'))).toEqual([
+      expect.stringMatching(/\(WEIGHTS_UNAVAILABLE\)$/)
+    ])
+    const bad = await cliAsync(
+      ['generate', '--model-id', 'lsm1-abc', '--bootstrap', seed.addrs[0], '--prompt', 'x'],
+      60_000,
+      home()
+    )
+    expect(bad.stderr).toMatch(ONE_LINE_ERROR)
+    expect(bad.stderr).toMatch(/INVALID_ARGUMENT/)
   })
 
   it('join --model-id fetches the header, picks an unserved block of that model, and its node fetches and serves it', {

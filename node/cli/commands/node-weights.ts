@@ -6,6 +6,7 @@ import {
   computeModelId,
   contentModelId,
   fileSource,
+  isContentModelId,
   type ModelFile,
   openModelFile,
   type WeightsSource
@@ -28,7 +29,7 @@ export function addWeightsOptions(cmd: Command): void {
   cmd
     .option(
       '--model-id <id>',
-      'serve a span of the model with this content id (lsw1-…, printed by `node start` and `inspect`) with no local file: its tensors are fetched from the swarm into $LAYERSWARM_HOME/models, checked, then served'
+      'serve a span of the model with this content id (lsw1-…, the contentId a node started with the file prints) with no local file: its tensors are fetched from the swarm into $LAYERSWARM_HOME/models, checked, then served'
     )
     .option('--models-dir <dir>', 'where fetched models and file manifests are kept (default: $LAYERSWARM_HOME/models)')
     .addOption(
@@ -99,6 +100,10 @@ export async function openNodeModel(
     return { model, modelId, contentId, span, serve: seed(fileSource(path, contentId, manifest)) }
   }
   if (opts.model !== undefined) throw new BadOptionError('--model and --model-id exclude each other')
+  if (!isContentModelId(opts.modelId))
+    throw new BadOptionError(
+      `--model-id ${opts.modelId}: not a content id (lsw1- and 64 hex digits: the contentId a node started with the file prints)`
+    )
   if (bootstrap.length === 0) throw new BadOptionError('--model-id fetches the weights from the swarm: give --bootstrap')
   const host = await createHost({ listen: [], pubsub: false })
   try {
