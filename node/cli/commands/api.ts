@@ -30,7 +30,7 @@ import { defaultModelPath } from '../../paths.js'
 import { warn } from '../cli-exit.js'
 import { float, int, SPECULATE_HELP, speculateOption } from '../options.js'
 import { addCanaryBankOptions, canaryBankInit } from '../verification-options.js'
-import { checkReadableFile, listenError } from './checks.js'
+import { checkReadableFile, listenError, resolveModelArgument } from './checks.js'
 
 export interface ApiOptions {
   readonly bootstrap: string
@@ -81,7 +81,7 @@ export async function runApi(
   checkListen(o.listen, o.apiKey)
   if (o.metrics) parseHostPort(o.metrics, '--metrics')
   const bootstrap = parseBootstrapList(o.bootstrap)
-  const modelPath = checkReadableFile(o.model ?? defaultModelPath(), '--model')
+  const modelPath = await resolveModelArgument(o.model ?? defaultModelPath(), '--model')
   if (o.tokenizer !== undefined) checkReadableFile(o.tokenizer, '--tokenizer')
   const file = openModelFile(modelPath, o.tokenizer !== undefined ? { tokenizerPath: o.tokenizer } : {})
   const template = file.metadata.get('tokenizer.chat_template')

@@ -21,7 +21,7 @@ import { claimNodeIdentity } from '../../identity-lock.js'
 import { defaultModelPath } from '../../paths.js'
 import { BadOptionError, JoinedNodeExitedError } from '../errors.js'
 import { float, int } from '../options.js'
-import { checkReadableFile } from './checks.js'
+import { resolveModelArgument } from './checks.js'
 import { refusedByEveryBootstrap } from './private-swarm.js'
 
 const CLI = fileURLToPath(new URL('../../cli.js', import.meta.url))
@@ -96,7 +96,7 @@ export function registerJoin(program: Command): void {
     .allowUnknownOption()
     .allowExcessArguments()
     .action(async (opts, cmd: Command) => {
-      const modelPath = checkReadableFile(opts.model ?? defaultModelPath(), '--model')
+      const modelPath = await resolveModelArgument(opts.model ?? defaultModelPath(), '--model')
       const bootstrap = opts.bootstrap ? readBootstrap(String(opts.bootstrap)) : []
       const passThrough = cmd.args.filter((a) => a !== modelPath)
       if (passThrough.includes('--layers')) throw new BadOptionError('join picks the span itself; --layers is for node start')
