@@ -48,6 +48,8 @@ export interface Gateway {
   readonly modelName: string
   readonly app: FastifyInstance
   readonly stats: LiveStats
+  /** The SDK client it generates with (a multi-model front reads its swarm view: model-router.ts). */
+  readonly client: LayerswarmClient
   close(): Promise<void>
 }
 
@@ -210,6 +212,7 @@ export async function startGateway(o: GatewayOptions, { signal }: AbortOptions =
     modelName: o.modelName,
     app,
     stats,
+    client: o.client,
     close: async () => {
       await app.close()
     }

@@ -54,8 +54,8 @@ export async function startFakeHub(repos: Record<string, FakeHubRepo>): Promise<
     const tree = /^\/api\/models\/([^/]+\/[^/]+)\/tree\/([^/]+)$/.exec(url.pathname)
     if (tree) {
       const repo = repos[tree[1]]
-      if (!repo) return deny(res, 401, 'RepositoryNotFound', 'Repository not found')
-      if (!allowed(repo)) return deny(res, 401, 'GatedRepo', 'Access to this model is restricted')
+      if (!repo) return void deny(res, 401, 'RepositoryNotFound', 'Repository not found')
+      if (!allowed(repo)) return void deny(res, 401, 'GatedRepo', 'Access to this model is restricted')
       const list = repo.files.map((f) => ({
         type: 'file',
         path: f.path,
@@ -69,10 +69,10 @@ export async function startFakeHub(repos: Record<string, FakeHubRepo>): Promise<
     const resolve = /^\/([^/]+\/[^/]+)\/resolve\/([^/]+)\/(.+)$/.exec(url.pathname)
     if (resolve) {
       const repo = repos[resolve[1]]
-      if (!repo) return deny(res, 401, 'RepositoryNotFound', 'Repository not found')
-      if (!allowed(repo)) return deny(res, 401, 'GatedRepo', 'Access to this model is restricted')
+      if (!repo) return void deny(res, 401, 'RepositoryNotFound', 'Repository not found')
+      if (!allowed(repo)) return void deny(res, 401, 'GatedRepo', 'Access to this model is restricted')
       const file = repo.files.find((f) => f.path === decodeURIComponent(resolve[3]))
-      if (!file) return deny(res, 404, 'EntryNotFound', 'Entry not found')
+      if (!file) return void deny(res, 404, 'EntryNotFound', 'Entry not found')
       const sum = sha256(file.bytes)
       res.writeHead(302, {
         location: `/cdn/${sum}?object=${encodeURIComponent(`${resolve[1]}/${file.path}`)}`,
@@ -84,7 +84,7 @@ export async function startFakeHub(repos: Record<string, FakeHubRepo>): Promise<
       return void res.end()
     }
     const body = url.pathname.startsWith('/cdn/') ? cdn.get(url.searchParams.get('object') ?? '') : undefined
-    if (!body) return deny(res, 404, 'EntryNotFound', 'no such object')
+    if (!body) return void deny(res, 404, 'EntryNotFound', 'no such object')
     const m = /^bytes=(\d+)-$/.exec(req.headers.range ?? '')
     const from = m ? Number(m[1]) : 0
     if (from >= body.byteLength && m) {
