@@ -108,7 +108,7 @@ export async function downloadHubModel(source: HubSource | string, o: HubDownloa
     throw new HubDownloadError(`${String(source)} is not a Hub model (hf://org/repo/file.gguf or org/repo:QUANT)`)
   const endpoint = hubEndpoint(env)
   const headers = hubHeaders(env)
-  const s = await resolveHubFile(parsed, endpoint, headers)
+  const s = await resolveHubFile(parsed, endpoint, headers, { signal: o.signal })
   const url = resolveUrl(endpoint, s)
   const path = join(o.modelsDir ?? join(layerswarmHome(env), 'models'), 'hf', ...s.repo.split('/'), ...s.file.split('/'))
   const part = `${path}.part`
@@ -196,11 +196,10 @@ async function fetchWithResume(
     }
     // a server that ignores Range answers 200 with the whole file: start over rather than append
     const offset = res.status === 206 ? from : 0
-    const counted = new TransformCounter((n) => {
-      fetched += n
+    const counted = new TransformCounter(() => {
       const bytes = offset + counted.bytes
       const secs = (performance.now() - started) / 1000
-      const rate = secs > 0 ? fetched / secs : 0
+      const rate = secs > 0 ? (fetched + counted.bytes) / secs : 0
       o.onProgress?.({
         bytes,
         totalBytes: size,
@@ -208,17 +207,19 @@ async function fetchWithResume(
         ...(rate > 0 ? { etaMs: ((size - bytes) / rate) * 1000 } : {})
       })
     })
+    const file = createWriteStream(part, { flags: offset > 0 ? 'a' : 'w' })
     try {
       if (res.body === null) throw new HubDownloadError(`GET ${url}: no body`)
-      await pipeline(
-        Readable.fromWeb(res.body as never),
-        counted.stream,
-        createWriteStream(part, { flags: offset > 0 ? 'a' : 'w' })
-      )
+      await pipeline(Readable.fromWeb(res.body as never), counted.stream, file)
     } catch (err) {
       if (o.signal?.aborted) throw err
       lastError = err as Error
+    } finally {
+      // a write in flight when the connection died still lands: the next attempt's offset must come after it
+      if (!file.closed) await new Promise<void>((resolve) => file.once('close', () => resolve()))
     }
+    // what reached the file, not what passed the counter: bytes still buffered when a connection dies are lost and fetched again
+    fetched += (existsSync(part) ? statSync(part).size : 0) - offset
   }
   const have = existsSync(part) ? statSync(part).size : 0
   if (have === size) return fetched

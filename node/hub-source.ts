@@ -1,3 +1,4 @@
+import type { AbortOptions } from '@libp2p/interface'
 import { HubAuthError, HubDownloadError, HubNotFoundError, InvalidModelSourceError } from './errors.js'
 
 /**
@@ -88,13 +89,14 @@ interface TreeEntry {
 export async function resolveHubFile(
   s: HubSource,
   endpoint: string,
-  headers: Record<string, string>
+  headers: Record<string, string>,
+  { signal }: AbortOptions = {}
 ): Promise<HubSource & { file: string }> {
   if (s.file !== undefined) return { ...s, file: s.file }
   const url = `${endpoint}/api/models/${s.repo}/tree/${encodeURIComponent(s.revision)}?recursive=true`
   let res: Response
   try {
-    res = await fetch(url, { headers: { ...headers, accept: 'application/json' } })
+    res = await fetch(url, { headers: { ...headers, accept: 'application/json' }, signal })
   } catch (err) {
     throw new HubDownloadError(`listing ${s.repo}: ${(err as Error).message}`)
   }

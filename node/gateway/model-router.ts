@@ -1,6 +1,7 @@
 import { timingSafeEqual } from 'node:crypto'
 import { createServer, type IncomingMessage, request, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
+import type { AbortOptions } from '@libp2p/interface'
 import { hostAllowed } from '../daemon/index.js'
 import { DEFAULT_GATEWAY_BODY_LIMIT_BYTES } from '../options.js'
 import { anthropicError } from './anthropic-routes.js'
@@ -53,7 +54,8 @@ export function modelObject(m: RoutedModel): Record<string, unknown> {
   }
 }
 
-export async function startModelRouter(o: ModelRouterOptions): Promise<ModelRouter> {
+export async function startModelRouter(o: ModelRouterOptions, { signal }: AbortOptions = {}): Promise<ModelRouter> {
+  signal?.throwIfAborted()
   const { host, port } = checkListen(o.listen, o.apiKey)
   const key = o.apiKey ? Buffer.from(o.apiKey) : undefined
   const limit = o.bodyLimitBytes ?? DEFAULT_GATEWAY_BODY_LIMIT_BYTES

@@ -121,8 +121,8 @@ describe('two models in one swarm', () => {
     expect(a).toMatchObject({ name: served.peers[0].modelName, covered: [1, 2, 3], gaps: [0, 4] })
     expect(b).toMatchObject({ name: served.peers[1].modelName, covered: [1, 2], gaps: [0, 3] })
     const text = await cliAsync(['swarm', '--bootstrap', served.peers[0].addrs[0], '--wait', '1500'])
-    expect(text.stdout).toContain(`model ${served.peers[0].modelName}  ${idA}`)
-    expect(text.stdout).toContain(`model ${served.peers[1].modelName}  ${served.peers[1].modelId}`)
+    expect(text.stdout).toContain(`model ${idA} (5 blocks)  ${served.peers[0].modelName}`)
+    expect(text.stdout).toContain(`model ${served.peers[1].modelId} (4 blocks)  ${served.peers[1].modelName}`)
   })
 
   it('/v1/models lists both; /v1/models/:id finds each; an unknown one is a 404', async () => {

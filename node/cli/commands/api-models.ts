@@ -86,7 +86,7 @@ export async function runModelsApi<O extends OneModelOptions>(
         }
       })
     }
-    const router = await startModelRouter({ listen: o.listen, apiKey: o.apiKey, models: routed })
+    const router = await startModelRouter({ listen: o.listen, apiKey: o.apiKey, models: routed }, options)
     log.info({ url: router.url, models: names }, 'gateway listening')
     return {
       url: router.url,

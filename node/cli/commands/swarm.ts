@@ -94,7 +94,7 @@ export function registerSwarm(program: Command): void {
         if (peers.length === 0) process.stdout.write('no peers answered\n')
         for (const m of models) {
           const list = byModel.get(m.modelId) ?? []
-          process.stdout.write(`model ${m.name ? `${m.name}  ` : ''}${m.modelId} (${m.nLayers} blocks)\n`)
+          process.stdout.write(`model ${m.modelId} (${m.nLayers} blocks)${m.name ? `  ${m.name}` : ''}\n`)
           for (const p of list) {
             const bar = Array.from({ length: m.nLayers }, (_, b) => (b >= p.start && b < p.end ? '█' : '·')).join('')
             process.stdout.write(
