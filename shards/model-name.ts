@@ -19,7 +19,11 @@ export function readableModelName(model: Pick<ModelFile, 'metadata' | 'config' |
   const quant = FTYPE_NAMES.get(Number(ftype)) ?? model.weightDType.toUpperCase()
   const parts = [base, size, quant].filter((p, i, all) => !all.slice(0, i).some((q) => q.toLowerCase() === p.toLowerCase()))
   // a name is one line of at most 120 characters whatever the metadata holds (it goes on the wire)
-  return parts.join(' ').replace(/\s+/g, ' ').slice(0, MAX_MODEL_NAME_LENGTH)
+  return parts
+    .join(' ')
+    .replace(/[\s\p{Cc}]+/gu, ' ')
+    .trim()
+    .slice(0, MAX_MODEL_NAME_LENGTH)
 }
 
 /** Longest readable name announced (protocol/limits.ts checks the same bound on the wire). */
