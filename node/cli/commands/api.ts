@@ -12,7 +12,7 @@ import {
   WIRE_CLI_CHOICES,
   type WireChoice
 } from '../../../client/index.js'
-import { openModelFile } from '../../../shards/index.js'
+import { openModelFile, readableModelName } from '../../../shards/index.js'
 import { parseHostPort, withConfig } from '../../config.js'
 import { Metrics, type MetricsServer, serveMetrics } from '../../daemon/index.js'
 import { createChatFormatter } from '../../gateway/chat-template.js'
@@ -87,6 +87,7 @@ export async function runApi(
   const file = openModelFile(modelPath, o.tokenizer !== undefined ? { tokenizerPath: o.tokenizer } : {})
   const template = file.metadata.get('tokenizer.chat_template')
   const contextLength = file.config.seqLen
+  const displayName = readableModelName(file)
   file.close()
   const client = await createClient(
     {
@@ -125,6 +126,7 @@ export async function runApi(
         listen: o.listen,
         apiKey: o.apiKey,
         modelName: o.modelName ?? basename(modelPath, extname(modelPath)),
+        displayName,
         chat,
         contextLength,
         log,
