@@ -4,7 +4,7 @@ import { createHost, reachabilityOf } from '../../../protocol/index.js'
 import { computeModelId, openModelFile } from '../../../shards/index.js'
 import { warn } from '../cli-exit.js'
 import { int } from '../options.js'
-import { checkReadableFile } from './checks.js'
+import { resolveModelArgument } from './checks.js'
 
 /** `node start`'s default --announce-interval: gossip alone needs about this long to hear every peer. */
 const DEFAULT_ANNOUNCE_INTERVAL_MS = 5_000
@@ -46,7 +46,7 @@ export function registerSwarm(program: Command): void {
       const bootstrap = parseBootstrapList(String(opts.bootstrap))
       let modelId: string | undefined
       if (opts.model) {
-        const m = openModelFile(checkReadableFile(opts.model, '--model'))
+        const m = openModelFile(await resolveModelArgument(opts.model, '--model'))
         modelId = computeModelId(m)
         m.close()
       }
