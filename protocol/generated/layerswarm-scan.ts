@@ -38,6 +38,7 @@ export const WIRE_SCAN_MESSAGES: Readonly<Record<string, WireScanMessage>> = {
       41: { name: 'backend', what: 'InfoResponse.backend', wireType: 2, repeated: false },
       42: { name: 'device', what: 'InfoResponse.device', wireType: 2, repeated: false },
       43: { name: 'deviceMemoryBytes', what: 'InfoResponse.device_memory_bytes', wireType: 0, repeated: false },
+      220: { name: 'modelName', what: 'InfoResponse.model_name', wireType: 2, repeated: false },
     }
   },
   NextHop: {
@@ -254,6 +255,7 @@ export const WIRE_SCAN_MESSAGES: Readonly<Record<string, WireScanMessage>> = {
       40: { name: 'backend', what: 'Announcement.backend', wireType: 2, repeated: false },
       41: { name: 'device', what: 'Announcement.device', wireType: 2, repeated: false },
       42: { name: 'deviceMemoryBytes', what: 'Announcement.device_memory_bytes', wireType: 0, repeated: false },
+      220: { name: 'modelName', what: 'Announcement.model_name', wireType: 2, repeated: false },
     }
   },
   SignedAnnouncement: {

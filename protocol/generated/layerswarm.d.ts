@@ -233,6 +233,9 @@ export namespace layerswarm {
             /** InfoResponse deviceMemoryBytes. */
             deviceMemoryBytes: (number|Long);
 
+            /** InfoResponse modelName. */
+            modelName: string;
+
             /**
              * Creates a new InfoResponse instance using the specified properties.
              * @param [properties] Properties to set
@@ -321,6 +324,9 @@ export namespace layerswarm {
 
                 /** InfoResponse deviceMemoryBytes */
                 deviceMemoryBytes?: (number|Long|null);
+
+                /** InfoResponse modelName */
+                modelName?: (string|null);
 
                 /** Unknown fields preserved while decoding when enabled */
                 $unknowns?: Uint8Array[];
@@ -2290,6 +2296,9 @@ export namespace layerswarm {
             /** Announcement deviceMemoryBytes. */
             deviceMemoryBytes: (number|Long);
 
+            /** Announcement modelName. */
+            modelName: string;
+
             /**
              * Creates a new Announcement instance using the specified properties.
              * @param [properties] Properties to set
@@ -2375,6 +2384,9 @@ export namespace layerswarm {
 
                 /** Announcement deviceMemoryBytes */
                 deviceMemoryBytes?: (number|Long|null);
+
+                /** Announcement modelName */
+                modelName?: (string|null);
 
                 /** Unknown fields preserved while decoding when enabled */
                 $unknowns?: Uint8Array[];

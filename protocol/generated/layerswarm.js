@@ -238,6 +238,7 @@ export const layerswarm = $root.layerswarm = (() => {
             InfoResponse.prototype.backend = "";
             InfoResponse.prototype.device = "";
             InfoResponse.prototype.deviceMemoryBytes = $util.Long ? $util.Long.fromBits(0,0,true) : 0;
+            InfoResponse.prototype.modelName = "";
 
             InfoResponse.create = function(properties) {
                 return new InfoResponse(properties);
@@ -288,6 +289,8 @@ export const layerswarm = $root.layerswarm = (() => {
                     writer.uint32(338).string(message.device);
                 if (message.deviceMemoryBytes != null && $Object.hasOwnProperty.call(message, "deviceMemoryBytes") && (typeof message.deviceMemoryBytes === "object" ? message.deviceMemoryBytes.low || message.deviceMemoryBytes.high : message.deviceMemoryBytes !== 0))
                     writer.uint32(344).uint64(message.deviceMemoryBytes);
+                if (message.modelName != null && $Object.hasOwnProperty.call(message, "modelName") && message.modelName !== "")
+                    writer.uint32(1762).string(message.modelName);
                 if (message.$unknowns != null && $Object.hasOwnProperty.call(message, "$unknowns"))
                     for (let i = 0; i < message.$unknowns.length; ++i)
                         writer.raw(message.$unknowns[i]);
@@ -495,6 +498,15 @@ export const layerswarm = $root.layerswarm = (() => {
                                 message.deviceMemoryBytes = value;
                             else
                                 delete message.deviceMemoryBytes;
+                            continue;
+                        }
+                    case 220: {
+                            if (wireType !== 2)
+                                break;
+                            if ((value = reader.stringVerify()).length)
+                                message.modelName = value;
+                            else
+                                delete message.modelName;
                             continue;
                         }
                     }
@@ -3178,6 +3190,7 @@ export const layerswarm = $root.layerswarm = (() => {
             Announcement.prototype.backend = "";
             Announcement.prototype.device = "";
             Announcement.prototype.deviceMemoryBytes = $util.Long ? $util.Long.fromBits(0,0,true) : 0;
+            Announcement.prototype.modelName = "";
 
             Announcement.create = function(properties) {
                 return new Announcement(properties);
@@ -3227,6 +3240,8 @@ export const layerswarm = $root.layerswarm = (() => {
                     writer.uint32(330).string(message.device);
                 if (message.deviceMemoryBytes != null && $Object.hasOwnProperty.call(message, "deviceMemoryBytes") && (typeof message.deviceMemoryBytes === "object" ? message.deviceMemoryBytes.low || message.deviceMemoryBytes.high : message.deviceMemoryBytes !== 0))
                     writer.uint32(336).uint64(message.deviceMemoryBytes);
+                if (message.modelName != null && $Object.hasOwnProperty.call(message, "modelName") && message.modelName !== "")
+                    writer.uint32(1762).string(message.modelName);
                 if (message.$unknowns != null && $Object.hasOwnProperty.call(message, "$unknowns"))
                     for (let i = 0; i < message.$unknowns.length; ++i)
                         writer.raw(message.$unknowns[i]);
@@ -3424,6 +3439,15 @@ export const layerswarm = $root.layerswarm = (() => {
                                 message.deviceMemoryBytes = value;
                             else
                                 delete message.deviceMemoryBytes;
+                            continue;
+                        }
+                    case 220: {
+                            if (wireType !== 2)
+                                break;
+                            if ((value = reader.stringVerify()).length)
+                                message.modelName = value;
+                            else
+                                delete message.modelName;
                             continue;
                         }
                     }

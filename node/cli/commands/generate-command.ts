@@ -8,7 +8,7 @@ import { defaultModelPath } from '../../paths.js'
 import { BadOptionError } from '../errors.js'
 import { float, int, SPECULATE_HELP, speculateOption } from '../options.js'
 import { addVerificationOptions, verificationOptions } from '../verification-options.js'
-import { checkReadableFile } from './checks.js'
+import { checkReadableFile, resolveModelArgument } from './checks.js'
 import { runLocalGenerate } from './generate.js'
 import { runRemoteGenerate, WIRE_CLI_CHOICES } from './generate-remote.js'
 import { readJsonSchema } from './json-schema-option.js'
@@ -131,7 +131,7 @@ export function registerGenerate(program: Command): void {
       // every input checked before any work: one typed line instead of a trace from deep inside
       if (opts.modelId !== undefined && (opts.model !== undefined || opts.bootstrap === undefined))
         throw new BadOptionError('--model-id needs --bootstrap (the swarm it fetches from) and no --model')
-      const model = opts.modelId !== undefined ? '' : checkReadableFile(opts.model ?? defaultModelPath(), '--model')
+      const model = opts.modelId !== undefined ? '' : await resolveModelArgument(opts.model ?? defaultModelPath(), '--model')
       if (opts.tokenizer !== undefined) checkReadableFile(opts.tokenizer, '--tokenizer')
       if (String(opts.speculate).startsWith('draft:')) checkReadableFile(String(opts.speculate).slice(6), '--speculate draft:')
       const bootstrap = opts.bootstrap !== undefined ? parseBootstrapList(String(opts.bootstrap)) : undefined
