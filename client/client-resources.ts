@@ -6,6 +6,7 @@ import type { ClientInit } from './client-types.js'
 import { bundledModelPath } from './default-model.js'
 import { DEFAULT_EDGE_FIRST, DEFAULT_EDGE_LAST } from './options.js'
 import { edgeOnlyModel } from './verification/canary-bank-init.js'
+import { type FetchedWeights, fetchClientModel } from './weights/client-fetch.js'
 
 /**
  * What LayerswarmClient.create opens before it builds a client: the model file (only its edge
@@ -15,7 +16,10 @@ import { edgeOnlyModel } from './verification/canary-bank-init.js'
 export async function openClientResources(
   init: ClientInit,
   options: AbortOptions = {}
-): Promise<{ host: Host; model: ModelFile; privateKey: PrivateKey }> {
+): Promise<{ host: Host; model: ModelFile; fetched?: FetchedWeights; privateKey: PrivateKey }> {
+  // the client's identity signs its KV grants (issue #41), so it keeps the key it starts with
+  const privateKey = init.privateKey ?? (await generateKeyPair('Ed25519'))
+  if (init.modelId !== undefined) return { ...(await fetchClientModel({ ...init, privateKey }, options)), privateKey }
   const file = openModelFile(
     init.model ?? bundledModelPath(),
     init.tokenizer !== undefined ? { tokenizerPath: init.tokenizer } : {}
@@ -24,8 +28,6 @@ export async function openClientResources(
   const thin = init.canaryBank && init.canaries !== false
   const model = thin ? edgeOnlyModel(file, init.edgeFirst ?? DEFAULT_EDGE_FIRST, n - (init.edgeLast ?? DEFAULT_EDGE_LAST)) : file
   try {
-    // the client's identity signs its KV grants (issue #41), so it keeps the key it starts with
-    const privateKey = init.privateKey ?? (await generateKeyPair('Ed25519'))
     const host = await createHost(
       {
         listen: [...(init.listen ?? [])],
