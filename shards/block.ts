@@ -1,12 +1,14 @@
 import { extraBlockTensors, neoxToNormOrder, permutedRow, permuteHeads } from './architectures.js'
 import { InvalidModelError } from './errors.js'
 import { familyBlockForward } from './family-block.js'
-import type { BlockMatrices, Kernels, PrepareOptions } from './kernels/kernels.js'
+import type { BlockMatrices, Kernels, MoeMatrices, PrepareOptions } from './kernels/kernels.js'
 import type { KvCache } from './kv-cache.js'
 import type { ModelFile } from './model-file.js'
+import { moeForward } from './moe-block.js'
 import { rowBytes } from './quant/codecs.js'
+import { applyRopeMagnitude } from './rope-config.js'
 import type { Scratch } from './scratch.js'
-import type { BlockTensor, ModelConfig, TensorName, WeightMatrix } from './types.js'
+import type { BlockTensor, ModelConfig, MoeParams, TensorName, WeightMatrix } from './types.js'
 
 /**
  * The weights of one transformer block (llama2.c TransformerWeights, one layer). Matrices that
@@ -100,7 +102,7 @@ function reorderRows(src: Uint8Array, dst: Uint8Array, rb: number, order: Int32A
 export function loadBlock(model: ModelFile, layer: number, kernels: Kernels): BlockWeights {
   const c = model.config
   // NEOX RoPE (qwen2, qwen3) runs as NORM on Q/K rows reordered within each head (neoxToNormOrder).
-  const order = c.ropeType === 'neox' ? neoxToNormOrder(c.headDim) : null
+  const order = c.ropeType === 'neox' ? neoxToNormOrder(c.headDim, c.ropeDims) : null
   const qk = (name: TensorName): Int32Array | null =>
     order && (name.endsWith('.attn_q') || name.endsWith('.attn_k')) ? order : null
   const m = (...t: BlockTensor[]): WeightMatrix =>
@@ -134,17 +136,44 @@ export function loadBlock(model: ModelFile, layer: number, kernels: Kernels): Bl
     kNorm: extra.has('attn_k_norm') ? vec(`blk.${layer}.attn_k_norm`, true) : undefined,
     wo: m('attn_output'),
     ffnNorm: model.readVector(`blk.${layer}.ffn_norm`),
-    w13: m('ffn_gate', 'ffn_up'),
-    w2: m('ffn_down'),
+    ...(c.moe
+      ? { w13: emptyMatrix(c.dim), w2: emptyMatrix(c.hiddenDim), moe: loadMoe(model, layer, kernels, c.moe) }
+      : { w13: m('ffn_gate', 'ffn_up'), w2: m('ffn_down') }),
     layer,
     attnPostNorm: extra.has('post_attention_norm') ? model.readVector(`blk.${layer}.post_attention_norm`) : undefined,
     ffnPostNorm: extra.has('post_ffw_norm') ? model.readVector(`blk.${layer}.post_ffw_norm`) : undefined
   }
 }
 
+/** A MoE block's stand-in for the dense w13 / w2 (no rows: the experts are in `moe`). */
+function emptyMatrix(cols: number): WeightMatrix {
+  return { dtype: 'f32', rows: 0, cols, data: new Uint8Array(0) }
+}
+
+/** Block `layer`'s router and experts: gate and up stacked per expert (as the dense w13), and down. */
+function loadMoe(model: ModelFile, layer: number, kernels: Kernels, p: MoeParams): MoeMatrices {
+  const blk = `blk.${layer}.` as const
+  const router = kernels.prepare(model.readMatrix(`${blk}ffn_gate_inp`))
+  if (router.rows !== p.nExperts || router.cols !== model.config.dim)
+    throw new InvalidModelError(
+      `${model.path}: ${blk}ffn_gate_inp is [${router.rows}, ${router.cols}], need [${p.nExperts}, ${model.config.dim}]`
+    )
+  const experts = []
+  for (let e = 0; e < p.nExperts; e++) {
+    const name = (t: 'ffn_gate_exps' | 'ffn_up_exps' | 'ffn_down_exps') => `${blk}${t}.${e}` as const
+    experts.push({
+      w13: loadMatrices(model, [name('ffn_gate_exps'), name('ffn_up_exps')], kernels),
+      w2: loadMatrices(model, [name('ffn_down_exps')], kernels)
+    })
+  }
+  return { router, experts }
+}
+
 /** Bytes of a block's weights (matrices as stored, norms as f32). */
 export function blockWeightBytes(b: BlockWeights): number {
-  const m = [b.wqkv, b.wv, b.wo, b.w13, b.w2].reduce((n, w) => n + (w?.data.byteLength ?? 0), 0)
+  const experts =
+    b.moe?.experts.reduce((n, e) => n + e.w13.data.byteLength + e.w2.data.byteLength, b.moe.router.data.byteLength) ?? 0
+  const m = [b.wqkv, b.wv, b.wo, b.w13, b.w2].reduce((n, w) => n + (w?.data.byteLength ?? 0), experts)
   const extra =
     (b.bqkv?.length ?? 0) +
     (b.qNorm?.length ?? 0) +
@@ -178,7 +207,7 @@ export function blockForward(
     return
   }
   // Kernels that run a whole block in one call (the native decode block) take small batches.
-  if (kernels.blockForward?.(x, T, startPos, w, cache.layers[cacheLayer], config)) return
+  if (!w.moe && kernels.blockForward?.(x, T, startPos, w, cache.layers[cacheLayer], config)) return
   // Activation buffers only for the op-by-op path (a fused block keeps its own in kernel memory).
   s.ensure(T)
   const { dim, qDim, kvDim, hiddenDim, nHeads, nKvHeads, headDim, rmsEps, ropeTheta } = config
@@ -207,6 +236,8 @@ export function blockForward(
   if (w.kNorm) kernels.rmsnorm(k, k, w.kNorm, T * nKvHeads, rmsEps)
   kernels.rope(q, T, nHeads, headDim, startPos, ropeTheta, s.ropeFreqs)
   kernels.rope(k, T, nKvHeads, headDim, startPos, ropeTheta, s.ropeFreqs)
+  applyRopeMagnitude(q, T, nHeads, config)
+  applyRopeMagnitude(k, T, nKvHeads, config)
   cache.write(cacheLayer, startPos, T, k, v)
   kernels.attention(s.att, q, cache.layers[cacheLayer], { T, startPos, nHeads, nKvHeads, headDim })
   kernels.matmul(s.xb, s.att, w.wo, T)
@@ -214,6 +245,11 @@ export function blockForward(
   for (let i = 0; i < n; i++) x[i] += s.xb[i]
   // feed-forward: x += W2 (silu(W1 xb) * W3 xb), xb = rmsnorm(x)
   kernels.rmsnorm(s.xb, x, w.ffnNorm, T, rmsEps)
+  if (w.moe) {
+    moeForward(kernels, config, w.moe, s, T)
+    for (let i = 0; i < n; i++) x[i] += s.xb[i]
+    return
+  }
   kernels.matmul(s.h13, s.xb, w.w13, T)
   const [gate, up] =
     T === 1 ? [s.h13.subarray(0, hiddenDim), s.h13.subarray(hiddenDim)] : split(s.h13, T, [s.hb, s.hb2], [hiddenDim, hiddenDim])

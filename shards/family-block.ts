@@ -1,9 +1,9 @@
-import { ropeFrequencies } from './architectures.js'
 import { InvalidModelError } from './errors.js'
 import { f16Table, f32ToF16 } from './f16.js'
 import { isSlidingLayer } from './family-config.js'
 import type { AttentionShape, BlockMatrices, Kernels, KvLayer } from './kernels/kernels.js'
 import type { KvCache } from './kv-cache.js'
+import { applyRopeMagnitude, ropeFrequencies } from './rope-config.js'
 import type { Scratch } from './scratch.js'
 import type { FamilyParams, ModelConfig } from './types.js'
 
@@ -86,6 +86,8 @@ export function familyBlockForward(
   const freqs = ropeFor(c, sliding)
   kernels.rope(q, T, nHeads, headDim, startPos, ropeTheta, freqs)
   kernels.rope(k, T, nKvHeads, headDim, startPos, ropeTheta, freqs)
+  applyRopeMagnitude(q, T, nHeads, c)
+  applyRopeMagnitude(k, T, nKvHeads, c)
   // ggml_scale(Qcur, f_attention_scale): one float32 product per element.
   for (let i = 0; i < q.length; i++) q[i] = Math.fround(q[i] * f.attnScale)
   cache.write(cacheLayer, startPos, T, k, v)

@@ -25,6 +25,12 @@ export interface AttentionShape {
   readonly headDim: number
 }
 
+/** A block's router [nExperts, dim] and each expert's gate-up [2 hidden, dim] and down [dim, hidden]. */
+export interface MoeMatrices {
+  readonly router: WeightMatrix
+  readonly experts: ReadonlyArray<{ readonly w13: WeightMatrix; readonly w2: WeightMatrix }>
+}
+
 /** The weights of one transformer block as the forward pass holds them (shards/block.ts). */
 export interface BlockMatrices {
   readonly attnNorm: Float32Array // [dim]
@@ -43,6 +49,8 @@ export interface BlockMatrices {
   readonly ffnNorm: Float32Array // [dim]
   readonly w13: WeightMatrix // gate then up [2 hidden, dim]
   readonly w2: WeightMatrix // down [dim, hidden]
+  /** The mixture-of-experts FFN (shards/moe-block.ts); then w13 and w2 are empty (0 rows). */
+  readonly moe?: MoeMatrices
   /** The block's index in the model: Gemma's sliding-window layers and RoPE bases depend on it. */
   readonly layer?: number
   /** RMSNorm weights [dim] on the attention and FFN outputs before their residual adds (Gemma 2/3). */
