@@ -182,6 +182,9 @@ export function configFromGguf(
       ? { family: familyFromGguf(a, (key, fallback) => k(key, fallback), meta, path, rope.ropeFreqScale, dim, nHeads, headDim) }
       : {})
   }
+  // Mixtral-style llama files (ffn_gate_inp + expert stacks) and other mixtures: not yet (issue 34).
+  if (!config.moe && tensors.has('blk.0.ffn_gate_inp.weight'))
+    throw new UnsupportedModelError(`${path}: a mixture of experts in a ${a} model is not supported (supported: qwen3moe)`)
   if (!qkNorm && hasQkNorm) throw new UnsupportedModelError(`${path}: Q/K norms in a ${a} model are not supported`)
   if (!config.qkvBias && hasBias) throw new UnsupportedModelError(`${path}: attention biases in a ${a} model are not supported`)
   if (embd.ne[0] !== dim) throw new InvalidModelError(`${path}: token_embd.weight is ${embd.ne} but the model has ${dim} dims`)
