@@ -4,11 +4,14 @@ import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import {
   type ArchSpec,
+  createFastKernels,
   createRandomModel,
   createReferenceKernels,
   createShard,
   openModelFile,
   parseShape,
+  UnsupportedModelError,
+  writeGguf,
   writeRandomModel
 } from '../../shards/index.js'
 
@@ -54,4 +57,41 @@ describe('random phi3 / qwen3moe files', () => {
       file.close()
     })
   }
+
+  it('partial rotary without longrope runs in the fused native block with the op-by-op bits', () => {
+    const arch: ArchSpec = { architecture: 'phi3', ropeDims: 8 }
+    const model = createRandomModel(SHAPE, { dtype: 'q8_0', seed: 6, seqLen: 64, arch })
+    const fast = createFastKernels({ threads: 1 })
+    const plain = createFastKernels({ threads: 1, fusedBlock: false })
+    const run = (kernels: ReturnType<typeof createReferenceKernels>) => {
+      const shard = createShard({ model, start: 0, end: 2, kernels })
+      shard.openSession('s')
+      const x = new Float32Array(2 * 64).map((_, i) => Math.cos(i))
+      return shard.forward('s', x, 0)
+    }
+    expect(Buffer.from(run(fast).buffer).equals(Buffer.from(run(plain).buffer))).toBe(true)
+    fast.close?.()
+    plain.close?.()
+  })
+
+  it('a llama file with a router (Mixtral) is refused with UNSUPPORTED_MODEL', () => {
+    const path = join(dir, 'mixtral.gguf')
+    const u32 = (value: number) => ({ type: 'u32' as const, value })
+    writeGguf(path, {
+      metadata: [
+        ['general.architecture', { type: 'string', value: 'llama' }],
+        ['llama.embedding_length', u32(8)],
+        ['llama.feed_forward_length', u32(16)],
+        ['llama.block_count', u32(1)],
+        ['llama.attention.head_count', u32(2)],
+        ['llama.context_length', u32(16)]
+      ],
+      tensors: [
+        { name: 'token_embd.weight', dtype: 'f32', shape: [8, 4], data: new Uint8Array(128) },
+        { name: 'blk.0.ffn_gate_inp.weight', dtype: 'f32', shape: [8, 4], data: new Uint8Array(128) }
+      ]
+    })
+    expect(() => openModelFile(path)).toThrow(UnsupportedModelError)
+    expect(() => openModelFile(path)).toThrow(/mixture of experts in a llama model/)
+  })
 })
