@@ -150,7 +150,7 @@ function emptyMatrix(cols: number): WeightMatrix {
   return { dtype: 'f32', rows: 0, cols, data: new Uint8Array(0) }
 }
 
-/** Block `layer`'s router and experts: gate and up stacked per expert (as the dense w13), and down. */
+/** Block `layer`'s router and experts (gate, up, down per expert). */
 function loadMoe(model: ModelFile, layer: number, kernels: Kernels, p: MoeParams): MoeMatrices {
   const blk = `blk.${layer}.` as const
   const router = kernels.prepare(model.readMatrix(`${blk}ffn_gate_inp`))
@@ -162,8 +162,9 @@ function loadMoe(model: ModelFile, layer: number, kernels: Kernels, p: MoeParams
   for (let e = 0; e < p.nExperts; e++) {
     const name = (t: 'ffn_gate_exps' | 'ffn_up_exps' | 'ffn_down_exps') => `${blk}${t}.${e}` as const
     experts.push({
-      w13: loadMatrices(model, [name('ffn_gate_exps'), name('ffn_up_exps')], kernels),
-      w2: loadMatrices(model, [name('ffn_down_exps')], kernels)
+      gate: loadMatrices(model, [name('ffn_gate_exps')], kernels),
+      up: loadMatrices(model, [name('ffn_up_exps')], kernels),
+      down: loadMatrices(model, [name('ffn_down_exps')], kernels)
     })
   }
   return { router, experts }
@@ -172,7 +173,10 @@ function loadMoe(model: ModelFile, layer: number, kernels: Kernels, p: MoeParams
 /** Bytes of a block's weights (matrices as stored, norms as f32). */
 export function blockWeightBytes(b: BlockWeights): number {
   const experts =
-    b.moe?.experts.reduce((n, e) => n + e.w13.data.byteLength + e.w2.data.byteLength, b.moe.router.data.byteLength) ?? 0
+    b.moe?.experts.reduce(
+      (n, e) => n + e.gate.data.byteLength + e.up.data.byteLength + e.down.data.byteLength,
+      b.moe.router.data.byteLength
+    ) ?? 0
   const m = [b.wqkv, b.wv, b.wo, b.w13, b.w2].reduce((n, w) => n + (w?.data.byteLength ?? 0), experts)
   const extra =
     (b.bqkv?.length ?? 0) +

@@ -54,7 +54,7 @@ export function route(logits: Float32Array, R: number, p: MoeParams): Routing {
 /** Per-call buffers of the expert FFN (rows gathered per expert). */
 const buffers = new WeakMap<
   Scratch,
-  { rows: Float32Array; h13: Float32Array; g: Float32Array; u: Float32Array; y: Float32Array; slots: Float32Array }
+  { rows: Float32Array; g: Float32Array; u: Float32Array; y: Float32Array; slots: Float32Array }
 >()
 
 function buffersFor(s: Scratch, R: number, c: ModelConfig, p: MoeParams) {
@@ -64,7 +64,6 @@ function buffersFor(s: Scratch, R: number, c: ModelConfig, p: MoeParams) {
     const h = p.expertHidden
     b = {
       rows: new Float32Array(need),
-      h13: new Float32Array(R * 2 * h),
       g: new Float32Array(R * h),
       u: new Float32Array(R * h),
       y: new Float32Array(need),
@@ -97,13 +96,10 @@ export function moeForward(kernels: Kernels, c: ModelConfig, m: MoeMatrices, s: 
       const r = Math.floor(picks[j] / p.nUsed)
       b.rows.set(s.xb.subarray(r * dim, (r + 1) * dim), j * dim)
     }
-    kernels.matmul(b.h13, b.rows, m.experts[e].w13, n)
-    for (let j = 0; j < n; j++) {
-      b.g.set(b.h13.subarray(j * 2 * h, j * 2 * h + h), j * h)
-      b.u.set(b.h13.subarray(j * 2 * h + h, (j + 1) * 2 * h), j * h)
-    }
+    kernels.matmul(b.g, b.rows, m.experts[e].gate, n)
+    kernels.matmul(b.u, b.rows, m.experts[e].up, n)
     kernels.swiglu(b.g, b.u, n * h)
-    kernels.matmul(b.y, b.g, m.experts[e].w2, n)
+    kernels.matmul(b.y, b.g, m.experts[e].down, n)
     // ggml_mul(experts, weights): each expert's output row × its weight, in float32.
     picks.forEach((i, j) => {
       const wgt = routing.weights[i]

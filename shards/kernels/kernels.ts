@@ -25,10 +25,13 @@ export interface AttentionShape {
   readonly headDim: number
 }
 
-/** A block's router [nExperts, dim] and each expert's gate-up [2 hidden, dim] and down [dim, hidden]. */
+/**
+ * A block's router [nExperts, dim] and each expert's gate and up [hidden, dim] and down
+ * [dim, hidden] (gate and up apart: llama.cpp's K-quant mixtures may store them in two types).
+ */
 export interface MoeMatrices {
   readonly router: WeightMatrix
-  readonly experts: ReadonlyArray<{ readonly w13: WeightMatrix; readonly w2: WeightMatrix }>
+  readonly experts: ReadonlyArray<{ readonly gate: WeightMatrix; readonly up: WeightMatrix; readonly down: WeightMatrix }>
 }
 
 /** The weights of one transformer block as the forward pass holds them (shards/block.ts). */

@@ -111,15 +111,9 @@ describe('mixture of experts (qwen3moe)', () => {
     const m = {
       router: kernels.prepare(model.readMatrix('blk.0.ffn_gate_inp')),
       experts: Array.from({ length: 8 }, (_, e) => ({
-        w13: kernels.prepare({
-          ...model.readMatrix(`blk.0.ffn_gate_exps.${e}`),
-          rows: 64,
-          data: Buffer.concat([
-            model.readMatrix(`blk.0.ffn_gate_exps.${e}`).data,
-            model.readMatrix(`blk.0.ffn_up_exps.${e}`).data
-          ])
-        }),
-        w2: kernels.prepare(model.readMatrix(`blk.0.ffn_down_exps.${e}`))
+        gate: kernels.prepare(model.readMatrix(`blk.0.ffn_gate_exps.${e}`)),
+        up: kernels.prepare(model.readMatrix(`blk.0.ffn_up_exps.${e}`)),
+        down: kernels.prepare(model.readMatrix(`blk.0.ffn_down_exps.${e}`))
       }))
     }
     moeForward(kernels, c, m, s, T)
