@@ -35,6 +35,7 @@ import {
   subscribeAnnouncements,
   WIRE_DTYPES
 } from '../../protocol/index.js'
+import { readableModelName } from '../../shards/index.js'
 import {
   DEFAULT_ANNOUNCE_INTERVAL_MS,
   DEFAULT_BATCH_WAIT_MS,
@@ -173,6 +174,7 @@ export class SwarmNode {
       x25519Binding: this.crypto.binding,
       kvDtype: shard.kvDType,
       ...this.init.hardware,
+      modelName: readableModelName(model),
       openProofBits: openProofBits(this.sessions.active, this.sessions.capacity)
     }
   }
@@ -279,7 +281,8 @@ export class SwarmNode {
           x25519PublicKey: this.crypto.x25519.publicKey,
           x25519Binding: this.crypto.binding,
           kvDtype: this.init.shard.kvDType,
-          ...this.init.hardware
+          ...this.init.hardware,
+          modelName: readableModelName(this.init.model)
         }),
         onError: () => {}
       })
