@@ -12,6 +12,7 @@ import { familyBlockForward } from './family-block.js'
 import type { Kernels } from './kernels/kernels.js'
 import type { KvCache } from './kv-cache.js'
 import { moeForward } from './moe-block.js'
+import { qkvMatmul } from './qkv.js'
 import { applyRopeMagnitude } from './rope-config.js'
 import type { ModelConfig } from './types.js'
 
@@ -50,18 +51,7 @@ export function batchBlockForward(
   const { dim, qDim, kvDim, hiddenDim, nHeads, nKvHeads, headDim, rmsEps, ropeTheta } = config
   const qkvWidth = qDim + 2 * kvDim
   kernels.rmsnorm(s.xb, x, w.attnNorm, R, rmsEps)
-  if (w.wv) {
-    const qkWidth = qDim + kvDim
-    const qk = s.qk.subarray(0, R * qkWidth)
-    kernels.matmul(qk, s.xb, w.wqkv, R)
-    kernels.matmul(s.v, s.xb, w.wv, R)
-    for (let t = 0; t < R; t++) {
-      s.qkv.set(qk.subarray(t * qkWidth, (t + 1) * qkWidth), t * qkvWidth)
-      s.qkv.set(s.v.subarray(t * kvDim, (t + 1) * kvDim), t * qkvWidth + qkWidth)
-    }
-  } else {
-    kernels.matmul(s.qkv, s.xb, w.wqkv, R)
-  }
+  qkvMatmul(kernels, config, w, s, R)
   if (w.bqkv) for (let t = 0; t < R; t++) for (let i = 0; i < qkvWidth; i++) s.qkv[t * qkvWidth + i] += w.bqkv[i]
   // q, k, v apart: [R, qDim], [R, kvDim], [R, kvDim]
   for (let t = 0; t < R; t++) {

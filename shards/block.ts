@@ -5,6 +5,7 @@ import type { BlockMatrices, Kernels, MoeMatrices, PrepareOptions } from './kern
 import type { KvCache } from './kv-cache.js'
 import type { ModelFile } from './model-file.js'
 import { moeForward } from './moe-block.js'
+import { qkvMatmul } from './qkv.js'
 import { rowBytes } from './quant/codecs.js'
 import { applyRopeMagnitude } from './rope-config.js'
 import type { Scratch } from './scratch.js'
@@ -128,9 +129,14 @@ export function loadBlock(model: ModelFile, layer: number, kernels: Kernels): Bl
   // without matrixInfo, llama2.c's, hold one dtype throughout).
   const info = model.matrixInfo?.bind(model)
   const separateV = info !== undefined && info(`blk.${layer}.attn_v`).dtype !== info(`blk.${layer}.attn_q`).dtype
+  const separateK = info !== undefined && info(`blk.${layer}.attn_k`).dtype !== info(`blk.${layer}.attn_q`).dtype
   return {
     attnNorm: model.readVector(`blk.${layer}.attn_norm`),
-    ...(separateV ? { wqkv: m('attn_q', 'attn_k'), wv: m('attn_v') } : { wqkv: m('attn_q', 'attn_k', 'attn_v') }),
+    ...(separateK
+      ? { wqkv: m('attn_q'), wk: m('attn_k'), wv: m('attn_v') }
+      : separateV
+        ? { wqkv: m('attn_q', 'attn_k'), wv: m('attn_v') }
+        : { wqkv: m('attn_q', 'attn_k', 'attn_v') }),
     bqkv,
     qNorm: extra.has('attn_q_norm') ? vec(`blk.${layer}.attn_q_norm`, true) : undefined,
     kNorm: extra.has('attn_k_norm') ? vec(`blk.${layer}.attn_k_norm`, true) : undefined,
@@ -177,7 +183,7 @@ export function blockWeightBytes(b: BlockWeights): number {
       (n, e) => n + e.gate.data.byteLength + e.up.data.byteLength + e.down.data.byteLength,
       b.moe.router.data.byteLength
     ) ?? 0
-  const m = [b.wqkv, b.wv, b.wo, b.w13, b.w2].reduce((n, w) => n + (w?.data.byteLength ?? 0), experts)
+  const m = [b.wqkv, b.wk, b.wv, b.wo, b.w13, b.w2].reduce((n, w) => n + (w?.data.byteLength ?? 0), experts)
   const extra =
     (b.bqkv?.length ?? 0) +
     (b.qNorm?.length ?? 0) +
@@ -211,26 +217,14 @@ export function blockForward(
     return
   }
   // Kernels that run a whole block in one call (the native decode block) take small batches.
-  if (!w.moe && kernels.blockForward?.(x, T, startPos, w, cache.layers[cacheLayer], config)) return
+  if (!w.moe && !w.wk && kernels.blockForward?.(x, T, startPos, w, cache.layers[cacheLayer], config)) return
   // Activation buffers only for the op-by-op path (a fused block keeps its own in kernel memory).
   s.ensure(T)
   const { dim, qDim, kvDim, hiddenDim, nHeads, nKvHeads, headDim, rmsEps, ropeTheta } = config
   // attention: xb = rmsnorm(x); [q k v] = xb [Wq; Wk; Wv]ᵀ (+ [bq bk bv], qwen2);
   // per-head RMSNorm on q and k (qwen3); RoPE on q and k
   kernels.rmsnorm(s.xb, x, w.attnNorm, T, rmsEps)
-  if (w.wv) {
-    // [Wq; Wk] and Wv of different dtypes: two matmuls, joined into qkv's rows.
-    const qkWidth = qDim + kvDim
-    const qk = s.qk.subarray(0, T * qkWidth)
-    kernels.matmul(qk, s.xb, w.wqkv, T)
-    kernels.matmul(s.v, s.xb, w.wv, T)
-    for (let t = 0; t < T; t++) {
-      s.qkv.set(qk.subarray(t * qkWidth, (t + 1) * qkWidth), t * (qkWidth + kvDim))
-      s.qkv.set(s.v.subarray(t * kvDim, (t + 1) * kvDim), t * (qkWidth + kvDim) + qkWidth)
-    }
-  } else {
-    kernels.matmul(s.qkv, s.xb, w.wqkv, T)
-  }
+  qkvMatmul(kernels, config, w, s, T)
   if (w.bqkv) addBias(s.qkv, w.bqkv, T)
   const [q, k, v] =
     T === 1

@@ -43,6 +43,8 @@ export interface BlockMatrices {
    * Q5_K_M mixtures give some layers' attn_v Q6_K): then wqkv holds [Wq; Wk] only.
    */
   readonly wv?: WeightMatrix
+  /** Wk [kvDim, dim] on its own when attn_k's type also differs from attn_q's: then wqkv holds Wq only (shards/qkv.ts). */
+  readonly wk?: WeightMatrix
   /** Q, K, V biases [qDim + 2 kvDim] (qwen2), added to wqkv's output. */
   readonly bqkv?: Float32Array
   /** Per-head RMSNorm weights [headDim] on queries and on keys, before RoPE (qwen3). */

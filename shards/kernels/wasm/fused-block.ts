@@ -173,7 +173,7 @@ export function createFusedBlock(deps: FusedBlockDeps): FusedBlock {
         c.family ||
         c.moe ||
         c.ropeMagnitude !== undefined ||
-        ws.some((w) => w.moe) ||
+        ws.some((w) => w.moe || w.wk) ||
         c.headDim % 2 !== 0 ||
         c.nKvHeads <= 0 ||
         c.nHeads % c.nKvHeads !== 0
