@@ -2,6 +2,8 @@ import { InvalidArgumentError, InvalidModelError, UnsupportedModelError } from '
 import { familyFromGguf, GEMMA_ARCHITECTURES } from './family-config.js'
 import type { GgufTensorInfo } from './formats/gguf-reader.js'
 import type { GgufValue } from './model-file.js'
+import { moeFromGguf } from './moe-config.js'
+import { ropeScalingFromGguf } from './rope-config.js'
 import type { Architecture, BlockExtraTensor, ModelConfig, TensorName } from './types.js'
 
 /**
@@ -16,8 +18,19 @@ import type { Architecture, BlockExtraTensor, ModelConfig, TensorName } from './
  *  - gemma2, gemma3: GeGLU, post-attention and post-FFN norms, embeddings × √dim, sliding-window
  *    layers, soft-capping (gemma2), Q/K norms and local/global RoPE bases (gemma3); NEOX
  *    (shards/family-config.ts, shards/family-block.ts).
+ *  - phi3: fused attn_qkv and gate-up ffn_up, read as the Llama tensors' row ranges
+ *    (shards/fused-tensors.ts); NEOX; partial rotary and longrope (shards/rope-config.ts).
+ *  - qwen3moe: qwen3 attention with a mixture-of-experts FFN (shards/moe-config.ts, moe-block.ts).
  */
-export const SUPPORTED_ARCHITECTURES: readonly Architecture[] = ['llama', 'qwen2', 'qwen3', 'gemma2', 'gemma3']
+export const SUPPORTED_ARCHITECTURES: readonly Architecture[] = [
+  'llama',
+  'qwen2',
+  'qwen3',
+  'gemma2',
+  'gemma3',
+  'phi3',
+  'qwen3moe'
+]
 
 /** Tensor name in the GGUF file: biases are stored as `<name>`, everything else as `<name>.weight`. */
 export function ggufTensorKey(name: TensorName): string {
@@ -41,26 +54,9 @@ export function extraTensorLength(t: BlockExtraTensor, c: ModelConfig): number {
   return c.headDim
 }
 
-/**
- * RoPE angle per position of each pair j < headDim/2 (float64):
- * freqScale * θ^(-2j/headDim) / factor[j] (ggml_rope_ext with freq_factors). Without scaling
- * it is exactly the llama2.c expression 1 / θ^(2j/headDim) (×1 and ÷1 change no bits).
- */
-export function ropeFrequencies(
-  c: Pick<ModelConfig, 'headDim' | 'ropeTheta' | 'ropeFreqScale' | 'ropeFreqFactors'>
-): Float64Array {
-  const half = c.headDim >> 1
-  const out = new Float64Array(half)
-  for (let j = 0; j < half; j++) {
-    const f = 1 / c.ropeTheta ** ((2 * j) / c.headDim)
-    out[j] = (f * c.ropeFreqScale) / (c.ropeFreqFactors ? c.ropeFreqFactors[j] : 1)
-  }
-  return out
-}
-
 /** Whether RoPE is plain (no scaling): kernels may use their own θ-only tables. */
 export function plainRope(c: ModelConfig): boolean {
-  return c.ropeFreqScale === 1 && c.ropeFreqFactors === null
+  return c.ropeFreqScale === 1 && c.ropeFreqFactors === null && !c.ropeDims && !c.ropeYarn && !c.ropeMagnitude
 }
 
 /**
@@ -93,21 +89,13 @@ export function llama3RopeFactors(
   return out.map((x) => Math.fround(x))
 }
 
-/**
- * Row order that turns NEOX pairing into NORM pairing within each head: new row 2j is old row
- * j, new row 2j+1 is old row j + headDim/2. Applying it to the Q and K rows (and their biases
- * and norm weights) lets every kernel rotate adjacent pairs; q·k is unchanged because both
- * sides are permuted alike, and V is left alone, so attention outputs are the same.
+/*
+ * neoxToNormOrder (rope-config.ts): the row order that turns NEOX pairing into NORM pairing
+ * within each head: new row 2j is old row j, new row 2j+1 is old row j + n_rot/2. Applying it to
+ * the Q and K rows (and their biases and norm weights) lets every kernel rotate adjacent pairs;
+ * q·k is unchanged because both sides are permuted alike, and V is left alone.
  */
-export function neoxToNormOrder(headDim: number): Int32Array {
-  const half = headDim >> 1
-  const order = new Int32Array(headDim)
-  for (let j = 0; j < half; j++) {
-    order[2 * j] = j
-    order[2 * j + 1] = j + half
-  }
-  return order
-}
+export { neoxToNormOrder, ropeFrequencies } from './rope-config.js'
 
 /** Row r of the permuted [nHeads * headDim] layout comes from row rowSource(r) of the file. */
 export function permutedRow(r: number, order: Int32Array): number {
@@ -138,7 +126,7 @@ export function configFromGguf(
   meta: ReadonlyMap<string, GgufValue>,
   tensors: ReadonlyMap<string, GgufTensorInfo>,
   path: string,
-  readRopeFreqs: () => Float32Array
+  readVector: (name: string) => Float32Array
 ): ModelConfig {
   const arch = meta.get('general.architecture')
   if (typeof arch !== 'string' || !(SUPPORTED_ARCHITECTURES as readonly string[]).includes(arch)) {
@@ -160,36 +148,18 @@ export function configFromGguf(
   }
   if (valueDim !== headDim)
     throw new UnsupportedModelError(`${path}: value head size ${valueDim} differs from key head size ${headDim}`)
-  const ropeDims = k('rope.dimension_count', headDim)
-  if (ropeDims !== headDim)
-    throw new UnsupportedModelError(`${path}: partial RoPE (${ropeDims} of ${headDim} dims) is not supported`)
-  const scaling = meta.get(`${a}.rope.scaling.type`)
-  let ropeFreqScale = 1
-  if (scaling === 'linear') {
-    const factor = k('rope.scaling.factor', 1)
-    if (!(factor > 0)) throw new InvalidModelError(`${path}: rope.scaling.factor ${factor} is not positive`)
-    ropeFreqScale = 1 / factor
-  } else if (scaling !== undefined && scaling !== 'none' && scaling !== 'llama3') {
-    throw new UnsupportedModelError(`${path}: RoPE scaling ${JSON.stringify(scaling)} is not supported (none, linear, llama3)`)
-  }
-  let ropeFreqFactors: number[] | null = null
-  const rf = tensors.get('rope_freqs.weight')
-  if (rf) {
-    if (rf.ne[0] !== headDim / 2) throw new InvalidModelError(`${path}: rope_freqs has ${rf.ne[0]} values, need ${headDim / 2}`)
-    ropeFreqFactors = Array.from(readRopeFreqs())
-    if (ropeFreqFactors.some((f) => !(f > 0) || !Number.isFinite(f)))
-      throw new InvalidModelError(`${path}: rope_freqs holds a value that is not a positive number`)
-  }
+  const rope = ropeScalingFromGguf(a, k, meta, tensors, path, headDim, readVector)
   const hasBias = tensors.has('blk.0.attn_q.bias')
   const hasQkNorm = tensors.has('blk.0.attn_q_norm.weight')
   if (a === 'qwen2' && !hasBias) throw new InvalidModelError(`${path}: a qwen2 model needs blk.N.attn_q.bias`)
-  const qkNorm = a === 'qwen3' || a === 'gemma3'
+  const qkNorm = a === 'qwen3' || a === 'gemma3' || a === 'qwen3moe'
+  const moe = moeFromGguf(a, k, path)
   const gemma = GEMMA_ARCHITECTURES.includes(a)
   if (qkNorm && !hasQkNorm) throw new InvalidModelError(`${path}: a ${a} model needs blk.N.attn_q_norm.weight`)
   const config: ModelConfig = {
     architecture: a,
     dim,
-    hiddenDim: k('feed_forward_length'),
+    hiddenDim: moe ? moe.expertHidden : k('feed_forward_length'),
     nLayers: k('block_count'),
     nHeads,
     nKvHeads,
@@ -203,15 +173,18 @@ export function configFromGguf(
     // Gemma 2's head is always token_embd (llama.cpp creates output from TOKEN_EMBD).
     tiedEmbeddings: a === 'gemma2' || !tensors.has('output.weight'),
     ropeType: a === 'llama' ? 'norm' : 'neox',
-    ropeFreqScale,
-    ropeFreqFactors,
+    ...rope,
     // llama.cpp reads bq/bk/bv when present for llama and qwen2 (required for qwen2).
     qkvBias: (a === 'llama' || a === 'qwen2') && hasBias,
+    ...(moe ? { moe } : {}),
     qkNorm,
     ...(gemma
-      ? { family: familyFromGguf(a, (key, fallback) => k(key, fallback), meta, path, ropeFreqScale, dim, nHeads, headDim) }
+      ? { family: familyFromGguf(a, (key, fallback) => k(key, fallback), meta, path, rope.ropeFreqScale, dim, nHeads, headDim) }
       : {})
   }
+  // Mixtral-style llama files (ffn_gate_inp + expert stacks) and other mixtures: not yet (issue 34).
+  if (!config.moe && tensors.has('blk.0.ffn_gate_inp.weight'))
+    throw new UnsupportedModelError(`${path}: a mixture of experts in a ${a} model is not supported (supported: qwen3moe)`)
   if (!qkNorm && hasQkNorm) throw new UnsupportedModelError(`${path}: Q/K norms in a ${a} model are not supported`)
   if (!config.qkvBias && hasBias) throw new UnsupportedModelError(`${path}: attention biases in a ${a} model are not supported`)
   if (embd.ne[0] !== dim) throw new InvalidModelError(`${path}: token_embd.weight is ${embd.ne} but the model has ${dim} dims`)

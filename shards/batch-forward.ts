@@ -11,6 +11,9 @@ import type { BlockWeights, Scratch } from './block.js'
 import { familyBlockForward } from './family-block.js'
 import type { Kernels } from './kernels/kernels.js'
 import type { KvCache } from './kv-cache.js'
+import { moeForward } from './moe-block.js'
+import { qkvMatmul } from './qkv.js'
+import { applyRopeMagnitude } from './rope-config.js'
 import type { ModelConfig } from './types.js'
 
 /** One session's rows in a batch: `rows` hidden states at positions startPos .. startPos+rows-1. */
@@ -48,18 +51,7 @@ export function batchBlockForward(
   const { dim, qDim, kvDim, hiddenDim, nHeads, nKvHeads, headDim, rmsEps, ropeTheta } = config
   const qkvWidth = qDim + 2 * kvDim
   kernels.rmsnorm(s.xb, x, w.attnNorm, R, rmsEps)
-  if (w.wv) {
-    const qkWidth = qDim + kvDim
-    const qk = s.qk.subarray(0, R * qkWidth)
-    kernels.matmul(qk, s.xb, w.wqkv, R)
-    kernels.matmul(s.v, s.xb, w.wv, R)
-    for (let t = 0; t < R; t++) {
-      s.qkv.set(qk.subarray(t * qkWidth, (t + 1) * qkWidth), t * qkvWidth)
-      s.qkv.set(s.v.subarray(t * kvDim, (t + 1) * kvDim), t * qkvWidth + qkWidth)
-    }
-  } else {
-    kernels.matmul(s.qkv, s.xb, w.wqkv, R)
-  }
+  qkvMatmul(kernels, config, w, s, R)
   if (w.bqkv) for (let t = 0; t < R; t++) for (let i = 0; i < qkvWidth; i++) s.qkv[t * qkvWidth + i] += w.bqkv[i]
   // q, k, v apart: [R, qDim], [R, kvDim], [R, kvDim]
   for (let t = 0; t < R; t++) {
@@ -80,6 +72,8 @@ export function batchBlockForward(
     const vp = s.v.subarray(row * kvDim, (row + T) * kvDim)
     kernels.rope(qp, T, nHeads, headDim, p.startPos, ropeTheta, s.ropeFreqs)
     kernels.rope(kp, T, nKvHeads, headDim, p.startPos, ropeTheta, s.ropeFreqs)
+    applyRopeMagnitude(qp, T, nHeads, config)
+    applyRopeMagnitude(kp, T, nKvHeads, config)
     p.cache.write(cacheLayer, p.startPos, T, kp, vp)
     const out = s.att.subarray(row * qDim, (row + T) * qDim)
     kernels.attention(out, qp, p.cache.layers[cacheLayer], { T, startPos: p.startPos, nHeads, nKvHeads, headDim })
@@ -90,6 +84,12 @@ export function batchBlockForward(
   for (let i = 0; i < n; i++) x[i] += s.xb[i]
   // feed-forward: x += W2 (silu(W1 xb) * W3 xb), xb = rmsnorm(x)
   kernels.rmsnorm(s.xb, x, w.ffnNorm, R, rmsEps)
+  if (w.moe) {
+    // Rows of every session in the batch that chose the same expert share its matmul.
+    moeForward(kernels, config, w.moe, s, R)
+    for (let i = 0; i < n; i++) x[i] += s.xb[i]
+    return
+  }
   kernels.matmul(s.h13, s.xb, w.w13, R)
   for (let t = 0; t < R; t++) {
     s.hb.set(s.h13.subarray(t * 2 * hiddenDim, t * 2 * hiddenDim + hiddenDim), t * hiddenDim)

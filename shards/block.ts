@@ -1,12 +1,15 @@
 import { extraBlockTensors, neoxToNormOrder, permutedRow, permuteHeads } from './architectures.js'
 import { InvalidModelError } from './errors.js'
 import { familyBlockForward } from './family-block.js'
-import type { BlockMatrices, Kernels, PrepareOptions } from './kernels/kernels.js'
+import type { BlockMatrices, Kernels, MoeMatrices, PrepareOptions } from './kernels/kernels.js'
 import type { KvCache } from './kv-cache.js'
 import type { ModelFile } from './model-file.js'
+import { moeForward } from './moe-block.js'
+import { qkvMatmul } from './qkv.js'
 import { rowBytes } from './quant/codecs.js'
+import { applyRopeMagnitude } from './rope-config.js'
 import type { Scratch } from './scratch.js'
-import type { BlockTensor, ModelConfig, TensorName, WeightMatrix } from './types.js'
+import type { BlockTensor, ModelConfig, MoeParams, TensorName, WeightMatrix } from './types.js'
 
 /**
  * The weights of one transformer block (llama2.c TransformerWeights, one layer). Matrices that
@@ -100,7 +103,7 @@ function reorderRows(src: Uint8Array, dst: Uint8Array, rb: number, order: Int32A
 export function loadBlock(model: ModelFile, layer: number, kernels: Kernels): BlockWeights {
   const c = model.config
   // NEOX RoPE (qwen2, qwen3) runs as NORM on Q/K rows reordered within each head (neoxToNormOrder).
-  const order = c.ropeType === 'neox' ? neoxToNormOrder(c.headDim) : null
+  const order = c.ropeType === 'neox' ? neoxToNormOrder(c.headDim, c.ropeDims) : null
   const qk = (name: TensorName): Int32Array | null =>
     order && (name.endsWith('.attn_q') || name.endsWith('.attn_k')) ? order : null
   const m = (...t: BlockTensor[]): WeightMatrix =>
@@ -126,25 +129,61 @@ export function loadBlock(model: ModelFile, layer: number, kernels: Kernels): Bl
   // without matrixInfo, llama2.c's, hold one dtype throughout).
   const info = model.matrixInfo?.bind(model)
   const separateV = info !== undefined && info(`blk.${layer}.attn_v`).dtype !== info(`blk.${layer}.attn_q`).dtype
+  const separateK = info !== undefined && info(`blk.${layer}.attn_k`).dtype !== info(`blk.${layer}.attn_q`).dtype
   return {
     attnNorm: model.readVector(`blk.${layer}.attn_norm`),
-    ...(separateV ? { wqkv: m('attn_q', 'attn_k'), wv: m('attn_v') } : { wqkv: m('attn_q', 'attn_k', 'attn_v') }),
+    ...(separateK
+      ? { wqkv: m('attn_q'), wk: m('attn_k'), wv: m('attn_v') }
+      : separateV
+        ? { wqkv: m('attn_q', 'attn_k'), wv: m('attn_v') }
+        : { wqkv: m('attn_q', 'attn_k', 'attn_v') }),
     bqkv,
     qNorm: extra.has('attn_q_norm') ? vec(`blk.${layer}.attn_q_norm`, true) : undefined,
     kNorm: extra.has('attn_k_norm') ? vec(`blk.${layer}.attn_k_norm`, true) : undefined,
     wo: m('attn_output'),
     ffnNorm: model.readVector(`blk.${layer}.ffn_norm`),
-    w13: m('ffn_gate', 'ffn_up'),
-    w2: m('ffn_down'),
+    ...(c.moe
+      ? { w13: emptyMatrix(c.dim), w2: emptyMatrix(c.hiddenDim), moe: loadMoe(model, layer, kernels, c.moe) }
+      : { w13: m('ffn_gate', 'ffn_up'), w2: m('ffn_down') }),
     layer,
     attnPostNorm: extra.has('post_attention_norm') ? model.readVector(`blk.${layer}.post_attention_norm`) : undefined,
     ffnPostNorm: extra.has('post_ffw_norm') ? model.readVector(`blk.${layer}.post_ffw_norm`) : undefined
   }
 }
 
+/** A MoE block's stand-in for the dense w13 / w2 (no rows: the experts are in `moe`). */
+function emptyMatrix(cols: number): WeightMatrix {
+  return { dtype: 'f32', rows: 0, cols, data: new Uint8Array(0) }
+}
+
+/** Block `layer`'s router and experts (gate, up, down per expert). */
+function loadMoe(model: ModelFile, layer: number, kernels: Kernels, p: MoeParams): MoeMatrices {
+  const blk = `blk.${layer}.` as const
+  const router = kernels.prepare(model.readMatrix(`${blk}ffn_gate_inp`))
+  if (router.rows !== p.nExperts || router.cols !== model.config.dim)
+    throw new InvalidModelError(
+      `${model.path}: ${blk}ffn_gate_inp is [${router.rows}, ${router.cols}], need [${p.nExperts}, ${model.config.dim}]`
+    )
+  const experts = []
+  for (let e = 0; e < p.nExperts; e++) {
+    const name = (t: 'ffn_gate_exps' | 'ffn_up_exps' | 'ffn_down_exps') => `${blk}${t}.${e}` as const
+    experts.push({
+      gate: loadMatrices(model, [name('ffn_gate_exps')], kernels),
+      up: loadMatrices(model, [name('ffn_up_exps')], kernels),
+      down: loadMatrices(model, [name('ffn_down_exps')], kernels)
+    })
+  }
+  return { router, experts }
+}
+
 /** Bytes of a block's weights (matrices as stored, norms as f32). */
 export function blockWeightBytes(b: BlockWeights): number {
-  const m = [b.wqkv, b.wv, b.wo, b.w13, b.w2].reduce((n, w) => n + (w?.data.byteLength ?? 0), 0)
+  const experts =
+    b.moe?.experts.reduce(
+      (n, e) => n + e.gate.data.byteLength + e.up.data.byteLength + e.down.data.byteLength,
+      b.moe.router.data.byteLength
+    ) ?? 0
+  const m = [b.wqkv, b.wk, b.wv, b.wo, b.w13, b.w2].reduce((n, w) => n + (w?.data.byteLength ?? 0), experts)
   const extra =
     (b.bqkv?.length ?? 0) +
     (b.qNorm?.length ?? 0) +
@@ -178,26 +217,14 @@ export function blockForward(
     return
   }
   // Kernels that run a whole block in one call (the native decode block) take small batches.
-  if (kernels.blockForward?.(x, T, startPos, w, cache.layers[cacheLayer], config)) return
+  if (!w.moe && !w.wk && kernels.blockForward?.(x, T, startPos, w, cache.layers[cacheLayer], config)) return
   // Activation buffers only for the op-by-op path (a fused block keeps its own in kernel memory).
   s.ensure(T)
   const { dim, qDim, kvDim, hiddenDim, nHeads, nKvHeads, headDim, rmsEps, ropeTheta } = config
   // attention: xb = rmsnorm(x); [q k v] = xb [Wq; Wk; Wv]ᵀ (+ [bq bk bv], qwen2);
   // per-head RMSNorm on q and k (qwen3); RoPE on q and k
   kernels.rmsnorm(s.xb, x, w.attnNorm, T, rmsEps)
-  if (w.wv) {
-    // [Wq; Wk] and Wv of different dtypes: two matmuls, joined into qkv's rows.
-    const qkWidth = qDim + kvDim
-    const qk = s.qk.subarray(0, T * qkWidth)
-    kernels.matmul(qk, s.xb, w.wqkv, T)
-    kernels.matmul(s.v, s.xb, w.wv, T)
-    for (let t = 0; t < T; t++) {
-      s.qkv.set(qk.subarray(t * qkWidth, (t + 1) * qkWidth), t * (qkWidth + kvDim))
-      s.qkv.set(s.v.subarray(t * kvDim, (t + 1) * kvDim), t * (qkWidth + kvDim) + qkWidth)
-    }
-  } else {
-    kernels.matmul(s.qkv, s.xb, w.wqkv, T)
-  }
+  qkvMatmul(kernels, config, w, s, T)
   if (w.bqkv) addBias(s.qkv, w.bqkv, T)
   const [q, k, v] =
     T === 1
@@ -207,6 +234,8 @@ export function blockForward(
   if (w.kNorm) kernels.rmsnorm(k, k, w.kNorm, T * nKvHeads, rmsEps)
   kernels.rope(q, T, nHeads, headDim, startPos, ropeTheta, s.ropeFreqs)
   kernels.rope(k, T, nKvHeads, headDim, startPos, ropeTheta, s.ropeFreqs)
+  applyRopeMagnitude(q, T, nHeads, config)
+  applyRopeMagnitude(k, T, nKvHeads, config)
   cache.write(cacheLayer, startPos, T, k, v)
   kernels.attention(s.att, q, cache.layers[cacheLayer], { T, startPos, nHeads, nKvHeads, headDim })
   kernels.matmul(s.xb, s.att, w.wo, T)
@@ -214,6 +243,11 @@ export function blockForward(
   for (let i = 0; i < n; i++) x[i] += s.xb[i]
   // feed-forward: x += W2 (silu(W1 xb) * W3 xb), xb = rmsnorm(x)
   kernels.rmsnorm(s.xb, x, w.ffnNorm, T, rmsEps)
+  if (w.moe) {
+    moeForward(kernels, config, w.moe, s, T)
+    for (let i = 0; i < n; i++) x[i] += s.xb[i]
+    return
+  }
   kernels.matmul(s.h13, s.xb, w.w13, T)
   const [gate, up] =
     T === 1 ? [s.h13.subarray(0, hiddenDim), s.h13.subarray(hiddenDim)] : split(s.h13, T, [s.hb, s.hb2], [hiddenDim, hiddenDim])

@@ -1,9 +1,10 @@
-import { ropeFrequencies } from './architectures.js'
 import { InvalidModelError } from './errors.js'
 import { f16Table, f32ToF16 } from './f16.js'
 import { isSlidingLayer } from './family-config.js'
 import type { AttentionShape, BlockMatrices, Kernels, KvLayer } from './kernels/kernels.js'
 import type { KvCache } from './kv-cache.js'
+import { qkvMatmul } from './qkv.js'
+import { applyRopeMagnitude, ropeFrequencies } from './rope-config.js'
 import type { Scratch } from './scratch.js'
 import type { FamilyParams, ModelConfig } from './types.js'
 
@@ -60,18 +61,7 @@ export function familyBlockForward(
   const sliding = isSlidingLayer(c, w.layer)
   kernels.rmsnorm(s.xb, x, w.attnNorm, T, rmsEps)
   const width = qDim + 2 * kvDim
-  if (w.wv) {
-    const qkWidth = qDim + kvDim
-    const qk = s.qk.subarray(0, T * qkWidth)
-    kernels.matmul(qk, s.xb, w.wqkv, T)
-    kernels.matmul(s.v, s.xb, w.wv, T)
-    for (let t = 0; t < T; t++) {
-      s.qkv.set(qk.subarray(t * qkWidth, (t + 1) * qkWidth), t * width)
-      s.qkv.set(s.v.subarray(t * kvDim, (t + 1) * kvDim), t * width + qkWidth)
-    }
-  } else {
-    kernels.matmul(s.qkv, s.xb, w.wqkv, T)
-  }
+  qkvMatmul(kernels, c, w, s, T)
   for (let t = 0; t < T; t++) {
     const at = t * width
     s.q.set(s.qkv.subarray(at, at + qDim), t * qDim)
@@ -86,6 +76,8 @@ export function familyBlockForward(
   const freqs = ropeFor(c, sliding)
   kernels.rope(q, T, nHeads, headDim, startPos, ropeTheta, freqs)
   kernels.rope(k, T, nKvHeads, headDim, startPos, ropeTheta, freqs)
+  applyRopeMagnitude(q, T, nHeads, c)
+  applyRopeMagnitude(k, T, nKvHeads, c)
   // ggml_scale(Qcur, f_attention_scale): one float32 product per element.
   for (let i = 0; i < q.length; i++) q[i] = Math.fround(q[i] * f.attnScale)
   cache.write(cacheLayer, startPos, T, k, v)

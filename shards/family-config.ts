@@ -95,3 +95,13 @@ export const GEMMA_CHAT_TEMPLATE =
   "{% if (message['role'] == 'assistant') %}{% set role = 'model' %}{% else %}{% set role = message['role'] %}{% endif %}" +
   "{{ '<start_of_turn>' + role + '\\n' + message['content'] | trim + '<end_of_turn>\\n' }}{% endfor %}" +
   "{% if add_generation_prompt %}{{'<start_of_turn>model\\n'}}{% endif %}"
+
+/**
+ * Phi-3's chat template as microsoft/Phi-3-mini-4k-instruct's tokenizer_config.json ships it;
+ * llama.cpp recognises it by `<|assistant|>` and `<|end|>` (LLM_CHAT_TEMPLATE_PHI_3).
+ */
+export const PHI3_CHAT_TEMPLATE =
+  "{% for message in messages %}{% if message['role'] == 'system' %}{{'<|system|>\\n' + message['content'] + '<|end|>\\n'}}" +
+  "{% elif message['role'] == 'user' %}{{'<|user|>\\n' + message['content'] + '<|end|>\\n'}}" +
+  "{% elif message['role'] == 'assistant' %}{{'<|assistant|>\\n' + message['content'] + '<|end|>\\n'}}{% endif %}{% endfor %}" +
+  "{% if add_generation_prompt %}{{ '<|assistant|>\\n' }}{% else %}{{ eos_token }}{% endif %}"

@@ -35,7 +35,8 @@ export function computeModelId(model: ModelFile): string {
   h.update(JSON.stringify(['layerswarm-model-v1', idConfig(c)]))
   const names: TensorName[] = ['token_embd', 'output_norm']
   if (!c.tiedEmbeddings) names.push('output')
-  if (c.ropeFreqFactors) names.push('rope_freqs')
+  // phi3's longrope factors (rope_factors_short/long) are in the config; llama3's in rope_freqs.
+  if (c.ropeFreqFactors && model.hasTensor('rope_freqs')) names.push('rope_freqs')
   for (let l = 0; l < c.nLayers; l++) {
     for (const t of [
       'attn_norm',
@@ -48,7 +49,13 @@ export function computeModelId(model: ModelFile): string {
       'ffn_up',
       'ffn_down'
     ] as const) {
-      names.push(`blk.${l}.${t}`)
+      if (!(c.moe && t.startsWith('ffn_') && t !== 'ffn_norm')) names.push(`blk.${l}.${t}`)
+    }
+    // A mixture's router and its first and last experts (sampling every expert would read MBs).
+    if (c.moe) {
+      names.push(`blk.${l}.ffn_gate_inp`)
+      for (const e of new Set([0, c.moe.nExperts - 1]))
+        for (const t of ['ffn_gate_exps', 'ffn_up_exps', 'ffn_down_exps'] as const) names.push(`blk.${l}.${t}.${e}`)
     }
     for (const t of extraBlockTensors(c)) names.push(`blk.${l}.${t}`)
   }

@@ -262,7 +262,7 @@ export class Shard {
   private spanForward(session: Session, x: Float32Array, T: number, startPos: number): boolean {
     const span = this.kernels.spanForward
     // Gemma 2/3 blocks run op by op (shards/family-block.ts), never in the fused span call.
-    if (!span || this.config.family) return false
+    if (!span || this.config.family || this.config.moe) return false
     const n = session.end - session.start
     const ws = this.blocks.slice(session.first, session.first + n)
     const kvs = session.cache.layers.slice(0, n)

@@ -1,7 +1,7 @@
 import type { QuantDType } from './quant/quant-dtypes.js'
 
 /** GGUF `general.architecture` values the engine runs (shards/architectures.ts). */
-export type Architecture = 'llama' | 'qwen2' | 'qwen3' | 'gemma2' | 'gemma3'
+export type Architecture = 'llama' | 'qwen2' | 'qwen3' | 'gemma2' | 'gemma3' | 'phi3' | 'qwen3moe'
 
 /** Hyper-parameters of a model (llama2.c Config, GGUF `<arch>.*` keys). */
 export interface ModelConfig {
@@ -38,12 +38,42 @@ export interface ModelConfig {
    * or null. The angle of pair j at position p is p * ropeFreqScale * θ^(-2j/headDim) / factor[j].
    */
   readonly ropeFreqFactors: readonly number[] | null
+  /** Dims of each head that RoPE rotates (rope.dimension_count, partial rotary); headDim when absent. */
+  readonly ropeDims?: number
+  /** cos/sin scale of the rotated dims (YaRN mscale, longrope attn_factor; shards/rope-config.ts); 1 when absent. */
+  readonly ropeMagnitude?: number
+  /** YaRN's ramp between interpolated and extrapolated angles (shards/rope-config.ts). */
+  readonly ropeYarn?: RopeYarn
+  /** The mixture-of-experts FFN (shards/moe-block.ts); absent for dense models. */
+  readonly moe?: MoeParams
   /** attn_q/attn_k/attn_v carry bias vectors (qwen2). */
   readonly qkvBias: boolean
   /** Per-head RMSNorm on queries and keys before RoPE (qwen3 attn_q_norm / attn_k_norm). */
   readonly qkNorm: boolean
   /** The steps Gemma 2/3 add to the Llama block (shards/family-block.ts); absent for the others. */
   readonly family?: FamilyParams
+}
+
+/** YaRN (ggml rope_yarn): pair j mixes its angles by ramp(j) · extFactor, 1 below corrLow, 0 above corrHigh. */
+export interface RopeYarn {
+  readonly extFactor: number
+  readonly corrLow: number
+  readonly corrHigh: number
+}
+
+/**
+ * A mixture-of-experts FFN as llama.cpp's build_moe_ffn runs it (qwen3moe, qwen2moe, Mixtral):
+ * router logits = ffn_gate_inp · x, softmax, the top `nUsed` of `nExperts`, weights
+ * renormalised to sum 1 when `normTopK`, each chosen expert a SwiGLU FFN of `expertHidden`.
+ * qwen2moe adds a shared expert of `sharedHidden`, gated by sigmoid(ffn_gate_inp_shexp · x).
+ */
+export interface MoeParams {
+  readonly nExperts: number
+  readonly nUsed: number
+  readonly expertHidden: number
+  readonly normTopK: boolean
+  /** Shared expert FFN size (qwen2moe); 0 for none. */
+  readonly sharedHidden: number
 }
 
 /**
@@ -97,8 +127,12 @@ export type TensorName =
   | 'output_norm'
   | 'output'
   | 'rope_freqs'
+  | 'rope_factors_short'
+  | 'rope_factors_long'
   | `blk.${number}.${BlockTensor}`
   | `blk.${number}.${BlockExtraTensor}`
+  | `blk.${number}.ffn_gate_inp`
+  | `blk.${number}.${'ffn_gate_exps' | 'ffn_up_exps' | 'ffn_down_exps'}.${number}`
 
 /** Tensors only some architectures have (qwen2 biases, qwen3 Q/K norms); all are vectors. */
 export type BlockExtraTensor =

@@ -3,7 +3,7 @@ import { existsSync, mkdirSync, rmSync, symlinkSync, writeFileSync } from 'node:
 import { createRequire } from 'node:module'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { GEMMA_CHAT_TEMPLATE } from '../../shards/family-config.js'
+import { GEMMA_CHAT_TEMPLATE, PHI3_CHAT_TEMPLATE } from '../../shards/family-config.js'
 import type { NativeLlamaCpp } from './llama-cpp-native.js'
 
 /*
@@ -14,11 +14,11 @@ import type { NativeLlamaCpp } from './llama-cpp-native.js'
 
 /** One family's test file: architecture, vocabulary package, and what differs from Llama 2. */
 interface FamilySpec {
-  readonly arch: 'llama' | 'qwen2' | 'qwen3' | 'gemma2' | 'gemma3'
+  readonly arch: 'llama' | 'qwen2' | 'qwen3' | 'gemma2' | 'gemma3' | 'phi3' | 'qwen3moe'
   readonly vocab: 'llama3' | 'qwen'
   readonly args: readonly string[]
-  /** Write GEMMA_CHAT_TEMPLATE as the file's chat template instead of the vocabulary's. */
-  readonly chatTemplate?: boolean
+  /** The file's chat template instead of the vocabulary's (Gemma's, Phi-3's). */
+  readonly chatTemplate?: string
 }
 
 // Hugging Face config.json ids that gguf.SpecialVocab falls back to (Meta-Llama-3-8B, Qwen3).
@@ -49,14 +49,32 @@ export const FAMILIES: Readonly<Record<string, FamilySpec>> = {
     arch: 'gemma2',
     vocab: 'llama3',
     args: ['--rope-theta', '10000', '--head-dim', '128', '--sliding-window', '8', '--head-scale', '3'],
-    chatTemplate: true
+    chatTemplate: GEMMA_CHAT_TEMPLATE
   },
   // Gemma 3: Q/K norms, window 8 with period 2 (layer 0 local at θ 10000, layer 1 global at 10⁶).
   gemma3: {
     arch: 'gemma3',
     vocab: 'llama3',
     args: ['--rope-theta', '1000000', '--head-dim', '128', '--sliding-window', '8', '--swa-pattern', '2', '--head-scale', '3'],
-    chatTemplate: true
+    chatTemplate: GEMMA_CHAT_TEMPLATE
+  },
+  // Phi-3 / Phi-4-mini: fused attn_qkv and gate-up ffn_up, NEOX RoPE on 48 of 64 head dims
+  // (partial rotary, as Phi-4-mini's 0.75), longrope short factors and attn factor. Phi-3's
+  // SentencePiece vocabulary is not on npm: the Llama 3 one stands in, with Phi-3's template.
+  phi3: {
+    arch: 'phi3',
+    vocab: 'llama3',
+    args: ['--rope-theta', '10000', '--rope-dims', '48', '--longrope'],
+    chatTemplate: PHI3_CHAT_TEMPLATE
+  },
+  // Qwen 3 with YaRN ×4 over an original context of 4096 (Qwen's long-context recipe): the
+  // ramp's correction dims fall inside the 64 pairs, so all three regions are exercised.
+  qwen3yarn: { arch: 'qwen3', vocab: 'qwen', args: ['--rope-theta', '1000000', '--head-dim', '128', '--yarn-factor', '4'] },
+  // Qwen3-MoE: 8 experts, 2 per token, expert FFN 256 (K-quant rows), Q/K norms.
+  qwen3moe: {
+    arch: 'qwen3moe',
+    vocab: 'qwen',
+    args: ['--rope-theta', '1000000', '--head-dim', '128', '--experts', '8', '--experts-used', '2', '--expert-ffn', '256']
   }
 }
 
@@ -77,8 +95,8 @@ export function writeFamilyModel(tools: NativeLlamaCpp, family: string, seed: nu
   const spec = FAMILIES[family]
   if (!spec) throw new Error(`unknown family ${family}; use ${Object.keys(FAMILIES).join(', ')}`)
   const v = VOCABS[spec.vocab]
-  const template = join(work, 'gemma-chat-template.jinja')
-  if (spec.chatTemplate) writeFileSync(template, GEMMA_CHAT_TEMPLATE)
+  const template = join(work, `${family}-chat-template.jinja`)
+  if (spec.chatTemplate) writeFileSync(template, spec.chatTemplate)
   execFileSync(
     'python3',
     [

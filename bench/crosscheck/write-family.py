@@ -21,7 +21,7 @@ import gguf
 import numpy as np
 
 p = argparse.ArgumentParser()
-p.add_argument("--arch", required=True, choices=["llama", "qwen2", "qwen3", "gemma2", "gemma3"])
+p.add_argument("--arch", required=True, choices=["llama", "qwen2", "qwen3", "gemma2", "gemma3", "phi3", "qwen3moe"])
 p.add_argument("--vocab-dir", required=True)
 p.add_argument("--pre", required=True)
 p.add_argument("--out", required=True)
@@ -40,6 +40,17 @@ p.add_argument("--swa-pattern", type=int, default=0)
 p.add_argument("--head-scale", type=float, default=6.0)
 p.add_argument("--chat-template", default="")
 p.add_argument("--post-norm-scale", type=float, default=3.0)
+# Phi-3 (Phi3MiniModel): partial rotary dims and longrope short/long factors with an attn factor.
+p.add_argument("--rope-dims", type=int, default=0)
+p.add_argument("--longrope", action="store_true")
+# YaRN (rope_scaling {type: yarn, factor, original_max_position_embeddings}), as Qwen 2.5 / 3 use it.
+p.add_argument("--yarn-factor", type=float, default=0.0)
+p.add_argument("--orig-ctx", type=int, default=0)
+# Mixture of experts (Qwen3MoeModel): experts, used per token, expert FFN size, router scale.
+p.add_argument("--experts", type=int, default=0)
+p.add_argument("--experts-used", type=int, default=0)
+p.add_argument("--expert-ffn", type=int, default=0)
+p.add_argument("--router-scale", type=float, default=4.0)
 a = p.parse_args()
 
 # -- vocabulary, as get_vocab_base reads it through AutoTokenizer --------------------------------
@@ -81,6 +92,8 @@ arch = {
     "qwen3": gguf.MODEL_ARCH.QWEN3,
     "gemma2": gguf.MODEL_ARCH.GEMMA2,
     "gemma3": gguf.MODEL_ARCH.GEMMA3,
+    "phi3": gguf.MODEL_ARCH.PHI3,
+    "qwen3moe": gguf.MODEL_ARCH.QWEN3MOE,
 }[a.arch]
 gemma = a.arch in ("gemma2", "gemma3")
 if gemma:
@@ -88,7 +101,9 @@ if gemma:
 head_dim = a.head_dim or a.dim // a.heads
 w = gguf.GGUFWriter(a.out, gguf.MODEL_ARCH_NAMES[arch])
 w.add_type(gguf.GGUFType.MODEL)
-w.add_name(f"random {a.arch} seed {a.seed}")
+# Not "phi3" in the name: llama.cpp then sets Phi-3 SentencePiece token attributes ("</s>"),
+# which the Llama 3 stand-in vocabulary does not have (llama-vocab.cpp, by model name).
+w.add_name(f"random {a.arch.replace('phi3', 'phi-family')} seed {a.seed}")
 w.add_block_count(a.layers)
 w.add_context_length(4096)
 w.add_embedding_length(a.dim)
@@ -111,6 +126,24 @@ if a.arch == "gemma3" and a.sliding_window:
     w.add_sliding_window(a.sliding_window)
 if gemma and a.swa_pattern:
     w.add_uint32(f"{a.arch}.attention.sliding_window_pattern", a.swa_pattern)
+if a.rope_dims:
+    w.add_rope_dimension_count(a.rope_dims)
+rope_dims = a.rope_dims or head_dim
+if a.longrope:
+    # Phi3MiniModel.set_gguf_parameters for rope_scaling type longrope: original context,
+    # attn factor √(1 + ln(scale) / ln(orig)), short and long factor tensors (n_rot / 2 each).
+    orig = a.orig_ctx or 4096
+    scale = 131072 / orig
+    w.add_rope_scaling_orig_ctx_len(orig)
+    w.add_rope_scaling_attn_factors(float(np.sqrt(1 + np.log(scale) / np.log(orig))))
+if a.yarn_factor:
+    w.add_rope_scaling_type(gguf.RopeScalingType.YARN)
+    w.add_rope_scaling_factor(a.yarn_factor)
+    w.add_rope_scaling_orig_ctx_len(a.orig_ctx or 4096)
+if a.experts:
+    w.add_expert_count(a.experts)
+    w.add_expert_used_count(a.experts_used)
+    w.add_expert_feed_forward_length(a.expert_ffn)
 w.add_file_type(gguf.LlamaFileType.MOSTLY_F16)
 
 w.add_tokenizer_model("gpt2")
@@ -142,17 +175,24 @@ def head(rows, cols):
 
 
 q_dim, kv_dim = a.heads * head_dim, a.kv_heads * head_dim
+if a.longrope:
+    # Factors ≥ 1 as Phi-3's (short ≈ 1–3, long up to tens), random per pair.
+    w.add_tensor("rope_factors_long.weight", rng.uniform(1, 30, size=rope_dims // 2).astype(np.float32))
+    w.add_tensor("rope_factors_short.weight", rng.uniform(1, 3, size=rope_dims // 2).astype(np.float32))
 w.add_tensor("token_embd.weight", head(n_vocab, a.dim) if a.tied else mat(n_vocab, a.dim, np.sqrt(a.dim)))
 for b in range(a.layers):
     blk = f"blk.{b}."
     w.add_tensor(blk + "attn_norm.weight", norm(a.dim))
-    w.add_tensor(blk + "attn_q.weight", mat(q_dim, a.dim))
-    w.add_tensor(blk + "attn_k.weight", mat(kv_dim, a.dim))
-    w.add_tensor(blk + "attn_v.weight", mat(kv_dim, a.dim))
+    if a.arch == "phi3":  # fused, as Phi-3's qkv_proj
+        w.add_tensor(blk + "attn_qkv.weight", np.concatenate([mat(q_dim, a.dim), mat(kv_dim, a.dim), mat(kv_dim, a.dim)]))
+    else:
+        w.add_tensor(blk + "attn_q.weight", mat(q_dim, a.dim))
+        w.add_tensor(blk + "attn_k.weight", mat(kv_dim, a.dim))
+        w.add_tensor(blk + "attn_v.weight", mat(kv_dim, a.dim))
     if a.arch == "qwen2":
         for t, n in (("q", q_dim), ("k", kv_dim), ("v", kv_dim)):
             w.add_tensor(blk + f"attn_{t}.bias", rng.uniform(-0.2, 0.2, size=n).astype(np.float32))
-    if a.arch in ("qwen3", "gemma3"):
+    if a.arch in ("qwen3", "gemma3", "qwen3moe"):
         w.add_tensor(blk + "attn_q_norm.weight", norm(head_dim))
         w.add_tensor(blk + "attn_k_norm.weight", norm(head_dim))
     w.add_tensor(blk + "attn_output.weight", mat(a.dim, q_dim))
@@ -161,9 +201,20 @@ for b in range(a.layers):
         # input token (else the tied head's best token is the input token itself, every step).
         w.add_tensor(blk + "post_attention_norm.weight", norm(a.dim, a.post_norm_scale))
     w.add_tensor(blk + "ffn_norm.weight", norm(a.dim))
-    w.add_tensor(blk + "ffn_gate.weight", mat(a.ffn, a.dim))
-    w.add_tensor(blk + "ffn_up.weight", mat(a.ffn, a.dim))
-    w.add_tensor(blk + "ffn_down.weight", mat(a.dim, a.ffn))
+    if a.arch == "phi3":  # gate_up_proj: the gate rows, then the up rows
+        w.add_tensor(blk + "ffn_up.weight", np.concatenate([mat(a.ffn, a.dim), mat(a.ffn, a.dim)]))
+        w.add_tensor(blk + "ffn_down.weight", mat(a.dim, a.ffn))
+    elif a.experts:
+        # Router rows scaled up so that each token's top experts stand clear of the rest.
+        w.add_tensor(blk + "ffn_gate_inp.weight", mat(a.experts, a.dim, a.router_scale).astype(np.float32))
+        ex = lambda rows, cols: np.stack([mat(rows, cols) for _ in range(a.experts)])  # noqa: E731
+        w.add_tensor(blk + "ffn_gate_exps.weight", ex(a.expert_ffn, a.dim))
+        w.add_tensor(blk + "ffn_up_exps.weight", ex(a.expert_ffn, a.dim))
+        w.add_tensor(blk + "ffn_down_exps.weight", ex(a.dim, a.expert_ffn))
+    else:
+        w.add_tensor(blk + "ffn_gate.weight", mat(a.ffn, a.dim))
+        w.add_tensor(blk + "ffn_up.weight", mat(a.ffn, a.dim))
+        w.add_tensor(blk + "ffn_down.weight", mat(a.dim, a.ffn))
     if gemma:
         w.add_tensor(blk + "post_ffw_norm.weight", norm(a.dim, a.post_norm_scale))
 if gemma:

@@ -1,6 +1,7 @@
 import { configFromGguf, expectedShape, ggufTensorKey } from '../architectures.js'
 import { InvalidModelError } from '../errors.js'
 import { f16Table } from '../f16.js'
+import { tensorView } from '../fused-tensors.js'
 import { type ByteSource, type ModelFile, sampleRange } from '../model-file.js'
 import { vocabularyFromGguf } from '../tokenizers/tokenizer-files.js'
 import type { TensorName, Vocabulary } from '../types.js'
@@ -25,10 +26,10 @@ export function openGgufModelFrom(file: ByteSource): ModelFile {
         return Float32Array.from(new Uint16Array(bytes.buffer, bytes.byteOffset, t.sizeBytes / 2), (x) => f16[x])
       throw new InvalidModelError(`${path}: 1-D tensor ${name} is ${t.dtype}; expected f32 or f16`)
     }
-    const config = configFromGguf(header.metadata, header.tensors, path, () => {
-      const t = header.tensors.get('rope_freqs.weight')
-      if (!t) throw new InvalidModelError(`${path}: tensor rope_freqs.weight is missing`)
-      return decodeVector(t, 'rope_freqs')
+    const config = configFromGguf(header.metadata, header.tensors, path, (name) => {
+      const t = header.tensors.get(`${name}.weight`)
+      if (!t) throw new InvalidModelError(`${path}: tensor ${name}.weight is missing`)
+      return decodeVector(t, name)
     })
     // Built on first use: nodes never tokenize, so opening a span must not parse (or reject) it.
     let vocabulary: Vocabulary | undefined
@@ -39,7 +40,8 @@ export function openGgufModelFrom(file: ByteSource): ModelFile {
     }
     const info = (name: TensorName): GgufTensorInfo => {
       const key = ggufTensorKey(name)
-      const t = header.tensors.get(key)
+      // Fused (phi3) and stacked (MoE experts) tensors read as row ranges (fused-tensors.ts).
+      const t = tensorView(name, config, header.tensors) ?? header.tensors.get(key)
       if (!t) throw new InvalidModelError(`${path}: tensor ${key} is missing`)
       const want = expectedShape(name, config)
       const got = [...t.ne].reverse()
@@ -58,7 +60,7 @@ export function openGgufModelFrom(file: ByteSource): ModelFile {
       },
       metadata: header.metadata,
       weightDType: info('blk.0.attn_q').dtype,
-      hasTensor: (name) => header.tensors.has(ggufTensorKey(name)),
+      hasTensor: (name) => header.tensors.has(ggufTensorKey(name)) || tensorView(name, config, header.tensors) !== undefined,
       readMatrix(name) {
         const t = name === 'output' && config.tiedEmbeddings ? info('token_embd') : info(name)
         if (t.ne.length !== 2) throw new InvalidModelError(`${path}: tensor ${name} is not a matrix`)

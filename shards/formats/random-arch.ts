@@ -1,8 +1,9 @@
 import { llama3RopeFactors, SUPPORTED_ARCHITECTURES } from '../architectures.js'
 import { InvalidArgumentError } from '../errors.js'
-import { GEMMA_ARCHITECTURES, GEMMA_CHAT_TEMPLATE, gemmaAttnScale } from '../family-config.js'
+import { GEMMA_ARCHITECTURES, GEMMA_CHAT_TEMPLATE, gemmaAttnScale, PHI3_CHAT_TEMPLATE } from '../family-config.js'
 import type { Architecture, ModelConfig, TensorName } from '../types.js'
 import type { GgufTypedValue } from './gguf-values.js'
+import { familyConfigFields, familyMetadata, longropeFactors, validateFamilySpec } from './random-families.js'
 
 // Family-specific parts of random models (shards/formats/random-model.ts): how a qwen2, qwen3 or
 // scaled-RoPE llama file differs from the plain Llama 2 one, as llama.cpp's converter writes
@@ -27,6 +28,12 @@ export interface ArchSpec {
   readonly finalSoftcap?: number
   /** Gemma 3: RoPE base of the sliding layers (default 10000). */
   readonly ropeThetaSwa?: number
+  /** Partial rotary: RoPE rotates this many dims of each head (phi3, qwen*; rope.dimension_count). */
+  readonly ropeDims?: number
+  /** phi3: longrope short/long factors and attn factor (shards/rope-config.ts). */
+  readonly longrope?: boolean
+  /** qwen3moe: experts, experts used per token, expert FFN size (shards/moe-config.ts). */
+  readonly experts?: { readonly count: number; readonly used: number; readonly hidden: number }
 }
 
 export const PLAIN_LLAMA: ArchSpec = { architecture: 'llama' }
@@ -37,7 +44,7 @@ export function validateArchSpec(a: ArchSpec): void {
   if (a.headDim !== undefined && (!Number.isSafeInteger(a.headDim) || a.headDim < 2 || a.headDim % 2 !== 0))
     throw new InvalidArgumentError(`head size must be an even integer >= 2, got ${a.headDim}`)
   const gemma = GEMMA_ARCHITECTURES.includes(a.architecture)
-  if (a.headDim !== undefined && a.architecture !== 'qwen3' && !gemma)
+  if (a.headDim !== undefined && a.architecture !== 'qwen3' && a.architecture !== 'qwen3moe' && !gemma)
     throw new InvalidArgumentError('a head size independent of dim / heads is a qwen3 and gemma feature')
   for (const f of ['slidingWindow', 'swaPattern', 'attnSoftcap', 'finalSoftcap', 'ropeThetaSwa'] as const) {
     const v = a[f]
@@ -53,6 +60,7 @@ export function validateArchSpec(a: ArchSpec): void {
     throw new InvalidArgumentError(`ropeTheta must be positive, got ${a.ropeTheta}`)
   if (a.ropeScaling !== undefined && !['none', 'llama3', 'linear'].includes(a.ropeScaling))
     throw new InvalidArgumentError(`rope scaling must be none, llama3 or linear, got ${a.ropeScaling}`)
+  validateFamilySpec(a)
   if (a.ropeScalingFactor !== undefined && !(a.ropeScalingFactor >= 1 && Number.isFinite(a.ropeScalingFactor)))
     throw new InvalidArgumentError(`rope scaling factor must be >= 1, got ${a.ropeScalingFactor}`)
 }
@@ -94,7 +102,8 @@ export function archConfig(base: ModelConfig, a: ArchSpec): ModelConfig {
     ropeFreqScale,
     ropeFreqFactors: scaling === 'llama3' ? llama3RopeFactors(headDim, ropeTheta, { factor }) : null,
     qkvBias: a.architecture === 'qwen2',
-    qkNorm: a.architecture === 'qwen3' || a.architecture === 'gemma3',
+    qkNorm: a.architecture === 'qwen3' || a.architecture === 'gemma3' || a.architecture === 'qwen3moe',
+    ...familyConfigFields(a, headDim, base),
     // Gemma 2's head is token_embd whatever the shape says (llama.cpp reads no output.weight).
     tiedEmbeddings: gemma2 || base.tiedEmbeddings,
     ...family
@@ -111,6 +120,13 @@ export interface ExtraVector {
 
 /** Extra vectors in llama.cpp's order: rope_freqs first, then per block after attn_v. */
 export function archGlobalVectors(c: ModelConfig): ExtraVector[] {
+  if (c.architecture === 'phi3' && c.ropeFreqFactors) {
+    const n = (c.ropeDims ?? c.headDim) / 2
+    return [
+      { name: 'rope_factors_long', length: n, fill: longropeFactors(n, 'long') },
+      { name: 'rope_factors_short', length: n, fill: c.ropeFreqFactors }
+    ]
+  }
   return c.ropeFreqFactors ? [{ name: 'rope_freqs', length: c.headDim / 2, fill: c.ropeFreqFactors }] : []
 }
 
@@ -143,12 +159,12 @@ export function archMetadata(entries: Array<[string, GgufTypedValue]>, c: ModelC
     if (k.startsWith('llama.')) return [`${a}.${k.slice(6)}`, v]
     return [k, v]
   })
-  const at = out.findIndex(([k]) => k === `${a}.attention.layer_norm_rms_epsilon`)
   const add: Array<[string, GgufTypedValue]> = []
   if (c.headDim * c.nHeads !== c.dim || a === 'qwen3' || c.family) {
     add.push([`${a}.attention.key_length`, { type: 'u32', value: c.headDim }])
     add.push([`${a}.attention.value_length`, { type: 'u32', value: c.headDim }])
   }
+  add.push(...familyMetadata(c))
   if (c.ropeFreqScale !== 1) {
     add.push([`${a}.rope.scaling.type`, { type: 'string', value: 'linear' }])
     add.push([`${a}.rope.scaling.factor`, { type: 'f32', value: 1 / c.ropeFreqScale }])
@@ -167,6 +183,12 @@ export function archMetadata(entries: Array<[string, GgufTypedValue]>, c: ModelC
     if (!out.some(([k]) => k === 'tokenizer.chat_template'))
       out.push(['tokenizer.chat_template', { type: 'string', value: GEMMA_CHAT_TEMPLATE }])
   }
-  out.splice(at + 1, 0, ...add)
-  return out
+  // Phi-3's own chat template, so `generate --chat` on a random phi3 file renders Phi-3 turns.
+  if (a === 'phi3' && !out.some(([k]) => k === 'tokenizer.chat_template'))
+    out.push(['tokenizer.chat_template', { type: 'string', value: PHI3_CHAT_TEMPLATE }])
+  // Keys the family sets anew (rope.dimension_count) replace the Llama ones.
+  const keys = new Set(add.map(([k]) => k))
+  const kept = out.filter(([k]) => !keys.has(k))
+  kept.splice(kept.findIndex(([k]) => k === `${a}.attention.layer_norm_rms_epsilon`) + 1, 0, ...add)
+  return kept
 }

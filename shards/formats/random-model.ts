@@ -9,6 +9,7 @@ import { BLOCK_TENSORS, type BlockTensor, type ModelConfig, type TensorName, typ
 import { type GgufTypedValue, ggufPlainValue } from './gguf-values.js'
 import { llamaGgufMetadata, writeGguf } from './gguf-writer.js'
 import { type ArchSpec, archBlockVectors, archConfig, archGlobalVectors, archMetadata, PLAIN_LLAMA } from './random-arch.js'
+import { moeTensorNames, storedTensors } from './random-fused.js'
 
 // Random-weight Llama models for tests and benchmarks: the same seed gives the same weights
 // in memory (createRandomModel) and on disk (writeRandomModel, GGUF as llama.cpp lays out a
@@ -90,14 +91,19 @@ function llamaTensors(c: ModelConfig): TensorSpec[] {
   const out = [...archGlobalVectors(c).map(vec), m('token_embd', c.vocabSize, c.dim)]
   for (let l = 0; l < c.nLayers; l++) {
     for (const t of BLOCK_TENSORS) {
+      // A mixture's FFN is its router and experts (random-fused.ts).
+      if (c.moe && t.startsWith('ffn_') && t !== 'ffn_norm') continue
       out.push(m(`blk.${l}.${t}`, ...block[t]))
       if (t === 'attn_v') out.push(...archBlockVectors(c, l).map(vec))
+      if (t === 'ffn_norm') out.push(...moeTensorNames(c, l).map(([n, rows, cols]) => m(n, rows, cols)))
     }
   }
   out.push(m('output_norm', 0, c.dim))
   if (!c.tiedEmbeddings) out.push(m('output', c.vocabSize, c.dim))
   return out
 }
+
+const router = (name: string): boolean => name.endsWith('.ffn_gate_inp')
 
 /** An independent xorshift32 stream per (seed, tensor), so tensors can be made in any order. */
 function tensorSeed(seed: number, name: string): number {
@@ -185,11 +191,16 @@ function prepare(s: ModelShape, opts: RandomModelOptions) {
   const base = archMetadata(llamaGgufMetadata(name, config, vocabulary, opts.dtype), config)
   const metadata = opts.tokenizerMetadata ? withTokenizerMetadata(base, opts.tokenizerMetadata) : base
   const fileType = opts.dtype
-  const tensors = llamaTensors(config).map((t) => ({
+  const typed = llamaTensors(config).map((t) => ({
     ...t,
-    dtype: t.vector ? ('f32' as const) : tensorTypeFor(fileType, t.name, t.cols, config),
-    scale: t.name === 'output' ? (s.outputScale ?? 1) : 1
+    // The MoE router stays F32, as llama-quantize leaves ffn_gate_inp; its rows are scaled up
+    // so that each token's top experts stand clear (routing near-ties are not the point).
+    dtype: t.vector || router(t.name) ? ('f32' as const) : tensorTypeFor(fileType, t.name, t.cols, config),
+    scale: t.name === 'output' ? (s.outputScale ?? 1) : router(t.name) ? 4 : 1
   }))
+  // A fused or stacked tensor has one storage type: its parts take the first part's.
+  const dtypeOf = new Map(storedTensors(config, typed, ggufTensorKey).flatMap((g) => g.parts.map((p) => [p.name, g.dtype])))
+  const tensors = typed.map((t) => ({ ...t, dtype: dtypeOf.get(t.name) ?? t.dtype }))
   return { config, vocabulary, metadata, tensors }
 }
 
@@ -260,19 +271,21 @@ export function writeRandomModel(
   s: ModelShape,
   opts: RandomModelOptions & { readonly onProgress?: (tensorsWritten: number, tensors: number) => void }
 ): { bytes: number } {
-  const { metadata, tensors } = prepare(s, opts)
+  const { config, metadata, tensors } = prepare(s, opts)
   let written = 0
+  // phi3's fused and MoE's stacked tensors are written joined (random-fused.ts).
+  const stored = storedTensors(config, tensors, ggufTensorKey)
   writeGguf(path, {
     metadata,
-    tensors: tensors.map((t) => ({
-      name: ggufTensorKey(t.name),
+    tensors: stored.map((st) => ({
+      name: st.key,
       // 1-D norm weights stay F32, as llama.cpp keeps them in every file type.
-      dtype: t.dtype,
-      shape: t.vector ? [t.cols] : [t.cols, t.rows],
+      dtype: st.dtype,
+      shape: st.shape,
       data: () => {
-        const data = generateTensor(opts.seed, t, t.dtype, t.scale)
-        opts.onProgress?.(++written, tensors.length)
-        return data
+        const parts = st.parts.map((t) => generateTensor(opts.seed, t, st.dtype, t.scale))
+        opts.onProgress?.(++written, stored.length)
+        return parts.length === 1 ? parts[0] : Buffer.concat(parts)
       }
     }))
   })

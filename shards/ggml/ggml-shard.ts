@@ -1,4 +1,4 @@
-import { InvalidArgumentError, OutOfCacheError, PositionError, UnknownSessionError } from '../errors.js'
+import { InvalidArgumentError, OutOfCacheError, PositionError, UnknownSessionError, UnsupportedModelError } from '../errors.js'
 import type { KvDType } from '../kv-cache.js'
 import type { ModelFile } from '../model-file.js'
 import type { ShardLike } from '../shard.js'
@@ -54,6 +54,11 @@ export class GgmlShard implements ShardLike {
     const c = model.config
     if (!Number.isInteger(start) || !Number.isInteger(end) || start < 0 || end > c.nLayers || start >= end)
       throw new InvalidArgumentError(`span [${start}, ${end}) is not a non-empty range of the model's ${c.nLayers} blocks`)
+    // The ggml graph (shards/native/ggml/span.cc) builds the Llama / Qwen block only (issue 34).
+    if (c.family || c.moe || c.architecture === 'phi3' || c.ropeDims || c.ropeYarn || c.ropeMagnitude)
+      throw new UnsupportedModelError(
+        `the ggml backends do not run ${c.architecture} files with these features yet; use --backend native or wasm`
+      )
     if (model.format !== 'gguf')
       throw new InvalidArgumentError(`the ggml backends read GGUF files; ${model.path} is ${model.format}`)
     const kvDType = init.kvDType ?? 'f16'

@@ -25,6 +25,15 @@ export interface AttentionShape {
   readonly headDim: number
 }
 
+/**
+ * A block's router [nExperts, dim] and each expert's gate and up [hidden, dim] and down
+ * [dim, hidden] (gate and up apart: llama.cpp's K-quant mixtures may store them in two types).
+ */
+export interface MoeMatrices {
+  readonly router: WeightMatrix
+  readonly experts: ReadonlyArray<{ readonly gate: WeightMatrix; readonly up: WeightMatrix; readonly down: WeightMatrix }>
+}
+
 /** The weights of one transformer block as the forward pass holds them (shards/block.ts). */
 export interface BlockMatrices {
   readonly attnNorm: Float32Array // [dim]
@@ -34,6 +43,8 @@ export interface BlockMatrices {
    * Q5_K_M mixtures give some layers' attn_v Q6_K): then wqkv holds [Wq; Wk] only.
    */
   readonly wv?: WeightMatrix
+  /** Wk [kvDim, dim] on its own when attn_k's type also differs from attn_q's: then wqkv holds Wq only (shards/qkv.ts). */
+  readonly wk?: WeightMatrix
   /** Q, K, V biases [qDim + 2 kvDim] (qwen2), added to wqkv's output. */
   readonly bqkv?: Float32Array
   /** Per-head RMSNorm weights [headDim] on queries and on keys, before RoPE (qwen3). */
@@ -43,6 +54,8 @@ export interface BlockMatrices {
   readonly ffnNorm: Float32Array // [dim]
   readonly w13: WeightMatrix // gate then up [2 hidden, dim]
   readonly w2: WeightMatrix // down [dim, hidden]
+  /** The mixture-of-experts FFN (shards/moe-block.ts); then w13 and w2 are empty (0 rows). */
+  readonly moe?: MoeMatrices
   /** The block's index in the model: Gemma's sliding-window layers and RoPE bases depend on it. */
   readonly layer?: number
   /** RMSNorm weights [dim] on the attention and FFN outputs before their residual adds (Gemma 2/3). */

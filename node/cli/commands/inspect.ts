@@ -1,6 +1,6 @@
 import type { Command } from 'commander'
 import { Option } from 'commander'
-import type { FamilyParams } from '../../../shards/index.js'
+import type { FamilyParams, ModelConfig, MoeParams } from '../../../shards/index.js'
 import {
   DEFAULT_KV_DTYPE,
   EngineError,
@@ -138,17 +138,35 @@ export function runInspect(o: InspectOptions): InspectResult {
   }
 }
 
+/** Partial rotary, scaling and magnitude of a config's RoPE (shards/rope-config.ts), as inspect prints them. */
+function ropeExtras(config: InspectResult['config']): string {
+  const c = config as unknown as ModelConfig
+  const parts: string[] = []
+  if (c.ropeDims !== undefined) parts.push(`rotary ${c.ropeDims} of ${c.headDim} dims`)
+  if (c.ropeFreqScale !== 1) parts.push(`freq scale ${c.ropeFreqScale}`)
+  if (c.ropeYarn) parts.push(`yarn ramp ${c.ropeYarn.corrLow}..${c.ropeYarn.corrHigh}`)
+  if (c.ropeFreqFactors) parts.push(`${c.ropeFreqFactors.length} freq factors`)
+  if (c.ropeMagnitude !== undefined) parts.push(`magnitude ${c.ropeMagnitude.toFixed(4)}`)
+  return parts.length ? `, ${parts.join(', ')}` : ''
+}
+
 function mib(bytes: number): string {
   return `${(bytes / 2 ** 20).toFixed(2)} MiB`
 }
 
 function print(r: InspectResult): string {
   const c = r.config
+  const moe = c.moe as MoeParams | undefined
   const lines = [
     `model         ${r.model} (${r.format}${r.name ? `, "${r.name}"` : ''})`,
     `architecture  ${r.architecture}`,
     `shape         dim ${c.dim}, ${c.nLayers} blocks, ${c.nHeads} heads (${c.nKvHeads} kv), head ${c.headDim}, ffn ${c.hiddenDim}, vocab ${c.vocabSize}, ${c.tiedEmbeddings ? 'tied' : 'separate'} output`,
-    `rope          θ ${c.ropeTheta}`,
+    `rope          θ ${c.ropeTheta}${ropeExtras(c)}`,
+    ...(moe
+      ? [
+          `experts       ${moe.nUsed} of ${moe.nExperts} per token, expert ffn ${moe.expertHidden}${moe.normTopK ? ', top-k weights renormalised' : ''}`
+        ]
+      : []),
     ...(c.family ? [`family        ${familyLine(c.family as FamilyParams)}`] : []),
     `context       ${r.contextLength}`,
     `tensors       ${Object.entries(r.tensorTypes)

@@ -138,10 +138,21 @@ export function registerMakeModel(program: Command): void {
     .addOption(new Option('--context <n>', 'context length written to <arch>.context_length').argParser(int('--context', 1)))
     .addOption(
       new Option('--arch <arch>', 'general.architecture')
-        .choices(['llama', 'qwen2', 'qwen3', 'gemma2', 'gemma3'])
+        .choices(['llama', 'qwen2', 'qwen3', 'gemma2', 'gemma3', 'phi3', 'qwen3moe'])
         .default('llama')
     )
-    .addOption(new Option('--head-dim <n>', 'qwen3, gemma: head size independent of dim / heads').argParser(int('--head-dim', 2)))
+    .addOption(
+      new Option('--rope-dims <n>', 'partial rotary: RoPE rotates this many dims of each head (phi3, qwen*)').argParser(
+        int('--rope-dims', 2)
+      )
+    )
+    .addOption(new Option('--longrope', 'phi3: longrope short/long factors and attn factor'))
+    .addOption(
+      new Option('--experts <count,used,ffn>', 'qwen3moe: experts, experts per token, expert FFN size').default('8,2,64')
+    )
+    .addOption(
+      new Option('--head-dim <n>', 'qwen3, qwen3moe, gemma: head size independent of dim / heads').argParser(int('--head-dim', 2))
+    )
     .addOption(
       new Option(
         '--sliding-window <n>',
@@ -170,7 +181,10 @@ export function registerMakeModel(program: Command): void {
         ropeScaling: opts.ropeScaling,
         ropeScalingFactor: opts.ropeScalingFactor,
         slidingWindow: opts.slidingWindow,
-        swaPattern: opts.swaPattern
+        swaPattern: opts.swaPattern,
+        ropeDims: opts.ropeDims,
+        longrope: opts.longrope,
+        experts: opts.arch === 'qwen3moe' ? experts(opts.experts) : undefined
       }
       const tty = process.stderr.isTTY === true
       const result = runMakeModel(
@@ -181,4 +195,10 @@ export function registerMakeModel(program: Command): void {
       )
       process.stdout.write(`${JSON.stringify(result)}\n`)
     })
+}
+
+/** `--experts count,used,ffn` (random-families.ts checks the numbers). */
+function experts(v: string): { count: number; used: number; hidden: number } {
+  const [count, used, hidden] = v.split(',').map(Number)
+  return { count, used, hidden }
 }

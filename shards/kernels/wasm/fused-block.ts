@@ -167,7 +167,18 @@ export function createFusedBlock(deps: FusedBlockDeps): FusedBlock {
       )
         return false
       // Gemma 2/3 (soft-caps, windows, post-norms, GeGLU) run op by op: shards/family-block.ts.
-      if (c.family || c.headDim % 2 !== 0 || c.nKvHeads <= 0 || c.nHeads % c.nKvHeads !== 0) return false
+      // A RoPE magnitude (YaRN, longrope) scales q and k after RoPE op by op (rope-config.ts
+      // applyRopeMagnitude); folding it into cos/sin here would round differently.
+      if (
+        c.family ||
+        c.moe ||
+        c.ropeMagnitude !== undefined ||
+        ws.some((w) => w.moe || w.wk) ||
+        c.headDim % 2 !== 0 ||
+        c.nKvHeads <= 0 ||
+        c.nHeads % c.nKvHeads !== 0
+      )
+        return false
       const { dim, qDim, kvDim, hiddenDim } = c
       if (c.qDim !== c.nHeads * c.headDim || (c.qkNorm && c.headDim % 2 !== 0)) return false
       const rope = ropeTable(T, startPos, c)
