@@ -161,6 +161,38 @@ export class GgmlShard implements ShardLike {
     this.span.close()
   }
 
+  /**
+   * Run throwaway steps of the shapes a node meets (issue 32): a GPU backend compiles each
+   * pipeline on first use, per op, weight type and size class, which on Mesa's lavapipe takes
+   * minutes and would stall a client's step past its timeout. Covered: a short prefill, a decode
+   * row, and two sessions in one step (the node batches them; concat). Longer prefills (over 32
+   * rows: medium and large matmul tiles) still compile on first use. Drivers keep compiled
+   * pipelines in a disk cache (Mesa: ~/.cache/mesa_shader_cache_db), so a machine pays once.
+   * Returns the milliseconds taken.
+   */
+  warmUp(prefillRows = 9): number {
+    const began = performance.now()
+    const { dim, seqLen } = this.config
+    const n = Math.max(1, Math.min(prefillRows, seqLen - 2))
+    const ids = ['\u0000warm-a', '\u0000warm-b']
+    try {
+      for (const id of ids) this.openSession(id, { maxLength: Math.min(seqLen, n + 2) })
+      this.forward(ids[0], new Float32Array(n * dim), 0)
+      this.forwardBatch([
+        { id: ids[1], hidden: new Float32Array(n * dim), startPos: 0 },
+        { id: ids[0], hidden: new Float32Array(dim), startPos: Math.min(n, seqLen - 1) }
+      ])
+      this.forwardBatch([
+        { id: ids[1], hidden: new Float32Array(dim), startPos: Math.min(n, seqLen - 1) },
+        { id: ids[0], hidden: new Float32Array(dim), startPos: Math.min(n + 1, seqLen - 1) }
+      ])
+      this.forward(ids[0], new Float32Array(dim), Math.min(n + 1, seqLen - 1))
+    } finally {
+      for (const id of ids) this.closeSession(id)
+    }
+    return performance.now() - began
+  }
+
   /** ggml's CPU threads sleep between graphs on their own. */
   rest(): void {}
 

@@ -21,6 +21,7 @@ import { claimNodeIdentity } from '../../identity-lock.js'
 import { defaultModelPath } from '../../paths.js'
 import { BadOptionError, JoinedNodeExitedError } from '../errors.js'
 import { float, int } from '../options.js'
+import { deviceSizedBlocks } from './backend.js'
 import { checkReadableFile } from './checks.js'
 import { refusedByEveryBootstrap } from './private-swarm.js'
 
@@ -74,7 +75,12 @@ export function registerJoin(program: Command): void {
     )
     .option('--model <path>', 'model file (GGUF or llama2.c .bin); default: the bundled stories260K.gguf')
     .option('--bootstrap <list|file>', 'comma-separated multiaddrs, or a file with one per line')
-    .addOption(new Option('--num-blocks <n>', 'blocks to serve (default: half the model)').argParser(int('--num-blocks', 1)))
+    .addOption(
+      new Option(
+        '--num-blocks <n>',
+        'blocks to serve (default: half the model; on a GPU backend, as many as its free memory holds)'
+      ).argParser(int('--num-blocks', 1))
+    )
     .option(
       '--identity <file>',
       'the node key file (refused while another node runs on it; default: the first of identity.key, identity-2.key, … in $LAYERSWARM_HOME, else ~/.layerswarm, that no running node holds)'
@@ -103,8 +109,18 @@ export function registerJoin(program: Command): void {
       const model = openModelFile(modelPath)
       const modelId = computeModelId(model)
       const nBlocks = model.config.nLayers
+      // issue 32: on a GPU the span is as long as the device's free memory holds
+      const fit = opts.numBlocks === undefined ? deviceSizedBlocks(model, passThrough) : null
       model.close()
-      const numBlocks = Math.min(nBlocks, opts.numBlocks ?? Math.ceil(nBlocks / 2))
+      if (fit)
+        emit({
+          event: 'device',
+          backend: fit.backend,
+          device: fit.device.description,
+          freeBytes: fit.device.freeBytes,
+          blocks: fit.blocks
+        })
+      const numBlocks = Math.min(nBlocks, opts.numBlocks ?? fit?.blocks ?? Math.ceil(nBlocks / 2))
       const ephemeral = passThrough.includes('--ephemeral-identity')
       // join holds the key's lock for every node start child it runs (each move restarts one on
       // the same key): the child sees its parent's pid in the lock and takes it as its own
