@@ -164,9 +164,10 @@ export class GgmlShard implements ShardLike {
   /**
    * Run throwaway steps of the shapes a node meets (issue 32): a GPU backend compiles each
    * pipeline on first use, per op, weight type and size class, which on Mesa's lavapipe takes
-   * minutes and would stall a client's step past its timeout. Covered: a short prefill, a decode
-   * row, and two sessions in one step (the node batches them; concat). Longer prefills (over 32
-   * rows: medium and large matmul tiles) still compile on first use. Drivers keep compiled
+   * minutes and would stall a client's step past its timeout. Covered: a 9-row prefill (small
+   * matmul tiles), decode rows, and two sessions in one step (the node batches them; concat).
+   * Prefills of 2-8 rows (ggml-vulkan's matrix-vector path has a pipeline per row count) and of
+   * over 32 rows (medium and large tiles) still compile on first use. Drivers keep compiled
    * pipelines in a disk cache (Mesa: ~/.cache/mesa_shader_cache_db), so a machine pays once.
    * Returns the milliseconds taken.
    */
