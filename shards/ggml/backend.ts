@@ -76,7 +76,11 @@ function ggmlSpan(init: SpanBackendInit, backend: GgmlBackend, device: number): 
     onProgress: init.onProgress
   })
   // GPU pipelines compile on first use; a node pays for that before it serves (ggml-shard.ts).
-  const warmUpMs = backend === 'ggml-cpu' ? undefined : Math.round(shard.warmUp())
+  // A hardware GPU's driver compiles in milliseconds: warm every prompt size class too (2-8
+  // rows each have a pipeline in ggml-vulkan; 33 and 65 rows: medium and large tiles). On a
+  // software device (lavapipe) each of those is minutes: the 9-row prefill and decode only.
+  const extra = isSoftwareDevice(shard.device) ? [] : [2, 3, 4, 5, 6, 7, 8, 33, 65]
+  const warmUpMs = backend === 'ggml-cpu' ? undefined : Math.round(shard.warmUp(extra))
   return { shard, backend, device: shard.device, warmUpMs }
 }
 

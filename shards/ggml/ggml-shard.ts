@@ -169,14 +169,19 @@ export class GgmlShard implements ShardLike {
    * Prefills of 2-8 rows (ggml-vulkan's matrix-vector path has a pipeline per row count) and of
    * over 32 rows (medium and large tiles) still compile on first use. Drivers keep compiled
    * pipelines in a disk cache (Mesa: ~/.cache/mesa_shader_cache_db), so a machine pays once.
-   * Returns the milliseconds taken.
+   * `extraPrefills` adds prefills of those row counts (cheap on a hardware GPU). Returns the
+   * milliseconds taken.
    */
-  warmUp(prefillRows = 9): number {
+  warmUp(extraPrefills: readonly number[] = []): number {
     const began = performance.now()
     const { dim, seqLen } = this.config
-    const n = Math.max(1, Math.min(prefillRows, seqLen - 2))
+    const n = Math.max(1, Math.min(9, seqLen - 2))
     const ids = ['\u0000warm-a', '\u0000warm-b']
     try {
+      for (const rows of extraPrefills.filter((r) => r >= 1 && r <= seqLen)) {
+        this.openSession(ids[1], { maxLength: rows })
+        this.forward(ids[1], new Float32Array(rows * dim), 0)
+      }
       for (const id of ids) this.openSession(id, { maxLength: Math.min(seqLen, n + 2) })
       this.forward(ids[0], new Float32Array(n * dim), 0)
       this.forwardBatch([
