@@ -1,4 +1,4 @@
-import { spawn } from 'node:child_process'
+import { spawn, spawnSync } from 'node:child_process'
 import { once } from 'node:events'
 import { mkdtempSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -14,11 +14,19 @@ import { ROOT } from '../helpers/reference.js'
 // Issue 32: `join --backend ggml-vulkan` without --num-blocks sizes its span by the device's free
 // memory (ggml_backend_dev_memory through blocksForDevice), not by half the model: a model whose
 // context makes one block's KV cache about 2/5 of the usable device memory gets a 2-block span,
-// and the node it starts serves exactly that many blocks on the Vulkan device.
+// and the node it starts serves exactly that many blocks on the Vulkan device. `backend list`
+// (the lines `doctor` prints) names the installed backends and the device.
 
 const why = ggmlVulkanSkipReason()
 
 describe.skipIf(why !== '')('join on a ggml-vulkan device', () => {
+  it('backend list (as doctor) names the installed backends and the Vulkan device', () => {
+    const r = spawnSync(process.execPath, [CLI, 'backend', 'list'], { cwd: ROOT, encoding: 'utf8', timeout: 120_000 })
+    expect(r.status).toBe(0)
+    expect(r.stdout).toMatch(/^ggml backends installed: .*vulkan/m)
+    expect(r.stdout).toMatch(/^ggml Vulkan device 0: .+ \((gpu|igpu)[,)].* MiB free\) from @node-llama-cpp\/[\w-]*vulkan/m)
+  })
+
   it('serves as many blocks as the device memory holds', { timeout: 900_000 }, async () => {
     const free = pickDevice(loadGgml('vulkan'), 'ggml-vulkan', 0).freeBytes
     // dim 64, 2 of 4 heads for KV: a row of K or V is 32 f16 values; the weights are a few KiB
