@@ -16,7 +16,7 @@ import {
   isSoftwareDevice,
   loadGgml
 } from '../../../shards/ggml/index.js'
-import { BackendUnavailableError, KV_DTYPES, type KvDType, type ModelFile } from '../../../shards/index.js'
+import { BackendUnavailableError, KV_DTYPES, type KvDType, type ModelFile, openModelFile } from '../../../shards/index.js'
 
 /**
  * Issue 32: the ggml backends install on demand, not with `npm install` (the CUDA packages are
@@ -106,6 +106,16 @@ export function deviceSizedBlocks(model: ModelFile, nodeArgs: readonly string[])
     // auto: a GPU too small for one block leaves the span to the CPU kernels (node start says so)
     if (e instanceof BackendUnavailableError) return null
     throw e
+  }
+}
+
+/** deviceSizedBlocks of the model file at `path` (opened for its header and tensor table, then closed). */
+export function deviceSizedBlocksOfFile(path: string, nodeArgs: readonly string[]): DeviceFit | null {
+  const model = openModelFile(path)
+  try {
+    return deviceSizedBlocks(model, nodeArgs)
+  } finally {
+    model.close()
   }
 }
 
