@@ -4,12 +4,12 @@ import type { Kernels } from '../kernels/kernels.js'
 import type { KernelKind } from '../kernels/kernels-fast.js'
 import type { KvDType } from '../kv-cache.js'
 import type { ModelFile } from '../model-file.js'
-import { rowBytes } from '../quant/codecs.js'
 import type { ShardLike } from '../shard.js'
 import { createShard } from '../shard.js'
+import { AUTO_GPU, blockWeightBytes } from './device-fit.js'
 import { GgmlShard } from './ggml-shard.js'
 import { findGgmlLibraries, flavourOf, GGML_BACKENDS, type GgmlBackend } from './package.js'
-import { devicesOf, type GgmlDevice, loadGgml } from './runtime.js'
+import { devicesOf, type GgmlDevice, isSoftwareDevice, loadGgml } from './runtime.js'
 
 /** `--backend` values (issue 32): the engine's kernels (native, wasm) or a ggml device. */
 export const BACKENDS = ['auto', 'native', 'wasm', ...GGML_BACKENDS] as const
@@ -41,12 +41,11 @@ export interface SpanBackend {
   /** What the node announces: native, wasm, reference, or ggml-cpu / ggml-cuda / … */
   readonly backend: string
   readonly device?: GgmlDevice
+  /** A GPU backend's warm-up at load (GgmlShard.warmUp): minutes on a cold pipeline cache. */
+  readonly warmUpMs?: number
   /** `auto` without a usable GPU: one line saying why the CPU kernels serve. */
   readonly fallback?: string
 }
-
-/** GPU flavours auto tries, in order, where their package is installed. */
-const AUTO_GPU: readonly GgmlBackend[] = ['ggml-cuda', 'ggml-metal', 'ggml-vulkan']
 
 /**
  * The span on the backend asked for. A ggml backend that cannot run is a
@@ -76,7 +75,13 @@ function ggmlSpan(init: SpanBackendInit, backend: GgmlBackend, device: number): 
     threads: init.threads,
     onProgress: init.onProgress
   })
-  return { shard, backend, device: shard.device }
+  // GPU pipelines compile on first use; a node pays for that before it serves (ggml-shard.ts).
+  // A hardware GPU's driver compiles in milliseconds: warm every prompt size class too (2-8
+  // rows each have a pipeline in ggml-vulkan; 33 and 65 rows: medium and large tiles). On a
+  // software device (lavapipe) each of those is minutes: the 9-row prefill and decode only.
+  const extra = isSoftwareDevice(shard.device) ? [] : [2, 3, 4, 5, 6, 7, 8, 33, 65]
+  const warmUpMs = backend === 'ggml-cpu' ? undefined : Math.round(shard.warmUp(extra))
+  return { shard, backend, device: shard.device, warmUpMs }
 }
 
 function engineSpan(init: SpanBackendInit, kind: KernelKind): SpanBackend {
@@ -101,7 +106,7 @@ function autoGpu(init: SpanBackendInit): { backend: GgmlBackend; device: number 
       continue
     }
     const devices = devicesOf(runtime, backend)
-    const fit = devices.findIndex((d) => (d.type === 'gpu' || d.type === 'igpu') && d.freeBytes >= need)
+    const fit = devices.findIndex((d) => (d.type === 'gpu' || d.type === 'igpu') && !isSoftwareDevice(d) && d.freeBytes >= need)
     if (fit >= 0) return { backend, device: fit }
     seen.push(`${backend}: ${devices.length === 0 ? 'no device' : `no GPU with ${Math.ceil(need / 2 ** 20)} MiB free`}`)
   }
@@ -110,13 +115,7 @@ function autoGpu(init: SpanBackendInit): { backend: GgmlBackend; device: number 
 
 /** Bytes of the span's block weights as stored in the file. */
 function spanWeightBytes(init: SpanBackendInit): number {
-  const info = init.model.matrixInfo?.bind(init.model)
-  if (!info) return 0
   let bytes = 0
-  for (let l = init.start; l < init.end; l++)
-    for (const t of ['attn_q', 'attn_k', 'attn_v', 'attn_output', 'ffn_gate', 'ffn_up', 'ffn_down'] as const) {
-      const m = info(`blk.${l}.${t}`)
-      bytes += rowBytes(m.dtype, m.cols) * m.rows
-    }
+  for (let l = init.start; l < init.end; l++) bytes += blockWeightBytes(init.model, l)
   return bytes
 }

@@ -166,6 +166,44 @@ export class GgmlShard implements ShardLike {
     this.span.close()
   }
 
+  /**
+   * Run throwaway steps of the shapes a node meets (issue 32): a GPU backend compiles each
+   * pipeline on first use, per op, weight type and size class, which on Mesa's lavapipe takes
+   * minutes and would stall a client's step past its timeout. Covered: a 9-row prefill (small
+   * matmul tiles), decode rows, and two sessions in one step (the node batches them; concat).
+   * Prefills of 2-8 rows (ggml-vulkan's matrix-vector path has a pipeline per row count) and of
+   * over 32 rows (medium and large tiles) still compile on first use. Drivers keep compiled
+   * pipelines in a disk cache (Mesa: ~/.cache/mesa_shader_cache_db), so a machine pays once.
+   * `extraPrefills` adds prefills of those row counts (cheap on a hardware GPU). Returns the
+   * milliseconds taken.
+   */
+  warmUp(extraPrefills: readonly number[] = []): number {
+    const began = performance.now()
+    const { dim, seqLen } = this.config
+    const n = Math.max(1, Math.min(9, seqLen - 2))
+    const ids = ['\u0000warm-a', '\u0000warm-b']
+    try {
+      for (const rows of extraPrefills.filter((r) => r >= 1 && r <= seqLen)) {
+        this.openSession(ids[1], { maxLength: rows })
+        this.forward(ids[1], new Float32Array(rows * dim), 0)
+      }
+      for (const id of ids) this.openSession(id, { maxLength: Math.min(seqLen, n + 2) })
+      this.forward(ids[0], new Float32Array(n * dim), 0)
+      this.forwardBatch([
+        { id: ids[1], hidden: new Float32Array(n * dim), startPos: 0 },
+        { id: ids[0], hidden: new Float32Array(dim), startPos: Math.min(n, seqLen - 1) }
+      ])
+      this.forwardBatch([
+        { id: ids[1], hidden: new Float32Array(dim), startPos: Math.min(n, seqLen - 1) },
+        { id: ids[0], hidden: new Float32Array(dim), startPos: Math.min(n + 1, seqLen - 1) }
+      ])
+      this.forward(ids[0], new Float32Array(dim), Math.min(n + 1, seqLen - 1))
+    } finally {
+      for (const id of ids) this.closeSession(id)
+    }
+    return performance.now() - began
+  }
+
   /** ggml's CPU threads sleep between graphs on their own. */
   rest(): void {}
 

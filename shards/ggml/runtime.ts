@@ -80,6 +80,18 @@ export function devicesOf(runtime: GgmlRuntime, backend: GgmlBackend): GgmlDevic
   return runtime.devices.filter((d) => d.backend === GGML_REGISTRY_NAMES[backend])
 }
 
+/**
+ * A Vulkan driver that renders on the CPU (Mesa's lavapipe reports "llvmpipe", Google's
+ * SwiftShader): ggml lists it as a GPU, but `auto` must not prefer it to the engine's kernels.
+ */
+export function isSoftwareDevice(d: GgmlDevice): boolean {
+  return /llvmpipe|lavapipe|swiftshader/i.test(d.description)
+}
+
+/** Why ggml-vulkan lists no device, for the BACKEND_UNAVAILABLE line. */
+const VULKAN_HINT =
+  " (a Vulkan driver is needed: the GPU vendor's, or Mesa's lavapipe on the CPU, mesa-vulkan-drivers >= 25, exposed with GGML_VK_VISIBLE_DEVICES=0)"
+
 /** Device `index` of `backend`, or BackendUnavailableError naming what was found instead. */
 export function pickDevice(runtime: GgmlRuntime, backend: GgmlBackend, index = 0): GgmlDevice {
   const found = devicesOf(runtime, backend)
@@ -88,7 +100,7 @@ export function pickDevice(runtime: GgmlRuntime, backend: GgmlBackend, index = 0
   const all = runtime.devices.map((d) => `${d.backend}:${d.name}`).join(', ') || 'none'
   throw new BackendUnavailableError(
     found.length === 0
-      ? `ggml found no ${GGML_REGISTRY_NAMES[backend]} device (devices: ${all}; from ${libraries(runtime)})`
+      ? `ggml found no ${GGML_REGISTRY_NAMES[backend]} device (devices: ${all}; from ${libraries(runtime)})${backend === 'ggml-vulkan' ? VULKAN_HINT : ''}`
       : `--device ${index} but ggml found ${found.length} ${GGML_REGISTRY_NAMES[backend]} device(s)`
   )
 }

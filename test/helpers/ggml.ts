@@ -1,4 +1,4 @@
-import { loadGgml } from '../../shards/ggml/runtime.js'
+import { loadGgml, pickDevice } from '../../shards/ggml/runtime.js'
 
 /**
  * Why the ggml-cpu backend cannot run here ('' when it can): the span addon is not built or
@@ -12,6 +12,29 @@ export function ggmlCpuSkipReason(): string {
   } catch (e) {
     const why = `ggml-cpu unavailable: ${(e as Error).message}`
     if (process.env.CI) throw new Error(`${why} (CI=1 needs it: .ci/run runs \`layerswarm backend install cpu\`)`)
+    console.warn(`skipping: ${why}`)
+    return why
+  }
+}
+
+/**
+ * Why ggml-vulkan cannot run here ('' when it can): no package (`layerswarm backend install
+ * vulkan`) or no Vulkan device, which on a machine without a GPU means Mesa's lavapipe
+ * (mesa-vulkan-drivers >= 25, Debian 12: bookworm-backports) exposed with
+ * GGML_VK_VISIBLE_DEVICES=0, set here for this process and the nodes it starts. Under CI=1 it
+ * fails instead: .ci/run installs both.
+ */
+export function ggmlVulkanSkipReason(): string {
+  process.env.GGML_VK_VISIBLE_DEVICES ??= '0'
+  try {
+    pickDevice(loadGgml('vulkan'), 'ggml-vulkan', 0)
+    return ''
+  } catch (e) {
+    const why = `ggml-vulkan unavailable: ${(e as Error).message}`
+    if (process.env.CI)
+      throw new Error(
+        `${why} (CI=1 needs it: .ci/run installs mesa-vulkan-drivers and runs \`layerswarm backend install vulkan\`)`
+      )
     console.warn(`skipping: ${why}`)
     return why
   }

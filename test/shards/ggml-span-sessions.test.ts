@@ -140,4 +140,14 @@ describe.skipIf(why !== '')('ggml-cpu span sessions', () => {
     expect(() => new GgmlShard({ model, start: 0, end: 2, backend: 'ggml-cpu', kvDType: 'q8_0' })).toThrow(InvalidArgumentError)
     expect(g.sessionLength('e')).toBe(2)
   })
+
+  it('a warm-up (every prompt size class) leaves no session behind and changes no output', () => {
+    const g = span()
+    g.openSession('w', { maxLength: 16 })
+    const before = g.forward('w', rows(5, 9), 0)
+    expect(g.warmUp([2, 3, 8, 33, 65])).toBeGreaterThan(0)
+    expect(g.sessionCount).toBe(1)
+    g.rewind('w', 0)
+    expect(g.forward('w', rows(5, 9), 0)).toEqual(before)
+  })
 })

@@ -6,12 +6,17 @@ import {
   type BackendFlavour,
   backendPackage,
   backendsDir,
+  blocksForDevice,
+  type DeviceFit,
   findGgmlLibraries,
+  firstAutoGpu,
   GGML_PACKAGE_VERSION,
   ggmlAddonPath,
+  isGgmlBackend,
+  isSoftwareDevice,
   loadGgml
 } from '../../../shards/ggml/index.js'
-import { BackendUnavailableError } from '../../../shards/index.js'
+import { BackendUnavailableError, KV_DTYPES, type KvDType, type ModelFile, openModelFile } from '../../../shards/index.js'
 
 /**
  * Issue 32: the ggml backends install on demand, not with `npm install` (the CUDA packages are
@@ -56,12 +61,61 @@ export function ggmlDeviceLines(): string[] {
     // One package per process (its libraries load RTLD_GLOBAL): a GPU one when installed, as
     // it carries the CPU backend too.
     const runtime = loadGgml(installed.find((f) => f !== 'cpu') ?? 'cpu')
-    return runtime.devices.map(
-      (d) =>
-        `ggml ${d.backend} device ${d.index}: ${d.description} (${d.type}, ${Math.round(d.freeBytes / 2 ** 20)} of ${Math.round(d.totalBytes / 2 ** 20)} MiB free) from ${runtime.libraries.source}`
-    )
+    const missing = BACKEND_FLAVOURS.filter((f) => !installed.includes(f) && backendPackage(f))
+    const backends = `ggml backends installed: ${installed.join(', ')}${missing.length ? `; installable: ${missing.join(', ')} (\`layerswarm backend install <flavour>\`)` : ''}`
+    return [
+      backends,
+      ...runtime.devices.map(
+        (d) =>
+          `ggml ${d.backend} device ${d.index}: ${d.description} (${d.type}${isSoftwareDevice(d) ? ', software' : ''}, ${Math.round(d.freeBytes / 2 ** 20)} of ${Math.round(d.totalBytes / 2 ** 20)} MiB free) from ${runtime.libraries.source}`
+      )
+    ]
   } catch (e) {
     return [`ggml: ${(e as Error).message}`]
+  }
+}
+
+/** The value of `--name v` or `--name=v` among `node start` arguments `join` passes on. */
+function optionValue(args: readonly string[], name: string): string | undefined {
+  for (let i = 0; i < args.length; i++) {
+    if (args[i] === name) return args[i + 1]
+    if (args[i].startsWith(`${name}=`)) return args[i].slice(name.length + 1)
+  }
+  return undefined
+}
+
+/**
+ * Issue 32: `join` without `--num-blocks`, on a GPU (`--backend ggml-cuda|vulkan|metal`, or
+ * `auto` where an installed GPU backend has a hardware GPU), serves as many blocks as the
+ * device's free memory holds (blocksForDevice), not half the model. null: not on a GPU, so
+ * join keeps its default. A named GPU backend that is missing, or too small for one block, is
+ * BackendUnavailableError before any node starts.
+ */
+export function deviceSizedBlocks(model: ModelFile, nodeArgs: readonly string[]): DeviceFit | null {
+  const backend = optionValue(nodeArgs, '--backend') ?? 'auto'
+  const kv = optionValue(nodeArgs, '--kv-dtype') ?? 'f16'
+  const kvDType: KvDType = (KV_DTYPES as readonly string[]).includes(kv) ? (kv as KvDType) : 'f16'
+  if (isGgmlBackend(backend) && backend !== 'ggml-cpu')
+    return blocksForDevice(model, backend, Number(optionValue(nodeArgs, '--device') ?? 0), kvDType)
+  if (backend !== 'auto' || model.format !== 'gguf') return null
+  const gpu = firstAutoGpu()
+  if (!gpu) return null
+  try {
+    return blocksForDevice(model, gpu.backend, gpu.index, kvDType)
+  } catch (e) {
+    // auto: a GPU too small for one block leaves the span to the CPU kernels (node start says so)
+    if (e instanceof BackendUnavailableError) return null
+    throw e
+  }
+}
+
+/** deviceSizedBlocks of the model file at `path` (opened for its header and tensor table, then closed). */
+export function deviceSizedBlocksOfFile(path: string, nodeArgs: readonly string[]): DeviceFit | null {
+  const model = openModelFile(path)
+  try {
+    return deviceSizedBlocks(model, nodeArgs)
+  } finally {
+    model.close()
   }
 }
 

@@ -20,6 +20,7 @@ import { claimNodeIdentity } from '../../identity-lock.js'
 import { defaultModelPath } from '../../paths.js'
 import { BadOptionError, JoinedNodeExitedError } from '../errors.js'
 import { float, int } from '../options.js'
+import { deviceSizedBlocksOfFile } from './backend.js'
 import { checkReadableFile, resolveModelArgument } from './checks.js'
 import { modelInfoById, modelInfoOfFile } from './node-weights.js'
 import { refusedByEveryBootstrap } from './private-swarm.js'
@@ -79,7 +80,12 @@ export function registerJoin(program: Command): void {
     )
     .option('--models-dir <dir>', 'where --model-id keeps what it fetched (default: $LAYERSWARM_HOME/models)')
     .option('--bootstrap <list|file>', 'comma-separated multiaddrs, or a file with one per line')
-    .addOption(new Option('--num-blocks <n>', 'blocks to serve (default: half the model)').argParser(int('--num-blocks', 1)))
+    .addOption(
+      new Option(
+        '--num-blocks <n>',
+        'blocks to serve (default: half the model; on a GPU backend, as many as its free memory holds)'
+      ).argParser(int('--num-blocks', 1))
+    )
     .option(
       '--identity <file>',
       'the node key file (refused while another node runs on it; default: the first of identity.key, identity-2.key, … in $LAYERSWARM_HOME, else ~/.layerswarm, that no running node holds)'
@@ -110,7 +116,17 @@ export function registerJoin(program: Command): void {
       // issue 33: by content id, the header is fetched (checked) for the block count and announced id
       const { modelId, nBlocks } =
         opts.modelId !== undefined ? await modelInfoById(opts.modelId, bootstrap, opts.modelsDir) : modelInfoOfFile(modelPath)
-      const numBlocks = Math.min(nBlocks, opts.numBlocks ?? Math.ceil(nBlocks / 2))
+      // issue 32: on a GPU the span is as long as the device's free memory holds (a local file)
+      const fit = opts.numBlocks === undefined && modelPath ? deviceSizedBlocksOfFile(modelPath, passThrough) : null
+      if (fit)
+        emit({
+          event: 'device',
+          backend: fit.backend,
+          device: fit.device.description,
+          freeBytes: fit.device.freeBytes,
+          blocks: fit.blocks
+        })
+      const numBlocks = Math.min(nBlocks, opts.numBlocks ?? fit?.blocks ?? Math.ceil(nBlocks / 2))
       const ephemeral = passThrough.includes('--ephemeral-identity')
       // join holds the key's lock for every node start child it runs (each move restarts one on
       // the same key): the child sees its parent's pid in the lock and takes it as its own

@@ -66,7 +66,7 @@ export function loadSpanBackend(
     kvBytes: (end - start) * 2 * c.seqLen * kvRowBytes(span.shard.kvDType, c.kvDim),
     kvMemory: 'device'
   }
-  log({ event: 'backend', ...hardware, weightBytes: report.weightBytes })
+  log({ event: 'backend', ...hardware, weightBytes: report.weightBytes, warmUpMs: span.warmUpMs })
   return { shard: span.shard, report, hardware }
 }
 
