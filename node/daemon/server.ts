@@ -46,6 +46,7 @@ import {
 } from '../options.js'
 import { type BusyPoller, createBusyPoller } from './busy-poll.js'
 import { watchConnections } from './connection-watch.js'
+import { HeadServer } from './head-serve.js'
 import { createNextHopPolicy } from './next-hop-policy.js'
 import { PeerLimits } from './peer-limits.js'
 import { SessionCrypto } from './session-crypto.js'
@@ -118,6 +119,7 @@ export class SwarmNode {
       wireDtypes: this.wireDtypes,
       nextHops: createNextHopPolicy({ host, announcements: this.announcements }),
       steps: this.steps,
+      head: new HeadServer({ model: init.model, shard: init.shard, peerId: host.peerId.toString(), tamper: init.tamperHead }),
       leaving: () => this.leaving,
       changed: () => this.reportSessions()
     })

@@ -1,6 +1,6 @@
 import { generateKeyPair } from '@libp2p/crypto/keys'
 import { type Command, Option } from 'commander'
-import { createTamper, TAMPER_MODES, tamperingShard } from '../../../canary/index.js'
+import { createHeadTamper, createTamper, TAMPER_MODES, tamperingShard } from '../../../canary/index.js'
 import { bootstrapDialError, parseBootstrapList } from '../../../client/index.js'
 import { WIRE_DTYPES } from '../../../protocol/index.js'
 import { BACKENDS } from '../../../shards/ggml/index.js'
@@ -29,6 +29,7 @@ import {
 import { defaultModelPath } from '../../paths.js'
 import { warn } from '../cli-exit.js'
 import { BadOptionError, NoRelayReservationError } from '../errors.js'
+import { tamperHeadOption } from '../head-options.js'
 import { float, int, parseSpan, wireDtypeList } from '../options.js'
 import { addReachabilityOptions, hostReachability, RELAY_WAIT_MS, relayedAddress } from '../reachability-options.js'
 import { checkListenAddrs, checkReadableFile, listenError } from './checks.js'
@@ -135,6 +136,7 @@ export function registerNodeStart(program: Command): void {
     .addOption(
       new Option('--tamper <mode>', 'for measuring the detector: return wrong outputs').choices([...TAMPER_MODES]).hideHelp()
     )
+    .addOption(tamperHeadOption())
     .addOption(
       new Option(
         '--tamper-size <s>',
@@ -241,6 +243,7 @@ export function registerNodeStart(program: Command): void {
         model,
         modelId,
         shard: tamper ? tamperingShard(shard, tamper) : shard,
+        ...(opts.tamperHead ? { tamperHead: createHeadTamper({ mode: opts.tamperHead }) } : {}),
         throughput,
         privateKey,
         bootstrap,
