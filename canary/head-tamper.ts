@@ -3,7 +3,7 @@
  * rewrites the top-k it seals (`node start --tamper-head`). The daemon's step path has no tamper
  * code: the CLI hands it this transform, as it wraps a tampering Shard.
  *
- * - perturb: adds uniform noise of ±size logits to every returned value (then ranks again);
+ * - perturb: adds uniform noise of ±size logits to every returned value (default 2; then ranks again);
  * - swap: reports the second likeliest token as the first and the first as the second (ids swapped,
  *   values kept), which changes every greedy token it touches;
  * - drop: leaves the likeliest token out (the rest move up), so the client never sees it.
@@ -17,7 +17,7 @@ export type HeadTamperMode = (typeof HEAD_TAMPER_MODES)[number]
 
 export interface HeadTamperInit {
   readonly mode: HeadTamperMode
-  /** perturb: the noise's half-width in logits (default 1). */
+  /** perturb: the noise's half-width in logits (default 2). */
   readonly size?: number
   /** Fraction of replies rewritten (default 1). */
   readonly rate?: number
@@ -26,7 +26,7 @@ export interface HeadTamperInit {
 
 export function createHeadTamper(init: HeadTamperInit): (row: HeadRow) => HeadRow {
   const rng = new Xorshift64(init.seed ?? 1)
-  const size = init.size ?? 1
+  const size = init.size ?? 2
   const rate = init.rate ?? 1
   return (row) => {
     if (rng.nextF32() >= rate || row.ids.length < 2) return row

@@ -3,6 +3,7 @@ export {
   DEFAULT_CHECK_DTYPE,
   DEFAULT_SECRET_ROWS,
   HEAD_CONVICT_VIOLATIONS,
+  HEAD_TOLERANCE_SIGMAS,
   type HeadStats,
   headStatsOf,
   headTolerance,

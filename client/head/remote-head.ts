@@ -56,9 +56,15 @@ export interface HeadStats {
   convicted: string[]
 }
 
-/** The tolerance of one comparison: the honest bound twice, the f16 gap's rounding, and a floor. */
-export function headTolerance(bound: number, gap: number): number {
-  return 2 * bound + 2 ** -10 * Math.abs(gap) + 1e-3
+/** σs of an honest difference a comparison allows (p ≈ 2e-9 per comparison for a Gaussian sum; two violations convict). */
+export const HEAD_TOLERANCE_SIGMAS = 6
+
+/**
+ * The tolerance of one comparison: HEAD_TOLERANCE_SIGMAS σ of the quantisation (shards/head/head-rows.ts),
+ * the f16 gap's rounding (2^-11 of the gap, twice), the norm's own rounding (1e-4 of the logit) and a floor.
+ */
+export function headTolerance(sigma: number, gap: number, logit: number): number {
+  return HEAD_TOLERANCE_SIGMAS * sigma + 2 ** -10 * Math.abs(gap) + 1e-4 * Math.abs(logit) + 1e-3
 }
 
 export class RemoteHead {
@@ -137,10 +143,10 @@ export class RemoteHead {
       const theirs = returned.get(id)
       if (theirs !== undefined) {
         this.stats.checks++
-        if (Math.abs(theirs - mine) > headTolerance(local.bounds[i], row.values[0] - theirs)) bad++
+        if (Math.abs(theirs - mine) > headTolerance(local.sigmas[i], row.values[0] - theirs, mine)) bad++
       } else if (truncated) {
         this.stats.checks++
-        if (mine - headTolerance(local.bounds[i], row.values[0] - kth) > kth) bad++
+        if (mine - headTolerance(local.sigmas[i], row.values[0] - kth, mine) > kth) bad++
       }
     }
     if (bad === 0) return

@@ -19,7 +19,8 @@ export type CheckDType = 'f32' | 'f16' | 'q8_0'
 export interface LocalHeadRow {
   readonly ids: readonly number[]
   readonly logits: Float32Array
-  readonly bounds: Float32Array
+  /** σ of an honest head's difference from each logit (see above). */
+  readonly sigmas: Float32Array
 }
 
 /** Relative step of one element as each check dtype carries it (q8_0: of its 32-block's largest). */
@@ -85,37 +86,39 @@ export class HeadRows {
     let ss = 0
     for (let j = 0; j < dim; j++) ss += hidden[j] * hidden[j]
     const invRms = 1 / Math.sqrt(ss / dim + rmsEps)
-    // step of element j: the wire's (its 32-block of the hidden) plus the peer's activation
-    // quantisation (its 256-block of the normed input, q8_K's block; q8_0's is inside it)
-    const step = new Float64Array(dim)
+    // variance of element j's rounding: the wire's (a step of its 32-block of the hidden, in the
+    // normed space) and the peer's activation quantisation (a step of its 256-block of the normed
+    // input, q8_K's block; q8_0's 32-block is inside it), each uniform: step² / 12
+    const variance = new Float64Array(dim)
     for (let b = 0; b < dim; b += 32) {
       let amax = 0
       for (let j = b; j < Math.min(dim, b + 32); j++) amax = Math.max(amax, Math.abs(hidden[j]))
       for (let j = b; j < Math.min(dim, b + 32); j++) {
-        const wire = dtype === 'q8_0' ? amax * STEP.q8_0 : Math.abs(hidden[j]) * STEP[dtype]
-        step[j] = wire * invRms * Math.abs(this.norm[j])
+        const wire = (dtype === 'q8_0' ? amax * STEP.q8_0 : Math.abs(hidden[j]) * STEP[dtype]) * invRms * Math.abs(this.norm[j])
+        variance[j] = (wire * wire) / 12
       }
     }
     for (let b = 0; b < dim; b += 256) {
       let amax = 0
       for (let j = b; j < Math.min(dim, b + 256); j++) amax = Math.max(amax, Math.abs(normed[j]))
-      for (let j = b; j < Math.min(dim, b + 256); j++) step[j] += amax / 127
+      const act = amax / 127
+      for (let j = b; j < Math.min(dim, b + 256); j++) variance[j] += (act * act) / 12
     }
     const n = this.order.length
     const logits = new Float32Array(n)
-    const bounds = new Float32Array(n)
+    const sigmas = new Float32Array(n)
     for (let r = 0; r < n; r++) {
       const w = this.rows.subarray(r * dim, (r + 1) * dim)
       let dot = 0
-      let bound = 0
+      let v = 0
       for (let j = 0; j < dim; j++) {
         dot += w[j] * normed[j]
-        bound += Math.abs(w[j]) * step[j]
+        v += w[j] * w[j] * variance[j]
       }
       logits[r] = dot
-      bounds[r] = bound
+      sigmas[r] = Math.sqrt(v)
     }
     softcap(logits, this.config.family?.finalSoftcap ?? 0)
-    return { ids: [...this.order], logits, bounds }
+    return { ids: [...this.order], logits, sigmas }
   }
 }
