@@ -2,8 +2,8 @@
  * The CLI's `--head` option (generate, api) and `node start --tamper-head` (issue #35), shared so
  * the words about what a head peer learns are said once.
  */
-import { Option } from 'commander'
-import { HEAD_TAMPER_MODES } from '../../canary/index.js'
+import { InvalidArgumentError, Option } from 'commander'
+import { createHeadTamper, HEAD_TAMPER_MODES, type HeadTamperMode } from '../../canary/index.js'
 
 export const HEAD_HELP =
   'where the final norm and LM head run: local (default; no peer sees the output) or remote: the peer serving the ' +
@@ -16,8 +16,16 @@ export function headOption(): Option {
 }
 
 export function tamperHeadOption(): Option {
-  return new Option('--tamper-head <mode>', 'for measuring the head check: rewrite the sealed top-k')
-    .choices([...HEAD_TAMPER_MODES])
+  // parsed into the transform the daemon takes (SwarmNodeInit.tamperHead)
+  return new Option(
+    '--tamper-head <mode>',
+    `for measuring the head check: rewrite the sealed top-k (${HEAD_TAMPER_MODES.join(', ')})`
+  )
+    .argParser((mode) => {
+      if (!(HEAD_TAMPER_MODES as readonly string[]).includes(mode))
+        throw new InvalidArgumentError(`--tamper-head: one of ${HEAD_TAMPER_MODES.join(', ')}`)
+      return createHeadTamper({ mode: mode as HeadTamperMode })
+    })
     .hideHelp()
 }
 

@@ -1,18 +1,10 @@
 import { generateKeyPair } from '@libp2p/crypto/keys'
 import { type Command, Option } from 'commander'
-import { createHeadTamper, createTamper, TAMPER_MODES, tamperingShard } from '../../../canary/index.js'
+import { createTamper, TAMPER_MODES, tamperingShard } from '../../../canary/index.js'
 import { bootstrapDialError, parseBootstrapList } from '../../../client/index.js'
 import { WIRE_DTYPES } from '../../../protocol/index.js'
 import { BACKENDS } from '../../../shards/ggml/index.js'
-import {
-  computeModelId,
-  DEFAULT_KV_DTYPE,
-  KV_DTYPES,
-  kernelChoiceOf,
-  kernelChoiceSummary,
-  openModelFile,
-  spanSlowReasons
-} from '../../../shards/index.js'
+import { computeModelId, DEFAULT_KV_DTYPE, KV_DTYPES, openModelFile, spanSlowReasons } from '../../../shards/index.js'
 import { Metrics, SwarmNode, serveMetrics } from '../../daemon/index.js'
 import { claimNodeIdentity } from '../../identity-lock.js'
 import { addLogLevelOption, createLogger, eventLog } from '../../log.js'
@@ -29,11 +21,10 @@ import {
 import { defaultModelPath } from '../../paths.js'
 import { warn } from '../cli-exit.js'
 import { BadOptionError, NoRelayReservationError } from '../errors.js'
-import { tamperHeadOption } from '../head-options.js'
-import { float, int, parseSpan, wireDtypeList } from '../options.js'
+import { float, int, parseSpan, tamperHeadOption, wireDtypeList } from '../options.js'
 import { addReachabilityOptions, hostReachability, RELAY_WAIT_MS, relayedAddress } from '../reachability-options.js'
 import { checkListenAddrs, checkReadableFile, listenError } from './checks.js'
-import { closeSpan, loadSpanBackend } from './node-backend.js'
+import { closeSpan, kernelChoiceField, loadSpanBackend } from './node-backend.js'
 import { measureThroughput, pickSpan } from './node-span.js'
 import { refusedByEveryBootstrap } from './private-swarm.js'
 
@@ -243,7 +234,7 @@ export function registerNodeStart(program: Command): void {
         model,
         modelId,
         shard: tamper ? tamperingShard(shard, tamper) : shard,
-        ...(opts.tamperHead ? { tamperHead: createHeadTamper({ mode: opts.tamperHead }) } : {}),
+        tamperHead: opts.tamperHead,
         throughput,
         privateKey,
         bootstrap,
@@ -313,10 +304,4 @@ export function registerNodeStart(program: Command): void {
       // Ctrl-C ends with 130, as every command does (docs/cli.md); SIGTERM is a planned stop
       if (sig === 'SIGINT') process.exitCode = 130
     })
-}
-
-/** Issue 40: where each dtype and shape class runs (calibrated: shards/kernels/kernel-calibration.ts), when measured. */
-function kernelChoiceField(kernels: unknown): { kernelChoice?: ReturnType<typeof kernelChoiceSummary> } {
-  const choice = kernelChoiceOf(kernels)
-  return choice ? { kernelChoice: kernelChoiceSummary(choice) } : {}
 }
