@@ -19,12 +19,13 @@
  */
 import { execFileSync } from 'node:child_process'
 import { existsSync, renameSync } from 'node:fs'
-import { availableParallelism, tmpdir } from 'node:os'
+import { availableParallelism, loadavg, tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { headAsk, lowDimensionalHead } from '../client/head/index.js'
 import type { ClientInit, Forwarding } from '../client/index.js'
 import { type LocalNode, startLocalNode } from '../node/cli/local-swarm.js'
 import { LINK_DELAY_ENV } from '../protocol/index.js'
-import { openModelFile, parseShape, writeRandomModel } from '../shards/index.js'
+import { createEdge, headTopK, openModelFile, parseShape, selectKernels, writeRandomModel } from '../shards/index.js'
 import { benchArgs, FORWARDINGS, KERNEL_KINDS } from './options.js'
 import { evenSpans, promptText, swarmBenchClient } from './swarm-setup.js'
 import { median, round } from './swarm-stats.js'
@@ -124,6 +125,47 @@ async function runMode(path: string, nodes: LocalNode[], o: HeadBenchOptions, pr
   }
 }
 
+/**
+ * Where a token's head time goes, in this process with no swarm: the full head (norm + 128k-row
+ * matmul) on the client's threads and on every core (a peer's), the peer's top-k selection, and
+ * the client's low-dimensional check (1024 secret + 64 context rows). Medians of 7.
+ */
+function headCompute(path: string, o: HeadBenchOptions): Record<string, number> {
+  const model = openModelFile(path)
+  const { dim } = model.config
+  const hidden = Float32Array.from({ length: dim }, (_, i) => Math.sin(i * 1.7) * 2)
+  const time = (fn: () => void): number => {
+    const ms: number[] = []
+    for (let i = 0; i < 8; i++) {
+      const t = performance.now()
+      fn()
+      if (i > 0) ms.push(performance.now() - t) // the first call pays one-time preparation
+    }
+    return round(median(ms), 2)
+  }
+  const out: Record<string, number> = {}
+  for (const [name, threads] of [
+    ['fullHeadClientMs', o.threads],
+    ['fullHeadAllCoresMs', availableParallelism()]
+  ] as const) {
+    const kernels = selectKernels({ kind: o.kernels, threads })
+    const edge = createEdge({ model, kernels })
+    out[name] = time(() => edge.lastLogits(hidden, 1))
+    if (name === 'fullHeadAllCoresMs') {
+      const logits = edge.lastLogits(hidden, 1)
+      out.topKMs = time(() => headTopK(logits, headAsk({ temperature: 0 }, logits.length, false)))
+    }
+    kernels.close?.()
+  }
+  const rows = lowDimensionalHead(model)
+  rows.add(Array.from({ length: 64 }, (_, i) => i * 1999))
+  // as RemoteHead.check asks: σ only for the returned tokens (a greedy reply holds a few)
+  const returned = new Set([0, 1999, 3998, 5997])
+  out.checkRowsMs = time(() => rows.evaluate(hidden, 'q8_0', { above: Number.POSITIVE_INFINITY, ids: returned }))
+  model.close()
+  return out
+}
+
 function openDim(path: string): number {
   const model = openModelFile(path)
   const dim = model.config.dim
@@ -199,7 +241,9 @@ export async function runHeadBench(o: HeadBenchOptions): Promise<Record<string, 
         downlinkTcpVsLocal: reduction(local.downlinkBytesPerToken.tcp, remote.downlinkBytesPerToken.tcp),
         downlinkPayloadVsLocal: reduction(local.downlinkBytesPerToken.payload, remote.downlinkBytesPerToken.payload)
       },
-      paper: PAPER
+      paper: PAPER,
+      headCompute: headCompute(path, o),
+      loadAverage: loadavg().map((x) => round(x, 1))
     }
   } finally {
     await Promise.all(nodes.map((n) => n.stop()))

@@ -12,7 +12,6 @@
  * Either failure is a violation; HEAD_CONVICT_VIOLATIONS of them convict the peer (docs/verification.md
  * "The head on a peer": the bound, and detection measured per tamper mode).
  */
-import { randomInt } from 'node:crypto'
 import { headReplyKey, openHeadReply } from '../../crypto/index.js'
 import type { HeadRequest } from '../../protocol/index.js'
 import { type CheckDType, decodeHeadRows, type HeadRow, HeadRows, type ModelConfig, type ModelFile } from '../../shards/index.js'
@@ -39,7 +38,12 @@ export function lowDimensionalHead(model: ModelFile, secretRows = DEFAULT_SECRET
   const vocab = model.config.vocabSize
   const n = Math.min(vocab, secretRows)
   const secret = new Set<number>()
-  while (secret.size < n) secret.add(randomInt(vocab))
+  // Web Crypto (Node and browsers alike); the modulo bias of 2^32 over a vocabulary is < 2^-14
+  const draw = new Uint32Array(256)
+  while (secret.size < n) {
+    globalThis.crypto.getRandomValues(draw)
+    for (const x of draw) if (secret.size < n) secret.add(x % vocab)
+  }
   rows.add(secret)
   return rows
 }
@@ -130,12 +134,16 @@ export class RemoteHead {
 
   /** Compare one returned row with the rows the client holds; count violations per peer. */
   check(peerId: string, row: HeadRow, hidden: Float32Array): void {
-    const local = this.rows.evaluate(hidden, this.checkDtype)
     const returned = new Map<number, number>()
     for (let i = 0; i < row.ids.length; i++) returned.set(row.ids[i], row.values[i])
     const k = row.ids.length
     const truncated = k < this.init.config.vocabSize
     const kth = row.values[k - 1]
+    // a held token left out passes unless its logit is above the k-th: σ is needed only there
+    const local = this.rows.evaluate(hidden, this.checkDtype, {
+      above: truncated ? kth : Number.POSITIVE_INFINITY,
+      ids: new Set(returned.keys())
+    })
     let bad = 0
     for (let i = 0; i < local.ids.length; i++) {
       const id = local.ids[i]
