@@ -5,6 +5,7 @@ import type { ClientInit } from './client-types.js'
 import { bundledModelPath } from './default-model.js'
 import { DEFAULT_EDGE_FIRST, DEFAULT_EDGE_LAST } from './options.js'
 import { edgeOnlyModel } from './verification/canary-bank-init.js'
+import { type FetchedWeights, fetchClientModel } from './weights/client-fetch.js'
 
 /**
  * What LayerswarmClient.create opens before it builds a client: the model file (only its edge
@@ -14,7 +15,8 @@ import { edgeOnlyModel } from './verification/canary-bank-init.js'
 export async function openClientResources(
   init: ClientInit,
   options: AbortOptions = {}
-): Promise<{ host: Host; model: ModelFile }> {
+): Promise<{ host: Host; model: ModelFile; fetched?: FetchedWeights }> {
+  if (init.modelId !== undefined) return await fetchClientModel(init, options)
   const file = openModelFile(
     init.model ?? bundledModelPath(),
     init.tokenizer !== undefined ? { tokenizerPath: init.tokenizer } : {}

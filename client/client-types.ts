@@ -35,6 +35,15 @@ export interface ClientInit {
    * (default: the bundled stories260K.gguf, as the CLI's).
    */
   readonly model?: string
+  /**
+   * Issue 33: a content model id (lsw1-…) instead of `model`: the client fetches only what it
+   * runs (header and tokenizer, embeddings, its edge blocks, final norm, head) from the swarm,
+   * checked chunk by chunk against the id, into `modelsDir`. Canaries without a `canaryBank` need
+   * the middle blocks too, so those are then fetched as well (docs/weights.md).
+   */
+  readonly modelId?: string
+  /** Where fetched models are kept (default `$LAYERSWARM_HOME/models`, else `~/.layerswarm/models`). */
+  readonly modelsDir?: string
   readonly tokenizer?: string
   /** Blocks the client runs itself before / after the remote span (default 1 and 1). */
   readonly edgeFirst?: number

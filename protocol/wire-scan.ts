@@ -21,6 +21,7 @@ import {
   MAX_NEXT_HOPS,
   MAX_TENSOR_RANK,
   MAX_TIMINGS,
+  MAX_WEIGHTS_PIECES,
   MAX_WIRE_DTYPES
 } from './limits.js'
 import type { WireScanField, WireScanMessage } from './wire-scan-types.js'
@@ -41,7 +42,8 @@ export const REPEATED_LIMITS: Readonly<Record<string, number>> = {
   'StepResults.results': MAX_AWAITED_STEPS,
   'Announcement.wire_dtypes': MAX_WIRE_DTYPES,
   'Announcement.addrs': MAX_ADDRS,
-  'AnnouncementsResponse.announcements': MAX_HELD_ANNOUNCEMENTS
+  'AnnouncementsResponse.announcements': MAX_HELD_ANNOUNCEMENTS,
+  'WeightsManifest.pieces': MAX_WEIGHTS_PIECES
 }
 
 /** The schema nests 4 deep (SessionRequest > Step > Receipt); anything deeper is hostile. */

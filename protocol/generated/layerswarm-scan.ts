@@ -278,6 +278,42 @@ export const WIRE_SCAN_MESSAGES: Readonly<Record<string, WireScanMessage>> = {
       1: { name: 'announcements', what: 'AnnouncementsResponse.announcements', wireType: 2, repeated: true, message: 'SignedAnnouncement' },
     }
   },
+  WeightsRequest: {
+    name: 'WeightsRequest',
+    fieldsById: {
+      1: { name: 'contentId', what: 'WeightsRequest.content_id', wireType: 2, repeated: false },
+      2: { name: 'kind', what: 'WeightsRequest.kind', wireType: 0, repeated: false },
+      3: { name: 'chunk', what: 'WeightsRequest.chunk', wireType: 0, repeated: false },
+    }
+  },
+  WeightsPiece: {
+    name: 'WeightsPiece',
+    fieldsById: {
+      1: { name: 'name', what: 'WeightsPiece.name', wireType: 2, repeated: false },
+      2: { name: 'offset', what: 'WeightsPiece.offset', wireType: 0, repeated: false },
+      3: { name: 'sizeBytes', what: 'WeightsPiece.size_bytes', wireType: 0, repeated: false },
+      4: { name: 'chunkHashes', what: 'WeightsPiece.chunk_hashes', wireType: 2, repeated: false },
+    }
+  },
+  WeightsManifest: {
+    name: 'WeightsManifest',
+    fieldsById: {
+      1: { name: 'fileBytes', what: 'WeightsManifest.file_bytes', wireType: 0, repeated: false },
+      2: { name: 'chunkBytes', what: 'WeightsManifest.chunk_bytes', wireType: 0, repeated: false },
+      3: { name: 'legacyModelId', what: 'WeightsManifest.legacy_model_id', wireType: 2, repeated: false },
+      4: { name: 'pieces', what: 'WeightsManifest.pieces', wireType: 2, repeated: true, message: 'WeightsPiece' },
+    }
+  },
+  WeightsResponse: {
+    name: 'WeightsResponse',
+    fieldsById: {
+      1: { name: 'manifest', what: 'WeightsResponse.manifest', wireType: 2, repeated: false, message: 'WeightsManifest' },
+      2: { name: 'have', what: 'WeightsResponse.have', wireType: 2, repeated: false },
+      3: { name: 'chunk', what: 'WeightsResponse.chunk', wireType: 2, repeated: false },
+      4: { name: 'errorCode', what: 'WeightsResponse.error_code', wireType: 2, repeated: false },
+      5: { name: 'errorMessage', what: 'WeightsResponse.error_message', wireType: 2, repeated: false },
+    }
+  },
   HeadRequest: {
     name: 'HeadRequest',
     fieldsById: {

@@ -2604,6 +2604,338 @@ export namespace layerswarm {
         }
 
         /**
+         * Properties of a WeightsRequest.
+         * @deprecated Use layerswarm.v1.WeightsRequest.$Properties instead.
+         */
+        interface IWeightsRequest extends layerswarm.v1.WeightsRequest.$Properties {
+        }
+
+        /** Represents a WeightsRequest. */
+        class WeightsRequest {
+
+            /**
+             * Constructs a new WeightsRequest.
+             * @param [properties] Properties to set
+             */
+            constructor(properties?: layerswarm.v1.WeightsRequest.$Properties);
+
+            /** Unknown fields preserved while decoding when enabled */
+            $unknowns?: Uint8Array[];
+
+            /** WeightsRequest contentId. */
+            contentId: string;
+
+            /** WeightsRequest kind. */
+            kind: number;
+
+            /** WeightsRequest chunk. */
+            chunk: number;
+
+            /**
+             * Creates a new WeightsRequest instance using the specified properties.
+             * @param [properties] Properties to set
+             * @returns WeightsRequest instance
+             */
+            static create(properties: layerswarm.v1.WeightsRequest.$Shape): layerswarm.v1.WeightsRequest & layerswarm.v1.WeightsRequest.$Shape;
+            static create(properties?: layerswarm.v1.WeightsRequest.$Properties): layerswarm.v1.WeightsRequest;
+
+            /**
+             * Encodes the specified WeightsRequest message. Does not implicitly {@link layerswarm.v1.WeightsRequest.verify|verify} messages.
+             * @param message WeightsRequest message or plain object to encode
+             * @param [writer] Writer to encode to
+             * @returns Writer
+             */
+            static encode(message: layerswarm.v1.WeightsRequest.$Properties, writer?: $protobuf.Writer): $protobuf.Writer;
+
+            /**
+             * Decodes a WeightsRequest message from the specified reader or buffer.
+             * @param reader Reader or buffer to decode from
+             * @param [length] Message length if known beforehand
+             * @returns {layerswarm.v1.WeightsRequest & layerswarm.v1.WeightsRequest.$Shape} WeightsRequest
+             * @throws {Error} If the payload is not a reader or valid buffer
+             * @throws {$protobuf.util.ProtocolError} If required fields are missing
+             */
+            static decode(reader: ($protobuf.Reader|Uint8Array), length?: number): layerswarm.v1.WeightsRequest & layerswarm.v1.WeightsRequest.$Shape;
+        }
+
+        namespace WeightsRequest {
+
+            /** Properties of a WeightsRequest. */
+            interface $Properties {
+
+                /** WeightsRequest contentId */
+                contentId?: (string|null);
+
+                /** WeightsRequest kind */
+                kind?: (number|null);
+
+                /** WeightsRequest chunk */
+                chunk?: (number|null);
+
+                /** Unknown fields preserved while decoding when enabled */
+                $unknowns?: Uint8Array[];
+            }
+
+            /** Shape of a WeightsRequest. */
+            type $Shape = layerswarm.v1.WeightsRequest.$Properties;
+        }
+
+        /**
+         * Properties of a WeightsPiece.
+         * @deprecated Use layerswarm.v1.WeightsPiece.$Properties instead.
+         */
+        interface IWeightsPiece extends layerswarm.v1.WeightsPiece.$Properties {
+        }
+
+        /** Represents a WeightsPiece. */
+        class WeightsPiece {
+
+            /**
+             * Constructs a new WeightsPiece.
+             * @param [properties] Properties to set
+             */
+            constructor(properties?: layerswarm.v1.WeightsPiece.$Properties);
+
+            /** Unknown fields preserved while decoding when enabled */
+            $unknowns?: Uint8Array[];
+
+            /** WeightsPiece name. */
+            name: string;
+
+            /** WeightsPiece offset. */
+            offset: (number|Long);
+
+            /** WeightsPiece sizeBytes. */
+            sizeBytes: (number|Long);
+
+            /** WeightsPiece chunkHashes. */
+            chunkHashes: Uint8Array;
+
+            /**
+             * Creates a new WeightsPiece instance using the specified properties.
+             * @param [properties] Properties to set
+             * @returns WeightsPiece instance
+             */
+            static create(properties: layerswarm.v1.WeightsPiece.$Shape): layerswarm.v1.WeightsPiece & layerswarm.v1.WeightsPiece.$Shape;
+            static create(properties?: layerswarm.v1.WeightsPiece.$Properties): layerswarm.v1.WeightsPiece;
+
+            /**
+             * Encodes the specified WeightsPiece message. Does not implicitly {@link layerswarm.v1.WeightsPiece.verify|verify} messages.
+             * @param message WeightsPiece message or plain object to encode
+             * @param [writer] Writer to encode to
+             * @returns Writer
+             */
+            static encode(message: layerswarm.v1.WeightsPiece.$Properties, writer?: $protobuf.Writer): $protobuf.Writer;
+
+            /**
+             * Decodes a WeightsPiece message from the specified reader or buffer.
+             * @param reader Reader or buffer to decode from
+             * @param [length] Message length if known beforehand
+             * @returns {layerswarm.v1.WeightsPiece & layerswarm.v1.WeightsPiece.$Shape} WeightsPiece
+             * @throws {Error} If the payload is not a reader or valid buffer
+             * @throws {$protobuf.util.ProtocolError} If required fields are missing
+             */
+            static decode(reader: ($protobuf.Reader|Uint8Array), length?: number): layerswarm.v1.WeightsPiece & layerswarm.v1.WeightsPiece.$Shape;
+        }
+
+        namespace WeightsPiece {
+
+            /** Properties of a WeightsPiece. */
+            interface $Properties {
+
+                /** WeightsPiece name */
+                name?: (string|null);
+
+                /** WeightsPiece offset */
+                offset?: (number|Long|null);
+
+                /** WeightsPiece sizeBytes */
+                sizeBytes?: (number|Long|null);
+
+                /** WeightsPiece chunkHashes */
+                chunkHashes?: (Uint8Array|null);
+
+                /** Unknown fields preserved while decoding when enabled */
+                $unknowns?: Uint8Array[];
+            }
+
+            /** Shape of a WeightsPiece. */
+            type $Shape = layerswarm.v1.WeightsPiece.$Properties;
+        }
+
+        /**
+         * Properties of a WeightsManifest.
+         * @deprecated Use layerswarm.v1.WeightsManifest.$Properties instead.
+         */
+        interface IWeightsManifest extends layerswarm.v1.WeightsManifest.$Properties {
+        }
+
+        /** Represents a WeightsManifest. */
+        class WeightsManifest {
+
+            /**
+             * Constructs a new WeightsManifest.
+             * @param [properties] Properties to set
+             */
+            constructor(properties?: layerswarm.v1.WeightsManifest.$Properties);
+
+            /** Unknown fields preserved while decoding when enabled */
+            $unknowns?: Uint8Array[];
+
+            /** WeightsManifest fileBytes. */
+            fileBytes: (number|Long);
+
+            /** WeightsManifest chunkBytes. */
+            chunkBytes: number;
+
+            /** WeightsManifest legacyModelId. */
+            legacyModelId: string;
+
+            /** WeightsManifest pieces. */
+            pieces: layerswarm.v1.WeightsPiece.$Properties[];
+
+            /**
+             * Creates a new WeightsManifest instance using the specified properties.
+             * @param [properties] Properties to set
+             * @returns WeightsManifest instance
+             */
+            static create(properties: layerswarm.v1.WeightsManifest.$Shape): layerswarm.v1.WeightsManifest & layerswarm.v1.WeightsManifest.$Shape;
+            static create(properties?: layerswarm.v1.WeightsManifest.$Properties): layerswarm.v1.WeightsManifest;
+
+            /**
+             * Encodes the specified WeightsManifest message. Does not implicitly {@link layerswarm.v1.WeightsManifest.verify|verify} messages.
+             * @param message WeightsManifest message or plain object to encode
+             * @param [writer] Writer to encode to
+             * @returns Writer
+             */
+            static encode(message: layerswarm.v1.WeightsManifest.$Properties, writer?: $protobuf.Writer): $protobuf.Writer;
+
+            /**
+             * Decodes a WeightsManifest message from the specified reader or buffer.
+             * @param reader Reader or buffer to decode from
+             * @param [length] Message length if known beforehand
+             * @returns {layerswarm.v1.WeightsManifest & layerswarm.v1.WeightsManifest.$Shape} WeightsManifest
+             * @throws {Error} If the payload is not a reader or valid buffer
+             * @throws {$protobuf.util.ProtocolError} If required fields are missing
+             */
+            static decode(reader: ($protobuf.Reader|Uint8Array), length?: number): layerswarm.v1.WeightsManifest & layerswarm.v1.WeightsManifest.$Shape;
+        }
+
+        namespace WeightsManifest {
+
+            /** Properties of a WeightsManifest. */
+            interface $Properties {
+
+                /** WeightsManifest fileBytes */
+                fileBytes?: (number|Long|null);
+
+                /** WeightsManifest chunkBytes */
+                chunkBytes?: (number|null);
+
+                /** WeightsManifest legacyModelId */
+                legacyModelId?: (string|null);
+
+                /** WeightsManifest pieces */
+                pieces?: (layerswarm.v1.WeightsPiece.$Properties[]|null);
+
+                /** Unknown fields preserved while decoding when enabled */
+                $unknowns?: Uint8Array[];
+            }
+
+            /** Shape of a WeightsManifest. */
+            type $Shape = layerswarm.v1.WeightsManifest.$Properties;
+        }
+
+        /**
+         * Properties of a WeightsResponse.
+         * @deprecated Use layerswarm.v1.WeightsResponse.$Properties instead.
+         */
+        interface IWeightsResponse extends layerswarm.v1.WeightsResponse.$Properties {
+        }
+
+        /** Represents a WeightsResponse. */
+        class WeightsResponse {
+
+            /**
+             * Constructs a new WeightsResponse.
+             * @param [properties] Properties to set
+             */
+            constructor(properties?: layerswarm.v1.WeightsResponse.$Properties);
+
+            /** Unknown fields preserved while decoding when enabled */
+            $unknowns?: Uint8Array[];
+
+            /** WeightsResponse manifest. */
+            manifest?: (layerswarm.v1.WeightsManifest.$Properties|null);
+
+            /** WeightsResponse have. */
+            have: Uint8Array;
+
+            /** WeightsResponse chunk. */
+            chunk: Uint8Array;
+
+            /** WeightsResponse errorCode. */
+            errorCode: string;
+
+            /** WeightsResponse errorMessage. */
+            errorMessage: string;
+
+            /**
+             * Creates a new WeightsResponse instance using the specified properties.
+             * @param [properties] Properties to set
+             * @returns WeightsResponse instance
+             */
+            static create(properties: layerswarm.v1.WeightsResponse.$Shape): layerswarm.v1.WeightsResponse & layerswarm.v1.WeightsResponse.$Shape;
+            static create(properties?: layerswarm.v1.WeightsResponse.$Properties): layerswarm.v1.WeightsResponse;
+
+            /**
+             * Encodes the specified WeightsResponse message. Does not implicitly {@link layerswarm.v1.WeightsResponse.verify|verify} messages.
+             * @param message WeightsResponse message or plain object to encode
+             * @param [writer] Writer to encode to
+             * @returns Writer
+             */
+            static encode(message: layerswarm.v1.WeightsResponse.$Properties, writer?: $protobuf.Writer): $protobuf.Writer;
+
+            /**
+             * Decodes a WeightsResponse message from the specified reader or buffer.
+             * @param reader Reader or buffer to decode from
+             * @param [length] Message length if known beforehand
+             * @returns {layerswarm.v1.WeightsResponse & layerswarm.v1.WeightsResponse.$Shape} WeightsResponse
+             * @throws {Error} If the payload is not a reader or valid buffer
+             * @throws {$protobuf.util.ProtocolError} If required fields are missing
+             */
+            static decode(reader: ($protobuf.Reader|Uint8Array), length?: number): layerswarm.v1.WeightsResponse & layerswarm.v1.WeightsResponse.$Shape;
+        }
+
+        namespace WeightsResponse {
+
+            /** Properties of a WeightsResponse. */
+            interface $Properties {
+
+                /** WeightsResponse manifest */
+                manifest?: (layerswarm.v1.WeightsManifest.$Properties|null);
+
+                /** WeightsResponse have */
+                have?: (Uint8Array|null);
+
+                /** WeightsResponse chunk */
+                chunk?: (Uint8Array|null);
+
+                /** WeightsResponse errorCode */
+                errorCode?: (string|null);
+
+                /** WeightsResponse errorMessage */
+                errorMessage?: (string|null);
+
+                /** Unknown fields preserved while decoding when enabled */
+                $unknowns?: Uint8Array[];
+            }
+
+            /** Shape of a WeightsResponse. */
+            type $Shape = layerswarm.v1.WeightsResponse.$Properties;
+        }
+
+        /**
          * Properties of a HeadRequest.
          * @deprecated Use layerswarm.v1.HeadRequest.$Properties instead.
          */

@@ -3750,6 +3750,492 @@ export const layerswarm = $root.layerswarm = (() => {
             return AnnouncementsResponse;
         })();
 
+        v1.WeightsRequest = (function() {
+
+            const WeightsRequest = function (properties) {
+                if (properties)
+                    for (let keys = $Object.keys(properties), i = 0; i < keys.length; ++i)
+                        if (properties[keys[i]] != null && keys[i] !== "__proto__")
+                            this[keys[i]] = properties[keys[i]];
+            };
+
+            WeightsRequest.prototype.contentId = "";
+            WeightsRequest.prototype.kind = 0;
+            WeightsRequest.prototype.chunk = 0;
+
+            WeightsRequest.create = function(properties) {
+                return new WeightsRequest(properties);
+            };
+
+            WeightsRequest.encode = function (message, writer, _depth) {
+                if (!writer)
+                    writer = $Writer.create();
+                if (_depth === $undefined)
+                    _depth = 0;
+                if (_depth > $util.recursionLimit)
+                    throw $Error("max depth exceeded");
+                if (message.contentId != null && $Object.hasOwnProperty.call(message, "contentId") && message.contentId !== "")
+                    writer.uint32(10).string(message.contentId);
+                if (message.kind != null && $Object.hasOwnProperty.call(message, "kind") && message.kind !== 0)
+                    writer.uint32(16).uint32(message.kind);
+                if (message.chunk != null && $Object.hasOwnProperty.call(message, "chunk") && message.chunk !== 0)
+                    writer.uint32(24).uint32(message.chunk);
+                if (message.$unknowns != null && $Object.hasOwnProperty.call(message, "$unknowns"))
+                    for (let i = 0; i < message.$unknowns.length; ++i)
+                        writer.raw(message.$unknowns[i]);
+                return writer;
+            };
+
+            WeightsRequest.decode = function (reader, length, _end, _depth, _target) {
+                if (!(reader instanceof $Reader))
+                    reader = $Reader.create(reader);
+                if (_depth === $undefined)
+                    _depth = 0;
+                if (_depth > $Reader.recursionLimit)
+                    throw $Error("max depth exceeded");
+                let end, message, value;
+                if (length === $undefined)
+                    end = reader.len;
+                else {
+                    end = reader.pos + length;
+                    if (end > reader.len)
+                        throw $RangeError("index out of range");
+                    length = reader.len;
+                    reader.len = end;
+                }
+                message = _target || new $root.layerswarm.v1.WeightsRequest();
+                while (reader.pos < end) {
+                    let start = reader.pos;
+                    let tag = reader.tag();
+                    if (tag === _end) {
+                        _end = $undefined;
+                        break;
+                    }
+                    let wireType = tag & 7;
+                    switch (tag >>>= 3) {
+                    case 1: {
+                            if (wireType !== 2)
+                                break;
+                            if ((value = reader.stringVerify()).length)
+                                message.contentId = value;
+                            else
+                                delete message.contentId;
+                            continue;
+                        }
+                    case 2: {
+                            if (wireType !== 0)
+                                break;
+                            if (value = reader.uint32())
+                                message.kind = value;
+                            else
+                                delete message.kind;
+                            continue;
+                        }
+                    case 3: {
+                            if (wireType !== 0)
+                                break;
+                            if (value = reader.uint32())
+                                message.chunk = value;
+                            else
+                                delete message.chunk;
+                            continue;
+                        }
+                    }
+                    reader.skipType(wireType, _depth, tag);
+                    if (!reader.discardUnknown) {
+                        $util.makeProp(message, "$unknowns", false);
+                        (message.$unknowns || (message.$unknowns = [])).push(reader.raw(start, reader.pos));
+                    }
+                }
+                if (length !== $undefined) {
+                    if (reader.pos !== end)
+                        throw $RangeError("index out of range");
+                    reader.len = length;
+                }
+                if (_end !== $undefined)
+                    throw $Error("missing end group");
+                return message;
+            };
+
+            return WeightsRequest;
+        })();
+
+        v1.WeightsPiece = (function() {
+
+            const WeightsPiece = function (properties) {
+                if (properties)
+                    for (let keys = $Object.keys(properties), i = 0; i < keys.length; ++i)
+                        if (properties[keys[i]] != null && keys[i] !== "__proto__")
+                            this[keys[i]] = properties[keys[i]];
+            };
+
+            WeightsPiece.prototype.name = "";
+            WeightsPiece.prototype.offset = $util.Long ? $util.Long.fromBits(0,0,true) : 0;
+            WeightsPiece.prototype.sizeBytes = $util.Long ? $util.Long.fromBits(0,0,true) : 0;
+            WeightsPiece.prototype.chunkHashes = $util.newBuffer([]);
+
+            WeightsPiece.create = function(properties) {
+                return new WeightsPiece(properties);
+            };
+
+            WeightsPiece.encode = function (message, writer, _depth) {
+                if (!writer)
+                    writer = $Writer.create();
+                if (_depth === $undefined)
+                    _depth = 0;
+                if (_depth > $util.recursionLimit)
+                    throw $Error("max depth exceeded");
+                if (message.name != null && $Object.hasOwnProperty.call(message, "name") && message.name !== "")
+                    writer.uint32(10).string(message.name);
+                if (message.offset != null && $Object.hasOwnProperty.call(message, "offset") && (typeof message.offset === "object" ? message.offset.low || message.offset.high : message.offset !== 0))
+                    writer.uint32(16).uint64(message.offset);
+                if (message.sizeBytes != null && $Object.hasOwnProperty.call(message, "sizeBytes") && (typeof message.sizeBytes === "object" ? message.sizeBytes.low || message.sizeBytes.high : message.sizeBytes !== 0))
+                    writer.uint32(24).uint64(message.sizeBytes);
+                if (message.chunkHashes != null && $Object.hasOwnProperty.call(message, "chunkHashes") && message.chunkHashes.length)
+                    writer.uint32(34).bytes(message.chunkHashes);
+                if (message.$unknowns != null && $Object.hasOwnProperty.call(message, "$unknowns"))
+                    for (let i = 0; i < message.$unknowns.length; ++i)
+                        writer.raw(message.$unknowns[i]);
+                return writer;
+            };
+
+            WeightsPiece.decode = function (reader, length, _end, _depth, _target) {
+                if (!(reader instanceof $Reader))
+                    reader = $Reader.create(reader);
+                if (_depth === $undefined)
+                    _depth = 0;
+                if (_depth > $Reader.recursionLimit)
+                    throw $Error("max depth exceeded");
+                let end, message, value;
+                if (length === $undefined)
+                    end = reader.len;
+                else {
+                    end = reader.pos + length;
+                    if (end > reader.len)
+                        throw $RangeError("index out of range");
+                    length = reader.len;
+                    reader.len = end;
+                }
+                message = _target || new $root.layerswarm.v1.WeightsPiece();
+                while (reader.pos < end) {
+                    let start = reader.pos;
+                    let tag = reader.tag();
+                    if (tag === _end) {
+                        _end = $undefined;
+                        break;
+                    }
+                    let wireType = tag & 7;
+                    switch (tag >>>= 3) {
+                    case 1: {
+                            if (wireType !== 2)
+                                break;
+                            if ((value = reader.stringVerify()).length)
+                                message.name = value;
+                            else
+                                delete message.name;
+                            continue;
+                        }
+                    case 2: {
+                            if (wireType !== 0)
+                                break;
+                            if (typeof (value = reader.uint64()) === "object" ? value.low || value.high : value !== 0)
+                                message.offset = value;
+                            else
+                                delete message.offset;
+                            continue;
+                        }
+                    case 3: {
+                            if (wireType !== 0)
+                                break;
+                            if (typeof (value = reader.uint64()) === "object" ? value.low || value.high : value !== 0)
+                                message.sizeBytes = value;
+                            else
+                                delete message.sizeBytes;
+                            continue;
+                        }
+                    case 4: {
+                            if (wireType !== 2)
+                                break;
+                            if ((value = reader.bytes()).length)
+                                message.chunkHashes = value;
+                            else
+                                delete message.chunkHashes;
+                            continue;
+                        }
+                    }
+                    reader.skipType(wireType, _depth, tag);
+                    if (!reader.discardUnknown) {
+                        $util.makeProp(message, "$unknowns", false);
+                        (message.$unknowns || (message.$unknowns = [])).push(reader.raw(start, reader.pos));
+                    }
+                }
+                if (length !== $undefined) {
+                    if (reader.pos !== end)
+                        throw $RangeError("index out of range");
+                    reader.len = length;
+                }
+                if (_end !== $undefined)
+                    throw $Error("missing end group");
+                return message;
+            };
+
+            return WeightsPiece;
+        })();
+
+        v1.WeightsManifest = (function() {
+
+            const WeightsManifest = function (properties) {
+                this.pieces = [];
+                if (properties)
+                    for (let keys = $Object.keys(properties), i = 0; i < keys.length; ++i)
+                        if (properties[keys[i]] != null && keys[i] !== "__proto__")
+                            this[keys[i]] = properties[keys[i]];
+            };
+
+            WeightsManifest.prototype.fileBytes = $util.Long ? $util.Long.fromBits(0,0,true) : 0;
+            WeightsManifest.prototype.chunkBytes = 0;
+            WeightsManifest.prototype.legacyModelId = "";
+            WeightsManifest.prototype.pieces = $util.emptyArray;
+
+            WeightsManifest.create = function(properties) {
+                return new WeightsManifest(properties);
+            };
+
+            WeightsManifest.encode = function (message, writer, _depth) {
+                if (!writer)
+                    writer = $Writer.create();
+                if (_depth === $undefined)
+                    _depth = 0;
+                if (_depth > $util.recursionLimit)
+                    throw $Error("max depth exceeded");
+                if (message.fileBytes != null && $Object.hasOwnProperty.call(message, "fileBytes") && (typeof message.fileBytes === "object" ? message.fileBytes.low || message.fileBytes.high : message.fileBytes !== 0))
+                    writer.uint32(8).uint64(message.fileBytes);
+                if (message.chunkBytes != null && $Object.hasOwnProperty.call(message, "chunkBytes") && message.chunkBytes !== 0)
+                    writer.uint32(16).uint32(message.chunkBytes);
+                if (message.legacyModelId != null && $Object.hasOwnProperty.call(message, "legacyModelId") && message.legacyModelId !== "")
+                    writer.uint32(26).string(message.legacyModelId);
+                if (message.pieces != null && message.pieces.length)
+                    for (let i = 0; i < message.pieces.length; ++i)
+                        $root.layerswarm.v1.WeightsPiece.encode(message.pieces[i], writer.uint32(34).fork(), _depth + 1).ldelim();
+                if (message.$unknowns != null && $Object.hasOwnProperty.call(message, "$unknowns"))
+                    for (let i = 0; i < message.$unknowns.length; ++i)
+                        writer.raw(message.$unknowns[i]);
+                return writer;
+            };
+
+            WeightsManifest.decode = function (reader, length, _end, _depth, _target) {
+                if (!(reader instanceof $Reader))
+                    reader = $Reader.create(reader);
+                if (_depth === $undefined)
+                    _depth = 0;
+                if (_depth > $Reader.recursionLimit)
+                    throw $Error("max depth exceeded");
+                let end, message, value;
+                if (length === $undefined)
+                    end = reader.len;
+                else {
+                    end = reader.pos + length;
+                    if (end > reader.len)
+                        throw $RangeError("index out of range");
+                    length = reader.len;
+                    reader.len = end;
+                }
+                message = _target || new $root.layerswarm.v1.WeightsManifest();
+                while (reader.pos < end) {
+                    let start = reader.pos;
+                    let tag = reader.tag();
+                    if (tag === _end) {
+                        _end = $undefined;
+                        break;
+                    }
+                    let wireType = tag & 7;
+                    switch (tag >>>= 3) {
+                    case 1: {
+                            if (wireType !== 0)
+                                break;
+                            if (typeof (value = reader.uint64()) === "object" ? value.low || value.high : value !== 0)
+                                message.fileBytes = value;
+                            else
+                                delete message.fileBytes;
+                            continue;
+                        }
+                    case 2: {
+                            if (wireType !== 0)
+                                break;
+                            if (value = reader.uint32())
+                                message.chunkBytes = value;
+                            else
+                                delete message.chunkBytes;
+                            continue;
+                        }
+                    case 3: {
+                            if (wireType !== 2)
+                                break;
+                            if ((value = reader.stringVerify()).length)
+                                message.legacyModelId = value;
+                            else
+                                delete message.legacyModelId;
+                            continue;
+                        }
+                    case 4: {
+                            if (wireType !== 2)
+                                break;
+                            if (!(message.pieces && message.pieces.length))
+                                message.pieces = [];
+                            message.pieces.push($root.layerswarm.v1.WeightsPiece.decode(reader, reader.size(), $undefined, _depth + 1));
+                            continue;
+                        }
+                    }
+                    reader.skipType(wireType, _depth, tag);
+                    if (!reader.discardUnknown) {
+                        $util.makeProp(message, "$unknowns", false);
+                        (message.$unknowns || (message.$unknowns = [])).push(reader.raw(start, reader.pos));
+                    }
+                }
+                if (length !== $undefined) {
+                    if (reader.pos !== end)
+                        throw $RangeError("index out of range");
+                    reader.len = length;
+                }
+                if (_end !== $undefined)
+                    throw $Error("missing end group");
+                return message;
+            };
+
+            return WeightsManifest;
+        })();
+
+        v1.WeightsResponse = (function() {
+
+            const WeightsResponse = function (properties) {
+                if (properties)
+                    for (let keys = $Object.keys(properties), i = 0; i < keys.length; ++i)
+                        if (properties[keys[i]] != null && keys[i] !== "__proto__")
+                            this[keys[i]] = properties[keys[i]];
+            };
+
+            WeightsResponse.prototype.manifest = null;
+            WeightsResponse.prototype.have = $util.newBuffer([]);
+            WeightsResponse.prototype.chunk = $util.newBuffer([]);
+            WeightsResponse.prototype.errorCode = "";
+            WeightsResponse.prototype.errorMessage = "";
+
+            WeightsResponse.create = function(properties) {
+                return new WeightsResponse(properties);
+            };
+
+            WeightsResponse.encode = function (message, writer, _depth) {
+                if (!writer)
+                    writer = $Writer.create();
+                if (_depth === $undefined)
+                    _depth = 0;
+                if (_depth > $util.recursionLimit)
+                    throw $Error("max depth exceeded");
+                if (message.manifest != null && $Object.hasOwnProperty.call(message, "manifest"))
+                    $root.layerswarm.v1.WeightsManifest.encode(message.manifest, writer.uint32(10).fork(), _depth + 1).ldelim();
+                if (message.have != null && $Object.hasOwnProperty.call(message, "have") && message.have.length)
+                    writer.uint32(18).bytes(message.have);
+                if (message.chunk != null && $Object.hasOwnProperty.call(message, "chunk") && message.chunk.length)
+                    writer.uint32(26).bytes(message.chunk);
+                if (message.errorCode != null && $Object.hasOwnProperty.call(message, "errorCode") && message.errorCode !== "")
+                    writer.uint32(34).string(message.errorCode);
+                if (message.errorMessage != null && $Object.hasOwnProperty.call(message, "errorMessage") && message.errorMessage !== "")
+                    writer.uint32(42).string(message.errorMessage);
+                if (message.$unknowns != null && $Object.hasOwnProperty.call(message, "$unknowns"))
+                    for (let i = 0; i < message.$unknowns.length; ++i)
+                        writer.raw(message.$unknowns[i]);
+                return writer;
+            };
+
+            WeightsResponse.decode = function (reader, length, _end, _depth, _target) {
+                if (!(reader instanceof $Reader))
+                    reader = $Reader.create(reader);
+                if (_depth === $undefined)
+                    _depth = 0;
+                if (_depth > $Reader.recursionLimit)
+                    throw $Error("max depth exceeded");
+                let end, message, value;
+                if (length === $undefined)
+                    end = reader.len;
+                else {
+                    end = reader.pos + length;
+                    if (end > reader.len)
+                        throw $RangeError("index out of range");
+                    length = reader.len;
+                    reader.len = end;
+                }
+                message = _target || new $root.layerswarm.v1.WeightsResponse();
+                while (reader.pos < end) {
+                    let start = reader.pos;
+                    let tag = reader.tag();
+                    if (tag === _end) {
+                        _end = $undefined;
+                        break;
+                    }
+                    let wireType = tag & 7;
+                    switch (tag >>>= 3) {
+                    case 1: {
+                            if (wireType !== 2)
+                                break;
+                            message.manifest = $root.layerswarm.v1.WeightsManifest.decode(reader, reader.size(), $undefined, _depth + 1, message.manifest);
+                            continue;
+                        }
+                    case 2: {
+                            if (wireType !== 2)
+                                break;
+                            if ((value = reader.bytes()).length)
+                                message.have = value;
+                            else
+                                delete message.have;
+                            continue;
+                        }
+                    case 3: {
+                            if (wireType !== 2)
+                                break;
+                            if ((value = reader.bytes()).length)
+                                message.chunk = value;
+                            else
+                                delete message.chunk;
+                            continue;
+                        }
+                    case 4: {
+                            if (wireType !== 2)
+                                break;
+                            if ((value = reader.stringVerify()).length)
+                                message.errorCode = value;
+                            else
+                                delete message.errorCode;
+                            continue;
+                        }
+                    case 5: {
+                            if (wireType !== 2)
+                                break;
+                            if ((value = reader.stringVerify()).length)
+                                message.errorMessage = value;
+                            else
+                                delete message.errorMessage;
+                            continue;
+                        }
+                    }
+                    reader.skipType(wireType, _depth, tag);
+                    if (!reader.discardUnknown) {
+                        $util.makeProp(message, "$unknowns", false);
+                        (message.$unknowns || (message.$unknowns = [])).push(reader.raw(start, reader.pos));
+                    }
+                }
+                if (length !== $undefined) {
+                    if (reader.pos !== end)
+                        throw $RangeError("index out of range");
+                    reader.len = length;
+                }
+                if (_end !== $undefined)
+                    throw $Error("missing end group");
+                return message;
+            };
+
+            return WeightsResponse;
+        })();
+
         v1.HeadRequest = (function() {
 
             const HeadRequest = function (properties) {

@@ -34,6 +34,9 @@ export interface RemoteGenerateOptions {
   model: string
   tokenizer?: string
   bootstrap: string[]
+  /** Issue 33: fetch the edge from the swarm by content id instead of opening `model`. */
+  modelId?: string
+  modelsDir?: string
   /** The client's key file (node/identity.ts); default: a fresh key per run. */
   identity?: string
   /** Client listen addresses (lets a node behind NAT dial back after a relayed start: DCUtR). */
@@ -133,7 +136,7 @@ export async function runRemoteGenerate(
     ...(identity ? { privateKey: identity.privateKey } : {}),
     ...(o.listen?.length ? { listen: o.listen } : {}),
     ...(o.announce?.length ? { announce: o.announce } : {}),
-    model: o.model,
+    ...(o.modelId !== undefined ? { modelId: o.modelId, modelsDir: o.modelsDir } : { model: o.model }),
     tokenizer: o.tokenizer,
     edgeFirst: o.edgeFirst,
     edgeLast: o.edgeLast,
@@ -159,7 +162,11 @@ export async function runRemoteGenerate(
   })
   try {
     const { prompt, special, template } = o.chat
-      ? chatPrompt(templateMetadata(o), client.tokenizer, o.prompt)
+      ? chatPrompt(
+          templateMetadata(client.fetchedWeights ? { ...o, model: client.fetchedWeights.path } : o),
+          client.tokenizer,
+          o.prompt
+        )
       : { prompt: o.prompt, special: false, template: undefined }
     const promptTokens = client.tokenizer.encode(prompt, { special })
     checkContextLength(promptTokens.length, client.contextLength)
@@ -209,7 +216,8 @@ export async function runRemoteGenerate(
     return {
       ...r.value,
       reachability,
-      model: o.model,
+      model: client.fetchedWeights?.path ?? o.model,
+      ...(client.fetchedWeights ? { weights: client.fetchedWeights } : {}),
       seed: o.seed,
       completion: r.value.text,
       text: promptText + r.value.text,
