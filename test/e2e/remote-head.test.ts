@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createClient, type GenerateResult } from '../../client/index.js'
 import { type LocalNode, startLocalNode } from '../../node/cli/local-swarm.js'
 import { createReferenceKernels } from '../../shards/index.js'
+import { cliAsync } from '../helpers/cli-async.js'
 import { GGUF_PATH, loadReference } from '../helpers/reference.js'
 
 // Issue #35, end to end: node processes on 127.0.0.1 serve blocks [1,3) and [3,5) of the bundled
@@ -85,6 +86,38 @@ describe('the head on a peer (node processes on 127.0.0.1)', () => {
     expect(b.tokens).toEqual(a.tokens)
     expect(a.head?.violations).toBe(0)
     expect(b.head?.convicted).toEqual([])
+  })
+
+  it('layerswarm generate --head remote gives the same tokens; --help says what the head peer learns', {
+    timeout: 60_000
+  }, async () => {
+    const r = await cliAsync([
+      'generate',
+      '--bootstrap',
+      bootstrap.join(','),
+      '--model',
+      GGUF_PATH,
+      '--prompt',
+      PROMPT,
+      '--max-tokens',
+      '64',
+      '--temperature',
+      '0',
+      '--head',
+      'remote',
+      '--canary-rate',
+      '0',
+      '--json'
+    ])
+    expect(r.status, r.stderr).toBe(0)
+    const out = JSON.parse(r.stdout) as { tokens: number[]; head: { steps: number; violations: number } }
+    expect(out.tokens).toEqual(ref.generated_tokens)
+    expect(out.head.steps).toBe(out.tokens.length)
+    expect(out.head.violations).toBe(0)
+    for (const cmd of ['generate', 'api']) {
+      const help = await cliAsync([cmd, '--help'])
+      expect(help.stdout.replace(/\s+/g, ' ')).toContain('THAT PEER LEARNS THE OUTPUT DISTRIBUTION, HENCE THE GENERATED TEXT')
+    }
   })
 
   it('a head peer that swaps the top token is convicted; its tokens are recomputed through an honest one', {
