@@ -1,7 +1,10 @@
+import { spawn } from 'node:child_process'
+import { createInterface } from 'node:readline'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createClient, type GenerateResult } from '../../client/index.js'
 import { type LocalNode, startLocalNode } from '../../node/cli/local-swarm.js'
 import { createReferenceKernels } from '../../shards/index.js'
+import { CLI } from '../helpers/cli.js'
 import { cliAsync } from '../helpers/cli-async.js'
 import { GGUF_PATH, loadReference } from '../helpers/reference.js'
 
@@ -117,6 +120,46 @@ describe('the head on a peer (node processes on 127.0.0.1)', () => {
     for (const cmd of ['generate', 'api']) {
       const help = await cliAsync([cmd, '--help'])
       expect(help.stdout.replace(/\s+/g, ' ')).toContain('THAT PEER LEARNS THE OUTPUT DISTRIBUTION, HENCE THE GENERATED TEXT')
+    }
+  })
+
+  it('layerswarm api --head remote: a greedy completion is the reference text', { timeout: 90_000 }, async () => {
+    const api = spawn(
+      process.execPath,
+      [
+        CLI,
+        'api',
+        '--bootstrap',
+        bootstrap.join(','),
+        '--model',
+        GGUF_PATH,
+        '--listen',
+        '127.0.0.1:0',
+        '--head',
+        'remote',
+        '--canary-rate',
+        '0'
+      ],
+      { stdio: ['ignore', 'pipe', 'pipe'] }
+    )
+    try {
+      const first = await new Promise<string>((resolve) => createInterface({ input: api.stdout! }).once('line', resolve))
+      const { url } = JSON.parse(first) as { url: string }
+      const res = await fetch(`${url}/v1/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'stories260K', prompt: PROMPT, max_tokens: 32, temperature: 0 })
+      })
+      expect(res.status).toBe(200)
+      const body = (await res.json()) as { choices: { text: string }[] }
+      const client = await createClient({ bootstrap, model: GGUF_PATH, canaries: false })
+      try {
+        expect(body.choices[0].text).toBe(client.tokenizer.decode(ref.generated_tokens.slice(0, 32)))
+      } finally {
+        await client.close()
+      }
+    } finally {
+      api.kill('SIGTERM')
     }
   })
 
