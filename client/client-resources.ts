@@ -1,4 +1,5 @@
-import type { AbortOptions } from '@libp2p/interface'
+import { generateKeyPair } from '@libp2p/crypto/keys'
+import type { AbortOptions, PrivateKey } from '@libp2p/interface'
 import { createHost, type Host } from '../protocol/index.js'
 import { type ModelFile, openModelFile } from '../shards/index.js'
 import type { ClientInit } from './client-types.js'
@@ -15,8 +16,10 @@ import { type FetchedWeights, fetchClientModel } from './weights/client-fetch.js
 export async function openClientResources(
   init: ClientInit,
   options: AbortOptions = {}
-): Promise<{ host: Host; model: ModelFile; fetched?: FetchedWeights }> {
-  if (init.modelId !== undefined) return await fetchClientModel(init, options)
+): Promise<{ host: Host; model: ModelFile; fetched?: FetchedWeights; privateKey: PrivateKey }> {
+  // the client's identity signs its KV grants (issue #41), so it keeps the key it starts with
+  const privateKey = init.privateKey ?? (await generateKeyPair('Ed25519'))
+  if (init.modelId !== undefined) return { ...(await fetchClientModel({ ...init, privateKey }, options)), privateKey }
   const file = openModelFile(
     init.model ?? bundledModelPath(),
     init.tokenizer !== undefined ? { tokenizerPath: init.tokenizer } : {}
@@ -36,11 +39,11 @@ export async function openClientResources(
         listen: [...(init.listen ?? [])],
         announce: [...(init.announce ?? [])],
         bootstrap: [...init.bootstrap],
-        privateKey: init.privateKey
+        privateKey
       },
       options
     )
-    return { host, model }
+    return { host, model, privateKey }
   } catch (err) {
     model.close()
     throw err

@@ -87,6 +87,12 @@ export interface ClientInit {
    * sealed delta, so when a hop dies it takes over with its KV in place (default off).
    */
   readonly standby?: boolean
+  /**
+   * With standby: 'node' (default) feeds the standbys node to node under grants the client signs
+   * (no KV crosses the client's link; a span with no standby falls back to client-kept
+   * snapshots); 'client' keeps the sealed snapshots here and forwards them.
+   */
+  readonly kvPath?: 'node' | 'client'
   /** Streams hold tokens until their peers have cleared (GenerateOptions.verifiedStream); default off. */
   readonly verifiedStream?: boolean
   /** Speculative steps: off, ngram, self or draft:<file> (docs/speculation.md); default ngram (options.ts). */

@@ -96,6 +96,8 @@ export function clientRemotePipeline(
     canaries,
     snapshotEvery: c.init.snapshotEvery,
     standby: c.init.standby,
-    head: session.head
+    head: session.head,
+    kvPath: c.init.kvPath,
+    privateKey: c.init.privateKey
   })
 }

@@ -103,9 +103,9 @@ export class LayerswarmClient {
   }
 
   static async create(init: ClientInit, options: AbortOptions = {}): Promise<LayerswarmClient> {
-    const { host, model, fetched } = await openClientResources(init, options)
+    const { host, model, fetched, privateKey } = await openClientResources(init, options)
     try {
-      const client = new LayerswarmClient(host, model, init, fetched)
+      const client = new LayerswarmClient(host, model, { ...init, privateKey }, fetched)
       return client
     } catch (err) {
       await host.stop()

@@ -23,6 +23,8 @@ export { MAX_HEAD_K, MAX_SEALED_HEAD_BYTES } from './head-request-codec.js'
 export * from './host.js'
 export * from './ids.js'
 export * from './info.js'
+export * from './kv-grant.js'
+export * from './kv-move-codec.js'
 export * from './limits.js'
 export * from './link-delay.js'
 export {

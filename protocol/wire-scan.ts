@@ -43,7 +43,11 @@ export const REPEATED_LIMITS: Readonly<Record<string, number>> = {
   'Announcement.wire_dtypes': MAX_WIRE_DTYPES,
   'Announcement.addrs': MAX_ADDRS,
   'AnnouncementsResponse.announcements': MAX_HELD_ANNOUNCEMENTS,
-  'WeightsManifest.pieces': MAX_WEIGHTS_PIECES
+  'WeightsManifest.pieces': MAX_WEIGHTS_PIECES,
+  // kvmove (issue #41): chunks of one push (MAX_KV_PUSH_CHUNKS), snapshots of one transfer frame
+  'KvPush.chunk_ends': 1024,
+  'KvPush.chunk_prefix_hashes': 1024,
+  'KvTransfer.snapshots': MAX_IMPORT_SNAPSHOTS
 }
 
 /** The schema nests 4 deep (SessionRequest > Step > Receipt); anything deeper is hostile. */

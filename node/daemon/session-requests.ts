@@ -34,7 +34,7 @@ import {
 } from '../../protocol/index.js'
 import { DEFAULT_CHAIN_TIMEOUT_MS } from '../options.js'
 import { ChainLink, requestShape } from './chain.js'
-import type { HeadServer } from './head-serve.js'
+import { HeadServer } from './head-serve.js'
 import type { NextHopPolicy } from './next-hop-policy.js'
 import type { NodeSession } from './node-session.js'
 import type { SessionCrypto } from './session-crypto.js'
@@ -55,8 +55,6 @@ export interface SessionRequestsContext {
   readonly nextHops: NextHopPolicy
   /** Steps of all sessions, batched over the span (node/daemon/step-batch-run.ts). */
   readonly steps: NodeStepQueue
-  /** Issue #35: the head, for steps that ask it of the last block's hop. */
-  readonly head: HeadServer
   /** Set by drain(): no new sessions or steps, only exports and closes. */
   leaving(): boolean
   /** Sessions were opened or closed: report the gauges. */
@@ -64,7 +62,13 @@ export interface SessionRequestsContext {
 }
 
 export class SessionRequests {
-  constructor(private readonly ctx: SessionRequestsContext) {}
+  /** Issue #35: the head, for steps that ask it of the last block's hop. */
+  private readonly head: HeadServer
+
+  constructor(private readonly ctx: SessionRequestsContext) {
+    const { model, shard, tamperHead } = ctx.init
+    this.head = new HeadServer({ model, shard, peerId: ctx.peerId, tamper: tamperHead })
+  }
 
   /**
    * Size caps per request body, checked before decoding (issue #17): a step carries at most its
@@ -199,9 +203,9 @@ export class SessionRequests {
     stepTrace('computed', s.stepId)
     const rows = hidden.length / dim
     // issue #35: the last block's hop runs the head too; its output then travels in the check dtype
-    const head = s.head && this.ctx.head.serves(session) ? s.head : undefined
+    const head = s.head && this.head.serves(session) ? s.head : undefined
     const tensor = encodeTensor(out.output, [rows, dim], head?.checkDtype ?? session.wireDtype)
-    const sealedHead = head && this.ctx.head.reply(session, { ...s, head }, out.output)
+    const sealedHead = head && this.head.reply(session, { ...s, head }, out.output)
     const timing = { peerId: this.ctx.peerId, computeMs: out.computeMs }
     init.metrics?.step(rows > 1 ? 'prefill' : 'decode', rows, out.computeMs / 1000)
     init.metrics?.bytes('in', s.hidden.data.byteLength)

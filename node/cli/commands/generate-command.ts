@@ -9,7 +9,7 @@ import { BadOptionError } from '../errors.js'
 import { headInit, headOption } from '../head-options.js'
 import { float, int, SPECULATE_HELP, speculateOption } from '../options.js'
 import { addVerificationOptions, verificationOptions } from '../verification-options.js'
-import { checkReadableFile } from './checks.js'
+import { checkReadableFile, resolveModelArgument } from './checks.js'
 import { runLocalGenerate } from './generate.js'
 import { runRemoteGenerate, WIRE_CLI_CHOICES } from './generate-remote.js'
 import { readJsonSchema } from './json-schema-option.js'
@@ -118,6 +118,14 @@ export function registerGenerate(program: Command): void {
       false
     )
     .addOption(
+      new Option(
+        '--kv-path <path>',
+        'with --standby: node feeds standbys node to node under grants the client signs; client forwards the sealed KV through this machine'
+      )
+        .choices(['node', 'client'])
+        .default('node')
+    )
+    .addOption(
       new Option('--speculate <mode>', `with --bootstrap: ${SPECULATE_HELP}`)
         .argParser((v: string) => speculateOption(v))
         .default(DEFAULT_SPECULATE)
@@ -133,7 +141,7 @@ export function registerGenerate(program: Command): void {
       // every input checked before any work: one typed line instead of a trace from deep inside
       if (opts.modelId !== undefined && (opts.model !== undefined || opts.bootstrap === undefined))
         throw new BadOptionError('--model-id needs --bootstrap (the swarm it fetches from) and no --model')
-      const model = opts.modelId !== undefined ? '' : checkReadableFile(opts.model ?? defaultModelPath(), '--model')
+      const model = opts.modelId !== undefined ? '' : await resolveModelArgument(opts.model ?? defaultModelPath(), '--model')
       if (opts.tokenizer !== undefined) checkReadableFile(opts.tokenizer, '--tokenizer')
       if (String(opts.speculate).startsWith('draft:')) checkReadableFile(String(opts.speculate).slice(6), '--speculate draft:')
       const bootstrap = opts.bootstrap !== undefined ? parseBootstrapList(String(opts.bootstrap)) : undefined
@@ -182,6 +190,7 @@ export function registerGenerate(program: Command): void {
               trustFile: opts.trustFile,
               snapshotEvery: opts.snapshotEvery,
               standby: opts.standby,
+              kvPath: opts.kvPath,
               speculate: opts.speculate,
               verbose: opts.verbose,
               kvDType: opts.kvDtype,

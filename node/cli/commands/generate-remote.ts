@@ -64,6 +64,8 @@ export interface RemoteGenerateOptions {
   /** Sealed KV deltas every this many positions (0: off), and standby peers fed with them. */
   snapshotEvery?: number
   standby?: boolean
+  /** Issue #41: standbys fed node to node ('node') or through the client ('client'). */
+  kvPath?: 'node' | 'client'
   /** Speculative steps (client/speculation/speculation.ts). */
   speculate?: SpeculateMode
   json: boolean
@@ -156,6 +158,7 @@ export async function runRemoteGenerate(
     onCanaryBuild: canaryProgress(),
     snapshotEvery: o.snapshotEvery,
     standby: o.standby,
+    kvPath: o.kvPath,
     speculate: o.speculate,
     kvDType: o.kvDType,
     log: o.log

@@ -20,7 +20,7 @@ import { claimNodeIdentity } from '../../identity-lock.js'
 import { defaultModelPath } from '../../paths.js'
 import { BadOptionError, JoinedNodeExitedError } from '../errors.js'
 import { float, int } from '../options.js'
-import { checkReadableFile } from './checks.js'
+import { checkReadableFile, resolveModelArgument } from './checks.js'
 import { modelInfoById, modelInfoOfFile } from './node-weights.js'
 import { refusedByEveryBootstrap } from './private-swarm.js'
 
@@ -103,7 +103,7 @@ export function registerJoin(program: Command): void {
     .action(async (opts, cmd: Command) => {
       if (opts.modelId !== undefined && opts.model !== undefined)
         throw new BadOptionError('--model and --model-id exclude each other')
-      const modelPath = opts.modelId !== undefined ? '' : checkReadableFile(opts.model ?? defaultModelPath(), '--model')
+      const modelPath = opts.modelId !== undefined ? '' : await resolveModelArgument(opts.model ?? defaultModelPath(), '--model')
       const bootstrap = opts.bootstrap ? readBootstrap(String(opts.bootstrap)) : []
       const passThrough = cmd.args.filter((a) => a !== modelPath)
       if (passThrough.includes('--layers')) throw new BadOptionError('join picks the span itself; --layers is for node start')

@@ -23,7 +23,7 @@ import { warn } from '../cli-exit.js'
 import { BadOptionError, NoRelayReservationError } from '../errors.js'
 import { float, int, tamperHeadOption, wireDtypeList } from '../options.js'
 import { addReachabilityOptions, hostReachability, RELAY_WAIT_MS, relayedAddress } from '../reachability-options.js'
-import { checkListenAddrs, checkReadableFile, listenError } from './checks.js'
+import { checkListenAddrs, listenError, resolveModelArgument } from './checks.js'
 import { closeSpan, kernelChoiceField, loadSpanBackend } from './node-backend.js'
 import { measureThroughput } from './node-span.js'
 import { addWeightsOptions, openNodeModel } from './node-weights.js'
@@ -192,7 +192,8 @@ export function registerNodeStart(program: Command): void {
       const listen = net.listen
       if (opts.identity !== undefined && opts.ephemeralIdentity)
         throw new BadOptionError('--identity and --ephemeral-identity exclude each other')
-      if (opts.modelId === undefined) checkReadableFile(opts.model ?? defaultModelPath(), '--model')
+      // hf://… and org/repo:QUANT download first; the weights path then opens the local file
+      if (opts.modelId === undefined) opts.model = await resolveModelArgument(opts.model ?? defaultModelPath(), '--model')
       const bootstrap: string[] = opts.bootstrap ? parseBootstrapList(String(opts.bootstrap)) : []
       // pino: pretty on a terminal, JSON lines in a pipe (tests and log collectors read those)
       const log = eventLog(createLogger({ level: opts.logLevel, name: 'layerswarm-node' }), 'info')
