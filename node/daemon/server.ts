@@ -188,8 +188,7 @@ export class SwarmNode {
     const { host } = this
     const signal = this.abort.signal
     options.signal?.throwIfAborted()
-    // Every open session stream waits on this one node-wide signal (a listener per pending
-    // read, removed when the read ends), so more than 10 live streams is normal, not a leak.
+    // Every open session stream waits on this one node-wide signal (a listener per pending read, removed when it ends): no leak.
     setMaxListeners(Infinity, signal)
     this.crypto.binding = await bindX25519Key(this.crypto.x25519.publicKey, async (b) => await this.identity.sign(b))
     // An InfoRequest is empty: cap it as decodeInfoRequest does, so no peer can make us buffer 64 MiB per info stream
@@ -239,16 +238,15 @@ export class SwarmNode {
     this.sweeper.unref()
     watchConnections(host, this.sessions, this.announcements, signal)
     await serveAnnouncements(host, this.announcements, { signal })
-    const { init, identity, sessions, crypto, budget, announcements } = this
-    await serveKvMove({ ...init, host, identity, sessions, crypto, budget, announcements, signal })
+    const { identity, sessions, crypto, budget, announcements } = this // issue #41: KV moved node to node
+    await serveKvMove({ ...this.init, host, identity, sessions, crypto, budget, announcements, signal })
     if (this.init.bootstrap?.length) {
       const dialSignal = options.signal ? AbortSignal.any([signal, options.signal]) : signal
       this.bootstrapResult = await dialBootstrap(host, this.init.bootstrap, { signal: dialSignal })
     }
     options.signal?.throwIfAborted()
-    // Subscribing makes this peer relay others' announcements (gossipsub forwards only
-    // topics it is subscribed to), so a client bootstrapped to one peer learns them all;
-    // it also keeps them, for clients that ask (protocol/announcement-exchange.ts).
+    // Subscribing makes this peer relay others' announcements (gossipsub forwards only topics it is subscribed to), so a
+    // client bootstrapped to one peer learns them all; it also keeps them, for clients that ask (announcement-exchange.ts).
     // per-source shares of unconfirmed entries: what a relay is over is neither kept nor relayed on (issue #39)
     if (host.services.pubsub)
       subscribeAnnouncements(
