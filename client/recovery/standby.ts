@@ -24,6 +24,9 @@ export interface StandbyKeeperInit {
   readonly log?: (e: Record<string, unknown>) => void
 }
 
+/** Node-to-node feeds of a fresh standby that may fail (its source cannot reach it yet) before it is dropped. */
+const MAX_FEED_FAILURES = 3
+
 /** How long a peer that failed to open a standby session is not asked again. */
 const STANDBY_REFUSED_MS = 60_000
 
@@ -39,6 +42,8 @@ interface Standby {
   end: number
   /** The last sealed sequence it imported (node-to-node moves continue from it, kv-grants.ts). */
   sequence: number
+  /** Node-to-node feeds that failed in a row (a source that does not know the standby's address yet). */
+  failures?: number
   /** The live snapshot key wrapped to the standby (made once per standby). */
   wrappedKey?: Uint8Array
 }
@@ -151,6 +156,7 @@ export class StandbyKeeper {
           st.fed++
           st.end = receipt.length
           st.sequence = receipt.sequence
+          st.failures = 0
           this.init.log?.({
             event: 'standby-fed',
             path: 'node',
@@ -161,7 +167,11 @@ export class StandbyKeeper {
             ms: Math.round((performance.now() - t0) * 10) / 10
           })
         } catch (err) {
-          this.drop(spanKey(live), err)
+          // a fresh standby's announcement may not have reached the source yet: retry at the next feed
+          st.failures = (st.failures ?? 0) + 1
+          if (st.failures < MAX_FEED_FAILURES && st.fed === 0 && (err as { code?: string }).code === 'NEXT_HOP_FAILED')
+            this.init.log?.({ event: 'standby-feed-retry', peerId: st.hop.target.peerId, message: (err as Error).message })
+          else this.drop(spanKey(live), err)
         }
       })
     )
