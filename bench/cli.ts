@@ -56,6 +56,7 @@ const BENCHES: Record<string, () => Promise<BenchMain>> = {
   rollback: async () => (await import('./rollback.js')).main,
   'swarm-canary': async () => (await import('./swarm-canary.js')).main,
   'verified-stream': async () => (await import('./verified-stream.js')).main,
+  head: async () => (await import('./head.js')).main,
   wan: async () => (await import('./wan.js')).main,
   wire: async () => (await import('./wire-compression.js')).main
 }

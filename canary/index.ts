@@ -87,6 +87,7 @@ export {
   serializeDriftModel
 } from './drift-model.js'
 export * from './errors.js'
+export { createHeadTamper, HEAD_TAMPER_MODES, type HeadTamperInit, type HeadTamperMode } from './head-tamper.js'
 export * from './mixing.js'
 export { DEFAULT_CANARY_RATE } from './options.js'
 export { measureCanaryOverhead } from './overhead.js'

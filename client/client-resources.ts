@@ -26,7 +26,13 @@ export async function openClientResources(
   )
   const n = file.config.nLayers
   const thin = init.canaryBank && init.canaries !== false
-  const model = thin ? edgeOnlyModel(file, init.edgeFirst ?? DEFAULT_EDGE_FIRST, n - (init.edgeLast ?? DEFAULT_EDGE_LAST)) : file
+  const model = thin
+    ? edgeOnlyModel(
+        file,
+        init.edgeFirst ?? DEFAULT_EDGE_FIRST,
+        n - (init.head === 'remote' ? 0 : (init.edgeLast ?? DEFAULT_EDGE_LAST))
+      )
+    : file
   try {
     const host = await createHost(
       {

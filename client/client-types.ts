@@ -1,6 +1,7 @@
 // What a client is made from, what generate() and stream() take, and what they return.
 import type { PrivateKey } from '@libp2p/interface'
 import type { GrammarNode, Kernels, KvDType, SamplerOptions, TokenLogprobs } from '../shards/index.js'
+import type { HeadStats } from './head/remote-head.js'
 import type { Forwarding } from './session/remote-pipeline.js'
 import type { RollbackRecord } from './session/rollback.js'
 import type { WireReport } from './session/wire-ledger.js'
@@ -47,6 +48,16 @@ export interface ClientInit {
   /** Blocks the client runs itself before / after the remote span (default 1 and 1). */
   readonly edgeFirst?: number
   readonly edgeLast?: number
+  /**
+   * Issue #35: 'remote' runs the final norm and LM head on the peer of the last block, which
+   * answers the sealed top-k (edgeLast must be 0 then). That peer learns the output distribution,
+   * hence the generated text (docs/security.md). Default 'local'.
+   */
+  readonly head?: 'local' | 'remote'
+  /** With head 'remote': secret random head rows the client checks the head peer with (default 1024). */
+  readonly headSecretRows?: number
+  /** With head 'remote': the dtype the last hop's hidden output travels in for the check (default q8_0). */
+  readonly headCheckDtype?: 'f32' | 'f16' | 'q8_0'
   readonly forwarding?: Forwarding
   /**
    * Activation dtype on the wire: 'auto' (per hop, f16 where accepted — client/session/wire-negotiation.ts) or one
@@ -166,4 +177,6 @@ export interface GenerateResult {
   readonly convicted: string[]
   /** Speculative steps: drafted and kept tokens, steps (all zero with speculation off). */
   readonly speculation: SpeculationStats
+  /** With head 'remote' (issue #35): steps, full-row fallbacks, checks, violations, convicted head peers. */
+  readonly head?: HeadStats
 }

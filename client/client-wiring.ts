@@ -10,6 +10,7 @@ import {
   DEFAULT_WIRE
 } from './options.js'
 import type { SwarmView } from './routing/swarm-view.js'
+import type { HeadChannel } from './session/head-channel.js'
 import { type Forwarding, RemotePipeline } from './session/remote-pipeline.js'
 import type { WireLedger } from './session/wire-ledger.js'
 import { CanaryMonitor } from './verification/canary-monitor.js'
@@ -73,7 +74,7 @@ export function clientCanaryMonitor(c: ClientParts, maxLength: number): CanaryMo
 export function clientRemotePipeline(
   c: ClientParts,
   canaries: CanaryMonitor | undefined,
-  session: { sessionId: string; maxLength: number; forwarding: Forwarding; wireLedger: WireLedger }
+  session: { sessionId: string; maxLength: number; forwarding: Forwarding; wireLedger: WireLedger; head?: HeadChannel }
 ): RemotePipeline {
   return new RemotePipeline({
     host: c.host,
@@ -95,6 +96,7 @@ export function clientRemotePipeline(
     canaries,
     snapshotEvery: c.init.snapshotEvery,
     standby: c.init.standby,
+    head: session.head,
     kvPath: c.init.kvPath,
     privateKey: c.init.privateKey
   })

@@ -10,6 +10,7 @@ import {
   createShard,
   createTokenizer,
   type Edge,
+  type HeadRows,
   InvalidArgumentError,
   type Kernels,
   type ModelFile,
@@ -21,6 +22,7 @@ import { openClientResources } from './client-resources.js'
 import type { ClientInit, GenerateOptions, GenerateResult } from './client-types.js'
 import { type ClientParts, clientCanaryMonitor, clientRemotePipeline } from './client-wiring.js'
 import { VerifiedStreamNeedsCanariesError } from './errors.js'
+import { headStatsOf, lowDimensionalHead, RemoteHead, remoteHeadTokens } from './head/index.js'
 import {
   CONVICTED_BAN_MS,
   DEFAULT_BAN_MS,
@@ -34,6 +36,7 @@ import {
 import { type PeerRecord, SwarmView } from './routing/swarm-view.js'
 import { composePipeline, trackLastStepPeers } from './session/edge-pipeline.js'
 import { generateResult } from './session/generate-result.js'
+import { HeadChannel } from './session/head-channel.js'
 import type { RemotePipeline } from './session/remote-pipeline.js'
 import type { StreamEvent } from './session/rollback.js'
 import { clearPeers, isCleared } from './session/verified-clear.js'
@@ -63,6 +66,7 @@ export class LayerswarmClient {
   private canaries?: CanaryMonitor
   private readonly draftModels = new Map<string, DraftModel>()
   private readonly bank?: CanaryTraces
+  private headRows?: HeadRows
   readonly span: { first: [number, number]; remote: [number, number]; last: [number, number] }
 
   private constructor(
@@ -74,7 +78,11 @@ export class LayerswarmClient {
   ) {
     const n = model.config.nLayers
     const k = init.edgeFirst ?? DEFAULT_EDGE_FIRST
-    const j = init.edgeLast ?? DEFAULT_EDGE_LAST
+    if (init.head === 'remote' && (init.edgeLast ?? 0) !== 0)
+      throw new InvalidArgumentError(
+        `head 'remote' runs the head on the last block's peer: edgeLast must be 0, not ${init.edgeLast}`
+      )
+    const j = init.head === 'remote' ? 0 : (init.edgeLast ?? DEFAULT_EDGE_LAST)
     if (!Number.isInteger(k) || !Number.isInteger(j) || k < 0 || j < 0 || k + j >= n) {
       throw new InvalidArgumentError(
         `edgeFirst ${k} + edgeLast ${j} must leave at least one of the model's ${n} blocks to the swarm`
@@ -164,14 +172,23 @@ export class LayerswarmClient {
     const speculation = emptySpeculationStats()
     const wireLedger = new WireLedger(this.span.remote[0], this.init.wireDtype ?? DEFAULT_WIRE)
     const remotes: RemotePipeline[] = []
+    const heads: RemoteHead[] = []
     const open = (kept: readonly number[], remaining: number): Attempt => {
       const sessionId = randomUUID()
-      const remote = clientRemotePipeline(this.parts(), this.canaries, { sessionId, maxLength, forwarding, wireLedger })
+      const head = this.remoteHead()
+      if (head) heads.push(head)
+      const remote = clientRemotePipeline(this.parts(), this.canaries, {
+        sessionId,
+        maxLength,
+        forwarding,
+        wireLedger,
+        head: head?.channel
+      })
       remotes.push(remote)
       const pipeline = composePipeline(this.first, remote, this.last, sessionId, maxLength)
       const tracked = trackLastStepPeers(pipeline, remote)
       return {
-        tokens: decodeTokens(
+        tokens: (head ? remoteHeadTokens.bind(null, head) : decodeTokens)(
           speculate,
           {
             ...options,
@@ -193,6 +210,7 @@ export class LayerswarmClient {
     const isConvicted = (p: string): boolean =>
       convicted.has(p) ||
       remotes.some((r) => r.convicted.includes(p)) ||
+      heads.some((h) => h.isConvicted(p)) ||
       (canaries !== undefined && (canaries.detector.verdict(p).excluded || canaries.replays.isConvicted(p)))
     const it = verifiedTokens({
       tokenizer: this.tokenizer,
@@ -227,7 +245,7 @@ export class LayerswarmClient {
       r = await it.next()
     }
     const { tokens, rollbacks } = r.value
-    return generateResult({
+    const result = generateResult({
       promptTokens,
       tokens,
       text: this.tokenizer.decode(tokens),
@@ -241,6 +259,15 @@ export class LayerswarmClient {
       wireLedger,
       speculation
     })
+    return heads.length > 0 ? { ...result, head: headStatsOf(heads) } : result
+  }
+
+  /** Issue #35: a fresh remote head over the client's low-dimensional head, or none with the head local. */
+  private remoteHead(): RemoteHead | undefined {
+    if (this.init.head !== 'remote') return undefined
+    this.headRows ??= lowDimensionalHead(this.model, this.init.headSecretRows)
+    const { config } = this.model
+    return new RemoteHead({ config, rows: this.headRows, channel: new HeadChannel(), checkDtype: this.init.headCheckDtype })
   }
 
   /** What the client's canary monitor and remote pipelines are made from (client/client-wiring.ts). */

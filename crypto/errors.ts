@@ -73,3 +73,18 @@ export class KeyUnwrapError extends CryptoError {
 export class UnauthorizedStepError extends CryptoError {
   override readonly code = 'UNAUTHORIZED'
 }
+
+/** Issue #35: a sealed head reply whose bytes were altered or cut short (its tag does not verify, or it cannot be parsed). */
+export class HeadTamperedError extends CryptoError {
+  override readonly code = 'HEAD_TAMPERED'
+}
+
+/** Issue #35: an authentic-looking head reply for an earlier (or later) step than the one asked: a replay. */
+export class HeadReplayError extends CryptoError {
+  override readonly code = 'HEAD_REPLAY'
+}
+
+/** Issue #35: a head reply for another position, session or row count than the step asked. */
+export class HeadMisboundError extends CryptoError {
+  override readonly code = 'HEAD_MISBOUND'
+}

@@ -14,6 +14,7 @@ export {
 } from './aead.js'
 export { type AsyncPrimitives, nodePrimitives, webCryptoPrimitives } from './async-primitives.js'
 export * from './errors.js'
+export { HEAD_REPLY_LABEL, type HeadReplyBinding, headReplyKey, openHeadReply, sealHeadReply } from './head-seal.js'
 export {
   deriveHopKeys,
   HOP_KEY_LABEL,

@@ -21,6 +21,7 @@ import {
   uint32Field,
   withRequestId
 } from './field-checks.js'
+import { headFromWire } from './head-request-codec.js'
 import {
   MAX_ADDR_LENGTH,
   MAX_ADDRS,
@@ -116,7 +117,8 @@ function stepFromWire(w: wire.Step.$Properties, maxElements?: number): Step {
     hidden: tensorFromWire(w.hidden, 'step.hidden', maxElements),
     chain: w.chain === true,
     ...hopAuthFromWire(w.hopAuth),
-    ...oneWayFromWire(w)
+    ...oneWayFromWire(w),
+    ...headFromWire(w.head)
   }
 }
 

@@ -6,6 +6,7 @@
 import { encodeSnapshotResponse } from './bulk-codec.js'
 import { MalformedMessageError } from './errors.js'
 import { arrayField, bytesField, checkUint64, safeUint64, uint32Field, withRequestId } from './field-checks.js'
+import { sealedHeadFromWire } from './head-request-codec.js'
 import { MAX_AWAITED_STEPS, MAX_SESSION_LENGTH, MAX_TIMINGS } from './limits.js'
 import {
   type DecodeOptions,
@@ -30,7 +31,8 @@ function resultFromWire(w: wire.StepResult.$Properties, maxElements?: number): S
     stepId: safeUint64(w.stepId, 'result.step_id'),
     ...(w.hidden != null ? { hidden: tensorFromWire(w.hidden, 'result.hidden', maxElements) } : {}),
     timings: timings.map((t, i) => timingFromWire(t, `result.timings[${i}]`)),
-    receipts: receipts.map((r, i) => receiptFromWire(r, `result.receipts[${i}]`))
+    receipts: receipts.map((r, i) => receiptFromWire(r, `result.receipts[${i}]`)),
+    ...sealedHeadFromWire(w.sealedHead)
   }
 }
 

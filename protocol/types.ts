@@ -2,11 +2,29 @@
  * TypeScript views of the messages in layerswarm.proto: camelCase fields, uint64 as
  * number (decoders reject values above Number.MAX_SAFE_INTEGER), enums as string names.
  */
+
 import type { KvDType } from '../shards/kv-cache.js'
 import type { ErrorCodeName } from './errors.js'
 
 /** `enum DType`: f32, f16, or GGUF-style Q8_0 blocks (see layerswarm.proto). */
 export type DType = 'f32' | 'f16' | 'q8_0'
+
+/** What the client asks of the head (docs/protocol.md, HeadRequest). */
+export interface HeadRequest {
+  /** At least this many of the likeliest tokens per row. */
+  minK: number
+  /** At most this many (the vocabulary size: the full row). */
+  maxK: number
+  /** The smallest k whose softmax mass at `temperature` reaches this (0: exactly minK). */
+  mass: number
+  temperature: number
+  /** Every row of the step (speculation), else the last only. */
+  allRows: boolean
+  /** Values as f32, else the top value f32 and f16 gaps below it. */
+  valuesF32: boolean
+  /** The dtype the hop's hidden output travels in (the client checks the head with it); absent: the session's. */
+  checkDtype?: DType
+}
 
 export interface Tensor {
   /** Row-major dimensions, each >= 1; activations are [tokens, dim]. */
@@ -109,6 +127,8 @@ export interface Step {
    * order. The first one's input hash is the client's input, which the receiver's step tag binds.
    */
   receipts?: Receipt[]
+  /** Issue #35: the last block's hop also runs the head and answers its sealed top-k. */
+  head?: HeadRequest
 }
 
 /** Seal the session's KV for positions [from, to) (full when from = 0 and !delta). */
@@ -187,6 +207,8 @@ export interface StepResult {
   timings: HopTiming[]
   /** One per hop that ran the step (chained mode: this hop and those after it). */
   receipts?: Receipt[]
+  /** Issue #35: the head's sealed top-k (crypto sealHeadReply), when the step asked it. */
+  sealedHead?: Uint8Array
 }
 
 export interface Rewound {

@@ -13,6 +13,7 @@ export {
   generateTokens,
   type LocalPipelineOptions
 } from './generate.js'
+export * from './head/index.js'
 export * from './kernels/index.js'
 export { DEFAULT_KV_DTYPE, KV_DTYPES, type KvAllocator, KvCache, type KvDType, kvAllocatorOf, kvRowBytes } from './kv-cache.js'
 export { type ByteSource, type GgufValue, type ModelFile, sampleRange } from './model-file.js'

@@ -8,6 +8,7 @@ import {
   decodeTensor,
   encodeTensor,
   fetchInfo,
+  type HeadRequest,
   type HopTiming,
   type Host,
   MAX_AWAITED_STEPS,
@@ -35,7 +36,12 @@ export interface HopStepOutcome {
   /** Tensor data bytes sent and received, as the hop's receipt hashes them. */
   readonly sent: Uint8Array
   readonly received: Uint8Array
+  /** Issue #35: the head's sealed top-k, when the step asked it (head-channel.ts). */
+  readonly sealedHead?: Uint8Array
 }
+
+/** A step's options: its deadline, and (issue #35) the head request for the last block's hop. */
+export type HopStepOptions = AbortOptions & { head?: HeadRequest }
 
 export interface HopOpenInit {
   readonly sessionId: string
@@ -163,9 +169,9 @@ export class HopSession {
     stepId: number,
     startPosition: number,
     hidden: Float32Array,
-    { signal }: AbortOptions = {}
+    { signal, head }: HopStepOptions = {}
   ): Promise<HopStepOutcome> {
-    const step = this.stepMessage(stepId, startPosition, hidden, false)
+    const step = { ...this.stepMessage(stepId, startPosition, hidden, false), ...(head ? { head } : {}) }
     const rows = hidden.length / this.dim
     this.ledger?.transfer(undefined, this.target, this.wireDtype, step.hidden.data.byteLength, rows)
     const res = await this.caller.call({ type: 'step', step }, { signal })
@@ -177,7 +183,8 @@ export class HopSession {
       timings: res.result.timings,
       receipts: res.result.receipts ?? [],
       sent: step.hidden.data,
-      received: res.result.hidden.data
+      received: res.result.hidden.data,
+      ...(res.result.sealedHead ? { sealedHead: res.result.sealedHead } : {})
     }
   }
 
@@ -194,9 +201,9 @@ export class HopSession {
     startPosition: number,
     hidden: Float32Array,
     downstream: readonly HopSession[] = [],
-    { signal }: AbortOptions = {}
+    { signal, head }: HopStepOptions = {}
   ) {
-    const message = this.stepMessage(stepId, startPosition, hidden, true)
+    const message = { ...this.stepMessage(stepId, startPosition, hidden, true), ...(head ? { head } : {}) }
     // each tag binds the row count and the hash of the bytes we send: a later hop finds that
     // hash in this hop's signed receipt, which travels with the step (issue #17)
     const inputHash = chainedStepBinding(hidden.length / this.dim, sha256(message.hidden.data))
@@ -232,7 +239,8 @@ export class HopSession {
       hidden: decodeTensor(res.result.hidden, { shape: [rows, this.dim] }),
       timings: res.result.timings,
       receipts: res.result.receipts ?? [],
-      received: res.result.hidden.data
+      received: res.result.hidden.data,
+      ...(res.result.sealedHead ? { sealedHead: res.result.sealedHead } : {})
     }
   }
 

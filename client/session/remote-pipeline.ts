@@ -8,6 +8,7 @@ import type { SwarmView } from '../routing/swarm-view.js'
 import type { CanaryMonitor } from '../verification/canary-monitor.js'
 import { CanaryObserver } from '../verification/canary-observer.js'
 import { ReceiptLedger } from '../verification/receipts.js'
+import type { HeadChannel } from './head-channel.js'
 import type { HopSession, HopTarget } from './hop.js'
 import type { Exclusion, PipelineObserver, PipelineState } from './pipeline-observer.js'
 import { openRouteHops, rebuildRouteKv } from './route-hops.js'
@@ -19,6 +20,8 @@ import type { WirePreference } from './wire-negotiation.js'
 export type { Forwarding, StepHopTiming } from './step-transport.js'
 
 export interface RemotePipelineInit {
+  /** Issue #35: the head on the last hop (client/session/head-channel.ts). */
+  readonly head?: HeadChannel
   readonly host: Host
   readonly view: SwarmView
   readonly modelId: string
@@ -117,6 +120,7 @@ export class RemotePipeline implements BlockPipeline {
       receipts: this.receipts,
       log,
       observers: this.observers,
+      head: init.head,
       onHopTime: (peerId, ms, rows, blocks) => view.load.observe(peerId, ms, blocks, rows, view.rttOf(peerId))
     })
   }

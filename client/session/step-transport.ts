@@ -2,6 +2,7 @@ import type { AbortOptions } from '@libp2p/interface'
 import { RemoteError } from '../../protocol/index.js'
 import { BadHopKeyError, BadReceiptError } from '../errors.js'
 import type { ReceiptLedger } from '../verification/receipts.js'
+import { type HeadChannel, headRecord } from './head-channel.js'
 import type { HopSession, HopTarget } from './hop.js'
 import type { PipelineObserver } from './pipeline-observer.js'
 
@@ -29,6 +30,8 @@ export interface StepTransportInit {
    * chained: its reported compute and an equal share of the rest), for load-aware routes.
    */
   readonly onHopTime?: (peerId: string, ms: number, rows: number, blocks: number) => void
+  /** Issue #35: the head request for the last hop, and where its sealed reply goes. */
+  readonly head?: HeadChannel
 }
 
 /**
@@ -105,7 +108,9 @@ export class StepTransport {
     try {
       for (const hop of hops) {
         const t = performance.now()
-        const out = await tagged(hop.target.peerId, hop.step(stepId, startPos, h, { signal: deadline() }))
+        const head = hop === hops[hops.length - 1] ? this.init.head?.request : undefined
+        const out = await tagged(hop.target.peerId, hop.step(stepId, startPos, h, { signal: deadline(), head }))
+        if (head) headRecord(this.init.head, hop, { stepId, position: startPos, rows }, out.sealedHead)
         const check = new Promise<void>((resolve) => setImmediate(resolve)).then(() =>
           this.init.receipts.check(
             [hop.target],
@@ -148,7 +153,8 @@ export class StepTransport {
     // arrives before its await (node/daemon/chain.ts), so the await can follow while the hops compute.
     // One deadline for the whole chained step (a timer and AbortSignal.any cost ~50 µs each time).
     const options = { signal: deadline }
-    const sent = tagged(first.target.peerId, first.stepChained(stepId, startPos, hidden, hops.slice(1), options))
+    const head = this.init.head?.request
+    const sent = tagged(first.target.peerId, first.stepChained(stepId, startPos, hidden, hops.slice(1), { ...options, head }))
     const result = tagged(last.target.peerId, last.awaitResult(stepId, rows, options))
     sent.catch(() => {}) // reported through the race below when it matters
     result.catch(() => {})
@@ -158,6 +164,7 @@ export class StepTransport {
     // The step goes one way; a hop that fails it reports back through the first hop (`failed`).
     const got = await Promise.race([result, sent.then((s) => tagged(first.target.peerId, s.failed))])
     const ms = performance.now() - t0
+    if (head) headRecord(this.init.head, last, { stepId, position: startPos, rows }, got.sealedHead)
     this.chainedHopTimes(hops, ms, rows, got.timings)
     // The output carries every hop's receipt and compute time (each hop signed before it
     // forwarded); they are checked off the critical path, once the next step is sent (or the

@@ -60,3 +60,4 @@ export function wireDtypeList(text: string): DType[] {
   if (out.length === 0) throw new InvalidArgumentError('--wire: list at least one of f32, f16, q8_0')
   return out
 }
+export { tamperHeadOption } from './head-options.js'

@@ -29,6 +29,7 @@ interface Delivered {
   hidden: Step['hidden']
   timings: HopTiming[]
   receipts: Receipt[]
+  sealedHead?: Uint8Array
 }
 
 /**
@@ -105,14 +106,15 @@ export class ChainLink {
   }
 
   /** Last hop: hand a step's output to the client's AwaitResult (now or when it comes). */
-  deliver(stepId: number, hidden: Step['hidden'], timings: HopTiming[], receipts: Receipt[]): void {
+  deliver(stepId: number, hidden: Step['hidden'], timings: HopTiming[], receipts: Receipt[], sealedHead?: Uint8Array): void {
+    const got = { hidden, timings, receipts, ...(sealedHead ? { sealedHead } : {}) }
     const w = this.waiting.get(stepId)
     if (w) {
       this.waiting.delete(stepId)
-      w.resolve({ hidden, timings, receipts })
+      w.resolve(got)
       return
     }
-    this.ready.set(stepId, { hidden, timings, receipts })
+    this.ready.set(stepId, got)
     // keep only recent outputs: a client awaits the step it just sent
     for (const id of this.ready.keys()) if (this.ready.size > 8) this.ready.delete(id)
   }

@@ -34,6 +34,7 @@ import {
 } from '../../protocol/index.js'
 import { DEFAULT_CHAIN_TIMEOUT_MS } from '../options.js'
 import { ChainLink, requestShape } from './chain.js'
+import { HeadServer } from './head-serve.js'
 import type { NextHopPolicy } from './next-hop-policy.js'
 import type { NodeSession } from './node-session.js'
 import type { SessionCrypto } from './session-crypto.js'
@@ -61,7 +62,13 @@ export interface SessionRequestsContext {
 }
 
 export class SessionRequests {
-  constructor(private readonly ctx: SessionRequestsContext) {}
+  /** Issue #35: the head, for steps that ask it of the last block's hop. */
+  private readonly head: HeadServer
+
+  constructor(private readonly ctx: SessionRequestsContext) {
+    const { model, shard, tamperHead } = ctx.init
+    this.head = new HeadServer({ model, shard, peerId: ctx.peerId, tamper: tamperHead })
+  }
 
   /**
    * Size caps per request body, checked before decoding (issue #17): a step carries at most its
@@ -195,7 +202,10 @@ export class SessionRequests {
     const out = await this.ctx.steps.step(step, options)
     stepTrace('computed', s.stepId)
     const rows = hidden.length / dim
-    const tensor = encodeTensor(out.output, [rows, dim], session.wireDtype)
+    // issue #35: the last block's hop runs the head too; its output then travels in the check dtype
+    const head = s.head && this.head.serves(session) ? s.head : undefined
+    const tensor = encodeTensor(out.output, [rows, dim], head?.checkDtype ?? session.wireDtype)
+    const sealedHead = head && this.head.reply(session, { ...s, head }, out.output)
     const timing = { peerId: this.ctx.peerId, computeMs: out.computeMs }
     init.metrics?.step(rows > 1 ? 'prefill' : 'decode', rows, out.computeMs / 1000)
     init.metrics?.bytes('in', s.hidden.data.byteLength)
@@ -204,7 +214,7 @@ export class SessionRequests {
     const receipt = () => this.receipt(session, s.stepId, s.startPosition, s.hidden.data, tensor.data)
     const result = (extra: { hidden?: typeof tensor; timings: HopTiming[]; receipts: Receipt[] }): SessionResponseBody => ({
       type: 'result',
-      result: { sessionId: s.sessionId, stepId: s.stepId, ...extra }
+      result: { sessionId: s.sessionId, stepId: s.stepId, ...extra, ...(sealedHead ? { sealedHead } : {}) }
     })
     if (s.oneWay && s.chain && link) {
       // One-way chained step: our receipt travels on with the step (signed before forwarding,
@@ -214,7 +224,7 @@ export class SessionRequests {
       const timings = [...(s.timings ?? []), timing]
       const receipts = [...(s.receipts ?? []), mine]
       if (!link.next) {
-        link.deliver(s.stepId, tensor, timings, receipts)
+        link.deliver(s.stepId, tensor, timings, receipts, sealedHead)
         return { type: 'noReply', failure: Promise.resolve() }
       }
       const failure = link.send({ ...s, hidden: tensor, hopAuth, timings, receipts }, options)
@@ -236,7 +246,7 @@ export class SessionRequests {
     }
     const mine = await receipt()
     if (!s.chain || !link) return result({ hidden: tensor, timings: [timing], receipts: [mine] })
-    link.deliver(s.stepId, tensor, [timing], [mine])
+    link.deliver(s.stepId, tensor, [timing], [mine], sealedHead)
     return result({ timings: [timing], receipts: [mine] })
   }
 

@@ -8,6 +8,7 @@ import {
   DEFAULT_ORPHAN_TIMEOUT_MS,
   type PeerLimitOptions
 } from '../options.js'
+import type { HeadRowTransform } from './head-serve.js'
 import type { Metrics } from './metrics.js'
 import type { SessionManagerInit } from './session-manager.js'
 
@@ -25,6 +26,8 @@ export interface SwarmNodeInit {
   readonly model: ModelFile
   readonly modelId: string
   readonly shard: ShardLike
+  /** Issue #35, developers only: rewrite each head row before it is sealed (`node start --tamper-head`). */
+  readonly tamperHead?: HeadRowTransform
   readonly listen?: string[]
   readonly bootstrap?: string[]
   readonly privateKey?: PrivateKey

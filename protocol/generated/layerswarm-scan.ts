@@ -93,6 +93,7 @@ export const WIRE_SCAN_MESSAGES: Readonly<Record<string, WireScanMessage>> = {
       21: { name: 'oneWay', what: 'Step.one_way', wireType: 0, repeated: false },
       22: { name: 'timings', what: 'Step.timings', wireType: 2, repeated: true, message: 'HopTiming' },
       23: { name: 'receipts', what: 'Step.receipts', wireType: 2, repeated: true, message: 'Receipt' },
+      240: { name: 'head', what: 'Step.head', wireType: 2, repeated: false, message: 'HeadRequest' },
     }
   },
   Rewind: {
@@ -176,6 +177,7 @@ export const WIRE_SCAN_MESSAGES: Readonly<Record<string, WireScanMessage>> = {
       3: { name: 'hidden', what: 'StepResult.hidden', wireType: 2, repeated: false, message: 'Tensor' },
       4: { name: 'timings', what: 'StepResult.timings', wireType: 2, repeated: true, message: 'HopTiming' },
       10: { name: 'receipts', what: 'StepResult.receipts', wireType: 2, repeated: true, message: 'Receipt' },
+      240: { name: 'sealedHead', what: 'StepResult.sealed_head', wireType: 2, repeated: false },
     }
   },
   StepResults: {
@@ -377,6 +379,18 @@ export const WIRE_SCAN_MESSAGES: Readonly<Record<string, WireScanMessage>> = {
       3: { name: 'chunk', what: 'WeightsResponse.chunk', wireType: 2, repeated: false },
       4: { name: 'errorCode', what: 'WeightsResponse.error_code', wireType: 2, repeated: false },
       5: { name: 'errorMessage', what: 'WeightsResponse.error_message', wireType: 2, repeated: false },
+    }
+  },
+  HeadRequest: {
+    name: 'HeadRequest',
+    fieldsById: {
+      1: { name: 'minK', what: 'HeadRequest.min_k', wireType: 0, repeated: false },
+      2: { name: 'maxK', what: 'HeadRequest.max_k', wireType: 0, repeated: false },
+      3: { name: 'mass', what: 'HeadRequest.mass', wireType: 5, repeated: false },
+      4: { name: 'temperature', what: 'HeadRequest.temperature', wireType: 5, repeated: false },
+      5: { name: 'allRows', what: 'HeadRequest.all_rows', wireType: 0, repeated: false },
+      6: { name: 'valuesF32', what: 'HeadRequest.values_f32', wireType: 0, repeated: false },
+      7: { name: 'checkDtype', what: 'HeadRequest.check_dtype', wireType: 2, repeated: false },
     }
   },
 }

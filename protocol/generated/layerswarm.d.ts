@@ -738,6 +738,9 @@ export namespace layerswarm {
             /** Step receipts. */
             receipts: layerswarm.v1.Receipt.$Properties[];
 
+            /** Step head. */
+            head?: (layerswarm.v1.HeadRequest.$Properties|null);
+
             /**
              * Creates a new Step instance using the specified properties.
              * @param [properties] Properties to set
@@ -796,6 +799,9 @@ export namespace layerswarm {
 
                 /** Step receipts */
                 receipts?: (layerswarm.v1.Receipt.$Properties[]|null);
+
+                /** Step head */
+                head?: (layerswarm.v1.HeadRequest.$Properties|null);
 
                 /** Unknown fields preserved while decoding when enabled */
                 $unknowns?: Uint8Array[];
@@ -1528,6 +1534,9 @@ export namespace layerswarm {
             /** StepResult receipts. */
             receipts: layerswarm.v1.Receipt.$Properties[];
 
+            /** StepResult sealedHead. */
+            sealedHead: Uint8Array;
+
             /**
              * Creates a new StepResult instance using the specified properties.
              * @param [properties] Properties to set
@@ -1574,6 +1583,9 @@ export namespace layerswarm {
 
                 /** StepResult receipts */
                 receipts?: (layerswarm.v1.Receipt.$Properties[]|null);
+
+                /** StepResult sealedHead */
+                sealedHead?: (Uint8Array|null);
 
                 /** Unknown fields preserved while decoding when enabled */
                 $unknowns?: Uint8Array[];
@@ -3542,6 +3554,107 @@ export namespace layerswarm {
 
             /** Shape of a WeightsResponse. */
             type $Shape = layerswarm.v1.WeightsResponse.$Properties;
+        }
+
+        /**
+         * Properties of a HeadRequest.
+         * @deprecated Use layerswarm.v1.HeadRequest.$Properties instead.
+         */
+        interface IHeadRequest extends layerswarm.v1.HeadRequest.$Properties {
+        }
+
+        /** Represents a HeadRequest. */
+        class HeadRequest {
+
+            /**
+             * Constructs a new HeadRequest.
+             * @param [properties] Properties to set
+             */
+            constructor(properties?: layerswarm.v1.HeadRequest.$Properties);
+
+            /** Unknown fields preserved while decoding when enabled */
+            $unknowns?: Uint8Array[];
+
+            /** HeadRequest minK. */
+            minK: number;
+
+            /** HeadRequest maxK. */
+            maxK: number;
+
+            /** HeadRequest mass. */
+            mass: number;
+
+            /** HeadRequest temperature. */
+            temperature: number;
+
+            /** HeadRequest allRows. */
+            allRows: boolean;
+
+            /** HeadRequest valuesF32. */
+            valuesF32: boolean;
+
+            /** HeadRequest checkDtype. */
+            checkDtype: string;
+
+            /**
+             * Creates a new HeadRequest instance using the specified properties.
+             * @param [properties] Properties to set
+             * @returns HeadRequest instance
+             */
+            static create(properties: layerswarm.v1.HeadRequest.$Shape): layerswarm.v1.HeadRequest & layerswarm.v1.HeadRequest.$Shape;
+            static create(properties?: layerswarm.v1.HeadRequest.$Properties): layerswarm.v1.HeadRequest;
+
+            /**
+             * Encodes the specified HeadRequest message. Does not implicitly {@link layerswarm.v1.HeadRequest.verify|verify} messages.
+             * @param message HeadRequest message or plain object to encode
+             * @param [writer] Writer to encode to
+             * @returns Writer
+             */
+            static encode(message: layerswarm.v1.HeadRequest.$Properties, writer?: $protobuf.Writer): $protobuf.Writer;
+
+            /**
+             * Decodes a HeadRequest message from the specified reader or buffer.
+             * @param reader Reader or buffer to decode from
+             * @param [length] Message length if known beforehand
+             * @returns {layerswarm.v1.HeadRequest & layerswarm.v1.HeadRequest.$Shape} HeadRequest
+             * @throws {Error} If the payload is not a reader or valid buffer
+             * @throws {$protobuf.util.ProtocolError} If required fields are missing
+             */
+            static decode(reader: ($protobuf.Reader|Uint8Array), length?: number): layerswarm.v1.HeadRequest & layerswarm.v1.HeadRequest.$Shape;
+        }
+
+        namespace HeadRequest {
+
+            /** Properties of a HeadRequest. */
+            interface $Properties {
+
+                /** HeadRequest minK */
+                minK?: (number|null);
+
+                /** HeadRequest maxK */
+                maxK?: (number|null);
+
+                /** HeadRequest mass */
+                mass?: (number|null);
+
+                /** HeadRequest temperature */
+                temperature?: (number|null);
+
+                /** HeadRequest allRows */
+                allRows?: (boolean|null);
+
+                /** HeadRequest valuesF32 */
+                valuesF32?: (boolean|null);
+
+                /** HeadRequest checkDtype */
+                checkDtype?: (string|null);
+
+                /** Unknown fields preserved while decoding when enabled */
+                $unknowns?: Uint8Array[];
+            }
+
+            /** Shape of a HeadRequest. */
+            type $Shape = layerswarm.v1.HeadRequest.$Properties;
         }
     }
 }

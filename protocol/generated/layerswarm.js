@@ -1094,6 +1094,7 @@ export const layerswarm = $root.layerswarm = (() => {
             Step.prototype.oneWay = false;
             Step.prototype.timings = $util.emptyArray;
             Step.prototype.receipts = $util.emptyArray;
+            Step.prototype.head = null;
 
             Step.create = function(properties) {
                 return new Step(properties);
@@ -1127,6 +1128,8 @@ export const layerswarm = $root.layerswarm = (() => {
                 if (message.receipts != null && message.receipts.length)
                     for (let i = 0; i < message.receipts.length; ++i)
                         $root.layerswarm.v1.Receipt.encode(message.receipts[i], writer.uint32(186).fork(), _depth + 1).ldelim();
+                if (message.head != null && $Object.hasOwnProperty.call(message, "head"))
+                    $root.layerswarm.v1.HeadRequest.encode(message.head, writer.uint32(1922).fork(), _depth + 1).ldelim();
                 if (message.$unknowns != null && $Object.hasOwnProperty.call(message, "$unknowns"))
                     for (let i = 0; i < message.$unknowns.length; ++i)
                         writer.raw(message.$unknowns[i]);
@@ -1233,6 +1236,12 @@ export const layerswarm = $root.layerswarm = (() => {
                             if (!(message.receipts && message.receipts.length))
                                 message.receipts = [];
                             message.receipts.push($root.layerswarm.v1.Receipt.decode(reader, reader.size(), $undefined, _depth + 1));
+                            continue;
+                        }
+                    case 240: {
+                            if (wireType !== 2)
+                                break;
+                            message.head = $root.layerswarm.v1.HeadRequest.decode(reader, reader.size(), $undefined, _depth + 1, message.head);
                             continue;
                         }
                     }
@@ -2251,6 +2260,7 @@ export const layerswarm = $root.layerswarm = (() => {
             StepResult.prototype.hidden = null;
             StepResult.prototype.timings = $util.emptyArray;
             StepResult.prototype.receipts = $util.emptyArray;
+            StepResult.prototype.sealedHead = $util.newBuffer([]);
 
             StepResult.create = function(properties) {
                 return new StepResult(properties);
@@ -2275,6 +2285,8 @@ export const layerswarm = $root.layerswarm = (() => {
                 if (message.receipts != null && message.receipts.length)
                     for (let i = 0; i < message.receipts.length; ++i)
                         $root.layerswarm.v1.Receipt.encode(message.receipts[i], writer.uint32(82).fork(), _depth + 1).ldelim();
+                if (message.sealedHead != null && $Object.hasOwnProperty.call(message, "sealedHead") && message.sealedHead.length)
+                    writer.uint32(1922).bytes(message.sealedHead);
                 if (message.$unknowns != null && $Object.hasOwnProperty.call(message, "$unknowns"))
                     for (let i = 0; i < message.$unknowns.length; ++i)
                         writer.raw(message.$unknowns[i]);
@@ -2346,6 +2358,15 @@ export const layerswarm = $root.layerswarm = (() => {
                             if (!(message.receipts && message.receipts.length))
                                 message.receipts = [];
                             message.receipts.push($root.layerswarm.v1.Receipt.decode(reader, reader.size(), $undefined, _depth + 1));
+                            continue;
+                        }
+                    case 240: {
+                            if (wireType !== 2)
+                                break;
+                            if ((value = reader.bytes()).length)
+                                message.sealedHead = value;
+                            else
+                                delete message.sealedHead;
                             continue;
                         }
                     }
@@ -5116,6 +5137,164 @@ export const layerswarm = $root.layerswarm = (() => {
             };
 
             return WeightsResponse;
+        })();
+
+        v1.HeadRequest = (function() {
+
+            const HeadRequest = function (properties) {
+                if (properties)
+                    for (let keys = $Object.keys(properties), i = 0; i < keys.length; ++i)
+                        if (properties[keys[i]] != null && keys[i] !== "__proto__")
+                            this[keys[i]] = properties[keys[i]];
+            };
+
+            HeadRequest.prototype.minK = 0;
+            HeadRequest.prototype.maxK = 0;
+            HeadRequest.prototype.mass = 0;
+            HeadRequest.prototype.temperature = 0;
+            HeadRequest.prototype.allRows = false;
+            HeadRequest.prototype.valuesF32 = false;
+            HeadRequest.prototype.checkDtype = "";
+
+            HeadRequest.create = function(properties) {
+                return new HeadRequest(properties);
+            };
+
+            HeadRequest.encode = function (message, writer, _depth) {
+                if (!writer)
+                    writer = $Writer.create();
+                if (_depth === $undefined)
+                    _depth = 0;
+                if (_depth > $util.recursionLimit)
+                    throw $Error("max depth exceeded");
+                if (message.minK != null && $Object.hasOwnProperty.call(message, "minK") && message.minK !== 0)
+                    writer.uint32(8).uint32(message.minK);
+                if (message.maxK != null && $Object.hasOwnProperty.call(message, "maxK") && message.maxK !== 0)
+                    writer.uint32(16).uint32(message.maxK);
+                if (message.mass != null && $Object.hasOwnProperty.call(message, "mass") && !$Object.is(message.mass, 0))
+                    writer.uint32(29).float(message.mass);
+                if (message.temperature != null && $Object.hasOwnProperty.call(message, "temperature") && !$Object.is(message.temperature, 0))
+                    writer.uint32(37).float(message.temperature);
+                if (message.allRows != null && $Object.hasOwnProperty.call(message, "allRows") && message.allRows !== false)
+                    writer.uint32(40).bool(message.allRows);
+                if (message.valuesF32 != null && $Object.hasOwnProperty.call(message, "valuesF32") && message.valuesF32 !== false)
+                    writer.uint32(48).bool(message.valuesF32);
+                if (message.checkDtype != null && $Object.hasOwnProperty.call(message, "checkDtype") && message.checkDtype !== "")
+                    writer.uint32(58).string(message.checkDtype);
+                if (message.$unknowns != null && $Object.hasOwnProperty.call(message, "$unknowns"))
+                    for (let i = 0; i < message.$unknowns.length; ++i)
+                        writer.raw(message.$unknowns[i]);
+                return writer;
+            };
+
+            HeadRequest.decode = function (reader, length, _end, _depth, _target) {
+                if (!(reader instanceof $Reader))
+                    reader = $Reader.create(reader);
+                if (_depth === $undefined)
+                    _depth = 0;
+                if (_depth > $Reader.recursionLimit)
+                    throw $Error("max depth exceeded");
+                let end, message, value;
+                if (length === $undefined)
+                    end = reader.len;
+                else {
+                    end = reader.pos + length;
+                    if (end > reader.len)
+                        throw $RangeError("index out of range");
+                    length = reader.len;
+                    reader.len = end;
+                }
+                message = _target || new $root.layerswarm.v1.HeadRequest();
+                while (reader.pos < end) {
+                    let start = reader.pos;
+                    let tag = reader.tag();
+                    if (tag === _end) {
+                        _end = $undefined;
+                        break;
+                    }
+                    let wireType = tag & 7;
+                    switch (tag >>>= 3) {
+                    case 1: {
+                            if (wireType !== 0)
+                                break;
+                            if (value = reader.uint32())
+                                message.minK = value;
+                            else
+                                delete message.minK;
+                            continue;
+                        }
+                    case 2: {
+                            if (wireType !== 0)
+                                break;
+                            if (value = reader.uint32())
+                                message.maxK = value;
+                            else
+                                delete message.maxK;
+                            continue;
+                        }
+                    case 3: {
+                            if (wireType !== 5)
+                                break;
+                            if (!$Object.is(value = reader.float(), 0))
+                                message.mass = value;
+                            else
+                                delete message.mass;
+                            continue;
+                        }
+                    case 4: {
+                            if (wireType !== 5)
+                                break;
+                            if (!$Object.is(value = reader.float(), 0))
+                                message.temperature = value;
+                            else
+                                delete message.temperature;
+                            continue;
+                        }
+                    case 5: {
+                            if (wireType !== 0)
+                                break;
+                            if (value = reader.bool())
+                                message.allRows = value;
+                            else
+                                delete message.allRows;
+                            continue;
+                        }
+                    case 6: {
+                            if (wireType !== 0)
+                                break;
+                            if (value = reader.bool())
+                                message.valuesF32 = value;
+                            else
+                                delete message.valuesF32;
+                            continue;
+                        }
+                    case 7: {
+                            if (wireType !== 2)
+                                break;
+                            if ((value = reader.stringVerify()).length)
+                                message.checkDtype = value;
+                            else
+                                delete message.checkDtype;
+                            continue;
+                        }
+                    }
+                    reader.skipType(wireType, _depth, tag);
+                    if (!reader.discardUnknown) {
+                        $util.makeProp(message, "$unknowns", false);
+                        (message.$unknowns || (message.$unknowns = [])).push(reader.raw(start, reader.pos));
+                    }
+                }
+                if (length !== $undefined) {
+                    if (reader.pos !== end)
+                        throw $RangeError("index out of range");
+                    reader.len = length;
+                }
+                if (_end !== $undefined)
+                    throw $Error("missing end group");
+                return message;
+            };
+
+            return HeadRequest;
         })();
 
         return v1;

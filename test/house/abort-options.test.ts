@@ -34,6 +34,7 @@ const ALLOWED: Record<string, string> = {
   'shards/kernels/wasm/wasm-kernels.ts: FastKernels#ready': 'worker start-up, bounded and shared by every caller',
   // the signal travels another way
   'client/speculation/speculation.ts: decodeTokens': 'the signal is init.signal (GenerateInit), as for generateTokens',
+  'client/head/remote-head-generate.ts: remoteHeadTokens': 'the signal is init.signal (GenerateInit), as for decodeTokens',
   'client/session/verified-stream.ts: verifiedTokens': 'pulls from init.tokens, a stream that carries the generation signal',
   'node/gateway/generation.ts: runGeneration': 'the request carries its signal (GenerationRequest.signal, the HTTP request)',
   'client/session/step-transport.ts: StepTransport#run':

@@ -28,6 +28,7 @@ import {
 } from '../../options.js'
 import { defaultModelPath } from '../../paths.js'
 import { warn } from '../cli-exit.js'
+import { headInit, headOption } from '../head-options.js'
 import { float, int, SPECULATE_HELP, speculateOption } from '../options.js'
 import { addCanaryBankOptions, canaryBankInit } from '../verification-options.js'
 import { runModelsApi } from './api-models.js'
@@ -43,6 +44,7 @@ export interface ApiOptions {
   readonly maxConcurrent: number
   readonly edgeFirst: number
   readonly edgeLast: number
+  readonly head?: string
   readonly forwarding: 'relay' | 'chain'
   /** auto, f32, f16, q8_0 (or its deprecated name int8): see client/session/wire-negotiation.ts. */
   readonly wire: WireChoice
@@ -95,7 +97,7 @@ export async function runApi(
       model: modelPath,
       tokenizer: o.tokenizer,
       edgeFirst: o.edgeFirst,
-      edgeLast: o.edgeLast,
+      ...headInit(o.head, o.edgeLast),
       forwarding: o.forwarding,
       wireDtype: parseWirePreference(o.wire),
       routeTimeoutMs: o.routeTimeout,
@@ -221,6 +223,7 @@ export function registerApi(program: Command): void {
     .addOption(
       new Option('--edge-last <j>', 'blocks the gateway runs itself after the swarm').argParser(int('--edge-last', 0)).default(1)
     )
+    .addOption(headOption())
     .addOption(
       new Option('--forwarding <mode>', 'relay (gateway sends to each hop) or chain (hops forward)')
         .choices(['relay', 'chain'])

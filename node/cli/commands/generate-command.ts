@@ -6,6 +6,7 @@ import { jsonSafe } from '../../gateway/report.js'
 import { clientTrustFile } from '../../identity.js'
 import { defaultModelPath } from '../../paths.js'
 import { BadOptionError } from '../errors.js'
+import { headInit, headOption } from '../head-options.js'
 import { float, int, SPECULATE_HELP, speculateOption } from '../options.js'
 import { addVerificationOptions, verificationOptions } from '../verification-options.js'
 import { checkReadableFile, resolveModelArgument } from './checks.js'
@@ -68,6 +69,7 @@ export function registerGenerate(program: Command): void {
         .argParser(int('--edge-last', 0))
         .default(1)
     )
+    .addOption(headOption())
     .addOption(
       new Option('--forwarding <mode>', 'with --bootstrap: relay (client sends to each hop) or chain (hops forward)')
         .choices(['relay', 'chain'])
@@ -181,7 +183,7 @@ export function registerGenerate(program: Command): void {
               listen: opts.listen,
               announce: opts.announce,
               edgeFirst: opts.edgeFirst,
-              edgeLast: opts.edgeLast,
+              ...headInit(opts.head, opts.edgeLast),
               forwarding: opts.forwarding,
               wire: opts.wire,
               canaryRate: opts.canaryRate,

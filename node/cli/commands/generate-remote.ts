@@ -53,6 +53,7 @@ export interface RemoteGenerateOptions {
   schema?: object
   edgeFirst: number
   edgeLast: number
+  head?: 'local' | 'remote'
   forwarding: Forwarding
   /** auto, f32, f16, q8_0 (or its deprecated name int8): see client/session/wire-negotiation.ts. */
   wire: WireChoice
@@ -141,6 +142,7 @@ export async function runRemoteGenerate(
     tokenizer: o.tokenizer,
     edgeFirst: o.edgeFirst,
     edgeLast: o.edgeLast,
+    head: o.head,
     forwarding: o.forwarding,
     wireDtype: parseWirePreference(o.wire),
     canaries:

@@ -3,6 +3,8 @@ import {
   type KernelKind,
   type Kernels,
   type KvDType,
+  kernelChoiceOf,
+  kernelChoiceSummary,
   kvRowBytes,
   type ModelFile,
   type ShardLike,
@@ -74,4 +76,10 @@ export function loadSpanBackend(
 export function closeSpan(shard: ShardLike, kernels: Kernels | undefined): void {
   shard.close()
   kernels?.close?.()
+}
+
+/** Issue 40 (moved from node-start.ts to keep it under 320 lines): where each dtype and shape class runs (calibrated: shards/kernels/kernel-calibration.ts), when measured. */
+export function kernelChoiceField(kernels: unknown): { kernelChoice?: ReturnType<typeof kernelChoiceSummary> } {
+  const choice = kernelChoiceOf(kernels)
+  return choice ? { kernelChoice: kernelChoiceSummary(choice) } : {}
 }

@@ -4,7 +4,7 @@ import { createTamper, TAMPER_MODES, tamperingShard } from '../../../canary/inde
 import { bootstrapDialError, parseBootstrapList } from '../../../client/index.js'
 import { WIRE_DTYPES } from '../../../protocol/index.js'
 import { BACKENDS } from '../../../shards/ggml/index.js'
-import { DEFAULT_KV_DTYPE, KV_DTYPES, kernelChoiceOf, kernelChoiceSummary, spanSlowReasons } from '../../../shards/index.js'
+import { DEFAULT_KV_DTYPE, KV_DTYPES, spanSlowReasons } from '../../../shards/index.js'
 import { Metrics, SwarmNode, serveMetrics } from '../../daemon/index.js'
 import { claimNodeIdentity } from '../../identity-lock.js'
 import { addLogLevelOption, createLogger, eventLog } from '../../log.js'
@@ -21,10 +21,10 @@ import {
 import { defaultModelPath } from '../../paths.js'
 import { warn } from '../cli-exit.js'
 import { BadOptionError, NoRelayReservationError } from '../errors.js'
-import { float, int, wireDtypeList } from '../options.js'
+import { float, int, tamperHeadOption, wireDtypeList } from '../options.js'
 import { addReachabilityOptions, hostReachability, RELAY_WAIT_MS, relayedAddress } from '../reachability-options.js'
 import { checkListenAddrs, listenError, resolveModelArgument } from './checks.js'
-import { closeSpan, loadSpanBackend } from './node-backend.js'
+import { closeSpan, kernelChoiceField, loadSpanBackend } from './node-backend.js'
 import { measureThroughput } from './node-span.js'
 import { addWeightsOptions, openNodeModel } from './node-weights.js'
 import { refusedByEveryBootstrap } from './private-swarm.js'
@@ -128,6 +128,7 @@ export function registerNodeStart(program: Command): void {
     .addOption(
       new Option('--tamper <mode>', 'for measuring the detector: return wrong outputs').choices([...TAMPER_MODES]).hideHelp()
     )
+    .addOption(tamperHeadOption())
     .addOption(
       new Option(
         '--tamper-size <s>',
@@ -234,6 +235,7 @@ export function registerNodeStart(program: Command): void {
         model,
         modelId,
         shard: tamper ? tamperingShard(shard, tamper) : shard,
+        tamperHead: opts.tamperHead,
         throughput,
         privateKey,
         bootstrap,
@@ -305,10 +307,4 @@ export function registerNodeStart(program: Command): void {
       // Ctrl-C ends with 130, as every command does (docs/cli.md); SIGTERM is a planned stop
       if (sig === 'SIGINT') process.exitCode = 130
     })
-}
-
-/** Issue 40: where each dtype and shape class runs (calibrated: shards/kernels/kernel-calibration.ts), when measured. */
-function kernelChoiceField(kernels: unknown): { kernelChoice?: ReturnType<typeof kernelChoiceSummary> } {
-  const choice = kernelChoiceOf(kernels)
-  return choice ? { kernelChoice: kernelChoiceSummary(choice) } : {}
 }

@@ -1,0 +1,14 @@
+// The head on a peer, client side (issue #35): requests, sealed replies, checks and sampling.
+export {
+  DEFAULT_CHECK_DTYPE,
+  DEFAULT_SECRET_ROWS,
+  HEAD_CONVICT_VIOLATIONS,
+  HEAD_TOLERANCE_SIGMAS,
+  type HeadStats,
+  headStatsOf,
+  headTolerance,
+  lowDimensionalHead,
+  RemoteHead
+} from './remote-head.js'
+export { remoteHeadTokens } from './remote-head-generate.js'
+export { type HeadAsk, headAsk, pickFromRow, rowLogits } from './remote-head-sampler.js'
