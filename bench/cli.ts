@@ -14,6 +14,7 @@ const BENCHES: Record<string, () => Promise<BenchMain>> = {
   collusion: async () => (await import('./collusion.js')).main,
   constrain: async () => (await import('./constrain.js')).main,
   failover: async () => (await import('./failover.js')).main,
+  fetch: async () => (await import('./fetch.js')).main,
   'first-token': async () => (await import('./first-token.js')).main,
   hop: async () => (await import('./hop.js')).main,
   load: async () => (await import('./load.js')).main,

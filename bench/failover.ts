@@ -11,8 +11,15 @@
  * new route, session open, KV restore (import, replay, or the one row after the standby's last
  * delta) and the step itself. A fresh peer replaces the killed one before the next measurement. A SHAPE (110m, ...) writes a random-weight GGUF with a context of
  * max(prefixes) + 16 to /tmp once. Prints one JSON object. Seal/open MB/s: `npm run bench -- seal`.
+ *
+ * Issue #41: `--client-mbps N` paces what the client sends at N Mbit/s (protocol/link-delay.ts;
+ * the peers' links are not paced), `--modes` picks the ways to rebuild: `replay`, `snapshot`
+ * (client-kept), `standby` (fed through the client), `standby-node` (fed node to node under the
+ * client's grants). Each result counts the sealed KV bytes that crossed the client's link
+ * (received, sent) and the activation bytes it re-sent to replay.
  */
 
+import { generateKeyPair } from '@libp2p/crypto/keys'
 import { SwarmView } from '../client/routing/swarm-view.js'
 import { RemotePipeline } from '../client/session/remote-pipeline.js'
 import { type LocalNode, startLocalNode } from '../node/cli/local-swarm.js'
@@ -22,9 +29,23 @@ import { computeModelId, openModelFile } from '../shards/index.js'
 import { benchArgs, KERNEL_KINDS, TENSOR_DTYPES } from './options.js'
 import { resolveModel } from './swarm-setup.js'
 
+const MODES = ['replay', 'snapshot', 'standby', 'standby-node'] as const
+type Mode = (typeof MODES)[number]
+
 export async function main(argv: string[]): Promise<void> {
-  const a = benchArgs(argv, { model: undefined, prefixes: '64,256,1024', kernels: 'auto', dtype: 'f32', seed: '1' })
+  const a = benchArgs(argv, {
+    model: undefined,
+    prefixes: '64,256,1024',
+    kernels: 'auto',
+    dtype: 'f32',
+    seed: '1',
+    'client-mbps': '0',
+    modes: 'replay,snapshot,standby,standby-node'
+  })
   const prefixes = a.intList('prefixes', 1)
+  const clientMbps = a.number('client-mbps', 0, false)
+  const modes = (a.string('modes') ?? '').split(',').filter(Boolean)
+  for (const m of modes) if (!MODES.includes(m as Mode)) a.fail(`--modes: ${m} is none of ${MODES.join(', ')}`)
   const kernels = a.oneOf('kernels', KERNEL_KINDS)
   const { path } = resolveModel(
     {
@@ -47,12 +68,14 @@ export async function main(argv: string[]): Promise<void> {
     startLocalNode({ model: path, layers: `${from}:${to}`, bootstrap, args: nodeArgs, startTimeoutMs: 600_000 })
   const nodes: LocalNode[] = [await start()]
   nodes.push(await start([nodes[0].addrs[0]]))
-  const host = await createHost({ listen: [], bootstrap: nodes.map((n) => n.addrs[0]) })
+  const privateKey = await generateKeyPair('Ed25519')
+  const linkDelay = clientMbps > 0 ? { oneWayMs: 0, megabitsPerSecond: clientMbps } : undefined
+  const host = await createHost({ listen: [], bootstrap: nodes.map((n) => n.addrs[0]), privateKey, linkDelay })
   const results: Array<Record<string, unknown>> = []
   let seq = 0
   try {
     for (const prefix of usable) {
-      for (const mode of ['replay', 'snapshot', 'standby'] as const) {
+      for (const mode of modes as Mode[]) {
         // a view per measurement, bootstrapped to the live peers (the killed one is gone)
         const stopView = new AbortController()
         const view = new SwarmView(
@@ -78,7 +101,9 @@ export async function main(argv: string[]): Promise<void> {
           maxFailovers: 2,
           routeTimeoutMs: 60_000,
           snapshotEvery: mode === 'replay' ? 0 : prefix,
-          standby: mode === 'standby',
+          standby: mode.startsWith('standby'),
+          kvPath: mode === 'standby-node' ? 'node' : 'client',
+          privateKey,
           log: (e) => events.push({ ...e, at: performance.now() })
         })
         const rows = (n: number) => Float32Array.from({ length: n * dim }, (_, i) => Math.sin(i * 0.013 + n) * 0.5)
@@ -101,16 +126,23 @@ export async function main(argv: string[]): Promise<void> {
         const [failedAt, routedAt, restoredAt] = [
           at('failover') ?? t0,
           at('route') ?? t0,
-          ((restore ?? (mode === 'standby' ? resume : undefined))?.at as number | undefined) ?? end
+          ((restore ?? (mode.startsWith('standby') ? resume : undefined))?.at as number | undefined) ?? end
         ]
         const ms = (x: number) => Math.round(x * 10) / 10
+        await pipeline.close() // logs the sealed KV bytes that crossed the client's link
+        const kv = events.find((e) => e.event === 'kv-client-bytes') ?? {}
+        const replayedRows = (resume?.replayedRows ?? replay?.positions ?? 0) as number
+        const fed = events.filter((e) => e.event === 'standby-fed' && (e.at as number) < t0)
         results.push({
           prefix,
           mode,
           resumeMs: Math.round(resumeMs * 10) / 10,
           resumedFrom: resume?.from,
           restoredPositions: resume?.restoredPositions ?? 0,
-          replayedRows: resume?.replayedRows ?? replay?.positions ?? 0,
+          replayedRows,
+          clientKvBytes: { received: kv.received ?? 0, sent: kv.sent ?? 0 },
+          clientReplayBytes: replayedRows * dim * 4,
+          ...(fed.length > 0 ? { standbyFeedMs: ms(fed.reduce((x, e) => x + (e.ms as number), 0)) } : {}),
           // until the dead hop is noticed, until the new route's sessions are open, until its KV
           // is restored (snapshot mode: the import; replay mode: the whole replay and the step)
           phasesMs: {
@@ -121,7 +153,6 @@ export async function main(argv: string[]): Promise<void> {
           }
         })
         process.stderr.write(`bench failover: prefix ${prefix} ${mode}: ${resumeMs.toFixed(1)} ms\n`)
-        await pipeline.close()
         stopView.abort()
         nodes.splice(nodes.indexOf(victim), 1)
         nodes.push(await start(nodes.map((n) => n.addrs[0])))
@@ -131,13 +162,17 @@ export async function main(argv: string[]): Promise<void> {
     await host.stop()
     await Promise.all(nodes.map((n) => n.stop()))
   }
-  // resume by replay ÷ resume by snapshot (by standby), per prefix
+  // resume by replay ÷ resume by snapshot (by standby), per prefix; node-to-node vs client-kept (issue #41)
   const speedup: Record<string, number> = {}
   const standbySpeedup: Record<string, number> = {}
+  const nodeVsClientKept: Record<string, number> = {}
+  const ratio = (x: number | undefined, y: number | undefined) => (x && y ? Math.round((x / y) * 100) / 100 : undefined)
   for (const p of usable) {
-    const ms = (mode: string) => results.find((x) => x.prefix === p && x.mode === mode)?.resumeMs as number
-    speedup[p] = Math.round((ms('replay') / ms('snapshot')) * 100) / 100
-    standbySpeedup[p] = Math.round((ms('replay') / ms('standby')) * 100) / 100
+    const ms = (mode: string) => results.find((x) => x.prefix === p && x.mode === mode)?.resumeMs as number | undefined
+    const put = (r: Record<string, number>, v: number | undefined) => v !== undefined && (r[p] = v)
+    put(speedup, ratio(ms('replay'), ms('snapshot')))
+    put(standbySpeedup, ratio(ms('replay'), ms('standby')))
+    put(nodeVsClientKept, ratio(ms('snapshot'), ms('standby-node')))
   }
   console.log(
     JSON.stringify(
@@ -148,8 +183,10 @@ export async function main(argv: string[]): Promise<void> {
         seqLen,
         remote: [from, to],
         results,
+        clientMbps,
         speedup,
         standbySpeedup,
+        nodeVsClientKept,
         ...(skipped.length ? { skipped } : {})
       },
       null,

@@ -1,10 +1,12 @@
-import type { AbortOptions } from '@libp2p/interface'
+import { generateKeyPair } from '@libp2p/crypto/keys'
+import type { AbortOptions, PrivateKey } from '@libp2p/interface'
 import { createHost, type Host } from '../protocol/index.js'
 import { type ModelFile, openModelFile } from '../shards/index.js'
 import type { ClientInit } from './client-types.js'
 import { bundledModelPath } from './default-model.js'
 import { DEFAULT_EDGE_FIRST, DEFAULT_EDGE_LAST } from './options.js'
 import { edgeOnlyModel } from './verification/canary-bank-init.js'
+import { type FetchedWeights, fetchClientModel } from './weights/client-fetch.js'
 
 /**
  * What LayerswarmClient.create opens before it builds a client: the model file (only its edge
@@ -14,7 +16,10 @@ import { edgeOnlyModel } from './verification/canary-bank-init.js'
 export async function openClientResources(
   init: ClientInit,
   options: AbortOptions = {}
-): Promise<{ host: Host; model: ModelFile }> {
+): Promise<{ host: Host; model: ModelFile; fetched?: FetchedWeights; privateKey: PrivateKey }> {
+  // the client's identity signs its KV grants (issue #41), so it keeps the key it starts with
+  const privateKey = init.privateKey ?? (await generateKeyPair('Ed25519'))
+  if (init.modelId !== undefined) return { ...(await fetchClientModel({ ...init, privateKey }, options)), privateKey }
   const file = openModelFile(
     init.model ?? bundledModelPath(),
     init.tokenizer !== undefined ? { tokenizerPath: init.tokenizer } : {}
@@ -28,11 +33,11 @@ export async function openClientResources(
         listen: [...(init.listen ?? [])],
         announce: [...(init.announce ?? [])],
         bootstrap: [...init.bootstrap],
-        privateKey: init.privateKey
+        privateKey
       },
       options
     )
-    return { host, model }
+    return { host, model, privateKey }
   } catch (err) {
     model.close()
     throw err

@@ -34,6 +34,15 @@ export interface ClientInit {
    * (default: the bundled stories260K.gguf, as the CLI's).
    */
   readonly model?: string
+  /**
+   * Issue 33: a content model id (lsw1-…) instead of `model`: the client fetches only what it
+   * runs (header and tokenizer, embeddings, its edge blocks, final norm, head) from the swarm,
+   * checked chunk by chunk against the id, into `modelsDir`. Canaries without a `canaryBank` need
+   * the middle blocks too, so those are then fetched as well (docs/weights.md).
+   */
+  readonly modelId?: string
+  /** Where fetched models are kept (default `$LAYERSWARM_HOME/models`, else `~/.layerswarm/models`). */
+  readonly modelsDir?: string
   readonly tokenizer?: string
   /** Blocks the client runs itself before / after the remote span (default 1 and 1). */
   readonly edgeFirst?: number
@@ -67,6 +76,12 @@ export interface ClientInit {
    * sealed delta, so when a hop dies it takes over with its KV in place (default off).
    */
   readonly standby?: boolean
+  /**
+   * With standby: 'node' (default) feeds the standbys node to node under grants the client signs
+   * (no KV crosses the client's link; a span with no standby falls back to client-kept
+   * snapshots); 'client' keeps the sealed snapshots here and forwards them.
+   */
+  readonly kvPath?: 'node' | 'client'
   /** Streams hold tokens until their peers have cleared (GenerateOptions.verifiedStream); default off. */
   readonly verifiedStream?: boolean
   /** Speculative steps: off, ngram, self or draft:<file> (docs/speculation.md); default ngram (options.ts). */

@@ -94,6 +94,8 @@ export function clientRemotePipeline(
     log: c.init.log,
     canaries,
     snapshotEvery: c.init.snapshotEvery,
-    standby: c.init.standby
+    standby: c.init.standby,
+    kvPath: c.init.kvPath,
+    privateKey: c.init.privateKey
   })
 }

@@ -44,6 +44,7 @@ import { decodeTokens, parseSpeculate } from './speculation/speculation.js'
 import { emptySpeculationStats } from './speculation/speculative-decode.js'
 import { openCanaryBank } from './verification/canary-bank-init.js'
 import type { CanaryMonitor } from './verification/canary-monitor.js'
+import type { FetchedWeights } from './weights/client-fetch.js'
 
 export type { ClientInit, GenerateOptions, GenerateResult, VerificationReport } from './client-types.js'
 
@@ -67,7 +68,9 @@ export class LayerswarmClient {
   private constructor(
     readonly host: Host,
     private readonly model: ModelFile,
-    private readonly init: ClientInit
+    private readonly init: ClientInit,
+    /** Issue 33: what a client started by content id fetched (undefined for a local file). */
+    readonly fetchedWeights?: FetchedWeights
   ) {
     const n = model.config.nLayers
     const k = init.edgeFirst ?? DEFAULT_EDGE_FIRST
@@ -86,15 +89,16 @@ export class LayerswarmClient {
     if (k > 0) this.first = createShard({ model, start: 0, end: k, kernels, kvDType })
     if (j > 0) this.last = createShard({ model, start: n - j, end: n, kernels, kvDType })
     this.span = { first: [0, k], remote: [k, n - j], last: [n - j, n] }
-    this.modelId = computeModelId(model)
+    this.modelId = fetchedWeights?.legacyModelId ?? computeModelId(model)
     if (init.canaryBank) this.bank = openCanaryBank(init.canaryBank, this.modelId)
     this.view = new SwarmView(host, this.modelId, init.bootstrap)
   }
 
   static async create(init: ClientInit, options: AbortOptions = {}): Promise<LayerswarmClient> {
-    const { host, model } = await openClientResources(init, options)
+    const { host, model, fetched, privateKey } = await openClientResources(init, options)
     try {
-      return new LayerswarmClient(host, model, init)
+      const client = new LayerswarmClient(host, model, { ...init, privateKey }, fetched)
+      return client
     } catch (err) {
       await host.stop()
       model.close()

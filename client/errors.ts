@@ -170,3 +170,8 @@ export class BundledModelNotFoundError extends ClientError {
 export class HopAbandonedError extends ClientError {
   override readonly code = 'HOP_ABANDONED'
 }
+
+/** Issue 33: no reachable peer serves (honestly) the manifest or a chunk of the weights asked for. */
+export class WeightsUnavailableError extends ClientError {
+  override readonly code = 'WEIGHTS_UNAVAILABLE'
+}

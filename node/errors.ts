@@ -95,3 +95,28 @@ export class InviteExpiredError extends NodeError {
 export class InviteModelMismatchError extends NodeError {
   override readonly code = 'INVITE_MODEL_MISMATCH'
 }
+
+/** `--model` names a Hub model in a shape we cannot read (issue 33 item 6: hf://org/repo/file.gguf or org/repo:QUANT). */
+export class InvalidModelSourceError extends NodeError {
+  override readonly code = 'INVALID_MODEL_SOURCE'
+}
+
+/** The Hub answered 401/403: a gated or private repository, without HF_TOKEN or with one that has no access. */
+export class HubAuthError extends NodeError {
+  override readonly code = 'HUB_AUTH'
+}
+
+/** The Hub has no such repository, revision or file, or no GGUF file of the quantisation asked for. */
+export class HubNotFoundError extends NodeError {
+  override readonly code = 'HUB_NOT_FOUND'
+}
+
+/** A download that failed after its retries (network, a status the Hub should not send, a short body). */
+export class HubDownloadError extends NodeError {
+  override readonly code = 'HUB_DOWNLOAD'
+}
+
+/** The downloaded bytes do not hash to the sha256 the Hub announced: the file is deleted, never opened. */
+export class HubChecksumError extends NodeError {
+  override readonly code = 'HUB_CHECKSUM'
+}

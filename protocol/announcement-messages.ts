@@ -30,6 +30,7 @@ import {
   MAX_WIRE_DTYPES
 } from './limits.js'
 import { type DecodeOptions, decodeWire, encodeWire } from './messages.js'
+import { modelNameField } from './model-name-field.js'
 import { schema, type wire } from './schema.js'
 import type { Announcement, SignedAnnouncement } from './types.js'
 
@@ -60,7 +61,8 @@ function announcementFromWire(w: wire.Announcement.$Properties): Announcement {
     ...(w.x25519Binding?.length ? { x25519Binding: bytesField(w.x25519Binding, 'announcement.x25519_binding', [64]) } : {}),
     ...kvDtypeField(w.kvDtype, 'announcement.kv_dtype'),
     ...queuedStepsField(w.queuedSteps, 'announcement.queued_steps'),
-    ...hardwareFields(w, 'announcement.')
+    ...hardwareFields(w, 'announcement.'),
+    ...modelNameField(w.modelName, 'announcement.model_name')
   }
 }
 

@@ -39,7 +39,14 @@ export const ErrorCode = {
   KEY_UNWRAP: 35,
   LEAVING: 36,
   UNSUPPORTED_DTYPE: 40,
-  WRONG_DTYPE: 41
+  WRONG_DTYPE: 41,
+  KV_GRANT_MISSING: 260,
+  KV_GRANT_EXPIRED: 261,
+  KV_GRANT_REPLAYED: 262,
+  KV_GRANT_FOREIGN: 263,
+  KV_GRANT_WRONG_SPAN: 264,
+  KV_GRANT_FORGED: 265,
+  KV_SOURCE_LIMITED: 266
 } as const
 
 export type ErrorCodeName = keyof typeof ErrorCode
@@ -134,6 +141,29 @@ export class NextHopFailedError extends ProtocolError {
 
 export class UnauthorizedError extends ProtocolError {
   override readonly code = 'UNAUTHORIZED'
+}
+
+/** Issue #41: KV moved node to node refused at the destination (protocol/kv-grant.ts): one code each. */
+export class KvGrantMissingError extends ProtocolError {
+  override readonly code = 'KV_GRANT_MISSING'
+}
+export class KvGrantExpiredError extends ProtocolError {
+  override readonly code = 'KV_GRANT_EXPIRED'
+}
+export class KvGrantReplayedError extends ProtocolError {
+  override readonly code = 'KV_GRANT_REPLAYED'
+}
+export class KvGrantForeignError extends ProtocolError {
+  override readonly code = 'KV_GRANT_FOREIGN'
+}
+export class KvGrantWrongSpanError extends ProtocolError {
+  override readonly code = 'KV_GRANT_WRONG_SPAN'
+}
+export class KvGrantForgedError extends ProtocolError {
+  override readonly code = 'KV_GRANT_FORGED'
+}
+export class KvSourceLimitedError extends ProtocolError {
+  override readonly code = 'KV_SOURCE_LIMITED'
 }
 
 export class RequestTimeoutError extends ProtocolError {

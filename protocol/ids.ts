@@ -15,6 +15,12 @@ export const SESSION_PROTOCOL = `/layerswarm/session/${PROTOCOL_VERSION}`
 /** Sealed KV export/import (docs/design.md §6); messages are added by a later issue. */
 export const KV_PROTOCOL = `/layerswarm/kv/${PROTOCOL_VERSION}`
 
+/**
+ * KV moved node to node under the client's grant (issue #41): a client's KvPush to the source
+ * (one frame, one KvReceipt back), and the source's KvTransfer frames to the destination.
+ */
+export const KV_MOVE_PROTOCOL = `/layerswarm/kv-move/${PROTOCOL_VERSION}`
+
 /** One AnnouncementsRequest, one AnnouncementsResponse: the signed announcements a peer holds. */
 export const ANNOUNCEMENTS_PROTOCOL = `/layerswarm/announcements/${PROTOCOL_VERSION}`
 

@@ -81,3 +81,6 @@ export const MAX_QUEUED_STEPS_FIELD = 1 << 20
 
 /** Most leading zero bits a node may ask of an open's proof of work (protocol/open-proof.ts); more is MALFORMED. */
 export const MAX_OPEN_PROOF_BITS = 32
+
+/** Issue 33: pieces in one weights manifest (a GGUF header and its tensors; a 405B model has ~1,140). */
+export const MAX_WEIGHTS_PIECES = 1 << 16

@@ -47,6 +47,7 @@ import {
   MAX_VERSION_LENGTH,
   MAX_WIRE_DTYPES
 } from './limits.js'
+import { modelNameField } from './model-name-field.js'
 import { schema, type WireMessageType, type wire } from './schema.js'
 import { validateTensor } from './tensor-codec.js'
 import type { ErrorReply, InfoRequest, InfoResponse, Tensor } from './types.js'
@@ -172,6 +173,7 @@ function infoFromWire(w: wire.InfoResponse.$Properties): InfoResponse {
     ...kvDtypeField(w.kvDtype, 'kv_dtype'),
     ...queuedStepsField(w.queuedSteps, 'queued_steps'),
     ...hardwareFields(w, ''),
+    ...modelNameField(w.modelName, 'model_name'),
     ...(w.openProofBits ? { openProofBits: uint32Field(w.openProofBits, 'open_proof_bits', 0, MAX_OPEN_PROOF_BITS) } : {})
   }
 }

@@ -129,3 +129,21 @@ export async function verifyReceipt(r: Receipt, step: ReceiptStep): Promise<bool
     return false
   }
 }
+
+/** Ed25519 signature of `payload` by `privateKey` (the cached node:crypto key): grants and KV receipts (kv-grant.ts). */
+export async function signPayload(payload: Uint8Array, privateKey: PrivateKey): Promise<Uint8Array> {
+  const key = signingKey(privateKey)
+  return key ? new Uint8Array(sign(null, payload, key)) : await privateKey.sign(payload)
+}
+
+/** True when `signature` is `peerId`'s Ed25519 signature over `payload`; false for any malformed input. */
+export async function verifyPayload(payload: Uint8Array, signature: Uint8Array, peerId: string): Promise<boolean> {
+  try {
+    const fast = verifyingKey(peerId)
+    if (fast) return signature.length === 64 && verify(null, payload, fast, signature)
+    const key = peerIdFromString(peerId).publicKey
+    return key ? await key.verify(payload, signature) : false
+  } catch {
+    return false
+  }
+}

@@ -47,7 +47,9 @@ export const schema = {
   AnnouncementsRequest: messageType('AnnouncementsRequest', v1.AnnouncementsRequest) as Message<typeof v1.AnnouncementsRequest>,
   AnnouncementsResponse: messageType('AnnouncementsResponse', v1.AnnouncementsResponse) as Message<
     typeof v1.AnnouncementsResponse
-  >
+  >,
+  KvMoveRequest: messageType('KvMoveRequest', v1.KvMoveRequest) as Message<typeof v1.KvMoveRequest>,
+  KvMoveResponse: messageType('KvMoveResponse', v1.KvMoveResponse) as Message<typeof v1.KvMoveResponse>
 }
 
 /** The generated message types (`wire.SessionRequest.$Properties`...), for the codecs. */

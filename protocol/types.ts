@@ -42,6 +42,8 @@ export interface InfoResponse {
   backend?: string
   device?: string
   deviceMemoryBytes?: number
+  /** As Announcement.modelName (issue 33 item 5). */
+  modelName?: string
   /** Steps waiting for the span now (node batching, issue #18); absent from older peers: 0. */
   queuedSteps?: number
   /** Leading zero bits an open's proof of work needs now (protocol/open-proof.ts); absent: 0. */
@@ -242,6 +244,8 @@ export interface Announcement {
   /** Its ggml device and that device's memory, when a ggml backend runs it. */
   device?: string
   deviceMemoryBytes?: number
+  /** A readable name from the GGUF metadata (issue 33 item 5); routing keys on modelId. */
+  modelName?: string
 }
 
 export interface SignedAnnouncement {

@@ -21,6 +21,7 @@ import {
   MAX_NEXT_HOPS,
   MAX_TENSOR_RANK,
   MAX_TIMINGS,
+  MAX_WEIGHTS_PIECES,
   MAX_WIRE_DTYPES
 } from './limits.js'
 import type { WireScanField, WireScanMessage } from './wire-scan-types.js'
@@ -41,7 +42,12 @@ export const REPEATED_LIMITS: Readonly<Record<string, number>> = {
   'StepResults.results': MAX_AWAITED_STEPS,
   'Announcement.wire_dtypes': MAX_WIRE_DTYPES,
   'Announcement.addrs': MAX_ADDRS,
-  'AnnouncementsResponse.announcements': MAX_HELD_ANNOUNCEMENTS
+  'AnnouncementsResponse.announcements': MAX_HELD_ANNOUNCEMENTS,
+  'WeightsManifest.pieces': MAX_WEIGHTS_PIECES,
+  // kvmove (issue #41): chunks of one push (MAX_KV_PUSH_CHUNKS), snapshots of one transfer frame
+  'KvPush.chunk_ends': 1024,
+  'KvPush.chunk_prefix_hashes': 1024,
+  'KvTransfer.snapshots': MAX_IMPORT_SNAPSHOTS
 }
 
 /** The schema nests 4 deep (SessionRequest > Step > Receipt); anything deeper is hostile. */

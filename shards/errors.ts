@@ -116,3 +116,13 @@ export class BackendUnavailableError extends EngineError {
 export class UnsupportedSchemaError extends EngineError {
   override readonly code = 'UNSUPPORTED_SCHEMA'
 }
+
+/** Issue 33: bytes or a manifest that do not hash to the content id (lsw1-…) they were asked for. */
+export class WeightsIdMismatchError extends EngineError {
+  override readonly code = 'WEIGHTS_ID_MISMATCH'
+}
+
+/** Issue 33: a tensor of a partly fetched model file (a span, an edge) that this store does not hold. */
+export class TensorNotHeldError extends EngineError {
+  override readonly code = 'TENSOR_NOT_HELD'
+}

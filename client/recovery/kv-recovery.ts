@@ -1,4 +1,4 @@
-import type { AbortOptions } from '@libp2p/interface'
+import type { AbortOptions, PrivateKey } from '@libp2p/interface'
 import type { Host } from '../../protocol/index.js'
 import { KvRestoreMismatchError } from '../errors.js'
 import type { SwarmView } from '../routing/swarm-view.js'
@@ -28,7 +28,17 @@ export interface KvRecoveryInit {
   readonly stepTimeoutMs: number
   /** Convicted peers: their sealed snapshots are discarded, never restored (snapshots.ts). */
   readonly isConvicted?: (peerId: string) => boolean
+  /**
+   * Issue #41: 'node' (with a standby and the client's identity key): standbys are fed node to
+   * node under the client's grants and no KV crosses the client's link; 'client': the client
+   * keeps the sealed snapshots and forwards them (the earlier path).
+   */
+  readonly kvPath?: KvPath
+  readonly privateKey?: PrivateKey
 }
+
+export type KvPath = 'node' | 'client'
+export const KV_PATHS: readonly KvPath[] = ['node', 'client']
 
 /**
  * Recovery's one owner (issue 36): how a new route gets its KV without a full replay. It decides
@@ -41,8 +51,12 @@ export interface KvRecoveryInit {
 export class KvRecovery implements PipelineObserver {
   private readonly snapshots: SnapshotKeeper
   private readonly standbys?: StandbyKeeper
+  /** Node path (issue #41): standbys fed node to node; the position the last feed reached. */
+  private readonly direct: boolean
+  private directEnd = 0
 
   constructor(private readonly init: KvRecoveryInit) {
+    this.direct = (init.kvPath ?? 'node') === 'node' && init.standby && init.snapshotEvery > 0 && init.privateKey !== undefined
     this.snapshots = new SnapshotKeeper({
       every: init.snapshotEvery,
       dim: init.dim,
@@ -67,6 +81,10 @@ export class KvRecovery implements PipelineObserver {
   }
 
   async stepDone(state: PipelineState, _step: unknown, options: AbortOptions = {}): Promise<undefined> {
+    if (this.direct) {
+      await this.feedDirect(state, false, options)
+      return undefined
+    }
     const captured =
       this.init.snapshotEvery > 0 &&
       (await this.snapshots.capture(state.hops, state.history, state.length, false, this.deadline(options)))
@@ -76,12 +94,36 @@ export class KvRecovery implements PipelineObserver {
 
   /** A planned leave: take the route's KV along, sealed, before leaving the route. */
   async leaving(state: PipelineState, options: AbortOptions = {}): Promise<void> {
+    if (this.direct) return await this.feedDirect(state, true, options)
     await this.snapshots.handoff(state.hops, state.history, state.length, this.deadline(options))
     await this.feedStandbys(state, options)
   }
 
   async close(): Promise<void> {
+    const { receivedBytes, sentBytes } = this.snapshots
+    this.init.log?.({ event: 'kv-client-bytes', path: this.direct ? 'node' : 'client', received: receivedBytes, sent: sentBytes })
     await this.standbys?.closeAll()
+  }
+
+  /** Sealed KV bytes that crossed the client's link so far (issue #41: 0 on the node path with standbys). */
+  get clientKvBytes(): { received: number; sent: number } {
+    return { received: this.snapshots.receivedBytes, sent: this.snapshots.sentBytes }
+  }
+
+  /**
+   * The node path: when the standbys are due (or `force`d), each is fed node to node. A span for
+   * which no standby could be had falls back to client-kept snapshots (issue #41 item 3: standby,
+   * then client-kept snapshots, then replay), so a relayed failover still resumes 'mixed'; with a
+   * standby on every span no KV crosses the client's link.
+   */
+  private async feedDirect(state: PipelineState, force: boolean, options: AbortOptions): Promise<void> {
+    const { snapshotEvery, modelId, dim, host } = this.init
+    if (!force && (snapshotEvery <= 0 || state.length - this.directEnd < snapshotEvery)) return
+    this.directEnd = state.length
+    const mover = { host, privateKey: this.init.privateKey!, modelId, dim }
+    const deadline = this.deadline(options)
+    const without = await this.standbys!.feedDirect(state.hops, state.nextSessionId, state.history, state.length, mover, deadline)
+    if (without.length > 0) await this.snapshots.capture(without, state.history, state.length, force, deadline)
   }
 
   /** On failover from `route`: the route the fed standbys take over, if they can (standby.ts). */

@@ -57,6 +57,9 @@ export class SnapshotKeeper {
    * `every` positions after it started, not in the middle of resuming.
    */
   private baseline = 0
+  /** Sealed KV bytes that crossed the client's link: exported to it, imported from it (issue #41 counts them). */
+  receivedBytes = 0
+  sentBytes = 0
 
   constructor(private readonly init: SnapshotKeeperInit) {}
 
@@ -138,6 +141,7 @@ export class SnapshotKeeper {
         })
       )
       if (s.bytesPerPosition === 0) s.bytesPerPosition = sealed[0].length / (ends[0] - s.end)
+      for (const b of sealed) this.receivedBytes += b.length
       s.sealed.push(...sealed)
       s.ends.push(...ends)
       s.sequence += ends.length
@@ -179,6 +183,7 @@ export class SnapshotKeeper {
       g.snapshots.push(s.sealed[i])
       g.end = s.ends[i]
       bytes += s.sealed[i].length
+      this.sentBytes += s.sealed[i].length
     }
     const hashes = this.prefixHashes(
       history,

@@ -6,6 +6,7 @@ import { HopSession, type HopTarget } from '../session/hop.js'
 import { randomSessionId } from '../session/session-id.js'
 import type { WireLedger } from '../session/wire-ledger.js'
 import type { WirePreference } from '../session/wire-negotiation.js'
+import { type KvMoveInit, moveKv } from './kv-grants.js'
 import { type SnapshotKeeper, spanKey, wrapFor } from './snapshots.js'
 import { freshSubRoutes, standbyCandidate } from './standby-peers.js'
 
@@ -36,6 +37,8 @@ interface Standby {
   /** How many of the live hop's sealed snapshots it imported, up to which position. */
   fed: number
   end: number
+  /** The last sealed sequence it imported (node-to-node moves continue from it, kv-grants.ts). */
+  sequence: number
   /** The live snapshot key wrapped to the standby (made once per standby). */
   wrappedKey?: Uint8Array
 }
@@ -122,6 +125,49 @@ export class StandbyKeeper {
     )
   }
 
+  /**
+   * Issue #41: feed the standbys node to node. Each live hop seals the positions its standby lacks
+   * and sends them straight to it under a fresh grant (kv-grants.ts); the client checks the
+   * standby's signed receipt. Returns the hops with no standby (the caller keeps their snapshots).
+   */
+  async feedDirect(
+    hops: readonly HopSession[],
+    nextSessionId: string,
+    history: Float32Array,
+    length: number,
+    mover: KvMoveInit,
+    options: AbortOptions = {}
+  ): Promise<HopSession[]> {
+    await this.ensure(hops, nextSessionId, options)
+    await Promise.all(
+      hops.map(async (live) => {
+        const st = this.standbys.get(spanKey(live))
+        if (!st || st.end >= length) return
+        const t0 = performance.now()
+        try {
+          st.wrappedKey ??= wrapFor(st.hop, live.snapshotKey)
+          const move = { source: live, destination: st.hop, from: st.end, to: length, firstSequence: st.sequence + 1 }
+          const receipt = await moveKv(mover, { ...move, wrappedKey: st.wrappedKey }, history, options)
+          st.fed++
+          st.end = receipt.length
+          st.sequence = receipt.sequence
+          this.init.log?.({
+            event: 'standby-fed',
+            path: 'node',
+            peerId: st.hop.target.peerId,
+            span: [live.target.start, live.target.end],
+            positions: st.end,
+            bytes: receipt.bytes,
+            ms: Math.round((performance.now() - t0) * 10) / 10
+          })
+        } catch (err) {
+          this.drop(spanKey(live), err)
+        }
+      })
+    )
+    return hops.filter((h) => !this.standbys.has(spanKey(h)))
+  }
+
   /** Give every span of the route a standby (a chain: all of them, wired, or none). */
   private async ensure(hops: readonly HopSession[], nextSessionId: string, options: AbortOptions): Promise<void> {
     for (const [key, st] of this.standbys) {
@@ -173,7 +219,8 @@ export class StandbyKeeper {
           livePeerId: hops[i].target.peerId,
           liveSessionId: hops[i].sessionId,
           fed: 0,
-          end: 0
+          end: 0,
+          sequence: 0
         })
         this.unavailable.delete(spanKey(hops[i]))
         this.init.log?.({

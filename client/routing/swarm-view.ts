@@ -46,6 +46,7 @@ export interface PeerRecord extends RouteCandidate {
   /** What runs its span (InfoResponse.backend, issue 32): native, wasm, reference, ggml-cpu, ggml-cuda, … */
   readonly backend?: string
   readonly device?: string
+  readonly modelName?: string // InfoResponse.model_name: readable, from GGUF metadata (issue 33 item 5)
 }
 
 /** Progress while waiting for a route: blocks of [from, to) served by peers seen so far. */
@@ -201,7 +202,8 @@ export class SwarmView {
           nLayers: info.nLayers,
           ...(info.kvDtype ? { kvDtype: info.kvDtype } : {}),
           ...(info.backend ? { backend: info.backend } : {}),
-          ...(info.device ? { device: info.device } : {})
+          ...(info.device ? { device: info.device } : {}),
+          ...(info.modelName ? { modelName: info.modelName } : {})
         })
       } catch (err) {
         dialled.push({ peerId: id, ok: false, error: (err as Error).message.split('\n')[0] })

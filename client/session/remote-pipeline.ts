@@ -1,9 +1,9 @@
-import type { AbortOptions } from '@libp2p/interface'
+import type { AbortOptions, PrivateKey } from '@libp2p/interface'
 import type { Host } from '../../protocol/index.js'
 import type { BlockPipeline } from '../../shards/index.js'
 import { NoRouteError, PeerExcludedError } from '../errors.js'
 import { CONVICTED_BAN_MS, FAILOVER_CLOSE_MS } from '../options.js'
-import { KvRecovery } from '../recovery/kv-recovery.js'
+import { type KvPath, KvRecovery } from '../recovery/kv-recovery.js'
 import type { SwarmView } from '../routing/swarm-view.js'
 import type { CanaryMonitor } from '../verification/canary-monitor.js'
 import { CanaryObserver } from '../verification/canary-observer.js'
@@ -50,6 +50,9 @@ export interface RemotePipelineInit {
    * the route when a hop dies (only the positions after its last delta are replayed).
    */
   readonly standby?: boolean
+  /** Issue #41: standbys fed node to node under grants signed with privateKey ('node', the default), or through the client. */
+  readonly kvPath?: KvPath
+  readonly privateKey?: PrivateKey
 }
 
 /**
@@ -100,6 +103,8 @@ export class RemotePipeline implements BlockPipeline {
       log,
       snapshotEvery: init.snapshotEvery ?? 0,
       standby: init.standby ?? false,
+      kvPath: init.kvPath,
+      privateKey: init.privateKey,
       stepTimeoutMs: init.stepTimeoutMs,
       isConvicted: (p) => this.convicted.includes(p) || (init.canaries?.detector.verdict(p).excluded ?? false)
     })

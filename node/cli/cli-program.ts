@@ -10,6 +10,7 @@ import { registerIdentity } from './commands/identity.js'
 import { registerInspect } from './commands/inspect.js'
 import { registerJoin } from './commands/join.js'
 import { registerMakeModel } from './commands/make-model.js'
+import { registerNodeServe } from './commands/node-serve.js'
 import { registerNodeStart } from './commands/node-start.js'
 import { addPrivateSwarmOptions, registerPrivateSwarm } from './commands/private-swarm.js'
 import { registerSwarm } from './commands/swarm.js'
@@ -35,6 +36,7 @@ export function createProgram(): Command {
   registerGenerate(program)
   registerMakeModel(program)
   registerNodeStart(program)
+  registerNodeServe(program)
   registerSwarm(program)
   registerDemo(program)
   registerApi(program)

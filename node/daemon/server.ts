@@ -35,6 +35,7 @@ import {
   subscribeAnnouncements,
   WIRE_DTYPES
 } from '../../protocol/index.js'
+import { readableModelName } from '../../shards/index.js'
 import {
   DEFAULT_ANNOUNCE_INTERVAL_MS,
   DEFAULT_BATCH_WAIT_MS,
@@ -46,6 +47,7 @@ import {
 } from '../options.js'
 import { type BusyPoller, createBusyPoller } from './busy-poll.js'
 import { watchConnections } from './connection-watch.js'
+import { serveKvMove } from './kv-move.js'
 import { createNextHopPolicy } from './next-hop-policy.js'
 import { PeerLimits } from './peer-limits.js'
 import { SessionCrypto } from './session-crypto.js'
@@ -173,6 +175,7 @@ export class SwarmNode {
       x25519Binding: this.crypto.binding,
       kvDtype: shard.kvDType,
       ...this.init.hardware,
+      modelName: readableModelName(model),
       openProofBits: openProofBits(this.sessions.active, this.sessions.capacity)
     }
   }
@@ -236,6 +239,8 @@ export class SwarmNode {
     this.sweeper.unref()
     watchConnections(host, this.sessions, this.announcements, signal)
     await serveAnnouncements(host, this.announcements, { signal })
+    const { init, identity, sessions, crypto, budget, announcements } = this
+    await serveKvMove({ ...init, host, identity, sessions, crypto, budget, announcements, signal })
     if (this.init.bootstrap?.length) {
       const dialSignal = options.signal ? AbortSignal.any([signal, options.signal]) : signal
       this.bootstrapResult = await dialBootstrap(host, this.init.bootstrap, { signal: dialSignal })
@@ -279,7 +284,8 @@ export class SwarmNode {
           x25519PublicKey: this.crypto.x25519.publicKey,
           x25519Binding: this.crypto.binding,
           kvDtype: this.init.shard.kvDType,
-          ...this.init.hardware
+          ...this.init.hardware,
+          modelName: readableModelName(this.init.model)
         }),
         onError: () => {}
       })

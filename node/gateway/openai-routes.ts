@@ -15,6 +15,8 @@ export interface OpenAiRoutesInit {
   /** The id clients pass as `model` (the file's name); the model hash id is accepted too. */
   readonly modelName: string
   readonly chat: ChatFormatter
+  /** Readable, from the GGUF metadata: `layerswarm.name` in /v1/models (issue 33 item 5). */
+  readonly displayName?: string
 }
 
 const created = Math.floor(Date.now() / 1000)
@@ -28,7 +30,7 @@ export function registerOpenAiRoutes(app: FastifyInstance, init: OpenAiRoutesIni
     object: 'model',
     created,
     owned_by: 'layerswarm',
-    layerswarm: { model_id: ctx.client.modelId, chat_format: chat.kind }
+    layerswarm: { model_id: ctx.client.modelId, chat_format: chat.kind, ...(init.displayName ? { name: init.displayName } : {}) }
   }
 
   app.get('/v1/models', async () => ({ object: 'list', data: [model] }))

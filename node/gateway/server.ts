@@ -23,6 +23,8 @@ export interface GatewayOptions extends ConnectionLimits {
   readonly listen?: string
   readonly apiKey?: string
   readonly modelName: string
+  /** Readable, from the GGUF metadata (shards/model-name.ts); /v1/models shows it (issue 33 item 5). */
+  readonly displayName?: string
   readonly chat: ChatFormatter
   readonly contextLength: number
   readonly log: Logger
@@ -48,6 +50,8 @@ export interface Gateway {
   readonly modelName: string
   readonly app: FastifyInstance
   readonly stats: LiveStats
+  /** The SDK client it generates with (a multi-model front reads its swarm view: model-router.ts). */
+  readonly client: LayerswarmClient
   close(): Promise<void>
 }
 
@@ -184,7 +188,7 @@ export async function startGateway(o: GatewayOptions, { signal }: AbortOptions =
   })
 
   let url = ''
-  registerOpenAiRoutes(app, { ctx, modelName: o.modelName, chat: o.chat })
+  registerOpenAiRoutes(app, { ctx, modelName: o.modelName, chat: o.chat, displayName: o.displayName })
   registerAnthropicRoutes(app, ctx, [o.modelName, o.client.modelId], o.chat)
   registerStatus(app, { ctx, modelName: o.modelName, listen: () => url, auth: key !== undefined })
   if (o.modelPath !== undefined)
@@ -210,6 +214,7 @@ export async function startGateway(o: GatewayOptions, { signal }: AbortOptions =
     modelName: o.modelName,
     app,
     stats,
+    client: o.client,
     close: async () => {
       await app.close()
     }

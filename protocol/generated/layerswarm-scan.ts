@@ -38,6 +38,7 @@ export const WIRE_SCAN_MESSAGES: Readonly<Record<string, WireScanMessage>> = {
       41: { name: 'backend', what: 'InfoResponse.backend', wireType: 2, repeated: false },
       42: { name: 'device', what: 'InfoResponse.device', wireType: 2, repeated: false },
       43: { name: 'deviceMemoryBytes', what: 'InfoResponse.device_memory_bytes', wireType: 0, repeated: false },
+      220: { name: 'modelName', what: 'InfoResponse.model_name', wireType: 2, repeated: false },
     }
   },
   NextHop: {
@@ -254,6 +255,7 @@ export const WIRE_SCAN_MESSAGES: Readonly<Record<string, WireScanMessage>> = {
       40: { name: 'backend', what: 'Announcement.backend', wireType: 2, repeated: false },
       41: { name: 'device', what: 'Announcement.device', wireType: 2, repeated: false },
       42: { name: 'deviceMemoryBytes', what: 'Announcement.device_memory_bytes', wireType: 0, repeated: false },
+      220: { name: 'modelName', what: 'Announcement.model_name', wireType: 2, repeated: false },
     }
   },
   SignedAnnouncement: {
@@ -274,6 +276,107 @@ export const WIRE_SCAN_MESSAGES: Readonly<Record<string, WireScanMessage>> = {
     name: 'AnnouncementsResponse',
     fieldsById: {
       1: { name: 'announcements', what: 'AnnouncementsResponse.announcements', wireType: 2, repeated: true, message: 'SignedAnnouncement' },
+    }
+  },
+  KvGrant: {
+    name: 'KvGrant',
+    fieldsById: {
+      1: { name: 'grantId', what: 'KvGrant.grant_id', wireType: 2, repeated: false },
+      2: { name: 'clientPeerId', what: 'KvGrant.client_peer_id', wireType: 2, repeated: false },
+      3: { name: 'sourcePeerId', what: 'KvGrant.source_peer_id', wireType: 2, repeated: false },
+      4: { name: 'destinationPeerId', what: 'KvGrant.destination_peer_id', wireType: 2, repeated: false },
+      5: { name: 'modelId', what: 'KvGrant.model_id', wireType: 2, repeated: false },
+      6: { name: 'sourceSessionId', what: 'KvGrant.source_session_id', wireType: 2, repeated: false },
+      7: { name: 'destinationSessionId', what: 'KvGrant.destination_session_id', wireType: 2, repeated: false },
+      8: { name: 'start', what: 'KvGrant.start', wireType: 0, repeated: false },
+      9: { name: 'end', what: 'KvGrant.end', wireType: 0, repeated: false },
+      10: { name: 'fromPosition', what: 'KvGrant.from_position', wireType: 0, repeated: false },
+      11: { name: 'toPosition', what: 'KvGrant.to_position', wireType: 0, repeated: false },
+      12: { name: 'prefixHash', what: 'KvGrant.prefix_hash', wireType: 2, repeated: false },
+      13: { name: 'expiresAtMs', what: 'KvGrant.expires_at_ms', wireType: 0, repeated: false },
+      14: { name: 'wrappedKeyHash', what: 'KvGrant.wrapped_key_hash', wireType: 2, repeated: false },
+      15: { name: 'signature', what: 'KvGrant.signature', wireType: 2, repeated: false },
+    }
+  },
+  KvPush: {
+    name: 'KvPush',
+    fieldsById: {
+      1: { name: 'grant', what: 'KvPush.grant', wireType: 2, repeated: false, message: 'KvGrant' },
+      2: { name: 'wrappedKey', what: 'KvPush.wrapped_key', wireType: 2, repeated: false },
+      3: { name: 'firstSequence', what: 'KvPush.first_sequence', wireType: 0, repeated: false },
+      4: { name: 'chunkEnds', what: 'KvPush.chunk_ends', wireType: 0, repeated: true },
+      5: { name: 'chunkPrefixHashes', what: 'KvPush.chunk_prefix_hashes', wireType: 2, repeated: true },
+    }
+  },
+  KvTransfer: {
+    name: 'KvTransfer',
+    fieldsById: {
+      1: { name: 'grant', what: 'KvTransfer.grant', wireType: 2, repeated: false, message: 'KvGrant' },
+      2: { name: 'wrappedKey', what: 'KvTransfer.wrapped_key', wireType: 2, repeated: false },
+      3: { name: 'snapshots', what: 'KvTransfer.snapshots', wireType: 2, repeated: true },
+      4: { name: 'prefixHash', what: 'KvTransfer.prefix_hash', wireType: 2, repeated: false },
+    }
+  },
+  KvReceipt: {
+    name: 'KvReceipt',
+    fieldsById: {
+      1: { name: 'grantId', what: 'KvReceipt.grant_id', wireType: 2, repeated: false },
+      2: { name: 'destinationPeerId', what: 'KvReceipt.destination_peer_id', wireType: 2, repeated: false },
+      3: { name: 'destinationSessionId', what: 'KvReceipt.destination_session_id', wireType: 2, repeated: false },
+      4: { name: 'length', what: 'KvReceipt.length', wireType: 0, repeated: false },
+      5: { name: 'sequence', what: 'KvReceipt.sequence', wireType: 0, repeated: false },
+      6: { name: 'bytes', what: 'KvReceipt.bytes', wireType: 0, repeated: false },
+      7: { name: 'signature', what: 'KvReceipt.signature', wireType: 2, repeated: false },
+    }
+  },
+  KvMoveRequest: {
+    name: 'KvMoveRequest',
+    fieldsById: {
+      1: { name: 'push', what: 'KvMoveRequest.push', wireType: 2, repeated: false, message: 'KvPush', oneof: 'body' },
+      2: { name: 'transfer', what: 'KvMoveRequest.transfer', wireType: 2, repeated: false, message: 'KvTransfer', oneof: 'body' },
+    }
+  },
+  KvMoveResponse: {
+    name: 'KvMoveResponse',
+    fieldsById: {
+      1: { name: 'receipt', what: 'KvMoveResponse.receipt', wireType: 2, repeated: false, message: 'KvReceipt', oneof: 'body' },
+      2: { name: 'error', what: 'KvMoveResponse.error', wireType: 2, repeated: false, message: 'ErrorReply', oneof: 'body' },
+    }
+  },
+  WeightsRequest: {
+    name: 'WeightsRequest',
+    fieldsById: {
+      1: { name: 'contentId', what: 'WeightsRequest.content_id', wireType: 2, repeated: false },
+      2: { name: 'kind', what: 'WeightsRequest.kind', wireType: 0, repeated: false },
+      3: { name: 'chunk', what: 'WeightsRequest.chunk', wireType: 0, repeated: false },
+    }
+  },
+  WeightsPiece: {
+    name: 'WeightsPiece',
+    fieldsById: {
+      1: { name: 'name', what: 'WeightsPiece.name', wireType: 2, repeated: false },
+      2: { name: 'offset', what: 'WeightsPiece.offset', wireType: 0, repeated: false },
+      3: { name: 'sizeBytes', what: 'WeightsPiece.size_bytes', wireType: 0, repeated: false },
+      4: { name: 'chunkHashes', what: 'WeightsPiece.chunk_hashes', wireType: 2, repeated: false },
+    }
+  },
+  WeightsManifest: {
+    name: 'WeightsManifest',
+    fieldsById: {
+      1: { name: 'fileBytes', what: 'WeightsManifest.file_bytes', wireType: 0, repeated: false },
+      2: { name: 'chunkBytes', what: 'WeightsManifest.chunk_bytes', wireType: 0, repeated: false },
+      3: { name: 'legacyModelId', what: 'WeightsManifest.legacy_model_id', wireType: 2, repeated: false },
+      4: { name: 'pieces', what: 'WeightsManifest.pieces', wireType: 2, repeated: true, message: 'WeightsPiece' },
+    }
+  },
+  WeightsResponse: {
+    name: 'WeightsResponse',
+    fieldsById: {
+      1: { name: 'manifest', what: 'WeightsResponse.manifest', wireType: 2, repeated: false, message: 'WeightsManifest' },
+      2: { name: 'have', what: 'WeightsResponse.have', wireType: 2, repeated: false },
+      3: { name: 'chunk', what: 'WeightsResponse.chunk', wireType: 2, repeated: false },
+      4: { name: 'errorCode', what: 'WeightsResponse.error_code', wireType: 2, repeated: false },
+      5: { name: 'errorMessage', what: 'WeightsResponse.error_message', wireType: 2, repeated: false },
     }
   },
 }

@@ -233,6 +233,9 @@ export namespace layerswarm {
             /** InfoResponse deviceMemoryBytes. */
             deviceMemoryBytes: (number|Long);
 
+            /** InfoResponse modelName. */
+            modelName: string;
+
             /**
              * Creates a new InfoResponse instance using the specified properties.
              * @param [properties] Properties to set
@@ -321,6 +324,9 @@ export namespace layerswarm {
 
                 /** InfoResponse deviceMemoryBytes */
                 deviceMemoryBytes?: (number|Long|null);
+
+                /** InfoResponse modelName */
+                modelName?: (string|null);
 
                 /** Unknown fields preserved while decoding when enabled */
                 $unknowns?: Uint8Array[];
@@ -1857,7 +1863,28 @@ export namespace layerswarm {
             UNSUPPORTED_DTYPE = 40,
 
             /** WRONG_DTYPE value */
-            WRONG_DTYPE = 41
+            WRONG_DTYPE = 41,
+
+            /** KV_GRANT_MISSING value */
+            KV_GRANT_MISSING = 260,
+
+            /** KV_GRANT_EXPIRED value */
+            KV_GRANT_EXPIRED = 261,
+
+            /** KV_GRANT_REPLAYED value */
+            KV_GRANT_REPLAYED = 262,
+
+            /** KV_GRANT_FOREIGN value */
+            KV_GRANT_FOREIGN = 263,
+
+            /** KV_GRANT_WRONG_SPAN value */
+            KV_GRANT_WRONG_SPAN = 264,
+
+            /** KV_GRANT_FORGED value */
+            KV_GRANT_FORGED = 265,
+
+            /** KV_SOURCE_LIMITED value */
+            KV_SOURCE_LIMITED = 266
         }
 
         /**
@@ -2290,6 +2317,9 @@ export namespace layerswarm {
             /** Announcement deviceMemoryBytes. */
             deviceMemoryBytes: (number|Long);
 
+            /** Announcement modelName. */
+            modelName: string;
+
             /**
              * Creates a new Announcement instance using the specified properties.
              * @param [properties] Properties to set
@@ -2375,6 +2405,9 @@ export namespace layerswarm {
 
                 /** Announcement deviceMemoryBytes */
                 deviceMemoryBytes?: (number|Long|null);
+
+                /** Announcement modelName */
+                modelName?: (string|null);
 
                 /** Unknown fields preserved while decoding when enabled */
                 $unknowns?: Uint8Array[];
@@ -2589,6 +2622,926 @@ export namespace layerswarm {
 
             /** Shape of an AnnouncementsResponse. */
             type $Shape = layerswarm.v1.AnnouncementsResponse.$Properties;
+        }
+
+        /**
+         * Properties of a KvGrant.
+         * @deprecated Use layerswarm.v1.KvGrant.$Properties instead.
+         */
+        interface IKvGrant extends layerswarm.v1.KvGrant.$Properties {
+        }
+
+        /** Represents a KvGrant. */
+        class KvGrant {
+
+            /**
+             * Constructs a new KvGrant.
+             * @param [properties] Properties to set
+             */
+            constructor(properties?: layerswarm.v1.KvGrant.$Properties);
+
+            /** Unknown fields preserved while decoding when enabled */
+            $unknowns?: Uint8Array[];
+
+            /** KvGrant grantId. */
+            grantId: Uint8Array;
+
+            /** KvGrant clientPeerId. */
+            clientPeerId: string;
+
+            /** KvGrant sourcePeerId. */
+            sourcePeerId: string;
+
+            /** KvGrant destinationPeerId. */
+            destinationPeerId: string;
+
+            /** KvGrant modelId. */
+            modelId: string;
+
+            /** KvGrant sourceSessionId. */
+            sourceSessionId: string;
+
+            /** KvGrant destinationSessionId. */
+            destinationSessionId: string;
+
+            /** KvGrant start. */
+            start: number;
+
+            /** KvGrant end. */
+            end: number;
+
+            /** KvGrant fromPosition. */
+            fromPosition: number;
+
+            /** KvGrant toPosition. */
+            toPosition: number;
+
+            /** KvGrant prefixHash. */
+            prefixHash: Uint8Array;
+
+            /** KvGrant expiresAtMs. */
+            expiresAtMs: (number|Long);
+
+            /** KvGrant wrappedKeyHash. */
+            wrappedKeyHash: Uint8Array;
+
+            /** KvGrant signature. */
+            signature: Uint8Array;
+
+            /**
+             * Creates a new KvGrant instance using the specified properties.
+             * @param [properties] Properties to set
+             * @returns KvGrant instance
+             */
+            static create(properties: layerswarm.v1.KvGrant.$Shape): layerswarm.v1.KvGrant & layerswarm.v1.KvGrant.$Shape;
+            static create(properties?: layerswarm.v1.KvGrant.$Properties): layerswarm.v1.KvGrant;
+
+            /**
+             * Encodes the specified KvGrant message. Does not implicitly {@link layerswarm.v1.KvGrant.verify|verify} messages.
+             * @param message KvGrant message or plain object to encode
+             * @param [writer] Writer to encode to
+             * @returns Writer
+             */
+            static encode(message: layerswarm.v1.KvGrant.$Properties, writer?: $protobuf.Writer): $protobuf.Writer;
+
+            /**
+             * Decodes a KvGrant message from the specified reader or buffer.
+             * @param reader Reader or buffer to decode from
+             * @param [length] Message length if known beforehand
+             * @returns {layerswarm.v1.KvGrant & layerswarm.v1.KvGrant.$Shape} KvGrant
+             * @throws {Error} If the payload is not a reader or valid buffer
+             * @throws {$protobuf.util.ProtocolError} If required fields are missing
+             */
+            static decode(reader: ($protobuf.Reader|Uint8Array), length?: number): layerswarm.v1.KvGrant & layerswarm.v1.KvGrant.$Shape;
+        }
+
+        namespace KvGrant {
+
+            /** Properties of a KvGrant. */
+            interface $Properties {
+
+                /** KvGrant grantId */
+                grantId?: (Uint8Array|null);
+
+                /** KvGrant clientPeerId */
+                clientPeerId?: (string|null);
+
+                /** KvGrant sourcePeerId */
+                sourcePeerId?: (string|null);
+
+                /** KvGrant destinationPeerId */
+                destinationPeerId?: (string|null);
+
+                /** KvGrant modelId */
+                modelId?: (string|null);
+
+                /** KvGrant sourceSessionId */
+                sourceSessionId?: (string|null);
+
+                /** KvGrant destinationSessionId */
+                destinationSessionId?: (string|null);
+
+                /** KvGrant start */
+                start?: (number|null);
+
+                /** KvGrant end */
+                end?: (number|null);
+
+                /** KvGrant fromPosition */
+                fromPosition?: (number|null);
+
+                /** KvGrant toPosition */
+                toPosition?: (number|null);
+
+                /** KvGrant prefixHash */
+                prefixHash?: (Uint8Array|null);
+
+                /** KvGrant expiresAtMs */
+                expiresAtMs?: (number|Long|null);
+
+                /** KvGrant wrappedKeyHash */
+                wrappedKeyHash?: (Uint8Array|null);
+
+                /** KvGrant signature */
+                signature?: (Uint8Array|null);
+
+                /** Unknown fields preserved while decoding when enabled */
+                $unknowns?: Uint8Array[];
+            }
+
+            /** Shape of a KvGrant. */
+            type $Shape = layerswarm.v1.KvGrant.$Properties;
+        }
+
+        /**
+         * Properties of a KvPush.
+         * @deprecated Use layerswarm.v1.KvPush.$Properties instead.
+         */
+        interface IKvPush extends layerswarm.v1.KvPush.$Properties {
+        }
+
+        /** Represents a KvPush. */
+        class KvPush {
+
+            /**
+             * Constructs a new KvPush.
+             * @param [properties] Properties to set
+             */
+            constructor(properties?: layerswarm.v1.KvPush.$Properties);
+
+            /** Unknown fields preserved while decoding when enabled */
+            $unknowns?: Uint8Array[];
+
+            /** KvPush grant. */
+            grant?: (layerswarm.v1.KvGrant.$Properties|null);
+
+            /** KvPush wrappedKey. */
+            wrappedKey: Uint8Array;
+
+            /** KvPush firstSequence. */
+            firstSequence: number;
+
+            /** KvPush chunkEnds. */
+            chunkEnds: number[];
+
+            /** KvPush chunkPrefixHashes. */
+            chunkPrefixHashes: Uint8Array[];
+
+            /**
+             * Creates a new KvPush instance using the specified properties.
+             * @param [properties] Properties to set
+             * @returns KvPush instance
+             */
+            static create(properties: layerswarm.v1.KvPush.$Shape): layerswarm.v1.KvPush & layerswarm.v1.KvPush.$Shape;
+            static create(properties?: layerswarm.v1.KvPush.$Properties): layerswarm.v1.KvPush;
+
+            /**
+             * Encodes the specified KvPush message. Does not implicitly {@link layerswarm.v1.KvPush.verify|verify} messages.
+             * @param message KvPush message or plain object to encode
+             * @param [writer] Writer to encode to
+             * @returns Writer
+             */
+            static encode(message: layerswarm.v1.KvPush.$Properties, writer?: $protobuf.Writer): $protobuf.Writer;
+
+            /**
+             * Decodes a KvPush message from the specified reader or buffer.
+             * @param reader Reader or buffer to decode from
+             * @param [length] Message length if known beforehand
+             * @returns {layerswarm.v1.KvPush & layerswarm.v1.KvPush.$Shape} KvPush
+             * @throws {Error} If the payload is not a reader or valid buffer
+             * @throws {$protobuf.util.ProtocolError} If required fields are missing
+             */
+            static decode(reader: ($protobuf.Reader|Uint8Array), length?: number): layerswarm.v1.KvPush & layerswarm.v1.KvPush.$Shape;
+        }
+
+        namespace KvPush {
+
+            /** Properties of a KvPush. */
+            interface $Properties {
+
+                /** KvPush grant */
+                grant?: (layerswarm.v1.KvGrant.$Properties|null);
+
+                /** KvPush wrappedKey */
+                wrappedKey?: (Uint8Array|null);
+
+                /** KvPush firstSequence */
+                firstSequence?: (number|null);
+
+                /** KvPush chunkEnds */
+                chunkEnds?: (number[]|null);
+
+                /** KvPush chunkPrefixHashes */
+                chunkPrefixHashes?: (Uint8Array[]|null);
+
+                /** Unknown fields preserved while decoding when enabled */
+                $unknowns?: Uint8Array[];
+            }
+
+            /** Shape of a KvPush. */
+            type $Shape = layerswarm.v1.KvPush.$Properties;
+        }
+
+        /**
+         * Properties of a KvTransfer.
+         * @deprecated Use layerswarm.v1.KvTransfer.$Properties instead.
+         */
+        interface IKvTransfer extends layerswarm.v1.KvTransfer.$Properties {
+        }
+
+        /** Represents a KvTransfer. */
+        class KvTransfer {
+
+            /**
+             * Constructs a new KvTransfer.
+             * @param [properties] Properties to set
+             */
+            constructor(properties?: layerswarm.v1.KvTransfer.$Properties);
+
+            /** Unknown fields preserved while decoding when enabled */
+            $unknowns?: Uint8Array[];
+
+            /** KvTransfer grant. */
+            grant?: (layerswarm.v1.KvGrant.$Properties|null);
+
+            /** KvTransfer wrappedKey. */
+            wrappedKey: Uint8Array;
+
+            /** KvTransfer snapshots. */
+            snapshots: Uint8Array[];
+
+            /** KvTransfer prefixHash. */
+            prefixHash: Uint8Array;
+
+            /**
+             * Creates a new KvTransfer instance using the specified properties.
+             * @param [properties] Properties to set
+             * @returns KvTransfer instance
+             */
+            static create(properties: layerswarm.v1.KvTransfer.$Shape): layerswarm.v1.KvTransfer & layerswarm.v1.KvTransfer.$Shape;
+            static create(properties?: layerswarm.v1.KvTransfer.$Properties): layerswarm.v1.KvTransfer;
+
+            /**
+             * Encodes the specified KvTransfer message. Does not implicitly {@link layerswarm.v1.KvTransfer.verify|verify} messages.
+             * @param message KvTransfer message or plain object to encode
+             * @param [writer] Writer to encode to
+             * @returns Writer
+             */
+            static encode(message: layerswarm.v1.KvTransfer.$Properties, writer?: $protobuf.Writer): $protobuf.Writer;
+
+            /**
+             * Decodes a KvTransfer message from the specified reader or buffer.
+             * @param reader Reader or buffer to decode from
+             * @param [length] Message length if known beforehand
+             * @returns {layerswarm.v1.KvTransfer & layerswarm.v1.KvTransfer.$Shape} KvTransfer
+             * @throws {Error} If the payload is not a reader or valid buffer
+             * @throws {$protobuf.util.ProtocolError} If required fields are missing
+             */
+            static decode(reader: ($protobuf.Reader|Uint8Array), length?: number): layerswarm.v1.KvTransfer & layerswarm.v1.KvTransfer.$Shape;
+        }
+
+        namespace KvTransfer {
+
+            /** Properties of a KvTransfer. */
+            interface $Properties {
+
+                /** KvTransfer grant */
+                grant?: (layerswarm.v1.KvGrant.$Properties|null);
+
+                /** KvTransfer wrappedKey */
+                wrappedKey?: (Uint8Array|null);
+
+                /** KvTransfer snapshots */
+                snapshots?: (Uint8Array[]|null);
+
+                /** KvTransfer prefixHash */
+                prefixHash?: (Uint8Array|null);
+
+                /** Unknown fields preserved while decoding when enabled */
+                $unknowns?: Uint8Array[];
+            }
+
+            /** Shape of a KvTransfer. */
+            type $Shape = layerswarm.v1.KvTransfer.$Properties;
+        }
+
+        /**
+         * Properties of a KvReceipt.
+         * @deprecated Use layerswarm.v1.KvReceipt.$Properties instead.
+         */
+        interface IKvReceipt extends layerswarm.v1.KvReceipt.$Properties {
+        }
+
+        /** Represents a KvReceipt. */
+        class KvReceipt {
+
+            /**
+             * Constructs a new KvReceipt.
+             * @param [properties] Properties to set
+             */
+            constructor(properties?: layerswarm.v1.KvReceipt.$Properties);
+
+            /** Unknown fields preserved while decoding when enabled */
+            $unknowns?: Uint8Array[];
+
+            /** KvReceipt grantId. */
+            grantId: Uint8Array;
+
+            /** KvReceipt destinationPeerId. */
+            destinationPeerId: string;
+
+            /** KvReceipt destinationSessionId. */
+            destinationSessionId: string;
+
+            /** KvReceipt length. */
+            length: number;
+
+            /** KvReceipt sequence. */
+            sequence: number;
+
+            /** KvReceipt bytes. */
+            bytes: (number|Long);
+
+            /** KvReceipt signature. */
+            signature: Uint8Array;
+
+            /**
+             * Creates a new KvReceipt instance using the specified properties.
+             * @param [properties] Properties to set
+             * @returns KvReceipt instance
+             */
+            static create(properties: layerswarm.v1.KvReceipt.$Shape): layerswarm.v1.KvReceipt & layerswarm.v1.KvReceipt.$Shape;
+            static create(properties?: layerswarm.v1.KvReceipt.$Properties): layerswarm.v1.KvReceipt;
+
+            /**
+             * Encodes the specified KvReceipt message. Does not implicitly {@link layerswarm.v1.KvReceipt.verify|verify} messages.
+             * @param message KvReceipt message or plain object to encode
+             * @param [writer] Writer to encode to
+             * @returns Writer
+             */
+            static encode(message: layerswarm.v1.KvReceipt.$Properties, writer?: $protobuf.Writer): $protobuf.Writer;
+
+            /**
+             * Decodes a KvReceipt message from the specified reader or buffer.
+             * @param reader Reader or buffer to decode from
+             * @param [length] Message length if known beforehand
+             * @returns {layerswarm.v1.KvReceipt & layerswarm.v1.KvReceipt.$Shape} KvReceipt
+             * @throws {Error} If the payload is not a reader or valid buffer
+             * @throws {$protobuf.util.ProtocolError} If required fields are missing
+             */
+            static decode(reader: ($protobuf.Reader|Uint8Array), length?: number): layerswarm.v1.KvReceipt & layerswarm.v1.KvReceipt.$Shape;
+        }
+
+        namespace KvReceipt {
+
+            /** Properties of a KvReceipt. */
+            interface $Properties {
+
+                /** KvReceipt grantId */
+                grantId?: (Uint8Array|null);
+
+                /** KvReceipt destinationPeerId */
+                destinationPeerId?: (string|null);
+
+                /** KvReceipt destinationSessionId */
+                destinationSessionId?: (string|null);
+
+                /** KvReceipt length */
+                length?: (number|null);
+
+                /** KvReceipt sequence */
+                sequence?: (number|null);
+
+                /** KvReceipt bytes */
+                bytes?: (number|Long|null);
+
+                /** KvReceipt signature */
+                signature?: (Uint8Array|null);
+
+                /** Unknown fields preserved while decoding when enabled */
+                $unknowns?: Uint8Array[];
+            }
+
+            /** Shape of a KvReceipt. */
+            type $Shape = layerswarm.v1.KvReceipt.$Properties;
+        }
+
+        /**
+         * Properties of a KvMoveRequest.
+         * @deprecated Use layerswarm.v1.KvMoveRequest.$Properties instead.
+         */
+        interface IKvMoveRequest extends layerswarm.v1.KvMoveRequest.$Properties {
+        }
+
+        /** Represents a KvMoveRequest. */
+        class KvMoveRequest {
+
+            /**
+             * Constructs a new KvMoveRequest.
+             * @param [properties] Properties to set
+             */
+            constructor(properties?: layerswarm.v1.KvMoveRequest.$Properties);
+
+            /** Unknown fields preserved while decoding when enabled */
+            $unknowns?: Uint8Array[];
+
+            /** KvMoveRequest push. */
+            push?: (layerswarm.v1.KvPush.$Properties|null);
+
+            /** KvMoveRequest transfer. */
+            transfer?: (layerswarm.v1.KvTransfer.$Properties|null);
+
+            /** KvMoveRequest body. */
+            body?: ("push"|"transfer");
+
+            /**
+             * Creates a new KvMoveRequest instance using the specified properties.
+             * @param [properties] Properties to set
+             * @returns KvMoveRequest instance
+             */
+            static create(properties: layerswarm.v1.KvMoveRequest.$Shape): layerswarm.v1.KvMoveRequest & layerswarm.v1.KvMoveRequest.$Shape;
+            static create(properties?: layerswarm.v1.KvMoveRequest.$Properties): layerswarm.v1.KvMoveRequest;
+
+            /**
+             * Encodes the specified KvMoveRequest message. Does not implicitly {@link layerswarm.v1.KvMoveRequest.verify|verify} messages.
+             * @param message KvMoveRequest message or plain object to encode
+             * @param [writer] Writer to encode to
+             * @returns Writer
+             */
+            static encode(message: layerswarm.v1.KvMoveRequest.$Properties, writer?: $protobuf.Writer): $protobuf.Writer;
+
+            /**
+             * Decodes a KvMoveRequest message from the specified reader or buffer.
+             * @param reader Reader or buffer to decode from
+             * @param [length] Message length if known beforehand
+             * @returns {layerswarm.v1.KvMoveRequest & layerswarm.v1.KvMoveRequest.$Shape} KvMoveRequest
+             * @throws {Error} If the payload is not a reader or valid buffer
+             * @throws {$protobuf.util.ProtocolError} If required fields are missing
+             */
+            static decode(reader: ($protobuf.Reader|Uint8Array), length?: number): layerswarm.v1.KvMoveRequest & layerswarm.v1.KvMoveRequest.$Shape;
+        }
+
+        namespace KvMoveRequest {
+
+            /** Properties of a KvMoveRequest. */
+            interface $Properties {
+
+                /** KvMoveRequest push */
+                push?: (layerswarm.v1.KvPush.$Properties|null);
+
+                /** KvMoveRequest transfer */
+                transfer?: (layerswarm.v1.KvTransfer.$Properties|null);
+
+                /** KvMoveRequest body */
+                body?: ("push"|"transfer");
+
+                /** Unknown fields preserved while decoding when enabled */
+                $unknowns?: Uint8Array[];
+            }
+
+            /** Narrowed shape of a KvMoveRequest. */
+            type $Shape = {
+              push?: layerswarm.v1.KvPush.$Shape|null;
+              transfer?: layerswarm.v1.KvTransfer.$Shape|null;
+              $unknowns?: Uint8Array[];
+            } & (
+              ({ body?: undefined; push?: null; transfer?: null }|{ body?: "push"; push: layerswarm.v1.KvPush.$Shape; transfer?: null }|{ body?: "transfer"; push?: null; transfer: layerswarm.v1.KvTransfer.$Shape })
+            );
+        }
+
+        /**
+         * Properties of a KvMoveResponse.
+         * @deprecated Use layerswarm.v1.KvMoveResponse.$Properties instead.
+         */
+        interface IKvMoveResponse extends layerswarm.v1.KvMoveResponse.$Properties {
+        }
+
+        /** Represents a KvMoveResponse. */
+        class KvMoveResponse {
+
+            /**
+             * Constructs a new KvMoveResponse.
+             * @param [properties] Properties to set
+             */
+            constructor(properties?: layerswarm.v1.KvMoveResponse.$Properties);
+
+            /** Unknown fields preserved while decoding when enabled */
+            $unknowns?: Uint8Array[];
+
+            /** KvMoveResponse receipt. */
+            receipt?: (layerswarm.v1.KvReceipt.$Properties|null);
+
+            /** KvMoveResponse error. */
+            error?: (layerswarm.v1.ErrorReply.$Properties|null);
+
+            /** KvMoveResponse body. */
+            body?: ("receipt"|"error");
+
+            /**
+             * Creates a new KvMoveResponse instance using the specified properties.
+             * @param [properties] Properties to set
+             * @returns KvMoveResponse instance
+             */
+            static create(properties: layerswarm.v1.KvMoveResponse.$Shape): layerswarm.v1.KvMoveResponse & layerswarm.v1.KvMoveResponse.$Shape;
+            static create(properties?: layerswarm.v1.KvMoveResponse.$Properties): layerswarm.v1.KvMoveResponse;
+
+            /**
+             * Encodes the specified KvMoveResponse message. Does not implicitly {@link layerswarm.v1.KvMoveResponse.verify|verify} messages.
+             * @param message KvMoveResponse message or plain object to encode
+             * @param [writer] Writer to encode to
+             * @returns Writer
+             */
+            static encode(message: layerswarm.v1.KvMoveResponse.$Properties, writer?: $protobuf.Writer): $protobuf.Writer;
+
+            /**
+             * Decodes a KvMoveResponse message from the specified reader or buffer.
+             * @param reader Reader or buffer to decode from
+             * @param [length] Message length if known beforehand
+             * @returns {layerswarm.v1.KvMoveResponse & layerswarm.v1.KvMoveResponse.$Shape} KvMoveResponse
+             * @throws {Error} If the payload is not a reader or valid buffer
+             * @throws {$protobuf.util.ProtocolError} If required fields are missing
+             */
+            static decode(reader: ($protobuf.Reader|Uint8Array), length?: number): layerswarm.v1.KvMoveResponse & layerswarm.v1.KvMoveResponse.$Shape;
+        }
+
+        namespace KvMoveResponse {
+
+            /** Properties of a KvMoveResponse. */
+            interface $Properties {
+
+                /** KvMoveResponse receipt */
+                receipt?: (layerswarm.v1.KvReceipt.$Properties|null);
+
+                /** KvMoveResponse error */
+                error?: (layerswarm.v1.ErrorReply.$Properties|null);
+
+                /** KvMoveResponse body */
+                body?: ("receipt"|"error");
+
+                /** Unknown fields preserved while decoding when enabled */
+                $unknowns?: Uint8Array[];
+            }
+
+            /** Narrowed shape of a KvMoveResponse. */
+            type $Shape = {
+              receipt?: layerswarm.v1.KvReceipt.$Shape|null;
+              error?: layerswarm.v1.ErrorReply.$Shape|null;
+              $unknowns?: Uint8Array[];
+            } & (
+              ({ body?: undefined; receipt?: null; error?: null }|{ body?: "receipt"; receipt: layerswarm.v1.KvReceipt.$Shape; error?: null }|{ body?: "error"; receipt?: null; error: layerswarm.v1.ErrorReply.$Shape })
+            );
+        }
+
+        /**
+         * Properties of a WeightsRequest.
+         * @deprecated Use layerswarm.v1.WeightsRequest.$Properties instead.
+         */
+        interface IWeightsRequest extends layerswarm.v1.WeightsRequest.$Properties {
+        }
+
+        /** Represents a WeightsRequest. */
+        class WeightsRequest {
+
+            /**
+             * Constructs a new WeightsRequest.
+             * @param [properties] Properties to set
+             */
+            constructor(properties?: layerswarm.v1.WeightsRequest.$Properties);
+
+            /** Unknown fields preserved while decoding when enabled */
+            $unknowns?: Uint8Array[];
+
+            /** WeightsRequest contentId. */
+            contentId: string;
+
+            /** WeightsRequest kind. */
+            kind: number;
+
+            /** WeightsRequest chunk. */
+            chunk: number;
+
+            /**
+             * Creates a new WeightsRequest instance using the specified properties.
+             * @param [properties] Properties to set
+             * @returns WeightsRequest instance
+             */
+            static create(properties: layerswarm.v1.WeightsRequest.$Shape): layerswarm.v1.WeightsRequest & layerswarm.v1.WeightsRequest.$Shape;
+            static create(properties?: layerswarm.v1.WeightsRequest.$Properties): layerswarm.v1.WeightsRequest;
+
+            /**
+             * Encodes the specified WeightsRequest message. Does not implicitly {@link layerswarm.v1.WeightsRequest.verify|verify} messages.
+             * @param message WeightsRequest message or plain object to encode
+             * @param [writer] Writer to encode to
+             * @returns Writer
+             */
+            static encode(message: layerswarm.v1.WeightsRequest.$Properties, writer?: $protobuf.Writer): $protobuf.Writer;
+
+            /**
+             * Decodes a WeightsRequest message from the specified reader or buffer.
+             * @param reader Reader or buffer to decode from
+             * @param [length] Message length if known beforehand
+             * @returns {layerswarm.v1.WeightsRequest & layerswarm.v1.WeightsRequest.$Shape} WeightsRequest
+             * @throws {Error} If the payload is not a reader or valid buffer
+             * @throws {$protobuf.util.ProtocolError} If required fields are missing
+             */
+            static decode(reader: ($protobuf.Reader|Uint8Array), length?: number): layerswarm.v1.WeightsRequest & layerswarm.v1.WeightsRequest.$Shape;
+        }
+
+        namespace WeightsRequest {
+
+            /** Properties of a WeightsRequest. */
+            interface $Properties {
+
+                /** WeightsRequest contentId */
+                contentId?: (string|null);
+
+                /** WeightsRequest kind */
+                kind?: (number|null);
+
+                /** WeightsRequest chunk */
+                chunk?: (number|null);
+
+                /** Unknown fields preserved while decoding when enabled */
+                $unknowns?: Uint8Array[];
+            }
+
+            /** Shape of a WeightsRequest. */
+            type $Shape = layerswarm.v1.WeightsRequest.$Properties;
+        }
+
+        /**
+         * Properties of a WeightsPiece.
+         * @deprecated Use layerswarm.v1.WeightsPiece.$Properties instead.
+         */
+        interface IWeightsPiece extends layerswarm.v1.WeightsPiece.$Properties {
+        }
+
+        /** Represents a WeightsPiece. */
+        class WeightsPiece {
+
+            /**
+             * Constructs a new WeightsPiece.
+             * @param [properties] Properties to set
+             */
+            constructor(properties?: layerswarm.v1.WeightsPiece.$Properties);
+
+            /** Unknown fields preserved while decoding when enabled */
+            $unknowns?: Uint8Array[];
+
+            /** WeightsPiece name. */
+            name: string;
+
+            /** WeightsPiece offset. */
+            offset: (number|Long);
+
+            /** WeightsPiece sizeBytes. */
+            sizeBytes: (number|Long);
+
+            /** WeightsPiece chunkHashes. */
+            chunkHashes: Uint8Array;
+
+            /**
+             * Creates a new WeightsPiece instance using the specified properties.
+             * @param [properties] Properties to set
+             * @returns WeightsPiece instance
+             */
+            static create(properties: layerswarm.v1.WeightsPiece.$Shape): layerswarm.v1.WeightsPiece & layerswarm.v1.WeightsPiece.$Shape;
+            static create(properties?: layerswarm.v1.WeightsPiece.$Properties): layerswarm.v1.WeightsPiece;
+
+            /**
+             * Encodes the specified WeightsPiece message. Does not implicitly {@link layerswarm.v1.WeightsPiece.verify|verify} messages.
+             * @param message WeightsPiece message or plain object to encode
+             * @param [writer] Writer to encode to
+             * @returns Writer
+             */
+            static encode(message: layerswarm.v1.WeightsPiece.$Properties, writer?: $protobuf.Writer): $protobuf.Writer;
+
+            /**
+             * Decodes a WeightsPiece message from the specified reader or buffer.
+             * @param reader Reader or buffer to decode from
+             * @param [length] Message length if known beforehand
+             * @returns {layerswarm.v1.WeightsPiece & layerswarm.v1.WeightsPiece.$Shape} WeightsPiece
+             * @throws {Error} If the payload is not a reader or valid buffer
+             * @throws {$protobuf.util.ProtocolError} If required fields are missing
+             */
+            static decode(reader: ($protobuf.Reader|Uint8Array), length?: number): layerswarm.v1.WeightsPiece & layerswarm.v1.WeightsPiece.$Shape;
+        }
+
+        namespace WeightsPiece {
+
+            /** Properties of a WeightsPiece. */
+            interface $Properties {
+
+                /** WeightsPiece name */
+                name?: (string|null);
+
+                /** WeightsPiece offset */
+                offset?: (number|Long|null);
+
+                /** WeightsPiece sizeBytes */
+                sizeBytes?: (number|Long|null);
+
+                /** WeightsPiece chunkHashes */
+                chunkHashes?: (Uint8Array|null);
+
+                /** Unknown fields preserved while decoding when enabled */
+                $unknowns?: Uint8Array[];
+            }
+
+            /** Shape of a WeightsPiece. */
+            type $Shape = layerswarm.v1.WeightsPiece.$Properties;
+        }
+
+        /**
+         * Properties of a WeightsManifest.
+         * @deprecated Use layerswarm.v1.WeightsManifest.$Properties instead.
+         */
+        interface IWeightsManifest extends layerswarm.v1.WeightsManifest.$Properties {
+        }
+
+        /** Represents a WeightsManifest. */
+        class WeightsManifest {
+
+            /**
+             * Constructs a new WeightsManifest.
+             * @param [properties] Properties to set
+             */
+            constructor(properties?: layerswarm.v1.WeightsManifest.$Properties);
+
+            /** Unknown fields preserved while decoding when enabled */
+            $unknowns?: Uint8Array[];
+
+            /** WeightsManifest fileBytes. */
+            fileBytes: (number|Long);
+
+            /** WeightsManifest chunkBytes. */
+            chunkBytes: number;
+
+            /** WeightsManifest legacyModelId. */
+            legacyModelId: string;
+
+            /** WeightsManifest pieces. */
+            pieces: layerswarm.v1.WeightsPiece.$Properties[];
+
+            /**
+             * Creates a new WeightsManifest instance using the specified properties.
+             * @param [properties] Properties to set
+             * @returns WeightsManifest instance
+             */
+            static create(properties: layerswarm.v1.WeightsManifest.$Shape): layerswarm.v1.WeightsManifest & layerswarm.v1.WeightsManifest.$Shape;
+            static create(properties?: layerswarm.v1.WeightsManifest.$Properties): layerswarm.v1.WeightsManifest;
+
+            /**
+             * Encodes the specified WeightsManifest message. Does not implicitly {@link layerswarm.v1.WeightsManifest.verify|verify} messages.
+             * @param message WeightsManifest message or plain object to encode
+             * @param [writer] Writer to encode to
+             * @returns Writer
+             */
+            static encode(message: layerswarm.v1.WeightsManifest.$Properties, writer?: $protobuf.Writer): $protobuf.Writer;
+
+            /**
+             * Decodes a WeightsManifest message from the specified reader or buffer.
+             * @param reader Reader or buffer to decode from
+             * @param [length] Message length if known beforehand
+             * @returns {layerswarm.v1.WeightsManifest & layerswarm.v1.WeightsManifest.$Shape} WeightsManifest
+             * @throws {Error} If the payload is not a reader or valid buffer
+             * @throws {$protobuf.util.ProtocolError} If required fields are missing
+             */
+            static decode(reader: ($protobuf.Reader|Uint8Array), length?: number): layerswarm.v1.WeightsManifest & layerswarm.v1.WeightsManifest.$Shape;
+        }
+
+        namespace WeightsManifest {
+
+            /** Properties of a WeightsManifest. */
+            interface $Properties {
+
+                /** WeightsManifest fileBytes */
+                fileBytes?: (number|Long|null);
+
+                /** WeightsManifest chunkBytes */
+                chunkBytes?: (number|null);
+
+                /** WeightsManifest legacyModelId */
+                legacyModelId?: (string|null);
+
+                /** WeightsManifest pieces */
+                pieces?: (layerswarm.v1.WeightsPiece.$Properties[]|null);
+
+                /** Unknown fields preserved while decoding when enabled */
+                $unknowns?: Uint8Array[];
+            }
+
+            /** Shape of a WeightsManifest. */
+            type $Shape = layerswarm.v1.WeightsManifest.$Properties;
+        }
+
+        /**
+         * Properties of a WeightsResponse.
+         * @deprecated Use layerswarm.v1.WeightsResponse.$Properties instead.
+         */
+        interface IWeightsResponse extends layerswarm.v1.WeightsResponse.$Properties {
+        }
+
+        /** Represents a WeightsResponse. */
+        class WeightsResponse {
+
+            /**
+             * Constructs a new WeightsResponse.
+             * @param [properties] Properties to set
+             */
+            constructor(properties?: layerswarm.v1.WeightsResponse.$Properties);
+
+            /** Unknown fields preserved while decoding when enabled */
+            $unknowns?: Uint8Array[];
+
+            /** WeightsResponse manifest. */
+            manifest?: (layerswarm.v1.WeightsManifest.$Properties|null);
+
+            /** WeightsResponse have. */
+            have: Uint8Array;
+
+            /** WeightsResponse chunk. */
+            chunk: Uint8Array;
+
+            /** WeightsResponse errorCode. */
+            errorCode: string;
+
+            /** WeightsResponse errorMessage. */
+            errorMessage: string;
+
+            /**
+             * Creates a new WeightsResponse instance using the specified properties.
+             * @param [properties] Properties to set
+             * @returns WeightsResponse instance
+             */
+            static create(properties: layerswarm.v1.WeightsResponse.$Shape): layerswarm.v1.WeightsResponse & layerswarm.v1.WeightsResponse.$Shape;
+            static create(properties?: layerswarm.v1.WeightsResponse.$Properties): layerswarm.v1.WeightsResponse;
+
+            /**
+             * Encodes the specified WeightsResponse message. Does not implicitly {@link layerswarm.v1.WeightsResponse.verify|verify} messages.
+             * @param message WeightsResponse message or plain object to encode
+             * @param [writer] Writer to encode to
+             * @returns Writer
+             */
+            static encode(message: layerswarm.v1.WeightsResponse.$Properties, writer?: $protobuf.Writer): $protobuf.Writer;
+
+            /**
+             * Decodes a WeightsResponse message from the specified reader or buffer.
+             * @param reader Reader or buffer to decode from
+             * @param [length] Message length if known beforehand
+             * @returns {layerswarm.v1.WeightsResponse & layerswarm.v1.WeightsResponse.$Shape} WeightsResponse
+             * @throws {Error} If the payload is not a reader or valid buffer
+             * @throws {$protobuf.util.ProtocolError} If required fields are missing
+             */
+            static decode(reader: ($protobuf.Reader|Uint8Array), length?: number): layerswarm.v1.WeightsResponse & layerswarm.v1.WeightsResponse.$Shape;
+        }
+
+        namespace WeightsResponse {
+
+            /** Properties of a WeightsResponse. */
+            interface $Properties {
+
+                /** WeightsResponse manifest */
+                manifest?: (layerswarm.v1.WeightsManifest.$Properties|null);
+
+                /** WeightsResponse have */
+                have?: (Uint8Array|null);
+
+                /** WeightsResponse chunk */
+                chunk?: (Uint8Array|null);
+
+                /** WeightsResponse errorCode */
+                errorCode?: (string|null);
+
+                /** WeightsResponse errorMessage */
+                errorMessage?: (string|null);
+
+                /** Unknown fields preserved while decoding when enabled */
+                $unknowns?: Uint8Array[];
+            }
+
+            /** Shape of a WeightsResponse. */
+            type $Shape = layerswarm.v1.WeightsResponse.$Properties;
         }
     }
 }

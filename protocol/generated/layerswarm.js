@@ -238,6 +238,7 @@ export const layerswarm = $root.layerswarm = (() => {
             InfoResponse.prototype.backend = "";
             InfoResponse.prototype.device = "";
             InfoResponse.prototype.deviceMemoryBytes = $util.Long ? $util.Long.fromBits(0,0,true) : 0;
+            InfoResponse.prototype.modelName = "";
 
             InfoResponse.create = function(properties) {
                 return new InfoResponse(properties);
@@ -288,6 +289,8 @@ export const layerswarm = $root.layerswarm = (() => {
                     writer.uint32(338).string(message.device);
                 if (message.deviceMemoryBytes != null && $Object.hasOwnProperty.call(message, "deviceMemoryBytes") && (typeof message.deviceMemoryBytes === "object" ? message.deviceMemoryBytes.low || message.deviceMemoryBytes.high : message.deviceMemoryBytes !== 0))
                     writer.uint32(344).uint64(message.deviceMemoryBytes);
+                if (message.modelName != null && $Object.hasOwnProperty.call(message, "modelName") && message.modelName !== "")
+                    writer.uint32(1762).string(message.modelName);
                 if (message.$unknowns != null && $Object.hasOwnProperty.call(message, "$unknowns"))
                     for (let i = 0; i < message.$unknowns.length; ++i)
                         writer.raw(message.$unknowns[i]);
@@ -495,6 +498,15 @@ export const layerswarm = $root.layerswarm = (() => {
                                 message.deviceMemoryBytes = value;
                             else
                                 delete message.deviceMemoryBytes;
+                            continue;
+                        }
+                    case 220: {
+                            if (wireType !== 2)
+                                break;
+                            if ((value = reader.stringVerify()).length)
+                                message.modelName = value;
+                            else
+                                delete message.modelName;
                             continue;
                         }
                     }
@@ -2655,6 +2667,13 @@ export const layerswarm = $root.layerswarm = (() => {
             values[valuesById[36] = "LEAVING"] = 36;
             values[valuesById[40] = "UNSUPPORTED_DTYPE"] = 40;
             values[valuesById[41] = "WRONG_DTYPE"] = 41;
+            values[valuesById[260] = "KV_GRANT_MISSING"] = 260;
+            values[valuesById[261] = "KV_GRANT_EXPIRED"] = 261;
+            values[valuesById[262] = "KV_GRANT_REPLAYED"] = 262;
+            values[valuesById[263] = "KV_GRANT_FOREIGN"] = 263;
+            values[valuesById[264] = "KV_GRANT_WRONG_SPAN"] = 264;
+            values[valuesById[265] = "KV_GRANT_FORGED"] = 265;
+            values[valuesById[266] = "KV_SOURCE_LIMITED"] = 266;
             return values;
         })();
 
@@ -3178,6 +3197,7 @@ export const layerswarm = $root.layerswarm = (() => {
             Announcement.prototype.backend = "";
             Announcement.prototype.device = "";
             Announcement.prototype.deviceMemoryBytes = $util.Long ? $util.Long.fromBits(0,0,true) : 0;
+            Announcement.prototype.modelName = "";
 
             Announcement.create = function(properties) {
                 return new Announcement(properties);
@@ -3227,6 +3247,8 @@ export const layerswarm = $root.layerswarm = (() => {
                     writer.uint32(330).string(message.device);
                 if (message.deviceMemoryBytes != null && $Object.hasOwnProperty.call(message, "deviceMemoryBytes") && (typeof message.deviceMemoryBytes === "object" ? message.deviceMemoryBytes.low || message.deviceMemoryBytes.high : message.deviceMemoryBytes !== 0))
                     writer.uint32(336).uint64(message.deviceMemoryBytes);
+                if (message.modelName != null && $Object.hasOwnProperty.call(message, "modelName") && message.modelName !== "")
+                    writer.uint32(1762).string(message.modelName);
                 if (message.$unknowns != null && $Object.hasOwnProperty.call(message, "$unknowns"))
                     for (let i = 0; i < message.$unknowns.length; ++i)
                         writer.raw(message.$unknowns[i]);
@@ -3424,6 +3446,15 @@ export const layerswarm = $root.layerswarm = (() => {
                                 message.deviceMemoryBytes = value;
                             else
                                 delete message.deviceMemoryBytes;
+                            continue;
+                        }
+                    case 220: {
+                            if (wireType !== 2)
+                                break;
+                            if ((value = reader.stringVerify()).length)
+                                message.modelName = value;
+                            else
+                                delete message.modelName;
                             continue;
                         }
                     }
@@ -3727,6 +3758,1364 @@ export const layerswarm = $root.layerswarm = (() => {
             };
 
             return AnnouncementsResponse;
+        })();
+
+        v1.KvGrant = (function() {
+
+            const KvGrant = function (properties) {
+                if (properties)
+                    for (let keys = $Object.keys(properties), i = 0; i < keys.length; ++i)
+                        if (properties[keys[i]] != null && keys[i] !== "__proto__")
+                            this[keys[i]] = properties[keys[i]];
+            };
+
+            KvGrant.prototype.grantId = $util.newBuffer([]);
+            KvGrant.prototype.clientPeerId = "";
+            KvGrant.prototype.sourcePeerId = "";
+            KvGrant.prototype.destinationPeerId = "";
+            KvGrant.prototype.modelId = "";
+            KvGrant.prototype.sourceSessionId = "";
+            KvGrant.prototype.destinationSessionId = "";
+            KvGrant.prototype.start = 0;
+            KvGrant.prototype.end = 0;
+            KvGrant.prototype.fromPosition = 0;
+            KvGrant.prototype.toPosition = 0;
+            KvGrant.prototype.prefixHash = $util.newBuffer([]);
+            KvGrant.prototype.expiresAtMs = $util.Long ? $util.Long.fromBits(0,0,true) : 0;
+            KvGrant.prototype.wrappedKeyHash = $util.newBuffer([]);
+            KvGrant.prototype.signature = $util.newBuffer([]);
+
+            KvGrant.create = function(properties) {
+                return new KvGrant(properties);
+            };
+
+            KvGrant.encode = function (message, writer, _depth) {
+                if (!writer)
+                    writer = $Writer.create();
+                if (_depth === $undefined)
+                    _depth = 0;
+                if (_depth > $util.recursionLimit)
+                    throw $Error("max depth exceeded");
+                if (message.grantId != null && $Object.hasOwnProperty.call(message, "grantId") && message.grantId.length)
+                    writer.uint32(10).bytes(message.grantId);
+                if (message.clientPeerId != null && $Object.hasOwnProperty.call(message, "clientPeerId") && message.clientPeerId !== "")
+                    writer.uint32(18).string(message.clientPeerId);
+                if (message.sourcePeerId != null && $Object.hasOwnProperty.call(message, "sourcePeerId") && message.sourcePeerId !== "")
+                    writer.uint32(26).string(message.sourcePeerId);
+                if (message.destinationPeerId != null && $Object.hasOwnProperty.call(message, "destinationPeerId") && message.destinationPeerId !== "")
+                    writer.uint32(34).string(message.destinationPeerId);
+                if (message.modelId != null && $Object.hasOwnProperty.call(message, "modelId") && message.modelId !== "")
+                    writer.uint32(42).string(message.modelId);
+                if (message.sourceSessionId != null && $Object.hasOwnProperty.call(message, "sourceSessionId") && message.sourceSessionId !== "")
+                    writer.uint32(50).string(message.sourceSessionId);
+                if (message.destinationSessionId != null && $Object.hasOwnProperty.call(message, "destinationSessionId") && message.destinationSessionId !== "")
+                    writer.uint32(58).string(message.destinationSessionId);
+                if (message.start != null && $Object.hasOwnProperty.call(message, "start") && message.start !== 0)
+                    writer.uint32(64).uint32(message.start);
+                if (message.end != null && $Object.hasOwnProperty.call(message, "end") && message.end !== 0)
+                    writer.uint32(72).uint32(message.end);
+                if (message.fromPosition != null && $Object.hasOwnProperty.call(message, "fromPosition") && message.fromPosition !== 0)
+                    writer.uint32(80).uint32(message.fromPosition);
+                if (message.toPosition != null && $Object.hasOwnProperty.call(message, "toPosition") && message.toPosition !== 0)
+                    writer.uint32(88).uint32(message.toPosition);
+                if (message.prefixHash != null && $Object.hasOwnProperty.call(message, "prefixHash") && message.prefixHash.length)
+                    writer.uint32(98).bytes(message.prefixHash);
+                if (message.expiresAtMs != null && $Object.hasOwnProperty.call(message, "expiresAtMs") && (typeof message.expiresAtMs === "object" ? message.expiresAtMs.low || message.expiresAtMs.high : message.expiresAtMs !== 0))
+                    writer.uint32(104).uint64(message.expiresAtMs);
+                if (message.wrappedKeyHash != null && $Object.hasOwnProperty.call(message, "wrappedKeyHash") && message.wrappedKeyHash.length)
+                    writer.uint32(114).bytes(message.wrappedKeyHash);
+                if (message.signature != null && $Object.hasOwnProperty.call(message, "signature") && message.signature.length)
+                    writer.uint32(122).bytes(message.signature);
+                if (message.$unknowns != null && $Object.hasOwnProperty.call(message, "$unknowns"))
+                    for (let i = 0; i < message.$unknowns.length; ++i)
+                        writer.raw(message.$unknowns[i]);
+                return writer;
+            };
+
+            KvGrant.decode = function (reader, length, _end, _depth, _target) {
+                if (!(reader instanceof $Reader))
+                    reader = $Reader.create(reader);
+                if (_depth === $undefined)
+                    _depth = 0;
+                if (_depth > $Reader.recursionLimit)
+                    throw $Error("max depth exceeded");
+                let end, message, value;
+                if (length === $undefined)
+                    end = reader.len;
+                else {
+                    end = reader.pos + length;
+                    if (end > reader.len)
+                        throw $RangeError("index out of range");
+                    length = reader.len;
+                    reader.len = end;
+                }
+                message = _target || new $root.layerswarm.v1.KvGrant();
+                while (reader.pos < end) {
+                    let start = reader.pos;
+                    let tag = reader.tag();
+                    if (tag === _end) {
+                        _end = $undefined;
+                        break;
+                    }
+                    let wireType = tag & 7;
+                    switch (tag >>>= 3) {
+                    case 1: {
+                            if (wireType !== 2)
+                                break;
+                            if ((value = reader.bytes()).length)
+                                message.grantId = value;
+                            else
+                                delete message.grantId;
+                            continue;
+                        }
+                    case 2: {
+                            if (wireType !== 2)
+                                break;
+                            if ((value = reader.stringVerify()).length)
+                                message.clientPeerId = value;
+                            else
+                                delete message.clientPeerId;
+                            continue;
+                        }
+                    case 3: {
+                            if (wireType !== 2)
+                                break;
+                            if ((value = reader.stringVerify()).length)
+                                message.sourcePeerId = value;
+                            else
+                                delete message.sourcePeerId;
+                            continue;
+                        }
+                    case 4: {
+                            if (wireType !== 2)
+                                break;
+                            if ((value = reader.stringVerify()).length)
+                                message.destinationPeerId = value;
+                            else
+                                delete message.destinationPeerId;
+                            continue;
+                        }
+                    case 5: {
+                            if (wireType !== 2)
+                                break;
+                            if ((value = reader.stringVerify()).length)
+                                message.modelId = value;
+                            else
+                                delete message.modelId;
+                            continue;
+                        }
+                    case 6: {
+                            if (wireType !== 2)
+                                break;
+                            if ((value = reader.stringVerify()).length)
+                                message.sourceSessionId = value;
+                            else
+                                delete message.sourceSessionId;
+                            continue;
+                        }
+                    case 7: {
+                            if (wireType !== 2)
+                                break;
+                            if ((value = reader.stringVerify()).length)
+                                message.destinationSessionId = value;
+                            else
+                                delete message.destinationSessionId;
+                            continue;
+                        }
+                    case 8: {
+                            if (wireType !== 0)
+                                break;
+                            if (value = reader.uint32())
+                                message.start = value;
+                            else
+                                delete message.start;
+                            continue;
+                        }
+                    case 9: {
+                            if (wireType !== 0)
+                                break;
+                            if (value = reader.uint32())
+                                message.end = value;
+                            else
+                                delete message.end;
+                            continue;
+                        }
+                    case 10: {
+                            if (wireType !== 0)
+                                break;
+                            if (value = reader.uint32())
+                                message.fromPosition = value;
+                            else
+                                delete message.fromPosition;
+                            continue;
+                        }
+                    case 11: {
+                            if (wireType !== 0)
+                                break;
+                            if (value = reader.uint32())
+                                message.toPosition = value;
+                            else
+                                delete message.toPosition;
+                            continue;
+                        }
+                    case 12: {
+                            if (wireType !== 2)
+                                break;
+                            if ((value = reader.bytes()).length)
+                                message.prefixHash = value;
+                            else
+                                delete message.prefixHash;
+                            continue;
+                        }
+                    case 13: {
+                            if (wireType !== 0)
+                                break;
+                            if (typeof (value = reader.uint64()) === "object" ? value.low || value.high : value !== 0)
+                                message.expiresAtMs = value;
+                            else
+                                delete message.expiresAtMs;
+                            continue;
+                        }
+                    case 14: {
+                            if (wireType !== 2)
+                                break;
+                            if ((value = reader.bytes()).length)
+                                message.wrappedKeyHash = value;
+                            else
+                                delete message.wrappedKeyHash;
+                            continue;
+                        }
+                    case 15: {
+                            if (wireType !== 2)
+                                break;
+                            if ((value = reader.bytes()).length)
+                                message.signature = value;
+                            else
+                                delete message.signature;
+                            continue;
+                        }
+                    }
+                    reader.skipType(wireType, _depth, tag);
+                    if (!reader.discardUnknown) {
+                        $util.makeProp(message, "$unknowns", false);
+                        (message.$unknowns || (message.$unknowns = [])).push(reader.raw(start, reader.pos));
+                    }
+                }
+                if (length !== $undefined) {
+                    if (reader.pos !== end)
+                        throw $RangeError("index out of range");
+                    reader.len = length;
+                }
+                if (_end !== $undefined)
+                    throw $Error("missing end group");
+                return message;
+            };
+
+            return KvGrant;
+        })();
+
+        v1.KvPush = (function() {
+
+            const KvPush = function (properties) {
+                this.chunkEnds = [];
+                this.chunkPrefixHashes = [];
+                if (properties)
+                    for (let keys = $Object.keys(properties), i = 0; i < keys.length; ++i)
+                        if (properties[keys[i]] != null && keys[i] !== "__proto__")
+                            this[keys[i]] = properties[keys[i]];
+            };
+
+            KvPush.prototype.grant = null;
+            KvPush.prototype.wrappedKey = $util.newBuffer([]);
+            KvPush.prototype.firstSequence = 0;
+            KvPush.prototype.chunkEnds = $util.emptyArray;
+            KvPush.prototype.chunkPrefixHashes = $util.emptyArray;
+
+            KvPush.create = function(properties) {
+                return new KvPush(properties);
+            };
+
+            KvPush.encode = function (message, writer, _depth) {
+                if (!writer)
+                    writer = $Writer.create();
+                if (_depth === $undefined)
+                    _depth = 0;
+                if (_depth > $util.recursionLimit)
+                    throw $Error("max depth exceeded");
+                if (message.grant != null && $Object.hasOwnProperty.call(message, "grant"))
+                    $root.layerswarm.v1.KvGrant.encode(message.grant, writer.uint32(10).fork(), _depth + 1).ldelim();
+                if (message.wrappedKey != null && $Object.hasOwnProperty.call(message, "wrappedKey") && message.wrappedKey.length)
+                    writer.uint32(18).bytes(message.wrappedKey);
+                if (message.firstSequence != null && $Object.hasOwnProperty.call(message, "firstSequence") && message.firstSequence !== 0)
+                    writer.uint32(24).uint32(message.firstSequence);
+                if (message.chunkEnds != null && message.chunkEnds.length)
+                    writer.uint32(34).uint32s(message.chunkEnds);
+                if (message.chunkPrefixHashes != null && message.chunkPrefixHashes.length)
+                    for (let i = 0; i < message.chunkPrefixHashes.length; ++i)
+                        writer.uint32(42).bytes(message.chunkPrefixHashes[i]);
+                if (message.$unknowns != null && $Object.hasOwnProperty.call(message, "$unknowns"))
+                    for (let i = 0; i < message.$unknowns.length; ++i)
+                        writer.raw(message.$unknowns[i]);
+                return writer;
+            };
+
+            KvPush.decode = function (reader, length, _end, _depth, _target) {
+                if (!(reader instanceof $Reader))
+                    reader = $Reader.create(reader);
+                if (_depth === $undefined)
+                    _depth = 0;
+                if (_depth > $Reader.recursionLimit)
+                    throw $Error("max depth exceeded");
+                let end, message, value;
+                if (length === $undefined)
+                    end = reader.len;
+                else {
+                    end = reader.pos + length;
+                    if (end > reader.len)
+                        throw $RangeError("index out of range");
+                    length = reader.len;
+                    reader.len = end;
+                }
+                message = _target || new $root.layerswarm.v1.KvPush();
+                while (reader.pos < end) {
+                    let start = reader.pos;
+                    let tag = reader.tag();
+                    if (tag === _end) {
+                        _end = $undefined;
+                        break;
+                    }
+                    let wireType = tag & 7;
+                    switch (tag >>>= 3) {
+                    case 1: {
+                            if (wireType !== 2)
+                                break;
+                            message.grant = $root.layerswarm.v1.KvGrant.decode(reader, reader.size(), $undefined, _depth + 1, message.grant);
+                            continue;
+                        }
+                    case 2: {
+                            if (wireType !== 2)
+                                break;
+                            if ((value = reader.bytes()).length)
+                                message.wrappedKey = value;
+                            else
+                                delete message.wrappedKey;
+                            continue;
+                        }
+                    case 3: {
+                            if (wireType !== 0)
+                                break;
+                            if (value = reader.uint32())
+                                message.firstSequence = value;
+                            else
+                                delete message.firstSequence;
+                            continue;
+                        }
+                    case 4: {
+                            if (wireType === 2) {
+                                if (!(message.chunkEnds && message.chunkEnds.length))
+                                    message.chunkEnds = [];
+                                reader.uint32s(message.chunkEnds);
+                                continue;
+                            }
+                            if (wireType !== 0)
+                                break;
+                            if (!(message.chunkEnds && message.chunkEnds.length))
+                                message.chunkEnds = [];
+                            message.chunkEnds.push(reader.uint32());
+                            continue;
+                        }
+                    case 5: {
+                            if (wireType !== 2)
+                                break;
+                            if (!(message.chunkPrefixHashes && message.chunkPrefixHashes.length))
+                                message.chunkPrefixHashes = [];
+                            message.chunkPrefixHashes.push(reader.bytes());
+                            continue;
+                        }
+                    }
+                    reader.skipType(wireType, _depth, tag);
+                    if (!reader.discardUnknown) {
+                        $util.makeProp(message, "$unknowns", false);
+                        (message.$unknowns || (message.$unknowns = [])).push(reader.raw(start, reader.pos));
+                    }
+                }
+                if (length !== $undefined) {
+                    if (reader.pos !== end)
+                        throw $RangeError("index out of range");
+                    reader.len = length;
+                }
+                if (_end !== $undefined)
+                    throw $Error("missing end group");
+                return message;
+            };
+
+            return KvPush;
+        })();
+
+        v1.KvTransfer = (function() {
+
+            const KvTransfer = function (properties) {
+                this.snapshots = [];
+                if (properties)
+                    for (let keys = $Object.keys(properties), i = 0; i < keys.length; ++i)
+                        if (properties[keys[i]] != null && keys[i] !== "__proto__")
+                            this[keys[i]] = properties[keys[i]];
+            };
+
+            KvTransfer.prototype.grant = null;
+            KvTransfer.prototype.wrappedKey = $util.newBuffer([]);
+            KvTransfer.prototype.snapshots = $util.emptyArray;
+            KvTransfer.prototype.prefixHash = $util.newBuffer([]);
+
+            KvTransfer.create = function(properties) {
+                return new KvTransfer(properties);
+            };
+
+            KvTransfer.encode = function (message, writer, _depth) {
+                if (!writer)
+                    writer = $Writer.create();
+                if (_depth === $undefined)
+                    _depth = 0;
+                if (_depth > $util.recursionLimit)
+                    throw $Error("max depth exceeded");
+                if (message.grant != null && $Object.hasOwnProperty.call(message, "grant"))
+                    $root.layerswarm.v1.KvGrant.encode(message.grant, writer.uint32(10).fork(), _depth + 1).ldelim();
+                if (message.wrappedKey != null && $Object.hasOwnProperty.call(message, "wrappedKey") && message.wrappedKey.length)
+                    writer.uint32(18).bytes(message.wrappedKey);
+                if (message.snapshots != null && message.snapshots.length)
+                    for (let i = 0; i < message.snapshots.length; ++i)
+                        writer.uint32(26).bytes(message.snapshots[i]);
+                if (message.prefixHash != null && $Object.hasOwnProperty.call(message, "prefixHash") && message.prefixHash.length)
+                    writer.uint32(34).bytes(message.prefixHash);
+                if (message.$unknowns != null && $Object.hasOwnProperty.call(message, "$unknowns"))
+                    for (let i = 0; i < message.$unknowns.length; ++i)
+                        writer.raw(message.$unknowns[i]);
+                return writer;
+            };
+
+            KvTransfer.decode = function (reader, length, _end, _depth, _target) {
+                if (!(reader instanceof $Reader))
+                    reader = $Reader.create(reader);
+                if (_depth === $undefined)
+                    _depth = 0;
+                if (_depth > $Reader.recursionLimit)
+                    throw $Error("max depth exceeded");
+                let end, message, value;
+                if (length === $undefined)
+                    end = reader.len;
+                else {
+                    end = reader.pos + length;
+                    if (end > reader.len)
+                        throw $RangeError("index out of range");
+                    length = reader.len;
+                    reader.len = end;
+                }
+                message = _target || new $root.layerswarm.v1.KvTransfer();
+                while (reader.pos < end) {
+                    let start = reader.pos;
+                    let tag = reader.tag();
+                    if (tag === _end) {
+                        _end = $undefined;
+                        break;
+                    }
+                    let wireType = tag & 7;
+                    switch (tag >>>= 3) {
+                    case 1: {
+                            if (wireType !== 2)
+                                break;
+                            message.grant = $root.layerswarm.v1.KvGrant.decode(reader, reader.size(), $undefined, _depth + 1, message.grant);
+                            continue;
+                        }
+                    case 2: {
+                            if (wireType !== 2)
+                                break;
+                            if ((value = reader.bytes()).length)
+                                message.wrappedKey = value;
+                            else
+                                delete message.wrappedKey;
+                            continue;
+                        }
+                    case 3: {
+                            if (wireType !== 2)
+                                break;
+                            if (!(message.snapshots && message.snapshots.length))
+                                message.snapshots = [];
+                            message.snapshots.push(reader.bytes());
+                            continue;
+                        }
+                    case 4: {
+                            if (wireType !== 2)
+                                break;
+                            if ((value = reader.bytes()).length)
+                                message.prefixHash = value;
+                            else
+                                delete message.prefixHash;
+                            continue;
+                        }
+                    }
+                    reader.skipType(wireType, _depth, tag);
+                    if (!reader.discardUnknown) {
+                        $util.makeProp(message, "$unknowns", false);
+                        (message.$unknowns || (message.$unknowns = [])).push(reader.raw(start, reader.pos));
+                    }
+                }
+                if (length !== $undefined) {
+                    if (reader.pos !== end)
+                        throw $RangeError("index out of range");
+                    reader.len = length;
+                }
+                if (_end !== $undefined)
+                    throw $Error("missing end group");
+                return message;
+            };
+
+            return KvTransfer;
+        })();
+
+        v1.KvReceipt = (function() {
+
+            const KvReceipt = function (properties) {
+                if (properties)
+                    for (let keys = $Object.keys(properties), i = 0; i < keys.length; ++i)
+                        if (properties[keys[i]] != null && keys[i] !== "__proto__")
+                            this[keys[i]] = properties[keys[i]];
+            };
+
+            KvReceipt.prototype.grantId = $util.newBuffer([]);
+            KvReceipt.prototype.destinationPeerId = "";
+            KvReceipt.prototype.destinationSessionId = "";
+            KvReceipt.prototype.length = 0;
+            KvReceipt.prototype.sequence = 0;
+            KvReceipt.prototype.bytes = $util.Long ? $util.Long.fromBits(0,0,true) : 0;
+            KvReceipt.prototype.signature = $util.newBuffer([]);
+
+            KvReceipt.create = function(properties) {
+                return new KvReceipt(properties);
+            };
+
+            KvReceipt.encode = function (message, writer, _depth) {
+                if (!writer)
+                    writer = $Writer.create();
+                if (_depth === $undefined)
+                    _depth = 0;
+                if (_depth > $util.recursionLimit)
+                    throw $Error("max depth exceeded");
+                if (message.grantId != null && $Object.hasOwnProperty.call(message, "grantId") && message.grantId.length)
+                    writer.uint32(10).bytes(message.grantId);
+                if (message.destinationPeerId != null && $Object.hasOwnProperty.call(message, "destinationPeerId") && message.destinationPeerId !== "")
+                    writer.uint32(18).string(message.destinationPeerId);
+                if (message.destinationSessionId != null && $Object.hasOwnProperty.call(message, "destinationSessionId") && message.destinationSessionId !== "")
+                    writer.uint32(26).string(message.destinationSessionId);
+                if (message.length != null && $Object.hasOwnProperty.call(message, "length") && message.length !== 0)
+                    writer.uint32(32).uint32(message.length);
+                if (message.sequence != null && $Object.hasOwnProperty.call(message, "sequence") && message.sequence !== 0)
+                    writer.uint32(40).uint32(message.sequence);
+                if (message.bytes != null && $Object.hasOwnProperty.call(message, "bytes") && (typeof message.bytes === "object" ? message.bytes.low || message.bytes.high : message.bytes !== 0))
+                    writer.uint32(48).uint64(message.bytes);
+                if (message.signature != null && $Object.hasOwnProperty.call(message, "signature") && message.signature.length)
+                    writer.uint32(58).bytes(message.signature);
+                if (message.$unknowns != null && $Object.hasOwnProperty.call(message, "$unknowns"))
+                    for (let i = 0; i < message.$unknowns.length; ++i)
+                        writer.raw(message.$unknowns[i]);
+                return writer;
+            };
+
+            KvReceipt.decode = function (reader, length, _end, _depth, _target) {
+                if (!(reader instanceof $Reader))
+                    reader = $Reader.create(reader);
+                if (_depth === $undefined)
+                    _depth = 0;
+                if (_depth > $Reader.recursionLimit)
+                    throw $Error("max depth exceeded");
+                let end, message, value;
+                if (length === $undefined)
+                    end = reader.len;
+                else {
+                    end = reader.pos + length;
+                    if (end > reader.len)
+                        throw $RangeError("index out of range");
+                    length = reader.len;
+                    reader.len = end;
+                }
+                message = _target || new $root.layerswarm.v1.KvReceipt();
+                while (reader.pos < end) {
+                    let start = reader.pos;
+                    let tag = reader.tag();
+                    if (tag === _end) {
+                        _end = $undefined;
+                        break;
+                    }
+                    let wireType = tag & 7;
+                    switch (tag >>>= 3) {
+                    case 1: {
+                            if (wireType !== 2)
+                                break;
+                            if ((value = reader.bytes()).length)
+                                message.grantId = value;
+                            else
+                                delete message.grantId;
+                            continue;
+                        }
+                    case 2: {
+                            if (wireType !== 2)
+                                break;
+                            if ((value = reader.stringVerify()).length)
+                                message.destinationPeerId = value;
+                            else
+                                delete message.destinationPeerId;
+                            continue;
+                        }
+                    case 3: {
+                            if (wireType !== 2)
+                                break;
+                            if ((value = reader.stringVerify()).length)
+                                message.destinationSessionId = value;
+                            else
+                                delete message.destinationSessionId;
+                            continue;
+                        }
+                    case 4: {
+                            if (wireType !== 0)
+                                break;
+                            if (value = reader.uint32())
+                                message.length = value;
+                            else
+                                delete message.length;
+                            continue;
+                        }
+                    case 5: {
+                            if (wireType !== 0)
+                                break;
+                            if (value = reader.uint32())
+                                message.sequence = value;
+                            else
+                                delete message.sequence;
+                            continue;
+                        }
+                    case 6: {
+                            if (wireType !== 0)
+                                break;
+                            if (typeof (value = reader.uint64()) === "object" ? value.low || value.high : value !== 0)
+                                message.bytes = value;
+                            else
+                                delete message.bytes;
+                            continue;
+                        }
+                    case 7: {
+                            if (wireType !== 2)
+                                break;
+                            if ((value = reader.bytes()).length)
+                                message.signature = value;
+                            else
+                                delete message.signature;
+                            continue;
+                        }
+                    }
+                    reader.skipType(wireType, _depth, tag);
+                    if (!reader.discardUnknown) {
+                        $util.makeProp(message, "$unknowns", false);
+                        (message.$unknowns || (message.$unknowns = [])).push(reader.raw(start, reader.pos));
+                    }
+                }
+                if (length !== $undefined) {
+                    if (reader.pos !== end)
+                        throw $RangeError("index out of range");
+                    reader.len = length;
+                }
+                if (_end !== $undefined)
+                    throw $Error("missing end group");
+                return message;
+            };
+
+            return KvReceipt;
+        })();
+
+        v1.KvMoveRequest = (function() {
+
+            const KvMoveRequest = function (properties) {
+                if (properties)
+                    for (let keys = $Object.keys(properties), i = 0; i < keys.length; ++i)
+                        if (properties[keys[i]] != null && keys[i] !== "__proto__")
+                            this[keys[i]] = properties[keys[i]];
+            };
+
+            KvMoveRequest.prototype.push = null;
+            KvMoveRequest.prototype.transfer = null;
+
+            let $oneOfFields;
+
+            $Object.defineProperty(KvMoveRequest.prototype, "body", {
+                get: $util.oneOfGetter($oneOfFields = ["push", "transfer"]),
+                set: $util.oneOfSetter($oneOfFields)
+            });
+
+            KvMoveRequest.create = function(properties) {
+                return new KvMoveRequest(properties);
+            };
+
+            KvMoveRequest.encode = function (message, writer, _depth) {
+                if (!writer)
+                    writer = $Writer.create();
+                if (_depth === $undefined)
+                    _depth = 0;
+                if (_depth > $util.recursionLimit)
+                    throw $Error("max depth exceeded");
+                if (message.push != null && $Object.hasOwnProperty.call(message, "push"))
+                    $root.layerswarm.v1.KvPush.encode(message.push, writer.uint32(10).fork(), _depth + 1).ldelim();
+                if (message.transfer != null && $Object.hasOwnProperty.call(message, "transfer"))
+                    $root.layerswarm.v1.KvTransfer.encode(message.transfer, writer.uint32(18).fork(), _depth + 1).ldelim();
+                if (message.$unknowns != null && $Object.hasOwnProperty.call(message, "$unknowns"))
+                    for (let i = 0; i < message.$unknowns.length; ++i)
+                        writer.raw(message.$unknowns[i]);
+                return writer;
+            };
+
+            KvMoveRequest.decode = function (reader, length, _end, _depth, _target) {
+                if (!(reader instanceof $Reader))
+                    reader = $Reader.create(reader);
+                if (_depth === $undefined)
+                    _depth = 0;
+                if (_depth > $Reader.recursionLimit)
+                    throw $Error("max depth exceeded");
+                let end, message;
+                if (length === $undefined)
+                    end = reader.len;
+                else {
+                    end = reader.pos + length;
+                    if (end > reader.len)
+                        throw $RangeError("index out of range");
+                    length = reader.len;
+                    reader.len = end;
+                }
+                message = _target || new $root.layerswarm.v1.KvMoveRequest();
+                while (reader.pos < end) {
+                    let start = reader.pos;
+                    let tag = reader.tag();
+                    if (tag === _end) {
+                        _end = $undefined;
+                        break;
+                    }
+                    let wireType = tag & 7;
+                    switch (tag >>>= 3) {
+                    case 1: {
+                            if (wireType !== 2)
+                                break;
+                            message.push = $root.layerswarm.v1.KvPush.decode(reader, reader.size(), $undefined, _depth + 1, message.push);
+                            message.body = "push";
+                            continue;
+                        }
+                    case 2: {
+                            if (wireType !== 2)
+                                break;
+                            message.transfer = $root.layerswarm.v1.KvTransfer.decode(reader, reader.size(), $undefined, _depth + 1, message.transfer);
+                            message.body = "transfer";
+                            continue;
+                        }
+                    }
+                    reader.skipType(wireType, _depth, tag);
+                    if (!reader.discardUnknown) {
+                        $util.makeProp(message, "$unknowns", false);
+                        (message.$unknowns || (message.$unknowns = [])).push(reader.raw(start, reader.pos));
+                    }
+                }
+                if (length !== $undefined) {
+                    if (reader.pos !== end)
+                        throw $RangeError("index out of range");
+                    reader.len = length;
+                }
+                if (_end !== $undefined)
+                    throw $Error("missing end group");
+                return message;
+            };
+
+            return KvMoveRequest;
+        })();
+
+        v1.KvMoveResponse = (function() {
+
+            const KvMoveResponse = function (properties) {
+                if (properties)
+                    for (let keys = $Object.keys(properties), i = 0; i < keys.length; ++i)
+                        if (properties[keys[i]] != null && keys[i] !== "__proto__")
+                            this[keys[i]] = properties[keys[i]];
+            };
+
+            KvMoveResponse.prototype.receipt = null;
+            KvMoveResponse.prototype.error = null;
+
+            let $oneOfFields;
+
+            $Object.defineProperty(KvMoveResponse.prototype, "body", {
+                get: $util.oneOfGetter($oneOfFields = ["receipt", "error"]),
+                set: $util.oneOfSetter($oneOfFields)
+            });
+
+            KvMoveResponse.create = function(properties) {
+                return new KvMoveResponse(properties);
+            };
+
+            KvMoveResponse.encode = function (message, writer, _depth) {
+                if (!writer)
+                    writer = $Writer.create();
+                if (_depth === $undefined)
+                    _depth = 0;
+                if (_depth > $util.recursionLimit)
+                    throw $Error("max depth exceeded");
+                if (message.receipt != null && $Object.hasOwnProperty.call(message, "receipt"))
+                    $root.layerswarm.v1.KvReceipt.encode(message.receipt, writer.uint32(10).fork(), _depth + 1).ldelim();
+                if (message.error != null && $Object.hasOwnProperty.call(message, "error"))
+                    $root.layerswarm.v1.ErrorReply.encode(message.error, writer.uint32(18).fork(), _depth + 1).ldelim();
+                if (message.$unknowns != null && $Object.hasOwnProperty.call(message, "$unknowns"))
+                    for (let i = 0; i < message.$unknowns.length; ++i)
+                        writer.raw(message.$unknowns[i]);
+                return writer;
+            };
+
+            KvMoveResponse.decode = function (reader, length, _end, _depth, _target) {
+                if (!(reader instanceof $Reader))
+                    reader = $Reader.create(reader);
+                if (_depth === $undefined)
+                    _depth = 0;
+                if (_depth > $Reader.recursionLimit)
+                    throw $Error("max depth exceeded");
+                let end, message;
+                if (length === $undefined)
+                    end = reader.len;
+                else {
+                    end = reader.pos + length;
+                    if (end > reader.len)
+                        throw $RangeError("index out of range");
+                    length = reader.len;
+                    reader.len = end;
+                }
+                message = _target || new $root.layerswarm.v1.KvMoveResponse();
+                while (reader.pos < end) {
+                    let start = reader.pos;
+                    let tag = reader.tag();
+                    if (tag === _end) {
+                        _end = $undefined;
+                        break;
+                    }
+                    let wireType = tag & 7;
+                    switch (tag >>>= 3) {
+                    case 1: {
+                            if (wireType !== 2)
+                                break;
+                            message.receipt = $root.layerswarm.v1.KvReceipt.decode(reader, reader.size(), $undefined, _depth + 1, message.receipt);
+                            message.body = "receipt";
+                            continue;
+                        }
+                    case 2: {
+                            if (wireType !== 2)
+                                break;
+                            message.error = $root.layerswarm.v1.ErrorReply.decode(reader, reader.size(), $undefined, _depth + 1, message.error);
+                            message.body = "error";
+                            continue;
+                        }
+                    }
+                    reader.skipType(wireType, _depth, tag);
+                    if (!reader.discardUnknown) {
+                        $util.makeProp(message, "$unknowns", false);
+                        (message.$unknowns || (message.$unknowns = [])).push(reader.raw(start, reader.pos));
+                    }
+                }
+                if (length !== $undefined) {
+                    if (reader.pos !== end)
+                        throw $RangeError("index out of range");
+                    reader.len = length;
+                }
+                if (_end !== $undefined)
+                    throw $Error("missing end group");
+                return message;
+            };
+
+            return KvMoveResponse;
+        })();
+
+        v1.WeightsRequest = (function() {
+
+            const WeightsRequest = function (properties) {
+                if (properties)
+                    for (let keys = $Object.keys(properties), i = 0; i < keys.length; ++i)
+                        if (properties[keys[i]] != null && keys[i] !== "__proto__")
+                            this[keys[i]] = properties[keys[i]];
+            };
+
+            WeightsRequest.prototype.contentId = "";
+            WeightsRequest.prototype.kind = 0;
+            WeightsRequest.prototype.chunk = 0;
+
+            WeightsRequest.create = function(properties) {
+                return new WeightsRequest(properties);
+            };
+
+            WeightsRequest.encode = function (message, writer, _depth) {
+                if (!writer)
+                    writer = $Writer.create();
+                if (_depth === $undefined)
+                    _depth = 0;
+                if (_depth > $util.recursionLimit)
+                    throw $Error("max depth exceeded");
+                if (message.contentId != null && $Object.hasOwnProperty.call(message, "contentId") && message.contentId !== "")
+                    writer.uint32(10).string(message.contentId);
+                if (message.kind != null && $Object.hasOwnProperty.call(message, "kind") && message.kind !== 0)
+                    writer.uint32(16).uint32(message.kind);
+                if (message.chunk != null && $Object.hasOwnProperty.call(message, "chunk") && message.chunk !== 0)
+                    writer.uint32(24).uint32(message.chunk);
+                if (message.$unknowns != null && $Object.hasOwnProperty.call(message, "$unknowns"))
+                    for (let i = 0; i < message.$unknowns.length; ++i)
+                        writer.raw(message.$unknowns[i]);
+                return writer;
+            };
+
+            WeightsRequest.decode = function (reader, length, _end, _depth, _target) {
+                if (!(reader instanceof $Reader))
+                    reader = $Reader.create(reader);
+                if (_depth === $undefined)
+                    _depth = 0;
+                if (_depth > $Reader.recursionLimit)
+                    throw $Error("max depth exceeded");
+                let end, message, value;
+                if (length === $undefined)
+                    end = reader.len;
+                else {
+                    end = reader.pos + length;
+                    if (end > reader.len)
+                        throw $RangeError("index out of range");
+                    length = reader.len;
+                    reader.len = end;
+                }
+                message = _target || new $root.layerswarm.v1.WeightsRequest();
+                while (reader.pos < end) {
+                    let start = reader.pos;
+                    let tag = reader.tag();
+                    if (tag === _end) {
+                        _end = $undefined;
+                        break;
+                    }
+                    let wireType = tag & 7;
+                    switch (tag >>>= 3) {
+                    case 1: {
+                            if (wireType !== 2)
+                                break;
+                            if ((value = reader.stringVerify()).length)
+                                message.contentId = value;
+                            else
+                                delete message.contentId;
+                            continue;
+                        }
+                    case 2: {
+                            if (wireType !== 0)
+                                break;
+                            if (value = reader.uint32())
+                                message.kind = value;
+                            else
+                                delete message.kind;
+                            continue;
+                        }
+                    case 3: {
+                            if (wireType !== 0)
+                                break;
+                            if (value = reader.uint32())
+                                message.chunk = value;
+                            else
+                                delete message.chunk;
+                            continue;
+                        }
+                    }
+                    reader.skipType(wireType, _depth, tag);
+                    if (!reader.discardUnknown) {
+                        $util.makeProp(message, "$unknowns", false);
+                        (message.$unknowns || (message.$unknowns = [])).push(reader.raw(start, reader.pos));
+                    }
+                }
+                if (length !== $undefined) {
+                    if (reader.pos !== end)
+                        throw $RangeError("index out of range");
+                    reader.len = length;
+                }
+                if (_end !== $undefined)
+                    throw $Error("missing end group");
+                return message;
+            };
+
+            return WeightsRequest;
+        })();
+
+        v1.WeightsPiece = (function() {
+
+            const WeightsPiece = function (properties) {
+                if (properties)
+                    for (let keys = $Object.keys(properties), i = 0; i < keys.length; ++i)
+                        if (properties[keys[i]] != null && keys[i] !== "__proto__")
+                            this[keys[i]] = properties[keys[i]];
+            };
+
+            WeightsPiece.prototype.name = "";
+            WeightsPiece.prototype.offset = $util.Long ? $util.Long.fromBits(0,0,true) : 0;
+            WeightsPiece.prototype.sizeBytes = $util.Long ? $util.Long.fromBits(0,0,true) : 0;
+            WeightsPiece.prototype.chunkHashes = $util.newBuffer([]);
+
+            WeightsPiece.create = function(properties) {
+                return new WeightsPiece(properties);
+            };
+
+            WeightsPiece.encode = function (message, writer, _depth) {
+                if (!writer)
+                    writer = $Writer.create();
+                if (_depth === $undefined)
+                    _depth = 0;
+                if (_depth > $util.recursionLimit)
+                    throw $Error("max depth exceeded");
+                if (message.name != null && $Object.hasOwnProperty.call(message, "name") && message.name !== "")
+                    writer.uint32(10).string(message.name);
+                if (message.offset != null && $Object.hasOwnProperty.call(message, "offset") && (typeof message.offset === "object" ? message.offset.low || message.offset.high : message.offset !== 0))
+                    writer.uint32(16).uint64(message.offset);
+                if (message.sizeBytes != null && $Object.hasOwnProperty.call(message, "sizeBytes") && (typeof message.sizeBytes === "object" ? message.sizeBytes.low || message.sizeBytes.high : message.sizeBytes !== 0))
+                    writer.uint32(24).uint64(message.sizeBytes);
+                if (message.chunkHashes != null && $Object.hasOwnProperty.call(message, "chunkHashes") && message.chunkHashes.length)
+                    writer.uint32(34).bytes(message.chunkHashes);
+                if (message.$unknowns != null && $Object.hasOwnProperty.call(message, "$unknowns"))
+                    for (let i = 0; i < message.$unknowns.length; ++i)
+                        writer.raw(message.$unknowns[i]);
+                return writer;
+            };
+
+            WeightsPiece.decode = function (reader, length, _end, _depth, _target) {
+                if (!(reader instanceof $Reader))
+                    reader = $Reader.create(reader);
+                if (_depth === $undefined)
+                    _depth = 0;
+                if (_depth > $Reader.recursionLimit)
+                    throw $Error("max depth exceeded");
+                let end, message, value;
+                if (length === $undefined)
+                    end = reader.len;
+                else {
+                    end = reader.pos + length;
+                    if (end > reader.len)
+                        throw $RangeError("index out of range");
+                    length = reader.len;
+                    reader.len = end;
+                }
+                message = _target || new $root.layerswarm.v1.WeightsPiece();
+                while (reader.pos < end) {
+                    let start = reader.pos;
+                    let tag = reader.tag();
+                    if (tag === _end) {
+                        _end = $undefined;
+                        break;
+                    }
+                    let wireType = tag & 7;
+                    switch (tag >>>= 3) {
+                    case 1: {
+                            if (wireType !== 2)
+                                break;
+                            if ((value = reader.stringVerify()).length)
+                                message.name = value;
+                            else
+                                delete message.name;
+                            continue;
+                        }
+                    case 2: {
+                            if (wireType !== 0)
+                                break;
+                            if (typeof (value = reader.uint64()) === "object" ? value.low || value.high : value !== 0)
+                                message.offset = value;
+                            else
+                                delete message.offset;
+                            continue;
+                        }
+                    case 3: {
+                            if (wireType !== 0)
+                                break;
+                            if (typeof (value = reader.uint64()) === "object" ? value.low || value.high : value !== 0)
+                                message.sizeBytes = value;
+                            else
+                                delete message.sizeBytes;
+                            continue;
+                        }
+                    case 4: {
+                            if (wireType !== 2)
+                                break;
+                            if ((value = reader.bytes()).length)
+                                message.chunkHashes = value;
+                            else
+                                delete message.chunkHashes;
+                            continue;
+                        }
+                    }
+                    reader.skipType(wireType, _depth, tag);
+                    if (!reader.discardUnknown) {
+                        $util.makeProp(message, "$unknowns", false);
+                        (message.$unknowns || (message.$unknowns = [])).push(reader.raw(start, reader.pos));
+                    }
+                }
+                if (length !== $undefined) {
+                    if (reader.pos !== end)
+                        throw $RangeError("index out of range");
+                    reader.len = length;
+                }
+                if (_end !== $undefined)
+                    throw $Error("missing end group");
+                return message;
+            };
+
+            return WeightsPiece;
+        })();
+
+        v1.WeightsManifest = (function() {
+
+            const WeightsManifest = function (properties) {
+                this.pieces = [];
+                if (properties)
+                    for (let keys = $Object.keys(properties), i = 0; i < keys.length; ++i)
+                        if (properties[keys[i]] != null && keys[i] !== "__proto__")
+                            this[keys[i]] = properties[keys[i]];
+            };
+
+            WeightsManifest.prototype.fileBytes = $util.Long ? $util.Long.fromBits(0,0,true) : 0;
+            WeightsManifest.prototype.chunkBytes = 0;
+            WeightsManifest.prototype.legacyModelId = "";
+            WeightsManifest.prototype.pieces = $util.emptyArray;
+
+            WeightsManifest.create = function(properties) {
+                return new WeightsManifest(properties);
+            };
+
+            WeightsManifest.encode = function (message, writer, _depth) {
+                if (!writer)
+                    writer = $Writer.create();
+                if (_depth === $undefined)
+                    _depth = 0;
+                if (_depth > $util.recursionLimit)
+                    throw $Error("max depth exceeded");
+                if (message.fileBytes != null && $Object.hasOwnProperty.call(message, "fileBytes") && (typeof message.fileBytes === "object" ? message.fileBytes.low || message.fileBytes.high : message.fileBytes !== 0))
+                    writer.uint32(8).uint64(message.fileBytes);
+                if (message.chunkBytes != null && $Object.hasOwnProperty.call(message, "chunkBytes") && message.chunkBytes !== 0)
+                    writer.uint32(16).uint32(message.chunkBytes);
+                if (message.legacyModelId != null && $Object.hasOwnProperty.call(message, "legacyModelId") && message.legacyModelId !== "")
+                    writer.uint32(26).string(message.legacyModelId);
+                if (message.pieces != null && message.pieces.length)
+                    for (let i = 0; i < message.pieces.length; ++i)
+                        $root.layerswarm.v1.WeightsPiece.encode(message.pieces[i], writer.uint32(34).fork(), _depth + 1).ldelim();
+                if (message.$unknowns != null && $Object.hasOwnProperty.call(message, "$unknowns"))
+                    for (let i = 0; i < message.$unknowns.length; ++i)
+                        writer.raw(message.$unknowns[i]);
+                return writer;
+            };
+
+            WeightsManifest.decode = function (reader, length, _end, _depth, _target) {
+                if (!(reader instanceof $Reader))
+                    reader = $Reader.create(reader);
+                if (_depth === $undefined)
+                    _depth = 0;
+                if (_depth > $Reader.recursionLimit)
+                    throw $Error("max depth exceeded");
+                let end, message, value;
+                if (length === $undefined)
+                    end = reader.len;
+                else {
+                    end = reader.pos + length;
+                    if (end > reader.len)
+                        throw $RangeError("index out of range");
+                    length = reader.len;
+                    reader.len = end;
+                }
+                message = _target || new $root.layerswarm.v1.WeightsManifest();
+                while (reader.pos < end) {
+                    let start = reader.pos;
+                    let tag = reader.tag();
+                    if (tag === _end) {
+                        _end = $undefined;
+                        break;
+                    }
+                    let wireType = tag & 7;
+                    switch (tag >>>= 3) {
+                    case 1: {
+                            if (wireType !== 0)
+                                break;
+                            if (typeof (value = reader.uint64()) === "object" ? value.low || value.high : value !== 0)
+                                message.fileBytes = value;
+                            else
+                                delete message.fileBytes;
+                            continue;
+                        }
+                    case 2: {
+                            if (wireType !== 0)
+                                break;
+                            if (value = reader.uint32())
+                                message.chunkBytes = value;
+                            else
+                                delete message.chunkBytes;
+                            continue;
+                        }
+                    case 3: {
+                            if (wireType !== 2)
+                                break;
+                            if ((value = reader.stringVerify()).length)
+                                message.legacyModelId = value;
+                            else
+                                delete message.legacyModelId;
+                            continue;
+                        }
+                    case 4: {
+                            if (wireType !== 2)
+                                break;
+                            if (!(message.pieces && message.pieces.length))
+                                message.pieces = [];
+                            message.pieces.push($root.layerswarm.v1.WeightsPiece.decode(reader, reader.size(), $undefined, _depth + 1));
+                            continue;
+                        }
+                    }
+                    reader.skipType(wireType, _depth, tag);
+                    if (!reader.discardUnknown) {
+                        $util.makeProp(message, "$unknowns", false);
+                        (message.$unknowns || (message.$unknowns = [])).push(reader.raw(start, reader.pos));
+                    }
+                }
+                if (length !== $undefined) {
+                    if (reader.pos !== end)
+                        throw $RangeError("index out of range");
+                    reader.len = length;
+                }
+                if (_end !== $undefined)
+                    throw $Error("missing end group");
+                return message;
+            };
+
+            return WeightsManifest;
+        })();
+
+        v1.WeightsResponse = (function() {
+
+            const WeightsResponse = function (properties) {
+                if (properties)
+                    for (let keys = $Object.keys(properties), i = 0; i < keys.length; ++i)
+                        if (properties[keys[i]] != null && keys[i] !== "__proto__")
+                            this[keys[i]] = properties[keys[i]];
+            };
+
+            WeightsResponse.prototype.manifest = null;
+            WeightsResponse.prototype.have = $util.newBuffer([]);
+            WeightsResponse.prototype.chunk = $util.newBuffer([]);
+            WeightsResponse.prototype.errorCode = "";
+            WeightsResponse.prototype.errorMessage = "";
+
+            WeightsResponse.create = function(properties) {
+                return new WeightsResponse(properties);
+            };
+
+            WeightsResponse.encode = function (message, writer, _depth) {
+                if (!writer)
+                    writer = $Writer.create();
+                if (_depth === $undefined)
+                    _depth = 0;
+                if (_depth > $util.recursionLimit)
+                    throw $Error("max depth exceeded");
+                if (message.manifest != null && $Object.hasOwnProperty.call(message, "manifest"))
+                    $root.layerswarm.v1.WeightsManifest.encode(message.manifest, writer.uint32(10).fork(), _depth + 1).ldelim();
+                if (message.have != null && $Object.hasOwnProperty.call(message, "have") && message.have.length)
+                    writer.uint32(18).bytes(message.have);
+                if (message.chunk != null && $Object.hasOwnProperty.call(message, "chunk") && message.chunk.length)
+                    writer.uint32(26).bytes(message.chunk);
+                if (message.errorCode != null && $Object.hasOwnProperty.call(message, "errorCode") && message.errorCode !== "")
+                    writer.uint32(34).string(message.errorCode);
+                if (message.errorMessage != null && $Object.hasOwnProperty.call(message, "errorMessage") && message.errorMessage !== "")
+                    writer.uint32(42).string(message.errorMessage);
+                if (message.$unknowns != null && $Object.hasOwnProperty.call(message, "$unknowns"))
+                    for (let i = 0; i < message.$unknowns.length; ++i)
+                        writer.raw(message.$unknowns[i]);
+                return writer;
+            };
+
+            WeightsResponse.decode = function (reader, length, _end, _depth, _target) {
+                if (!(reader instanceof $Reader))
+                    reader = $Reader.create(reader);
+                if (_depth === $undefined)
+                    _depth = 0;
+                if (_depth > $Reader.recursionLimit)
+                    throw $Error("max depth exceeded");
+                let end, message, value;
+                if (length === $undefined)
+                    end = reader.len;
+                else {
+                    end = reader.pos + length;
+                    if (end > reader.len)
+                        throw $RangeError("index out of range");
+                    length = reader.len;
+                    reader.len = end;
+                }
+                message = _target || new $root.layerswarm.v1.WeightsResponse();
+                while (reader.pos < end) {
+                    let start = reader.pos;
+                    let tag = reader.tag();
+                    if (tag === _end) {
+                        _end = $undefined;
+                        break;
+                    }
+                    let wireType = tag & 7;
+                    switch (tag >>>= 3) {
+                    case 1: {
+                            if (wireType !== 2)
+                                break;
+                            message.manifest = $root.layerswarm.v1.WeightsManifest.decode(reader, reader.size(), $undefined, _depth + 1, message.manifest);
+                            continue;
+                        }
+                    case 2: {
+                            if (wireType !== 2)
+                                break;
+                            if ((value = reader.bytes()).length)
+                                message.have = value;
+                            else
+                                delete message.have;
+                            continue;
+                        }
+                    case 3: {
+                            if (wireType !== 2)
+                                break;
+                            if ((value = reader.bytes()).length)
+                                message.chunk = value;
+                            else
+                                delete message.chunk;
+                            continue;
+                        }
+                    case 4: {
+                            if (wireType !== 2)
+                                break;
+                            if ((value = reader.stringVerify()).length)
+                                message.errorCode = value;
+                            else
+                                delete message.errorCode;
+                            continue;
+                        }
+                    case 5: {
+                            if (wireType !== 2)
+                                break;
+                            if ((value = reader.stringVerify()).length)
+                                message.errorMessage = value;
+                            else
+                                delete message.errorMessage;
+                            continue;
+                        }
+                    }
+                    reader.skipType(wireType, _depth, tag);
+                    if (!reader.discardUnknown) {
+                        $util.makeProp(message, "$unknowns", false);
+                        (message.$unknowns || (message.$unknowns = [])).push(reader.raw(start, reader.pos));
+                    }
+                }
+                if (length !== $undefined) {
+                    if (reader.pos !== end)
+                        throw $RangeError("index out of range");
+                    reader.len = length;
+                }
+                if (_end !== $undefined)
+                    throw $Error("missing end group");
+                return message;
+            };
+
+            return WeightsResponse;
         })();
 
         return v1;

@@ -16,3 +16,6 @@ export {
   syntheticVocabulary,
   writeRandomModel
 } from './random-model.js'
+export * from './weights-manifest.js'
+export * from './weights-pieces.js'
+export * from './weights-store.js'

@@ -36,6 +36,8 @@ describe('OpenAI-compatible gateway on a 2-process swarm, driven by the openai c
   it('lists the model', async () => {
     const list = await client.models.list()
     expect(list.data.map((m) => m.id)).toEqual([MODEL])
+    // issue 33 item 5: with a name a person can read, from the GGUF metadata
+    expect((list.data[0] as unknown as { layerswarm: { name: string } }).layerswarm.name).toMatch(/^llama \d+K F32$/)
   })
 
   it("completes greedily with llama2.c's tokens, usage and the verification report", async () => {

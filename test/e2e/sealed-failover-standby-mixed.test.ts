@@ -28,6 +28,7 @@ describe('relayed failover: a standby where fed, client-kept snapshots elsewhere
   it(`SIGKILL the first hop at token 40 of 64: its standby takes over, the second span restores from snapshots every ${EVERY}`, async () => {
     const events: Array<Record<string, unknown>> = []
     const client = await createFaultClient(nodes, events, {
+      kvPath: 'client', // the second span restores from client-kept snapshots (issue #41: the node path keeps none)
       forwarding: 'relay',
       canaries: false,
       snapshotEvery: EVERY,

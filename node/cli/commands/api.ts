@@ -12,7 +12,7 @@ import {
   WIRE_CLI_CHOICES,
   type WireChoice
 } from '../../../client/index.js'
-import { openModelFile } from '../../../shards/index.js'
+import { openModelFile, readableModelName } from '../../../shards/index.js'
 import { parseHostPort, withConfig } from '../../config.js'
 import { Metrics, type MetricsServer, serveMetrics } from '../../daemon/index.js'
 import { createChatFormatter } from '../../gateway/chat-template.js'
@@ -30,7 +30,8 @@ import { defaultModelPath } from '../../paths.js'
 import { warn } from '../cli-exit.js'
 import { float, int, SPECULATE_HELP, speculateOption } from '../options.js'
 import { addCanaryBankOptions, canaryBankInit } from '../verification-options.js'
-import { checkReadableFile, listenError } from './checks.js'
+import { runModelsApi } from './api-models.js'
+import { checkReadableFile, listenError, resolveModelArgument } from './checks.js'
 
 export interface ApiOptions {
   readonly bootstrap: string
@@ -81,11 +82,12 @@ export async function runApi(
   checkListen(o.listen, o.apiKey)
   if (o.metrics) parseHostPort(o.metrics, '--metrics')
   const bootstrap = parseBootstrapList(o.bootstrap)
-  const modelPath = checkReadableFile(o.model ?? defaultModelPath(), '--model')
+  const modelPath = await resolveModelArgument(o.model ?? defaultModelPath(), '--model')
   if (o.tokenizer !== undefined) checkReadableFile(o.tokenizer, '--tokenizer')
   const file = openModelFile(modelPath, o.tokenizer !== undefined ? { tokenizerPath: o.tokenizer } : {})
   const template = file.metadata.get('tokenizer.chat_template')
   const contextLength = file.config.seqLen
+  const displayName = readableModelName(file)
   file.close()
   const client = await createClient(
     {
@@ -124,6 +126,7 @@ export async function runApi(
         listen: o.listen,
         apiKey: o.apiKey,
         modelName: o.modelName ?? basename(modelPath, extname(modelPath)),
+        displayName,
         chat,
         contextLength,
         log,
@@ -171,7 +174,10 @@ export function registerApi(program: Command): void {
         'Prints one JSON line {url, model, metrics} once listening.'
     )
     .option('--bootstrap <addrs>', 'comma-separated multiaddrs (with /p2p/<peer id>) of swarm peers (required)')
-    .option('--model <path>', 'model file the swarm serves (GGUF or llama2.c .bin); default: the bundled stories260K.gguf')
+    .option(
+      '--model <path...>',
+      "model the swarm serves (GGUF or llama2.c .bin, hf://org/repo/file.gguf, org/repo:QUANT); repeat it for several models, each named by its file, the request's 'model' picks one; default: the bundled stories260K.gguf"
+    )
     .option('--tokenizer <path>', 'tokenizer for llama2.c .bin models')
     .option('--model-name <name>', "the id clients pass as 'model' (default: the model file's name without extension)")
     .option('--listen <host:port>', 'HTTP address; anything but loopback needs --api-key', DEFAULT_GATEWAY_LISTEN)
@@ -258,11 +264,19 @@ export function registerApi(program: Command): void {
     // A libp2p stream torn down at a bad moment can reject where nobody listens; a gateway
     // serving many clients should log that, not exit.
     process.on('unhandledRejection', (err) => log.error({ err }, 'unhandled rejection'))
-    const api = await runApi(opts, log)
-    for (const f of api.bootstrapFailed) warn(f)
-    process.stdout.write(
-      `${JSON.stringify({ url: api.gateway.url, model: api.gateway.modelName, metrics: api.metrics?.url ?? null })}\n`
-    )
+    // issue 33 item 5: several --model, one address; the request's model picks the gateway
+    const models = [opts.model ?? []].flat()
+    const many = models.length > 1 ? await runModelsApi(opts, models, runApi, log) : undefined
+    const api = many ?? (await runApi({ ...opts, model: models[0] }, log))
+    for (const f of many ? many.apis.flatMap((a) => a.bootstrapFailed) : (api as RunningApi).bootstrapFailed) warn(f)
+    const line = many
+      ? { url: many.url, models: many.models }
+      : {
+          url: (api as RunningApi).gateway.url,
+          model: (api as RunningApi).gateway.modelName,
+          metrics: (api as RunningApi).metrics?.url ?? null
+        }
+    process.stdout.write(`${JSON.stringify(line)}\n`)
     const sig = await new Promise<string>((resolve) => {
       process.once('SIGINT', () => resolve('SIGINT'))
       process.once('SIGTERM', () => resolve('SIGTERM'))

@@ -5,6 +5,8 @@
 import { accessSync, constants, statSync } from 'node:fs'
 import { multiaddr } from '@multiformats/multiaddr'
 import { suggestMultiaddr } from '../../../client/index.js'
+import { downloadHubModel } from '../../hub-download.js'
+import { parseHubSource } from '../../hub-source.js'
 import {
   AddressInUseError,
   BadListenAddressError,
@@ -12,6 +14,7 @@ import {
   ListenFailedError,
   ModelNotFoundError
 } from '../errors.js'
+import { progressLine } from './model-source.js'
 
 /** The model (or tokenizer) file exists and is a readable file. */
 export function checkReadableFile(path: string, what = '--model'): string {
@@ -80,4 +83,45 @@ function collect(err: unknown): string {
     if (e instanceof AggregateError) for (const x of e.errors) if (x instanceof Error) out.push(`${x.name} ${x.message}`)
   }
   return out.join(' ')
+}
+
+/**
+ * A `--model` argument as a local path (issue 33 item 6): a file that exists is used as it is;
+ * `hf://org/repo/file.gguf` and `org/repo:QUANT` are downloaded from the Hub (HF_ENDPOINT,
+ * HF_TOKEN) into `$LAYERSWARM_HOME/models/hf/…`, resumed if a part is there, checked against the
+ * Hub's sha256, and reused on the next start. Throws the CLI's ModelNotFoundError or a Hub*Error.
+ */
+export async function resolveModelArgument(
+  arg: string,
+  what = '--model',
+  o: { log?: (event: Record<string, unknown>) => void; stream?: NodeJS.WriteStream; signal?: AbortSignal } = {}
+): Promise<string> {
+  const source = existsAsFile(arg) ? undefined : parseHubSource(arg)
+  if (source === undefined) return checkReadableFile(arg, what)
+  const bar = progressLine(`${source.repo}${source.file ? `/${source.file}` : `:${source.quant}`}`, o.stream ?? process.stderr)
+  try {
+    const d = await downloadHubModel(source, { onProgress: bar.draw, log: o.log, signal: o.signal })
+    o.log?.({
+      event: 'hub-model',
+      repo: d.repo,
+      file: d.file,
+      path: d.path,
+      bytes: d.bytes,
+      cached: d.cached,
+      fetchedBytes: d.fetchedBytes,
+      sha256: d.sha256
+    })
+    return d.path
+  } finally {
+    bar.done()
+  }
+}
+
+function existsAsFile(path: string): boolean {
+  try {
+    checkReadableFile(path)
+    return true
+  } catch {
+    return false
+  }
 }

@@ -8,7 +8,7 @@ import { defaultModelPath } from '../../paths.js'
 import { BadOptionError } from '../errors.js'
 import { float, int, SPECULATE_HELP, speculateOption } from '../options.js'
 import { addVerificationOptions, verificationOptions } from '../verification-options.js'
-import { checkReadableFile } from './checks.js'
+import { checkReadableFile, resolveModelArgument } from './checks.js'
 import { runLocalGenerate } from './generate.js'
 import { runRemoteGenerate, WIRE_CLI_CHOICES } from './generate-remote.js'
 import { readJsonSchema } from './json-schema-option.js'
@@ -52,6 +52,11 @@ export function registerGenerate(program: Command): void {
         .choices([...KV_DTYPES])
         .default(DEFAULT_KV_DTYPE)
     )
+    .option(
+      '--model-id <id>',
+      'with --bootstrap, instead of --model: fetch only what the client runs (tokenizer, embeddings, edge blocks, head; the middle blocks too for canaries without --canary-bank) from the swarm, checked against this content id (lsw1-…)'
+    )
+    .option('--models-dir <dir>', 'where --model-id keeps what it fetched (default: $LAYERSWARM_HOME/models)')
     .option('--bootstrap <addrs>', 'comma-separated multiaddrs of swarm peers: run the remote blocks on the swarm')
     .addOption(
       new Option('--edge-first <k>', 'with --bootstrap: blocks run locally before the swarm')
@@ -111,6 +116,14 @@ export function registerGenerate(program: Command): void {
       false
     )
     .addOption(
+      new Option(
+        '--kv-path <path>',
+        'with --standby: node feeds standbys node to node under grants the client signs; client forwards the sealed KV through this machine'
+      )
+        .choices(['node', 'client'])
+        .default('node')
+    )
+    .addOption(
       new Option('--speculate <mode>', `with --bootstrap: ${SPECULATE_HELP}`)
         .argParser((v: string) => speculateOption(v))
         .default(DEFAULT_SPECULATE)
@@ -124,7 +137,9 @@ export function registerGenerate(program: Command): void {
       if (opts.standby && !opts.snapshotEvery)
         throw new BadOptionError('--standby needs --snapshot-every <n> (the deltas it is fed with)')
       // every input checked before any work: one typed line instead of a trace from deep inside
-      const model = checkReadableFile(opts.model ?? defaultModelPath(), '--model')
+      if (opts.modelId !== undefined && (opts.model !== undefined || opts.bootstrap === undefined))
+        throw new BadOptionError('--model-id needs --bootstrap (the swarm it fetches from) and no --model')
+      const model = opts.modelId !== undefined ? '' : await resolveModelArgument(opts.model ?? defaultModelPath(), '--model')
       if (opts.tokenizer !== undefined) checkReadableFile(opts.tokenizer, '--tokenizer')
       if (String(opts.speculate).startsWith('draft:')) checkReadableFile(String(opts.speculate).slice(6), '--speculate draft:')
       const bootstrap = opts.bootstrap !== undefined ? parseBootstrapList(String(opts.bootstrap)) : undefined
@@ -160,6 +175,8 @@ export function registerGenerate(program: Command): void {
             {
               ...common,
               bootstrap,
+              modelId: opts.modelId,
+              modelsDir: opts.modelsDir,
               identity: opts.identity,
               listen: opts.listen,
               announce: opts.announce,
@@ -171,6 +188,7 @@ export function registerGenerate(program: Command): void {
               trustFile: opts.trustFile,
               snapshotEvery: opts.snapshotEvery,
               standby: opts.standby,
+              kvPath: opts.kvPath,
               speculate: opts.speculate,
               verbose: opts.verbose,
               kvDType: opts.kvDtype,

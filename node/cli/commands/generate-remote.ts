@@ -34,6 +34,9 @@ export interface RemoteGenerateOptions {
   model: string
   tokenizer?: string
   bootstrap: string[]
+  /** Issue 33: fetch the edge from the swarm by content id instead of opening `model`. */
+  modelId?: string
+  modelsDir?: string
   /** The client's key file (node/identity.ts); default: a fresh key per run. */
   identity?: string
   /** Client listen addresses (lets a node behind NAT dial back after a relayed start: DCUtR). */
@@ -60,6 +63,8 @@ export interface RemoteGenerateOptions {
   /** Sealed KV deltas every this many positions (0: off), and standby peers fed with them. */
   snapshotEvery?: number
   standby?: boolean
+  /** Issue #41: standbys fed node to node ('node') or through the client ('client'). */
+  kvPath?: 'node' | 'client'
   /** Speculative steps (client/speculation/speculation.ts). */
   speculate?: SpeculateMode
   json: boolean
@@ -132,7 +137,7 @@ export async function runRemoteGenerate(
     ...(identity ? { privateKey: identity.privateKey } : {}),
     ...(o.listen?.length ? { listen: o.listen } : {}),
     ...(o.announce?.length ? { announce: o.announce } : {}),
-    model: o.model,
+    ...(o.modelId !== undefined ? { modelId: o.modelId, modelsDir: o.modelsDir } : { model: o.model }),
     tokenizer: o.tokenizer,
     edgeFirst: o.edgeFirst,
     edgeLast: o.edgeLast,
@@ -151,13 +156,18 @@ export async function runRemoteGenerate(
     onCanaryBuild: canaryProgress(),
     snapshotEvery: o.snapshotEvery,
     standby: o.standby,
+    kvPath: o.kvPath,
     speculate: o.speculate,
     kvDType: o.kvDType,
     log: o.log
   })
   try {
     const { prompt, special, template } = o.chat
-      ? chatPrompt(templateMetadata(o), client.tokenizer, o.prompt)
+      ? chatPrompt(
+          templateMetadata(client.fetchedWeights ? { ...o, model: client.fetchedWeights.path } : o),
+          client.tokenizer,
+          o.prompt
+        )
       : { prompt: o.prompt, special: false, template: undefined }
     const promptTokens = client.tokenizer.encode(prompt, { special })
     checkContextLength(promptTokens.length, client.contextLength)
@@ -207,7 +217,8 @@ export async function runRemoteGenerate(
     return {
       ...r.value,
       reachability,
-      model: o.model,
+      model: client.fetchedWeights?.path ?? o.model,
+      ...(client.fetchedWeights ? { weights: client.fetchedWeights } : {}),
       seed: o.seed,
       completion: r.value.text,
       text: promptText + r.value.text,

@@ -15,13 +15,13 @@ import { fileURLToPath } from 'node:url'
 import { type Command, Option } from 'commander'
 import { type PeerRecord, parseBootstrapList, SwarmView } from '../../../client/index.js'
 import { createHost } from '../../../protocol/index.js'
-import { computeModelId, openModelFile } from '../../../shards/index.js'
 import { chooseSpan, DEFAULT_BALANCE_QUALITY, type ServedSpan, shouldMove } from '../../daemon/index.js'
 import { claimNodeIdentity } from '../../identity-lock.js'
 import { defaultModelPath } from '../../paths.js'
 import { BadOptionError, JoinedNodeExitedError } from '../errors.js'
 import { float, int } from '../options.js'
-import { checkReadableFile } from './checks.js'
+import { checkReadableFile, resolveModelArgument } from './checks.js'
+import { modelInfoById, modelInfoOfFile } from './node-weights.js'
 import { refusedByEveryBootstrap } from './private-swarm.js'
 
 const CLI = fileURLToPath(new URL('../../cli.js', import.meta.url))
@@ -73,6 +73,11 @@ export function registerJoin(program: Command): void {
       "Join a swarm: pick the blocks the swarm needs most from its announcements, serve them, and move when Petals' rule says the swarm's bottleneck would rise by the margin. Other `node start` options (--listen, --relay, --use-relay, --announce, --kernels...) are passed to the node."
     )
     .option('--model <path>', 'model file (GGUF or llama2.c .bin); default: the bundled stories260K.gguf')
+    .option(
+      '--model-id <id>',
+      'instead of --model: the content id (lsw1-…) of a model the swarm serves; the node fetches its span'
+    )
+    .option('--models-dir <dir>', 'where --model-id keeps what it fetched (default: $LAYERSWARM_HOME/models)')
     .option('--bootstrap <list|file>', 'comma-separated multiaddrs, or a file with one per line')
     .addOption(new Option('--num-blocks <n>', 'blocks to serve (default: half the model)').argParser(int('--num-blocks', 1)))
     .option(
@@ -96,14 +101,15 @@ export function registerJoin(program: Command): void {
     .allowUnknownOption()
     .allowExcessArguments()
     .action(async (opts, cmd: Command) => {
-      const modelPath = checkReadableFile(opts.model ?? defaultModelPath(), '--model')
+      if (opts.modelId !== undefined && opts.model !== undefined)
+        throw new BadOptionError('--model and --model-id exclude each other')
+      const modelPath = opts.modelId !== undefined ? '' : await resolveModelArgument(opts.model ?? defaultModelPath(), '--model')
       const bootstrap = opts.bootstrap ? readBootstrap(String(opts.bootstrap)) : []
       const passThrough = cmd.args.filter((a) => a !== modelPath)
       if (passThrough.includes('--layers')) throw new BadOptionError('join picks the span itself; --layers is for node start')
-      const model = openModelFile(modelPath)
-      const modelId = computeModelId(model)
-      const nBlocks = model.config.nLayers
-      model.close()
+      // issue 33: by content id, the header is fetched (checked) for the block count and announced id
+      const { modelId, nBlocks } =
+        opts.modelId !== undefined ? await modelInfoById(opts.modelId, bootstrap, opts.modelsDir) : modelInfoOfFile(modelPath)
       const numBlocks = Math.min(nBlocks, opts.numBlocks ?? Math.ceil(nBlocks / 2))
       const ephemeral = passThrough.includes('--ephemeral-identity')
       // join holds the key's lock for every node start child it runs (each move restarts one on
@@ -125,7 +131,11 @@ export function registerJoin(program: Command): void {
           .filter((p) => p.peerId !== self)
           .map((p) => ({ start: p.start, end: p.end, throughput: p.throughput }))
       const serve = async (layers: [number, number], swarm: ServedSpan[]): Promise<Child> => {
-        const args = ['--model', modelPath, '--layers', `${layers[0]}:${layers[1]}`, ...identityArgs, ...passThrough]
+        const modelArgs =
+          opts.modelId !== undefined
+            ? ['--model-id', opts.modelId, ...(opts.modelsDir ? ['--models-dir', opts.modelsDir] : [])]
+            : ['--model', modelPath]
+        const args = [...modelArgs, '--layers', `${layers[0]}:${layers[1]}`, ...identityArgs, ...passThrough]
         if (bootstrap.length) args.push('--bootstrap', bootstrap.join(','))
         const c = await startChild(args)
         emit({ event: 'serving', peerId: c.peerId, layers: c.layers, modelId, swarm })

@@ -4,15 +4,7 @@ import { createTamper, TAMPER_MODES, tamperingShard } from '../../../canary/inde
 import { bootstrapDialError, parseBootstrapList } from '../../../client/index.js'
 import { WIRE_DTYPES } from '../../../protocol/index.js'
 import { BACKENDS } from '../../../shards/ggml/index.js'
-import {
-  computeModelId,
-  DEFAULT_KV_DTYPE,
-  KV_DTYPES,
-  kernelChoiceOf,
-  kernelChoiceSummary,
-  openModelFile,
-  spanSlowReasons
-} from '../../../shards/index.js'
+import { DEFAULT_KV_DTYPE, KV_DTYPES, kernelChoiceOf, kernelChoiceSummary, spanSlowReasons } from '../../../shards/index.js'
 import { Metrics, SwarmNode, serveMetrics } from '../../daemon/index.js'
 import { claimNodeIdentity } from '../../identity-lock.js'
 import { addLogLevelOption, createLogger, eventLog } from '../../log.js'
@@ -29,11 +21,12 @@ import {
 import { defaultModelPath } from '../../paths.js'
 import { warn } from '../cli-exit.js'
 import { BadOptionError, NoRelayReservationError } from '../errors.js'
-import { float, int, parseSpan, wireDtypeList } from '../options.js'
+import { float, int, wireDtypeList } from '../options.js'
 import { addReachabilityOptions, hostReachability, RELAY_WAIT_MS, relayedAddress } from '../reachability-options.js'
-import { checkListenAddrs, checkReadableFile, listenError } from './checks.js'
+import { checkListenAddrs, listenError, resolveModelArgument } from './checks.js'
 import { closeSpan, loadSpanBackend } from './node-backend.js'
-import { measureThroughput, pickSpan } from './node-span.js'
+import { measureThroughput } from './node-span.js'
+import { addWeightsOptions, openNodeModel } from './node-weights.js'
 import { refusedByEveryBootstrap } from './private-swarm.js'
 
 export function registerNodeStart(program: Command): void {
@@ -159,6 +152,8 @@ export function registerNodeStart(program: Command): void {
         .default(0)
         .hideHelp()
     )
+  addWeightsOptions(cmd)
+  cmd
     .option('--help-dev', 'show the developer options too (a peer that returns wrong outputs, to measure the canary detector)')
     .option(
       '--metrics <host:port>',
@@ -196,7 +191,8 @@ export function registerNodeStart(program: Command): void {
       const listen = net.listen
       if (opts.identity !== undefined && opts.ephemeralIdentity)
         throw new BadOptionError('--identity and --ephemeral-identity exclude each other')
-      const modelPath = checkReadableFile(opts.model ?? defaultModelPath(), '--model')
+      // hf://… and org/repo:QUANT download first; the weights path then opens the local file
+      if (opts.modelId === undefined) opts.model = await resolveModelArgument(opts.model ?? defaultModelPath(), '--model')
       const bootstrap: string[] = opts.bootstrap ? parseBootstrapList(String(opts.bootstrap)) : []
       // pino: pretty on a terminal, JSON lines in a pipe (tests and log collectors read those)
       const log = eventLog(createLogger({ level: opts.logLevel, name: 'layerswarm-node' }), 'info')
@@ -205,12 +201,9 @@ export function registerNodeStart(program: Command): void {
       const identity = claimed?.identity
       if (identity) log({ event: 'identity', path: identity.path, peerId: identity.peerId, created: identity.created })
       const privateKey = identity?.privateKey ?? (await generateKeyPair('Ed25519'))
-      const model = openModelFile(modelPath)
-      const modelId = computeModelId(model)
-      const n = model.config.nLayers
-      const [start, end] = opts.layers
-        ? parseSpan(opts.layers, n)
-        : await pickSpan(n, opts.numBlocks ?? Math.ceil(n / 2), modelId, bootstrap)
+      // issue 33: from the file, or fetched from the swarm by --model-id (node-weights.ts)
+      const { model, modelId, contentId, span, fetched, serve } = await openNodeModel(opts, bootstrap, log)
+      const [start, end] = span
       const { shard, kernels, report, hardware } = loadSpanBackend(model, [start, end], opts, log)
       const throughput = measureThroughput(shard, model.config.dim)
       const tamper = opts.tamper
@@ -278,6 +271,7 @@ export function registerNodeStart(program: Command): void {
         throw refused
       }
       for (const f of bootFailed) warn(f)
+      const seeder = await serve(swarmNode.host)
       // Behind NAT the relayed address is the one that matters: print the serving line with it.
       if (opts.useRelay && !(await relayedAddress(() => swarmNode.addrs)))
         warn(
@@ -291,7 +285,7 @@ export function registerNodeStart(program: Command): void {
         process.once('SIGTERM', () => resolve('SIGTERM'))
       })
       process.stdout.write(
-        `${JSON.stringify({ peerId: swarmNode.peerId, ...(identity ? { identity: identity.path } : {}), addrs: swarmNode.addrs, layers: [start, end], modelId, kernels: report.kernels, weightBytes: report.weightBytes, kvBytes: report.kvBytes, kvDtype: shard.kvDType, kvMemory: report.kvMemory, backend: hardware.backend, ...(hardware.device ? { device: hardware.device } : {}), ...kernelChoiceField(kernels), ...(spanSlowReasons(report).length > 0 ? { slow: spanSlowReasons(report) } : {}) })}\n`
+        `${JSON.stringify({ peerId: swarmNode.peerId, ...(identity ? { identity: identity.path } : {}), addrs: swarmNode.addrs, layers: [start, end], modelId, contentId, ...(fetched ? { fetched } : {}), kernels: report.kernels, weightBytes: report.weightBytes, kvBytes: report.kvBytes, kvDtype: shard.kvDType, kvMemory: report.kvMemory, backend: hardware.backend, ...(hardware.device ? { device: hardware.device } : {}), ...kernelChoiceField(kernels), ...(spanSlowReasons(report).length > 0 ? { slow: spanSlowReasons(report) } : {}) })}\n`
       )
       log({ event: 'serving', peerId: swarmNode.peerId, throughput })
       const sig = await stopped
@@ -301,6 +295,7 @@ export function registerNodeStart(program: Command): void {
         await swarmNode.drain(opts.drain)
         log({ event: 'drained', sessions: swarmNode.sessions.active })
       }
+      await seeder?.stop()
       await swarmNode.stop()
       await metricsServer?.close()
       closeSpan(shard, kernels)

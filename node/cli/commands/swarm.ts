@@ -4,13 +4,15 @@ import { createHost, reachabilityOf } from '../../../protocol/index.js'
 import { computeModelId, openModelFile } from '../../../shards/index.js'
 import { warn } from '../cli-exit.js'
 import { int } from '../options.js'
-import { checkReadableFile } from './checks.js'
+import { resolveModelArgument } from './checks.js'
 
 /** `node start`'s default --announce-interval: gossip alone needs about this long to hear every peer. */
 const DEFAULT_ANNOUNCE_INTERVAL_MS = 5_000
 
 interface ModelCoverage {
   modelId: string
+  /** Readable, from the peers' GGUF metadata (issue 33 item 5); absent from older peers. */
+  name?: string
   nLayers: number
   covered: number[]
   gaps: number[]
@@ -21,7 +23,8 @@ function coverage(modelId: string, list: PeerRecord[]): ModelCoverage {
   const covered: number[] = []
   const gaps: number[] = []
   for (let b = 0; b < nLayers; b++) (list.some((p) => b >= p.start && b < p.end) ? covered : gaps).push(b)
-  return { modelId, nLayers, covered, gaps }
+  const name = list.find((p) => p.modelName)?.modelName
+  return { modelId, ...(name ? { name } : {}), nLayers, covered, gaps }
 }
 
 export function registerSwarm(program: Command): void {
@@ -43,7 +46,7 @@ export function registerSwarm(program: Command): void {
       const bootstrap = parseBootstrapList(String(opts.bootstrap))
       let modelId: string | undefined
       if (opts.model) {
-        const m = openModelFile(checkReadableFile(opts.model, '--model'))
+        const m = openModelFile(await resolveModelArgument(opts.model, '--model'))
         modelId = computeModelId(m)
         m.close()
       }
@@ -91,7 +94,7 @@ export function registerSwarm(program: Command): void {
         if (peers.length === 0) process.stdout.write('no peers answered\n')
         for (const m of models) {
           const list = byModel.get(m.modelId) ?? []
-          process.stdout.write(`model ${m.modelId} (${m.nLayers} blocks)\n`)
+          process.stdout.write(`model ${m.modelId} (${m.nLayers} blocks)${m.name ? `  ${m.name}` : ''}\n`)
           for (const p of list) {
             const bar = Array.from({ length: m.nLayers }, (_, b) => (b >= p.start && b < p.end ? '█' : '·')).join('')
             process.stdout.write(

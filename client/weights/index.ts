@@ -1,0 +1,7 @@
+// Issue 33: weights from the swarm: discovery, checked chunked fetches, liars.
+
+export type { FetchedWeights } from './client-fetch.js'
+export { defaultModelsDir, edgeWant, type FetchedModel, type FetchModelInit, fetchModel } from './fetch-model.js'
+export { type FetchOptions, type FetchReport, fetchPieces, openWeightsStore } from './fetcher.js'
+export { type LiarRecord, readLiars } from './liars.js'
+export { discoverWeightPeers } from './peers.js'
