@@ -22,6 +22,19 @@ export interface CompletedStep {
   readonly draftLength?: number
 }
 
+/** One relayed step as the client saw it, hop by hop (PipelineObserver.relayedStepChecked). */
+export interface RelayedStep {
+  readonly hops: readonly HopSession[]
+  readonly stepId: number
+  readonly startPosition: number
+  /** Per hop: the rows it was fed [rows, dim] (the previous hop's decoded output after the first). */
+  readonly inputs: readonly Float32Array[]
+  /** Per hop: the rows it answered [rows, dim]. */
+  readonly outputs: readonly Float32Array[]
+  /** Per hop: its signed receipt of the step. */
+  readonly receipts: readonly (Receipt | undefined)[]
+}
+
 /** A peer an observer convicted: the pipeline bans it, leaves the route and reports why. */
 export interface Exclusion {
   readonly peerId: string
@@ -42,6 +55,12 @@ export interface PipelineObserver {
   stepDone?(state: PipelineState, step: CompletedStep, options?: AbortOptions): Promise<readonly Exclusion[] | undefined>
   /** A chained step's receipts passed (off the critical path); a BadReceiptError poisons the route. */
   chainedStepChecked?(hops: readonly HopSession[], stepId: number, rows: number, receipts: readonly Receipt[]): Promise<void>
+  /**
+   * A relayed step's hops all answered and their receipts passed: what each hop was fed and what
+   * it answered, in route order (issue 31: a new client checks its first generation by replaying
+   * these on its own kernels, client/verification/own-step-replay.ts). Synchronous, before stepDone.
+   */
+  relayedStepChecked?(step: RelayedStep): void
   /** A hop answered LEAVING: the route is about to be left on purpose (its KV may still be exported). */
   leaving?(state: PipelineState, options?: AbortOptions): Promise<void>
   /**

@@ -1,5 +1,5 @@
 import type { AbortOptions } from '@libp2p/interface'
-import { RemoteError } from '../../protocol/index.js'
+import { type Receipt, RemoteError } from '../../protocol/index.js'
 import { BadHopKeyError, BadReceiptError } from '../errors.js'
 import type { ReceiptLedger } from '../verification/receipts.js'
 import { type HeadChannel, headRecord } from './head-channel.js'
@@ -98,6 +98,7 @@ export class StepTransport {
     const t0 = performance.now()
     let h = hidden
     const timings: StepHopTiming[] = []
+    const seen = { inputs: [] as Float32Array[], outputs: [] as Float32Array[], receipts: [] as (Receipt | undefined)[] }
     // A hop's receipt is checked while the next hop computes: setImmediate starts the check
     // after the loop has sent the step on to the next hop, and every check has passed, in
     // route order, before the step's output is used.
@@ -122,6 +123,9 @@ export class StepTransport {
         )
         check.catch(() => {}) // awaited in order by checked()
         checks.push(check)
+        seen.inputs.push(h)
+        seen.outputs.push(out.hidden)
+        seen.receipts.push(out.receipts[0])
         h = out.hidden
         timings.push({ peerId: hop.target.peerId, computeMs: out.timings[0]?.computeMs ?? 0, rttMs: performance.now() - t })
       }
@@ -130,6 +134,7 @@ export class StepTransport {
       throw err
     }
     await checked()
+    for (const o of this.init.observers ?? []) o.relayedStepChecked?.({ hops, stepId, startPosition: startPos, ...seen })
     hops.forEach((hop, i) => {
       this.init.onHopTime?.(hop.target.peerId, timings[i].rttMs ?? 0, rows, hop.target.end - hop.target.start)
     })

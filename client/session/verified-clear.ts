@@ -35,6 +35,24 @@ export async function clearPeers(
   ctx: StepContext,
   o: { readonly wait?: boolean } = {}
 ): Promise<string[]> {
+  // Peers whose every real step the client replayed and found benign while no canary existed
+  // (client/verification/own-step-replay.ts, issue 31): their text is verified as it is; their
+  // canaries come in later generations. Returned as not yet checked by canaries, not blamed.
+  const own = peers.filter((p) => !isConvicted(p) && canaries.ownSteps.verified(p))
+  const rest = peers.filter((p) => !own.includes(p))
+  if (rest.length === 0) return own
+  return [...own, ...(await clearByCanaries(canaries, routes, rest, isConvicted, ctx, o))]
+}
+
+/** clearPeers' canary rounds for the peers not verified by replay. */
+async function clearByCanaries(
+  canaries: CanaryMonitor,
+  routes: readonly HopTarget[][],
+  peers: readonly string[],
+  isConvicted: (peerId: string) => boolean,
+  ctx: StepContext,
+  o: { readonly wait?: boolean }
+): Promise<string[]> {
   let failures = 0
   // A slow model's first set still building (issue 31): held tokens (verifiedStream, `wait`) wait
   // for it; an ended generation does not, and its peers stay unchecked, not unverifiable: their

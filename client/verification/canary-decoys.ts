@@ -105,6 +105,11 @@ export class CanaryMaterial {
     return this.store.firstPending
   }
 
+  /** The first set is not whole yet and is built in the background: real sessions are replayed meanwhile. */
+  get firstInBackground(): boolean {
+    return this.store.firstInBackground
+  }
+
   /** A build in slices under way, done (tests; `hurry`: at every free turn, for a caller that waits). */
   async settled(options: AbortOptions & { hurry?: boolean } = {}): Promise<void> {
     if (options.hurry) this.store.builds.hurry()

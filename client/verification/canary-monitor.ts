@@ -27,6 +27,7 @@ import { secretMaterial } from './canary-secret.js'
 import type { PromptTemplate } from './canary-template.js'
 import type { CanaryEvidence, CanaryMonitorOptions, CanaryPeerReport, StepContext } from './canary-types.js'
 import { DecoyLauncher } from './decoy-launcher.js'
+import { OwnStepChecks } from './own-step-replay.js'
 import { ReceiptLedger } from './receipts.js'
 import { RedundancySchedule } from './redundancy-schedule.js'
 import { probeRelayRoute, relayRouteKey } from './relay-decoy.js'
@@ -86,6 +87,8 @@ export class CanaryMonitor {
   private readonly quantized: boolean
   /** Relayed decoys' later hops, replayed on what they were fed (client/verification/span-replay.ts). */
   private readonly replay?: SpanReplay
+  /** Real sessions replayed while no canary exists (issue 31, own-step-replay.ts). */
+  readonly ownSteps: OwnStepChecks
 
   constructor(
     host: Host,
@@ -134,14 +137,14 @@ export class CanaryMonitor {
     }
     this.probes = {
       ...{ host, modelId, benign: this.benign, pool: this.pool, audits: this.audits, receipts: this.receipts },
-      ...{ counts: this.counts, scoring: this.scoring, log: options.log },
-      replay: this.replay,
+      ...{ counts: this.counts, scoring: this.scoring, log: options.log, replay: this.replay },
       setFor: (b) => this.setFor(b),
       wireOf: (t) => this.wireOf(t),
       classOf: (t) => this.classOf(t),
       score: (...a) => this.scores.score(...a),
       noteConviction: (v) => this.noteConviction(v)
     }
+    this.ownSteps = new OwnStepChecks({ ...this.probes, dim: model.config.dim, wanted: () => this.material.firstInBackground })
     const peersOf = options.peersOf
     const redundancyRate = options.redundancyRate ?? DEFAULT_REDUNDANCY_RATE
     const partners = peersOf && redundancyRate > 0
@@ -277,10 +280,7 @@ export class CanaryMonitor {
     return this.takeExcluded()
   }
 
-  /**
-   * A real step of a session on these routes is about to go out: the decoy steps drawn since the
-   * last one go out beside it (client/verification/canary-schedule.ts).
-   */
+  /** A real step is about to go out: the decoy steps drawn since the last go beside it (canary-schedule.ts). */
   beforeStep(): Promise<void> {
     return this.launcher.beforeStep()
   }

@@ -1,11 +1,18 @@
 import type { AbortOptions } from '@libp2p/interface'
 import type { Receipt } from '../../protocol/index.js'
 import type { HopSession } from '../session/hop.js'
-import type { CompletedStep, Exclusion, PipelineObserver, PipelineState } from '../session/pipeline-observer.js'
+import type { CompletedStep, Exclusion, PipelineObserver, PipelineState, RelayedStep } from '../session/pipeline-observer.js'
 import type { CanaryMonitor } from './canary-monitor.js'
+import type { OwnStepSession } from './own-step-replay.js'
 
 /** The canary monitor as a pipeline observer: probes after steps, audits chained steps, late convictions. */
 export class CanaryObserver implements PipelineObserver {
+  /** This session's relayed steps, kept to replay at its end while no canary exists (own-step-replay.ts, issue 31). */
+  private own?: OwnStepSession
+  private ownDecided = false
+  /** The step just done was recorded in `own`. */
+  private recorded = false
+
   constructor(
     private readonly canaries: CanaryMonitor,
     private readonly session: { readonly sessionId: string; readonly forwarding: 'relay' | 'chain'; readonly maxLength: number }
@@ -15,7 +22,18 @@ export class CanaryObserver implements PipelineObserver {
     return this.canaries.beforeStep()
   }
 
+  relayedStepChecked(step: RelayedStep): void {
+    // decided at the session's first step: replayed whole, or not at all
+    if (!this.ownDecided) this.own = this.canaries.ownSteps.begin()
+    this.ownDecided = true
+    this.own?.record(step)
+    this.recorded = this.own !== undefined
+  }
+
   async stepDone(state: PipelineState, step: CompletedStep, { signal }: AbortOptions = {}): Promise<readonly Exclusion[]> {
+    // a real step not replayed: its peers' text needs canaries (verified-clear.ts)
+    if (!this.recorded) this.canaries.ownSteps.unverify(state.route.map((h) => h.peerId))
+    this.recorded = false
     const { forwarding, maxLength, sessionId } = this.session
     // the real step's shape too: decoys copy real sessions' prefill, length and max length
     const ctx = {
@@ -42,6 +60,10 @@ export class CanaryObserver implements PipelineObserver {
   async settle(offPath: () => Promise<unknown>): Promise<readonly Exclusion[]> {
     // the last steps' audits go out now rather than with a later round
     await this.canaries.audits.drain(offPath)
+    // the session's own steps replayed and scored, before the convictions are taken
+    const own = this.own
+    this.own = undefined
+    if (own) await this.canaries.ownSteps.check(own)
     // Canary steps run beside the real ones: a conviction landing after the last step still counts.
     return this.exclusions(await this.canaries.settle(this.session.sessionId))
   }

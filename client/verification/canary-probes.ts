@@ -221,7 +221,8 @@ export class PeerScores {
     inputs?: Float32Array
   ): PeerVerdict {
     const drift = driftMetrics(output, reference)
-    this.sent.set(target.peerId, (this.sent.get(target.peerId) ?? 0) + 1)
+    // canary -1: a real step the client replayed (own-step-replay.ts), not a canary sent
+    if (decoy.canary >= 0) this.sent.set(target.peerId, (this.sent.get(target.peerId) ?? 0) + 1)
     this.last.set(target.peerId, drift)
     const before = this.detector.verdict(target.peerId).excluded
     // Scored against benign drift at the step's own position (benign drift grows with KV length).

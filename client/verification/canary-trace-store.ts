@@ -61,12 +61,15 @@ export class CanaryTraceStore {
   private msPerPosition?: number
   /** Builds go to the background (the first was projected over firstAtOnceMacs). */
   private slow = false
+  /** Canaries of the first secret set (before any growth). */
+  private readonly firstCount: number
 
   constructor(
     private readonly model: ModelFile,
     private readonly o: CanaryTraceStoreOptions
   ) {
     this.secret = new SecretCanaryPrompts(model, o)
+    this.firstCount = this.secret.count
     this.history = this.secret.history
     this.templated = this.secret.templated
     this.builds = new CanaryBuildRunner(o)
@@ -98,6 +101,14 @@ export class CanaryTraceStore {
   /** No canary built yet, the first set building in the background. */
   get firstPending(): boolean {
     return this.traces === undefined && this.builds.busy
+  }
+
+  /**
+   * The first secret set is not whole yet (none built, or a returning client's kept part) and is
+   * built in the background (a slow model's, issue 31): real sessions are replayed meanwhile.
+   */
+  get firstInBackground(): boolean {
+    return (this.traces?.traces.length ?? 0) < this.firstCount && this.inBackground()
   }
 
   private missing(): boolean {

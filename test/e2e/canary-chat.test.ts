@@ -16,6 +16,12 @@ import { writeQwenVocabModel } from '../helpers/qwen-vocab-model.js'
  * vocabulary file (no BOS, control tokens in every prompt): the honest peers' answers to those
  * canaries match the client's references (no honest peer is convicted), the tamperer is, and the
  * chat answer is the one the whole model gives locally.
+ *
+ * Issue 31 item 4: this 151k-vocabulary file's first canary set is built in the background, so
+ * the first test builds it at once (`firstAtOnceMacs: Infinity`) to test templated canaries; the
+ * second is a default new client, whose first generation ends before any canary exists: its own
+ * relayed steps are replayed (client/verification/own-step-replay.ts) and no tamperer's text
+ * gets through (in fresh-clone CI, an end that did not wait for canaries let it through here).
  */
 const FAST = ['--kernels', 'reference', '--announce-interval', '300']
 const dir = mkdtempSync(join(tmpdir(), 'layerswarm-canary-chat-'))
@@ -39,7 +45,8 @@ describe('chat canaries on a templated model, real peers', () => {
   })
 
   it('convicts the tamperer with templated canaries, no honest peer, and answers as the local model', {
-    timeout: 180_000
+    // the set at once on reference kernels and a 151k head: 232 s on a 2-core host at load 20
+    timeout: 600_000
   }, async () => {
     const file = openModelFile(model)
     const { prompt, special, template } = chatPrompt(file.metadata, createTokenizer(file.vocabulary!), 'Tell me a story.')
@@ -48,7 +55,9 @@ describe('chat canaries on a templated model, real peers', () => {
       bootstrap: Object.values(nodes).map((n) => n.addrs[0]),
       model,
       kernels: createReferenceKernels(),
-      canaries: { rate: 0.5 } // secret canaries (no seed)
+      // secret canaries (no seed), built before the first step: two, as the reference kernels build
+      // a 151k-vocabulary set slowly (a grown set is built at once too)
+      canaries: { rate: 0.5, count: 2, firstAtOnceMacs: Number.POSITIVE_INFINITY }
     })
     try {
       await client.view.waitForRoute(1, 3, 20_000)
@@ -60,6 +69,37 @@ describe('chat canaries on a templated model, real peers', () => {
       const sent = report.canaries.reduce((n, v) => n + v.canariesSent, 0)
       expect(sent).toBeGreaterThan(0)
       for (const v of report.canaries) if (v.peerId !== nodes.tamperer.peerId) expect(v.excluded).toBe(false)
+    } finally {
+      await client.close()
+    }
+  })
+
+  it('a new client with no canary yet replays its first generation: the tamperer convicted, its text never released', {
+    timeout: 300_000
+  }, async () => {
+    const file = openModelFile(model)
+    const { prompt, special, template } = chatPrompt(file.metadata, createTokenizer(file.vocabulary!), 'Tell me a story.')
+    file.close()
+    const events: Array<Record<string, unknown>> = []
+    const client = await createClient({
+      bootstrap: Object.values(nodes).map((n) => n.addrs[0]),
+      model,
+      kernels: createReferenceKernels(),
+      log: (e) => events.push(e)
+    })
+    try {
+      await client.view.waitForRoute(1, 3, 20_000)
+      const stream = client.stream(prompt, { maxTokens: 24, temperature: 0, special, promptTemplate: template })
+      let r = await stream.next()
+      while (!r.done) r = await stream.next()
+      const result = r.value
+      const local = await localChatGreedy(model, 'Tell me a story.', 24)
+      expect(result.tokens).toEqual(local.tokens)
+      expect(result.report.excludedPeers).toEqual([nodes.tamperer.peerId])
+      // convicted at the first generation's end, by the replay of its own steps: its text rolled back
+      expect(result.report.rollbacks.some((b) => b.convicted.includes(nodes.tamperer.peerId))).toBe(true)
+      expect(events.some((e) => e.event === 'own-steps-checked')).toBe(true)
+      for (const v of result.report.canaries) if (v.peerId !== nodes.tamperer.peerId) expect(v.excluded).toBe(false)
     } finally {
       await client.close()
     }

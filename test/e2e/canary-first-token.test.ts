@@ -59,9 +59,12 @@ describe('a slow canary set does not hold the first token', () => {
       expect(events.some((e) => e.event === 'canary-store-saved')).toBe(false)
       let r = await it.next()
       while (!r.done) r = await it.next()
-      // an ended generation waits for the set (verification first); nothing is left unverifiable
+      // nothing is left unverifiable, and no canary existed at the first step: the session's own
+      // steps were replayed at its end (client/verification/own-step-replay.ts), which convicts
+      // the tamperer and rolls its text back before the result is final
       expect(r.value.report.rollbacks.every((b) => (b.unverifiable ?? []).length === 0)).toBe(true)
-      // the set grows while the client runs, and the tamperer is convicted by it
+      expect(r.value.report.rollbacks.some((b) => b.convicted.includes(nodes.tamperer.peerId))).toBe(true)
+      expect(r.value.report.excludedPeers).toContain(nodes.tamperer.peerId)
       // convicted at a generation's end (its rollback names it) or by a decoy between real steps
       const isConvicted = () =>
         events.some(
@@ -69,13 +72,15 @@ describe('a slow canary set does not hold the first token', () => {
             (e.event === 'excluded' && e.peerId === nodes.tamperer.peerId) ||
             (e.event === 'rollback' && (e.convicted as string[] | undefined)?.includes(nodes.tamperer.peerId))
         )
-      let convicted = isConvicted()
-      for (let g = 0; g < 12 && !convicted; g++) {
-        await client.generate('The little dog', { maxTokens: 48, temperature: 0 })
-        convicted = isConvicted()
+      const saved = () => events.some((e) => e.event === 'canary-store-saved')
+      // the set grows in the background while the client runs (and is idle), and is kept
+      for (let g = 0; g < 12 && !saved(); g++) {
+        const more = await client.generate('The little dog', { maxTokens: 48, temperature: 0 })
+        expect(more.report.excludedPeers).not.toContain(nodes.honestA.peerId)
+        expect(more.report.excludedPeers).not.toContain(nodes.honestB.peerId)
       }
-      expect(convicted).toBe(true)
-      expect(events.some((e) => e.event === 'canary-store-saved')).toBe(true)
+      expect(isConvicted()).toBe(true)
+      expect(saved()).toBe(true)
     } finally {
       await client.close()
     }

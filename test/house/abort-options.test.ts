@@ -58,6 +58,8 @@ const ALLOWED: Record<string, string> = {
     'DecoySchedule#beforeStep: a few event-loop turns when decoy steps lead',
   'client/verification/decoy-launcher.ts: DecoyLauncher#drain':
     "releases the scheduled decoy steps, then runs the caller's wait, whose audits carry their own deadlines (part of settle)",
+  'client/verification/own-step-replay.ts: OwnStepChecks#check':
+    "the client's own kernels over a session's rows in slices, no I/O (part of settle, as the canary steps' scoring)",
   'client/session/verified-clear.ts: clearPeers':
     'the signal travels in the StepContext (ctx.signal); the last options only say whether to wait for the canary set',
   'client/verification/canary-schedule.ts: DecoySchedule#drain': "runs the caller's callback, which carries the caller's signal",
