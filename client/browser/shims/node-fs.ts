@@ -37,4 +37,6 @@ export const renameSync = refuse('renaming a file')
 export const rmSync = refuse('removing a file')
 export const chmodSync = refuse('chmod')
 export const mkdtempSync = refuse('creating a directory')
+/** shards/formats/weights-store.ts (issue 33): a browser tab keeps no fetched model files. */
+export const ftruncateSync = refuse('truncating a file')
 export default { existsSync, readFileSync, openSync, readSync, closeSync, fstatSync, statSync, writeFileSync }
