@@ -1,4 +1,5 @@
 import { TensorNotHeldError } from '../errors.js'
+import { guardedModel } from '../guarded-model.js'
 import type { ModelFile } from '../model-file.js'
 import type { TensorName } from '../types.js'
 import { openGgufModel } from './gguf-model.js'
@@ -54,27 +55,9 @@ export function openStoredModel(store: WeightsStore): ModelFile {
   store.manifest.pieces.forEach((p, i) => {
     if (store.holdsPiece(i)) held.add(p.name)
   })
-  const guard = <T>(name: TensorName, read: () => T): T => {
+  const check = (name: TensorName): void => {
     if (!held.has(`${name}.weight`) && !held.has(name))
       throw new TensorNotHeldError(`${name} is not held by ${store.dir} (fetch its span first)`)
-    return read()
   }
-  return {
-    format: model.format,
-    path: model.path,
-    config: model.config,
-    vocabulary: model.vocabulary,
-    metadata: model.metadata,
-    weightDType: model.weightDType,
-    hasTensor: (name) => model.hasTensor(name),
-    readMatrix: (name) => guard(name, () => model.readMatrix(name)),
-    ...(model.matrixInfo ? { matrixInfo: (name: TensorName) => model.matrixInfo!(name) } : {}),
-    ...(model.readMatrixInto
-      ? { readMatrixInto: (name: TensorName, into: Uint8Array) => guard(name, () => model.readMatrixInto!(name, into)) }
-      : {}),
-    readVector: (name) => guard(name, () => model.readVector(name)),
-    sampleTensor: (name, maxBytes) => guard(name, () => model.sampleTensor(name, maxBytes)),
-    bytesRead: () => model.bytesRead(),
-    close: () => model.close()
-  }
+  return guardedModel(model, check, { sampleTensor: true })
 }
