@@ -24,6 +24,12 @@ function blockOf(name: string): number | undefined {
 export interface PieceWant {
   readonly blocks: ReadonlyArray<readonly [number, number]>
   readonly edge: boolean
+  /**
+   * The final norm, the head and the embeddings: what the peer of the model's last block needs to
+   * answer `--head remote` steps (issue 35). The embeddings because that peer's head runs in an
+   * Edge (node/daemon/head-serve.ts), which holds them; a head-only Edge would spare those bytes.
+   */
+  readonly head?: boolean
 }
 
 /** Indices of the manifest's pieces a want needs (the header first). */
@@ -33,7 +39,7 @@ export function piecesFor(m: WeightsManifest, want: PieceWant): number[] {
     const b = p.name === HEADER_PIECE ? undefined : blockOf(p.name)
     if (p.name === HEADER_PIECE) out.push(i)
     else if (b === undefined) {
-      if (want.edge || !EDGE_GLOBALS.has(p.name)) out.push(i)
+      if (want.edge || !EDGE_GLOBALS.has(p.name) || want.head) out.push(i)
     } else if (want.blocks.some(([s, e]) => b >= s && b < e)) out.push(i)
   }
   return out
