@@ -1,4 +1,5 @@
 import { TensorNotHeldError } from '../errors.js'
+import { guardedModel } from '../guarded-model.js'
 import type { ModelFile } from '../model-file.js'
 import type { TensorName } from '../types.js'
 import { openGgufModel } from './gguf-model.js'
@@ -23,6 +24,12 @@ function blockOf(name: string): number | undefined {
 export interface PieceWant {
   readonly blocks: ReadonlyArray<readonly [number, number]>
   readonly edge: boolean
+  /**
+   * The final norm, the head and the embeddings: what the peer of the model's last block needs to
+   * answer `--head remote` steps (issue 35). The embeddings because that peer's head runs in an
+   * Edge (node/daemon/head-serve.ts), which holds them; a head-only Edge would spare those bytes.
+   */
+  readonly head?: boolean
 }
 
 /** Indices of the manifest's pieces a want needs (the header first). */
@@ -32,7 +39,7 @@ export function piecesFor(m: WeightsManifest, want: PieceWant): number[] {
     const b = p.name === HEADER_PIECE ? undefined : blockOf(p.name)
     if (p.name === HEADER_PIECE) out.push(i)
     else if (b === undefined) {
-      if (want.edge || !EDGE_GLOBALS.has(p.name)) out.push(i)
+      if (want.edge || !EDGE_GLOBALS.has(p.name) || want.head) out.push(i)
     } else if (want.blocks.some(([s, e]) => b >= s && b < e)) out.push(i)
   }
   return out
@@ -54,27 +61,9 @@ export function openStoredModel(store: WeightsStore): ModelFile {
   store.manifest.pieces.forEach((p, i) => {
     if (store.holdsPiece(i)) held.add(p.name)
   })
-  const guard = <T>(name: TensorName, read: () => T): T => {
+  const check = (name: TensorName): void => {
     if (!held.has(`${name}.weight`) && !held.has(name))
       throw new TensorNotHeldError(`${name} is not held by ${store.dir} (fetch its span first)`)
-    return read()
   }
-  return {
-    format: model.format,
-    path: model.path,
-    config: model.config,
-    vocabulary: model.vocabulary,
-    metadata: model.metadata,
-    weightDType: model.weightDType,
-    hasTensor: (name) => model.hasTensor(name),
-    readMatrix: (name) => guard(name, () => model.readMatrix(name)),
-    ...(model.matrixInfo ? { matrixInfo: (name: TensorName) => model.matrixInfo!(name) } : {}),
-    ...(model.readMatrixInto
-      ? { readMatrixInto: (name: TensorName, into: Uint8Array) => guard(name, () => model.readMatrixInto!(name, into)) }
-      : {}),
-    readVector: (name) => guard(name, () => model.readVector(name)),
-    sampleTensor: (name, maxBytes) => guard(name, () => model.sampleTensor(name, maxBytes)),
-    bytesRead: () => model.bytesRead(),
-    close: () => model.close()
-  }
+  return guardedModel(model, check, { sampleTensor: true })
 }
