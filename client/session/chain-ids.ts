@@ -7,6 +7,7 @@
  * so a chain uses per-hop ids only when every hop acknowledges them (Opened.chained_session_ids)
  * and is reopened under one id otherwise.
  */
+import type { AbortOptions } from '@libp2p/interface'
 import type { HopSession } from './hop.js'
 import { randomSessionId } from './session-id.js'
 
@@ -42,7 +43,8 @@ export async function openChainHops(
   first: string,
   open: (i: number, ids: ChainIds) => Promise<HopSession>,
   taken: ReadonlyArray<HopSession | undefined> = [],
-  chained = true
+  chained = true,
+  { signal }: AbortOptions = {}
 ): Promise<{ hops: HopSession[]; perHopIds: boolean }> {
   const once = async (shared: boolean): Promise<HopSession[]> => {
     const ids = routeSessionIds(n, first, shared).map((id, i) => taken[i]?.sessionId ?? id)
@@ -50,6 +52,7 @@ export async function openChainHops(
     const fresh: HopSession[] = []
     try {
       for (let i = n - 1; i >= 0; i--) {
+        signal?.throwIfAborted()
         const got = taken[i] ?? (await open(i, chainIdsAt(ids, i)))
         if (!taken[i]) fresh.push(got)
         hops.unshift(got)

@@ -54,7 +54,8 @@ export async function openRouteHops(
       return tagged(t.peerId, HopSession.open(host, t, dim, open, options))
     },
     taken,
-    o.chained
+    o.chained,
+    options
   )
   return hops
 }

@@ -47,14 +47,20 @@ export class ChainedDecoy {
   ): Promise<ChainedDecoy> {
     // From the last hop back, as a real chained session: each hop's downstream knows it first;
     // each hop an id of its own, as a real chain's (issue #39, session/chain-ids.ts)
-    const { hops } = await openChainHops(route.length, o.sessionId, (i, ids) =>
-      HopSession.open(
-        host,
-        route[i],
-        dim,
-        { ...o, ...ids, next: route[i + 1], upstream: i > 0 ? route[i - 1].peerId : undefined },
-        options
-      )
+    const { hops } = await openChainHops(
+      route.length,
+      o.sessionId,
+      (i, ids) =>
+        HopSession.open(
+          host,
+          route[i],
+          dim,
+          { ...o, ...ids, next: route[i + 1], upstream: i > 0 ? route[i - 1].peerId : undefined },
+          options
+        ),
+      [],
+      true,
+      options
     )
     return new ChainedDecoy(route, hops)
   }
