@@ -52,6 +52,12 @@ export function edgeOnlyModel(model: ModelFile, first: number, last: number): Mo
     ...(model.readMatrixInto
       ? { readMatrixInto: (name: TensorName, into: Uint8Array) => guard(name, () => model.readMatrixInto!(name, into)) }
       : {}),
+    ...(model.readMatrixRows
+      ? {
+          readMatrixRows: (name: TensorName, first: number, count: number) =>
+            guard(name, () => model.readMatrixRows!(name, first, count))
+        }
+      : {}),
     readVector: (name) => guard(name, () => model.readVector(name)),
     sampleTensor: (name, maxBytes) => model.sampleTensor(name, maxBytes),
     bytesRead: () => model.bytesRead(),

@@ -23,6 +23,8 @@ function blockOf(name: string): number | undefined {
 export interface PieceWant {
   readonly blocks: ReadonlyArray<readonly [number, number]>
   readonly edge: boolean
+  /** With `edge`, the untied head too (default); false: a client whose head runs on a peer (issue #35 item 4). */
+  readonly head?: boolean
 }
 
 /** Indices of the manifest's pieces a want needs (the header first). */
@@ -32,6 +34,7 @@ export function piecesFor(m: WeightsManifest, want: PieceWant): number[] {
     const b = p.name === HEADER_PIECE ? undefined : blockOf(p.name)
     if (p.name === HEADER_PIECE) out.push(i)
     else if (b === undefined) {
+      if (p.name === 'output.weight' && want.head === false) continue
       if (want.edge || !EDGE_GLOBALS.has(p.name)) out.push(i)
     } else if (want.blocks.some(([s, e]) => b >= s && b < e)) out.push(i)
   }
@@ -59,6 +62,21 @@ export function openStoredModel(store: WeightsStore): ModelFile {
       throw new TensorNotHeldError(`${name} is not held by ${store.dir} (fetch its span first)`)
     return read()
   }
+  // issue #35 item 4: a thin client with its head on a peer holds only the chunks of some head rows
+  const readRows = (name: TensorName, first: number, count: number) => {
+    const key = name === 'output' && model.config.tiedEmbeddings ? 'token_embd.weight' : `${name}.weight`
+    const i = store.manifest.pieces.findIndex((p) => p.name === key)
+    const info = model.matrixInfo?.(name)
+    if (i < 0 || !info) return guard(name, () => model.readMatrixRows!(name, first, count))
+    const rowBytes = store.manifest.pieces[i].sizeBytes / info.rows
+    const { chunkBytes } = store.manifest
+    const from = Math.floor((first * rowBytes) / chunkBytes)
+    const to = Math.floor(((first + count) * rowBytes - 1) / chunkBytes)
+    for (let c = from; c <= to; c++)
+      if (!store.has(store.firstChunk[i] + c))
+        throw new TensorNotHeldError(`rows [${first}, ${first + count}) of ${name} are not held by ${store.dir}`)
+    return model.readMatrixRows!(name, first, count)
+  }
   return {
     format: model.format,
     path: model.path,
@@ -71,6 +89,9 @@ export function openStoredModel(store: WeightsStore): ModelFile {
     ...(model.matrixInfo ? { matrixInfo: (name: TensorName) => model.matrixInfo!(name) } : {}),
     ...(model.readMatrixInto
       ? { readMatrixInto: (name: TensorName, into: Uint8Array) => guard(name, () => model.readMatrixInto!(name, into)) }
+      : {}),
+    ...(model.readMatrixRows
+      ? { readMatrixRows: (name: TensorName, first: number, count: number) => readRows(name, first, count) }
       : {}),
     readVector: (name) => guard(name, () => model.readVector(name)),
     sampleTensor: (name, maxBytes) => guard(name, () => model.sampleTensor(name, maxBytes)),
