@@ -262,7 +262,7 @@ export class LayerswarmClient {
       speculation
     })
     if (heads.length === 0 || !this.headRows) return result
-    return { ...result, head: { ...headStatsOf(heads), memory: headMemory(this.headRows, this.model) } }
+    return { ...result, head: { ...headStatsOf(heads), memory: headMemory(this.headRows, this.model, this.edge.headBytes) } }
   }
 
   /** Issue #35: a fresh remote head over the client's low-dimensional head, or none with the head local. */

@@ -68,10 +68,10 @@ export function lowDimensionalHead(
 }
 
 /** The head memory a client with these rows holds (HeadStats.memory). */
-export function headMemory(rows: HeadRows, model: ModelFile): NonNullable<HeadStats['memory']> {
+export function headMemory(rows: HeadRows, model: ModelFile, edgeHeadBytes: number): NonNullable<HeadStats['memory']> {
   const info = model.matrixInfo?.(model.config.tiedEmbeddings ? 'token_embd' : 'output')
   const fullHeadBytes = info ? info.rows * rowBytes(info.dtype, info.cols) : 0
-  return { rowsHeld: rows.ids.length, rowsBytes: rows.bytes, storedBytesRead: rows.storedBytesRead, fullHeadBytes }
+  return { rowsHeld: rows.ids.length, rowsBytes: rows.bytes, storedBytesRead: rows.storedBytesRead, fullHeadBytes, edgeHeadBytes }
 }
 
 export interface HeadStats {
@@ -88,7 +88,14 @@ export interface HeadStats {
    * Issue #35 item 4: the client's memory for the head: rows it holds (f32 bytes), the head's
    * stored bytes it read (its rows alone), and the full head matrix's bytes it does not hold.
    */
-  memory?: { rowsHeld: number; rowsBytes: number; storedBytesRead: number; fullHeadBytes: number }
+  memory?: {
+    rowsHeld: number
+    rowsBytes: number
+    storedBytesRead: number
+    fullHeadBytes: number
+    /** Head matrix bytes the client's edge holds anyway: 0 unless something computed logits locally (canary prompts). */
+    edgeHeadBytes: number
+  }
 }
 
 /** σs of an honest difference a comparison allows (p ≈ 2e-9 per comparison for a Gaussian sum; two violations convict). */

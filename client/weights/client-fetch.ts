@@ -56,17 +56,19 @@ export async function fetchClientModel(
   )
   try {
     const k = init.edgeFirst ?? DEFAULT_EDGE_FIRST
-    const remoteHead = init.head === 'remote'
     // with the head on a peer the last block runs there too (edgeLast is 0)
-    const j = remoteHead ? 0 : (init.edgeLast ?? DEFAULT_EDGE_LAST)
+    const j = init.head === 'remote' ? 0 : (init.edgeLast ?? DEFAULT_EDGE_LAST)
     const middle = init.canaries !== false && init.canaryBank === undefined
+    // canary prompts are sampled from the whole model (client/verification/canary-secret.ts), head
+    // included: without a bank the head is fetched whole, with a bank or canaries off only its rows
+    const remoteHead = init.head === 'remote' && !middle
     const edge = edgeWant(k, j)
     const headless = (c: ModelConfig): PieceWant => ({ ...edge(c), ...(remoteHead ? { head: false } : {}) })
     const f = await fetchModel({
       host,
       contentId,
       ...(init.modelsDir !== undefined ? { modelsDir: init.modelsDir } : {}),
-      want: (c) => (middle ? { edge: true, blocks: [[0, c.nLayers]], ...(remoteHead ? { head: false } : {}) } : headless(c)),
+      want: (c) => (middle ? { edge: true, blocks: [[0, c.nLayers]] } : headless(c)),
       log: init.log,
       signal: options.signal
     })

@@ -38,7 +38,7 @@ interface GenerateJson {
   head?: {
     steps: number
     convicted: string[]
-    memory: { rowsHeld: number; rowsBytes: number; storedBytesRead: number; fullHeadBytes: number }
+    memory: { rowsHeld: number; rowsBytes: number; storedBytesRead: number; fullHeadBytes: number; edgeHeadBytes: number }
   }
 }
 
@@ -118,6 +118,7 @@ describe('a thin client with the head on a peer fetches only some head chunks (n
     expect(r.head?.memory.rowsHeld).toBeLessThanOrEqual(4096)
     // the rows alone were read: each row's stored bytes once, never the whole head
     expect(r.head?.memory.storedBytesRead).toBe(r.head!.memory.rowsHeld * 64 * 4)
+    expect(r.head?.memory.edgeHeadBytes).toBe(0)
 
     // the same split with the head local: the head is the only difference
     const full = await generate(['--edge-last', '0'])
@@ -128,5 +129,31 @@ describe('a thin client with the head on a peer fetches only some head chunks (n
     // three of the head's four chunks are not fetched
     expect(f.weights.fetchedBytes - r.weights.fetchedBytes).toBe(3 * (1 << 20))
     expect(r.weights.fileBytes).toBe(f.weights.fileBytes)
+  })
+
+  it('generate --model FILE --head remote: the client reads its head rows alone, never the head matrix', {
+    timeout: 180_000
+  }, async () => {
+    const r = await cliAsync(
+      ['generate', '--model', path, '--bootstrap', node.addrs[0], '--prompt', PROMPT, '--head', 'remote'].concat([
+        '--max-tokens',
+        String(N_TOKENS),
+        '--temperature',
+        '0',
+        '--canary-rate',
+        '0',
+        '--kernels',
+        'reference',
+        '--json'
+      ]),
+      170_000
+    )
+    expect(r.status).toBe(0)
+    const j = JSON.parse(r.stdout) as GenerateJson
+    expect(j.tokens).toEqual(await localTokens())
+    // the secret sample is drawn from the whole vocabulary; context rows join it
+    expect(j.head?.memory.rowsHeld).toBeGreaterThanOrEqual(1024)
+    expect(j.head?.memory.storedBytesRead).toBe(j.head!.memory.rowsHeld * 64 * 4)
+    expect(j.head?.memory.edgeHeadBytes).toBe(0)
   })
 })
