@@ -63,7 +63,7 @@ export async function fetchClientModel(
     // included: without a bank the head is fetched whole, with a bank or canaries off only its rows
     const remoteHead = init.head === 'remote' && !middle
     const edge = edgeWant(k, j)
-    const headless = (c: ModelConfig): PieceWant => ({ ...edge(c), ...(remoteHead ? { head: false } : {}) })
+    const headless = (c: ModelConfig): PieceWant => ({ ...edge(c), ...(remoteHead ? { skipHead: true } : {}) })
     const f = await fetchModel({
       host,
       contentId,
