@@ -5,12 +5,19 @@ import { afterAll, describe, expect, it } from 'vitest'
 import { lowDimensionalHead } from '../../../client/head/index.js'
 import { pickHeadChunks } from '../../../client/weights/head-chunks.js'
 import {
+  buildWeightsManifest,
   chunkLayout,
+  chunkRange,
+  contentModelId,
   HeadRows,
   type ModelFile,
   openModelFile,
+  openStoredModel,
   parseShape,
+  piecesFor,
+  RangedFile,
   type WeightsManifest,
+  WeightsStore,
   writeRandomModel,
   Xorshift64
 } from '../../../shards/index.js'
@@ -79,6 +86,47 @@ describe('head rows without the whole head', () => {
       expect(() => rows.add([VOCAB])).toThrow(/outside the vocabulary/)
     } finally {
       model.close()
+    }
+  })
+
+  it('a store holding one head chunk reads those rows as the file; other rows, and the whole head, are TENSOR_NOT_HELD', async () => {
+    const path = join(dir, 'store.gguf')
+    // 16384 f32 rows of 64: a 4 MiB head, four 1 MiB chunks of 4096 rows
+    writeRandomModel(path, parseShape(`${DIM},2,4,2,96,16384,untied`), { dtype: 'f32', seed: 9 })
+    const m = await buildWeightsManifest(path, 'lsm1-test')
+    const names = (idx: number[]) => idx.map((i) => m.pieces[i].name)
+    expect(names(piecesFor(m, { edge: true, blocks: [], skipHead: true }))).not.toContain('output.weight')
+    expect(names(piecesFor(m, { edge: true, blocks: [] }))).toContain('output.weight')
+    const store = WeightsStore.open(join(dir, 'models'), contentModelId(m), m)
+    const src = new RangedFile(path)
+    const head = m.pieces.findIndex((p) => p.name === 'output.weight')
+    const norm = m.pieces.findIndex((p) => p.name === 'output_norm.weight')
+    const write = (i: number, c: number) => {
+      const r = chunkRange(m, i, c)
+      store.writeChunk(store.firstChunk[i] + c, src.read(r.offsetBytes, r.sizeBytes, 'chunk'))
+    }
+    for (let c = 0; c < Math.ceil(m.pieces[0].sizeBytes / m.chunkBytes); c++) write(0, c)
+    write(norm, 0)
+    write(head, 1)
+    src.close()
+    const stored = openStoredModel(store)
+    const original = openModelFile(path)
+    try {
+      expect(stored.readMatrixRows!('output', 4096, 4096).data).toEqual(original.readMatrixRows!('output', 4096, 4096).data)
+      expect(() => stored.readMatrixRows!('output', 4095, 2)).toThrow(expect.objectContaining({ code: 'TENSOR_NOT_HELD' }))
+      expect(() => stored.readMatrixRows!('output', 0, 1)).toThrow(expect.objectContaining({ code: 'TENSOR_NOT_HELD' }))
+      expect(() => stored.readMatrix('output')).toThrow(expect.objectContaining({ code: 'TENSOR_NOT_HELD' }))
+      // the client's rows from the store equal those from the file
+      const readable = (id: number) => id >= 4096 && id < 8192
+      const a = lowDimensionalHead(stored, 256, readable)
+      const b = new HeadRows(original)
+      b.add(a.ids)
+      const hidden = Float32Array.from({ length: DIM }, (_, j) => Math.sin(j))
+      expect(a.evaluate(hidden, 'q8_0').logits).toEqual(b.evaluate(hidden, 'q8_0').logits)
+    } finally {
+      stored.close()
+      original.close()
+      store.close()
     }
   })
 
