@@ -94,7 +94,7 @@ export class LayerswarmClient {
     this.tokenizer = createTokenizer(model.vocabulary)
     if (!init.kernels) this.ownKernels = selectKernelsFor(model.config, { kind: 'auto' })
     const kernels = init.kernels ?? this.ownKernels
-    this.edge = createEdge({ model, kernels })
+    this.edge = createEdge({ model, kernels, lazyHead: init.head === 'remote' })
     const kvDType = init.kvDType ?? DEFAULT_EDGE_KV_DTYPE
     if (k > 0) this.first = createShard({ model, start: 0, end: k, kernels, kvDType })
     if (j > 0) this.last = createShard({ model, start: n - j, end: n, kernels, kvDType })

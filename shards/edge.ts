@@ -10,6 +10,11 @@ import type { ModelConfig, WeightMatrix } from './types.js'
 export interface EdgeInit {
   readonly model: ModelFile
   readonly kernels?: Kernels
+  /**
+   * Read an untied head only on the first logits call (issue #35 item 4): a client whose head runs
+   * on a peer then never holds it. Default false: read at once, so the first token pays no load.
+   */
+  readonly lazyHead?: boolean
 }
 
 /**
@@ -21,8 +26,7 @@ export class Edge {
   readonly kernels: Kernels
   private readonly embedding: WeightMatrix // [vocab, dim]
   private readonly outputNorm: Float32Array // [dim]
-  // [vocab, dim]; an untied head is read on the first logits call, so a client whose head runs on
-  // a peer (issue #35 item 4, `head: 'remote'`) never holds it
+  // [vocab, dim]; with lazyHead an untied head is read on the first logits call
   private loadedHead?: WeightMatrix
   private readonly model: ModelFile
   private normed = new Float32Array(0)
@@ -41,6 +45,7 @@ export class Edge {
       this.embedding = this.loadedHead
     } else {
       this.embedding = model.readMatrix('token_embd')
+      if (!init.lazyHead) this.loadedHead = loadMatrices(model, ['output'], this.kernels)
     }
   }
 
