@@ -7,6 +7,8 @@ export interface GuardedReads {
   readonly matrixInfo?: boolean
   /** the byte samples the sampled model id reads (shards/model-id.ts) */
   readonly sampleTensor?: boolean
+  /** the check of a read of some rows (readMatrixRows), where a holder holds part of a tensor; `check(name)` by default */
+  readonly rows?: (name: TensorName, first: number, count: number) => void
 }
 
 /**
@@ -20,7 +22,7 @@ export function guardedModel(model: ModelFile, check: (name: TensorName) => void
     check(name)
     return read()
   }
-  const { matrixInfo, readMatrixInto } = model
+  const { matrixInfo, readMatrixInto, readMatrixRows } = model
   return {
     format: model.format,
     path: model.path,
@@ -38,6 +40,15 @@ export function guardedModel(model: ModelFile, check: (name: TensorName) => void
       : {}),
     ...(readMatrixInto
       ? { readMatrixInto: (name: TensorName, into: Uint8Array) => guard(name, () => readMatrixInto.call(model, name, into)) }
+      : {}),
+    ...(readMatrixRows
+      ? {
+          readMatrixRows: (name: TensorName, first: number, count: number) => {
+            if (also.rows) also.rows(name, first, count)
+            else check(name)
+            return readMatrixRows.call(model, name, first, count)
+          }
+        }
       : {}),
     readVector: (name) => guard(name, () => model.readVector(name)),
     sampleTensor: (name, maxBytes) =>

@@ -30,6 +30,8 @@ export interface PieceWant {
    * Edge (node/daemon/head-serve.ts), which holds them; a head-only Edge would spare those bytes.
    */
   readonly head?: boolean
+  /** With `edge`, leave the untied head out: a client whose head runs on a peer fetches only some rows' chunks (issue #35 item 4). */
+  readonly skipHead?: boolean
 }
 
 /** Indices of the manifest's pieces a want needs (the header first). */
@@ -39,6 +41,7 @@ export function piecesFor(m: WeightsManifest, want: PieceWant): number[] {
     const b = p.name === HEADER_PIECE ? undefined : blockOf(p.name)
     if (p.name === HEADER_PIECE) out.push(i)
     else if (b === undefined) {
+      if (p.name === 'output.weight' && want.skipHead) continue
       if (want.edge || !EDGE_GLOBALS.has(p.name) || want.head) out.push(i)
     } else if (want.blocks.some(([s, e]) => b >= s && b < e)) out.push(i)
   }
@@ -65,5 +68,22 @@ export function openStoredModel(store: WeightsStore): ModelFile {
     if (!held.has(`${name}.weight`) && !held.has(name))
       throw new TensorNotHeldError(`${name} is not held by ${store.dir} (fetch its span first)`)
   }
-  return guardedModel(model, check, { sampleTensor: true })
+  // issue #35 item 4: a thin client with its head on a peer holds only the chunks of some head rows
+  const rows = (name: TensorName, first: number, count: number): void => {
+    const key = name === 'output' && model.config.tiedEmbeddings ? 'token_embd.weight' : `${name}.weight`
+    const i = store.manifest.pieces.findIndex((p) => p.name === key)
+    const info = model.matrixInfo?.(name)
+    if (i < 0 || !info) {
+      check(name)
+      return
+    }
+    const rowBytes = store.manifest.pieces[i].sizeBytes / info.rows
+    const { chunkBytes } = store.manifest
+    const from = Math.floor((first * rowBytes) / chunkBytes)
+    const to = Math.floor(((first + count) * rowBytes - 1) / chunkBytes)
+    for (let c = from; c <= to; c++)
+      if (!store.has(store.firstChunk[i] + c))
+        throw new TensorNotHeldError(`rows [${first}, ${first + count}) of ${name} are not held by ${store.dir}`)
+  }
+  return guardedModel(model, check, { sampleTensor: true, rows })
 }
