@@ -11,8 +11,14 @@ import type { ChatFormatter, ChatMessage } from './chat-template.js'
  * - `llama3`: Llama 3.1's JSON tool calling (its model card's "JSON based tool calling"): tools
  *   in the system turn, the reply is `{"name": ..., "parameters": {...}}`, results in an
  *   `ipython` turn. Llama 3.0 templates have no tools: the gateway writes that prompt itself.
+ * - `mistral`: Mistral v0.3 / Nemo / Small (their templates and tekken/v3 tokenizers carry the
+ *   control tokens): tools in `[AVAILABLE_TOOLS]`, the reply `[TOOL_CALLS] [{"name": ...,
+ *   "arguments": {...}}, ...]` (parallel calls: one array), results in `[TOOL_RESULTS]`.
  */
-export type ToolFamily = 'hermes' | 'llama3'
+export type ToolFamily = 'hermes' | 'llama3' | 'mistral'
+
+/** Mistral's tool-call control token (a special token of its v3 and tekken tokenizers). */
+export const MISTRAL_CALLS = '[TOOL_CALLS]'
 
 export interface ToolDefinition {
   readonly type: 'function'
@@ -36,6 +42,7 @@ export const newCallId = (): string => `call_${randomBytes(12).toString('base64u
 export function toolFamily(chat: ChatFormatter): ToolFamily {
   const src = chat.source ?? ''
   if (src.includes('<tool_call>')) return 'hermes'
+  if (src.includes(MISTRAL_CALLS) || src.includes('[AVAILABLE_TOOLS]')) return 'mistral'
   if (src.includes('<|start_header_id|>')) return 'llama3'
   return 'hermes'
 }
@@ -55,6 +62,10 @@ const LLAMA3_SYSTEM = (tools: readonly ToolDefinition[]): string =>
   'Respond in the format {"name": function name, "parameters": dictionary of argument name and its value}. Do not use variables.\n\n' +
   tools.map((t) => JSON.stringify(t)).join('\n\n')
 
+const MISTRAL_SYSTEM = (tools: readonly ToolDefinition[]): string =>
+  `[AVAILABLE_TOOLS] ${JSON.stringify(tools)}[/AVAILABLE_TOOLS]\n` +
+  'To call functions, answer `[TOOL_CALLS] [{"name": <function-name>, "arguments": <args-json-object>}]`.'
+
 const argsObject = (a: unknown): unknown => {
   if (typeof a !== 'string') return a
   try {
@@ -67,6 +78,7 @@ const argsObject = (a: unknown): unknown => {
 /** A call as the family writes it (the text the model is asked to produce). */
 export function writeCall(family: ToolFamily, name: string, args: unknown): string {
   const json = JSON.stringify(argsObject(args))
+  if (family === 'mistral') return `${MISTRAL_CALLS} [{"name": ${JSON.stringify(name)}, "arguments": ${json}}]`
   return family === 'llama3'
     ? `{"name": ${JSON.stringify(name)}, "parameters": ${json}}`
     : `<tool_call>\n{"name": ${JSON.stringify(name)}, "arguments": ${json}}\n</tool_call>`
@@ -90,7 +102,7 @@ export function renderWithTools(chat: ChatFormatter, messages: readonly ChatMess
   }
   if (tools.length === 0) return chat.render(messages.map((m) => flatten(chat, m)))
   const family = toolFamily(chat)
-  const system = family === 'llama3' ? LLAMA3_SYSTEM(tools) : HERMES_SYSTEM(tools)
+  const system = family === 'llama3' ? LLAMA3_SYSTEM(tools) : family === 'mistral' ? MISTRAL_SYSTEM(tools) : HERMES_SYSTEM(tools)
   const rest = messages.map((m) => flatten(chat, m))
   const first = rest[0]
   const head: ChatMessage[] =
@@ -107,10 +119,12 @@ function flatten(chat: ChatFormatter, m: ChatMessage): ChatMessage {
     const calls = m.tool_calls.map((c) => writeCall(family, c.function.name, c.function.arguments))
     return { role: 'assistant', content: [m.content, ...calls].filter((x) => x).join('\n') }
   }
-  if (m.role === 'tool')
-    return family === 'llama3'
-      ? { role: 'ipython', content: m.content }
-      : { role: 'user', content: `<tool_response>\n${m.content}\n</tool_response>` }
+  if (m.role === 'tool') {
+    if (family === 'llama3') return { role: 'ipython', content: m.content }
+    if (family === 'mistral')
+      return { role: 'user', content: `[TOOL_RESULTS] ${JSON.stringify({ content: m.content })}[/TOOL_RESULTS]` }
+    return { role: 'user', content: `<tool_response>\n${m.content}\n</tool_response>` }
+  }
   return { role: m.role, content: m.content }
 }
 
@@ -126,6 +140,7 @@ export function callGrammar(family: ToolFamily, tools: readonly ToolDefinition[]
     options: tools.map((t) => enc.encode(`{"name": ${JSON.stringify(t.function.name)}, "${key}": `)),
     next: tools.map((t) => compileSchema(t.function.parameters ?? { type: 'object' }))
   }
+  if (family === 'mistral') return { k: 'seq', parts: [literal(`${MISTRAL_CALLS} [`), head, literal('}]')] }
   return family === 'llama3'
     ? { k: 'seq', parts: [head, literal('}')] }
     : { k: 'seq', parts: [literal('<tool_call>\n'), head, literal('}\n</tool_call>')] }
@@ -145,6 +160,7 @@ export function parseToolCalls(family: ToolFamily, text: string): { content: str
       return false
     }
   }
+  if (family === 'mistral') return parseMistral(text, take, calls)
   if (family === 'llama3') {
     const body = text.replace('<|python_tag|>', '').trim()
     if (body.startsWith('{') && topLevelParts(body).every((part) => part === '' || take(part)) && calls.length > 0)
@@ -155,6 +171,33 @@ export function parseToolCalls(family: ToolFamily, text: string): { content: str
   const rest = text.replace(/<tool_call>\s*([\s\S]*?)\s*(?:<\/tool_call>|$)/g, (whole, json: string) => (take(json) ? '' : whole))
   const content = rest.trim()
   return { content: calls.length > 0 && content === '' ? null : calls.length > 0 ? content : text, calls }
+}
+
+/**
+ * Mistral: content, then `[TOOL_CALLS]` and a JSON array of calls (a lone object is read too). If
+ * what follows the marker does not parse, the whole text stays content (a half call is no call).
+ */
+function parseMistral(
+  text: string,
+  take: (json: string) => boolean,
+  calls: ParsedCall[]
+): { content: string | null; calls: ParsedCall[] } {
+  const at = text.indexOf(MISTRAL_CALLS)
+  if (at < 0) return { content: text, calls }
+  const body = text.slice(at + MISTRAL_CALLS.length).trim()
+  let items: unknown[] = []
+  try {
+    const v = JSON.parse(body) as unknown
+    items = Array.isArray(v) ? v : [v]
+  } catch {
+    return { content: text, calls }
+  }
+  if (items.length === 0 || !items.every((item) => take(JSON.stringify(item)))) {
+    calls.length = 0
+    return { content: text, calls }
+  }
+  const content = text.slice(0, at).trim()
+  return { content: content === '' ? null : content, calls }
 }
 
 /**
