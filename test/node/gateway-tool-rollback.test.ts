@@ -1,6 +1,7 @@
 import Fastify from 'fastify'
 import { describe, expect, it } from 'vitest'
 import type { LayerswarmClient } from '../../client/index.js'
+import { registerAnthropicRoutes } from '../../node/gateway/anthropic-routes.js'
 import { registerChatRoute } from '../../node/gateway/chat-route.js'
 import { createChatFormatter } from '../../node/gateway/chat-template.js'
 import type { GatewayContext } from '../../node/gateway/generation.js'
@@ -127,5 +128,55 @@ describe('gateway: a rollback mid-stream with tool calls', () => {
       ['g', { c: 3 }]
     ])
     expect(seen.content).toBe('')
+  })
+})
+
+/** Text (over text blocks) and tool_use blocks, as a layerswarm-aware Messages client holds them. */
+function applyAnthropic(body: string): Aware {
+  const seen: Aware = { content: '', calls: [] }
+  for (const block of body.split('\n\n')) {
+    const data = block.split('\n').find((l) => l.startsWith('data: '))?.slice(6)
+    if (!data) continue
+    const e = JSON.parse(data)
+    if (e.type === 'error') throw new Error(JSON.stringify(e))
+    if (e.type === 'layerswarm.rollback') {
+      seen.content = seen.content.slice(0, e.offset) + e.text
+      seen.calls = seen.calls.slice(0, e.tool_calls ?? seen.calls.length)
+    } else if (e.type === 'content_block_start' && e.content_block.type === 'tool_use')
+      seen.calls.push({ id: e.content_block.id, name: e.content_block.name, arguments: '' })
+    else if (e.type === 'content_block_delta' && e.delta.type === 'text_delta') seen.content += e.delta.text
+    else if (e.type === 'content_block_delta' && e.delta.type === 'input_json_delta')
+      seen.calls[seen.calls.length - 1].arguments += e.delta.partial_json
+  }
+  return seen
+}
+
+describe('gateway /v1/messages: a rollback mid-stream with tool calls', () => {
+  it('the void tool_use is withdrawn and the honest one follows', async () => {
+    const app = Fastify()
+    const script: Ev[] = [
+      { type: 'token', text: 'Hi ' },
+      { type: 'token', text: call('f', '{"a": 1}') },
+      { type: 'token', text: ' then <tool_' },
+      { type: 'rollback', textOffset: 3, text: call('g', '{"b": 2}') },
+      { type: 'token', text: ' bye' }
+    ]
+    registerAnthropicRoutes(app, scriptedContext(script), ['m'], createChatFormatter({ bosToken: '<s>', eosToken: '</s>' }))
+    const res = await app.inject({
+      method: 'POST',
+      url: '/v1/messages',
+      payload: {
+        model: 'm',
+        max_tokens: 64,
+        stream: true,
+        messages: [{ role: 'user', content: 'hi' }],
+        tools: [{ name: 'f', input_schema: { type: 'object' } }]
+      }
+    })
+    await app.close()
+    expect(res.statusCode, res.body).toBe(200)
+    const seen = applyAnthropic(res.body)
+    expect(seen.calls.map((c) => [c.name, JSON.parse(c.arguments)])).toEqual([['g', { b: 2 }]])
+    expect(seen.content).toBe('Hi  bye')
   })
 })
