@@ -39,6 +39,17 @@ export interface ParsedCall {
 
 export const newCallId = (): string => `call_${randomBytes(12).toString('base64url')}`
 
+/**
+ * Mistral's templates refuse a tool call id that is not 9 letters or digits (its v0.3 template
+ * raises "Tool call IDs should be alphanumeric strings with length 9!"): ids sent back are
+ * mapped the same way for the call and its result, so an OpenAI-style `call_…` id renders.
+ */
+export const mistralCallId = (id: string): string =>
+  id
+    .replace(/[^A-Za-z0-9]/g, '')
+    .slice(-9)
+    .padStart(9, '0')
+
 export function toolFamily(chat: ChatFormatter): ToolFamily {
   const src = chat.source ?? ''
   if (src.includes('<tool_call>')) return 'hermes'
@@ -87,16 +98,20 @@ export function writeCall(family: ToolFamily, name: string, args: unknown): stri
 /** The prompt for a conversation with tools (none: no tools in the prompt). */
 export function renderWithTools(chat: ChatFormatter, messages: readonly ChatMessage[], tools: readonly ToolDefinition[]): string {
   if (templateHasTools(chat)) {
+    const id = toolFamily(chat) === 'mistral' ? mistralCallId : (x: string) => x
     const ms = messages.map((m) =>
       m.tool_calls
         ? {
             ...m,
             tool_calls: m.tool_calls.map((c) => ({
               ...c,
+              id: id(c.id),
               function: { ...c.function, arguments: argsObject(c.function.arguments) }
             }))
           }
-        : m
+        : m.tool_call_id !== undefined
+          ? { ...m, tool_call_id: id(m.tool_call_id) }
+          : m
     )
     return chat.render(ms, tools)
   }
