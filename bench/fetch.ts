@@ -11,7 +11,8 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { peerIdFromString } from '@libp2p/peer-id'
-import { fetchPieces, openWeightsStore } from '../client/index.js'
+import { DEFAULT_SECRET_ROWS } from '../client/head/index.js'
+import { fetchPieces, openWeightsStore, pickHeadChunks } from '../client/index.js'
 import { type LocalNode, startLocalNode } from '../node/cli/local-swarm.js'
 import { createHost } from '../protocol/index.js'
 import { createRandomModel, MODEL_SHAPES, openModelFile, type TensorName, type WeightDType } from '../shards/index.js'
@@ -109,7 +110,36 @@ function clientBytes8b() {
     headBytes: head,
     edgeBlocksBytes: block(0) + block(c.nLayers - 1),
     // not built: embedding rows fetched per token would leave the head and edge blocks only
-    edgeWithoutEmbeddingsFraction: (edgeBytes - embd) / fileBytes
+    edgeWithoutEmbeddingsFraction: (edgeBytes - embd) / fileBytes,
+    remoteHead: remoteHead8b(c.dim, c.vocabSize, head, fileBytes, embd + norm + block(0))
+  }
+}
+
+/**
+ * Issue #35 item 4: with `--head remote` the client fetches no last block and, of the head, only
+ * the 1 MiB chunks holding its secret rows (client/weights/head-chunks.ts), and holds those rows
+ * in f32 instead of the head matrix.
+ */
+function remoteHead8b(dim: number, vocab: number, headBytes: number, fileBytes: number, restBytes: number) {
+  const chunkBytes = 1 << 20
+  const m = {
+    fileBytes: headBytes,
+    chunkBytes,
+    legacyModelId: 'lsm1-',
+    pieces: [{ name: 'output.weight', offsetBytes: 0, sizeBytes: headBytes, chunkHashes: new Uint8Array(0) }]
+  }
+  const pick = pickHeadChunks(m, [0], 0, vocab, DEFAULT_SECRET_ROWS)
+  const headFetchedBytes = pick.chunks.size * chunkBytes
+  return {
+    secretRows: DEFAULT_SECRET_ROWS,
+    headChunks: pick.chunks.size,
+    ofHeadChunks: pick.pieceChunks,
+    headFetchedBytes,
+    edgeBytes: restBytes + headFetchedBytes,
+    edgeFraction: (restBytes + headFetchedBytes) / fileBytes,
+    // the client's head memory: its rows in f32, against the head matrix as stored
+    headRowsHeldBytes: DEFAULT_SECRET_ROWS * dim * 4,
+    headMatrixBytes: headBytes
   }
 }
 

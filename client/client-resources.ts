@@ -16,7 +16,13 @@ import { type FetchedWeights, fetchClientModel } from './weights/client-fetch.js
 export async function openClientResources(
   init: ClientInit,
   options: AbortOptions = {}
-): Promise<{ host: Host; model: ModelFile; fetched?: FetchedWeights; privateKey: PrivateKey }> {
+): Promise<{
+  host: Host
+  model: ModelFile
+  fetched?: FetchedWeights
+  privateKey: PrivateKey
+  headReadable?: (id: number) => boolean
+}> {
   // the client's identity signs its KV grants (issue #41), so it keeps the key it starts with
   const privateKey = init.privateKey ?? (await generateKeyPair('Ed25519'))
   if (init.modelId !== undefined) return { ...(await fetchClientModel({ ...init, privateKey }, options)), privateKey }

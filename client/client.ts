@@ -22,7 +22,7 @@ import { openClientResources } from './client-resources.js'
 import type { ClientInit, GenerateOptions, GenerateResult } from './client-types.js'
 import { type ClientParts, clientCanaryMonitor, clientRemotePipeline } from './client-wiring.js'
 import { VerifiedStreamNeedsCanariesError } from './errors.js'
-import { headStatsOf, lowDimensionalHead, RemoteHead, remoteHeadTokens } from './head/index.js'
+import { headMemory, headStatsOf, lowDimensionalHead, RemoteHead, remoteHeadTokens } from './head/index.js'
 import {
   CONVICTED_BAN_MS,
   DEFAULT_BAN_MS,
@@ -74,7 +74,9 @@ export class LayerswarmClient {
     private readonly model: ModelFile,
     private readonly init: ClientInit,
     /** Issue 33: what a client started by content id fetched (undefined for a local file). */
-    readonly fetchedWeights?: FetchedWeights
+    readonly fetchedWeights?: FetchedWeights,
+    /** Issue #35 item 4: the head rows a thin client holds (its fetched head chunks); every row by default. */
+    private readonly headReadable?: (id: number) => boolean
   ) {
     const n = model.config.nLayers
     const k = init.edgeFirst ?? DEFAULT_EDGE_FIRST
@@ -92,7 +94,7 @@ export class LayerswarmClient {
     this.tokenizer = createTokenizer(model.vocabulary)
     if (!init.kernels) this.ownKernels = selectKernelsFor(model.config, { kind: 'auto' })
     const kernels = init.kernels ?? this.ownKernels
-    this.edge = createEdge({ model, kernels })
+    this.edge = createEdge({ model, kernels, lazyHead: init.head === 'remote' })
     const kvDType = init.kvDType ?? DEFAULT_EDGE_KV_DTYPE
     if (k > 0) this.first = createShard({ model, start: 0, end: k, kernels, kvDType })
     if (j > 0) this.last = createShard({ model, start: n - j, end: n, kernels, kvDType })
@@ -103,9 +105,9 @@ export class LayerswarmClient {
   }
 
   static async create(init: ClientInit, options: AbortOptions = {}): Promise<LayerswarmClient> {
-    const { host, model, fetched, privateKey } = await openClientResources(init, options)
+    const { host, model, fetched, privateKey, headReadable } = await openClientResources(init, options)
     try {
-      const client = new LayerswarmClient(host, model, { ...init, privateKey }, fetched)
+      const client = new LayerswarmClient(host, model, { ...init, privateKey }, fetched, headReadable)
       return client
     } catch (err) {
       await host.stop()
@@ -259,13 +261,14 @@ export class LayerswarmClient {
       wireLedger,
       speculation
     })
-    return heads.length > 0 ? { ...result, head: headStatsOf(heads) } : result
+    if (heads.length === 0 || !this.headRows) return result
+    return { ...result, head: { ...headStatsOf(heads), memory: headMemory(this.headRows, this.model, this.edge.headBytes) } }
   }
 
   /** Issue #35: a fresh remote head over the client's low-dimensional head, or none with the head local. */
   private remoteHead(): RemoteHead | undefined {
     if (this.init.head !== 'remote') return undefined
-    this.headRows ??= lowDimensionalHead(this.model, this.init.headSecretRows)
+    this.headRows ??= lowDimensionalHead(this.model, this.init.headSecretRows, this.headReadable)
     const { config } = this.model
     return new RemoteHead({ config, rows: this.headRows, channel: new HeadChannel(), checkDtype: this.init.headCheckDtype })
   }

@@ -48,7 +48,8 @@ function nextHopFromWire(w: wire.NextHop.$Properties, field: string): NextHop {
     peerId: peerId(w.peerId, `${field}.peer_id`),
     addrs: addrs.map((a, i) => stringField(a, `${field}.addrs[${i}]`, { max: MAX_ADDR_LENGTH, token: true })),
     start: span.start,
-    end: span.end
+    end: span.end,
+    ...(w.sessionId ? { sessionId: sessionId(w.sessionId, `${field}.session_id`) } : {})
   }
 }
 
@@ -64,6 +65,7 @@ function openFromWire(w: wire.OpenSession.$Properties): OpenSession {
     wireDtype: dtypeFromWire(w.wireDtype, 'open.wire_dtype'),
     nextHops: hops.map((h, i) => nextHopFromWire(h, `open.next_hops[${i}]`)),
     ...(w.upstreamPeerId ? { upstreamPeerId: peerId(w.upstreamPeerId, 'open.upstream_peer_id') } : {}),
+    ...(w.upstreamSessionId ? { upstreamSessionId: sessionId(w.upstreamSessionId, 'open.upstream_session_id') } : {}),
     ...optionalBytes('clientX25519PublicKey', bytesField(w.clientX25519PublicKey, 'open.client_x25519_public_key', [0, 32])),
     ...optionalBytes('wrappedSnapshotKey', bytesField(w.wrappedSnapshotKey, 'open.wrapped_snapshot_key', [0, 61])),
     ...(w.proofEpoch || w.proofNonce

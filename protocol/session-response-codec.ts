@@ -46,7 +46,14 @@ function responseFromWire(w: wire.SessionResponse.$Properties, maxElements?: num
     const body = oneofBody(w, RESPONSE_BODIES, 'SessionResponse')
     switch (body) {
       case 'opened':
-        return { requestId, type: 'opened', opened: { sessionId: sessionId(w.opened!.sessionId, 'opened.session_id') } }
+        return {
+          requestId,
+          type: 'opened',
+          opened: {
+            sessionId: sessionId(w.opened!.sessionId, 'opened.session_id'),
+            ...(w.opened!.chainedSessionIds === true ? { chainedSessionIds: true } : {})
+          }
+        }
       case 'result':
         return { requestId, type: 'result', result: resultFromWire(w.result!, maxElements) }
       case 'results': {

@@ -76,6 +76,8 @@ export interface NextHop {
   addrs: string[]
   start: number
   end: number
+  /** Chained mode, issue #39: the id the forwarder writes into the steps it sends this hop (absent: its own). */
+  sessionId?: string
 }
 
 export interface OpenSession {
@@ -89,6 +91,8 @@ export interface OpenSession {
   nextHops: NextHop[]
   /** Chained mode: the previous hop, which may send this session's steps. */
   upstreamPeerId?: string
+  /** Chained mode, issue #39: the upstream hop's session id, which its receipts are signed for (absent: this session's). */
+  upstreamSessionId?: string
   /** The client's X25519 public key (32 bytes) for the session's hop keys. */
   clientX25519PublicKey?: Uint8Array
   /** The session's snapshot key wrapped under the hop keys' snapshotKeyWrapKey. */
@@ -182,6 +186,8 @@ export type SessionRequest = { requestId: number } & SessionRequestBody
 
 export interface Opened {
   sessionId: string
+  /** The hop honours NextHop.sessionId and upstreamSessionId (issue #39: per-hop ids on a chain). */
+  chainedSessionIds?: boolean
 }
 
 export interface HopTiming {

@@ -10,6 +10,11 @@ import type { ModelConfig, WeightMatrix } from './types.js'
 export interface EdgeInit {
   readonly model: ModelFile
   readonly kernels?: Kernels
+  /**
+   * Read an untied head only on the first logits call (issue #35 item 4): a client whose head runs
+   * on a peer then never holds it. Default false: read at once, so the first token pays no load.
+   */
+  readonly lazyHead?: boolean
 }
 
 /**
@@ -21,34 +26,42 @@ export class Edge {
   readonly kernels: Kernels
   private readonly embedding: WeightMatrix // [vocab, dim]
   private readonly outputNorm: Float32Array // [dim]
-  private readonly head: WeightMatrix // [vocab, dim]
+  // [vocab, dim]; with lazyHead an untied head is read on the first logits call
+  private loadedHead?: WeightMatrix
+  private readonly model: ModelFile
   private normed = new Float32Array(0)
   private last = new Float32Array(0)
 
   constructor(init: EdgeInit) {
     const { model } = init
     this.config = model.config
+    this.model = model
     this.kernels = init.kernels ?? createReferenceKernels()
     this.outputNorm = model.readVector('output_norm')
     if (this.config.tiedEmbeddings) {
       // A tied head is the embedding matrix itself: read it once, prepare it for the kernels and
       // look embeddings up in the prepared copy, so the file copy can be dropped (one copy resident).
-      this.head = loadMatrices(model, ['token_embd'], this.kernels, undefined, { keepRows: true })
-      this.embedding = this.head
+      this.loadedHead = loadMatrices(model, ['token_embd'], this.kernels, undefined, { keepRows: true })
+      this.embedding = this.loadedHead
     } else {
       this.embedding = model.readMatrix('token_embd')
-      this.head = loadMatrices(model, ['output'], this.kernels)
+      if (!init.lazyHead) this.loadedHead = loadMatrices(model, ['output'], this.kernels)
     }
   }
 
-  /** Bytes of the LM head matrix (read in full for every logits row). */
-  get headBytes(): number {
-    return this.head.data.byteLength
+  private get head(): WeightMatrix {
+    this.loadedHead ??= loadMatrices(this.model, ['output'], this.kernels)
+    return this.loadedHead
   }
 
-  /** Bytes of weights the edge holds (embedding, head unless tied, final norm). */
+  /** Bytes of the LM head matrix held (0 until a logits call reads an untied head). */
+  get headBytes(): number {
+    return this.loadedHead?.data.byteLength ?? 0
+  }
+
+  /** Bytes of weights the edge holds (embedding, head unless tied or not read yet, final norm). */
   get weightBytes(): number {
-    const head = this.head === this.embedding ? 0 : this.head.data.byteLength
+    const head = this.loadedHead === undefined || this.loadedHead === this.embedding ? 0 : this.loadedHead.data.byteLength
     return this.embedding.data.byteLength + head + this.outputNorm.length * 4
   }
 

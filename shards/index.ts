@@ -13,6 +13,7 @@ export {
   generateTokens,
   type LocalPipelineOptions
 } from './generate.js'
+export { type GuardedReads, guardedModel } from './guarded-model.js'
 export * from './head/index.js'
 export * from './kernels/index.js'
 export { DEFAULT_KV_DTYPE, KV_DTYPES, type KvAllocator, KvCache, type KvDType, kvAllocatorOf, kvRowBytes } from './kv-cache.js'

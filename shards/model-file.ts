@@ -24,6 +24,11 @@ export interface ModelFile {
   matrixInfo?(name: TensorName): Omit<WeightMatrix, 'data'>
   /** Read a 2-D tensor's stored bytes straight into `into` (e.g. kernel memory), no other copy. */
   readMatrixInto?(name: TensorName, into: Uint8Array): void
+  /**
+   * Rows [firstRow, firstRow + count) of a 2-D tensor as stored, read alone (optional): the
+   * client's head rows (issue #35 item 4) without the whole head in memory.
+   */
+  readMatrixRows?(name: TensorName, firstRow: number, count: number): WeightMatrix
   /** A 1-D tensor (norm weights), decoded to f32. */
   readVector(name: TensorName): Float32Array
   /**

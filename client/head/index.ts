@@ -5,6 +5,7 @@ export {
   HEAD_CONVICT_VIOLATIONS,
   HEAD_TOLERANCE_SIGMAS,
   type HeadStats,
+  headMemory,
   headStatsOf,
   headTolerance,
   lowDimensionalHead,

@@ -14,7 +14,15 @@
  */
 import { headReplyKey, openHeadReply } from '../../crypto/index.js'
 import type { HeadRequest } from '../../protocol/index.js'
-import { type CheckDType, decodeHeadRows, type HeadRow, HeadRows, type ModelConfig, type ModelFile } from '../../shards/index.js'
+import {
+  type CheckDType,
+  decodeHeadRows,
+  type HeadRow,
+  HeadRows,
+  type ModelConfig,
+  type ModelFile,
+  rowBytes
+} from '../../shards/index.js'
 import type { HeadChannel, HeadReplyRecord } from '../session/head-channel.js'
 
 /** Violations that convict a head peer (an honest one shows none over ≥ 10,000 checks: test/client/head-check.test.ts). */
@@ -32,20 +40,38 @@ export interface RemoteHeadInit {
   readonly checkDtype?: CheckDType
 }
 
-/** A client's low-dimensional head: the head rows of a secret random sample (drawn here, never sent). */
-export function lowDimensionalHead(model: ModelFile, secretRows = DEFAULT_SECRET_ROWS): HeadRows {
-  const rows = new HeadRows(model)
+/**
+ * A client's low-dimensional head: the head rows of a secret random sample (drawn here, never
+ * sent), from the rows `readable` names where the client holds only some (a thin client's fetched
+ * head chunks, client/weights/head-chunks.ts). Only those rows are read, never the whole head.
+ */
+export function lowDimensionalHead(
+  model: ModelFile,
+  secretRows = DEFAULT_SECRET_ROWS,
+  readable?: (id: number) => boolean
+): HeadRows {
+  const rows = new HeadRows(model, readable ? { readable } : {})
   const vocab = model.config.vocabSize
-  const n = Math.min(vocab, secretRows)
+  const pool: number[] | undefined = readable ? [] : undefined
+  if (pool) for (let id = 0; id < vocab; id++) if (readable?.(id)) pool.push(id)
+  const size = pool?.length ?? vocab
+  const n = Math.min(size, secretRows)
   const secret = new Set<number>()
   // Web Crypto (Node and browsers alike); the modulo bias of 2^32 over a vocabulary is < 2^-14
   const draw = new Uint32Array(256)
   while (secret.size < n) {
     globalThis.crypto.getRandomValues(draw)
-    for (const x of draw) if (secret.size < n) secret.add(x % vocab)
+    for (const x of draw) if (secret.size < n) secret.add(pool ? pool[x % size] : x % vocab)
   }
   rows.add(secret)
   return rows
+}
+
+/** The head memory a client with these rows holds (HeadStats.memory). */
+export function headMemory(rows: HeadRows, model: ModelFile, edgeHeadBytes: number): NonNullable<HeadStats['memory']> {
+  const info = model.matrixInfo?.(model.config.tiedEmbeddings ? 'token_embd' : 'output')
+  const fullHeadBytes = info ? info.rows * rowBytes(info.dtype, info.cols) : 0
+  return { rowsHeld: rows.ids.length, rowsBytes: rows.bytes, storedBytesRead: rows.storedBytesRead, fullHeadBytes, edgeHeadBytes }
 }
 
 export interface HeadStats {
@@ -58,6 +84,18 @@ export interface HeadStats {
   /** Sealed head bytes received. */
   headBytes: number
   convicted: string[]
+  /**
+   * Issue #35 item 4: the client's memory for the head: rows it holds (f32 bytes), the head's
+   * stored bytes it read (its rows alone), and the full head matrix's bytes it does not hold.
+   */
+  memory?: {
+    rowsHeld: number
+    rowsBytes: number
+    storedBytesRead: number
+    fullHeadBytes: number
+    /** Head matrix bytes the client's edge holds anyway: 0 unless something computed logits locally (canary prompts). */
+    edgeHeadBytes: number
+  }
 }
 
 /** σs of an honest difference a comparison allows (p ≈ 2e-9 per comparison for a Gaussian sum; two violations convict). */

@@ -2,8 +2,8 @@ import type { AbortOptions } from '@libp2p/interface'
 import type { Host } from '../../protocol/index.js'
 import { KvRestoreMismatchError } from '../errors.js'
 import type { SwarmView } from '../routing/swarm-view.js'
+import { chainIdsAt, routeSessionIds } from '../session/chain-ids.js'
 import { HopSession, type HopTarget } from '../session/hop.js'
-import { randomSessionId } from '../session/session-id.js'
 import type { WireLedger } from '../session/wire-ledger.js'
 import type { WirePreference } from '../session/wire-negotiation.js'
 import { type KvMoveInit, moveKv } from './kv-grants.js'
@@ -204,34 +204,32 @@ export class StandbyKeeper {
     })
     if (this.init.chained && targets.some((t) => !t)) return
     // Open from the last hop back, so in a chain each standby's downstream already knows the session.
+    // Each standby an id of its own, as each live hop has, relayed and chained (chain-ids.ts, issue #39)
+    const ids = routeSessionIds(hops.length, nextSessionId)
     for (let i = hops.length - 1; i >= 0; i--) {
       const t = targets[i]
       if (!t) continue
       try {
+        const { chained, modelId, maxLength } = this.init
         const hop = await HopSession.open(
           this.init.host,
           t,
           this.init.dim,
           {
-            // relayed, each standby an id of its own, as each live hop has (route-hops.ts, issue #39)
-            sessionId: this.init.chained || i === 0 ? nextSessionId : randomSessionId(),
-            modelId: this.init.modelId,
-            maxLength: this.init.maxLength,
-            wireDtype: hops[i].wireDtype,
-            ledger: this.init.wireLedger,
-            next: this.init.chained ? targets[i + 1] : undefined,
-            upstream: this.init.chained && i > 0 ? targets[i - 1]!.peerId : undefined
+            ...(chained ? chainIdsAt(ids, i) : { sessionId: ids[i] }),
+            ...{ modelId, maxLength, wireDtype: hops[i].wireDtype, ledger: this.init.wireLedger },
+            next: chained ? targets[i + 1] : undefined,
+            upstream: chained && i > 0 ? targets[i - 1]!.peerId : undefined
           },
           options
         )
-        this.standbys.set(spanKey(hops[i]), {
-          hop,
-          livePeerId: hops[i].target.peerId,
-          liveSessionId: hops[i].sessionId,
-          fed: 0,
-          end: 0,
-          sequence: 0
-        })
+        // an older hop would forward under its own id: no standby chain then (a failover replays)
+        if (chained && hops.length > 1 && !hop.chainedSessionIds) {
+          await hop.close()
+          throw new Error('the standby does not acknowledge per-hop session ids')
+        }
+        const st = { hop, livePeerId: hops[i].target.peerId, liveSessionId: hops[i].sessionId }
+        this.standbys.set(spanKey(hops[i]), { ...st, fed: 0, end: 0, sequence: 0 })
         this.unavailable.delete(spanKey(hops[i]))
         this.init.log?.({
           event: 'standby',

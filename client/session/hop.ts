@@ -25,8 +25,10 @@ import {
 import { HopAbandonedError } from '../errors.js'
 import { hopSessionKeys } from './hop-keys.js'
 import type { HopTarget } from './hop-target.js'
+import { chainOpenFields } from './next-hop.js'
 import type { WireLedger } from './wire-ledger.js'
 
+export { nextHopAddrs } from './next-hop.js'
 export type { HopTarget }
 
 export interface HopStepOutcome {
@@ -50,6 +52,10 @@ export interface HopOpenInit {
   readonly wireDtype: DType
   readonly next?: HopTarget
   readonly upstream?: string
+  /** Chained, per-hop ids (issue #39, chain-ids.ts): the next hop's session id, which this hop forwards under. */
+  readonly nextSessionId?: string
+  /** Chained, per-hop ids: the upstream hop's session id, which its receipts are signed for. */
+  readonly upstreamSessionId?: string
   /** Counts the session's activation bytes per hop (the generate report); canary decoys pass none. */
   readonly ledger?: WireLedger
 }
@@ -76,20 +82,6 @@ export interface KvImport {
 }
 
 /**
- * A next hop's addresses as a node dials them: each ending in /p2p/<its peer id> (nodes refuse
- * others: the dial must be a handshake with that identity, issue #17); another peer's address is dropped.
- */
-export function nextHopAddrs(next: HopTarget): string[] {
-  const suffix = `/p2p/${next.peerId}`
-  const out: string[] = []
-  for (const a of next.addrs) {
-    if (a.endsWith(suffix)) out.push(a)
-    else if (!a.includes('/p2p/')) out.push(`${a}${suffix}`)
-  }
-  return out
-}
-
-/**
  * The client's one record of a session on one hop: the hop, the session's id on it, its keys and
  * its stream (open, step, await, export, import, close). Every request names this session.
  */
@@ -112,6 +104,9 @@ export class HopSession {
     /** Positions the session holds (its open's max length): what one answer may carry at most. */
     readonly maxLength = 0
   ) {}
+
+  /** The hop acknowledged per-hop ids on a chain (Opened.chained_session_ids; chain-ids.ts). */
+  chainedSessionIds = false
 
   static async open(host: Host, target: HopTarget, dim: number, o: HopOpenInit, options: AbortOptions = {}): Promise<HopSession> {
     const { signal } = options
@@ -141,19 +136,22 @@ export class HopSession {
       end: target.end,
       maxLength: o.maxLength,
       wireDtype: o.wireDtype,
-      nextHops: o.next ? [{ peerId: o.next.peerId, addrs: nextHopAddrs(o.next), start: o.next.start, end: o.next.end }] : [],
-      ...(o.upstream ? { upstreamPeerId: o.upstream } : {}),
+      ...chainOpenFields(o),
       clientX25519PublicKey: clientPublicKey,
       wrappedSnapshotKey
     }
     try {
-      await caller.call({ type: 'open', open }, { signal }).catch(async (err: { code?: string }) => {
+      const res = await caller.call({ type: 'open', open }, { signal }).catch(async (err: { code?: string }) => {
         // a busy node asks a proof of work (protocol/open-proof.ts, issue #39): its info says how much
         if (err.code !== 'PROOF_REQUIRED') throw err
         const { info } = await fetchInfo(host, addrs, { signal })
         const input = { nodePeerId: target.peerId, clientPeerId: host.peerId.toString(), sessionId: o.sessionId }
-        await caller.call({ type: 'open', open: { ...open, ...solveOpenProof(input, info.openProofBits ?? 0) } }, { signal })
+        return await caller.call(
+          { type: 'open', open: { ...open, ...solveOpenProof(input, info.openProofBits ?? 0) } },
+          { signal }
+        )
       })
+      hop.chainedSessionIds = res.type === 'opened' && res.opened.chainedSessionIds === true
     } catch (err) {
       caller.abort(err as Error)
       throw err
@@ -207,8 +205,9 @@ export class HopSession {
     // each tag binds the row count and the hash of the bytes we send: a later hop finds that
     // hash in this hop's signed receipt, which travels with the step (issue #17)
     const inputHash = chainedStepBinding(hidden.length / this.dim, sha256(message.hidden.data))
-    const fields = { sessionId: this.sessionId, stepId, startPosition, inputHash }
-    const hopAuth = downstream.map((h) => stepTag(h.keys.stepMacKey, fields))
+    const fields = { stepId, startPosition, inputHash }
+    // each tag over that hop's own session id (per-hop ids, issue #39): the id its step arrives under
+    const hopAuth = downstream.map((h) => stepTag(h.keys.stepMacKey, { ...fields, sessionId: h.sessionId }))
     const step = { ...message, hopAuth, oneWay: true }
     if (this.ledger) {
       // hop-to-hop links: each hop encodes its output in its negotiated dtype (the chain shares one)

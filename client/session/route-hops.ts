@@ -1,17 +1,17 @@
 import type { AbortOptions } from '@libp2p/interface'
 import type { Host } from '../../protocol/index.js'
 import type { KvRecovery } from '../recovery/kv-recovery.js'
+import { openChainHops } from './chain-ids.js'
 import { HopSession, type HopTarget } from './hop.js'
-import { randomSessionId } from './session-id.js'
 import { type StepTransport, stepDeadline, tagged } from './step-transport.js'
 import type { WireLedger } from './wire-ledger.js'
 
 /** What every hop session of one route is opened with. */
 export interface RouteSessionInit {
   /**
-   * The route's own session id (RemotePipeline draws a fresh one per route). Chained, every hop
-   * gets it (a hop forwards under it); relayed, it is the first hop's, and every other hop gets an
-   * id of its own, so two colluding hops cannot link a session by its id (issue #39).
+   * The route's own session id (RemotePipeline draws a fresh one per route): the first hop's.
+   * Every other hop gets an id of its own, relayed and chained, so two colluding hops cannot link
+   * a session by its id (issue #39, chain-ids.ts).
    */
   readonly sessionId: string
   readonly modelId: string
@@ -35,17 +35,15 @@ export async function openRouteHops(
   taken: ReadonlyArray<HopSession | undefined> = [],
   options: AbortOptions = {}
 ): Promise<HopSession[]> {
-  const hops: HopSession[] = []
-  try {
-    for (let i = route.length - 1; i >= 0; i--) {
+  // every hop an id of its own, relayed and chained (issue #39, chain-ids.ts); a chain falls back
+  // to one id when a hop does not acknowledge per-hop ids
+  const { hops } = await openChainHops(
+    route.length,
+    o.sessionId,
+    (i, ids) => {
       const t = route[i]
-      const standby = taken[i]
-      if (standby) {
-        hops.unshift(standby)
-        continue
-      }
       const open = {
-        sessionId: o.chained || i === 0 ? o.sessionId : randomSessionId(),
+        ...(o.chained ? ids : { sessionId: ids.sessionId }),
         modelId: o.modelId,
         maxLength: o.maxLength,
         wireDtype: t.wireDtype ?? 'f32',
@@ -53,12 +51,12 @@ export async function openRouteHops(
         next: o.chained ? route[i + 1] : undefined,
         upstream: o.chained && i > 0 ? route[i - 1].peerId : undefined
       } as const
-      hops.unshift(await tagged(t.peerId, HopSession.open(host, t, dim, open, options)))
-    }
-  } catch (err) {
-    for (const h of hops) h.close().catch(() => {})
-    throw err
-  }
+      return tagged(t.peerId, HopSession.open(host, t, dim, open, options))
+    },
+    taken,
+    o.chained,
+    options
+  )
   return hops
 }
 

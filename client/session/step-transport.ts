@@ -186,7 +186,7 @@ export class StepTransport {
         this.logStep(stepId, startPos, rows, ms, got.timings)
         await this.init.receipts.check(
           route,
-          { sessionId: first.sessionId, stepId, position: startPos },
+          { sessionId: first.sessionId, sessionIds: hops.map((h) => h.sessionId), stepId, position: startPos },
           got.receipts,
           ack.sent,
           got.received

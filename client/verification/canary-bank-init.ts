@@ -1,6 +1,6 @@
 import { dirname, join } from 'node:path'
 import { type CanaryTraces, loadBankKey, loadCanaryBank } from '../../canary/index.js'
-import type { ModelFile, TensorName } from '../../shards/index.js'
+import { guardedModel, type ModelFile, type TensorName } from '../../shards/index.js'
 import { BlockNotHeldError } from '../errors.js'
 
 /**
@@ -31,30 +31,12 @@ export function openCanaryBank(init: CanaryBankInit, modelId: string): CanaryTra
  * middle blocks would get it from the bank. With a canary bank the client never needs the rest.
  */
 export function edgeOnlyModel(model: ModelFile, first: number, last: number): ModelFile {
-  /** `read()` of tensor `name`, unless the tensor is in a block this client does not hold. */
-  const guard = <T>(name: TensorName, read: () => T): T => {
+  /** Throws for a tensor in a block this client does not hold. */
+  const check = (name: TensorName): void => {
     const m = /^blk\.(\d+)\./.exec(name)
     if (m && Number(m[1]) >= first && Number(m[1]) < last) {
       throw new BlockNotHeldError(`block ${m[1]} (${name}) is not held by this client (it holds [0, ${first}) and [${last}, n))`)
     }
-    return read()
   }
-  return {
-    format: model.format,
-    path: model.path,
-    config: model.config,
-    vocabulary: model.vocabulary,
-    metadata: model.metadata,
-    weightDType: model.weightDType,
-    hasTensor: (name) => model.hasTensor(name),
-    readMatrix: (name) => guard(name, () => model.readMatrix(name)),
-    ...(model.matrixInfo ? { matrixInfo: (name: TensorName) => guard(name, () => model.matrixInfo!(name)) } : {}),
-    ...(model.readMatrixInto
-      ? { readMatrixInto: (name: TensorName, into: Uint8Array) => guard(name, () => model.readMatrixInto!(name, into)) }
-      : {}),
-    readVector: (name) => guard(name, () => model.readVector(name)),
-    sampleTensor: (name, maxBytes) => model.sampleTensor(name, maxBytes),
-    bytesRead: () => model.bytesRead(),
-    close: () => model.close()
-  }
+  return guardedModel(model, check, { matrixInfo: true })
 }

@@ -173,7 +173,9 @@ export async function probeChain(
           ? replay.run(full[i - 1], position).subarray(0, rows * set.dim)
           : referenceFor(set, decoy.canary, route[i].end, position, rows)
         const inputs = replay?.inputs().subarray(0, (position + rows) * set.dim)
-        const v = d.score(route[i], decoy, stepId, position, rows, outputs[i], reference, out.receipts[i], inputs)
+        // evidence names the hop's own session id, which its receipt is signed for (issue #39)
+        const scoredAs = { sessionId: decoy.chain!.hops[i].sessionId, canary: decoy.canary }
+        const v = d.score(route[i], scoredAs, stepId, position, rows, outputs[i], reference, out.receipts[i], inputs)
         d.noteConviction(v)
         if (
           decoy.taintedFrom === route.length &&

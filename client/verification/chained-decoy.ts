@@ -1,5 +1,6 @@
 import type { AbortOptions } from '@libp2p/interface'
 import type { Host, Receipt } from '../../protocol/index.js'
+import { openChainHops } from '../session/chain-ids.js'
 import { type HopOpenInit, HopSession, type HopTarget } from '../session/hop.js'
 import type { ReceiptLedger } from './receipts.js'
 
@@ -32,7 +33,7 @@ export class ChainedDecoy {
     readonly hops: readonly HopSession[]
   ) {}
 
-  /** The decoy's session id (the same on every hop). */
+  /** The decoy's session id on its first hop (every hop has its own, issue #39). */
   get sessionId(): string {
     return this.hops[0].sessionId
   }
@@ -41,27 +42,26 @@ export class ChainedDecoy {
     host: Host,
     route: readonly HopTarget[],
     dim: number,
-    o: Omit<HopOpenInit, 'next' | 'upstream' | 'ledger'>,
+    o: Omit<HopOpenInit, 'next' | 'upstream' | 'ledger' | 'nextSessionId' | 'upstreamSessionId'>,
     options: AbortOptions = {}
   ): Promise<ChainedDecoy> {
-    const hops: HopSession[] = []
-    try {
-      // From the last hop back, as a real chained session: each hop's downstream knows it first.
-      for (let i = route.length - 1; i >= 0; i--) {
-        hops.unshift(
-          await HopSession.open(
-            host,
-            route[i],
-            dim,
-            { ...o, next: route[i + 1], upstream: i > 0 ? route[i - 1].peerId : undefined },
-            options
-          )
-        )
-      }
-    } catch (err) {
-      for (const h of hops) h.close().catch(() => {})
-      throw err
-    }
+    // From the last hop back, as a real chained session: each hop's downstream knows it first;
+    // each hop an id of its own, as a real chain's (issue #39, session/chain-ids.ts)
+    const { hops } = await openChainHops(
+      route.length,
+      o.sessionId,
+      (i, ids) =>
+        HopSession.open(
+          host,
+          route[i],
+          dim,
+          { ...o, ...ids, next: route[i + 1], upstream: i > 0 ? route[i - 1].peerId : undefined },
+          options
+        ),
+      [],
+      true,
+      options
+    )
     return new ChainedDecoy(route, hops)
   }
 
@@ -93,7 +93,7 @@ export class ChainedDecoy {
     first.settle(ack.requestId)
     await ledger.check(
       this.route,
-      { sessionId: this.sessionId, stepId, position: startPosition },
+      { sessionId: this.sessionId, sessionIds: this.hops.map((h) => h.sessionId), stepId, position: startPosition },
       got.receipts,
       ack.sent,
       got.received

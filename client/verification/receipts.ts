@@ -36,17 +36,25 @@ export class ReceiptLedger {
    */
   async check(
     route: ReadonlyArray<{ peerId: string; start: number; end: number }>,
-    step: { readonly sessionId: string; readonly stepId: number; readonly position: number },
+    step: {
+      readonly sessionId: string
+      /** Each hop's own session id where they differ (per-hop ids on a chain, issue #39); default `sessionId`. */
+      readonly sessionIds?: readonly string[]
+      readonly stepId: number
+      readonly position: number
+    },
     receipts: readonly Receipt[],
     sent: Uint8Array,
     received?: Uint8Array
   ): Promise<void> {
-    const { sessionId, stepId } = step
-    const signed = { ...step, modelId: this.modelId }
+    const { stepId } = step
+    const base = { stepId, position: step.position, modelId: this.modelId }
     let expectInput = sha256(sent)
     for (let i = 0; i < route.length; i++) {
       const hop = route[i]
       const r = receipts[i]
+      const sessionId = step.sessionIds?.[i] ?? step.sessionId
+      const signed = { ...base, sessionId }
       const stats = this.byPeer.get(hop.peerId) ?? { checked: 0, invalid: 0 }
       this.byPeer.set(hop.peerId, stats)
       stats.checked++

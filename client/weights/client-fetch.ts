@@ -1,10 +1,13 @@
 import type { AbortOptions } from '@libp2p/interface'
 import { createHost, type Host } from '../../protocol/index.js'
-import { type ModelFile, piecesBytes, piecesFor } from '../../shards/index.js'
+import { type ModelConfig, type ModelFile, type PieceWant, piecesBytes, piecesFor } from '../../shards/index.js'
 import type { ClientInit } from '../client-types.js'
+import { DEFAULT_SECRET_ROWS } from '../head/index.js'
 import { DEFAULT_EDGE_FIRST, DEFAULT_EDGE_LAST } from '../options.js'
 import { edgeOnlyModel } from '../verification/canary-bank-init.js'
 import { edgeWant, fetchModel } from './fetch-model.js'
+import { fetchPieces } from './fetcher.js'
+import { pickHeadChunks } from './head-chunks.js'
 
 /** What a client started by content id fetched: bytes against the file (issue 33, item 4). */
 export interface FetchedWeights {
@@ -22,6 +25,12 @@ export interface FetchedWeights {
   readonly reusedBytes: number
   /** Peers recorded as having served bytes that fail their hash. */
   readonly liars: readonly string[]
+  /**
+   * Issue #35 item 4, with the head on a peer: the head's chunks fetched (a secret random choice
+   * holding the client's secret rows) against the head's, in chunks and bytes. Absent with the
+   * head local or tied to the embeddings (then the embeddings, so the head, are fetched whole).
+   */
+  readonly head?: { readonly chunks: number; readonly ofChunks: number; readonly bytes: number; readonly ofBytes: number }
 }
 
 /**
@@ -34,7 +43,7 @@ export interface FetchedWeights {
 export async function fetchClientModel(
   init: ClientInit,
   options: AbortOptions = {}
-): Promise<{ host: Host; model: ModelFile; fetched: FetchedWeights }> {
+): Promise<{ host: Host; model: ModelFile; fetched: FetchedWeights; headReadable?: (id: number) => boolean }> {
   const contentId = init.modelId as string
   const host = await createHost(
     {
@@ -47,32 +56,66 @@ export async function fetchClientModel(
   )
   try {
     const k = init.edgeFirst ?? DEFAULT_EDGE_FIRST
-    const j = init.edgeLast ?? DEFAULT_EDGE_LAST
+    // with the head on a peer the last block runs there too (edgeLast is 0)
+    const j = init.head === 'remote' ? 0 : (init.edgeLast ?? DEFAULT_EDGE_LAST)
     const middle = init.canaries !== false && init.canaryBank === undefined
+    // canary prompts are sampled from the whole model (client/verification/canary-secret.ts), head
+    // included: without a bank the head is fetched whole, with a bank or canaries off only its rows
+    const remoteHead = init.head === 'remote' && !middle
     const edge = edgeWant(k, j)
+    const headless = (c: ModelConfig): PieceWant => ({ ...edge(c), ...(remoteHead ? { skipHead: true } : {}) })
     const f = await fetchModel({
       host,
       contentId,
       ...(init.modelsDir !== undefined ? { modelsDir: init.modelsDir } : {}),
-      want: (c) => (middle ? { edge: true, blocks: [[0, c.nLayers]] } : edge(c)),
+      want: (c) => (middle ? { edge: true, blocks: [[0, c.nLayers]] } : headless(c)),
       log: init.log,
       signal: options.signal
     })
+    const m = f.store.manifest
+    const headPiece = m.pieces.findIndex((p) => p.name === 'output.weight')
+    let head: FetchedWeights['head']
+    let headReadable: ((id: number) => boolean) | undefined
+    let more = { fetchedBytes: 0, reusedBytes: 0, liars: [] as string[] }
+    if (remoteHead && headPiece >= 0) {
+      const pick = pickHeadChunks(
+        m,
+        f.store.firstChunk,
+        headPiece,
+        f.model.config.vocabSize,
+        init.headSecretRows ?? DEFAULT_SECRET_ROWS
+      )
+      const r = await fetchPieces(host, f.peers, f.store, [headPiece], {
+        onlyChunks: pick.chunks,
+        log: init.log,
+        signal: options.signal
+      })
+      head = {
+        chunks: pick.chunks.size,
+        ofChunks: pick.pieceChunks,
+        bytes: r.neededBytes,
+        ofBytes: m.pieces[headPiece].sizeBytes
+      }
+      headReadable = pick.readable
+      more = { fetchedBytes: r.fetchedBytes, reusedBytes: r.reusedBytes, liars: r.liars.map((l) => l.peerId) }
+    }
     const n = f.model.config.nLayers
-    const edgeBytes = piecesBytes(f.store.manifest, piecesFor(f.store.manifest, edge(f.model.config)))
+    const edgeBytes = piecesBytes(m, piecesFor(m, headless(f.model.config))) + (head?.bytes ?? 0)
     const fetched: FetchedWeights = {
       contentId,
       legacyModelId: f.legacyModelId,
       path: f.store.path,
       fileBytes: f.report.fileBytes,
       edgeBytes,
-      canaryBytes: f.report.neededBytes - edgeBytes,
-      fetchedBytes: f.report.fetchedBytes,
-      reusedBytes: f.report.reusedBytes,
-      liars: f.report.liars.map((l) => l.peerId)
+      canaryBytes: f.report.neededBytes + (head?.bytes ?? 0) - edgeBytes,
+      fetchedBytes: f.report.fetchedBytes + more.fetchedBytes,
+      reusedBytes: f.report.reusedBytes + more.reusedBytes,
+      liars: [...f.report.liars.map((l) => l.peerId), ...more.liars],
+      ...(head ? { head } : {})
     }
     f.store.close()
-    return { host, model: middle ? f.model : edgeOnlyModel(f.model, k, n - j), fetched }
+    const model = middle ? f.model : edgeOnlyModel(f.model, k, n - j)
+    return { host, model, fetched, ...(headReadable ? { headReadable } : {}) }
   } catch (err) {
     await host.stop()
     throw err

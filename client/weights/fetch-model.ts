@@ -1,6 +1,6 @@
 import { homedir } from 'node:os'
 import { join } from 'node:path'
-import type { AbortOptions } from '@libp2p/interface'
+import type { AbortOptions, PeerId } from '@libp2p/interface'
 import type { Host } from '../../protocol/index.js'
 import {
   InvalidArgumentError,
@@ -36,6 +36,8 @@ export interface FetchedModel {
   /** The sampled id nodes announce (from the checked manifest). */
   readonly legacyModelId: string
   readonly report: FetchReport
+  /** The peers asked (for a later fetch of more chunks through the same host). */
+  readonly peers: readonly PeerId[]
 }
 
 /**
@@ -70,7 +72,7 @@ export async function fetchModel(init: FetchModelInit): Promise<FetchedModel> {
       liars: [...head.liars, ...rest.liars],
       peers: [...peerStats].map(([peerId, s]) => ({ peerId, ...s }))
     }
-    return { store, model: openStoredModel(store), legacyModelId: store.manifest.legacyModelId, report }
+    return { store, model: openStoredModel(store), legacyModelId: store.manifest.legacyModelId, report, peers }
   } catch (err) {
     store.close()
     throw err

@@ -29,6 +29,8 @@ export interface FetchOptions {
   readonly onProgress?: (doneBytes: number, totalBytes: number) => void
   readonly log?: (event: Record<string, unknown>) => void
   readonly signal?: AbortSignal
+  /** Only these chunks (global numbers) of the pieces asked: a thin client's head rows (issue #35 item 4). */
+  readonly onlyChunks?: ReadonlySet<number>
 }
 
 export interface FetchReport {
@@ -98,14 +100,18 @@ export async function fetchPieces(
   const m = store.manifest
   const wanted: number[] = []
   let neededBytes = 0
-  for (const i of pieces) {
-    neededBytes += m.pieces[i].sizeBytes
-    const n = chunkCount(m.pieces[i].sizeBytes, m.chunkBytes)
-    for (let c = 0; c < n; c++) if (!store.has(store.firstChunk[i] + c)) wanted.push(store.firstChunk[i] + c)
-  }
   const sizeOf = (g: number): number => {
     const { piece, chunk } = locateChunk(m, store.firstChunk, g)
     return chunkRange(m, piece, chunk).sizeBytes
+  }
+  for (const i of pieces) {
+    const n = chunkCount(m.pieces[i].sizeBytes, m.chunkBytes)
+    for (let c = 0; c < n; c++) {
+      const g = store.firstChunk[i] + c
+      if (o.onlyChunks && !o.onlyChunks.has(g)) continue
+      neededBytes += sizeOf(g)
+      if (!store.has(g)) wanted.push(g)
+    }
   }
   const missingBytes = wanted.reduce((s, g) => s + sizeOf(g), 0)
   const reusedBytes = neededBytes - missingBytes

@@ -3,5 +3,6 @@
 export type { FetchedWeights } from './client-fetch.js'
 export { defaultModelsDir, edgeWant, type FetchedModel, type FetchModelInit, fetchModel } from './fetch-model.js'
 export { type FetchOptions, type FetchReport, fetchPieces, openWeightsStore } from './fetcher.js'
+export { type HeadChunks, pickHeadChunks } from './head-chunks.js'
 export { type LiarRecord, readLiars } from './liars.js'
 export { discoverWeightPeers } from './peers.js'

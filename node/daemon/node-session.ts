@@ -34,6 +34,11 @@ export interface NodeSession {
   readonly owner: string
   /** In chained mode, the peer whose output this hop takes (its steps carry the client's tag). */
   readonly upstream?: string
+  /**
+   * Chained mode, per-hop ids (issue #39): the upstream hop's own session id, which its receipts
+   * are signed for. Absent: this session's id (a chain under one id).
+   */
+  readonly upstreamSessionId?: string
   readonly start: number
   readonly end: number
   readonly maxLength: number

@@ -136,7 +136,7 @@ export class SessionManager {
       throw new BusyError(`your subnet holds ${netTokens} KV positions here; ${maxLength} more pass the per-subnet share`)
   }
 
-  open(req: OpenRequest, extra: Pick<NodeSession, 'chain' | 'keys'> = {}): NodeSession {
+  open(req: OpenRequest, extra: Pick<NodeSession, 'chain' | 'keys' | 'upstreamSessionId'> = {}): NodeSession {
     this.checkOpen(req)
     const key = sessionKey(req.owner, req.sessionId)
     this.init.shard.openSession(key, { maxLength: req.maxLength, start: req.start, end: req.end })

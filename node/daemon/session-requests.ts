@@ -165,11 +165,13 @@ export class SessionRequests {
     const keys = crypto.keysFor(o, from)
     const chained = o.nextHops.length > 0 || o.upstreamPeerId !== undefined
     const chain = chained ? new ChainLink(this.ctx.host, o.nextHops[0], this.ctx.nextHops) : undefined
-    sessions.open(request, { keys, chain })
+    const upstreamSessionId = o.upstreamSessionId
+    sessions.open(request, { keys, chain, ...(upstreamSessionId ? { upstreamSessionId } : {}) })
     init.metrics?.sessionsTotal.inc()
     this.ctx.changed()
     init.log?.({ event: 'session-open', sessionId: o.sessionId, span: [o.start, o.end], chained })
-    return { type: 'opened', opened: { sessionId: o.sessionId } }
+    // a chained hop honours the per-hop ids (NextHop.session_id, upstream_session_id; issue #39)
+    return { type: 'opened', opened: { sessionId: o.sessionId, ...(chained ? { chainedSessionIds: true } : {}) } }
   }
 
   /** The session a step is for: the sender's own, or one it feeds whose client tag verifies. */
@@ -180,8 +182,25 @@ export class SessionRequests {
     const fed = sessions.fedBy(s.sessionId, from)
     if (fed.length === 0) throw new UnknownSessionError(`no session ${s.sessionId} of yours here`)
     const rows = s.hidden.shape.length === 2 ? s.hidden.shape[0] : 0
-    const { session, tags } = crypto.upstreamStep(fed, s, rows, await upstreamClientInputHash(s, from, this.ctx.init.modelId))
-    return { session, tags, fromUpstream: true }
+    // the upstream's receipt is signed for its own session id: with per-hop ids (issue #39) not
+    // the one the step came under. One check per id the candidates name (almost always one).
+    const upstreamId = (f: NodeSession): string => f.upstreamSessionId ?? s.sessionId
+    let refusal: unknown
+    for (const id of new Set(fed.map(upstreamId))) {
+      try {
+        const hash = await upstreamClientInputHash(s, from, this.ctx.init.modelId, id)
+        const { session, tags } = crypto.upstreamStep(
+          fed.filter((f) => upstreamId(f) === id),
+          s,
+          rows,
+          hash
+        )
+        return { session, tags, fromUpstream: true }
+      } catch (err) {
+        refusal ??= err
+      }
+    }
+    throw refusal
   }
 
   private async step(s: Step, from: string, options: AbortOptions = {}): Promise<SessionResponseBody | NoReply> {
@@ -227,7 +246,11 @@ export class SessionRequests {
         link.deliver(s.stepId, tensor, timings, receipts, sealedHead)
         return { type: 'noReply', failure: Promise.resolve() }
       }
-      const failure = link.send({ ...s, hidden: tensor, hopAuth, timings, receipts }, options)
+      // under the next hop's own id where the client gave one (per-hop ids, issue #39)
+      const failure = link.send(
+        { ...s, sessionId: link.next.sessionId ?? session.id, hidden: tensor, hopAuth, timings, receipts },
+        options
+      )
       // kept for the client's audit (an AwaitResult to a middle hop): canaries check middle hops this way
       link.deliver(s.stepId, tensor, [timing], [mine])
       return { type: 'noReply', failure: failure.then((f) => f) }
@@ -237,7 +260,10 @@ export class SessionRequests {
       // the receipts chain to the bytes it gets (issue #17)
       const mine = await receipt()
       const receipts = [...(s.receipts ?? []), mine]
-      const forwarded = link.forward({ ...s, hidden: tensor, chain: true, hopAuth, receipts }, options)
+      const forwarded = link.forward(
+        { ...s, sessionId: link.next.sessionId ?? session.id, hidden: tensor, chain: true, hopAuth, receipts },
+        options
+      )
       forwarded.catch(() => {}) // awaited below
       // kept for the client's audit (an AwaitResult to a middle hop): canaries check middle hops this way
       link.deliver(s.stepId, tensor, [timing], [mine])

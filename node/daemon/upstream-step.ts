@@ -17,7 +17,13 @@ function sameHash(a: Uint8Array, b: Uint8Array): boolean {
 }
 
 /** The client's input hash a chained step from `from` (its upstream hop) carries; throws UnauthorizedError. */
-export async function upstreamClientInputHash(step: Step, from: string, modelId: string): Promise<Uint8Array> {
+export async function upstreamClientInputHash(
+  step: Step,
+  from: string,
+  modelId: string,
+  /** The upstream's own session id (per-hop ids on a chain, issue #39); default the step's. */
+  upstreamSessionId: string = step.sessionId
+): Promise<Uint8Array> {
   const receipts = step.receipts ?? []
   const last = receipts.at(-1)
   if (!last) throw new UnauthorizedError(`step ${step.stepId} from upstream carries no receipt to bind its client tag to`)
@@ -30,7 +36,7 @@ export async function upstreamClientInputHash(step: Step, from: string, modelId:
   if (!sameHash(last.outputHash, sha256(step.hidden.data))) {
     throw new UnauthorizedError(`step ${step.stepId}: the input is not what the upstream's receipt signed`)
   }
-  const signed = { sessionId: step.sessionId, stepId: step.stepId, position: step.startPosition, modelId }
+  const signed = { sessionId: upstreamSessionId, stepId: step.stepId, position: step.startPosition, modelId }
   if (!(await verifyReceipt(last, signed))) {
     throw new UnauthorizedError(`step ${step.stepId}: the upstream's receipt signature does not verify`)
   }

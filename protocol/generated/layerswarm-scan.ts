@@ -48,6 +48,7 @@ export const WIRE_SCAN_MESSAGES: Readonly<Record<string, WireScanMessage>> = {
       2: { name: 'addrs', what: 'NextHop.addrs', wireType: 2, repeated: true },
       3: { name: 'start', what: 'NextHop.start', wireType: 0, repeated: false },
       4: { name: 'end', what: 'NextHop.end', wireType: 0, repeated: false },
+      280: { name: 'sessionId', what: 'NextHop.session_id', wireType: 2, repeated: false },
     }
   },
   OpenSession: {
@@ -65,6 +66,7 @@ export const WIRE_SCAN_MESSAGES: Readonly<Record<string, WireScanMessage>> = {
       21: { name: 'wrappedSnapshotKey', what: 'OpenSession.wrapped_snapshot_key', wireType: 2, repeated: false },
       22: { name: 'proofEpoch', what: 'OpenSession.proof_epoch', wireType: 0, repeated: false },
       23: { name: 'proofNonce', what: 'OpenSession.proof_nonce', wireType: 0, repeated: false },
+      281: { name: 'upstreamSessionId', what: 'OpenSession.upstream_session_id', wireType: 2, repeated: false },
     }
   },
   AwaitResult: {
@@ -149,6 +151,7 @@ export const WIRE_SCAN_MESSAGES: Readonly<Record<string, WireScanMessage>> = {
     name: 'Opened',
     fieldsById: {
       1: { name: 'sessionId', what: 'Opened.session_id', wireType: 2, repeated: false },
+      282: { name: 'chainedSessionIds', what: 'Opened.chained_session_ids', wireType: 0, repeated: false },
     }
   },
   HopTiming: {

@@ -367,6 +367,9 @@ export namespace layerswarm {
             /** NextHop end. */
             end: number;
 
+            /** NextHop sessionId. */
+            sessionId: string;
+
             /**
              * Creates a new NextHop instance using the specified properties.
              * @param [properties] Properties to set
@@ -410,6 +413,9 @@ export namespace layerswarm {
 
                 /** NextHop end */
                 end?: (number|null);
+
+                /** NextHop sessionId */
+                sessionId?: (string|null);
 
                 /** Unknown fields preserved while decoding when enabled */
                 $unknowns?: Uint8Array[];
@@ -473,6 +479,9 @@ export namespace layerswarm {
 
             /** OpenSession proofNonce. */
             proofNonce: number;
+
+            /** OpenSession upstreamSessionId. */
+            upstreamSessionId: string;
 
             /**
              * Creates a new OpenSession instance using the specified properties.
@@ -541,6 +550,9 @@ export namespace layerswarm {
 
                 /** OpenSession proofNonce */
                 proofNonce?: (number|null);
+
+                /** OpenSession upstreamSessionId */
+                upstreamSessionId?: (string|null);
 
                 /** Unknown fields preserved while decoding when enabled */
                 $unknowns?: Uint8Array[];
@@ -1291,6 +1303,9 @@ export namespace layerswarm {
             /** Opened sessionId. */
             sessionId: string;
 
+            /** Opened chainedSessionIds. */
+            chainedSessionIds: boolean;
+
             /**
              * Creates a new Opened instance using the specified properties.
              * @param [properties] Properties to set
@@ -1325,6 +1340,9 @@ export namespace layerswarm {
 
                 /** Opened sessionId */
                 sessionId?: (string|null);
+
+                /** Opened chainedSessionIds */
+                chainedSessionIds?: (boolean|null);
 
                 /** Unknown fields preserved while decoding when enabled */
                 $unknowns?: Uint8Array[];

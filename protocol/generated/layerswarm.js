@@ -543,6 +543,7 @@ export const layerswarm = $root.layerswarm = (() => {
             NextHop.prototype.addrs = $util.emptyArray;
             NextHop.prototype.start = 0;
             NextHop.prototype.end = 0;
+            NextHop.prototype.sessionId = "";
 
             NextHop.create = function(properties) {
                 return new NextHop(properties);
@@ -564,6 +565,8 @@ export const layerswarm = $root.layerswarm = (() => {
                     writer.uint32(24).uint32(message.start);
                 if (message.end != null && $Object.hasOwnProperty.call(message, "end") && message.end !== 0)
                     writer.uint32(32).uint32(message.end);
+                if (message.sessionId != null && $Object.hasOwnProperty.call(message, "sessionId") && message.sessionId !== "")
+                    writer.uint32(2242).string(message.sessionId);
                 if (message.$unknowns != null && $Object.hasOwnProperty.call(message, "$unknowns"))
                     for (let i = 0; i < message.$unknowns.length; ++i)
                         writer.raw(message.$unknowns[i]);
@@ -632,6 +635,15 @@ export const layerswarm = $root.layerswarm = (() => {
                                 delete message.end;
                             continue;
                         }
+                    case 280: {
+                            if (wireType !== 2)
+                                break;
+                            if ((value = reader.stringVerify()).length)
+                                message.sessionId = value;
+                            else
+                                delete message.sessionId;
+                            continue;
+                        }
                     }
                     reader.skipType(wireType, _depth, tag);
                     if (!reader.discardUnknown) {
@@ -674,6 +686,7 @@ export const layerswarm = $root.layerswarm = (() => {
             OpenSession.prototype.wrappedSnapshotKey = $util.newBuffer([]);
             OpenSession.prototype.proofEpoch = 0;
             OpenSession.prototype.proofNonce = 0;
+            OpenSession.prototype.upstreamSessionId = "";
 
             OpenSession.create = function(properties) {
                 return new OpenSession(properties);
@@ -711,6 +724,8 @@ export const layerswarm = $root.layerswarm = (() => {
                     writer.uint32(176).uint32(message.proofEpoch);
                 if (message.proofNonce != null && $Object.hasOwnProperty.call(message, "proofNonce") && message.proofNonce !== 0)
                     writer.uint32(184).uint32(message.proofNonce);
+                if (message.upstreamSessionId != null && $Object.hasOwnProperty.call(message, "upstreamSessionId") && message.upstreamSessionId !== "")
+                    writer.uint32(2250).string(message.upstreamSessionId);
                 if (message.$unknowns != null && $Object.hasOwnProperty.call(message, "$unknowns"))
                     for (let i = 0; i < message.$unknowns.length; ++i)
                         writer.raw(message.$unknowns[i]);
@@ -849,6 +864,15 @@ export const layerswarm = $root.layerswarm = (() => {
                                 message.proofNonce = value;
                             else
                                 delete message.proofNonce;
+                            continue;
+                        }
+                    case 281: {
+                            if (wireType !== 2)
+                                break;
+                            if ((value = reader.stringVerify()).length)
+                                message.upstreamSessionId = value;
+                            else
+                                delete message.upstreamSessionId;
                             continue;
                         }
                     }
@@ -1924,6 +1948,7 @@ export const layerswarm = $root.layerswarm = (() => {
             };
 
             Opened.prototype.sessionId = "";
+            Opened.prototype.chainedSessionIds = false;
 
             Opened.create = function(properties) {
                 return new Opened(properties);
@@ -1938,6 +1963,8 @@ export const layerswarm = $root.layerswarm = (() => {
                     throw $Error("max depth exceeded");
                 if (message.sessionId != null && $Object.hasOwnProperty.call(message, "sessionId") && message.sessionId !== "")
                     writer.uint32(10).string(message.sessionId);
+                if (message.chainedSessionIds != null && $Object.hasOwnProperty.call(message, "chainedSessionIds") && message.chainedSessionIds !== false)
+                    writer.uint32(2256).bool(message.chainedSessionIds);
                 if (message.$unknowns != null && $Object.hasOwnProperty.call(message, "$unknowns"))
                     for (let i = 0; i < message.$unknowns.length; ++i)
                         writer.raw(message.$unknowns[i]);
@@ -1978,6 +2005,15 @@ export const layerswarm = $root.layerswarm = (() => {
                                 message.sessionId = value;
                             else
                                 delete message.sessionId;
+                            continue;
+                        }
+                    case 282: {
+                            if (wireType !== 0)
+                                break;
+                            if (value = reader.bool())
+                                message.chainedSessionIds = value;
+                            else
+                                delete message.chainedSessionIds;
                             continue;
                         }
                     }

@@ -1,5 +1,5 @@
 import { configFromGguf, expectedShape, ggufTensorKey } from '../architectures.js'
-import { InvalidModelError } from '../errors.js'
+import { InvalidArgumentError, InvalidModelError } from '../errors.js'
 import { f16Table } from '../f16.js'
 import { tensorView } from '../fused-tensors.js'
 import { type ByteSource, type ModelFile, sampleRange } from '../model-file.js'
@@ -74,6 +74,15 @@ export function openGgufModelFrom(file: ByteSource): ModelFile {
       readMatrixInto(name, into) {
         const t = name === 'output' && config.tiedEmbeddings ? info('token_embd') : info(name)
         file.read(t.offset, t.sizeBytes, name, into)
+      },
+      readMatrixRows(name, firstRow, count) {
+        const t = name === 'output' && config.tiedEmbeddings ? info('token_embd') : info(name)
+        const rows = t.ne[1]
+        if (t.ne.length !== 2 || !(firstRow >= 0 && count >= 0 && firstRow + count <= rows))
+          throw new InvalidArgumentError(`${path}: rows [${firstRow}, ${firstRow + count}) of ${name} (${rows} rows)`)
+        const rowBytes = t.sizeBytes / rows
+        const data = file.read(t.offset + firstRow * rowBytes, count * rowBytes, name)
+        return { dtype: t.dtype, rows: count, cols: t.ne[0], data }
       },
       readVector(name) {
         return decodeVector(info(name), name)

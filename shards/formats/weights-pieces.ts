@@ -1,4 +1,5 @@
 import { TensorNotHeldError } from '../errors.js'
+import { guardedModel } from '../guarded-model.js'
 import type { ModelFile } from '../model-file.js'
 import type { TensorName } from '../types.js'
 import { openGgufModel } from './gguf-model.js'
@@ -23,6 +24,14 @@ function blockOf(name: string): number | undefined {
 export interface PieceWant {
   readonly blocks: ReadonlyArray<readonly [number, number]>
   readonly edge: boolean
+  /**
+   * The final norm, the head and the embeddings: what the peer of the model's last block needs to
+   * answer `--head remote` steps (issue 35). The embeddings because that peer's head runs in an
+   * Edge (node/daemon/head-serve.ts), which holds them; a head-only Edge would spare those bytes.
+   */
+  readonly head?: boolean
+  /** With `edge`, leave the untied head out: a client whose head runs on a peer fetches only some rows' chunks (issue #35 item 4). */
+  readonly skipHead?: boolean
 }
 
 /** Indices of the manifest's pieces a want needs (the header first). */
@@ -32,7 +41,8 @@ export function piecesFor(m: WeightsManifest, want: PieceWant): number[] {
     const b = p.name === HEADER_PIECE ? undefined : blockOf(p.name)
     if (p.name === HEADER_PIECE) out.push(i)
     else if (b === undefined) {
-      if (want.edge || !EDGE_GLOBALS.has(p.name)) out.push(i)
+      if (p.name === 'output.weight' && want.skipHead) continue
+      if (want.edge || !EDGE_GLOBALS.has(p.name) || want.head) out.push(i)
     } else if (want.blocks.some(([s, e]) => b >= s && b < e)) out.push(i)
   }
   return out
@@ -54,27 +64,26 @@ export function openStoredModel(store: WeightsStore): ModelFile {
   store.manifest.pieces.forEach((p, i) => {
     if (store.holdsPiece(i)) held.add(p.name)
   })
-  const guard = <T>(name: TensorName, read: () => T): T => {
+  const check = (name: TensorName): void => {
     if (!held.has(`${name}.weight`) && !held.has(name))
       throw new TensorNotHeldError(`${name} is not held by ${store.dir} (fetch its span first)`)
-    return read()
   }
-  return {
-    format: model.format,
-    path: model.path,
-    config: model.config,
-    vocabulary: model.vocabulary,
-    metadata: model.metadata,
-    weightDType: model.weightDType,
-    hasTensor: (name) => model.hasTensor(name),
-    readMatrix: (name) => guard(name, () => model.readMatrix(name)),
-    ...(model.matrixInfo ? { matrixInfo: (name: TensorName) => model.matrixInfo!(name) } : {}),
-    ...(model.readMatrixInto
-      ? { readMatrixInto: (name: TensorName, into: Uint8Array) => guard(name, () => model.readMatrixInto!(name, into)) }
-      : {}),
-    readVector: (name) => guard(name, () => model.readVector(name)),
-    sampleTensor: (name, maxBytes) => guard(name, () => model.sampleTensor(name, maxBytes)),
-    bytesRead: () => model.bytesRead(),
-    close: () => model.close()
+  // issue #35 item 4: a thin client with its head on a peer holds only the chunks of some head rows
+  const rows = (name: TensorName, first: number, count: number): void => {
+    const key = name === 'output' && model.config.tiedEmbeddings ? 'token_embd.weight' : `${name}.weight`
+    const i = store.manifest.pieces.findIndex((p) => p.name === key)
+    const info = model.matrixInfo?.(name)
+    if (i < 0 || !info) {
+      check(name)
+      return
+    }
+    const rowBytes = store.manifest.pieces[i].sizeBytes / info.rows
+    const { chunkBytes } = store.manifest
+    const from = Math.floor((first * rowBytes) / chunkBytes)
+    const to = Math.floor(((first + count) * rowBytes - 1) / chunkBytes)
+    for (let c = from; c <= to; c++)
+      if (!store.has(store.firstChunk[i] + c))
+        throw new TensorNotHeldError(`rows [${first}, ${first + count}) of ${name} are not held by ${store.dir}`)
   }
+  return guardedModel(model, check, { sampleTensor: true, rows })
 }

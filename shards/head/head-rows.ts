@@ -26,19 +26,49 @@ export interface LocalHeadRow {
 /** Relative step of one element as each check dtype carries it (q8_0: of its 32-block's largest). */
 const STEP: Record<CheckDType, number> = { f32: 2 ** -23, f16: 2 ** -10, q8_0: 1 / 127 }
 
+export interface HeadRowsOptions {
+  /**
+   * Rows the model can give (a thin client holds only the chunks of its secret rows, issue #35
+   * item 4): context rows outside it are left out; every row by default.
+   */
+  readonly readable?: (id: number) => boolean
+}
+
 export class HeadRows {
   readonly config: ModelConfig
-  private readonly matrix: WeightMatrix
+  /** Stored bytes of the head read so far (the rows alone where the model reads rows). */
+  storedBytesRead = 0
+  private readonly model: ModelFile
+  private readonly name: 'output' | 'token_embd'
+  // only for a model that cannot read single rows (memory / llama2.c): the whole head, once
+  private matrix?: WeightMatrix
+  private readonly readable?: (id: number) => boolean
   private readonly norm: Float32Array
   private readonly index = new Map<number, number>()
   private readonly order: number[] = []
   private rows = new Float32Array(0)
   private readonly kernels = createReferenceKernels()
 
-  constructor(model: ModelFile) {
+  constructor(model: ModelFile, options: HeadRowsOptions = {}) {
     this.config = model.config
+    this.model = model
+    this.readable = options.readable
     this.norm = model.readVector('output_norm')
-    this.matrix = model.readMatrix(this.config.tiedEmbeddings ? 'token_embd' : 'output')
+    this.name = this.config.tiedEmbeddings ? 'token_embd' : 'output'
+  }
+
+  private readRow(id: number, out: Float32Array): void {
+    if (this.model.readMatrixRows) {
+      const row = this.model.readMatrixRows(this.name, id, 1)
+      this.storedBytesRead += row.data.byteLength
+      dequantizeRow(row, 0, out)
+      return
+    }
+    if (!this.matrix) {
+      this.matrix = this.model.readMatrix(this.name)
+      this.storedBytesRead += this.matrix.data.byteLength
+    }
+    dequantizeRow(this.matrix, id, out)
   }
 
   /** Row ids held, in the order added. */
@@ -55,15 +85,16 @@ export class HeadRows {
     return this.index.has(id)
   }
 
-  /** Hold these rows too (ids already held are skipped). */
+  /** Hold these rows too (ids already held, and ids the model cannot give, are skipped). */
   add(ids: Iterable<number>): void {
     const dim = this.config.dim
-    const fresh = [...new Set(ids)].filter((id) => !this.index.has(id))
-    if (fresh.length === 0) return
-    for (const id of fresh) {
+    const asked = [...new Set(ids)].filter((id) => !this.index.has(id))
+    for (const id of asked) {
       if (!Number.isInteger(id) || id < 0 || id >= this.config.vocabSize)
         throw new InvalidArgumentError(`head row ${id} is outside the vocabulary of ${this.config.vocabSize}`)
     }
+    const fresh = asked.filter((id) => this.readable?.(id) ?? true)
+    if (fresh.length === 0) return
     const need = (this.order.length + fresh.length) * dim
     if (this.rows.length < need) {
       const grown = new Float32Array(Math.max(need, this.rows.length * 2))
@@ -72,7 +103,7 @@ export class HeadRows {
     }
     for (const id of fresh) {
       this.index.set(id, this.order.length)
-      dequantizeRow(this.matrix, id, this.rows.subarray(this.order.length * dim, (this.order.length + 1) * dim))
+      this.readRow(id, this.rows.subarray(this.order.length * dim, (this.order.length + 1) * dim))
       this.order.push(id)
     }
   }

@@ -120,7 +120,8 @@ describe('canaries in chained forwarding', () => {
       await client.close()
     }
     expect(events.filter((e) => e.event === 'canary-error')).toEqual([])
-    const realSessions = new Set(events.filter((e) => e.event === 'route').map((e) => e.hopSessionId as string))
+    // each hop its own id, chained too (issue #39): the middle hop knows a real session by its own
+    const realSessions = new Set(events.filter((e) => e.event === 'route').flatMap((e) => e.hopSessionIds as string[]))
     const seen = seenBy(nodes.b)
     const opens = new Map(seen.filter((s) => s.type === 'open').map((s) => [s.sessionId, s]))
     // audits come a round at a time, one request per session (client/verification/audit-batch.ts)

@@ -131,7 +131,10 @@ describe('CLI and a real swarm: what goes wrong is said', () => {
     expect(r.stdout).toContain(`[3, 4)  ${nodes[1].peerId}`) // from the announcements the bootstrap peer holds
     const j = await cliAsync(['swarm', '--bootstrap', boot, '--wait', '0', '--json'])
     const out = JSON.parse(j.stdout)
-    expect(out.models).toEqual([{ modelId: nodes[0].modelId, nLayers: 5, covered: [1, 2, 3], gaps: [0, 4] }])
+    expect(out.models).toEqual([
+      // issue 33: the readable name from the GGUF metadata rides in the announcements
+      { modelId: nodes[0].modelId, nLayers: 5, covered: [1, 2, 3], gaps: [0, 4], name: 'llama 293K F32' }
+    ])
     expect(out.stats).toMatchObject({ peers: 2, models: 1, bootstrapPeers: 1, bootstrapFailed: 0 })
     expect(out.partial).toBe(false)
   })

@@ -6,8 +6,8 @@ import { startGatewayApi } from '../helpers/gateway-api.js'
 import { GGUF_PATH } from '../helpers/reference.js'
 
 /*
- * Issue 37 item 5 through real peers: a peer tampering with every step serves [1,4) and is a fresh client's first choice (test/e2e/rollback.test.ts's swarm), so a
- * gateway's streamed tool call or JSON-schema output is computed through it, the tamperer is
+ * Issue 37 item 5 through real peers: a peer tampering with every step serves [1,4) and is a
+ * fresh client's first choice (test/e2e/rollback.test.ts's swarm), so a gateway's streamed tool call or JSON-schema output is computed through it, the tamperer is
  * convicted, and the SDK recomputes through the honest peers. A layerswarm-aware client that
  * applies the rollback events must hold exactly what the non-streamed (honest) response holds:
  * one whole call / valid JSON, no void part. Whether a rollback lands after text went out depends

@@ -91,5 +91,12 @@ describe('KV moved node to node: chained failover to a standby chain fed by the 
   it('node path: the standby chain takes over, identical tokens, 0 KV bytes through the client', async () => {
     const { events, show } = await failover(nodes, { forwarding: 'chain' }, 1)
     checkNodePath(events, show)
+    // issue #39: the live chain and the standby chain that took over each have an id per hop
+    // (the standbys were opened with their neighbours' ids, client/recovery/standby.ts); no id twice
+    const routes = events.filter((e) => e.event === 'route').map((e) => e.hopSessionIds as string[])
+    expect(routes.length, show()).toBeGreaterThanOrEqual(2)
+    for (const ids of routes) expect(ids.length, show()).toBeGreaterThanOrEqual(2)
+    const all = routes.flat()
+    expect(new Set(all).size, show()).toBe(all.length)
   })
 })

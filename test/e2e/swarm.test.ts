@@ -56,7 +56,7 @@ describe('generation through 3 node processes on 127.0.0.1', () => {
   })
 
   async function withClient<T>(
-    init: { edgeFirst: number; edgeLast: number; forwarding: 'relay' | 'chain' },
+    init: { edgeFirst: number; edgeLast: number; forwarding: 'relay' | 'chain'; log?: (e: Record<string, unknown>) => void },
     fn: (c: LayerswarmClient) => Promise<T>
   ) {
     const client = await createClient({
@@ -104,11 +104,27 @@ describe('generation through 3 node processes on 127.0.0.1', () => {
     it(`${forwarding}: seeded sampling gives the tokens of one process`, async () => {
       const sampling = { temperature: 0.9, topK: 40, seed: 1234 }
       const local = await localRun(sampling)
-      const result = await withClient({ edgeFirst: 1, edgeLast: 1, forwarding }, (c) =>
+      const events: Array<Record<string, unknown>> = []
+      const log = (e: Record<string, unknown>) => events.push(e)
+      // default speculation (ngram) and canaries: chained decoys and audits run beside the real steps
+      const result = await withClient({ edgeFirst: 1, edgeLast: 1, forwarding, log }, (c) =>
         c.generate(ref.prompt, { maxTokens: N_TOKENS, ...sampling })
       )
       expect(result.tokens).toEqual(local.tokens)
       expect(result.tokens).not.toEqual(ref.generated_tokens.slice(0, N_TOKENS))
+      expect(result.report.receipts.invalid).toBe(0)
+      // issue #39: every hop has a session id of its own, chained as relayed (chained, each hop
+      // forwards under its next hop's id, docs/protocol.md), and no id reaches two nodes: a pair
+      // of colluding nodes comparing the ids they were opened with (real sessions and decoys) finds none in common
+      const routeIds = events.filter((e) => e.event === 'route').flatMap((e) => e.hopSessionIds as string[])
+      expect(routeIds.length).toBe(result.report.routes[0].length)
+      expect(new Set(routeIds).size).toBe(routeIds.length)
+      const opened = nodes.map(
+        (n) => new Set(n.logs.filter((l) => l.includes('"session-open"')).map((l) => JSON.parse(l).sessionId as string))
+      )
+      for (const id of routeIds) expect(opened.filter((ids) => ids.has(id)).length).toBe(1)
+      for (let i = 0; i < opened.length; i++)
+        for (let j = i + 1; j < opened.length; j++) expect([...opened[i]].filter((id) => opened[j].has(id))).toEqual([])
     })
   }
 

@@ -85,11 +85,28 @@ const requests: SessionRequest[] = [
   },
   { requestId: 3, type: 'rewind', rewind: { sessionId: 's-1', length: 0 } },
   { requestId: 4, type: 'close', close: { sessionId: 's-1' } },
-  { requestId: 7, type: 'awaitResults', awaitResults: { sessionId: 's-1', stepIds: [4, 5, 2 ** 53 - 1] } }
+  { requestId: 7, type: 'awaitResults', awaitResults: { sessionId: 's-1', stepIds: [4, 5, 2 ** 53 - 1] } },
+  {
+    // chained, per-hop ids (issue #39): the id to forward under, the id the upstream's receipts name
+    requestId: 8,
+    type: 'open',
+    open: {
+      sessionId: 's-2',
+      modelId: 'sha256-abc123',
+      start: 4,
+      end: 12,
+      maxLength: 2048,
+      wireDtype: 'f32',
+      nextHops: [{ peerId: '12D3KooWabc', addrs: [], start: 12, end: 20, sessionId: 's-3' }],
+      upstreamPeerId: '12D3KooWdef',
+      upstreamSessionId: 's-1'
+    }
+  }
 ]
 
 const responses: SessionResponse[] = [
   { requestId: 1, type: 'opened', opened: { sessionId: 's-1' } },
+  { requestId: 8, type: 'opened', opened: { sessionId: 's-2', chainedSessionIds: true } },
   {
     requestId: 2,
     type: 'result',
@@ -231,6 +248,14 @@ describe('validation', () => {
     const hops = Array.from({ length: 65 }, () => ({ peerId: 'p', start: 0, end: 1 }))
     const open = { sessionId: 's', modelId: 'm', start: 0, end: 1, maxLength: 1, nextHops: hops }
     expect(decodeReq({ requestId: 1, open })).toThrow(/more than 64/)
+    // per-hop ids (issue #39) are session ids: the same bounds
+    const one = { peerId: 'p', start: 1, end: 2 }
+    const idOf = (nextId: string, upstreamSessionId = 's') =>
+      decodeReq({ requestId: 1, open: { ...open, nextHops: [{ ...one, sessionId: nextId }], upstreamSessionId } })
+    expect(idOf('x'.repeat(129))).toThrow(/next_hops\[0\].session_id.*longer than 128/)
+    expect(idOf('a b')).toThrow(/printable ASCII/)
+    expect(idOf('n', 'u\n')).toThrow(/upstream_session_id/)
+    expect(idOf('n')().type).toBe('open')
   })
 
   it('rejects empty or inverted spans with BAD_SPAN', () => {

@@ -134,4 +134,15 @@ describe('content model id (lsw1)', async () => {
     expect(edge).toContain('output_norm.weight')
     expect(edge.some((n) => n.startsWith('blk.2.'))).toBe(false)
   })
+
+  it('the last span with head: the final norm, the head and the embeddings, not other blocks', () => {
+    const names = (idx: number[]) => idx.map((i) => m.pieces[i].name)
+    const plain = names(piecesFor(m, { edge: false, blocks: [[4, 5]] }))
+    const last = names(piecesFor(m, { edge: false, head: true, blocks: [[4, 5]] }))
+    expect(plain).not.toContain('output_norm.weight')
+    expect(last).toContain('output_norm.weight')
+    expect(last).toContain('token_embd.weight')
+    if (m.pieces.some((p) => p.name === 'output.weight')) expect(last).toContain('output.weight')
+    expect(last.some((n) => n.startsWith('blk.0.'))).toBe(false)
+  })
 })

@@ -116,7 +116,8 @@ export async function openNodeModel(
       modelsDir,
       want: async (c, legacyId) => {
         span = await pick(c.nLayers, legacyId)
-        return { edge: false, blocks: [span] }
+        // the last block's peer also answers `--head remote` steps (issue 35): it needs the head
+        return { edge: false, head: span[1] === c.nLayers, blocks: [span] }
       },
       onProgress: (d, t) => bar.update(d, t),
       log,
