@@ -7,14 +7,14 @@ import { GGUF_PATH } from '../helpers/reference.js'
 
 /*
  * Issue 37 item 5 through real peers: a peer tampering with every step serves [1,4) and is a
- * fresh client's first choice (test/e2e/rollback.test.ts's swarm), so a gateway's streamed tool call or JSON-schema output is computed through it, the tamperer is
- * convicted, and the SDK recomputes through the honest peers. A layerswarm-aware client that
- * applies the rollback events must hold exactly what the non-streamed (honest) response holds:
- * one whole call / valid JSON, no void part. Whether a rollback lands after text went out depends
- * on when the conviction comes (the count is logged; in this session's runs the conviction came
- * before text went out); test/node/gateway-tool-rollback.test.ts pins that case down with a
- * scripted stream. A tamperer from a late position (--tamper-after) flipped a constrained
- * `true`/`false` unconvicted at canary rate 0.03: a detection-rate question, not the stream's.
+ * fresh client's first choice (test/e2e/rollback.test.ts's swarm), so a gateway's streamed tool
+ * call or JSON-schema output is computed through it and the SDK recomputes through the honest
+ * peers. A layerswarm-aware client that applies the rollback events must hold exactly what the
+ * non-streamed (honest) response holds: one whole call / valid JSON, no void part. Whether a
+ * rollback lands after text went out depends on when the conviction comes (the count is logged;
+ * in this session's runs none did); test/node/gateway-tool-rollback.test.ts pins that case down
+ * with a scripted stream. A tamperer from a late position (--tamper-after) once flipped a
+ * constrained `true`/`false` unconvicted at canary rate 0.03: a detection-rate question.
  */
 const FAST = ['--kernels', 'reference', '--announce-interval', '300']
 const SCHEMA = {
