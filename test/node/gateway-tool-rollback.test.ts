@@ -135,7 +135,10 @@ describe('gateway: a rollback mid-stream with tool calls', () => {
 function applyAnthropic(body: string): Aware {
   const seen: Aware = { content: '', calls: [] }
   for (const block of body.split('\n\n')) {
-    const data = block.split('\n').find((l) => l.startsWith('data: '))?.slice(6)
+    const data = block
+      .split('\n')
+      .find((l) => l.startsWith('data: '))
+      ?.slice(6)
     if (!data) continue
     const e = JSON.parse(data)
     if (e.type === 'error') throw new Error(JSON.stringify(e))
