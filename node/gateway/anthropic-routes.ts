@@ -11,7 +11,7 @@ import type { AgentParams } from './request-agent.js'
 import { commonParams, requireObject } from './request-params.js'
 import { SseStream } from './sse.js'
 import { type ParsedCall, parseToolCalls, type ToolDefinition } from './tools-format.js'
-import { ToolStream } from './tools-stream.js'
+import { RewindableToolStream } from './tools-rollback.js'
 
 /**
  * The Anthropic Messages API (issue 37): POST /v1/messages with `system`, content blocks (text,
@@ -218,13 +218,27 @@ export function registerAnthropicRoutes(app: FastifyInstance, ctx: GatewayContex
         s.event('content_block_stop', { type: 'content_block_stop', index: block })
       }
     }
-    const tools = turn.family ? new ToolStream(turn.family) : undefined
+    const tools = turn.family ? new RewindableToolStream(turn.family) : undefined
     try {
       const o = await runGeneration(
         ctx,
         request,
         (text) => emit(tools?.push(text) ?? { content: text, calls: [] }),
-        (offset, text, convicted) => open().event('layerswarm', { type: 'layerswarm.rollback', offset, text, convicted })
+        (offset, text, convicted) => {
+          if (!tools) return open().event('layerswarm', { type: 'layerswarm.rollback', offset, text, convicted })
+          // with tools: text characters (over the text blocks) and tool_use blocks kept, then the honest calls
+          const r = tools.rollback(offset, text)
+          calls = r.keptCalls
+          closeText(open())
+          open().event('layerswarm', {
+            type: 'layerswarm.rollback',
+            offset: r.offset,
+            text: r.text,
+            tool_calls: r.keptCalls,
+            convicted
+          })
+          emit({ content: '', calls: r.calls })
+        }
       )
       if (tools) emit(tools.flush())
       const s = open()

@@ -9,7 +9,7 @@ import { checkParameters } from './parameters.js'
 import { type AgentParams, agentParams } from './request-agent.js'
 import { chatMessages, commonParams, requireObject } from './request-params.js'
 import { callGrammar, type ParsedCall, parseToolCalls, renderWithTools, type ToolFamily, toolFamily } from './tools-format.js'
-import { ToolStream } from './tools-stream.js'
+import { RewindableToolStream } from './tools-rollback.js'
 
 /**
  * /v1/chat/completions (issue 37): text, tools (rendered with the model's template, parsed back
@@ -65,7 +65,7 @@ export function registerChatRoute(app: FastifyInstance, ctx: GatewayContext, ser
       choices: [{ index, delta, logprobs, finish_reason: finish }]
     })
     const started = new Set<number>()
-    const streams = new Map<number, ToolStream>()
+    const streams = new Map<number, RewindableToolStream>()
     const callCount = new Map<number, number>()
     // The first delta of a choice names the role, as OpenAI's streams do.
     const role = (i: number): Record<string, string> => {
@@ -91,10 +91,10 @@ export function registerChatRoute(app: FastifyInstance, ctx: GatewayContext, ser
       })
       return chunks
     }
-    const streamOf = (i: number): ToolStream | undefined => {
+    const streamOf = (i: number): RewindableToolStream | undefined => {
       if (!turn.family) return undefined
       let s = streams.get(i)
-      if (!s) streams.set(i, (s = new ToolStream(turn.family)))
+      if (!s) streams.set(i, (s = new RewindableToolStream(turn.family)))
       return s
     }
     const format: ChoiceFormat = {
@@ -111,7 +111,7 @@ export function registerChatRoute(app: FastifyInstance, ctx: GatewayContext, ser
         const chunks = rest ? emit(i, rest) : []
         if (!started.has(i)) chunks.push(chunk(i, { role: 'assistant', content: '' }, null))
         started.add(i)
-        chunks.push(chunk(i, {}, callCount.has(i) ? 'tool_calls' : o.finishReason))
+        chunks.push(chunk(i, {}, (callCount.get(i) ?? 0) > 0 ? 'tool_calls' : o.finishReason))
         return chunks
       },
       whole: (outcomes) => ({
@@ -122,7 +122,21 @@ export function registerChatRoute(app: FastifyInstance, ctx: GatewayContext, ser
         system_fingerprint: fingerprint(),
         choices: outcomes.map((o, index) => wholeChoice(o, index, turn.family, ctx))
       }),
-      empty: () => ({ ...chunk(0, {}, null), choices: [] })
+      empty: () => ({ ...chunk(0, {}, null), choices: [] }),
+      // with tools, a rollback counts content characters and whole calls (calls from
+      // `tool_calls` on were void), then the honest text's calls go out again
+      ...(turn.family
+        ? {
+            rollback(i: number, offset: number, text: string) {
+              const r = streamOf(i)!.rollback(offset, text)
+              callCount.set(i, r.keptCalls)
+              return {
+                said: { offset: r.offset, text: r.text, tool_calls: r.keptCalls },
+                chunks: emit(i, { content: '', calls: r.calls })
+              }
+            }
+          }
+        : {})
     }
     return await respondChoices({
       ctx,

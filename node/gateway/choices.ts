@@ -20,6 +20,11 @@ export interface ChoiceFormat {
   whole(outcomes: GenerationOutcome[]): Record<string, unknown>
   /** A chunk with no choices (the usage chunk of stream_options.include_usage). */
   empty(): Record<string, unknown>
+  /**
+   * Choice `index`'s rollback in the terms its stream used (tool calls: content offsets and calls
+   * kept), and chunks that follow it; absent: the text offset as the generation gives it.
+   */
+  rollback?(index: number, offset: number, text: string): { said: Record<string, unknown>; chunks: Record<string, unknown>[] }
 }
 
 export const usageOf = (os: readonly GenerationOutcome[]) => {
@@ -83,12 +88,15 @@ export async function respondChoices(run: ChoicesRun, { signal }: AbortOptions =
           for (const c of format.delta(i, text, lps)) open().send(c)
         },
         // text already sent came through a convicted peer: from `offset` on, choice i's text is `text`
-        (offset, text, convicted) =>
+        (offset, text, convicted) => {
+          const own = format.rollback?.(i, offset, text)
           open().event('layerswarm', {
             object: 'layerswarm.rollback',
             choices: [],
-            layerswarm: { type: 'rollback', index: i, offset, text, convicted }
+            layerswarm: { type: 'rollback', index: i, offset, text, ...own?.said, convicted }
           })
+          for (const c of own?.chunks ?? []) open().send(c)
+        }
       )
       outcomes.push(o)
       const ends = format.finish(i, o)

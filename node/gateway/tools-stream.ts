@@ -1,4 +1,4 @@
-import { type ParsedCall, parseToolCalls, type ToolFamily } from './tools-format.js'
+import { MISTRAL_CALLS, type ParsedCall, parseToolCalls, type ToolFamily } from './tools-format.js'
 
 const OPEN = '<tool_call>'
 const CLOSE = '</tool_call>'
@@ -19,6 +19,7 @@ export class ToolStream {
   push(text: string): { content: string; calls: ParsedCall[] } {
     this.buffer += text
     if (this.family === 'llama3') return this.pushLlama3()
+    if (this.family === 'mistral') return this.pushMistral()
     let content = ''
     const calls: ParsedCall[] = []
     for (;;) {
@@ -40,19 +41,35 @@ export class ToolStream {
         this.inCall = true
         continue
       }
-      // keep back a tail that could be the start of "<tool_call>"
-      let keep = 0
-      for (let k = Math.min(OPEN.length - 1, this.buffer.length); k > 0; k--) {
-        if (OPEN.startsWith(this.buffer.slice(-k))) {
-          keep = k
-          break
-        }
-      }
-      content += this.buffer.slice(0, this.buffer.length - keep)
-      this.buffer = this.buffer.slice(this.buffer.length - keep)
+      content += this.takeBefore(OPEN)
       break
     }
     return { content, calls }
+  }
+
+  /** The buffer but a tail that could be the start of `marker` (that stays held). */
+  private takeBefore(marker: string): string {
+    let keep = 0
+    for (let k = Math.min(marker.length - 1, this.buffer.length); k > 0; k--) {
+      if (marker.startsWith(this.buffer.slice(-k))) {
+        keep = k
+        break
+      }
+    }
+    const out = this.buffer.slice(0, this.buffer.length - keep)
+    this.buffer = this.buffer.slice(this.buffer.length - keep)
+    return out
+  }
+
+  /** Mistral: content until `[TOOL_CALLS]`; from there the calls' array, parsed whole at the end. */
+  private pushMistral(): { content: string; calls: ParsedCall[] } {
+    if (this.inCall) return { content: '', calls: [] }
+    const start = this.buffer.indexOf(MISTRAL_CALLS)
+    if (start < 0) return { content: this.takeBefore(MISTRAL_CALLS), calls: [] }
+    const content = this.buffer.slice(0, start)
+    this.buffer = this.buffer.slice(start)
+    this.inCall = true
+    return { content, calls: [] }
   }
 
   private pushLlama3(): { content: string; calls: ParsedCall[] } {
@@ -70,7 +87,7 @@ export class ToolStream {
 
   /** The end of the completion: whatever is held. */
   flush(): { content: string; calls: ParsedCall[] } {
-    const rest = this.inCall ? `${OPEN}${this.buffer}` : this.buffer
+    const rest = this.inCall && this.family === 'hermes' ? `${OPEN}${this.buffer}` : this.buffer
     this.buffer = ''
     this.inCall = false
     if (rest === '') return { content: '', calls: [] }
