@@ -122,6 +122,11 @@ export class UnsupportedWireError extends NoRouteError {
   override readonly code: string = 'WIRE_UNSUPPORTED'
 }
 
+/** A chained standby on an older node that would forward under one shared session id (issue 39). */
+export class NoPerHopIdsError extends ClientError {
+  override readonly code = 'NO_PER_HOP_IDS'
+}
+
 /** A hop whose receipt does not match what it was sent and what it answered. */
 export class BadReceiptError extends ClientError {
   override readonly code = 'BAD_RECEIPT'

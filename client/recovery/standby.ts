@@ -1,6 +1,6 @@
 import type { AbortOptions } from '@libp2p/interface'
 import type { Host } from '../../protocol/index.js'
-import { KvRestoreMismatchError } from '../errors.js'
+import { KvRestoreMismatchError, NoPerHopIdsError } from '../errors.js'
 import type { SwarmView } from '../routing/swarm-view.js'
 import { chainIdsAt, routeSessionIds } from '../session/chain-ids.js'
 import { HopSession, type HopTarget } from '../session/hop.js'
@@ -226,7 +226,7 @@ export class StandbyKeeper {
         // an older hop would forward under its own id: no standby chain then (a failover replays)
         if (chained && hops.length > 1 && !hop.chainedSessionIds) {
           await hop.close()
-          throw new Error('the standby does not acknowledge per-hop session ids')
+          throw new NoPerHopIdsError('the standby does not acknowledge per-hop session ids')
         }
         const st = { hop, livePeerId: hops[i].target.peerId, liveSessionId: hops[i].sessionId }
         this.standbys.set(spanKey(hops[i]), { ...st, fed: 0, end: 0, sequence: 0 })
