@@ -4,18 +4,8 @@ import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
 import { createClient } from '../../client/index.js'
 import { type LocalNode, startLocalNode } from '../../node/cli/local-swarm.js'
-import {
-  createEdge,
-  createLocalPipeline,
-  createReferenceKernels,
-  createShard,
-  createTokenizer,
-  generateTokens,
-  openModelFile,
-  parseShape,
-  type RandomModelOptions,
-  writeRandomModel
-} from '../../shards/index.js'
+import { createReferenceKernels, parseShape, type RandomModelOptions, writeRandomModel } from '../../shards/index.js'
+import { honestTokens } from '../helpers/honest-tokens.js'
 
 // Issue #35: with the head on a peer, every family's greedy tokens equal one process's, relayed
 // and chained. Per family, two node processes on 127.0.0.1 serve blocks [1,3) and [3,6) of a
@@ -35,23 +25,6 @@ const FAMILIES: Array<[string, RandomModelOptions['arch']]> = [
   ['gemma3', { architecture: 'gemma3', headDim: 32, slidingWindow: 4, swaPattern: 3, ropeTheta: 1000000 }]
 ]
 
-async function localTokens(path: string): Promise<number[]> {
-  const model = openModelFile(path)
-  const tokenizer = createTokenizer(model.vocabulary!)
-  const out: number[] = []
-  for await (const t of generateTokens({
-    temperature: 0,
-    edge: createEdge({ model }),
-    pipeline: createLocalPipeline([createShard({ model, start: 0, end: model.config.nLayers })], 'local', 128),
-    promptTokens: tokenizer.encode(PROMPT),
-    maxTokens: N_TOKENS,
-    stopIds: tokenizer.stopIds
-  }))
-    out.push(t)
-  model.close()
-  return out
-}
-
 describe('the head on a peer, every family (node processes on 127.0.0.1)', () => {
   const nodes: LocalNode[] = []
   afterAll(async () => {
@@ -62,7 +35,7 @@ describe('the head on a peer, every family (node processes on 127.0.0.1)', () =>
     it(`${name}: relayed and chained greedy tokens equal one process's`, { timeout: 120_000 }, async () => {
       const path = join(dir, `${name}.gguf`)
       writeRandomModel(path, parseShape('64,6,4,2,96,300'), { dtype: 'q8_0', seed: 41, seqLen: 128, arch })
-      const local = await localTokens(path)
+      const local = await honestTokens(PROMPT, N_TOKENS, path)
       const a = await startLocalNode({ model: path, layers: '1:3', args: FAST })
       nodes.push(a)
       const b = await startLocalNode({ model: path, layers: '3:6', bootstrap: [a.addrs[0]], args: FAST })

@@ -3,17 +3,9 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { type LocalNode, startLocalNode } from '../../node/cli/local-swarm.js'
-import {
-  createEdge,
-  createLocalPipeline,
-  createShard,
-  createTokenizer,
-  generateTokens,
-  openModelFile,
-  parseShape,
-  writeRandomModel
-} from '../../shards/index.js'
+import { parseShape, writeRandomModel } from '../../shards/index.js'
 import { cliAsync } from '../helpers/cli-async.js'
+import { honestTokens } from '../helpers/honest-tokens.js'
 
 // Issue #35 item 4 / issue 33 item 4: a thin client (`generate --model-id`) whose head runs on a
 // peer fetches only the head chunks that hold its secret rows, not the whole head, and still gives
@@ -40,25 +32,6 @@ interface GenerateJson {
     convicted: string[]
     memory: { rowsHeld: number; rowsBytes: number; storedBytesRead: number; fullHeadBytes: number; edgeHeadBytes: number }
   }
-}
-
-function localTokens(): Promise<number[]> {
-  const model = openModelFile(path)
-  const tokenizer = createTokenizer(model.vocabulary!)
-  return (async () => {
-    const out: number[] = []
-    for await (const t of generateTokens({
-      temperature: 0,
-      edge: createEdge({ model }),
-      pipeline: createLocalPipeline([createShard({ model, start: 0, end: model.config.nLayers })], 'local', 128),
-      promptTokens: tokenizer.encode(PROMPT),
-      maxTokens: N_TOKENS,
-      stopIds: tokenizer.stopIds
-    }))
-      out.push(t)
-    model.close()
-    return out
-  })()
 }
 
 describe('a thin client with the head on a peer fetches only some head chunks (node process on 127.0.0.1)', () => {
@@ -103,7 +76,7 @@ describe('a thin client with the head on a peer fetches only some head chunks (n
   it('generate --model-id --head remote: one process greedy tokens, fewer bytes than the head local', {
     timeout: 360_000
   }, async () => {
-    const local = await localTokens()
+    const local = await honestTokens(PROMPT, N_TOKENS, path)
     const thin = await generate(['--head', 'remote'])
     expect(thin.stderr).not.toMatch(/layerswarm:.*\(/)
     expect(thin.status).toBe(0)
@@ -150,7 +123,7 @@ describe('a thin client with the head on a peer fetches only some head chunks (n
     )
     expect(r.status).toBe(0)
     const j = JSON.parse(r.stdout) as GenerateJson
-    expect(j.tokens).toEqual(await localTokens())
+    expect(j.tokens).toEqual(await honestTokens(PROMPT, N_TOKENS, path))
     // the secret sample is drawn from the whole vocabulary; context rows join it
     expect(j.head?.memory.rowsHeld).toBeGreaterThanOrEqual(1024)
     expect(j.head?.memory.storedBytesRead).toBe(j.head!.memory.rowsHeld * 64 * 4)
