@@ -8,13 +8,12 @@ import OpenAI from 'openai'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { runApi } from '../../node/cli/commands/api.js'
 import { type RunningModelsApi, runModelsApi } from '../../node/cli/commands/api-models.js'
-import { runLocalGenerate } from '../../node/cli/commands/generate.js'
 import { type LocalNode, startLocalNode } from '../../node/cli/local-swarm.js'
 import { createLogger } from '../../node/log.js'
 import { computeModelId, openModelFile, parseShape, readableModelName, writeRandomModel } from '../../shards/index.js'
 import { CLI } from '../helpers/cli.js'
 import { cliAsync } from '../helpers/cli-async.js'
-import { gatewayOptions } from '../helpers/gateway-api.js'
+import { gatewayOptions, localGreedy } from '../helpers/gateway-api.js'
 import { GGUF_PATH } from '../helpers/reference.js'
 
 // Issue 33 item 5: two models in one swarm. One `node serve` process serves spans of both (a
@@ -41,22 +40,7 @@ async function startServe(args: string[]): Promise<{ child: ChildProcess; served
   return { child, served: JSON.parse(line) as Served, logs }
 }
 
-const greedy = async (model: string, prompt: string, maxTokens: number) =>
-  await runLocalGenerate(
-    {
-      model,
-      prompt,
-      maxTokens,
-      temperature: 0,
-      topK: 0,
-      topP: 1,
-      seed: 1,
-      repetitionPenalty: 1,
-      json: true,
-      kernelKind: 'reference'
-    },
-    () => {}
-  )
+const greedy = localGreedy
 
 describe('two models in one swarm', () => {
   let serve: ChildProcess | undefined

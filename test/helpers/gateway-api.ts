@@ -27,12 +27,18 @@ export async function startGatewayApi(o: Partial<ApiOptions> & { bootstrap: stri
 }
 
 /** `layerswarm generate --chat --temperature 0 --kernels reference` in this process: what a gateway chat must answer. */
-export async function localChatGreedy(model: string, prompt: string, maxTokens: number): Promise<GenerateResult> {
+/** One process's greedy generation (reference kernels), as plain text or as one chat turn. */
+export async function localGreedy(
+  model: string,
+  prompt: string,
+  maxTokens: number,
+  { chat = false }: { chat?: boolean } = {}
+): Promise<GenerateResult> {
   return await runLocalGenerate(
     {
       model,
       prompt,
-      chat: true,
+      chat,
       maxTokens,
       temperature: 0,
       topK: 0,
@@ -44,4 +50,8 @@ export async function localChatGreedy(model: string, prompt: string, maxTokens: 
     },
     () => {}
   )
+}
+
+export async function localChatGreedy(model: string, prompt: string, maxTokens: number): Promise<GenerateResult> {
+  return await localGreedy(model, prompt, maxTokens, { chat: true })
 }
