@@ -85,7 +85,7 @@ export function describeFamilySwarm(f: FamilyFile, write: () => void): void {
           bootstrap,
           model: f.path,
           kernels: createReferenceKernels(),
-          routeTimeoutMs: 20_000,
+          routeTimeoutMs: 60_000,
           edgeFirst: f.edgeFirst ?? 0,
           edgeLast: 0,
           forwarding
@@ -119,7 +119,7 @@ export function describeFamilySwarm(f: FamilyFile, write: () => void): void {
         bootstrap,
         model: f.path,
         kernels: createReferenceKernels(),
-        routeTimeoutMs: 20_000,
+        routeTimeoutMs: 60_000,
         canaries: { rate: 0.5, seed: 3 }
       })
       try {
