@@ -16,7 +16,17 @@ export {
 export { type GuardedReads, guardedModel } from './guarded-model.js'
 export * from './head/index.js'
 export * from './kernels/index.js'
-export { DEFAULT_KV_DTYPE, KV_DTYPES, type KvAllocator, KvCache, type KvDType, kvAllocatorOf, kvRowBytes } from './kv-cache.js'
+export {
+  DEFAULT_KV_DTYPE,
+  grownKvCapacity,
+  KV_DTYPES,
+  KV_INITIAL_POSITIONS,
+  type KvAllocator,
+  KvCache,
+  type KvDType,
+  kvAllocatorOf,
+  kvRowBytes
+} from './kv-cache.js'
 export { type ByteSource, type GgufValue, type ModelFile, sampleRange } from './model-file.js'
 export { computeModelId, SAMPLE_BYTES as MODEL_ID_SAMPLE_BYTES } from './model-id.js'
 export { MAX_MODEL_NAME_LENGTH, parameterCount, readableModelName, sizeLabel } from './model-name.js'

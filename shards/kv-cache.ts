@@ -32,22 +32,38 @@ export function kvAllocatorOf(kernels: object): KvAllocator | undefined {
   return typeof k.allocKv === 'function' && typeof k.freeKv === 'function' ? (k as KvAllocator) : undefined
 }
 
+/** Positions a session's KV cache holds at open (fewer when its maxLength is smaller). */
+export const KV_INITIAL_POSITIONS = 64
+
+/** Positions a cache holding `capacity` holds once it fits `needed` (doubling, at most maxLength). */
+export function grownKvCapacity(capacity: number, needed: number, maxLength: number): number {
+  let c = Math.max(1, capacity)
+  while (c < needed) c *= 2
+  return Math.min(maxLength, c)
+}
+
 /**
- * A session's KV cache for the blocks of one span, preallocated to `maxLength` positions so a
- * session never grows memory while it runs; going past it is an OutOfCacheError.
+ * A session's KV cache for the blocks of one span. It holds KV_INITIAL_POSITIONS positions at
+ * open and grows (doubling, copying what it holds) as positions are filled, up to `maxLength`
+ * (issue #39: KV reserved only as it is filled, so a session that asks for a long context and
+ * does not use it holds little; the node counts what is held, node/daemon/session-manager.ts).
+ * Going past maxLength is an OutOfCacheError.
  */
 export class KvCache {
-  readonly layers: KvLayer[]
+  layers: KvLayer[]
   readonly maxLength: number
   readonly kvDim: number
   readonly dtype: KvDType
   /** Positions 0 .. length-1 hold valid keys and values. */
   length = 0
+  /** Positions the layers hold now (grows up to maxLength as positions are filled). */
+  capacity: number
 
   private readonly allocator: KvAllocator | undefined
   private freed = false
   /** Bytes of one row (kvDim values) of keys or values. */
   private readonly rowBytes: number
+  private readonly nLayers: number
 
   /**
    * With an allocator the layers live in the kernels' memory (FastKernels.allocKv) and must be
@@ -63,26 +79,47 @@ export class KvCache {
     this.maxLength = maxLength
     this.kvDim = kvDim
     this.dtype = dtype
+    this.nLayers = nLayers
+    this.allocator = dtype === 'q8_0' ? undefined : allocator
+    this.capacity = Math.min(maxLength, KV_INITIAL_POSITIONS)
+    this.layers = this.alloc(this.capacity)
+  }
+
+  /** Layers of `capacity` positions (freed again if an allocation fails part way). */
+  private alloc(capacity: number): KvLayer[] {
+    const { dtype, kvDim, allocator } = this
     if (dtype === 'q8_0') {
-      this.allocator = undefined
-      const bytes = (): Uint8Array => new Uint8Array(maxLength * this.rowBytes)
-      this.layers = Array.from({ length: nLayers }, () => ({ dtype, keys: bytes(), values: bytes() }))
-      return
+      const bytes = (): Uint8Array => new Uint8Array(capacity * this.rowBytes)
+      return Array.from({ length: this.nLayers }, () => ({ dtype, keys: bytes(), values: bytes() }))
     }
-    this.allocator = allocator
     if (allocator) {
-      this.layers = []
+      const layers: KvLayer[] = []
       try {
-        for (let l = 0; l < nLayers; l++) this.layers.push(allocator.allocKv(maxLength, kvDim, dtype))
+        for (let l = 0; l < this.nLayers; l++) layers.push(allocator.allocKv(capacity, kvDim, dtype))
       } catch (e) {
-        this.free()
+        for (const kv of layers) allocator.freeKv(kv)
         throw e
       }
-      return
+      return layers
     }
-    const alloc = (): Float32Array | Uint16Array =>
-      dtype === 'f32' ? new Float32Array(maxLength * kvDim) : new Uint16Array(maxLength * kvDim)
-    this.layers = Array.from({ length: nLayers }, () => ({ dtype: dtype as 'f32' | 'f16', keys: alloc(), values: alloc() }))
+    const make = (): Float32Array | Uint16Array =>
+      dtype === 'f32' ? new Float32Array(capacity * kvDim) : new Uint16Array(capacity * kvDim)
+    return Array.from({ length: this.nLayers }, () => ({ dtype: dtype as 'f32' | 'f16', keys: make(), values: make() }))
+  }
+
+  /** Hold at least `needed` positions: new layers, what is held copied over, the old ones freed. */
+  private grow(needed: number): void {
+    const capacity = grownKvCapacity(this.capacity, needed, this.maxLength)
+    if (capacity <= this.capacity) return
+    const layers = this.alloc(capacity)
+    const held = this.capacity
+    this.layers.forEach((kv, l) => {
+      rowsView(layers[l].keys, 0, held, this.rowBytes).set(rowsView(kv.keys, 0, held, this.rowBytes))
+      rowsView(layers[l].values, 0, held, this.rowBytes).set(rowsView(kv.values, 0, held, this.rowBytes))
+      this.allocator?.freeKv(kv)
+    })
+    this.layers = layers
+    this.capacity = capacity
   }
 
   /** Give the layers back to the allocator (idempotent); the cache is unusable afterwards. */
@@ -95,7 +132,7 @@ export class KvCache {
 
   /** Bytes this cache holds. */
   get sizeBytes(): number {
-    return this.layers.length * 2 * this.maxLength * this.rowBytes
+    return this.layers.length * 2 * this.capacity * this.rowBytes
   }
 
   /** Throw OutOfCacheError unless rows startPos .. startPos+T-1 fit. */
@@ -106,6 +143,7 @@ export class KvCache {
         `positions ${startPos}..${startPos + T - 1} do not fit the KV cache of ${this.maxLength} positions`
       )
     }
+    if (startPos + T > this.capacity) this.grow(startPos + T)
   }
 
   /** Store k, v [T, kvDim] of one layer at rows startPos .. startPos+T-1. */

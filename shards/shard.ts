@@ -3,7 +3,7 @@ import { type BlockWeights, blockForward, blockWeightBytes, loadBlock, Scratch }
 import { InvalidArgumentError, PositionError, UnknownSessionError } from './errors.js'
 import type { Kernels } from './kernels/kernels.js'
 import { createReferenceKernels } from './kernels/kernels-ref.js'
-import { KvCache, type KvDType, kvAllocatorOf } from './kv-cache.js'
+import { KV_INITIAL_POSITIONS, KvCache, type KvDType, kvAllocatorOf } from './kv-cache.js'
 import type { BatchStep, SessionOptions, ShardInit } from './shard-types.js'
 import type { ModelConfig } from './types.js'
 
@@ -157,6 +157,16 @@ export class Shard {
   }
 
   /** Bytes of KV cache the open sessions hold (preallocated to each one's max length). */
+  /** KV positions a session holds now (its cache grows as it is filled: kv-cache.ts, issue #39). */
+  kvPositionsHeld(id: string): number {
+    return this.cache(id).capacity
+  }
+
+  /** KV positions a session opened with `maxLength` holds at open, and whether it grows from there. */
+  kvAtOpen(maxLength: number): { positions: number; grows: boolean } {
+    return { positions: Math.min(maxLength, KV_INITIAL_POSITIONS), grows: true }
+  }
+
   get kvBytesHeld(): number {
     let n = 0
     for (const s of this.sessions.values()) n += s.cache.sizeBytes

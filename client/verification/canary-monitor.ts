@@ -22,11 +22,10 @@ import { DecoyPool } from './canary-decoy-pool.js'
 import { DecoyDraftRows } from './canary-decoy-speculative.js'
 import type { CanaryMaterial } from './canary-decoys.js'
 import { laneKey, PeerScores, type ProbeDeps, probeChain, probeHop, retireLanes } from './canary-probes.js'
-import { DecoySchedule } from './canary-schedule.js'
 import { secretMaterial } from './canary-secret.js'
 import type { PromptTemplate } from './canary-template.js'
 import type { CanaryEvidence, CanaryMonitorOptions, CanaryPeerReport, StepContext } from './canary-types.js'
-import { DecoyLauncher } from './decoy-launcher.js'
+import { type DecoyGate, DecoyLauncher, pacerFor } from './decoy-launcher.js'
 import { OwnStepChecks } from './own-step-replay.js'
 import { ReceiptLedger } from './receipts.js'
 import { RedundancySchedule } from './redundancy-schedule.js'
@@ -118,7 +117,7 @@ export class CanaryMonitor {
     })
     this.material = made.material
     this.random = made.random
-    this.launcher = new DecoyLauncher(new DecoySchedule(this.random), {
+    this.launcher = new DecoyLauncher(pacerFor(base, this.random), {
       isOut: (p) => this.detector.verdict(p).excluded || this.replays.isConvicted(p),
       noteConviction: (v) => this.noteConviction(v),
       log: options.log
@@ -228,7 +227,7 @@ export class CanaryMonitor {
     for (let lane = 0; lane < lanes; lane++)
       if (this.random.next() < rate) {
         const k = laneKey(key, lane)
-        const run = (gate: () => Promise<void>) =>
+        const run = (gate: DecoyGate) =>
           chained ? this.probeChained(route, ctx, lane, gate) : probeRelayRoute(this.probes, route, ctx, k, gate)
         this.launcher.launch(k, run, true, peers)
       }
@@ -280,7 +279,7 @@ export class CanaryMonitor {
     return this.takeExcluded()
   }
 
-  /** A real step is about to go out: the decoy steps drawn since the last go beside it (canary-schedule.ts). */
+  /** A real step is about to go out: decoy steps drawn since the last go beside it or before it (decoy-launcher.ts). */
   beforeStep(): Promise<void> {
     return this.launcher.beforeStep()
   }
@@ -291,7 +290,7 @@ export class CanaryMonitor {
   }
 
   /** One step of a decoy chained over the whole route, each hop scored (client/verification/canary-probes.ts). */
-  probeChained(route: readonly HopTarget[], ctx: StepContext, lane = 0, gate?: () => Promise<void>): Promise<PeerVerdict[]> {
+  probeChained(route: readonly HopTarget[], ctx: StepContext, lane = 0, gate?: DecoyGate): Promise<PeerVerdict[]> {
     return probeChain(this.probes, route, ctx, lane, gate)
   }
 

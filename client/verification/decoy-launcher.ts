@@ -1,5 +1,20 @@
-import { CanariesPendingError, type PeerVerdict } from '../../canary/index.js'
-import type { DecoySchedule } from './canary-schedule.js'
+import { CanariesPendingError, type PeerVerdict, type Random } from '../../canary/index.js'
+import { DecoySchedule } from './canary-schedule.js'
+import { BESIDE_FROM_RATE, type DecoyPacer, DecoySlots, type StepAnswered } from './decoy-slots.js'
+
+/** A decoy step's gate: it resolves when the step may go, with what to call once its answer is back. */
+export type DecoyGate = () => Promise<StepAnswered>
+
+/**
+ * Decoy steps in slots of their own below BESIDE_FROM_RATE, beside real steps from it (issue #39:
+ * decoy-slots.ts says why; the choice follows the base rate, so one client's decoys all look alike).
+ */
+export function pacerFor(baseRate: number, random: Random): DecoyPacer {
+  return baseRate >= BESIDE_FROM_RATE ? new DecoySchedule(random) : new DecoySlots(random)
+}
+
+/** An unscheduled step (a redundancy check) holds no slot. */
+const unheld: StepAnswered = () => {}
 
 /** What the launcher asks of its monitor (client/verification/canary-monitor.ts). */
 export interface DecoyLauncherDeps {
@@ -20,7 +35,7 @@ export class DecoyLauncher {
   private readonly queued = new Set<string>()
 
   constructor(
-    private readonly schedule: DecoySchedule,
+    private readonly schedule: DecoyPacer,
     private readonly deps: DecoyLauncherDeps
   ) {}
 
@@ -38,17 +53,12 @@ export class DecoyLauncher {
    * At most one canary step in flight per decoy: the next waits, as a real session's steps do.
    * A scheduled step gets its gate (it opens beside the next real step); others go at once.
    */
-  launch(
-    key: string,
-    run: (gate: () => Promise<void>) => Promise<PeerVerdict[]>,
-    scheduled = true,
-    peers: readonly string[] = []
-  ): void {
+  launch(key: string, run: (gate: DecoyGate) => Promise<PeerVerdict[]>, scheduled = true, peers: readonly string[] = []): void {
     const prev = this.inflight.get(key)
     // A scheduled step may wait behind the one in flight (one at most): it goes beside a later
     // real step, so a decoy can step with every real step as a real session does (issue #39).
     if (prev && (!scheduled || this.queued.has(key))) return
-    const gate = scheduled ? () => this.schedule.gate() : () => Promise.resolve()
+    const gate = scheduled ? () => this.schedule.gate() : () => Promise.resolve(unheld)
     const start = (): Promise<PeerVerdict[]> => {
       this.queued.delete(key)
       // a step queued behind one that convicted a peer of its route does not open a new decoy there

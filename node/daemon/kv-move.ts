@@ -83,6 +83,7 @@ async function serveStream(ctx: KvMoveContext, limits: KvSourceLimits, seen: See
     const granted = (grant.toPosition - grant.fromPosition) * perPosition
     cap = Math.min(channel.maxMessageBytes, granted + FRAME_SLACK_BYTES)
     ctx.sessions.used(session)
+    ctx.sessions.checkGrowth(session, grant.toPosition) // KV held as it is filled (issue #39)
     let received = 0
     let frames = t.snapshots.length > 0 ? [t] : []
     for (;;) {

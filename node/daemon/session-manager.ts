@@ -1,6 +1,6 @@
 import type { PeerSource } from '../../protocol/index.js'
 import { BadSpanError, BusyError, type DType, DuplicateSessionError, UnknownSessionError } from '../../protocol/index.js'
-import type { ShardLike } from '../../shards/index.js'
+import { grownKvCapacity, type ShardLike } from '../../shards/index.js'
 import { type NodeSession, releaseSession, sessionKey } from './node-session.js'
 
 export interface SessionManagerInit {
@@ -9,7 +9,11 @@ export interface SessionManagerInit {
   readonly maxSessions: number
   /** Sessions one peer may hold at once (issue #17: one peer could take every slot). */
   readonly maxSessionsPerOwner?: number
-  /** KV positions reserved over all sessions; an open that would exceed it gets BUSY. */
+  /**
+   * KV positions held over all sessions; an open, or a step that grows a session's KV, that would
+   * exceed it gets BUSY. A session holds what its shard holds for it, which grows as it is filled
+   * (shards/kv-cache.ts; issue #39), not the maxLength it asked for.
+   */
   readonly maxCacheTokens: number
   /** A session with no request for this long is freed. */
   readonly idleTimeoutMs: number
@@ -78,8 +82,13 @@ export class SessionManager {
 
   get reservedTokens(): number {
     let n = 0
-    for (const s of this.sessions.values()) n += s.maxLength
+    for (const s of this.sessions.values()) n += this.held(s)
     return n
+  }
+
+  /** KV positions the shard holds for `s` now. */
+  private held(s: NodeSession): number {
+    return this.init.shard.kvPositionsHeld(s.key)
   }
 
   get freeCacheTokens(): number {
@@ -100,14 +109,31 @@ export class SessionManager {
     if (this.sessions.size >= this.init.maxSessions) throw new BusyError(`serving ${this.sessions.size} sessions, the cap`)
     const perOwner = this.init.maxSessionsPerOwner ?? this.init.maxSessions
     if (this.ownedBy(req.owner) >= perOwner) throw new BusyError(`this peer holds ${perOwner} sessions here, the per-peer cap`)
-    if (req.maxLength > this.freeCacheTokens) {
-      throw new BusyError(`${req.maxLength} KV positions asked, ${this.freeCacheTokens} free`)
+    // what the shard holds at open, not maxLength: the rest is checked as it is filled (checkGrowth)
+    const atOpen = shard.kvAtOpen(req.maxLength).positions
+    if (atOpen > this.freeCacheTokens) {
+      throw new BusyError(`${atOpen} KV positions needed to open, ${this.freeCacheTokens} free`)
     }
-    if (req.source) this.checkSource(req.source, req.maxLength)
+    if (req.source) this.checkSource(req.source, atOpen, true)
   }
 
-  /** The per-IP and per-subnet shares (issue #39), one pass over the sessions. */
-  private checkSource(source: PeerSource, maxLength: number): void {
+  /**
+   * Before `s` is filled up to `positions` (a step, an import): BUSY if the KV its shard would
+   * grow to passes what is free, or its source's per-IP or per-subnet share (issue #39).
+   */
+  checkGrowth(s: NodeSession, positions: number): void {
+    if (!this.init.shard.kvAtOpen(s.maxLength).grows) return
+    const held = this.held(s)
+    const more = grownKvCapacity(held, Math.min(positions, s.maxLength), s.maxLength) - held
+    if (more <= 0) return
+    if (more > this.freeCacheTokens)
+      throw new BusyError(`this node's KV is full: ${more} more positions needed, ${this.freeCacheTokens} free`)
+    const source = this.records.get(s.key)?.source
+    if (source) this.checkSource(source, more, false)
+  }
+
+  /** The per-IP and per-subnet shares (issue #39), one pass over the sessions; `opening` counts a new session. */
+  private checkSource(source: PeerSource, positions: number, opening: boolean): void {
     const { init } = this
     let ipSessions = 0
     let ipTokens = 0
@@ -118,22 +144,22 @@ export class SessionManager {
       if (!s || !r.source) continue
       if (r.source.ip === source.ip) {
         ipSessions++
-        ipTokens += s.maxLength
+        ipTokens += this.held(s)
       }
       if (r.source.subnet === source.subnet) {
         netSessions++
-        netTokens += s.maxLength
+        netTokens += this.held(s)
       }
     }
     const cap = (n: number | undefined) => n ?? Number.POSITIVE_INFINITY
-    if (ipSessions >= cap(init.maxSessionsPerIp))
+    if (opening && ipSessions >= cap(init.maxSessionsPerIp))
       throw new BusyError(`your address holds ${ipSessions} sessions here, the per-IP share`)
-    if (netSessions >= cap(init.maxSessionsPerSubnet))
+    if (opening && netSessions >= cap(init.maxSessionsPerSubnet))
       throw new BusyError(`your subnet holds ${netSessions} sessions here, the per-subnet share`)
-    if (ipTokens + maxLength > cap(init.maxCacheTokensPerIp))
-      throw new BusyError(`your address holds ${ipTokens} KV positions here; ${maxLength} more pass the per-IP share`)
-    if (netTokens + maxLength > cap(init.maxCacheTokensPerSubnet))
-      throw new BusyError(`your subnet holds ${netTokens} KV positions here; ${maxLength} more pass the per-subnet share`)
+    if (ipTokens + positions > cap(init.maxCacheTokensPerIp))
+      throw new BusyError(`your address holds ${ipTokens} KV positions here; ${positions} more pass the per-IP share`)
+    if (netTokens + positions > cap(init.maxCacheTokensPerSubnet))
+      throw new BusyError(`your subnet holds ${netTokens} KV positions here; ${positions} more pass the per-subnet share`)
   }
 
   open(req: OpenRequest, extra: Pick<NodeSession, 'chain' | 'keys' | 'upstreamSessionId'> = {}): NodeSession {

@@ -129,6 +129,10 @@ export class SessionRequests {
       case 'importKv': {
         const s = sessions.owned(req.importKv.sessionId, from)
         sessions.used(s) // an import fills the KV as a prefill would: the session is in use
+        // at most this many positions (the sealed bytes bound the rows): held as it is filled
+        const bytes = req.importKv.snapshots.reduce((n, b) => n + b.length, 0)
+        const base = req.importKv.append ? this.ctx.init.shard.sessionLength(s.key) : 0
+        sessions.checkGrowth(s, base + Math.ceil(bytes / this.ctx.init.shard.kvBytesPerPosition(s.key)))
         return crypto.openKv(s, req.importKv)
       }
     }
@@ -210,6 +214,8 @@ export class SessionRequests {
     const { session, tags: hopAuth, fromUpstream } = await this.stepSession(s, from)
     this.ctx.sessions.used(session)
     const hidden = decodeTensor(s.hidden, { shape: [undefined, dim] })
+    // KV is held as it is filled (issue #39): a step that grows it past what is free is BUSY
+    this.ctx.sessions.checkGrowth(session, s.startPosition + hidden.length / dim)
     // the dtype negotiated at open, on both ends of every link of the session (a chain shares
     // one); checked after the decode, so a malformed tensor is MALFORMED whatever its dtype
     if (s.hidden.dtype !== session.wireDtype) {

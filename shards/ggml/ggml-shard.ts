@@ -211,6 +211,17 @@ export class GgmlShard implements ShardLike {
     return this.sessions.size
   }
 
+  /** ggml's KV is allocated whole at open (the native span's cache): held as asked. */
+  kvPositionsHeld(id: string): number {
+    const s = this.sessions.get(id)
+    if (!s) throw new UnknownSessionError(`no session ${id} on blocks [${this.start}, ${this.end})`)
+    return s.maxLength
+  }
+
+  kvAtOpen(maxLength: number): { positions: number; grows: boolean } {
+    return { positions: maxLength, grows: false }
+  }
+
   get kvBytesHeld(): number {
     let n = 0
     for (const [id, s] of this.sessions) n += s.maxLength * this.kvBytesPerPosition(id)

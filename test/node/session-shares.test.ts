@@ -4,10 +4,11 @@
  * firstStepTimeoutMs, and unused sessions of an owner with no connection freed after orphanTimeoutMs.
  */
 import { describe, expect, it } from 'vitest'
+import type { NodeSession } from '../../node/daemon/node-session.js'
 import { SessionManager } from '../../node/daemon/session-manager.js'
 import { sourceShares } from '../../node/daemon/swarm-node-init.js'
 import { BusyError, peerSource } from '../../protocol/index.js'
-import { createShard, openModelFile } from '../../shards/index.js'
+import { createShard, KV_INITIAL_POSITIONS, openModelFile } from '../../shards/index.js'
 import { GGUF_PATH } from '../helpers/reference.js'
 
 const model = openModelFile(GGUF_PATH)
@@ -29,7 +30,7 @@ function setup(maxSessions = 8, maxCacheTokens = 800) {
   let n = 0
   const open = (owner: string, addr: string | undefined, maxLength = 10) =>
     m.open({ sessionId: `s${n++}`, start: 1, end: 4, maxLength, owner, source: addr ? peerSource(addr) : undefined })
-  return { m, open, tick: (ms: number) => (clock += ms) }
+  return { m, open, shard, tick: (ms: number) => (clock += ms) }
 }
 
 describe('per-source shares and reclaims (issue #39)', () => {
@@ -59,11 +60,33 @@ describe('per-source shares and reclaims (issue #39)', () => {
     expect(peerSource('/dns4/example.com/tcp/1')?.ip).toBe('other')
   })
 
-  it('holds one IP to half the KV positions, whatever its session count', () => {
-    const { open } = setup(8, 800)
-    open('a', '/ip4/203.0.113.7/tcp/1', 300)
-    expect(() => open('b', '/ip4/203.0.113.7/tcp/1', 101)).toThrow(/KV positions/)
-    open('b', '/ip4/203.0.113.7/tcp/1', 100)
+  it('holds one IP to half the KV positions as they are filled, not as they are asked for', () => {
+    const { m, open, shard } = setup(8, 800)
+    const ip = '/ip4/203.0.113.7/tcp/1'
+    // each asks for the whole context and holds KV_INITIAL_POSITIONS until it fills more (before:
+    // the second open was BUSY, 512 + 512 positions reserved of 800)
+    const a = open('a', ip, 512)
+    const b = open('b', ip, 512)
+    const c = open('c', undefined, 512)
+    expect(m.reservedTokens).toBe(3 * KV_INITIAL_POSITIONS)
+    // a step fills a: its KV grows (doubling) as the node checked it could
+    const fill = (s: NodeSession, to: number) => {
+      const from = shard.sessionLength(s.key)
+      m.checkGrowth(s, to)
+      shard.forward(s.key, new Float32Array((to - from) * model.config.dim), from)
+    }
+    fill(a, 200)
+    expect(shard.kvPositionsHeld(a.key)).toBe(256)
+    expect(m.reservedTokens).toBe(256 + 2 * KV_INITIAL_POSITIONS)
+    // the IP holds 256 + 64 of its 400: b may grow to 128 (64 more), not to 256 (192 more)
+    expect(() => m.checkGrowth(b, 200)).toThrow(/per-IP share/)
+    expect(shard.kvPositionsHeld(b.key)).toBe(KV_INITIAL_POSITIONS) // a refused growth holds nothing more
+    fill(b, 100)
+    // the node's whole KV: c (loopback, no share) grows to what is free, no further
+    fill(c, 256)
+    expect(m.freeCacheTokens).toBe(800 - 256 - 128 - 256)
+    expect(() => m.checkGrowth(c, 300)).toThrow(/KV is full/)
+    expect(() => m.checkGrowth(c, 300)).toThrow(BusyError)
   })
 
   it('frees a session that took no step within firstStepTimeoutMs, keeps one that did', () => {

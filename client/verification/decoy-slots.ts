@@ -1,0 +1,124 @@
+import type { Random } from '../../canary/index.js'
+
+/*
+ * Decoy steps in slots of their own (issue #39, item 4, at the default rate). Beside real steps
+ * (canary-schedule.ts) decoys hide only where about one goes beside every real step: at the
+ * default rate (0.03, 0.1 while a new client's peers are in their burst) most real steps stand
+ * alone, a token's time from any other step, while every decoy step has a real step a few turns
+ * away, so "a step with no neighbour is real" labelled 0.64-0.83 of steps right (bench collusion).
+ * Here a decoy step takes a step's place in the client's rhythm instead: drawn after real step k,
+ * it goes out when real step k + 1 is ready (when k + 1 would have gone), and k + 1 goes one
+ * interval later, the interval drawn from the client's own intervals between consecutive real
+ * steps (send to send: the route, the client's head, sampling and bookkeeping), and never before
+ * the decoy's answer is back. A hop sees one step at a time, each an interval of the real ones
+ * after the one before, real or decoy: the decoy leads the real step behind it and follows the
+ * one before. A first try paused for the client's measured pause after the decoy's answer: the
+ * client's work around a step that pause did not see (receipts, observers, a decoy's own scoring
+ * on the event loop) still set decoy steps apart (chained timing 0.68). The price is an interval
+ * per decoy step on the critical path (about the rate: 3 % at the default base rate).
+ */
+
+/** What a decoy step calls once its answer is back: the next step (decoy or real) may go. */
+export type StepAnswered = () => void
+
+/** How decoy steps are paced against real steps (client/verification/decoy-launcher.ts). */
+export interface DecoyPacer {
+  /** The gate of one decoy step: it resolves when the step may go, with what to call once its answer is back. */
+  gate(): Promise<StepAnswered>
+  /** A real step is about to go out (the caller sends it once this resolves). */
+  beforeStep(): Promise<void>
+  /** While `during` runs no real step may follow: waiting decoy steps go without one. */
+  drain<T>(during: () => Promise<T>): Promise<T>
+}
+
+/** The clock slots are paced by (a test gives a virtual one). */
+export interface SlotClock {
+  now(): number
+  sleep(ms: number): Promise<void>
+}
+
+const wallClock: SlotClock = {
+  now: () => performance.now(),
+  sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms))
+}
+
+/** Intervals between real steps kept to draw from (the latest: the pace drifts with load). */
+export const INTERVALS_KEPT = 32
+/** Decoy steps wait for this many intervals between real steps (a new client's first steps). */
+export const MIN_INTERVALS = 4
+/** An interval longer than this is the client idle between requests, not its pace: not kept. */
+export const MAX_INTERVAL_MS = 2000
+/** A decoy step whose answer has not come by then no longer holds the real step behind it. */
+export const SLOT_WAIT_MAX_MS = 10_000
+
+/** Decoy steps one at a time in the real steps' rhythm (above). */
+export class DecoySlots implements DecoyPacer {
+  private waiting: Array<(answered: StepAnswered) => void> = []
+  private draining = 0
+  /** Slots go one after another: the last one queued. */
+  private chain: Promise<void> = Promise.resolve()
+  /** When the last real step went, and whether a decoy step went since. */
+  private lastRealAtMs: number | undefined
+  private slotsSinceReal = 0
+  private readonly intervalsMs: number[] = []
+
+  constructor(
+    private readonly random: Random,
+    private readonly clock: SlotClock = wallClock
+  ) {}
+
+  gate(): Promise<StepAnswered> {
+    return new Promise<StepAnswered>((open) => {
+      if (this.draining > 0) this.queue(open)
+      else this.waiting.push(open)
+    })
+  }
+
+  async beforeStep(): Promise<void> {
+    // until the client's pace is known, decoy steps wait (a slot's interval is drawn from it)
+    if (this.intervalsMs.length >= MIN_INTERVALS) for (const open of this.waiting.splice(0)) this.queue(open)
+    await this.chain
+    const now = this.clock.now()
+    // an interval between two real steps with nothing between them: the client's own pace
+    if (this.lastRealAtMs !== undefined && this.slotsSinceReal === 0 && now - this.lastRealAtMs <= MAX_INTERVAL_MS) {
+      this.intervalsMs.push(now - this.lastRealAtMs)
+      if (this.intervalsMs.length > INTERVALS_KEPT) this.intervalsMs.shift()
+    }
+    this.lastRealAtMs = now
+    this.slotsSinceReal = 0
+  }
+
+  async drain<T>(during: () => Promise<T>): Promise<T> {
+    this.draining++
+    try {
+      for (const open of this.waiting.splice(0)) this.queue(open)
+      return await during()
+    } finally {
+      this.draining--
+    }
+  }
+
+  /** One decoy step's slot after those queued: it goes now, the next step an interval later (and after its answer). */
+  private queue(open: (answered: StepAnswered) => void): void {
+    this.chain = this.chain.then(async () => {
+      const sentAtMs = this.clock.now()
+      this.slotsSinceReal++
+      const intervalMs = this.intervalsMs.length === 0 ? 0 : this.intervalsMs[this.random.int(this.intervalsMs.length)]
+      let timer: ReturnType<typeof setTimeout> | undefined
+      await new Promise<void>((answered) => {
+        timer = setTimeout(answered, SLOT_WAIT_MAX_MS)
+        timer.unref?.()
+        open(() => answered())
+      })
+      clearTimeout(timer)
+      const leftMs = sentAtMs + intervalMs - this.clock.now()
+      if (leftMs > 0) await this.clock.sleep(leftMs)
+    })
+  }
+}
+/**
+ * The pacing for a base rate: slots below one decoy step per two real steps, where decoys beside
+ * real steps would leave most real steps alone (above); beside them from there (cheaper: the
+ * decoy's compute runs while the real step's does), where nearly every real step has one.
+ */
+export const BESIDE_FROM_RATE = 0.5
