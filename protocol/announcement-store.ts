@@ -6,8 +6,11 @@
  * - a lifetime is counted from the issue time and capped at `maxLifetimeMs`, whatever the signed
  *   expiry says (verifyAnnouncement already refuses longer ones: options.ts);
  * - an entry is *confirmed* once its peer id was seen on a connection (a Noise handshake proves
- *   a live holder of the key) or served a step; a full store evicts unconfirmed entries first,
- *   from the source holding the most, and never evicts a confirmed one for an unconfirmed one;
+ *   a live holder of the key), and confirmed more strongly once it served a step (a chained hop
+ *   passed this node its output with its receipt, or answered a step this node sent on: a fresh
+ *   key and a TCP connection do not fake that); a full store evicts unconfirmed entries first,
+ *   from the source holding the most, then entries confirmed by a connection only, and never
+ *   evicts an entry for a newcomer confirmed less strongly;
  * - each source (the peer that relayed or handed over the entry, and its IP) may hold at most
  *   `maxPerSource` / `maxPerIp` unconfirmed entries: more from it are refused (not relayed on).
  */
@@ -31,20 +34,25 @@ export interface AnnouncementStoreOptions {
   readonly maxPerIp?: number
 }
 
+/** How an entry was confirmed: not at all, by a connection, by a served step (eviction order). */
+export type Confirmation = 'connection' | 'step'
+const RANK = { none: 0, connection: 1, step: 2 } as const
+
 interface Entry {
   a: Announcement
   signed: SignedAnnouncement
   /** The signed expiry, capped at issue time + maxLifetimeMs. */
   expiresAtMs: number
-  confirmed: boolean
+  /** RANK of its confirmation. */
+  confirmed: number
   source?: AnnouncementSource
 }
 
 /** The newest verified announcement of each peer, as received (so its signature still checks). */
 export class AnnouncementStore {
   private readonly held = new Map<string, Entry>()
-  /** Peers confirmed before their announcement arrived (bounded like the store). */
-  private readonly confirmedIds = new Set<string>()
+  /** Peers confirmed before their announcement arrived, with their RANK (bounded like the store). */
+  private readonly confirmedIds = new Map<string, number>()
   private readonly o: Required<AnnouncementStoreOptions>
 
   constructor(
@@ -82,7 +90,7 @@ export class AnnouncementStore {
     const prev = this.held.get(a.peerId)
     const expiresAtMs = Math.min(a.expiresAtMs, a.issuedAtMs + this.o.maxLifetimeMs)
     if (expiresAtMs <= now) return
-    const confirmed = prev?.confirmed === true || this.confirmedIds.has(a.peerId)
+    const confirmed = Math.max(prev?.confirmed ?? 0, this.confirmedIds.get(a.peerId) ?? 0)
     this.held.set(a.peerId, { a, signed, expiresAtMs, confirmed, source: prev?.source ?? source })
     if (this.held.size > this.max) this.prune(now)
     while (this.held.size > this.max) {
@@ -94,22 +102,23 @@ export class AnnouncementStore {
 
   /**
    * `peerId` was seen on a connection or served a step: its entry (now or when it comes) is
-   * kept over unconfirmed ones.
+   * kept over unconfirmed ones, and one that served a step over those a connection confirmed.
    */
-  confirm(peerId: string): void {
+  confirm(peerId: string, by: Confirmation = 'connection'): void {
+    const rank = Math.max(RANK[by], this.confirmedIds.get(peerId) ?? 0)
     const e = this.held.get(peerId)
-    if (e) e.confirmed = true
+    if (e) e.confirmed = Math.max(e.confirmed, rank)
     this.confirmedIds.delete(peerId)
-    this.confirmedIds.add(peerId)
+    this.confirmedIds.set(peerId, rank)
     if (this.confirmedIds.size > this.max) {
-      const oldest = this.confirmedIds.values().next().value
+      const oldest = this.confirmedIds.keys().next().value
       if (oldest !== undefined) this.confirmedIds.delete(oldest)
     }
   }
 
-  /** Whether `peerId`'s entry is confirmed. */
-  isConfirmed(peerId: string): boolean {
-    return this.held.get(peerId)?.confirmed === true
+  /** Whether `peerId`'s entry is confirmed (`by` a served step: only so). */
+  isConfirmed(peerId: string, by: Confirmation = 'connection'): boolean {
+    return (this.held.get(peerId)?.confirmed ?? 0) >= RANK[by]
   }
 
   /**
@@ -120,7 +129,7 @@ export class AnnouncementStore {
     this.prune(now)
     return [...this.held.values()]
       .filter((e) => modelId === undefined || e.a.modelId === modelId)
-      .sort((x, y) => Number(x.confirmed) - Number(y.confirmed) || y.a.issuedAtMs - x.a.issuedAtMs)
+      .sort((x, y) => x.confirmed - y.confirmed || y.a.issuedAtMs - x.a.issuedAtMs)
       .map((e) => e.signed)
   }
 
@@ -130,10 +139,10 @@ export class AnnouncementStore {
 
   /**
    * The entry to evict from a full store: an unconfirmed one of the source holding the most,
-   * soonest expiring among those; else, when the newcomer is confirmed, the confirmed one that
-   * expires first; else the unconfirmed newcomer itself.
+   * soonest expiring among those; else the soonest expiring of the least confirmed entries, if
+   * the newcomer is confirmed at least as strongly as they are; else the newcomer itself.
    */
-  private victim(newcomer: string, newcomerConfirmed: boolean): string | undefined {
+  private victim(newcomer: string, newcomerRank: number): string | undefined {
     const perSource = new Map<string, number>()
     const sourceKey = (e: Entry) => e.source?.peer ?? e.source?.ip ?? ''
     for (const e of this.held.values()) if (!e.confirmed) perSource.set(sourceKey(e), (perSource.get(sourceKey(e)) ?? 0) + 1)
@@ -145,11 +154,12 @@ export class AnnouncementStore {
       if (rank[0] > bestRank[0] || (rank[0] === bestRank[0] && rank[1] > bestRank[1])) [best, bestRank] = [id, rank]
     }
     if (best !== undefined) return best
-    if (!newcomerConfirmed) return newcomer
     let first: string | undefined
-    let at = Number.POSITIVE_INFINITY
-    for (const [id, e] of this.held) if (e.expiresAtMs < at) [first, at] = [id, e.expiresAtMs]
-    return first
+    let at: [number, number] = [Number.POSITIVE_INFINITY, Number.POSITIVE_INFINITY]
+    for (const [id, e] of this.held)
+      if (id !== newcomer && (e.confirmed < at[0] || (e.confirmed === at[0] && e.expiresAtMs < at[1])))
+        [first, at] = [id, [e.confirmed, e.expiresAtMs]]
+    return first !== undefined && newcomerRank > 0 && at[0] <= newcomerRank ? first : newcomer
   }
 
   private prune(now: number): void {

@@ -280,8 +280,8 @@ export class CanaryMonitor {
   }
 
   /** A real step is about to go out: decoy steps drawn since the last go beside it or before it (decoy-launcher.ts). */
-  beforeStep(): Promise<void> {
-    return this.launcher.beforeStep()
+  beforeStep(sessionId?: string): Promise<void> {
+    return this.launcher.beforeStep(sessionId)
   }
 
   /** Send one canary step to a hop (relayed) and score its answer (client/verification/canary-probes.ts). */

@@ -19,7 +19,7 @@ export class CanaryObserver implements PipelineObserver {
   ) {}
 
   beforeStep(): Promise<void> {
-    return this.canaries.beforeStep()
+    return this.canaries.beforeStep(this.session.sessionId)
   }
 
   relayedStepChecked(step: RelayedStep): void {

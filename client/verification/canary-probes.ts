@@ -16,7 +16,6 @@ import type { DecoyPool } from './canary-decoy-pool.js'
 import { type Decoy, decoyDone } from './canary-decoys.js'
 import type { CanaryEvidence, CanaryPeerReport, StepContext } from './canary-types.js'
 import { ChainedDecoy } from './chained-decoy.js'
-import type { StepAnswered } from './decoy-slots.js'
 import type { ReceiptLedger } from './receipts.js'
 import type { SpanReplay } from './span-replay.js'
 
@@ -125,7 +124,7 @@ export async function probeChain(
   route: readonly HopTarget[],
   ctx: StepContext,
   lane = 0,
-  gate: () => Promise<StepAnswered> = () => Promise.resolve(() => {})
+  gate: () => Promise<void> = () => Promise.resolve()
 ): Promise<PeerVerdict[]> {
   const key = laneKey(route.map((h) => `${h.peerId}/${h.start}/${h.end}`).join('>'), lane)
   const decoy = await d.pool.decoyFor(key, route, ctx, async (sessionId, maxLength) => ({
@@ -139,32 +138,25 @@ export async function probeChain(
     // a hop after the first is fed its upstream's actual output: scored against its span replayed on it
     replays: route.map((t, i) => (i > 0 && d.replay ? d.replay.open(t, maxLength) : undefined))
   }))
-  // once open, stepped beside the next real step or in a slot before it (decoy-slots.ts)
-  const answered = await gate()
+  // once open, stepped beside the next real step (client/verification/canary-schedule.ts)
+  await gate()
   // its peer was convicted meanwhile (DecoyPool.releasePeer): the decoy ended, no step goes
-  if (!d.pool.has(key)) {
-    answered()
-    return []
-  }
+  if (!d.pool.has(key)) return []
   const set = d.setFor(route[0].start)
-  const { out, position, rows, stepId } = await d.pool
-    .stepDecoy(
-      key,
-      decoy,
-      async (step, stepId) => {
-        const input = d.pool.draftRows!.input(set, decoy.canary, route[0].start, decoy.spec, step)
-        const audit = d.audits.audit.bind(d.audits, 'decoy')
-        const got = await decoy.chain!.step(stepId, step.startPosition, input, set.dim, d.receipts, audit, {
-          signal: ctx.signal
-        })
-        // the last hop's answer is back: a slot's next step may go (scoring is off the path)
-        answered()
-        // only the canary's own rows are scored (a speculative decoy's rejected drafts are not)
-        return { out: got, position: step.startPosition, rows: step.scored, stepId }
-      },
-      ctx.draftLength
-    )
-    .finally(answered)
+  const { out, position, rows, stepId } = await d.pool.stepDecoy(
+    key,
+    decoy,
+    async (step, stepId) => {
+      const input = d.pool.draftRows!.input(set, decoy.canary, route[0].start, decoy.spec, step)
+      const audit = d.audits.audit.bind(d.audits, 'decoy')
+      const got = await decoy.chain!.step(stepId, step.startPosition, input, set.dim, d.receipts, audit, {
+        signal: ctx.signal
+      })
+      // only the canary's own rows are scored (a speculative decoy's rejected drafts are not)
+      return { out: got, position: step.startPosition, rows: step.scored, stepId }
+    },
+    ctx.draftLength
+  )
   d.counts.canarySteps += route.length
   d.counts.canaryComputeMs += out.computeMs
   // Scored once the middle hops' outputs come with their audit round, in the decoy's step order

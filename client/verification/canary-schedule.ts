@@ -1,5 +1,5 @@
 import type { Random } from '../../canary/index.js'
-import type { DecoyPacer, StepAnswered } from './decoy-slots.js'
+import type { DecoyPacer } from './decoy-slots.js'
 
 /*
  * When decoy steps go out (issue #39, item 4). Decoy steps used to launch right after the real
@@ -81,9 +81,6 @@ export function plannedTimeline(
   return out.sort((a, b) => a.atMs - b.atMs)
 }
 
-/** A decoy step beside a real one holds nothing behind it: its answer is no one's to wait for. */
-const nothingHeld: StepAnswered = () => {}
-
 /**
  * Gates of decoy steps: each opens beside the next real step (as planned) or at the session's
  * end. Used from a base rate of BESIDE_FROM_RATE (decoy-slots.ts has the slots below it).
@@ -98,9 +95,9 @@ export class DecoySchedule implements DecoyPacer {
   constructor(private readonly random: Random) {}
 
   /** The gate of one decoy step drawn now: it goes out beside the next real step. */
-  gate(): Promise<StepAnswered> {
-    if (this.draining > 0) return Promise.resolve(nothingHeld)
-    return new Promise<StepAnswered>((open) => this.waiting.push(() => open(nothingHeld)))
+  gate(): Promise<void> {
+    if (this.draining > 0) return Promise.resolve()
+    return new Promise<void>((open) => this.waiting.push(open))
   }
 
   /**

@@ -1,9 +1,9 @@
 import { CanariesPendingError, type PeerVerdict, type Random } from '../../canary/index.js'
 import { DecoySchedule } from './canary-schedule.js'
-import { BESIDE_FROM_RATE, type DecoyPacer, DecoySlots, type StepAnswered } from './decoy-slots.js'
+import { BESIDE_FROM_RATE, type DecoyPacer, DecoySlots } from './decoy-slots.js'
 
-/** A decoy step's gate: it resolves when the step may go, with what to call once its answer is back. */
-export type DecoyGate = () => Promise<StepAnswered>
+/** A decoy step's gate: it resolves when the step may go. */
+export type DecoyGate = () => Promise<void>
 
 /**
  * Decoy steps in slots of their own below BESIDE_FROM_RATE, beside real steps from it (issue #39:
@@ -12,9 +12,6 @@ export type DecoyGate = () => Promise<StepAnswered>
 export function pacerFor(baseRate: number, random: Random): DecoyPacer {
   return baseRate >= BESIDE_FROM_RATE ? new DecoySchedule(random) : new DecoySlots(random)
 }
-
-/** An unscheduled step (a redundancy check) holds no slot. */
-const unheld: StepAnswered = () => {}
 
 /** What the launcher asks of its monitor (client/verification/canary-monitor.ts). */
 export interface DecoyLauncherDeps {
@@ -40,8 +37,8 @@ export class DecoyLauncher {
   ) {}
 
   /** A real step is about to go out: the decoy steps drawn since the last one go beside it. */
-  beforeStep(): Promise<void> {
-    return this.schedule.beforeStep()
+  beforeStep(sessionId?: string): Promise<void> {
+    return this.schedule.beforeStep(sessionId)
   }
 
   /** No real step follows for the decoy steps waiting to go out beside one: they go now, then `rest`. */
@@ -58,7 +55,7 @@ export class DecoyLauncher {
     // A scheduled step may wait behind the one in flight (one at most): it goes beside a later
     // real step, so a decoy can step with every real step as a real session does (issue #39).
     if (prev && (!scheduled || this.queued.has(key))) return
-    const gate = scheduled ? () => this.schedule.gate() : () => Promise.resolve(unheld)
+    const gate = scheduled ? () => this.schedule.gate() : () => Promise.resolve()
     const start = (): Promise<PeerVerdict[]> => {
       this.queued.delete(key)
       // a step queued behind one that convicted a peer of its route does not open a new decoy there

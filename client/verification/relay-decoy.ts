@@ -4,7 +4,6 @@ import { randomSessionId } from '../session/session-id.js'
 import type { Decoy } from './canary-decoys.js'
 import type { ProbeDeps } from './canary-probes.js'
 import type { StepContext } from './canary-types.js'
-import type { StepAnswered } from './decoy-slots.js'
 
 /*
  * A relayed decoy that spans the route as a real relayed session does (issue #39, item 3). A real
@@ -62,65 +61,51 @@ export async function probeRelayRoute(
   route: readonly HopTarget[],
   ctx: StepContext,
   key: string,
-  gate: () => Promise<StepAnswered> = () => Promise.resolve(() => {})
+  gate: () => Promise<void> = () => Promise.resolve()
 ): Promise<PeerVerdict[]> {
   const decoy = await d.pool.decoyFor(key, route, ctx, (sessionId, maxLength) =>
     openRelayDecoy(d, route, sessionId, maxLength, ctx)
   )
-  const answered = await gate()
+  await gate()
   // its peer was convicted meanwhile (DecoyPool.releasePeer): the decoy ended, no step goes
-  if (!d.pool.has(key)) {
-    answered()
-    return []
-  }
+  if (!d.pool.has(key)) return []
   const set = d.setFor(route[0].start)
   const hops = decoy.hops!
-  return await d.pool
-    .stepDecoy(
-      key,
-      decoy,
-      async (step, stepId) => {
-        const { startPosition: position, scored: rows } = step
-        let input = d.pool.draftRows!.input(set, decoy.canary, route[0].start, decoy.spec, step)
-        const verdicts: PeerVerdict[] = []
-        for (const [i, target] of route.entries()) {
-          // A thin client (canary bank) cannot replay a span: each hop gets the canary's own input
-          // at its start, as one-hop decoys did, and colluders comparing input with upstream
-          // output can tell (docs/verification.md); a correct verdict comes first.
-          if (i > 0 && !decoy.replays?.[i])
-            input = d.pool.draftRows!.input(d.setFor(target.start), decoy.canary, target.start, decoy.spec, step)
-          const out = await hops[i].step(stepId, position, input, { signal: ctx.signal })
-          // the last hop's answer is back: a slot's next step may go (decoy-slots.ts); the replay
-          // below is the client's own work, off the peers' path as a real step's sampling is not
-          if (i === route.length - 1) answered()
-          await d.receipts.check(
-            [target],
-            { sessionId: hops[i].sessionId, stepId, position },
-            out.receipts,
-            out.sent,
-            out.received
-          )
-          d.counts.canarySteps++
-          d.counts.canaryComputeMs += out.timings[0]?.computeMs ?? 0
-          const fed = input
-          input = out.hidden
-          // the replay follows every row fed, scored or not, as the hop's KV does
-          const replay = decoy.replays?.[i]
-          const replayed = replay?.run(fed, position)
-          if (i >= decoy.taintedFrom) continue
-          const reference = replayed
-            ? replayed.subarray(0, rows * set.dim)
-            : referenceFor(set, decoy.canary, target.end, position, rows)
-          const output = out.hidden.subarray(0, rows * set.dim)
-          const scoredAs = { sessionId: hops[i].sessionId, canary: decoy.canary }
-          const inputs = replay?.inputs().subarray(0, (position + rows) * set.dim)
-          verdicts.push(d.score(target, scoredAs, stepId, position, rows, output, reference, out.receipts[0], inputs))
-          const drift = driftMetrics(output, reference)
-          if (densityRatio(d.benign, drift, d.classOf(target), position + rows) > 1) decoy.taintedFrom = i + 1
-        }
-        return verdicts
-      },
-      ctx.draftLength
-    )
-    .finally(answered)
+  return await d.pool.stepDecoy(
+    key,
+    decoy,
+    async (step, stepId) => {
+      const { startPosition: position, scored: rows } = step
+      let input = d.pool.draftRows!.input(set, decoy.canary, route[0].start, decoy.spec, step)
+      const verdicts: PeerVerdict[] = []
+      for (const [i, target] of route.entries()) {
+        // A thin client (canary bank) cannot replay a span: each hop gets the canary's own input
+        // at its start, as one-hop decoys did, and colluders comparing input with upstream
+        // output can tell (docs/verification.md); a correct verdict comes first.
+        if (i > 0 && !decoy.replays?.[i])
+          input = d.pool.draftRows!.input(d.setFor(target.start), decoy.canary, target.start, decoy.spec, step)
+        const out = await hops[i].step(stepId, position, input, { signal: ctx.signal })
+        await d.receipts.check([target], { sessionId: hops[i].sessionId, stepId, position }, out.receipts, out.sent, out.received)
+        d.counts.canarySteps++
+        d.counts.canaryComputeMs += out.timings[0]?.computeMs ?? 0
+        const fed = input
+        input = out.hidden
+        // the replay follows every row fed, scored or not, as the hop's KV does
+        const replay = decoy.replays?.[i]
+        const replayed = replay?.run(fed, position)
+        if (i >= decoy.taintedFrom) continue
+        const reference = replayed
+          ? replayed.subarray(0, rows * set.dim)
+          : referenceFor(set, decoy.canary, target.end, position, rows)
+        const output = out.hidden.subarray(0, rows * set.dim)
+        const scoredAs = { sessionId: hops[i].sessionId, canary: decoy.canary }
+        const inputs = replay?.inputs().subarray(0, (position + rows) * set.dim)
+        verdicts.push(d.score(target, scoredAs, stepId, position, rows, output, reference, out.receipts[0], inputs))
+        const drift = driftMetrics(output, reference)
+        if (densityRatio(d.benign, drift, d.classOf(target), position + rows) > 1) decoy.taintedFrom = i + 1
+      }
+      return verdicts
+    },
+    ctx.draftLength
+  )
 }

@@ -54,9 +54,9 @@ export class ChainLink {
     try {
       const caller = await this.dial(next, options)
       const res = await caller.call({ type: 'step', step }, options)
-      return res.type === 'result'
-        ? { timings: res.result.timings, receipts: res.result.receipts ?? [] }
-        : { timings: [], receipts: [] }
+      if (res.type !== 'result') return { timings: [], receipts: [] }
+      this.policy.servedStep(next.peerId) // it answered a step: outranks connection-only announcements
+      return { timings: res.result.timings, receipts: res.result.receipts ?? [] }
     } catch (err) {
       this.caller?.abort(err as Error)
       this.caller = undefined

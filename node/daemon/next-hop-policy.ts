@@ -30,6 +30,11 @@ export interface NextHopPolicy {
    * NextHopFailedError for a hop this node will not dial.
    */
   resolve(next: NextHop, options?: AbortOptions): Promise<PeerId | Multiaddr[]>
+  /**
+   * `peerId` served a step this node saw (an upstream hop's output with its checked receipt, or
+   * a next hop's answer): its announcement outranks those only a connection confirmed (issue #39).
+   */
+  servedStep(peerId: string): void
 }
 
 /** Addresses dialled at most per next hop (an announcement may list 32). */
@@ -117,6 +122,9 @@ export function createNextHopPolicy({ host, announcements }: NextHopPolicyInit):
     return []
   }
   return {
+    servedStep(peerId) {
+      announcements.confirm(peerId, 'step')
+    },
     async resolve(next, { signal }: AbortOptions = {}) {
       const claimed = next.addrs.map((text) => parseHopAddr(text, next.peerId))
       try {

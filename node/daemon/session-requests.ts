@@ -213,6 +213,8 @@ export class SessionRequests {
     if (this.ctx.leaving()) throw new LeavingError(`this peer is leaving: export session ${s.sessionId} and move it`)
     const { session, tags: hopAuth, fromUpstream } = await this.stepSession(s, from)
     this.ctx.sessions.used(session)
+    // an upstream hop passed its output with its checked receipt: it served a step (issue #39)
+    if (fromUpstream) this.ctx.nextHops.servedStep(from)
     const hidden = decodeTensor(s.hidden, { shape: [undefined, dim] })
     // KV is held as it is filled (issue #39): a step that grows it past what is free is BUSY
     this.ctx.sessions.checkGrowth(session, s.startPosition + hidden.length / dim)

@@ -63,6 +63,32 @@ describe('announcement store (issue #39)', () => {
     expect(listed.at(-1)).toBe(honest.s)
   })
 
+  it('keeps an entry that served a step over a flood of keys each confirmed by a connection of its own', async () => {
+    const store = new AnnouncementStore(4)
+    const honest = await make(15_000) // an honest node's short lifetime: it expires first
+    store.put(honest.a, honest.s, NOW)
+    store.confirm(honest.a.peerId)
+    store.confirm(honest.a.peerId, 'step') // a chained hop passed it its output with its receipt
+    expect(store.isConfirmed(honest.a.peerId, 'step')).toBe(true)
+    // 20 fresh keys, each dialling the node (a connection confirms it) and announcing with the
+    // longest lifetime: before, each confirmed newcomer evicted the confirmed entry expiring first,
+    // the honest one
+    for (let i = 0; i < 20; i++) {
+      const f = await make(110_000)
+      store.confirm(f.a.peerId)
+      store.put(f.a, f.s, NOW, { peer: `sybil-${i}` })
+    }
+    expect(store.size).toBe(4)
+    expect(store.isConfirmed(honest.a.peerId, 'step')).toBe(true)
+    expect(store.list(undefined, NOW).at(-1)).toEqual(honest.s) // listed last: kept by a client that keeps the last ones
+    // a newcomer that served a step may take a connection-only entry's place, never the honest one's
+    const other = await make(15_000, NOW + 1)
+    store.confirm(other.a.peerId, 'step')
+    store.put(other.a, other.s, NOW + 1)
+    expect(store.isConfirmed(other.a.peerId, 'step')).toBe(true)
+    expect(store.isConfirmed(honest.a.peerId, 'step')).toBe(true)
+  })
+
   it('holds each source, and each IP, to its share of unconfirmed entries', async () => {
     const store = new AnnouncementStore(8) // a quarter per source (2), half per IP (4)
     const xs = await Promise.all(Array.from({ length: 8 }, () => make(60_000)))
