@@ -52,10 +52,9 @@ export class DecoySlots implements DecoyPacer {
   private draining = 0
   /** Slots go one after another: the last one queued. */
   private chain: Promise<void> = Promise.resolve()
-  /** When the last real step went, its session, and whether a decoy step went since. */
+  /** When the last real step went, and its session. */
   private lastRealAtMs: number | undefined
   private lastSession: string | undefined
-  private slotsSinceReal = 0
   private readonly intervalsMs: number[] = []
 
   constructor(
@@ -71,20 +70,20 @@ export class DecoySlots implements DecoyPacer {
   }
 
   async beforeStep(sessionId?: string): Promise<void> {
-    // until the client's pace is known, decoy steps wait (a slot's interval is drawn from it)
-    if (this.intervalsMs.length >= MIN_INTERVALS) for (const open of this.waiting.splice(0)) this.queue(open)
-    await this.chain
-    const now = this.clock.now()
-    // an interval between two real steps of one session with nothing between them: the client's
-    // own pace (between sessions the client settles and prefills: no pace a decoy step should take)
-    const intervalMs = now - (this.lastRealAtMs ?? Number.NEGATIVE_INFINITY)
-    if (this.slotsSinceReal === 0 && this.lastSession === sessionId && intervalMs <= MAX_INTERVAL_MS) {
+    // the client's own pace: from the last real step of this session going out to this one being
+    // ready (decoy slots between them come after that, so every real step gives one); between
+    // sessions the client settles and prefills, no pace a decoy step should take
+    const readyAtMs = this.clock.now()
+    const intervalMs = readyAtMs - (this.lastRealAtMs ?? Number.NEGATIVE_INFINITY)
+    if (this.lastSession === sessionId && intervalMs <= MAX_INTERVAL_MS) {
       this.intervalsMs.push(intervalMs)
       if (this.intervalsMs.length > INTERVALS_KEPT) this.intervalsMs.shift()
     }
-    this.lastRealAtMs = now
+    // until the client's pace is known, decoy steps wait (a slot's interval is drawn from it)
+    if (this.intervalsMs.length >= MIN_INTERVALS) for (const open of this.waiting.splice(0)) this.queue(open)
+    await this.chain
+    this.lastRealAtMs = this.clock.now()
     this.lastSession = sessionId
-    this.slotsSinceReal = 0
   }
 
   async drain<T>(during: () => Promise<T>): Promise<T> {
@@ -106,7 +105,6 @@ export class DecoySlots implements DecoyPacer {
   private queue(open: () => void): void {
     this.chain = this.chain.then(async () => {
       const sentAtMs = this.clock.now()
-      this.slotsSinceReal++
       open()
       const intervalMs = this.intervalsMs.length === 0 ? 0 : this.intervalsMs[this.random.int(this.intervalsMs.length)]
       const leftMs = sentAtMs + intervalMs - this.clock.now()

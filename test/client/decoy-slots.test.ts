@@ -116,7 +116,7 @@ describe('decoy slots: decoy steps in the real steps rhythm', () => {
     for (let i = 0; i < 3; i++) void slots.gate().then(() => events.push(`decoy${i}@${clock.t}`))
     await new Promise((r) => setImmediate(r))
     expect(events).toEqual([]) // nothing goes before a real step is ready
-    await realSteps(MIN_INTERVALS + 1)
+    await realSteps(MIN_INTERVALS)
     expect(events).toEqual([]) // nor before the client's pace is known (MIN_INTERVALS between real steps)
     clock.t += 30
     const t = clock.t

@@ -63,6 +63,17 @@ const ALLOWED: Record<string, string> = {
   'client/session/verified-clear.ts: clearPeers':
     'the signal travels in the StepContext (ctx.signal); the last options only say whether to wait for the canary set',
   'client/verification/canary-schedule.ts: DecoySchedule#drain': "runs the caller's callback, which carries the caller's signal",
+  'client/verification/decoy-slots.ts: DecoyPacer#beforeStep':
+    'a real step waits for the decoy slots before it, each an interval of the client (issue #39); its step carries the signal',
+  'client/verification/decoy-slots.ts: DecoyPacer#drain': "runs the caller's callback, which carries the caller's signal",
+  'client/verification/decoy-slots.ts: DecoyPacer#gate':
+    'opens at a slot before the next real step or a drain; its probe carries ctx.signal',
+  'client/verification/decoy-slots.ts: DecoySlots#beforeStep':
+    'a real step waits for the decoy slots before it, each an interval of the client (issue #39); its step carries the signal',
+  'client/verification/decoy-slots.ts: DecoySlots#drain': "runs the caller's callback, which carries the caller's signal",
+  'client/verification/decoy-slots.ts: DecoySlots#gate':
+    'opens at a slot before the next real step or a drain; its probe carries ctx.signal',
+  'client/verification/decoy-slots.ts: SlotClock#sleep': 'a slot waits out an interval of at most MAX_INTERVAL_MS',
   'client/verification/canary-schedule.ts: DecoySchedule#gate':
     'opens at the next real step or a drain; its probe carries ctx.signal',
   'protocol/announce.ts: AnnouncerInit#content': 'a callback the node provides (reads its own state)',
