@@ -1,9 +1,13 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { Ajv } from 'ajv'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createClient, type GenerateResult } from '../../client/index.js'
 import type { RunningApi } from '../../node/cli/commands/api.js'
 import { type LocalNode, startLocalNode } from '../../node/cli/local-swarm.js'
 import { createReferenceKernels, type TokenLogprobs } from '../../shards/index.js'
+import { cliAsync } from '../helpers/cli-async.js'
 import { startGatewayApi } from '../helpers/gateway-api.js'
 import { GGUF_PATH } from '../helpers/reference.js'
 
@@ -115,6 +119,39 @@ describe('grammars and logprobs with the head on a peer (node processes on 127.0
       expect(valid(JSON.parse(r.result.text)), r.result.text).toBe(true)
       for (let i = 0; i < r.result.tokens.length; i++) expect(r.logprobs[i].token).toBe(r.result.tokens[i])
       expect(r.result.head?.violations).toBe(0)
+    }
+  })
+
+  it('layerswarm generate --head remote --json-schema: the SDK’s local-head tokens', { timeout: 90_000 }, async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'head-schema-'))
+    try {
+      writeFileSync(join(dir, 'schema.json'), JSON.stringify(SCHEMA))
+      const cli = await cliAsync([
+        'generate',
+        '--bootstrap',
+        bootstrap.join(','),
+        '--model',
+        GGUF_PATH,
+        '--prompt',
+        PROMPT,
+        '--max-tokens',
+        '48',
+        '--temperature',
+        '0',
+        '--head',
+        'remote',
+        '--json-schema',
+        join(dir, 'schema.json'),
+        '--canary-rate',
+        '0',
+        '--json'
+      ])
+      expect(cli.status, cli.stderr).toBe(0)
+      const out = JSON.parse(cli.stdout) as { tokens: number[]; head: { steps: number } }
+      expect(out.tokens).toEqual((await run('local', { temperature: 0, schema: SCHEMA })).result.tokens)
+      expect(out.head.steps).toBeGreaterThan(0)
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
     }
   })
 
