@@ -42,7 +42,9 @@ const wallClock: SlotClock = {
 /** Intervals between real steps kept to draw from (the latest: the pace drifts with load). */
 export const INTERVALS_KEPT = 32
 /** Decoy steps wait for this many intervals between real steps (a new client's first steps). */
-export const MIN_INTERVALS = 4
+export const MIN_INTERVALS = 8
+/** A slot's interval is at most this many times the median of those kept (drawInterval). */
+export const TAIL_CAP = 3
 /** An interval longer than this is the client idle between requests, not its pace: not kept. */
 export const MAX_INTERVAL_MS = 2000
 
@@ -97,6 +99,18 @@ export class DecoySlots implements DecoyPacer {
   }
 
   /**
+   * One of the kept intervals, at most TAIL_CAP × their median: a decoy step draws from a few dozen
+   * intervals, so a rare slow one (a client's first steps while its canaries build: 1.5 s against
+   * 45 ms) would come back many times in a burst of decoy steps where the real steps had it once.
+   */
+  private drawInterval(): number {
+    const n = this.intervalsMs.length
+    if (n === 0) return 0
+    const median = [...this.intervalsMs].sort((a, b) => a - b)[Math.floor(n / 2)]
+    return Math.min(this.intervalsMs[this.random.int(n)], TAIL_CAP * median)
+  }
+
+  /**
    * One decoy step's slot after those queued: it goes now and the next step an interval later,
    * whether or not its answer is back (a decoy step's round trip is no real step's: the first
    * slots waited for it, and the gap after a decoy step read 0.2-1.1 s against 40-60 ms after a
@@ -106,7 +120,7 @@ export class DecoySlots implements DecoyPacer {
     this.chain = this.chain.then(async () => {
       const sentAtMs = this.clock.now()
       open()
-      const intervalMs = this.intervalsMs.length === 0 ? 0 : this.intervalsMs[this.random.int(this.intervalsMs.length)]
+      const intervalMs = this.drawInterval()
       const leftMs = sentAtMs + intervalMs - this.clock.now()
       if (leftMs > 0) await this.clock.sleep(leftMs)
     })

@@ -31,7 +31,8 @@ function virtualClock(): SlotClock & { t: number } {
 /**
  * `n` real steps through `pacer` with `drawn(k)` decoy steps drawn after real step k, as one hop
  * sees them: each step reaches it when it goes out and takes 20-40 ms to come back; the client
- * pauses 5-20 ms after each real answer before its next real step is ready.
+ * pauses 5-20 ms after each real answer before its next real step is ready (1.5 s once at its
+ * start, as a new client's canaries build).
  */
 async function simulate(
   pacer: DecoyPacer,
@@ -48,7 +49,8 @@ async function simulate(
   }
   const decoys: Array<Promise<void>> = []
   for (let k = 0; k < n; k++) {
-    clock.t += 5 + rnd.next() * 15
+    // a new client's first steps are slow (its canaries build): one interval of 1.5 s
+    clock.t += (k === 1 ? 1500 : 0) + 5 + rnd.next() * 15
     await pacer.beforeStep()
     step(true, 'real')
     for (let d = 0; d < drawn(k); d++)
