@@ -43,6 +43,8 @@ const wallClock: SlotClock = {
 export const INTERVALS_KEPT = 32
 /** Decoy steps wait for this many intervals between real steps (a new client's first steps). */
 export const MIN_INTERVALS = 8
+/** Decoy slots before one real step, at most (the rest wait for the next). */
+export const SLOTS_PER_STEP = 1
 /** A slot's interval is at most this many times the median of those kept (drawInterval). */
 export const TAIL_CAP = 3
 /** An interval longer than this is the client idle between requests, not its pace: not kept. */
@@ -82,7 +84,9 @@ export class DecoySlots implements DecoyPacer {
       if (this.intervalsMs.length > INTERVALS_KEPT) this.intervalsMs.shift()
     }
     // until the client's pace is known, decoy steps wait (a slot's interval is drawn from it)
-    if (this.intervalsMs.length >= MIN_INTERVALS) for (const open of this.waiting.splice(0)) this.queue(open)
+    // and one goes before each real step at most: a new client's burst (four decoys in flight)
+    // is spread over more real steps rather than four slots before each of its first ones
+    if (this.intervalsMs.length >= MIN_INTERVALS) for (const open of this.waiting.splice(0, SLOTS_PER_STEP)) this.queue(open)
     await this.chain
     this.lastRealAtMs = this.clock.now()
     this.lastSession = sessionId

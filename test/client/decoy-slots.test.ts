@@ -105,27 +105,35 @@ describe('decoy slots: decoy steps in the real steps rhythm', () => {
     expect(scoreCollusion(seen).timing).toBeGreaterThan(0.75)
   })
 
-  it("one step at a time, one of the client's intervals apart: decoys first, then the real step", async () => {
+  it("one step at a time, one of the client's intervals apart: a decoy slot before each real step", async () => {
     const clock = virtualClock()
     const slots = new DecoySlots(createRandom(3), clock)
     const events: string[] = []
-    const realSteps = async (n: number) => {
-      for (let i = 0; i < n; i++) {
-        clock.t += 30
-        await slots.beforeStep()
-      }
+    const realStep = async () => {
+      clock.t += 30
+      await slots.beforeStep()
+      events.push(`real@${clock.t}`)
     }
     for (let i = 0; i < 3; i++) void slots.gate().then(() => events.push(`decoy${i}@${clock.t}`))
     await new Promise((r) => setImmediate(r))
     expect(events).toEqual([]) // nothing goes before a real step is ready
-    await realSteps(MIN_INTERVALS)
-    expect(events).toEqual([]) // nor before the client's pace is known (MIN_INTERVALS between real steps)
-    clock.t += 30
-    const t = clock.t
-    await slots.beforeStep()
-    events.push(`real@${clock.t}`)
-    // each decoy step takes an interval of the client's (30 ms) before the next step goes
-    expect(events).toEqual([`decoy0@${t}`, `decoy1@${t + 30}`, `decoy2@${t + 60}`, `real@${t + 90}`])
+    for (let i = 0; i < MIN_INTERVALS; i++) await realStep()
+    // nor before the client's pace is known (MIN_INTERVALS between real steps)
+    expect(events.every((e) => e.startsWith('real'))).toBe(true)
+    events.length = 0
+    const t = clock.t + 30
+    for (let i = 0; i < 4; i++) await realStep()
+    // a decoy step goes when a real step is ready and the real step one of the client's intervals
+    // (30 ms) later; SLOTS_PER_STEP (one) before each real step, the others wait for the next
+    expect(events).toEqual([
+      `decoy0@${t}`,
+      `real@${t + 30}`,
+      `decoy1@${t + 60}`,
+      `real@${t + 90}`,
+      `decoy2@${t + 120}`,
+      `real@${t + 150}`,
+      `real@${t + 180}`
+    ])
   })
 
   it('a drain sends the waiting decoy steps one after another, and those drawn during it', async () => {
