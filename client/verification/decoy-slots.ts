@@ -44,7 +44,7 @@ export const INTERVALS_KEPT = 32
 /** Decoy steps wait for this many intervals between real steps (a new client's first steps). */
 export const MIN_INTERVALS = 8
 /** Decoy slots before one real step, at most (the rest wait for the next). */
-export const SLOTS_PER_STEP = 1
+export const SLOTS_PER_STEP = 4
 /** A slot's interval is at most this many times the median of those kept (drawInterval). */
 export const TAIL_CAP = 3
 /** An interval longer than this is the client idle between requests, not its pace: not kept. */
@@ -84,8 +84,9 @@ export class DecoySlots implements DecoyPacer {
       if (this.intervalsMs.length > INTERVALS_KEPT) this.intervalsMs.shift()
     }
     // until the client's pace is known, decoy steps wait (a slot's interval is drawn from it)
-    // and one goes before each real step at most: a new client's burst (four decoys in flight)
-    // is spread over more real steps rather than four slots before each of its first ones
+    // and SLOTS_PER_STEP before one real step at most (the lanes of a new client's burst: its
+    // peers are checked in as many real steps as before slots; one per step spread the burst and
+    // delayed convictions fourfold in real steps)
     if (this.intervalsMs.length >= MIN_INTERVALS) for (const open of this.waiting.splice(0, SLOTS_PER_STEP)) this.queue(open)
     await this.chain
     this.lastRealAtMs = this.clock.now()

@@ -3,7 +3,13 @@ import { type SeenStep, scoreCollusion } from '../../bench/collusion-classify.js
 import { createRandom, DEFAULT_CANARY_RATE } from '../../canary/index.js'
 import { DecoySchedule } from '../../client/verification/canary-schedule.js'
 import { pacerFor } from '../../client/verification/decoy-launcher.js'
-import { type DecoyPacer, DecoySlots, MIN_INTERVALS, type SlotClock } from '../../client/verification/decoy-slots.js'
+import {
+  type DecoyPacer,
+  DecoySlots,
+  MIN_INTERVALS,
+  SLOTS_PER_STEP,
+  type SlotClock
+} from '../../client/verification/decoy-slots.js'
 
 /*
  * Issue #39 item 4 at the default rate: decoy steps in slots of their own, in the real steps'
@@ -105,7 +111,7 @@ describe('decoy slots: decoy steps in the real steps rhythm', () => {
     expect(scoreCollusion(seen).timing).toBeGreaterThan(0.75)
   })
 
-  it("one step at a time, one of the client's intervals apart: a decoy slot before each real step", async () => {
+  it("one step at a time, one of the client's intervals apart: decoy slots before a real step", async () => {
     const clock = virtualClock()
     const slots = new DecoySlots(createRandom(3), clock)
     const events: string[] = []
@@ -114,7 +120,7 @@ describe('decoy slots: decoy steps in the real steps rhythm', () => {
       await slots.beforeStep()
       events.push(`real@${clock.t}`)
     }
-    for (let i = 0; i < 3; i++) void slots.gate().then(() => events.push(`decoy${i}@${clock.t}`))
+    for (let i = 0; i < SLOTS_PER_STEP + 1; i++) void slots.gate().then(() => events.push(`decoy${i}@${clock.t}`))
     await new Promise((r) => setImmediate(r))
     expect(events).toEqual([]) // nothing goes before a real step is ready
     for (let i = 0; i < MIN_INTERVALS; i++) await realStep()
@@ -122,17 +128,17 @@ describe('decoy slots: decoy steps in the real steps rhythm', () => {
     expect(events.every((e) => e.startsWith('real'))).toBe(true)
     events.length = 0
     const t = clock.t + 30
-    for (let i = 0; i < 4; i++) await realStep()
-    // a decoy step goes when a real step is ready and the real step one of the client's intervals
-    // (30 ms) later; SLOTS_PER_STEP (one) before each real step, the others wait for the next
+    for (let i = 0; i < 3; i++) await realStep()
+    // a decoy step goes when a real step is ready and the next step one of the client's intervals
+    // (30 ms) later; SLOTS_PER_STEP before one real step, the others wait for the next
+    const slots4 = Array.from({ length: SLOTS_PER_STEP }, (_, i) => `decoy${i}@${t + 30 * i}`)
+    const after = t + 30 * SLOTS_PER_STEP
     expect(events).toEqual([
-      `decoy0@${t}`,
-      `real@${t + 30}`,
-      `decoy1@${t + 60}`,
-      `real@${t + 90}`,
-      `decoy2@${t + 120}`,
-      `real@${t + 150}`,
-      `real@${t + 180}`
+      ...slots4,
+      `real@${after}`,
+      `decoy${SLOTS_PER_STEP}@${after + 30}`,
+      `real@${after + 60}`,
+      `real@${after + 90}`
     ])
   })
 
