@@ -1,5 +1,6 @@
 import type { AbortOptions } from '@libp2p/interface'
 import type { Host } from '../../protocol/index.js'
+import { errorCode } from '../../shards/index.js'
 import { KvRestoreMismatchError, NoPerHopIdsError } from '../errors.js'
 import type { SwarmView } from '../routing/swarm-view.js'
 import { chainIdsAt, routeSessionIds } from '../session/chain-ids.js'
@@ -169,7 +170,7 @@ export class StandbyKeeper {
         } catch (err) {
           // a fresh standby's announcement may not have reached the source yet: retry at the next feed
           st.failures = (st.failures ?? 0) + 1
-          if (st.failures < MAX_FEED_FAILURES && st.fed === 0 && (err as { code?: string }).code === 'NEXT_HOP_FAILED')
+          if (st.failures < MAX_FEED_FAILURES && st.fed === 0 && errorCode(err) === 'NEXT_HOP_FAILED')
             this.init.log?.({ event: 'standby-feed-retry', peerId: st.hop.target.peerId, message: (err as Error).message })
           else this.drop(spanKey(live), err)
         }

@@ -1,6 +1,6 @@
 import type { AbortOptions, PrivateKey } from '@libp2p/interface'
 import type { Host } from '../../protocol/index.js'
-import type { BlockPipeline } from '../../shards/index.js'
+import { type BlockPipeline, errorCode } from '../../shards/index.js'
 import { NoRouteError, PeerExcludedError } from '../errors.js'
 import { CONVICTED_BAN_MS, FAILOVER_CLOSE_MS } from '../options.js'
 import { type KvPath, KvRecovery } from '../recovery/kv-recovery.js'
@@ -156,9 +156,9 @@ export class RemotePipeline implements BlockPipeline {
         if (signal?.aborted) throw err
         // no route left after a next hop failed or was refused: that hop's error (it names the
         // hop and why) is what the user must see, not NO_ROUTE alone (issue #31 item 2)
-        if (err instanceof NoRouteError) throw (lastErr as { code?: string })?.code === 'NEXT_HOP_FAILED' ? lastErr : err
+        if (err instanceof NoRouteError) throw errorCode(lastErr) === 'NEXT_HOP_FAILED' ? lastErr : err
         lastErr = err
-        if ((err as { code?: string }).code === 'LEAVING' && this.hops) {
+        if (errorCode(err) === 'LEAVING' && this.hops) {
           const state = this.state()
           for (const o of this.observers) await o.leaving?.(state, { signal })
         }
@@ -236,7 +236,7 @@ export class RemotePipeline implements BlockPipeline {
   private fail(err: unknown): void {
     const peerId = (err as { peerId?: string }).peerId || blamedHopOf(err)
     if (peerId) this.init.view.ban(peerId, this.init.banMs)
-    this.init.log?.({ event: 'failover', peerId, code: (err as { code?: string }).code, message: (err as Error).message })
+    this.init.log?.({ event: 'failover', peerId, code: errorCode(err), message: (err as Error).message })
     // Free the session on every hop, the blamed one too (issue #16: a convicted peer kept it
     // until its idle timeout, and with decoys that filled its per-client session cap). In the
     // background with a short deadline: a dead or stalling hop only costs an aborted stream.

@@ -14,7 +14,7 @@ import {
   type Random
 } from '../../canary/index.js'
 import type { DType, Host } from '../../protocol/index.js'
-import type { ModelFile } from '../../shards/index.js'
+import { errorCode, type ModelFile } from '../../shards/index.js'
 import { DEFAULT_REDUNDANCY_RATE } from '../options.js'
 import type { HopTarget } from '../session/hop.js'
 import { AuditBatcher } from './audit-batch.js'
@@ -113,8 +113,7 @@ export class CanaryMonitor {
     const made = secretMaterial(model, modelId, {
       ...options,
       inSlices: true,
-      onBuildError: (err) =>
-        options.log?.({ event: 'canary-build-error', code: (err as { code?: string }).code, message: err.message })
+      onBuildError: (err) => options.log?.({ event: 'canary-build-error', code: errorCode(err), message: err.message })
     })
     this.material = made.material
     this.random = made.random

@@ -10,6 +10,7 @@ import {
   referenceFor
 } from '../../canary/index.js'
 import type { DType, Host, Receipt } from '../../protocol/index.js'
+import { errorCode } from '../../shards/index.js'
 import { HopSession, type HopTarget } from '../session/hop.js'
 import type { AuditBatcher } from './audit-batch.js'
 import type { DecoyPool } from './canary-decoy-pool.js'
@@ -184,7 +185,7 @@ export async function probeChain(
           decoy.taintedFrom = i
       }
     })
-    .catch((err: Error) => d.log?.({ event: 'canary-error', key, code: (err as { code?: string }).code, message: err.message }))
+    .catch((err: Error) => d.log?.({ event: 'canary-error', key, code: errorCode(err), message: err.message }))
   d.scoring.set(key, scored)
   scored.finally(() => {
     if (d.scoring.get(key) === scored) d.scoring.delete(key)

@@ -2,7 +2,7 @@ import { createHmac } from 'node:crypto'
 import { existsSync, mkdirSync, renameSync } from 'node:fs'
 import { join } from 'node:path'
 import { type CanaryTraces, loadCanaryBank, saveCanaryBank } from '../../canary/index.js'
-import type { ModelConfig } from '../../shards/index.js'
+import { errorCode, type ModelConfig } from '../../shards/index.js'
 
 /**
  * Multiply-adds per canary position a first build may take at once (before the first token);
@@ -65,7 +65,7 @@ export function secretSetStore(
         return traces
       } catch (err) {
         // a stale or damaged file is rebuilt, never fatal: the set is a cache of what the secret gives
-        log?.({ event: 'canary-store-ignored', path, code: (err as { code?: string }).code, message: (err as Error).message })
+        log?.({ event: 'canary-store-ignored', path, code: errorCode(err), message: (err as Error).message })
         return undefined
       }
     },

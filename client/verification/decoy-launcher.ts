@@ -1,4 +1,5 @@
 import { CanariesPendingError, type PeerVerdict } from '../../canary/index.js'
+import { errorCode } from '../../shards/index.js'
 import type { DecoySchedule } from './canary-schedule.js'
 
 /** What the launcher asks of its monitor (client/verification/canary-monitor.ts). */
@@ -64,7 +65,7 @@ export class DecoyLauncher {
       // canary for a peer while its new ones are built is no fault (canary-trace-store.ts).
       .catch((err: Error) => {
         if (err instanceof CanariesPendingError) return
-        this.deps.log?.({ event: 'canary-error', key, code: (err as { code?: string }).code, message: err.message })
+        this.deps.log?.({ event: 'canary-error', key, code: errorCode(err), message: err.message })
       })
       .finally(() => {
         if (this.inflight.get(key) === p) this.inflight.delete(key)

@@ -35,7 +35,7 @@ import {
   subscribeAnnouncements,
   WIRE_DTYPES
 } from '../../protocol/index.js'
-import { readableModelName } from '../../shards/index.js'
+import { errorCode, readableModelName } from '../../shards/index.js'
 import {
   DEFAULT_ANNOUNCE_INTERVAL_MS,
   DEFAULT_BATCH_WAIT_MS,
@@ -219,7 +219,7 @@ export class SwarmNode {
           admit: (bytes) => this.peerLimits.take(from, bytes),
           maxBodyBytes: (body, sessionId) => this.requests.maxBodyBytes(body, sessionId, from),
           onError: (err, req) => {
-            const code = (err as { code?: string }).code ?? 'INTERNAL'
+            const code = errorCode(err) ?? 'INTERNAL'
             this.init.metrics?.error(code)
             this.init.log?.({ event: 'request-error', code, type: req?.type, message: err.message })
           }
