@@ -110,7 +110,7 @@ export class StepTransport {
       for (const hop of hops) {
         const t = performance.now()
         const head = hop === hops[hops.length - 1] ? this.init.head?.request : undefined
-        const out = await tagged(hop.target.peerId, hop.step(stepId, startPos, h, { signal: deadline(), head }))
+        const out = await tagged(hop.target.peerId, hop.sendStep(stepId, startPos, h, { signal: deadline(), head }))
         if (head) headRecord(this.init.head, hop, { stepId, position: startPos, rows }, out.sealedHead)
         const check = new Promise<void>((resolve) => setImmediate(resolve)).then(() =>
           this.init.receipts.check(

@@ -103,7 +103,7 @@ export async function probeHop(d: ProbeDeps, target: HopTarget, ctx: StepContext
       // a speculative decoy's rows after its first rejected draft are not the canary's: not scored
       const { startPosition: position, scored: rows } = step
       const input = d.pool.draftRows!.input(set, decoy.canary, target.start, decoy.spec, step)
-      const out = await decoy.hop!.step(stepId, position, input, { signal: ctx.signal })
+      const out = await decoy.hop!.sendStep(stepId, position, input, { signal: ctx.signal })
       await d.receipts.check([target], { sessionId: decoy.sessionId, stepId, position }, out.receipts, out.sent, out.received)
       d.counts.canarySteps++
       d.counts.canaryComputeMs += out.timings[0]?.computeMs ?? 0
@@ -150,7 +150,7 @@ export async function probeChain(
     async (step, stepId) => {
       const input = d.pool.draftRows!.input(set, decoy.canary, route[0].start, decoy.spec, step)
       const audit = d.audits.audit.bind(d.audits, 'decoy')
-      const got = await decoy.chain!.step(stepId, step.startPosition, input, set.dim, d.receipts, audit, {
+      const got = await decoy.chain!.sendChainedStep(stepId, step.startPosition, input, set.dim, d.receipts, audit, {
         signal: ctx.signal
       })
       // only the canary's own rows are scored (a speculative decoy's rejected drafts are not)

@@ -59,7 +59,7 @@ export class NodeStepQueue {
   }
 
   /** Queue a step of an authorized session; BusyError when too many steps wait already. */
-  async step(q: QueuedStep, options: AbortOptions = {}): Promise<StepOutcome> {
+  async enqueue(q: QueuedStep, options: AbortOptions = {}): Promise<StepOutcome> {
     const dim = this.init.shard.config.dim
     if (q.hidden.length === 0 || q.hidden.length % dim !== 0) {
       throw new BadShapeError(`hidden states of ${q.hidden.length} values are not rows of ${dim}`)
