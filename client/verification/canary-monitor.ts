@@ -21,8 +21,9 @@ import { AuditBatcher } from './audit-batch.js'
 import { DecoyPool } from './canary-decoy-pool.js'
 import { DecoyDraftRows } from './canary-decoy-speculative.js'
 import type { CanaryMaterial } from './canary-decoys.js'
-import { laneKey, PeerScores, type ProbeDeps, probeChain, probeHop, retireLanes } from './canary-probes.js'
+import { laneKey, type ProbeDeps, probeChain, probeHop, retireLanes } from './canary-probes.js'
 import { DecoySchedule } from './canary-schedule.js'
+import { PeerScores } from './canary-scores.js'
 import { secretMaterial } from './canary-secret.js'
 import type { PromptTemplate } from './canary-template.js'
 import type { CanaryEvidence, CanaryMonitorOptions, CanaryPeerReport, StepContext } from './canary-types.js'
@@ -59,7 +60,6 @@ export class CanaryMonitor {
   private readonly pool: DecoyPool
   /** Chained decoys' scoring, per decoy in step order, waiting for their audit rounds. */
   private readonly scoring = new Map<string, Promise<void>>()
-  private readonly newlyExcluded: string[] = []
   private readonly random: Random
   /** Decoy steps in flight, and when they go out: beside the next real step (issue #39). */
   private readonly launcher: DecoyLauncher
@@ -119,7 +119,7 @@ export class CanaryMonitor {
     this.random = made.random
     this.launcher = new DecoyLauncher(new DecoySchedule(this.random), {
       isOut: (p) => this.detector.verdict(p).excluded || this.replays.isConvicted(p),
-      noteConviction: (v) => this.noteConviction(v),
+      noteConviction: (v) => this.scores.noteConviction(v),
       log: options.log
     })
     this.pool = new DecoyPool(
@@ -141,7 +141,7 @@ export class CanaryMonitor {
       wireOf: (t) => this.wireOf(t),
       classOf: (t) => this.classOf(t),
       score: (...a) => this.scores.score(...a),
-      noteConviction: (v) => this.noteConviction(v)
+      noteConviction: (v) => this.scores.noteConviction(v)
     }
     this.ownSteps = new OwnStepChecks({ ...this.probes, dim: model.config.dim, wanted: () => this.material.firstInBackground })
     const peersOf = options.peersOf
@@ -228,7 +228,7 @@ export class CanaryMonitor {
       if (this.random.next() < rate) {
         const k = laneKey(key, lane)
         const run = (gate: () => Promise<void>) =>
-          chained ? this.probeChained(route, ctx, lane, gate) : probeRelayRoute(this.probes, route, ctx, k, gate)
+          chained ? probeChain(this.probes, route, ctx, lane, gate) : probeRelayRoute(this.probes, route, ctx, k, gate)
         this.launcher.launch(k, run, true, peers)
       }
     retireLanes(this.probes, this.launcher.inflight, key, lanes, this.rates.inFlight)
@@ -244,23 +244,13 @@ export class CanaryMonitor {
     return this.rates.lanes(this.detector.verdict(peerId))
   }
 
-  /** A verdict that has just convicted its peer (on this very observation) is reported once. */
-  private noteConviction(v: PeerVerdict): void {
-    if (v.excluded && v.excludedAfter === v.observations) this.newlyExcluded.push(v.peerId)
-  }
-
   /** Peers convicted since the last call, by canary drift or by replayed receipts. */
   private takeExcluded(): string[] {
-    const convicted = [...new Set([...this.newlyExcluded.splice(0), ...this.replays.takeConvicted()])]
+    const convicted = [...new Set([...this.scores.takeConvicted(), ...this.replays.takeConvicted()])]
     // a convicted peer's decoys get no further step: their sessions end now, not at close
     if (convicted.length > 0) this.audits.round()
     for (const p of convicted) this.pool.releasePeer(p, this.scoring)
     return convicted
-  }
-
-  /** Why a peer was excluded, for the log. */
-  whyExcluded(peerId: string): 'replayed output' | 'canary drift' {
-    return this.replays.isConvicted(peerId) ? 'replayed output' : 'canary drift'
   }
 
   /**

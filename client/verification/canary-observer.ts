@@ -71,7 +71,8 @@ export class CanaryObserver implements PipelineObserver {
   private exclusions(peers: readonly string[]): Exclusion[] {
     return peers.map((peerId) => ({
       peerId,
-      why: this.canaries.whyExcluded(peerId),
+      // why, for the log: a replayed receipt (replay-index.ts) or the drift test (canary-scores.ts)
+      why: this.canaries.replays.isConvicted(peerId) ? 'replayed output' : 'canary drift',
       posterior: this.canaries.detector.posterior(peerId)
     }))
   }

@@ -1,7 +1,7 @@
 import { afterAll, describe, expect, it } from 'vitest'
 import { createDetector, createRandom, defaultBenignModel, type PeerVerdict } from '../../canary/index.js'
 import type { HopSession, HopTarget } from '../../client/session/hop.js'
-import { PeerScores } from '../../client/verification/canary-probes.js'
+import { PeerScores } from '../../client/verification/canary-scores.js'
 import { OwnStepChecks, OwnStepSession } from '../../client/verification/own-step-replay.js'
 import { SpanReplay } from '../../client/verification/span-replay.js'
 import { createEdge, createReferenceKernels, createShard, openModelFile } from '../../shards/index.js'
