@@ -4,7 +4,7 @@ import { KvRestoreMismatchError } from '../errors.js'
 import type { SwarmView } from '../routing/swarm-view.js'
 import type { HopSession, HopTarget } from '../session/hop.js'
 import type { PipelineObserver, PipelineState } from '../session/pipeline-observer.js'
-import { stepDeadline } from '../session/step-transport.js'
+import { type StepTransport, stepDeadline } from '../session/step-transport.js'
 import type { WireLedger } from '../session/wire-ledger.js'
 import type { WirePreference } from '../session/wire-negotiation.js'
 import { SnapshotKeeper } from './snapshots.js'
@@ -38,6 +38,16 @@ export interface KvRecoveryInit {
 }
 
 export type KvPath = 'node' | 'client'
+
+/** Rows replayed per step when a new route rebuilds its KV caches. */
+const REPLAY_CHUNK_ROWS = 128
+
+/** What replaying a session's inputs on a new route uses of its RemotePipeline. */
+export interface RouteReplay {
+  readonly transport: StepTransport
+  /** Every input row the session sent, [length, dim]. */
+  readonly history: Float32Array
+}
 export const KV_PATHS: readonly KvPath[] = ['node', 'client']
 
 /**
@@ -45,8 +55,8 @@ export const KV_PATHS: readonly KvPath[] = ['node', 'client']
  * when every hop seals a delta (after steps, on a planned leave), feeds the standbys, hands over
  * a standby route on failover and restores a new route's hops from the kept snapshots. The
  * sealed bytes themselves are held by SnapshotKeeper (snapshots.ts, a store) and the standby
- * sessions by StandbyKeeper (standby.ts); RemotePipeline talks only to this class
- * (a takeover, then restore, then it replays whatever is left).
+ * sessions by StandbyKeeper (standby.ts); RemotePipeline talks only to this class (a
+ * takeover, then `rebuild`: the kept snapshots restored, then the rest replayed).
  */
 export class KvRecovery implements PipelineObserver {
   private readonly snapshots: SnapshotKeeper
@@ -88,7 +98,8 @@ export class KvRecovery implements PipelineObserver {
     const captured =
       this.init.snapshotEvery > 0 &&
       (await this.snapshots.capture(state.hops, state.history, state.length, false, this.deadline(options)))
-    if (captured) await this.feedStandbys(state, options)
+    // standbys open under the id the next route will use, and take the deltas just sealed
+    if (captured) await this.standbys?.feed(state.hops, state.nextSessionId, state.history, this.deadline(options))
     return undefined
   }
 
@@ -96,7 +107,7 @@ export class KvRecovery implements PipelineObserver {
   async leaving(state: PipelineState, options: AbortOptions = {}): Promise<void> {
     if (this.direct) return await this.feedDirect(state, true, options)
     await this.snapshots.handoff(state.hops, state.history, state.length, this.deadline(options))
-    await this.feedStandbys(state, options)
+    await this.standbys?.feed(state.hops, state.nextSessionId, state.history, this.deadline(options))
   }
 
   async close(): Promise<void> {
@@ -132,10 +143,44 @@ export class KvRecovery implements PipelineObserver {
   }
 
   /**
-   * On a new route, before replay: import the client-kept snapshots where every hop's span has
-   * them (`kept`: hops that already hold KV, promoted standbys); the position replay starts from.
+   * Bring a new route's KV to `upTo` positions (replay, the recovery half of the glossary's word):
+   * from kept KV (`kept`: promoted standbys) or sealed snapshots when every hop's span has them,
+   * else by replaying every input; then replay what is left, `REPLAY_CHUNK_ROWS` rows a step.
    */
-  async restore(
+  async rebuild(
+    hops: HopSession[],
+    route: readonly HopTarget[],
+    upTo: number,
+    replay: RouteReplay,
+    kept?: ReadonlyMap<HopSession, number>,
+    options: AbortOptions = {}
+  ): Promise<void> {
+    const { dim, log, stepTimeoutMs } = this.init
+    const deadline = (): AbortSignal => stepDeadline(stepTimeoutMs, options)
+    const restored = await this.restore(hops, replay.history, upTo, kept, { signal: deadline() })
+    if (upTo > 0 && restored === 0)
+      log?.({ event: 'replay', positions: upTo, route: route.map((h) => [h.peerId, h.start, h.end]) })
+    if (upTo > 0) {
+      const source = restored === 0 ? 'replay' : !kept ? 'snapshot' : kept.size === hops.length ? 'standby' : 'mixed'
+      log?.({
+        event: 'resume',
+        from: source,
+        restoredPositions: restored,
+        replayedRows: upTo - restored,
+        route: route.map((h) => h.peerId)
+      })
+    }
+    for (let p = restored; p < upTo; p += REPLAY_CHUNK_ROWS) {
+      const rows = Math.min(REPLAY_CHUNK_ROWS, upTo - p)
+      await replay.transport.run(hops, route, replay.history.subarray(p * dim, (p + rows) * dim), p, deadline)
+    }
+  }
+
+  /**
+   * Before replay: import the client-kept snapshots where every hop's span has them (`kept`:
+   * hops that already hold KV, promoted standbys); the position replay starts from.
+   */
+  private async restore(
     hops: readonly HopSession[],
     history: Float32Array,
     upTo: number,
@@ -168,11 +213,6 @@ export class KvRecovery implements PipelineObserver {
       })
     )
     return from
-  }
-
-  /** Standbys open under the id the next route will use, and take the deltas just sealed. */
-  private async feedStandbys(state: PipelineState, options: AbortOptions): Promise<void> {
-    await this.standbys?.feed(state.hops, state.nextSessionId, state.history, this.deadline(options))
   }
 
   private deadline(options: AbortOptions): AbortOptions {

@@ -11,7 +11,7 @@ import { ReceiptLedger } from '../verification/receipts.js'
 import type { HeadChannel } from './head-channel.js'
 import type { HopSession, HopTarget } from './hop.js'
 import type { Exclusion, PipelineObserver, PipelineState } from './pipeline-observer.js'
-import { openRouteHops, rebuildRouteKv } from './route-hops.js'
+import { openRouteHops } from './route-hops.js'
 import { randomSessionId } from './session-id.js'
 import { blamedHopOf, type Forwarding, StepTransport, stepDeadline } from './step-transport.js'
 import type { WireLedger } from './wire-ledger.js'
@@ -299,9 +299,9 @@ export class RemotePipeline implements BlockPipeline {
       forwarding: this.init.forwarding,
       route: route.map((h) => ({ peerId: h.peerId, start: h.start, end: h.end, wire: h.wireDtype }))
     })
-    const { kv, transport, history } = this
-    const rebuild = { kv, transport, history, dim, log: this.init.log, stepTimeoutMs: this.init.stepTimeoutMs }
-    await rebuildRouteKv(rebuild, hops, route, Math.min(upTo, this.length), standby?.kept, options)
+    // the KV of the new hops: a standby's, kept snapshots, then replay (client/recovery/kv-recovery.ts)
+    const { transport, history } = this
+    await this.kv.rebuild(hops, route, Math.min(upTo, this.length), { transport, history }, standby?.kept, options)
   }
 
   private deadline(signal?: AbortSignal): AbortSignal {
