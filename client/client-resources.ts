@@ -5,7 +5,7 @@ import { type ModelFile, openModelFile } from '../shards/index.js'
 import type { ClientInit } from './client-types.js'
 import { bundledModelPath } from './default-model.js'
 import { DEFAULT_EDGE_FIRST, DEFAULT_EDGE_LAST } from './options.js'
-import { edgeOnlyModel } from './verification/canary-bank-init.js'
+import { edgeOnlyModel } from './verification/canaries/canary-bank-init.js'
 import { type FetchedWeights, fetchClientModel } from './weights/client-fetch.js'
 
 /**

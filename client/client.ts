@@ -45,7 +45,7 @@ import { WireLedger } from './session/wire-ledger.js'
 import type { DraftModel } from './speculation/draft-model.js'
 import { decodeTokens, parseSpeculate } from './speculation/speculation.js'
 import { emptySpeculationStats } from './speculation/speculative-decode.js'
-import { openCanaryBank } from './verification/canary-bank-init.js'
+import { openCanaryBank } from './verification/canaries/canary-bank-init.js'
 import type { CanaryMonitor } from './verification/canary-monitor.js'
 import type { FetchedWeights } from './weights/client-fetch.js'
 

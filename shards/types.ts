@@ -1,6 +1,6 @@
 import type { QuantDType } from './quant/quant-dtypes.js'
 
-/** GGUF `general.architecture` values the engine runs (shards/architectures.ts). */
+/** GGUF `general.architecture` values the engine runs (shards/model/architectures.ts). */
 export type Architecture = 'llama' | 'qwen2' | 'qwen3' | 'gemma2' | 'gemma3' | 'phi3' | 'qwen3moe'
 
 /** Hyper-parameters of a model (llama2.c Config, GGUF `<arch>.*` keys). */
@@ -40,9 +40,9 @@ export interface ModelConfig {
   readonly ropeFreqFactors: readonly number[] | null
   /** Dims of each head that RoPE rotates (rope.dimension_count, partial rotary); headDim when absent. */
   readonly ropeDims?: number
-  /** cos/sin scale of the rotated dims (YaRN mscale, longrope attn_factor; shards/rope-config.ts); 1 when absent. */
+  /** cos/sin scale of the rotated dims (YaRN mscale, longrope attn_factor; shards/model/rope-config.ts); 1 when absent. */
   readonly ropeMagnitude?: number
-  /** YaRN's ramp between interpolated and extrapolated angles (shards/rope-config.ts). */
+  /** YaRN's ramp between interpolated and extrapolated angles (shards/model/rope-config.ts). */
   readonly ropeYarn?: RopeYarn
   /** The mixture-of-experts FFN (shards/moe-block.ts); absent for dense models. */
   readonly moe?: MoeParams

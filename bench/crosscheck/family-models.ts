@@ -3,7 +3,7 @@ import { existsSync, mkdirSync, rmSync, symlinkSync, writeFileSync } from 'node:
 import { createRequire } from 'node:module'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { GEMMA_CHAT_TEMPLATE, PHI3_CHAT_TEMPLATE } from '../../shards/family-config.js'
+import { GEMMA_CHAT_TEMPLATE, PHI3_CHAT_TEMPLATE } from '../../shards/model/family-config.js'
 import type { NativeLlamaCpp } from './llama-cpp-native.js'
 
 /*

@@ -4,7 +4,7 @@ import { type ModelConfig, type ModelFile, type PieceWant, piecesBytes, piecesFo
 import type { ClientInit } from '../client-types.js'
 import { DEFAULT_SECRET_ROWS } from '../head/index.js'
 import { DEFAULT_EDGE_FIRST, DEFAULT_EDGE_LAST } from '../options.js'
-import { edgeOnlyModel } from '../verification/canary-bank-init.js'
+import { edgeOnlyModel } from '../verification/canaries/canary-bank-init.js'
 import { edgeWant, fetchModel } from './fetch-model.js'
 import { fetchPieces } from './fetcher.js'
 import { pickHeadChunks } from './head-chunks.js'
@@ -59,7 +59,7 @@ export async function fetchClientModel(
     // with the head on a peer the last block runs there too (edgeLast is 0)
     const j = init.head === 'remote' ? 0 : (init.edgeLast ?? DEFAULT_EDGE_LAST)
     const middle = init.canaries !== false && init.canaryBank === undefined
-    // canary prompts are sampled from the whole model (client/verification/canary-secret.ts), head
+    // canary prompts are sampled from the whole model (client/verification/canaries/canary-secret.ts), head
     // included: without a bank the head is fetched whole, with a bank or canaries off only its rows
     const remoteHead = init.head === 'remote' && !middle
     const edge = edgeWant(k, j)

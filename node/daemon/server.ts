@@ -47,7 +47,7 @@ import {
 } from '../options.js'
 import { type BusyPoller, createBusyPoller } from './busy-poll.js'
 import { watchConnections } from './connection-watch.js'
-import { serveKvMove } from './kv-move.js'
+import { serveKvMove } from './kv/kv-move.js'
 import { createNextHopPolicy } from './next-hop-policy.js'
 import { PeerLimits } from './peer-limits.js'
 import { SessionCrypto } from './session-crypto.js'

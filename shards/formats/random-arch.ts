@@ -1,6 +1,6 @@
-import { llama3RopeFactors, SUPPORTED_ARCHITECTURES } from '../architectures.js'
+import { llama3RopeFactors, SUPPORTED_ARCHITECTURES } from '../model/architectures.js'
 import { InvalidArgumentError } from '../errors.js'
-import { GEMMA_ARCHITECTURES, GEMMA_CHAT_TEMPLATE, gemmaAttnScale, PHI3_CHAT_TEMPLATE } from '../family-config.js'
+import { GEMMA_ARCHITECTURES, GEMMA_CHAT_TEMPLATE, gemmaAttnScale, PHI3_CHAT_TEMPLATE } from '../model/family-config.js'
 import type { Architecture, ModelConfig, TensorName } from '../types.js'
 import type { GgufTypedValue } from './gguf-values.js'
 import { familyConfigFields, familyMetadata, longropeFactors, validateFamilySpec } from './random-families.js'
@@ -30,7 +30,7 @@ export interface ArchSpec {
   readonly ropeThetaSwa?: number
   /** Partial rotary: RoPE rotates this many dims of each head (phi3, qwen*; rope.dimension_count). */
   readonly ropeDims?: number
-  /** phi3: longrope short/long factors and attn factor (shards/rope-config.ts). */
+  /** phi3: longrope short/long factors and attn factor (shards/model/rope-config.ts). */
   readonly longrope?: boolean
   /** qwen3moe: experts, experts used per token, expert FFN size (shards/moe-config.ts). */
   readonly experts?: { readonly count: number; readonly used: number; readonly hidden: number }

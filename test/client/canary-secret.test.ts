@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest'
 import { DEFAULT_CANARY_PROMPTS } from '../../canary/index.js'
 import { InvalidCanarySecretError } from '../../client/errors.js'
 import { CanaryMaterial } from '../../client/verification/canary-decoys.js'
-import { loadOrCreateSecret, randomSecret, secretPrompts, secretSeed } from '../../client/verification/canary-secret.js'
+import { loadOrCreateSecret, randomSecret, secretPrompts, secretSeed } from '../../client/verification/canaries/canary-secret.js'
 import { createReferenceKernels, createTokenizer, openModelFile } from '../../shards/index.js'
 import { GGUF_PATH } from '../helpers/reference.js'
 

@@ -12,7 +12,7 @@ import { writeQwenVocabModel } from '../helpers/qwen-vocab-model.js'
 
 /*
  * Issue 16, chat sessions: a client whose prompts go through a chat template sends secret
- * canaries through the same template (client/verification/canary-template.ts). Real peers on a Qwen 3
+ * canaries through the same template (client/verification/canaries/canary-template.ts). Real peers on a Qwen 3
  * vocabulary file (no BOS, control tokens in every prompt): the honest peers' answers to those
  * canaries match the client's references (no honest peer is convicted), the tamperer is, and the
  * chat answer is the one the whole model gives locally.

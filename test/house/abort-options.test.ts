@@ -25,7 +25,7 @@ const ALLOWED: Record<string, string> = {
   'protocol/kv-grant.ts: signKvReceipt': 'one signature (issue #41)',
   'protocol/kv-grant.ts: verifyKvGrant': 'one signature check (issue #41)',
   'protocol/kv-grant.ts: verifyKvReceipt': 'one signature check (issue #41)',
-  'node/daemon/kv-grant-check.ts: checkGrant': 'one signature check and field comparisons (issue #41)',
+  'node/daemon/kv/kv-grant-check.ts: checkGrant': 'one signature check and field comparisons (issue #41)',
   'client/verification/receipts.ts: ReceiptLedger#check': 'one signature check per hop of a route',
   'client/verification/replay-index.ts: verifyReplayEvidence': 'two signature checks',
   'node/daemon/upstream-step.ts: upstreamClientInputHash': 'one hash',

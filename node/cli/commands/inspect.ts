@@ -138,7 +138,7 @@ export function runInspect(o: InspectOptions): InspectResult {
   }
 }
 
-/** Partial rotary, scaling and magnitude of a config's RoPE (shards/rope-config.ts), as inspect prints them. */
+/** Partial rotary, scaling and magnitude of a config's RoPE (shards/model/rope-config.ts), as inspect prints them. */
 function ropeExtras(config: InspectResult['config']): string {
   const c = config as unknown as ModelConfig
   const parts: string[] = []

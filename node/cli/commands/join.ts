@@ -22,7 +22,7 @@ import { BadOptionError, JoinedNodeExitedError } from '../errors.js'
 import { float, int } from '../options.js'
 import { deviceSizedBlocksOfFile } from './backend.js'
 import { checkReadableFile, resolveModelArgument } from './checks.js'
-import { modelInfoById, modelInfoOfFile } from './node-weights.js'
+import { modelInfoById, modelInfoOfFile } from './node/node-weights.js'
 import { refusedByEveryBootstrap } from './private-swarm.js'
 
 const CLI = fileURLToPath(new URL('../../cli.js', import.meta.url))
