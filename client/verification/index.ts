@@ -7,8 +7,6 @@ export {
   edgeOnlyModel,
   openCanaryBank
 } from './canaries/canary-bank-init.js'
-export { type CanaryEvidence, CanaryMonitor, type CanaryOptions, type CanaryPeerReport } from './canary-monitor.js'
-export { CanaryObserver } from './canary-observer.js'
 export {
   CANARY_SECRET_BYTES,
   loadOrCreateSecret,
@@ -17,6 +15,8 @@ export {
   secretPrompts,
   secretSeed
 } from './canaries/canary-secret.js'
+export { type CanaryEvidence, CanaryMonitor, type CanaryOptions, type CanaryPeerReport } from './canary-monitor.js'
+export { CanaryObserver } from './canary-observer.js'
 export { type CanaryEvidenceCheck, type EvidenceReport, verifyEvidence } from './evidence.js'
 export { ReceiptLedger, type ReceiptSummary } from './receipts.js'
 export {

@@ -8,7 +8,14 @@ import { chatLogprobs } from './logprobs-format.js'
 import { checkParameters } from './parameters.js'
 import { type AgentParams, agentParams } from './request-agent.js'
 import { chatMessages, commonParams, requireObject } from './request-params.js'
-import { callGrammar, type ParsedCall, parseToolCalls, renderWithTools, type ToolFamily, toolFamily } from './tools/tools-format.js'
+import {
+  callGrammar,
+  type ParsedCall,
+  parseToolCalls,
+  renderWithTools,
+  type ToolFamily,
+  toolFamily
+} from './tools/tools-format.js'
 import { RewindableToolStream } from './tools/tools-rollback.js'
 
 /**

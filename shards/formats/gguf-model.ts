@@ -1,7 +1,7 @@
-import { configFromGguf, expectedShape, ggufTensorKey } from '../model/architectures.js'
 import { InvalidArgumentError, InvalidModelError } from '../errors.js'
 import { f16Table } from '../f16.js'
 import { tensorView } from '../fused-tensors.js'
+import { configFromGguf, expectedShape, ggufTensorKey } from '../model/architectures.js'
 import { type ByteSource, type ModelFile, sampleRange } from '../model/model-file.js'
 import { vocabularyFromGguf } from '../tokenizers/tokenizer-files.js'
 import type { TensorName, Vocabulary } from '../types.js'

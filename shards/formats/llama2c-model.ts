@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs'
 import { dirname, join } from 'node:path'
-import { llamaDefaults } from '../model/architectures.js'
 import { BadMagicError, InvalidModelError, TokenizerMismatchError, TruncatedFileError, UnsupportedModelError } from '../errors.js'
+import { llamaDefaults } from '../model/architectures.js'
 import { type ModelFile, sampleRange } from '../model/model-file.js'
 import { readLlama2cTokenizer } from '../tokenizers/tokenizer-files.js'
 import type { ModelConfig, TensorName, Vocabulary } from '../types.js'

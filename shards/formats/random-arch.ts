@@ -1,5 +1,5 @@
-import { llama3RopeFactors, SUPPORTED_ARCHITECTURES } from '../model/architectures.js'
 import { InvalidArgumentError } from '../errors.js'
+import { llama3RopeFactors, SUPPORTED_ARCHITECTURES } from '../model/architectures.js'
 import { GEMMA_ARCHITECTURES, GEMMA_CHAT_TEMPLATE, gemmaAttnScale, PHI3_CHAT_TEMPLATE } from '../model/family-config.js'
 import type { Architecture, ModelConfig, TensorName } from '../types.js'
 import type { GgufTypedValue } from './gguf-values.js'

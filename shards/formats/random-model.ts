@@ -1,6 +1,6 @@
 import { statSync } from 'node:fs'
-import { ggufTensorKey, llamaDefaults } from '../model/architectures.js'
 import { EngineError, InvalidArgumentError, InvalidModelError } from '../errors.js'
+import { ggufTensorKey, llamaDefaults } from '../model/architectures.js'
 import { type GgufValue, type ModelFile, sampleRange } from '../model/model-file.js'
 import { quantizeRow, rowBytes } from '../quant/codecs.js'
 import { isModelFileType, MODEL_FILE_TYPES, type ModelFileType, tensorTypeFor } from '../quant/file-types.js'

@@ -1,10 +1,10 @@
 import { InvalidArgumentError, InvalidModelError, UnsupportedModelError } from '../errors.js'
-import { familyFromGguf, GEMMA_ARCHITECTURES } from './family-config.js'
 import type { GgufTensorInfo } from '../formats/gguf-reader.js'
-import type { GgufValue } from './model-file.js'
 import { moeFromGguf } from '../moe-config.js'
-import { ropeScalingFromGguf } from './rope-config.js'
 import type { Architecture, BlockExtraTensor, ModelConfig, TensorName } from '../types.js'
+import { familyFromGguf, GEMMA_ARCHITECTURES } from './family-config.js'
+import type { GgufValue } from './model-file.js'
+import { ropeScalingFromGguf } from './rope-config.js'
 
 /**
  * The model families the engine runs and how each reads from GGUF (llama.cpp

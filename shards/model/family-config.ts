@@ -1,6 +1,6 @@
 import { InvalidModelError, UnsupportedModelError } from '../errors.js'
-import type { GgufValue } from './model-file.js'
 import type { Architecture, FamilyParams, ModelConfig } from '../types.js'
+import type { GgufValue } from './model-file.js'
 
 /**
  * Gemma 2 / Gemma 3 hyper-parameters from GGUF, as llama.cpp reads them

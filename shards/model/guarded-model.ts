@@ -1,5 +1,5 @@
-import type { ModelFile } from './model-file.js'
 import type { TensorName } from '../types.js'
+import type { ModelFile } from './model-file.js'
 
 /** Which reads besides the weights' bytes a guard also covers. */
 export interface GuardedReads {

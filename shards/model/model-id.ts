@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto'
+import type { ModelConfig, TensorName } from '../types.js'
 import { extraBlockTensors } from './architectures.js'
 import type { ModelFile } from './model-file.js'
-import type { ModelConfig, TensorName } from '../types.js'
 
 /**
  * The config as hashed. A plain Llama 2 config hashes exactly as before the architecture fields

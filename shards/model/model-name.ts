@@ -1,5 +1,5 @@
-import type { ModelFile } from './model-file.js'
 import { LLAMA_FTYPE } from '../quant/file-types.js'
+import type { ModelFile } from './model-file.js'
 
 /**
  * A name a person can read for a model (issue 33 item 5: `swarm` and `/v1/models` list models by

@@ -1,7 +1,7 @@
 import { InvalidModelError, UnsupportedModelError } from '../errors.js'
 import type { GgufTensorInfo } from '../formats/gguf-reader.js'
-import type { GgufValue } from './model-file.js'
 import type { Architecture, ModelConfig, RopeYarn } from '../types.js'
+import type { GgufValue } from './model-file.js'
 
 /*
  * RoPE scalings as llama.cpp reads them from GGUF (issue 34 item 3; src/llama-model.cpp

@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest'
 import type { GgufValue } from '../../shards/index.js'
 import { createRandomModel, createReferenceKernels, dequantizeRow, parseShape } from '../../shards/index.js'
-import { moeForward } from '../../shards/moe-block.js'
 import { neoxToNormOrder, ropeFrequencies, ropeScalingFromGguf } from '../../shards/model/rope-config.js'
+import { moeForward } from '../../shards/moe-block.js'
 import { Scratch } from '../../shards/scratch.js'
 import type { ModelConfig, TensorName } from '../../shards/types.js'
 

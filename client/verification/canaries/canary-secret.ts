@@ -22,8 +22,8 @@ import {
 import { InvalidCanarySecretError } from '../../errors.js'
 import { DEFAULT_CANARY_PROMPT_TEMPERATURE } from '../../options.js'
 import { CanaryMaterial } from '../canary-decoys.js'
-import { secretSetStore } from './canary-set-store.js'
 import type { CanaryOptions } from '../canary-types.js'
+import { secretSetStore } from './canary-set-store.js'
 
 /** Bytes of a client's canary secret. */
 export const CANARY_SECRET_BYTES = 32

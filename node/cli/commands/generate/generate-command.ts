@@ -10,9 +10,9 @@ import { headInit, headOption } from '../../head-options.js'
 import { float, int, SPECULATE_HELP, speculateOption } from '../../options.js'
 import { addVerificationOptions, verificationOptions } from '../../verification-options.js'
 import { checkReadableFile, resolveModelArgument } from '../checks.js'
+import { readJsonSchema } from '../json-schema-option.js'
 import { runLocalGenerate } from './generate.js'
 import { runRemoteGenerate, WIRE_CLI_CHOICES } from './generate-remote.js'
-import { readJsonSchema } from '../json-schema-option.js'
 
 /** `layerswarm generate`: local, or through a swarm with --bootstrap. */
 export function registerGenerate(program: Command): void {

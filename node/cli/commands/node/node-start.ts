@@ -24,10 +24,10 @@ import { BadOptionError, NoRelayReservationError } from '../../errors.js'
 import { float, int, tamperHeadOption, wireDtypeList } from '../../options.js'
 import { addReachabilityOptions, hostReachability, RELAY_WAIT_MS, relayedAddress } from '../../reachability-options.js'
 import { checkListenAddrs, listenError, resolveModelArgument } from '../checks.js'
+import { refusedByEveryBootstrap } from '../private-swarm.js'
 import { closeSpan, kernelChoiceField, loadSpanBackend } from './node-backend.js'
 import { measureThroughput } from './node-span.js'
 import { addWeightsOptions, openNodeModel } from './node-weights.js'
-import { refusedByEveryBootstrap } from '../private-swarm.js'
 
 export function registerNodeStart(program: Command): void {
   const node = program.commands.find((c) => c.name() === 'node') ?? program.command('node').description('Run a swarm peer.')
