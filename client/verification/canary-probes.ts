@@ -162,8 +162,7 @@ export async function probeChain(
         const inputs = replay?.inputs().subarray(0, (position + rows) * set.dim)
         // evidence names the hop's own session id, which its receipt is signed for (issue #39)
         const scoredAs = { sessionId: decoy.chain!.hops[i].sessionId, canary: decoy.canary }
-        const v = d.score(route[i], scoredAs, stepId, position, rows, outputs[i], reference, out.receipts[i], inputs)
-        d.noteConviction(v)
+        const _v = d.score(route[i], scoredAs, stepId, position, rows, outputs[i], reference, out.receipts[i], inputs)
         if (
           decoy.taintedFrom === route.length &&
           densityRatio(d.benign, driftMetrics(outputs[i], reference), d.classOf(route[i]), position + rows) > 1

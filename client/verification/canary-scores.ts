@@ -1,8 +1,17 @@
-import { type CanarySet, type Detector, type Drift, driftMetrics, inputFor, type PeerVerdict } from '../../canary/index.js'
+import {
+  benignClassKey,
+  type CanarySet,
+  type Detector,
+  type Drift,
+  driftMetrics,
+  inputFor,
+  type PeerVerdict
+} from '../../canary/index.js'
 import type { DType, Receipt } from '../../protocol/index.js'
 import type { HopTarget } from '../session/hop.js'
 import type { Decoy } from './canary-decoys.js'
 import type { CanaryEvidence, CanaryPeerReport } from './canary-types.js'
+import type { ReplayIndex } from './replay-index.js'
 
 /*
  * Where a canary check ends (docs/design.md §1.3, the canary walk): the drift of a hop's answer
@@ -27,6 +36,23 @@ export interface Scoring {
   noteConviction(v: PeerVerdict): void
 }
 
+/**
+ * A hop's wire and benign drift class (canary/drift-model.ts: its wire, the model's weights, its
+ * announced KV dtype and backend), as the probes and the scores read them.
+ */
+export class HopClasses {
+  constructor(
+    private readonly quantized: boolean,
+    private readonly defaultWire: DType
+  ) {}
+
+  /** The wire dtype a hop was negotiated (a decoy uses it, as the real session does). */
+  readonly wireOf = (target: HopTarget): DType => (target as HopTarget & { wireDtype?: DType }).wireDtype ?? this.defaultWire
+
+  readonly classOf = (target: HopTarget): string =>
+    benignClassKey(this.wireOf(target), target.kvDtype, this.quantized, target.backend)
+}
+
 /** Canary answers scored per peer: the detector's observations, counts, and each conviction's evidence. */
 export class PeerScores implements Scoring {
   readonly evidence: CanaryEvidence[] = []
@@ -42,8 +68,14 @@ export class PeerScores implements Scoring {
       classOf(t: HopTarget): string
       wireOf(t: HopTarget): DType
       setFor(boundary: number): CanarySet
-    }
+    },
+    /** Every receipt's index (replay-index.ts): a peer convicted there is out as well. */
+    private readonly replays?: ReplayIndex
   ) {}
+
+  /** A peer convicted (by drift or by replayed receipts): no new decoy step opens on it. */
+  readonly isOut = (peerId: string): boolean =>
+    this.detector.verdict(peerId).excluded || (this.replays?.isConvicted(peerId) ?? false)
 
   score(
     target: HopTarget,
@@ -65,6 +97,7 @@ export class PeerScores implements Scoring {
     // Scored against benign drift at the step's own position (benign drift grows with KV length).
     // In the class of the hop's wire and announced KV dtype (a q8_0 cache drifts more, benignly).
     const verdict = this.detector.observe(target.peerId, drift, this.hops.classOf(target), position + rows)
+    this.noteConviction(verdict)
     if (verdict.excluded && !before) {
       this.evidence.push({
         peerId: target.peerId,
@@ -88,8 +121,8 @@ export class PeerScores implements Scoring {
   }
 
   /** A verdict that has just convicted its peer (on this very observation) is reported once. */
-  noteConviction(v: PeerVerdict): void {
-    if (v.excluded && v.excludedAfter === v.observations) this.convicted.push(v.peerId)
+  readonly noteConviction = (v: PeerVerdict): void => {
+    if (v.excluded && v.excludedAfter === v.observations && !this.convicted.includes(v.peerId)) this.convicted.push(v.peerId)
   }
 
   /** The peers convicted by canary drift since the last call. */

@@ -6,7 +6,6 @@ import type { DecoySchedule } from './canary-schedule.js'
 export interface DecoyLauncherDeps {
   /** A peer convicted (by drift or by replayed receipts): no new decoy step opens on it. */
   isOut(peerId: string): boolean
-  noteConviction(v: PeerVerdict): void
   log?: (e: Record<string, unknown>) => void
 }
 
@@ -58,9 +57,8 @@ export class DecoyLauncher {
     }
     if (prev) this.queued.add(key)
     const p: Promise<void> = (prev ? prev.then(start) : start())
-      .then((verdicts) => {
-        for (const v of verdicts) this.deps.noteConviction(v)
-      })
+      // the verdicts' convictions are noted where they were scored (canary-scores.ts)
+      .then(() => undefined)
       // A hop that fails a canary step is the real path's to report; note it and go on. No
       // canary for a peer while its new ones are built is no fault (canary-trace-store.ts).
       .catch((err: Error) => {
