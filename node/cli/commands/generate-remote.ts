@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs'
 import type { AbortOptions } from '@libp2p/interface'
-import type { Forwarding, LayerswarmClient, RouteWaitProgress, SpeculateMode } from '../../../client/index.js'
+import type { ClientInit, Forwarding, LayerswarmClient, RouteWaitProgress, SpeculateMode } from '../../../client/index.js'
 import {
   createClient,
   DEFAULT_ROUTE_TIMEOUT_MS,
@@ -37,6 +37,8 @@ export interface RemoteGenerateOptions {
   /** Issue 33: fetch the edge from the swarm by content id instead of opening `model`. */
   modelId?: string
   modelsDir?: string
+  /** Issue 33: serve what was fetched to other peers (ClientInit.seedWeights). */
+  seedWeights?: ClientInit['seedWeights']
   /** The client's key file (node/identity.ts); default: a fresh key per run. */
   identity?: string
   /** Client listen addresses (lets a node behind NAT dial back after a relayed start: DCUtR). */
@@ -138,7 +140,9 @@ export async function runRemoteGenerate(
     ...(identity ? { privateKey: identity.privateKey } : {}),
     ...(o.listen?.length ? { listen: o.listen } : {}),
     ...(o.announce?.length ? { announce: o.announce } : {}),
-    ...(o.modelId !== undefined ? { modelId: o.modelId, modelsDir: o.modelsDir } : { model: o.model }),
+    ...(o.modelId !== undefined
+      ? { modelId: o.modelId, modelsDir: o.modelsDir, seedWeights: o.seedWeights }
+      : { model: o.model }),
     tokenizer: o.tokenizer,
     edgeFirst: o.edgeFirst,
     edgeLast: o.edgeLast,
@@ -220,7 +224,7 @@ export async function runRemoteGenerate(
       ...r.value,
       reachability,
       model: client.fetchedWeights?.path ?? o.model,
-      ...(client.fetchedWeights ? { weights: client.fetchedWeights } : {}),
+      ...(client.fetchedWeights ? { weights: { ...client.fetchedWeights, seeded: client.seeder?.stats() ?? null } } : {}),
       seed: o.seed,
       completion: r.value.text,
       text: promptText + r.value.text,

@@ -1,0 +1,135 @@
+import { type ChildProcess, spawn } from 'node:child_process'
+import { once } from 'node:events'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { createInterface } from 'node:readline'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { type LocalNode, startLocalNode } from '../../node/cli/local-swarm.js'
+import { CLI } from '../helpers/cli.js'
+import { cliAsync } from '../helpers/cli-async.js'
+import { localGreedy } from '../helpers/gateway-api.js'
+import { GGUF_PATH } from '../helpers/reference.js'
+
+// Issue 33, session 4: clients by content id. A seed node holds the file; a gateway started with
+// only the content id (`api --model-id`) fetches its edge from the swarm and serves the OpenAI
+// API under that id, token-equal to one process; it seeds what it fetched, so a second client
+// (`generate --model-id`) fetches chunks from the gateway. Separate processes, real libp2p.
+
+const ANNOUNCE = ['--announce-interval', '300']
+
+interface GatewayLine {
+  url: string
+  model: string
+  peerId: string
+  addrs: string[]
+  contentId: string
+  weights: { fileBytes: number; edgeBytes: number; canaryBytes: number; fetchedBytes: number }
+}
+
+describe('clients by content id: the gateway fetches, serves and seeds (issue 33)', () => {
+  const homes: string[] = []
+  let seed: LocalNode
+  let gateway: ChildProcess | undefined
+  let line: GatewayLine
+  const gatewayLogs: string[] = []
+  let contentId = ''
+  const home = (): NodeJS.ProcessEnv => {
+    const h = mkdtempSync(join(tmpdir(), 'weights-clients-'))
+    homes.push(h)
+    return { ...process.env, LAYERSWARM_HOME: h, HOME: h }
+  }
+
+  beforeAll(async () => {
+    seed = await startLocalNode({ model: GGUF_PATH, layers: '1:4', args: ANNOUNCE, env: home() })
+    contentId = (seed as unknown as { contentId: string }).contentId
+    gateway = spawn(
+      process.execPath,
+      [CLI, 'api', '--model-id', contentId, '--bootstrap', seed.addrs[0], '--listen', '127.0.0.1:0'].concat([
+        '--p2p-listen',
+        '/ip4/127.0.0.1/tcp/0',
+        '--canary-rate',
+        '0',
+        '--wire',
+        'f32',
+        '--log-level',
+        'warn'
+      ]),
+      { env: home(), stdio: ['ignore', 'pipe', 'pipe'] }
+    )
+    createInterface({ input: gateway.stderr! }).on('line', (l) => gatewayLogs.push(l))
+    const first = await new Promise<string>((resolve, reject) => {
+      createInterface({ input: gateway!.stdout! }).once('line', resolve)
+      gateway!.once('exit', (code) => reject(new Error(`api exited ${code}:\n${gatewayLogs.join('\n')}`)))
+    })
+    line = JSON.parse(first) as GatewayLine
+  }, 240_000)
+
+  afterAll(async () => {
+    if (gateway && gateway.exitCode === null) {
+      gateway.kill('SIGTERM')
+      await once(gateway, 'exit')
+    }
+    await seed?.stop()
+    for (const h of homes) rmSync(h, { recursive: true, force: true })
+  })
+
+  it('api --model-id fetched only its edge and lists the model by id, with its readable name', async () => {
+    expect(line.contentId).toBe(contentId)
+    expect(line.model).toBe(contentId)
+    expect(line.weights.canaryBytes).toBe(0)
+    expect(line.weights.fetchedBytes).toBe(line.weights.edgeBytes)
+    expect(line.weights.edgeBytes).toBeLessThan(line.weights.fileBytes)
+    const models = (await (await fetch(`${line.url}/v1/models`)).json()) as {
+      data: Array<{ id: string; layerswarm: { model_id: string; name: string } }>
+    }
+    expect(models.data.map((m) => m.id)).toEqual([contentId])
+    expect(models.data[0].layerswarm.model_id).toBe(seed.modelId)
+    expect(models.data[0].layerswarm.name.length).toBeGreaterThan(0)
+  })
+
+  it('the gateway started by id answers a completion token-equal to one process', { timeout: 180_000 }, async () => {
+    const prompt = 'Once upon a time'
+    const local = await localGreedy(GGUF_PATH, prompt, 24)
+    const res = await fetch(`${line.url}/v1/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: contentId, prompt, max_tokens: 24, temperature: 0 })
+    })
+    expect(res.status).toBe(200)
+    const j = (await res.json()) as { model: string; choices: Array<{ text: string }> }
+    expect(j.model).toBe(contentId)
+    expect(j.choices[0].text).toBe(local.completion)
+  })
+
+  it('a second client fetches chunks from the gateway, which seeds what it fetched', { timeout: 180_000 }, async () => {
+    const gw = line.addrs.find((a) => a.startsWith('/ip4/127.0.0.1/'))!
+    const r = await cliAsync(
+      ['generate', '--model-id', contentId, '--bootstrap', `${gw},${seed.addrs[0]}`, '--prompt', 'Once upon a time'].concat([
+        '--max-tokens',
+        '8',
+        '--temperature',
+        '0',
+        '--canary-rate',
+        '0',
+        '--no-seed-weights',
+        '--json'
+      ]),
+      170_000,
+      home()
+    )
+    expect(r.stderr).not.toMatch(/layerswarm:.*\(/)
+    expect(r.status).toBe(0)
+    const j = JSON.parse(r.stdout) as {
+      text: string
+      weights: { fetchedBytes: number; edgeBytes: number; seeded: unknown; peers: Array<{ peerId: string; bytes: number }> }
+    }
+    expect(j.weights.fetchedBytes).toBe(j.weights.edgeBytes)
+    const fromGateway = j.weights.peers.find((p) => p.peerId === line.peerId)
+    expect(fromGateway?.bytes ?? 0).toBeGreaterThan(0)
+    expect(j.weights.peers.reduce((s, p) => s + p.bytes, 0)).toBe(j.weights.fetchedBytes)
+    // --no-seed-weights: this one served nothing
+    expect(j.weights.seeded).toBeNull()
+    expect(j.text).toBe((await localGreedy(GGUF_PATH, 'Once upon a time', 8)).text)
+  })
+})
