@@ -5,7 +5,9 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createInterface } from 'node:readline'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { chooseModelByDemand } from '../../node/cli/commands/join-model.js'
 import { type LocalNode, startLocalNode } from '../../node/cli/local-swarm.js'
+import { parseShape, writeRandomModel } from '../../shards/index.js'
 import { CLI } from '../helpers/cli.js'
 import { cliAsync } from '../helpers/cli-async.js'
 import { localGreedy } from '../helpers/gateway-api.js'
@@ -14,7 +16,10 @@ import { GGUF_PATH } from '../helpers/reference.js'
 // Issue 33, session 4: clients by content id. A seed node holds the file; a gateway started with
 // only the content id (`api --model-id`) fetches its edge from the swarm and serves the OpenAI
 // API under that id, token-equal to one process; it seeds what it fetched, so a second client
-// (`generate --model-id`) fetches chunks from the gateway. Separate processes, real libp2p.
+// (`generate --model-id`) fetches chunks from the gateway. A second model (seed B) shares the
+// swarm: `join --model-id auto` picks by demand against supply (node/daemon/model-demand.ts):
+// B while nobody asks for either (it has the smaller share of blocks served), A once the
+// gateway's clients have asked A for tokens. Separate processes, real libp2p.
 
 const ANNOUNCE = ['--announce-interval', '300']
 
@@ -30,6 +35,7 @@ interface GatewayLine {
 describe('clients by content id: the gateway fetches, serves and seeds (issue 33)', () => {
   const homes: string[] = []
   let seed: LocalNode
+  let seedB: LocalNode
   let gateway: ChildProcess | undefined
   let line: GatewayLine
   const gatewayLogs: string[] = []
@@ -43,6 +49,17 @@ describe('clients by content id: the gateway fetches, serves and seeds (issue 33
   beforeAll(async () => {
     seed = await startLocalNode({ model: GGUF_PATH, layers: '1:4', args: ANNOUNCE, env: home() })
     contentId = (seed as unknown as { contentId: string }).contentId
+    // model B: 4 blocks, only block 1 served (25 %); model A: blocks 1-3 of 5 (60 %)
+    const dirB = mkdtempSync(join(tmpdir(), 'weights-clients-b-'))
+    homes.push(dirB)
+    writeRandomModel(join(dirB, 'b.gguf'), parseShape('64,4,4,2,128,300,untied'), { dtype: 'q8_0', seed: 5, seqLen: 128 })
+    seedB = await startLocalNode({
+      model: join(dirB, 'b.gguf'),
+      layers: '1:2',
+      bootstrap: [seed.addrs[0]],
+      args: ANNOUNCE,
+      env: home()
+    })
     gateway = spawn(
       process.execPath,
       [CLI, 'api', '--model-id', contentId, '--bootstrap', seed.addrs[0], '--listen', '127.0.0.1:0'].concat([
@@ -70,8 +87,16 @@ describe('clients by content id: the gateway fetches, serves and seeds (issue 33
       gateway.kill('SIGTERM')
       await once(gateway, 'exit')
     }
+    await seedB?.stop()
     await seed?.stop()
     for (const h of homes) rmSync(h, { recursive: true, force: true })
+  })
+
+  it('join --model-id auto: with no demand anywhere, the model with the smaller share served (B) ranks first', async () => {
+    const { contentId: first, ranking } = await chooseModelByDemand([seed.addrs[0], seedB.addrs[0]])
+    expect(ranking.map((r) => r.modelId).sort()).toEqual([seed.modelId, seedB.modelId].sort())
+    expect(ranking.every((r) => r.demandTokensPerMinute === 0)).toBe(true)
+    expect(first).toBe((seedB as unknown as { contentId: string }).contentId)
   })
 
   it('api --model-id fetched only its edge and lists the model by id, with its readable name', async () => {
@@ -131,5 +156,49 @@ describe('clients by content id: the gateway fetches, serves and seeds (issue 33
     // --no-seed-weights: this one served nothing
     expect(j.weights.seeded).toBeNull()
     expect(j.text).toBe((await localGreedy(GGUF_PATH, 'Once upon a time', 8)).text)
+  })
+
+  it('join --model-id auto serves model A once clients ask for it: demand outranks the share served', {
+    timeout: 180_000
+  }, async () => {
+    // the gateway's completions asked A's seed for tokens; its next announcement (300 ms) says so
+    let ranking = (await chooseModelByDemand([seed.addrs[0], seedB.addrs[0]])).ranking
+    for (let i = 0; i < 60 && ranking[0].modelId !== seed.modelId; i++) {
+      await new Promise((r) => setTimeout(r, 500))
+      ranking = (await chooseModelByDemand([seed.addrs[0], seedB.addrs[0]])).ranking
+    }
+    expect(ranking[0].modelId).toBe(seed.modelId)
+    expect(ranking[0].demandTokensPerMinute).toBeGreaterThan(0)
+    const child = spawn(
+      process.execPath,
+      [CLI, 'join', '--model-id', 'auto', '--bootstrap', `${seed.addrs[0]},${seedB.addrs[0]}`, '--num-blocks', '1'].concat([
+        '--ephemeral-identity',
+        '--kv-dtype',
+        'f32',
+        ...ANNOUNCE
+      ]),
+      { env: home(), stdio: ['ignore', 'pipe', 'pipe'] }
+    )
+    const stderr: string[] = []
+    createInterface({ input: child.stderr! }).on('line', (l) => stderr.push(l))
+    const lines: string[] = []
+    try {
+      const serving = await new Promise<string>((resolve, reject) => {
+        createInterface({ input: child.stdout! }).on('line', (l) => {
+          lines.push(l)
+          if (l.includes('"serving"')) resolve(l)
+        })
+        child.once('exit', (code) => reject(new Error(`join exited ${code}:\n${stderr.join('\n')}`)))
+      })
+      const choice = JSON.parse(lines[0]) as { event: string; contentId: string }
+      expect(choice).toMatchObject({ event: 'model-choice', contentId })
+      const e = JSON.parse(serving) as { layers: [number, number]; modelId: string }
+      expect(e.modelId).toBe(seed.modelId)
+      // A's blocks 1-3 are served: the joiner takes block 0 or 4
+      expect([0, 4]).toContain(e.layers[0])
+    } finally {
+      child.kill('SIGTERM')
+      if (child.exitCode === null) await once(child, 'exit')
+    }
   })
 })
