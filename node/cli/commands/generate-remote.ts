@@ -135,6 +135,11 @@ export async function runRemoteGenerate(
 > {
   const t0 = performance.now()
   const identity = o.identity !== undefined ? await loadOrCreateIdentity(o.identity) : undefined
+  // issue 33: a canary's reference is the client's own run of the hop's blocks (docs/weights.md)
+  if (o.modelId !== undefined && o.canaryRate > 0 && o.canaryBank === undefined)
+    process.stderr.write(
+      'canaries without --canary-bank need the middle blocks too: fetching the whole model (a bank, or --canary-rate 0, keeps the client thin: docs/weights.md)\n'
+    )
   const client = await createClient({
     bootstrap: o.bootstrap,
     ...(identity ? { privateKey: identity.privateKey } : {}),
