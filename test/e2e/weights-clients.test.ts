@@ -5,12 +5,15 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createInterface } from 'node:readline'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { runApi } from '../../node/cli/commands/api.js'
+import { runModelsApi } from '../../node/cli/commands/api-models.js'
 import { chooseModelByDemand } from '../../node/cli/commands/join-model.js'
 import { type LocalNode, startLocalNode } from '../../node/cli/local-swarm.js'
+import { createLogger } from '../../node/log.js'
 import { parseShape, writeRandomModel } from '../../shards/index.js'
 import { CLI } from '../helpers/cli.js'
 import { cliAsync } from '../helpers/cli-async.js'
-import { localGreedy } from '../helpers/gateway-api.js'
+import { gatewayOptions, localGreedy } from '../helpers/gateway-api.js'
 import { GGUF_PATH } from '../helpers/reference.js'
 
 // Issue 33, session 4: clients by content id. A seed node holds the file; a gateway started with
@@ -156,6 +159,30 @@ describe('clients by content id: the gateway fetches, serves and seeds (issue 33
     // --no-seed-weights: this one served nothing
     expect(j.weights.seeded).toBeNull()
     expect(j.text).toBe((await localGreedy(GGUF_PATH, 'Once upon a time', 8)).text)
+  })
+
+  it('api with two --model-id: one address lists both models by id, with their readable names', {
+    timeout: 180_000
+  }, async () => {
+    const idB = (seedB as unknown as { contentId: string }).contentId
+    const modelsDir = mkdtempSync(join(tmpdir(), 'weights-clients-models-'))
+    homes.push(modelsDir)
+    const api = await runModelsApi(
+      gatewayOptions({ bootstrap: seed.addrs[0], model: '', modelsDir }),
+      [contentId, idB],
+      runApi,
+      createLogger({ level: 'silent' })
+    )
+    try {
+      const models = (await (await fetch(`${api.url}/v1/models`)).json()) as {
+        data: Array<{ id: string; layerswarm: { model_id: string; name: string } }>
+      }
+      expect(models.data.map((m) => m.id)).toEqual([contentId, idB])
+      expect(models.data.map((m) => m.layerswarm.model_id)).toEqual([seed.modelId, seedB.modelId])
+      expect(models.data[0].layerswarm.name).not.toBe(models.data[1].layerswarm.name)
+    } finally {
+      await api.close()
+    }
   })
 
   it('join --model-id auto serves model A once clients ask for it: demand outranks the share served', {
