@@ -9,6 +9,7 @@ import { edgeWant, fetchModel } from './fetch-model.js'
 import { fetchPieces } from './fetcher.js'
 import { pickHeadChunks } from './head-chunks.js'
 import { type Seeder, serveWeights } from './seeder.js'
+import { wholePiecesSource } from './whole-pieces.js'
 
 /** What a client started by content id fetched: bytes against the file (issue 33, item 4). */
 export interface FetchedWeights {
@@ -135,7 +136,7 @@ export async function fetchClientModel(
       f.store.close()
       return { host, model, fetched, ...(headReadable ? { headReadable } : {}) }
     }
-    const seeder = await serveWeights(host, [f.store], { ...seed, log: init.log })
+    const seeder = await serveWeights(host, [wholePiecesSource(f.store)], { ...seed, log: init.log })
     return { host, model, fetched, seeder, ...(headReadable ? { headReadable } : {}) }
   } catch (err) {
     await host.stop()
