@@ -10,7 +10,7 @@ import {
   type WireChoice
 } from '../../../client/index.js'
 import { reachabilityOf } from '../../../protocol/index.js'
-import { type GgufValue, type KvDType, openModelFile } from '../../../shards/index.js'
+import { type GgufValue, isContentModelId, type KvDType, openModelFile } from '../../../shards/index.js'
 import { loadOrCreateIdentity } from '../../identity.js'
 import { progress } from '../../log.js'
 import { chatPrompt } from '../chat-prompt.js'
@@ -136,7 +136,7 @@ export async function runRemoteGenerate(
   const t0 = performance.now()
   const identity = o.identity !== undefined ? await loadOrCreateIdentity(o.identity) : undefined
   // issue 33: a canary's reference is the client's own run of the hop's blocks (docs/weights.md)
-  if (o.modelId !== undefined && o.canaryRate > 0 && o.canaryBank === undefined)
+  if (o.modelId !== undefined && isContentModelId(o.modelId) && o.canaryRate > 0 && o.canaryBank === undefined)
     process.stderr.write(
       'canaries without --canary-bank need the middle blocks too: fetching the whole model (a bank, or --canary-rate 0, keeps the client thin: docs/weights.md)\n'
     )
