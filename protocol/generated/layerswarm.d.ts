@@ -3626,6 +3626,9 @@ export namespace layerswarm {
             /** HeadRequest checkDtype. */
             checkDtype: string;
 
+            /** HeadRequest logSumExp. */
+            logSumExp: boolean;
+
             /**
              * Creates a new HeadRequest instance using the specified properties.
              * @param [properties] Properties to set
@@ -3678,6 +3681,9 @@ export namespace layerswarm {
 
                 /** HeadRequest checkDtype */
                 checkDtype?: (string|null);
+
+                /** HeadRequest logSumExp */
+                logSumExp?: (boolean|null);
 
                 /** Unknown fields preserved while decoding when enabled */
                 $unknowns?: Uint8Array[];
