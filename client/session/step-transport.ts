@@ -5,6 +5,7 @@ import type { ReceiptLedger } from '../verification/receipts.js'
 import { type HeadChannel, headRecord } from './head-channel.js'
 import type { HopSession, HopTarget } from './hop.js'
 import type { PipelineObserver } from './pipeline-observer.js'
+import { liveTimeout } from './step-deadline.js'
 
 export type Forwarding = 'relay' | 'chain'
 
@@ -223,10 +224,12 @@ export class StepTransport {
   }
 }
 
-/** A deadline of `ms` that also follows the caller's signal. */
-export function stepDeadline(ms: number, { signal }: AbortOptions = {}): AbortSignal {
-  const t = AbortSignal.timeout(ms)
-  return signal ? AbortSignal.any([signal, t]) : t
+/**
+ * A deadline of `ms` that also follows the caller's signal: `ms` of the client's live time, the
+ * time its own event loop was held not counted against the peer (step-deadline.ts, issue 31).
+ */
+export function stepDeadline(ms: number, options: AbortOptions = {}): AbortSignal {
+  return liveTimeout(ms, options)
 }
 
 /**
