@@ -194,7 +194,8 @@ export class StepTransport {
         )
         // Observers see every chained step (canaries audit its middle hops, as decoy steps'
         // are, so an audit does not single out a decoy); a false answer poisons the route.
-        for (const o of this.init.observers ?? []) await o.chainedStepChecked?.(hops, stepId, rows, got.receipts)
+        const step = { hops, stepId, startPosition: startPos, rows, input: hidden, output: got.hidden, receipts: got.receipts }
+        for (const o of this.init.observers ?? []) await o.chainedStepChecked?.(step)
       })
       .catch((err) => {
         if (err instanceof BadReceiptError) this.poisoned ??= err
