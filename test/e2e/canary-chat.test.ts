@@ -86,7 +86,7 @@ describe('chat canaries on a templated model, real peers', () => {
     })
     try {
       const result = await client.generate(prompt, { maxTokens: 24, temperature: 0, special, promptTemplate: template })
-      expect(firstRoute()).toEqual([nodes.tamperer.peerId])
+      expect(firstRoute(), JSON.stringify(events.filter((e) => e.event === 'failover'))).toEqual([nodes.tamperer.peerId])
       // no honest peer was blamed for the client's own stall
       expect(events.filter((e) => e.event === 'failover').map((e) => e.peerId)).not.toContain(nodes.honestA.peerId)
       expect(events.filter((e) => e.event === 'failover').map((e) => e.peerId)).not.toContain(nodes.honestB.peerId)
@@ -116,7 +116,7 @@ describe('chat canaries on a templated model, real peers', () => {
       let r = await stream.next()
       while (!r.done) r = await stream.next()
       const result = r.value
-      expect(firstRoute()).toEqual([nodes.tamperer.peerId])
+      expect(firstRoute(), JSON.stringify(events.filter((e) => e.event === 'failover'))).toEqual([nodes.tamperer.peerId])
       const local = await localChatGreedy(model, 'Tell me a story.', 24)
       expect(result.tokens).toEqual(local.tokens)
       expect(result.report.excludedPeers).toEqual([nodes.tamperer.peerId])
