@@ -1,5 +1,3 @@
-import type { AbortOptions } from '@libp2p/interface'
-
 /*
  * A step's deadline counts the time the client could have read the answer, not time its own
  * event loop was held (issue 31, the canary-chat flake). A client that builds its canary set at
@@ -54,34 +52,22 @@ const stalls = new LoopStalls(() => performance.now())
 
 /**
  * A signal that aborts (TimeoutError, as AbortSignal.timeout's) once `ms` of the client's live
- * time has passed since the call, the time its event loop was held not counted, or when
- * `signal` aborts.
+ * time has passed since the call, the time its event loop was held not counted.
  */
-export function liveTimeout(ms: number, { signal }: AbortOptions = {}): AbortSignal {
-  if (signal?.aborted) return AbortSignal.abort(signal.reason)
+export function liveTimeout(ms: number): AbortSignal {
   const controller = new AbortController()
   const start = performance.now()
   stalls.acquire()
   const held0 = stalls.sample()
-  let timer: ReturnType<typeof setTimeout> | undefined
-  const done = (reason: unknown): void => {
-    clearTimeout(timer)
-    signal?.removeEventListener('abort', onAbort)
-    stalls.release()
-    controller.abort(reason)
-  }
-  const onAbort = (): void => done(signal?.reason)
   const check = (): void => {
     const live = performance.now() - start - (stalls.sample() - held0)
     if (live >= ms) {
-      done(new DOMException(`no answer within ${ms} ms of the client's live time`, 'TimeoutError'))
+      stalls.release()
+      controller.abort(new DOMException(`no answer within ${ms} ms of the client's live time`, 'TimeoutError'))
       return
     }
-    timer = setTimeout(check, Math.max(1, ms - live))
-    timer.unref?.()
+    setTimeout(check, Math.max(1, ms - live)).unref?.()
   }
-  signal?.addEventListener('abort', onAbort, { once: true })
-  timer = setTimeout(check, ms)
-  timer.unref?.()
+  setTimeout(check, ms).unref?.()
   return controller.signal
 }

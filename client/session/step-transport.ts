@@ -229,8 +229,9 @@ export class StepTransport {
  * A deadline of `ms` that also follows the caller's signal: `ms` of the client's live time, the
  * time its own event loop was held not counted against the peer (step-deadline.ts, issue 31).
  */
-export function stepDeadline(ms: number, options: AbortOptions = {}): AbortSignal {
-  return liveTimeout(ms, options)
+export function stepDeadline(ms: number, { signal }: AbortOptions = {}): AbortSignal {
+  const t = liveTimeout(ms)
+  return signal ? AbortSignal.any([signal, t]) : t
 }
 
 /**
