@@ -8,8 +8,8 @@
 import type { AbortOptions } from '@libp2p/interface'
 import { BadShapeError, UnauthorizedError, UnknownSessionError } from '../../protocol/index.js'
 import type { ShardLike } from '../../shards/index.js'
-import { DemandMeter } from './demand-meter.js'
 import { isRetryOfLast, type NodeSession, stepInputHash } from './node-session.js'
+import { DemandMeter } from './placement/demand-meter.js'
 import type { SessionManager } from './session-manager.js'
 import { type BatchJob, StepBatcher } from './step-batcher.js'
 

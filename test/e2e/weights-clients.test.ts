@@ -20,7 +20,7 @@ import { GGUF_PATH } from '../helpers/reference.js'
 // only the content id (`api --model-id`) fetches its edge from the swarm and serves the OpenAI
 // API under that id, token-equal to one process; it seeds what it fetched, so a second client
 // (`generate --model-id`) fetches chunks from the gateway. A second model (seed B) shares the
-// swarm: `join --model-id auto` picks by demand against supply (node/daemon/model-demand.ts):
+// swarm: `join --model-id auto` picks by demand against supply (node/daemon/placement/model-demand.ts):
 // B while nobody asks for either (it has the smaller share of blocks served), A once the
 // gateway's clients have asked A for tokens. Separate processes, real libp2p.
 

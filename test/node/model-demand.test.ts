@@ -1,11 +1,11 @@
 import { describe, expect, it } from 'vitest'
-import { DemandMeter } from '../../node/daemon/demand-meter.js'
 import { type ModelSupply, rankModelsByDemand } from '../../node/daemon/index.js'
+import { DemandMeter } from '../../node/daemon/placement/demand-meter.js'
 import { announcementContent } from '../../node/daemon/swarm-node-init.js'
 import { type Announcement, decodeAnnouncement, encodeAnnouncement, MalformedMessageError } from '../../protocol/index.js'
 
 // Issue 33 item 3: `join --model-id auto` picks the model by demand against supply
-// (node/daemon/model-demand.ts); nodes announce their content id and the demand they see.
+// (node/daemon/placement/model-demand.ts); nodes announce their content id and the demand they see.
 
 const id = (c: string): string => `lsw1-${c.repeat(64)}`
 const peer = (start: number, end: number, throughput: number, demand = 0) => ({

@@ -15,7 +15,7 @@ import { BadOptionError } from '../errors.js'
  * Issue 33 item 3: `join --model-id auto` serves the model the swarm needs most. It reads the
  * announcements the bootstrap peers hold (every model's: each names the content id its peer
  * seeds and the demand it sees), asks one peer of each model for the model's block count, and
- * ranks the models by node/daemon/model-demand.ts. Models announced without a content id (nodes
+ * ranks the models by node/daemon/placement/model-demand.ts. Models announced without a content id (nodes
  * of llama2.c files, or older peers) cannot be fetched by id and are left out.
  */
 

@@ -5,7 +5,7 @@
  * bootstrap peers only heard of count too), picks the span that most raises the swarm's
  * bottleneck (span-selection.ts), and runs `node start --layers` for it as a child process with
  * a kept identity. Every --check-interval it looks again and moves when Petals' rule says the
- * bottleneck would rise by the stated margin (node/daemon/rebalance.ts): the child leaves with a drain
+ * bottleneck would rise by the stated margin (node/daemon/placement/rebalance.ts): the child leaves with a drain
  * (its clients move their sessions) and a new one starts on the new span, same peer id.
  * Prints one JSON line per event: {event: 'serving' | 'moving' | 'stopped', ...}.
  */

@@ -1,7 +1,7 @@
 /*
  * Issue 33 item 3: which model a joining node serves when the swarm serves several. Each model's
  * peers announce their span, throughput (tokens/s) and demand (tokens of client steps asked of
- * their span over the last minute; node/daemon/demand-meter.ts). Per block, supply is the sum
+ * their span over the last minute; node/daemon/placement/demand-meter.ts). Per block, supply is the sum
  * of the throughput of the peers serving it and demand the sum of theirs; a model's supply is its
  * bottleneck block's, its demand its busiest block's. The rule (docs/weights.md):
  *
