@@ -173,7 +173,21 @@ function loadMoe(model: ModelFile, layer: number, kernels: Kernels, p: MoeParams
       down: loadMatrices(model, [name('ffn_down_exps')], kernels)
     })
   }
-  return { router, experts }
+  if (p.sharedHidden === 0) return { router, experts }
+  // qwen2moe's shared expert; its gate vector [dim] multiplies as a one-row f32 matrix (ggml_mul_mat).
+  const gateInp = model.readVector(`${blk}ffn_gate_inp_shexp`)
+  const shared = {
+    gateInp: kernels.prepare({
+      dtype: 'f32',
+      rows: 1,
+      cols: gateInp.length,
+      data: new Uint8Array(Float32Array.from(gateInp).buffer)
+    }),
+    gate: loadMatrices(model, [`${blk}ffn_gate_shexp`], kernels),
+    up: loadMatrices(model, [`${blk}ffn_up_shexp`], kernels),
+    down: loadMatrices(model, [`${blk}ffn_down_shexp`], kernels)
+  }
+  return { router, experts, shared }
 }
 
 /** Bytes of a block's weights (matrices as stored, norms as f32). */
@@ -181,7 +195,13 @@ export function blockWeightBytes(b: BlockWeights): number {
   const experts =
     b.moe?.experts.reduce(
       (n, e) => n + e.gate.data.byteLength + e.up.data.byteLength + e.down.data.byteLength,
-      b.moe.router.data.byteLength
+      b.moe.router.data.byteLength +
+        (b.moe.shared
+          ? b.moe.shared.gateInp.data.byteLength +
+            b.moe.shared.gate.data.byteLength +
+            b.moe.shared.up.data.byteLength +
+            b.moe.shared.down.data.byteLength
+          : 0)
     ) ?? 0
   const m = [b.wqkv, b.wk, b.wv, b.wo, b.w13, b.w2].reduce((n, w) => n + (w?.data.byteLength ?? 0), experts)
   const extra =

@@ -32,6 +32,13 @@ export interface AttentionShape {
 export interface MoeMatrices {
   readonly router: WeightMatrix
   readonly experts: ReadonlyArray<{ readonly gate: WeightMatrix; readonly up: WeightMatrix; readonly down: WeightMatrix }>
+  /** qwen2moe's shared expert: gate and up [sharedHidden, dim], down [dim, sharedHidden], and its gate row gateInp [1, dim]. */
+  readonly shared?: {
+    readonly gateInp: WeightMatrix
+    readonly gate: WeightMatrix
+    readonly up: WeightMatrix
+    readonly down: WeightMatrix
+  }
 }
 
 /** The weights of one transformer block as the forward pass holds them (shards/block.ts). */

@@ -138,7 +138,7 @@ export function registerMakeModel(program: Command): void {
     .addOption(new Option('--context <n>', 'context length written to <arch>.context_length').argParser(int('--context', 1)))
     .addOption(
       new Option('--arch <arch>', 'general.architecture')
-        .choices(['llama', 'qwen2', 'qwen3', 'gemma2', 'gemma3', 'phi3', 'qwen3moe'])
+        .choices(['llama', 'qwen2', 'qwen3', 'gemma2', 'gemma3', 'phi3', 'qwen3moe', 'qwen2moe'])
         .default('llama')
     )
     .addOption(
@@ -148,7 +148,10 @@ export function registerMakeModel(program: Command): void {
     )
     .addOption(new Option('--longrope', 'phi3: longrope short/long factors and attn factor'))
     .addOption(
-      new Option('--experts <count,used,ffn>', 'qwen3moe: experts, experts per token, expert FFN size').default('8,2,64')
+      new Option(
+        '--experts <count,used,ffn[,shared]>',
+        'qwen3moe, qwen2moe (default 8,2,64), llama (a Mixtral file): experts, experts per token, expert FFN size; qwen2moe: shared expert FFN size (default 4 × ffn)'
+      )
     )
     .addOption(
       new Option('--head-dim <n>', 'qwen3, qwen3moe, gemma: head size independent of dim / heads').argParser(int('--head-dim', 2))
@@ -184,7 +187,12 @@ export function registerMakeModel(program: Command): void {
         swaPattern: opts.swaPattern,
         ropeDims: opts.ropeDims,
         longrope: opts.longrope,
-        experts: opts.arch === 'qwen3moe' ? experts(opts.experts) : undefined
+        experts:
+          opts.arch === 'qwen3moe' || opts.arch === 'qwen2moe'
+            ? experts(opts.experts ?? '8,2,64')
+            : opts.experts !== undefined
+              ? experts(opts.experts)
+              : undefined
       }
       const tty = process.stderr.isTTY === true
       const result = runMakeModel(
@@ -197,8 +205,8 @@ export function registerMakeModel(program: Command): void {
     })
 }
 
-/** `--experts count,used,ffn` (random-families.ts checks the numbers). */
-function experts(v: string): { count: number; used: number; hidden: number } {
-  const [count, used, hidden] = v.split(',').map(Number)
-  return { count, used, hidden }
+/** `--experts count,used,ffn[,shared]` (random-families.ts checks the numbers). */
+function experts(v: string): { count: number; used: number; hidden: number; shared?: number } {
+  const [count, used, hidden, shared] = v.split(',').map(Number)
+  return { count, used, hidden, ...(shared !== undefined ? { shared } : {}) }
 }
