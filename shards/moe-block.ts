@@ -1,4 +1,4 @@
-import type { Kernels, MoeMatrices } from './kernels/kernels.js'
+import type { ExpertFfn, Kernels, MoeMatrices } from './kernels/kernels.js'
 import type { Scratch } from './scratch.js'
 import type { ModelConfig, MoeParams } from './types.js'
 
@@ -59,8 +59,38 @@ export function route(logits: Float32Array, R: number, p: MoeParams): Routing {
 /** Per-call buffers of the expert FFN (rows gathered per expert). */
 const buffers = new WeakMap<
   Scratch,
-  { rows: Float32Array; g: Float32Array; u: Float32Array; y: Float32Array; slots: Float32Array }
+  { rows: Float32Array; gu: Float32Array; g: Float32Array; u: Float32Array; y: Float32Array; slots: Float32Array }
 >()
+
+/**
+ * y = down(silu(gate·x) ⊙ up·x) on n rows of x into b.y (b.g holds the activations). With
+ * `up` absent, `gate` is [gate; up] stacked (block.ts loadMoe, same dtype): one matmul instead
+ * of two, each output row still its own dot product, so the bits are the same.
+ */
+function swigluFfn(
+  kernels: Kernels,
+  x: Float32Array,
+  n: number,
+  f: ExpertFfn,
+  h: number,
+  b: ReturnType<typeof buffersFor>
+): void {
+  let [g, u] = [b.g, b.u]
+  if (f.up) {
+    kernels.matmul(g, x, f.gate, n)
+    kernels.matmul(u, x, f.up, n)
+  } else {
+    kernels.matmul(b.gu, x, f.gate, n)
+    if (n === 1) [g, u] = [b.gu.subarray(0, h), b.gu.subarray(h, 2 * h)]
+    else
+      for (let j = 0; j < n; j++) {
+        g.set(b.gu.subarray(2 * j * h, (2 * j + 1) * h), j * h)
+        u.set(b.gu.subarray((2 * j + 1) * h, (2 * j + 2) * h), j * h)
+      }
+  }
+  kernels.swiglu(g, u, n * h)
+  kernels.matmul(b.y, g, f.down, n)
+}
 
 function buffersFor(s: Scratch, R: number, c: ModelConfig, p: MoeParams) {
   let b = buffers.get(s)
@@ -69,6 +99,7 @@ function buffersFor(s: Scratch, R: number, c: ModelConfig, p: MoeParams) {
     const h = Math.max(p.expertHidden, p.sharedHidden)
     b = {
       rows: new Float32Array(need),
+      gu: new Float32Array(2 * R * h),
       g: new Float32Array(R * h),
       u: new Float32Array(R * h),
       y: new Float32Array(need),
@@ -101,10 +132,7 @@ export function moeForward(kernels: Kernels, c: ModelConfig, m: MoeMatrices, s: 
       const r = Math.floor(picks[j] / p.nUsed)
       b.rows.set(s.xb.subarray(r * dim, (r + 1) * dim), j * dim)
     }
-    kernels.matmul(b.g, b.rows, m.experts[e].gate, n)
-    kernels.matmul(b.u, b.rows, m.experts[e].up, n)
-    kernels.swiglu(b.g, b.u, n * h)
-    kernels.matmul(b.y, b.g, m.experts[e].down, n)
+    swigluFfn(kernels, b.rows, n, m.experts[e], h, b)
     // ggml_mul(experts, weights): each expert's output row × its weight, in float32.
     picks.forEach((i, j) => {
       const wgt = routing.weights[i]
@@ -147,10 +175,7 @@ function sharedExpert(
   const h = (c.moe as MoeParams).sharedHidden
   const gates = new Float32Array(R)
   kernels.matmul(gates, xb, m.gateInp, R)
-  kernels.matmul(b.g, xb, m.gate, R)
-  kernels.matmul(b.u, xb, m.up, R)
-  kernels.swiglu(b.g, b.u, R * h)
-  kernels.matmul(b.y, b.g, m.down, R)
+  swigluFfn(kernels, xb, R, m, h, b)
   for (let r = 0; r < R; r++) {
     const gate = sharedGate(gates[r])
     for (let d = 0; d < dim; d++) b.y[r * dim + d] = Math.fround(b.y[r * dim + d] * gate)

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import { loadBlock } from '../../shards/block.js'
 import type { GgufValue } from '../../shards/index.js'
-import { createRandomModel, createReferenceKernels, dequantizeRow, parseShape } from '../../shards/index.js'
+import { createFastKernels, createRandomModel, createReferenceKernels, dequantizeRow, parseShape } from '../../shards/index.js'
 import { moeForward } from '../../shards/moe-block.js'
 import { neoxToNormOrder, ropeFrequencies, ropeScalingFromGguf } from '../../shards/rope-config.js'
 import { Scratch } from '../../shards/scratch.js'
@@ -237,5 +237,36 @@ describe('mixture of experts (Mixtral: llama with llama.expert_count)', () => {
     expect(model.hasTensor('blk.0.ffn_gate')).toBe(false)
     expect(model.metadata.get('llama.expert_count')).toBe(8)
     expect(model.metadata.has('llama.expert_feed_forward_length')).toBe(false)
+  })
+
+  it('experts with gate and up stacked into one matmul give the bits of gate and up apart', () => {
+    const model = createRandomModel(parseShape('64,1,4,2,96,300'), {
+      dtype: 'q4_k_m',
+      seed: 12,
+      arch: { architecture: 'llama', experts: { count: 4, used: 2, hidden: 256 } }
+    })
+    const c = model.config as ModelConfig
+    for (const kernels of [createReferenceKernels(), createFastKernels({ threads: 1 })]) {
+      const stacked = loadBlock(model, 0, kernels).moe
+      if (!stacked) throw new Error('no experts loaded')
+      expect(stacked.experts.every((e) => e.up === undefined && e.gate.rows === 512)).toBe(true)
+      const apart = {
+        router: stacked.router,
+        experts: stacked.experts.map((_, e) => ({
+          gate: kernels.prepare(model.readMatrix(`blk.0.ffn_gate_exps.${e}`)),
+          up: kernels.prepare(model.readMatrix(`blk.0.ffn_up_exps.${e}`)),
+          down: kernels.prepare(model.readMatrix(`blk.0.ffn_down_exps.${e}`))
+        }))
+      }
+      const run = (m: typeof stacked, T: number) => {
+        const s = new Scratch(c)
+        s.ensure(T)
+        s.xb.set(Float32Array.from({ length: T * c.dim }, (_, i) => Math.sin(i * 0.41) * 1.3))
+        moeForward(kernels, c, m, s, T)
+        return Buffer.from(s.xb.slice(0, T * c.dim).buffer)
+      }
+      for (const T of [1, 4]) expect(run(stacked, T).equals(run(apart, T)), `${kernels.name} T=${T}`).toBe(true)
+      kernels.close?.()
+    }
   })
 })

@@ -6,6 +6,7 @@ import {
   type ArchSpec,
   loadPackageVocabulary,
   MODEL_FILE_TYPES,
+  type ModelConfig,
   type ModelFileType,
   openModelFile,
   parseShape,
@@ -64,7 +65,7 @@ export function runMakeModel(o: MakeModelOptions, onProgress?: (done: number, to
   const file = new RangedFile(out)
   try {
     for (const t of readGgufHeader(file).tensors.values())
-      if (t.ne.length === 2) tensorTypes[t.dtype] = (tensorTypes[t.dtype] ?? 0) + 1
+      if (t.ne.length >= 2) tensorTypes[t.dtype] = (tensorTypes[t.dtype] ?? 0) + 1
   } finally {
     file.close()
   }
@@ -78,7 +79,7 @@ export function runMakeModel(o: MakeModelOptions, onProgress?: (done: number, to
         (2 * c.dim +
           2 * c.qDim * c.dim +
           2 * c.kvDim * c.dim +
-          3 * c.hiddenDim * c.dim +
+          ffnParams(c) +
           (c.qkvBias ? c.qDim + 2 * c.kvDim : 0) +
           (c.qkNorm ? 2 * c.headDim : 0)) +
       (c.ropeFreqFactors?.length ?? 0)
@@ -203,6 +204,13 @@ export function registerMakeModel(program: Command): void {
       )
       process.stdout.write(`${JSON.stringify(result)}\n`)
     })
+}
+
+/** One block's FFN parameters: a mixture's router, all its experts and its shared expert. */
+function ffnParams(c: ModelConfig): number {
+  const m = c.moe
+  if (!m) return 3 * c.hiddenDim * c.dim
+  return m.nExperts * (1 + 3 * m.expertHidden) * c.dim + (m.sharedHidden > 0 ? (1 + 3 * m.sharedHidden) * c.dim : 0)
 }
 
 /** `--experts count,used,ffn[,shared]` (random-families.ts checks the numbers). */
