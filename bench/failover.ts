@@ -170,7 +170,9 @@ export async function main(argv: string[]): Promise<void> {
         process.stderr.write(`bench failover: prefix ${prefix} ${mode}: ${resumeMs.toFixed(1)} ms\n`)
         stopView.abort()
         nodes.splice(nodes.indexOf(victim), 1)
-        nodes.push(await start(nodes.map((n) => n.addrs[0])))
+        // the holder too: it must reach the replacement to forward to it (the first node, its only
+        // bootstrap peer, may be gone; a real swarm's gossip mesh is wider)
+        nodes.push(await start([...nodes, ...(holder ? [holder] : [])].map((n) => n.addrs[0])))
       }
     }
   } finally {
