@@ -35,11 +35,11 @@ export function createHeadTamper(init: HeadTamperInit): (row: HeadRow) => HeadRo
     if (init.mode === 'swap') {
       ids[0] = row.ids[1]
       ids[1] = row.ids[0]
-      return { ids, values, tail: row.tail }
+      return { ...row, ids, values }
     }
-    if (init.mode === 'drop') return { ids: ids.subarray(1), values: values.subarray(1), tail: row.tail }
+    if (init.mode === 'drop') return { ...row, ids: ids.subarray(1), values: values.subarray(1) }
     for (let i = 0; i < values.length; i++) values[i] += (rng.nextF32() * 2 - 1) * size
     const order = [...ids.keys()].sort((a, b) => values[b] - values[a] || ids[a] - ids[b])
-    return { ids: Uint32Array.from(order, (i) => ids[i]), values: Float32Array.from(order, (i) => values[i]), tail: row.tail }
+    return { ...row, ids: Uint32Array.from(order, (i) => ids[i]), values: Float32Array.from(order, (i) => values[i]) }
   }
 }

@@ -121,8 +121,8 @@ export class LayerswarmClient {
    * host and a model whose edge tensors were fetched with HTTP range requests). Closing the
    * client stops the host and closes the model.
    */
-  static fromModel(host: Host, model: ModelFile, init: ClientInit): LayerswarmClient {
-    return new LayerswarmClient(host, model, init)
+  static fromModel(host: Host, model: ModelFile, init: ClientInit, headReadable?: (id: number) => boolean): LayerswarmClient {
+    return new LayerswarmClient(host, model, init, undefined, headReadable)
   }
 
   /** Tokens of context the model holds (prompt and completion together). */

@@ -27,7 +27,8 @@ export function headFromWire(w: wire.HeadRequest.$Properties | null | undefined)
     checkDtype = dtypeFromName(w.checkDtype)
     if (!checkDtype) throw new MalformedMessageError(`step.head.check_dtype: unknown dtype ${JSON.stringify(w.checkDtype)}`)
   }
-  const head = { minK, maxK, mass, temperature, allRows: w.allRows === true, valuesF32: w.valuesF32 === true }
+  const head: HeadRequest = { minK, maxK, mass, temperature, allRows: w.allRows === true, valuesF32: w.valuesF32 === true }
+  if (w.logSumExp === true) head.logSumExp = true
   return { head: checkDtype ? { ...head, checkDtype } : head }
 }
 

@@ -22,6 +22,8 @@ export interface HeadRequest {
   allRows: boolean
   /** Values as f32, else the top value f32 and f16 gaps below it. */
   valuesF32: boolean
+  /** Each row also carries the log-sum-exp of the whole row at temperature 1 (logprobs; session 4). */
+  logSumExp?: boolean
   /** The dtype the hop's hidden output travels in (the client checks the head with it); absent: the session's. */
   checkDtype?: DType
 }

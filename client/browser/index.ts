@@ -12,6 +12,7 @@ import { createHost } from '../../protocol/index.js'
 import { type Kernels, selectKernels } from '../../shards/index.js'
 import { LayerswarmClient } from '../client.js'
 import type { ClientInit } from '../client-types.js'
+import { DEFAULT_SECRET_ROWS } from '../head/index.js'
 import { DEFAULT_EDGE_FIRST, DEFAULT_EDGE_LAST } from '../options.js'
 import { edgeOnlyModel } from '../verification/canary-bank-init.js'
 import { BrowserClientError, ModelFetchError } from './errors.js'
@@ -79,12 +80,16 @@ export async function createBrowserClient(init: BrowserClientInit, options: Abor
     throw new BrowserClientError('bootstrap must list at least one ws:// multiaddr of a swarm peer')
   if (typeof init.modelUrl !== 'string' || init.modelUrl.length === 0)
     throw new BrowserClientError('modelUrl must be the URL of the GGUF the swarm serves')
-  const { model, fetchedBytes, totalBytes } = await openModelUrl({
+  // the head on a peer (issue #35): the last block runs there too, and of the head only rows come
+  const remoteHead = init.head === 'remote'
+  const edgeLast = remoteHead ? 0 : (init.edgeLast ?? DEFAULT_EDGE_LAST)
+  const { model, fetchedBytes, totalBytes, headReadable } = await openModelUrl({
     url: init.modelUrl,
     edgeFirst: init.edgeFirst ?? DEFAULT_EDGE_FIRST,
-    edgeLast: init.edgeLast ?? DEFAULT_EDGE_LAST,
+    edgeLast,
     headers: init.headers,
-    signal: options.signal
+    signal: options.signal,
+    ...(remoteHead ? { headSecretRows: init.headSecretRows ?? DEFAULT_SECRET_ROWS } : {})
   })
   let kernels: Kernels | undefined
   try {
@@ -94,14 +99,13 @@ export async function createBrowserClient(init: BrowserClientInit, options: Abor
     const { modelUrl: _url, headers: _headers, kernels: _kind, canaryBank: _bank, ...rest } = init
     const n = model.config.nLayers
     // with a bank, the tab is a thin client: a touch of a block it does not hold is a typed error
-    const held = bank
-      ? edgeOnlyModel(model, init.edgeFirst ?? DEFAULT_EDGE_FIRST, n - (init.edgeLast ?? DEFAULT_EDGE_LAST))
-      : model
-    const client = LayerswarmClient.fromModel(host, held, {
-      ...rest,
-      kernels,
-      ...(bank ? { canaryBank: bank, canaries: init.canaries ?? {} } : { canaries: false })
-    })
+    const held = bank ? edgeOnlyModel(model, init.edgeFirst ?? DEFAULT_EDGE_FIRST, n - edgeLast) : model
+    const client = LayerswarmClient.fromModel(
+      host,
+      held,
+      { ...rest, edgeLast, kernels, ...(bank ? { canaryBank: bank, canaries: init.canaries ?? {} } : { canaries: false }) },
+      headReadable
+    )
     const own = kernels
     return {
       client,

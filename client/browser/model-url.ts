@@ -22,6 +22,36 @@ export interface ModelUrlInit {
   readonly headerPrefetchBytes?: number
   /** Ranges closer than this are fetched as one (default RANGE_MERGE_GAP_BYTES). */
   readonly mergeGapBytes?: number
+  /**
+   * Issue #35 (head on a peer): fetch of an untied head (`output.weight`) only runs of rows holding
+   * at least this many, at secret random places (the client's secret rows come from them).
+   */
+  readonly headSecretRows?: number
+}
+
+/** Rows a run of the head holds: few requests, and still many places (docs/browser.md). */
+const HEAD_ROWS_PER_RUN = 32
+
+/** Secret random runs of rows of a head of `rows` rows, at least `want` rows in all: [first, count] each. */
+function headRuns(rows: number, want: number): Array<[number, number]> {
+  const runs = Math.max(1, Math.floor(rows / HEAD_ROWS_PER_RUN))
+  const order = Array.from({ length: runs }, (_, r) => r)
+  const draw = new Uint32Array(runs)
+  globalThis.crypto.getRandomValues(draw)
+  for (let i = runs - 1; i > 0; i--) {
+    const j = draw[i] % (i + 1)
+    ;[order[i], order[j]] = [order[j], order[i]]
+  }
+  const out: Array<[number, number]> = []
+  let held = 0
+  for (const r of order) {
+    if (held >= Math.min(want, rows)) break
+    const first = r * HEAD_ROWS_PER_RUN
+    const count = r === runs - 1 ? rows - first : HEAD_ROWS_PER_RUN
+    out.push([first, count])
+    held += count
+  }
+  return out
 }
 
 /** A [start, end) byte range and its bytes once fetched. */
@@ -124,7 +154,13 @@ function isEdgeTensor(name: string, nLayers: number, edgeFirst: number, edgeLast
  * Open the GGUF at `url` for a client with `edgeFirst` and `edgeLast` blocks: what it downloads
  * is the header, its tensors and 8 KiB samples of the rest; `fetchedBytes` says how much.
  */
-export async function openModelUrl(init: ModelUrlInit): Promise<{ model: ModelFile; fetchedBytes: number; totalBytes: number }> {
+export async function openModelUrl(init: ModelUrlInit): Promise<{
+  model: ModelFile
+  fetchedBytes: number
+  totalBytes: number
+  /** With headSecretRows and an untied head: the head rows fetched (the client's secret rows come from them). */
+  headReadable?: (id: number) => boolean
+}> {
   const { url, headers, signal } = init
   let prefix = init.headerPrefetchBytes ?? HEADER_PREFETCH_BYTES
   for (;;) {
@@ -150,15 +186,33 @@ export async function openModelUrl(init: ModelUrlInit): Promise<{ model: ModelFi
     }
     const ranges: Array<[number, number]> = []
     const half = Math.floor(MODEL_ID_SAMPLE_BYTES / 2)
+    let headReadable: ((id: number) => boolean) | undefined
+    // the head's runs are never merged with what lies between them (that would fetch the head)
+    const headRanges: Array<[number, number]> = []
+    const head = init.headSecretRows !== undefined ? header.tensors.get('output.weight') : undefined
+    if (head && head.ne.length === 2 && head.sizeBytes > MODEL_ID_SAMPLE_BYTES) {
+      const rows = head.ne[1]
+      const rowBytes = head.sizeBytes / rows
+      const held = new Set<number>()
+      for (const [first, count] of headRuns(rows, init.headSecretRows ?? 0)) {
+        headRanges.push([head.offset + first * rowBytes, head.offset + (first + count) * rowBytes])
+        for (let i = first; i < first + count; i++) held.add(i)
+      }
+      headReadable = (id) => held.has(id)
+    }
     for (const [name, t] of header.tensors) {
       const end = t.offset + t.sizeBytes
-      if (isEdgeTensor(name, nLayers, init.edgeFirst, init.edgeLast) || t.sizeBytes <= MODEL_ID_SAMPLE_BYTES) {
+      if (headReadable && t === head) {
+        ranges.push([t.offset, t.offset + half], [end - half, end])
+      } else if (isEdgeTensor(name, nLayers, init.edgeFirst, init.edgeLast) || t.sizeBytes <= MODEL_ID_SAMPLE_BYTES) {
         ranges.push([t.offset, end])
       } else {
         ranges.push([t.offset, t.offset + half], [end - half, end])
       }
     }
-    const wanted = mergeRanges(ranges, init.mergeGapBytes ?? RANGE_MERGE_GAP_BYTES).filter(([, e]) => e > first.bytes.length)
+    const wanted = [...mergeRanges(ranges, init.mergeGapBytes ?? RANGE_MERGE_GAP_BYTES), ...mergeRanges(headRanges, 0)].filter(
+      ([, e]) => e > first.bytes.length
+    )
     let next = 0
     const worker = async (): Promise<void> => {
       while (next < wanted.length) {
@@ -169,6 +223,6 @@ export async function openModelUrl(init: ModelUrlInit): Promise<{ model: ModelFi
     }
     await Promise.all(Array.from({ length: Math.min(FETCH_CONCURRENCY, wanted.length) }, worker))
     const fetchedBytes = source.heldBytes()
-    return { model: openGgufModelFrom(source), fetchedBytes, totalBytes: size }
+    return { model: openGgufModelFrom(source), fetchedBytes, totalBytes: size, ...(headReadable ? { headReadable } : {}) }
   }
 }

@@ -34,6 +34,8 @@ export type WorkerReply =
       receipts: unknown
       canaries: unknown
       wire: unknown
+      // with head remote: the head stats (GenerateResult.head), else null
+      head: unknown
     }
   | { type: 'error'; id?: number; code: string; message: string }
   | { type: 'kat'; failed: { webcrypto: string[]; shim: string[] } }
@@ -72,7 +74,8 @@ async function generate(req: Extract<WorkerRequest, { type: 'generate' }>): Prom
     routes: res.report.routes,
     receipts: res.report.receipts,
     canaries: res.report.canaries,
-    wire: res.report.wire
+    wire: res.report.wire,
+    head: res.head ?? null
   })
 }
 

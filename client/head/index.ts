@@ -12,4 +12,5 @@ export {
   RemoteHead
 } from './remote-head.js'
 export { remoteHeadTokens } from './remote-head-generate.js'
-export { type HeadAsk, headAsk, pickFromRow, rowLogits } from './remote-head-sampler.js'
+export { perTokenRemote } from './remote-head-per-token.js'
+export { type HeadAsk, headAsk, logprobAsk, pickFromRow, pickMasked, rowLogits, rowLogprobs } from './remote-head-sampler.js'

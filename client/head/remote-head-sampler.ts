@@ -8,7 +8,7 @@
  * exp(2^-11·gap/T) − 1 relative (docs/verification.md).
  */
 import type { HeadRequest } from '../../protocol/index.js'
-import type { HeadRow, SamplerOptions } from '../../shards/index.js'
+import { type HeadRow, InvalidArgumentError, type SamplerOptions, type TokenLogprobs } from '../../shards/index.js'
 
 /** Tokens a greedy step asks: enough to check and to see near-ties, few bytes. */
 const GREEDY = { minK: 4, maxK: 32, mass: 0.9, temperature: 1 }
@@ -102,4 +102,60 @@ function nextDown32(x: number): number {
   if (x === 0) return -(2 ** -149)
   bits[0] += x > 0 ? -1 : 1
   return f[0]
+}
+
+/**
+ * A step's ask with logprobs (issue 37's `logprobs`/`top_logprobs` under `--head remote`): at
+ * least `topLogprobs` entries, their exact f32 values and the row's log-sum-exp at temperature 1,
+ * so every returned token's log-probability is the one the client's own head would give.
+ */
+export function logprobAsk(ask: HeadAsk, topLogprobs: number | undefined, vocab: number): HeadAsk {
+  if (topLogprobs === undefined) return ask
+  const minK = Math.min(vocab, Math.max(ask.minK, topLogprobs, 1))
+  return { ...ask, minK, maxK: Math.max(ask.maxK, minK), valuesF32: true, logSumExp: true }
+}
+
+/** The sampled token's log-probability and the `top` likeliest, from a row that carries its log-sum-exp. */
+export function rowLogprobs(row: HeadRow, token: number, top: number): TokenLogprobs {
+  const lse = row.lse
+  const at = row.ids.indexOf(token)
+  if (lse === undefined || at < 0) throw new InvalidArgumentError(`no log-probability for token ${token} in this head reply`)
+  const n = Math.min(top, row.ids.length)
+  return {
+    token,
+    logprob: row.values[at] - lse,
+    top: Array.from({ length: n }, (_, i) => ({ token: row.ids[i], logprob: row.values[i] - lse }))
+  }
+}
+
+/**
+ * The token a draw `u` picks under a grammar mask (`mask`: the vocabulary's row after
+ * ConstrainedDecode.mask, −∞ where refused), or undefined when the reply cannot say (ask the full
+ * row). The allowed tokens of the reply, in the peer's order, are the best allowed tokens of the
+ * whole row, so greedy is the first of them, exactly. Sampling needs the allowed mass outside the
+ * reply, which lies between 0 and the reply's tail: the pick is monotone in that mass, so when
+ * both ends pick the same token every value between does, and the pick is exact.
+ */
+export function pickMasked(row: HeadRow, o: SamplerOptions, u: number, mask: Float32Array): number | undefined {
+  const vocab = mask.length
+  const ids: number[] = []
+  const values: number[] = []
+  for (let i = 0; i < row.ids.length; i++) {
+    if (mask[row.ids[i]] === Number.NEGATIVE_INFINITY) continue
+    ids.push(row.ids[i])
+    values.push(row.values[i])
+  }
+  if (ids.length === 0) return undefined
+  let allowed = 0
+  for (let i = 0; i < vocab; i++) if (mask[i] !== Number.NEGATIVE_INFINITY) allowed++
+  const kept: HeadRow = { ids: Uint32Array.from(ids), values: Float32Array.from(values), tail: 0 }
+  // every allowed token is in the reply: a complete row of the masked distribution
+  if (allowed === ids.length || row.ids.length >= vocab) return pickFromRow(kept, o, u, ids.length)
+  const temperature = o.temperature ?? 1
+  if (temperature === 0) return ids[0]
+  // the tail relative to the best allowed value (pickFromRow measures from values[0])
+  const tail = row.tail * Math.exp((row.values[0] - values[0]) / temperature)
+  const low = pickFromRow(kept, o, u, vocab)
+  const high = pickFromRow({ ...kept, tail }, o, u, vocab)
+  return low !== undefined && low === high ? low : undefined
 }

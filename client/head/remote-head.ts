@@ -164,7 +164,7 @@ export class RemoteHead {
       const binding = { ...record }
       const plain = openHeadReply(key, binding, record.sealed)
       const req = this.init.channel.request
-      return decodeHeadRows(plain, record.rows, this.init.config.vocabSize, req?.valuesF32 ?? false)
+      return decodeHeadRows(plain, record.rows, this.init.config.vocabSize, req?.valuesF32 ?? false, req?.logSumExp === true)
     } finally {
       key.fill(0)
     }

@@ -302,8 +302,7 @@ export class SwarmView {
         // the address is what the user must fix
         const failed = this.lastRefresh.bootstrapFailed
         if (failed.length > 0 && failed.length === this.bootstrap.length && this.peers.size === 0) throw failed[0]
-        // the last refresh's facts go with the error: a route that never came under load (CI)
-        // is otherwise not told apart from a swarm that is not there
+        // the last refresh's facts go with the error: a route that never came (CI load) vs no swarm
         if (Date.now() > deadline)
           throw new NoRouteError(`${(err as Error).message} (waited ${Date.now() - t0} ms; ${this.explain(from, to).join('; ')})`)
         this.onWait?.({

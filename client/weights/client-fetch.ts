@@ -62,6 +62,13 @@ export async function fetchClientModel(
     // canary prompts are sampled from the whole model (client/verification/canary-secret.ts), head
     // included: without a bank the head is fetched whole, with a bank or canaries off only its rows
     const remoteHead = init.head === 'remote' && !middle
+    // said, not silent (issue #35, session 4): the thin option's head saving is lost here
+    if (init.head === 'remote' && middle)
+      init.log?.({
+        event: 'head-fetched-whole',
+        reason:
+          'canaries without a bank sample their prompts through the whole model, head included; a canary bank (--canary-bank) or --canary-rate 0 fetches only the head chunks of the secret rows'
+      })
     const edge = edgeWant(k, j)
     const headless = (c: ModelConfig): PieceWant => ({ ...edge(c), ...(remoteHead ? { skipHead: true } : {}) })
     const f = await fetchModel({

@@ -69,7 +69,7 @@ export class HeadServer {
         position: step.startPosition,
         rows: asked
       }
-      return sealHeadReply(key, binding, encodeHeadRows(out, req.valuesF32))
+      return sealHeadReply(key, binding, encodeHeadRows(out, req.valuesF32, req.logSumExp === true))
     } finally {
       key.fill(0)
     }

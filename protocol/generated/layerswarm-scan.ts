@@ -394,6 +394,7 @@ export const WIRE_SCAN_MESSAGES: Readonly<Record<string, WireScanMessage>> = {
       5: { name: 'allRows', what: 'HeadRequest.all_rows', wireType: 0, repeated: false },
       6: { name: 'valuesF32', what: 'HeadRequest.values_f32', wireType: 0, repeated: false },
       7: { name: 'checkDtype', what: 'HeadRequest.check_dtype', wireType: 2, repeated: false },
+      360: { name: 'logSumExp', what: 'HeadRequest.log_sum_exp', wireType: 0, repeated: false },
     }
   },
 }

@@ -3614,6 +3614,9 @@ export namespace layerswarm {
             /** HeadRequest checkDtype. */
             checkDtype: string;
 
+            /** HeadRequest logSumExp. */
+            logSumExp: boolean;
+
             /**
              * Creates a new HeadRequest instance using the specified properties.
              * @param [properties] Properties to set
@@ -3666,6 +3669,9 @@ export namespace layerswarm {
 
                 /** HeadRequest checkDtype */
                 checkDtype?: (string|null);
+
+                /** HeadRequest logSumExp */
+                logSumExp?: (boolean|null);
 
                 /** Unknown fields preserved while decoding when enabled */
                 $unknowns?: Uint8Array[];

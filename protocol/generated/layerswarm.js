@@ -5191,6 +5191,7 @@ export const layerswarm = $root.layerswarm = (() => {
             HeadRequest.prototype.allRows = false;
             HeadRequest.prototype.valuesF32 = false;
             HeadRequest.prototype.checkDtype = "";
+            HeadRequest.prototype.logSumExp = false;
 
             HeadRequest.create = function(properties) {
                 return new HeadRequest(properties);
@@ -5217,6 +5218,8 @@ export const layerswarm = $root.layerswarm = (() => {
                     writer.uint32(48).bool(message.valuesF32);
                 if (message.checkDtype != null && $Object.hasOwnProperty.call(message, "checkDtype") && message.checkDtype !== "")
                     writer.uint32(58).string(message.checkDtype);
+                if (message.logSumExp != null && $Object.hasOwnProperty.call(message, "logSumExp") && message.logSumExp !== false)
+                    writer.uint32(2880).bool(message.logSumExp);
                 if (message.$unknowns != null && $Object.hasOwnProperty.call(message, "$unknowns"))
                     for (let i = 0; i < message.$unknowns.length; ++i)
                         writer.raw(message.$unknowns[i]);
@@ -5311,6 +5314,15 @@ export const layerswarm = $root.layerswarm = (() => {
                                 message.checkDtype = value;
                             else
                                 delete message.checkDtype;
+                            continue;
+                        }
+                    case 360: {
+                            if (wireType !== 0)
+                                break;
+                            if (value = reader.bool())
+                                message.logSumExp = value;
+                            else
+                                delete message.logSumExp;
                             continue;
                         }
                     }

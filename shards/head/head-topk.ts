@@ -19,6 +19,8 @@ export interface TopKRequest {
   readonly mass: number
   /** The softmax the mass is measured under; 0 counts as 1. */
   readonly temperature: number
+  /** Also the row's log-sum-exp at temperature 1 (HeadRow.lse), for logprobs. */
+  readonly logSumExp?: boolean
 }
 
 /** One row of a head reply. */
@@ -29,6 +31,8 @@ export interface HeadRow {
   readonly values: Float32Array
   /** Σ exp((x_j − values[0]) / T) over the tokens not in ids (T the request's temperature). */
   readonly tail: number
+  /** log Σ exp(x_j) over the whole row at temperature 1, when the request asked it (logprobs are value − lse). */
+  readonly lse?: number
 }
 
 /** A row's entries ranked (value descending, id ascending). */
@@ -94,17 +98,28 @@ export function headTopK(logits: Float32Array, req: TopKRequest): HeadRow {
   const ids = order.slice(0, k)
   const values = new Float32Array(k)
   for (let i = 0; i < k; i++) values[i] = logits[ids[i]]
-  return { ids, values, tail: k === vocab ? 0 : Math.max(0, total - inside) }
+  const tail = k === vocab ? 0 : Math.max(0, total - inside)
+  if (!req.logSumExp) return { ids, values, tail }
+  // the same float64 sum, in index order, as shards/constrain/logprobs.ts over the client's row
+  let sum1 = total
+  if (t !== 1) {
+    sum1 = 0
+    for (let i = 0; i < vocab; i++) sum1 += Math.exp(logits[i] - top)
+  }
+  return { ids, values, tail, lse: top + Math.log(sum1) }
 }
 
 /** Bytes of one encoded row of k entries. */
-function rowBytes(k: number, valuesF32: boolean): number {
-  return 4 + 4 + 8 + 4 * k + (k - 1) * (valuesF32 ? 4 : 2)
+function rowBytes(k: number, valuesF32: boolean, lse: boolean): number {
+  return 4 + 4 + 8 + (lse ? 8 : 0) + 4 * k + (k - 1) * (valuesF32 ? 4 : 2)
 }
 
-/** The plaintext of a head reply: rows in order (u32 k ‖ f32 top ‖ f64 tail ‖ u32 ids ‖ values). */
-export function encodeHeadRows(rows: readonly HeadRow[], valuesF32: boolean): Uint8Array {
-  const out = new Uint8Array(rows.reduce((n, r) => n + rowBytes(r.ids.length, valuesF32), 0))
+/**
+ * The plaintext of a head reply: rows in order (u32 k ‖ f32 top ‖ f64 tail ‖ [f64 lse] ‖ u32 ids ‖
+ * values); `lse` when the request asked the log-sum-exp (every row then carries one).
+ */
+export function encodeHeadRows(rows: readonly HeadRow[], valuesF32: boolean, lse = false): Uint8Array {
+  const out = new Uint8Array(rows.reduce((n, r) => n + rowBytes(r.ids.length, valuesF32, lse), 0))
   const dv = new DataView(out.buffer)
   let o = 0
   for (const r of rows) {
@@ -113,6 +128,11 @@ export function encodeHeadRows(rows: readonly HeadRow[], valuesF32: boolean): Ui
     dv.setFloat32(o + 4, r.values[0], true)
     dv.setFloat64(o + 8, r.tail, true)
     o += 16
+    if (lse) {
+      if (r.lse === undefined) throw new InvalidArgumentError('a head row without the log-sum-exp its request asked')
+      dv.setFloat64(o, r.lse, true)
+      o += 8
+    }
     for (let i = 0; i < k; i++, o += 4) dv.setUint32(o, r.ids[i], true)
     for (let i = 1; i < k; i++) {
       if (valuesF32) {
@@ -128,20 +148,26 @@ export function encodeHeadRows(rows: readonly HeadRow[], valuesF32: boolean): Ui
 }
 
 /** Rows of an opened head reply; InvalidArgumentError when the bytes do not hold `rows` rows of ids below `vocab`. */
-export function decodeHeadRows(bytes: Uint8Array, rows: number, vocab: number, valuesF32: boolean): HeadRow[] {
+export function decodeHeadRows(bytes: Uint8Array, rows: number, vocab: number, valuesF32: boolean, lse = false): HeadRow[] {
   const dv = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength)
   const out: HeadRow[] = []
   let o = 0
   for (let r = 0; r < rows; r++) {
     if (o + 16 > bytes.length) throw new InvalidArgumentError(`head reply ends before row ${r}`)
     const k = dv.getUint32(o, true)
-    if (k < 1 || k > vocab || o + rowBytes(k, valuesF32) > bytes.length)
+    if (k < 1 || k > vocab || o + rowBytes(k, valuesF32, lse) > bytes.length)
       throw new InvalidArgumentError(`head reply row ${r}: ${k} entries do not fit`)
     const values = new Float32Array(k)
     values[0] = dv.getFloat32(o + 4, true)
     const tail = dv.getFloat64(o + 8, true)
     if (!Number.isFinite(values[0]) || !(tail >= 0)) throw new InvalidArgumentError(`head reply row ${r}: bad top or tail`)
     o += 16
+    let rowLse: number | undefined
+    if (lse) {
+      rowLse = dv.getFloat64(o, true)
+      if (!(rowLse >= values[0])) throw new InvalidArgumentError(`head reply row ${r}: a log-sum-exp below the top logit`)
+      o += 8
+    }
     const ids = new Uint32Array(k)
     for (let i = 0; i < k; i++, o += 4) {
       ids[i] = dv.getUint32(o, true)
@@ -156,7 +182,7 @@ export function decodeHeadRows(bytes: Uint8Array, rows: number, vocab: number, v
         o += 2
       }
     }
-    out.push({ ids, values, tail })
+    out.push(rowLse === undefined ? { ids, values, tail } : { ids, values, tail, lse: rowLse })
   }
   if (o !== bytes.length) throw new InvalidArgumentError(`head reply holds ${bytes.length - o} bytes past its rows`)
   return out

@@ -33,6 +33,34 @@ beforeAll(async () => {
 afterAll(() => new Promise<void>((resolve) => server.close(() => resolve())))
 
 describe('openModelUrl', () => {
+  it('with the head on a peer (headSecretRows): runs of head rows only, read as from the file; the rest refused', async () => {
+    const o = { url: `${base}/m.gguf`, edgeFirst: 1, edgeLast: 0, headerPrefetchBytes: 4096, mergeGapBytes: 0 }
+    const whole = await openModelUrl(o)
+    const thin = await openModelUrl({ ...o, headSecretRows: 64 })
+    const local = openModelFile(GGUF_PATH)
+    try {
+      expect(whole.headReadable).toBeUndefined()
+      const held = Array.from({ length: 512 }, (_, id) => id).filter((id) => thin.headReadable?.(id))
+      expect(held.length).toBe(64) // 2 runs of 32 of the 512 rows
+      // 448 rows of 64 f32 (112 KiB) less, less the id samples at the head's ends (8 KiB at most)
+      expect(whole.fetchedBytes - thin.fetchedBytes).toBeGreaterThanOrEqual(448 * 256 - 8192)
+      expect(computeModelId(thin.model)).toBe(computeModelId(local))
+      const rows = thin.model.readMatrixRows
+      expect(rows).toBeDefined()
+      for (const id of held) {
+        const mine = thin.model.readMatrixRows?.('output', id, 1).data as Uint8Array
+        const theirs = local.readMatrixRows?.('output', id, 1).data as Uint8Array
+        expect(Buffer.from(mine).equals(Buffer.from(theirs))).toBe(true)
+      }
+      const missing = Array.from({ length: 512 }, (_, id) => id).find((id) => !thin.headReadable?.(id) && id > 16 && id < 496)
+      expect(() => thin.model.readMatrixRows?.('output', missing as number, 1)).toThrow(RangeNotFetchedError)
+    } finally {
+      local.close()
+      whole.model.close()
+      thin.model.close()
+    }
+  })
+
   it('fetches the header, the edge tensors and id samples only; same config and model id as the file', async () => {
     requests.length = 0
     const { model, fetchedBytes, totalBytes } = await openModelUrl({

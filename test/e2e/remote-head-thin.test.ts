@@ -104,6 +104,17 @@ describe('a thin client with the head on a peer fetches only some head chunks (n
     expect(r.weights.fileBytes).toBe(f.weights.fileBytes)
   })
 
+  it('canaries on without a bank: the head comes whole, and the client says why (head-fetched-whole)', {
+    timeout: 360_000
+  }, async () => {
+    const r = await generate(['--head', 'remote', '--canary-rate', '0.05', '--verbose'])
+    expect(r.status, r.stderr).toBe(0)
+    const out = JSON.parse(r.stdout) as GenerateJson
+    expect(out.weights.head).toBeUndefined()
+    expect(r.stderr).toContain('"event":"head-fetched-whole"')
+    expect(r.stderr).toContain('--canary-bank')
+  })
+
   it('generate --model FILE --head remote: the client reads its head rows alone, never the head matrix', {
     timeout: 180_000
   }, async () => {

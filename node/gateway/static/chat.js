@@ -52,6 +52,11 @@ async function start() {
   const keyHex = fragment.get('bank-key')
   const bankKey =
     keyHex && /^[0-9a-f]{64}$/i.test(keyHex) ? Uint8Array.from(keyHex.match(/../g), (h) => Number.parseInt(h, 16)) : null
+  // #head=remote: the LM head runs on the last block's peer (issue #35), which then learns the
+  // output distribution, hence the text (docs/security.md); the tab holds a few head rows only
+  const head = fragment.get('head') === 'remote' ? 'remote' : 'local'
+  // #head-rows=N: the secret head rows it fetches and checks with (default 1024)
+  const headRows = Number(fragment.get('head-rows'))
   const worker = new Worker('/browser/layerswarm-worker.js', { type: 'module' })
   worker.onerror = (e) => showError('worker', { message: e.message, code: 'WORKER' })
   worker.onmessage = (e) => onReply(e.data)
@@ -64,7 +69,9 @@ async function start() {
       bootstrap: info.bootstrap,
       modelUrl: new URL(info.model.url, location.href).href,
       edgeFirst: info.edge.first,
-      edgeLast: info.edge.last,
+      edgeLast: head === 'remote' ? 0 : info.edge.last,
+      head,
+      ...(head === 'remote' && Number.isInteger(headRows) && headRows > 0 ? { headSecretRows: headRows } : {}),
       wireDtype: 'f32',
       routeTimeoutMs: 30000,
       headers,
@@ -117,8 +124,11 @@ function onReply(m) {
     const flagged = m.canaries.filter((c) => c.excluded).length
     const checks = m.canaries.length > 0 ? `canaries sent: ${sent}, peers excluded: ${flagged}` : 'canaries: off (no bank)'
     const seconds = (performance.now() - current.startedAt) / 1000
+    const headText = m.head
+      ? `; head on a peer: ${m.head.checks} checks, ${m.head.violations} violations, ${m.head.memory?.rowsHeld ?? 0} rows held`
+      : ''
     $('meta').textContent =
-      `${m.tokens.length} tokens in ${seconds.toFixed(1)} s through ${hops}; receipts checked: ${m.receipts.checked}; ${checks}`
+      `${m.tokens.length} tokens in ${seconds.toFixed(1)} s through ${hops}; receipts checked: ${m.receipts.checked}; ${checks}${headText}`
     current = null
     $('go').disabled = false
     state('done')
