@@ -31,9 +31,9 @@ export interface KvRecoveryInit {
   /** Convicted peers: their sealed snapshots are discarded, never restored (snapshots.ts). */
   readonly isConvicted?: (peerId: string) => boolean
   /**
-   * Issue #41: 'node' (with a standby and the client's identity key): standbys are fed node to
-   * node under the client's grants and no KV crosses the client's link; 'client': the client
-   * keeps the sealed snapshots and forwards them (the earlier path).
+   * Issue #41: 'node' (with snapshotEvery and the client's identity key): standbys, else holder
+   * peers (holders.ts), are fed node to node under the client's grants and no KV crosses the
+   * client's link; 'client': the client keeps the sealed snapshots and forwards them (the earlier path).
    */
   readonly kvPath?: KvPath
   readonly privateKey?: PrivateKey
