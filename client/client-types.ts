@@ -44,6 +44,12 @@ export interface ClientInit {
   readonly modelId?: string
   /** Where fetched models are kept (default `$LAYERSWARM_HOME/models`, else `~/.layerswarm/models`). */
   readonly modelsDir?: string
+  /**
+   * Issue 33: with `modelId`, the client serves the chunks it fetched to other peers on its host
+   * (/layerswarm/weights), as every node does, under these upload caps in bytes/s (0: none).
+   * Peers reach it where it listens (`listen`) or over a connection it holds. Default on; false: off.
+   */
+  readonly seedWeights?: false | { readonly maxUploadBytesPerSecond?: number; readonly maxPeerUploadBytesPerSecond?: number }
   readonly tokenizer?: string
   /** Blocks the client runs itself before / after the remote span (default 1 and 1). */
   readonly edgeFirst?: number

@@ -1,6 +1,6 @@
 import { Command } from 'commander'
 import { withConfigEverywhere } from '../config.js'
-import { registerApi } from './commands/api.js'
+import { registerApi } from './commands/api-command.js'
 import { registerBackend } from './commands/backend.js'
 import { registerCanary } from './commands/canary.js'
 import { registerDemo } from './commands/demo.js'

@@ -54,7 +54,7 @@ import { SessionCrypto } from './session-crypto.js'
 import { SessionManager } from './session-manager.js'
 import { SessionRequests } from './session-requests.js'
 import { NodeStepQueue } from './step-batch-run.js'
-import { type SwarmNodeInit, sessionLimits } from './swarm-node-init.js'
+import { announcementContent, type SwarmNodeInit, sessionLimits } from './swarm-node-init.js'
 
 export { defaultSessionsPerPeer, type SwarmNodeInit } from './swarm-node-init.js'
 
@@ -270,21 +270,7 @@ export class SwarmNode {
           this.announcements.confirm(this.peerId) // ours: never evicted by strangers'
           this.announcements.put(a, signed)
         },
-        content: () => ({
-          modelId: this.init.modelId,
-          start: this.init.shard.start,
-          end: this.init.shard.end,
-          throughput: this.init.throughput,
-          freeCacheTokens: this.sessions.freeCacheTokens,
-          queuedSteps: this.steps.queued,
-          wireDtypes: this.wireDtypes,
-          version: PROTOCOL_VERSION,
-          x25519PublicKey: this.crypto.x25519.publicKey,
-          x25519Binding: this.crypto.binding,
-          kvDtype: this.init.shard.kvDType,
-          ...this.init.hardware,
-          modelName: readableModelName(this.init.model)
-        }),
+        content: () => announcementContent(this.info(), this.init.contentId, this.steps.demand.perMinute()),
         onError: () => {}
       })
     }

@@ -8,6 +8,7 @@ import { defaultModelPath } from '../../paths.js'
 import { BadOptionError } from '../errors.js'
 import { headInit, headOption } from '../head-options.js'
 import { float, int, SPECULATE_HELP, speculateOption } from '../options.js'
+import { addSeedOptions, seedWeightsInit } from '../seed-options.js'
 import { addVerificationOptions, verificationOptions } from '../verification-options.js'
 import { checkReadableFile, resolveModelArgument } from './checks.js'
 import { runLocalGenerate } from './generate.js'
@@ -16,7 +17,7 @@ import { readJsonSchema } from './json-schema-option.js'
 
 /** `layerswarm generate`: local, or through a swarm with --bootstrap. */
 export function registerGenerate(program: Command): void {
-  addVerificationOptions(program.command('generate'))
+  addSeedOptions(addVerificationOptions(program.command('generate')))
     .description('Generate text from a prompt: locally (the whole model in this process), or through a swarm with --bootstrap.')
     .option('--model <path>', 'model file: GGUF, or llama2.c .bin (default: the bundled stories260K.gguf)')
     .option(
@@ -179,6 +180,7 @@ export function registerGenerate(program: Command): void {
               bootstrap,
               modelId: opts.modelId,
               modelsDir: opts.modelsDir,
+              seedWeights: seedWeightsInit(opts),
               identity: opts.identity,
               listen: opts.listen,
               announce: opts.announce,

@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs'
 import type { AbortOptions } from '@libp2p/interface'
-import type { Forwarding, LayerswarmClient, RouteWaitProgress, SpeculateMode } from '../../../client/index.js'
+import type { ClientInit, Forwarding, LayerswarmClient, RouteWaitProgress, SpeculateMode } from '../../../client/index.js'
 import {
   createClient,
   DEFAULT_ROUTE_TIMEOUT_MS,
@@ -10,7 +10,7 @@ import {
   type WireChoice
 } from '../../../client/index.js'
 import { reachabilityOf } from '../../../protocol/index.js'
-import { type GgufValue, type KvDType, openModelFile } from '../../../shards/index.js'
+import { type GgufValue, isContentModelId, type KvDType, openModelFile } from '../../../shards/index.js'
 import { loadOrCreateIdentity } from '../../identity.js'
 import { progress } from '../../log.js'
 import { chatPrompt } from '../chat-prompt.js'
@@ -37,6 +37,8 @@ export interface RemoteGenerateOptions {
   /** Issue 33: fetch the edge from the swarm by content id instead of opening `model`. */
   modelId?: string
   modelsDir?: string
+  /** Issue 33: serve what was fetched to other peers (ClientInit.seedWeights). */
+  seedWeights?: ClientInit['seedWeights']
   /** The client's key file (node/identity.ts); default: a fresh key per run. */
   identity?: string
   /** Client listen addresses (lets a node behind NAT dial back after a relayed start: DCUtR). */
@@ -133,12 +135,19 @@ export async function runRemoteGenerate(
 > {
   const t0 = performance.now()
   const identity = o.identity !== undefined ? await loadOrCreateIdentity(o.identity) : undefined
+  // issue 33: a canary's reference is the client's own run of the hop's blocks (docs/weights.md)
+  if (o.modelId !== undefined && isContentModelId(o.modelId) && o.canaryRate > 0 && o.canaryBank === undefined)
+    process.stderr.write(
+      'canaries without --canary-bank need the middle blocks too: fetching the whole model (a bank, or --canary-rate 0, keeps the client thin: docs/weights.md)\n'
+    )
   const client = await createClient({
     bootstrap: o.bootstrap,
     ...(identity ? { privateKey: identity.privateKey } : {}),
     ...(o.listen?.length ? { listen: o.listen } : {}),
     ...(o.announce?.length ? { announce: o.announce } : {}),
-    ...(o.modelId !== undefined ? { modelId: o.modelId, modelsDir: o.modelsDir } : { model: o.model }),
+    ...(o.modelId !== undefined
+      ? { modelId: o.modelId, modelsDir: o.modelsDir, seedWeights: o.seedWeights }
+      : { model: o.model }),
     tokenizer: o.tokenizer,
     edgeFirst: o.edgeFirst,
     edgeLast: o.edgeLast,
@@ -220,7 +229,7 @@ export async function runRemoteGenerate(
       ...r.value,
       reachability,
       model: client.fetchedWeights?.path ?? o.model,
-      ...(client.fetchedWeights ? { weights: client.fetchedWeights } : {}),
+      ...(client.fetchedWeights ? { weights: { ...client.fetchedWeights, seeded: client.seeder?.stats() ?? null } } : {}),
       seed: o.seed,
       completion: r.value.text,
       text: promptText + r.value.text,

@@ -253,6 +253,7 @@ export function registerNodeStart(program: Command): void {
         maxSessionsPerIp: opts.maxSessionsPerIp,
         announceIntervalMs: opts.announceInterval,
         hardware,
+        contentId,
         log
       }).catch(async (err: unknown) => {
         await metricsServer?.close()

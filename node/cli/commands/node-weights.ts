@@ -1,6 +1,6 @@
 import type { AbortOptions } from '@libp2p/interface'
 import { type Command, Option } from 'commander'
-import { defaultModelsDir, fetchModel } from '../../../client/index.js'
+import { defaultModelsDir, fetchModel, type Seeder, serveWeights } from '../../../client/index.js'
 import { createHost, dialBootstrap, type Host } from '../../../protocol/index.js'
 import {
   computeModelId,
@@ -12,7 +12,7 @@ import {
   type WeightsSource
 } from '../../../shards/index.js'
 import { defaultModelPath } from '../../paths.js'
-import { fileManifest, type Seeder, serveWeights } from '../../weights/index.js'
+import { fileManifest } from '../../weights/index.js'
 import { BadOptionError } from '../errors.js'
 import { float, parseSpan } from '../options.js'
 import { checkReadableFile } from './checks.js'

@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it, vi } from 'vitest'
-import { ByteRate } from '../../node/weights/index.js'
+import { ByteRate } from '../../client/index.js'
 
 // Issue 33: a seeder's upload cap (node/weights/bandwidth.ts), on a fake clock: what is checked is
 // the order of events against simulated time, not how fast this machine is.
