@@ -1,7 +1,7 @@
 import type { QuantDType } from './quant/quant-dtypes.js'
 
 /** GGUF `general.architecture` values the engine runs (shards/model/architectures.ts). */
-export type Architecture = 'llama' | 'qwen2' | 'qwen3' | 'gemma2' | 'gemma3' | 'phi3' | 'qwen3moe'
+export type Architecture = 'llama' | 'qwen2' | 'qwen3' | 'gemma2' | 'gemma3' | 'phi3' | 'qwen3moe' | 'qwen2moe'
 
 /** Hyper-parameters of a model (llama2.c Config, GGUF `<arch>.*` keys). */
 export interface ModelConfig {
@@ -133,6 +133,10 @@ export type TensorName =
   | `blk.${number}.${BlockExtraTensor}`
   | `blk.${number}.ffn_gate_inp`
   | `blk.${number}.${'ffn_gate_exps' | 'ffn_up_exps' | 'ffn_down_exps'}.${number}`
+  | `blk.${number}.${SharedExpertTensor}`
+
+/** qwen2moe's shared expert: its sigmoid gate vector [dim] and its SwiGLU FFN (shards/moe-block.ts). */
+export type SharedExpertTensor = 'ffn_gate_inp_shexp' | 'ffn_gate_shexp' | 'ffn_up_shexp' | 'ffn_down_shexp'
 
 /** Tensors only some architectures have (qwen2 biases, qwen3 Q/K norms); all are vectors. */
 export type BlockExtraTensor =

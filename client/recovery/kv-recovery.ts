@@ -7,6 +7,8 @@ import type { PipelineObserver, PipelineState } from '../session/pipeline-observ
 import { type StepTransport, stepDeadline } from '../session/step-transport.js'
 import type { WireLedger } from '../session/wire-ledger.js'
 import type { WirePreference } from '../session/wire-negotiation.js'
+import { HolderKeeper } from './holders.js'
+import type { KvMoveInit } from './kv-grants.js'
 import { SnapshotKeeper } from './snapshots.js'
 import { StandbyKeeper, type StandbyRoute } from './standby.js'
 
@@ -29,9 +31,9 @@ export interface KvRecoveryInit {
   /** Convicted peers: their sealed snapshots are discarded, never restored (snapshots.ts). */
   readonly isConvicted?: (peerId: string) => boolean
   /**
-   * Issue #41: 'node' (with a standby and the client's identity key): standbys are fed node to
-   * node under the client's grants and no KV crosses the client's link; 'client': the client
-   * keeps the sealed snapshots and forwards them (the earlier path).
+   * Issue #41: 'node' (with snapshotEvery and the client's identity key): standbys, else holder
+   * peers (holders.ts), are fed node to node under the client's grants and no KV crosses the
+   * client's link; 'client': the client keeps the sealed snapshots and forwards them (the earlier path).
    */
   readonly kvPath?: KvPath
   readonly privateKey?: PrivateKey
@@ -61,12 +63,15 @@ export const KV_PATHS: readonly KvPath[] = ['node', 'client']
 export class KvRecovery implements PipelineObserver {
   private readonly snapshots: SnapshotKeeper
   private readonly standbys?: StandbyKeeper
-  /** Node path (issue #41): standbys fed node to node; the position the last feed reached. */
+  /** Node path (issue #41): spans without a standby keep their sealed KV on a holder peer. */
+  private readonly holders?: HolderKeeper
+  /** Node path (issue #41): standbys and holders fed node to node; the position the last feed reached. */
   private readonly direct: boolean
   private directEnd = 0
 
   constructor(private readonly init: KvRecoveryInit) {
-    this.direct = (init.kvPath ?? 'node') === 'node' && init.standby && init.snapshotEvery > 0 && init.privateKey !== undefined
+    this.direct = (init.kvPath ?? 'node') === 'node' && init.snapshotEvery > 0 && init.privateKey !== undefined
+    if (this.direct) this.holders = new HolderKeeper(init.view, init.log)
     this.snapshots = new SnapshotKeeper({
       every: init.snapshotEvery,
       dim: init.dim,
@@ -122,19 +127,28 @@ export class KvRecovery implements PipelineObserver {
   }
 
   /**
-   * The node path: when the standbys are due (or `force`d), each is fed node to node. A span for
-   * which no standby could be had falls back to client-kept snapshots (issue #41 item 3: standby,
-   * then client-kept snapshots, then replay), so a relayed failover still resumes 'mixed'; with a
-   * standby on every span no KV crosses the client's link.
+   * The node path: when the standbys are due (or `force`d), each is fed node to node; a span with
+   * no standby feeds a holder peer node to node instead (holders.ts), and a span with neither
+   * falls back to client-kept snapshots (issue #41 item 3: standby or holder, then client-kept
+   * snapshots, then replay). With a standby or a holder on every span no KV crosses the client's link.
    */
   private async feedDirect(state: PipelineState, force: boolean, options: AbortOptions): Promise<void> {
-    const { snapshotEvery, modelId, dim, host } = this.init
+    const { snapshotEvery } = this.init
     if (!force && (snapshotEvery <= 0 || state.length - this.directEnd < snapshotEvery)) return
     this.directEnd = state.length
-    const mover = { host, privateKey: this.init.privateKey!, modelId, dim }
+    const mover = this.mover()
     const deadline = this.deadline(options)
-    const without = await this.standbys!.feedDirect(state.hops, state.nextSessionId, state.history, state.length, mover, deadline)
+    const noStandby = this.standbys
+      ? await this.standbys.feedDirect(state.hops, state.nextSessionId, state.history, state.length, mover, deadline)
+      : state.hops
+    const exclude = this.standbys?.peers ?? []
+    const without = await this.holders!.feed(state.hops, noStandby, state.history, state.length, mover, exclude, deadline)
     if (without.length > 0) await this.snapshots.capture(without, state.history, state.length, force, deadline)
+  }
+
+  private mover(): KvMoveInit {
+    const { modelId, dim, host } = this.init
+    return { host, privateKey: this.init.privateKey!, modelId, dim }
   }
 
   /** On failover from `route`: the route the fed standbys take over, if they can (standby.ts). */
@@ -188,8 +202,11 @@ export class KvRecovery implements PipelineObserver {
     options: AbortOptions = {}
   ): Promise<number> {
     const held = this.snapshots.takeFor(hops, upTo)
+    // a holder's sealed KV first (node to node), else the client-kept snapshots
+    const holds = hops.map((h) => (kept?.has(h) ? 0 : (this.holders?.heldFor(h, upTo) ?? 0)))
     const ends = hops.map((h, i) => {
       if (kept?.has(h)) return Math.min(kept.get(h)!, upTo)
+      if (holds[i] > 0) return holds[i]
       const s = held[i]
       return s && s.end > 0 && s.end <= upTo ? s.end : 0
     })
@@ -199,6 +216,19 @@ export class KvRecovery implements PipelineObserver {
     await Promise.all(
       hops.map(async (hop, i) => {
         if (kept?.has(hop)) return
+        if (holds[i] > 0) {
+          const length = await this.holders!.restoreInto(hop, history, this.mover(), options)
+          if (length !== holds[i])
+            throw new KvRestoreMismatchError(`hop ${hop.target.peerId} restored ${length} positions, not ${holds[i]}`)
+          this.init.log?.({
+            event: 'restore',
+            from: 'holder',
+            peerId: hop.target.peerId,
+            fromSnapshot: length,
+            replayed: upTo - from
+          })
+          return
+        }
         const s = held[i]!
         const length = await this.snapshots.importInto(hop, s, 0, history, undefined, options)
         if (length !== s.end)

@@ -7,7 +7,7 @@ import { chainIdsAt, routeSessionIds } from '../session/chain-ids.js'
 import { HopSession, type HopTarget } from '../session/hop.js'
 import type { WireLedger } from '../session/wire-ledger.js'
 import type { WirePreference } from '../session/wire-negotiation.js'
-import { type KvMoveInit, moveKv } from './kv-grants.js'
+import { betweenHops, type KvMoveInit, moveKv } from './kv-grants.js'
 import { type SnapshotKeeper, spanKey, wrapFor } from './snapshots.js'
 import { freshSubRoutes, standbyCandidate } from './standby-peers.js'
 
@@ -152,7 +152,7 @@ export class StandbyKeeper {
         const t0 = performance.now()
         try {
           st.wrappedKey ??= wrapFor(st.hop, live.snapshotKey)
-          const move = { source: live, destination: st.hop, from: st.end, to: length, firstSequence: st.sequence + 1 }
+          const move = { ...betweenHops(live, st.hop), from: st.end, to: length, firstSequence: st.sequence + 1 }
           const receipt = await moveKv(mover, { ...move, wrappedKey: st.wrappedKey }, history, options)
           st.fed++
           st.end = receipt.length
@@ -272,10 +272,9 @@ export class StandbyKeeper {
         : this.init.chained && taken.length < route.length
           ? 'chained: not every span of the route has a fed standby'
           : undefined
-    const standbyPeers = [...this.standbys.values()].map((st) => st.hop.target.peerId)
     const fresh =
       why === undefined
-        ? freshSubRoutes(this.init.view, route, sts.map(Boolean), standbyPeers, this.init.wirePreference)
+        ? freshSubRoutes(this.init.view, route, sts.map(Boolean), this.peers, this.init.wirePreference)
         : undefined
     if (!fresh) {
       if (this.standbys.size > 0)
@@ -295,6 +294,10 @@ export class StandbyKeeper {
       }
     })
     return out
+  }
+
+  get peers(): string[] {
+    return [...this.standbys.values()].map((s) => s.hop.target.peerId)
   }
 
   async closeAll(): Promise<void> {

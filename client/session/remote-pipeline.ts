@@ -53,7 +53,7 @@ export interface RemotePipelineInit {
    * the route when a hop dies (only the positions after its last delta are replayed).
    */
   readonly standby?: boolean
-  /** Issue #41: standbys fed node to node under grants signed with privateKey ('node', the default), or through the client. */
+  /** Issue #41: standbys (else holders) fed node to node under grants signed with privateKey ('node', the default), or through the client. */
   readonly kvPath?: KvPath
   readonly privateKey?: PrivateKey
 }

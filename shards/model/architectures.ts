@@ -21,6 +21,9 @@ import { ropeScalingFromGguf } from './rope-config.js'
  *  - phi3: fused attn_qkv and gate-up ffn_up, read as the Llama tensors' row ranges
  *    (shards/fused-tensors.ts); NEOX; partial rotary and longrope (shards/model/rope-config.ts).
  *  - qwen3moe: qwen3 attention with a mixture-of-experts FFN (shards/moe-config.ts, moe-block.ts).
+ *  - qwen2moe: qwen2 attention (biases optional, as create_tensor_qkv reads them) with routed
+ *    experts plus a sigmoid-gated shared expert; untied head (llama.cpp requires output.weight).
+ *  - llama with `llama.expert_count` (Mixtral): Llama attention with a mixture-of-experts FFN.
  */
 export const SUPPORTED_ARCHITECTURES: readonly Architecture[] = [
   'llama',
@@ -29,7 +32,8 @@ export const SUPPORTED_ARCHITECTURES: readonly Architecture[] = [
   'gemma2',
   'gemma3',
   'phi3',
-  'qwen3moe'
+  'qwen3moe',
+  'qwen2moe'
 ]
 
 /** Tensor name in the GGUF file: biases are stored as `<name>`, everything else as `<name>.weight`. */
@@ -152,8 +156,10 @@ export function configFromGguf(
   const hasBias = tensors.has('blk.0.attn_q.bias')
   const hasQkNorm = tensors.has('blk.0.attn_q_norm.weight')
   if (a === 'qwen2' && !hasBias) throw new InvalidModelError(`${path}: a qwen2 model needs blk.N.attn_q.bias`)
+  if (a === 'qwen2moe' && !tensors.has('output.weight'))
+    throw new InvalidModelError(`${path}: a qwen2moe model needs output.weight`)
   const qkNorm = a === 'qwen3' || a === 'gemma3' || a === 'qwen3moe'
-  const moe = moeFromGguf(a, k, path)
+  const moe = moeFromGguf(a, k, path, (name) => tensors.has(name))
   const gemma = GEMMA_ARCHITECTURES.includes(a)
   if (qkNorm && !hasQkNorm) throw new InvalidModelError(`${path}: a ${a} model needs blk.N.attn_q_norm.weight`)
   const config: ModelConfig = {
@@ -174,17 +180,14 @@ export function configFromGguf(
     tiedEmbeddings: a === 'gemma2' || !tensors.has('output.weight'),
     ropeType: a === 'llama' ? 'norm' : 'neox',
     ...rope,
-    // llama.cpp reads bq/bk/bv when present for llama and qwen2 (required for qwen2).
-    qkvBias: (a === 'llama' || a === 'qwen2') && hasBias,
+    // llama.cpp reads bq/bk/bv when present for llama, qwen2 and qwen2moe (required for qwen2).
+    qkvBias: (a === 'llama' || a === 'qwen2' || a === 'qwen2moe') && hasBias,
     ...(moe ? { moe } : {}),
     qkNorm,
     ...(gemma
       ? { family: familyFromGguf(a, (key, fallback) => k(key, fallback), meta, path, rope.ropeFreqScale, dim, nHeads, headDim) }
       : {})
   }
-  // Mixtral-style llama files (ffn_gate_inp + expert stacks) and other mixtures: not yet (issue 34).
-  if (!config.moe && tensors.has('blk.0.ffn_gate_inp.weight'))
-    throw new UnsupportedModelError(`${path}: a mixture of experts in a ${a} model is not supported (supported: qwen3moe)`)
   if (!qkNorm && hasQkNorm) throw new UnsupportedModelError(`${path}: Q/K norms in a ${a} model are not supported`)
   if (!config.qkvBias && hasBias) throw new UnsupportedModelError(`${path}: attention biases in a ${a} model are not supported`)
   if (embd.ne[0] !== dim) throw new InvalidModelError(`${path}: token_embd.weight is ${embd.ne} but the model has ${dim} dims`)
@@ -214,6 +217,15 @@ export function expectedShape(name: string, c: ModelConfig): [number, number] | 
       return [c.hiddenDim, c.dim]
     case 'ffn_down':
       return [c.dim, c.hiddenDim]
+    case 'ffn_gate_inp':
+      return c.moe ? [c.moe.nExperts, c.dim] : undefined
+    case 'ffn_gate_shexp':
+    case 'ffn_up_shexp':
+      return c.moe ? [c.moe.sharedHidden, c.dim] : undefined
+    case 'ffn_down_shexp':
+      return c.moe ? [c.dim, c.moe.sharedHidden] : undefined
+    case 'ffn_gate_inp_shexp':
+      return [c.dim]
     case 'attn_q.bias':
     case 'attn_k.bias':
     case 'attn_v.bias':

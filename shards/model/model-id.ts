@@ -56,6 +56,9 @@ export function computeModelId(model: ModelFile): string {
       names.push(`blk.${l}.ffn_gate_inp`)
       for (const e of new Set([0, c.moe.nExperts - 1]))
         for (const t of ['ffn_gate_exps', 'ffn_up_exps', 'ffn_down_exps'] as const) names.push(`blk.${l}.${t}.${e}`)
+      if (c.moe.sharedHidden > 0)
+        for (const t of ['ffn_gate_inp_shexp', 'ffn_gate_shexp', 'ffn_up_shexp', 'ffn_down_shexp'] as const)
+          names.push(`blk.${l}.${t}`)
     }
     for (const t of extraBlockTensors(c)) names.push(`blk.${l}.${t}`)
   }

@@ -35,6 +35,7 @@ const ALLOWED: Record<string, string> = {
   // the signal travels another way
   'client/speculation/speculation.ts: decodeTokens': 'the signal is init.signal (GenerateInit), as for generateTokens',
   'client/head/remote-head-generate.ts: remoteHeadTokens': 'the signal is init.signal (GenerateInit), as for decodeTokens',
+  'client/routing/for-each-limited.ts: forEachLimited': "runs the caller's callbacks, which carry the refresh signal",
   'client/head/remote-head-per-token.ts: perTokenRemote': 'the signal is init.signal (GenerateInit), as for remoteHeadTokens',
   'client/session/verified-stream.ts: verifiedTokens': 'pulls from init.tokens, a stream that carries the generation signal',
   'node/gateway/generation.ts: runGeneration': 'the request carries its signal (GenerationRequest.signal, the HTTP request)',

@@ -19,6 +19,7 @@ import {
   decodeKvMoveRequest,
   encodeKvMoveResponse,
   errorReplyFor,
+  isKvHold,
   KV_MOVE_PROTOCOL,
   type KvMoveResponse,
   MAX_CONTROL_BYTES,
@@ -27,7 +28,9 @@ import {
   signKvReceipt
 } from '../../../protocol/index.js'
 import { checkGrant, checkGrantSession, SeenGrants } from './kv-grant-check.js'
-import type { KvMoveContext, KvMoveInit } from './kv-move-context.js'
+import { KvHoldStore } from './kv-hold.js'
+import { receiveHold } from './kv-hold-receive.js'
+import { FRAME_SLACK_BYTES, type KvMoveContext, type KvMoveInit, SEAL_SLACK_BYTES } from './kv-move-context.js'
 import { pushKv } from './kv-push.js'
 import { KvSourceLimits } from './kv-source-limits.js'
 
@@ -35,13 +38,16 @@ export type { KvMoveContext, KvMoveInit }
 
 import { createNextHopPolicy } from '../next-hop-policy.js'
 
-/** Sealed bytes beyond the payload a frame may carry per snapshot (header, nonce, tag) and per frame. */
-const SEAL_SLACK_BYTES = 4096
-const FRAME_SLACK_BYTES = 64 * 1024
-
 export async function serveKvMove(init: KvMoveInit): Promise<void> {
   const { host, announcements } = init
-  const ctx: KvMoveContext = { ...init, peerId: host.peerId.toString(), nextHops: createNextHopPolicy({ host, announcements }) }
+  const { shard, sessions } = init
+  const c = shard.config
+  // f32 keys and values of every block of this node's span: the most one position of its KV takes
+  const bytesPerToken = (shard.end - shard.start) * 2 * c.nKvHeads * c.headDim * 4
+  const holds = new KvHoldStore({ freeTokens: () => sessions.freeCacheTokens, bytesPerToken })
+  sessions.heldTokens = () => holds.tokens
+  const nextHops = createNextHopPolicy({ host, announcements })
+  const ctx: KvMoveContext = { ...init, peerId: host.peerId.toString(), nextHops, holds }
   const limits = new KvSourceLimits()
   const seen = new SeenGrants()
   await host.handle(
@@ -76,6 +82,10 @@ async function serveStream(ctx: KvMoveContext, limits: KvSourceLimits, seen: See
     }
     const t = req.transfer
     const grant = await checkGrant(ctx, seen, t.grant, t.wrappedKey, from)
+    if (isKvHold(grant)) {
+      await reply(await receiveHold(ctx, seen, channel, grant, t, (bytes) => (cap = bytes), { signal }))
+      return
+    }
     const session = ctx.sessions.owned(grant.destinationSessionId, grant.clientPeerId)
     checkGrantSession(grant, session, ctx.shard.sessionLength(session.key))
     seen.add(grant.grantId, grant.expiresAtMs)

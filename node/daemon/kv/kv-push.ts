@@ -5,6 +5,9 @@
  * (its signed receipt, or its coded refusal). The source learns nothing it did not hold: it seals
  * its own KV under the session's snapshot key, and forwards the key the client wrapped for the
  * destination, which it cannot unwrap.
+ *
+ * A holder (kv-hold.ts) is a source too: asked for a hold it keeps for the client, it forwards the
+ * sealed frames as the live hop sent them (it has no key to seal or open them with).
  */
 import type { AbortOptions } from '@libp2p/interface'
 import {
@@ -13,6 +16,7 @@ import {
   decodeKvMoveResponse,
   encodeKvMoveRequest,
   KV_MOVE_PROTOCOL,
+  type KvGrant,
   KvGrantForeignError,
   KvGrantForgedError,
   KvGrantWrongSpanError,
@@ -23,6 +27,7 @@ import {
   REQUEST_STREAM_LIMITS,
   verifyKvGrant
 } from '../../../protocol/index.js'
+import type { HeldFrame } from './kv-hold.js'
 import type { KvMoveContext } from './kv-move-context.js'
 
 export async function pushKv(
@@ -38,6 +43,15 @@ export async function pushKv(
   if (!(await verifyKvGrant(g))) throw new KvGrantForgedError('push refused: the grant does not verify')
   if (push.chunkEnds.at(-1) !== g.toPosition)
     throw new MalformedMessageError('push refused: the last chunk must end at to_position')
+  const hold = ctx.holds.get(from, g.sourceSessionId, g.start, g.end)
+  if (hold) {
+    // a holder forwards the whole hold, frame by frame, as the live hop sealed it
+    if (g.fromPosition !== 0 || g.toPosition !== hold.length)
+      throw new KvGrantWrongSpanError(
+        `push refused: the hold covers [0, ${hold.length}), not [${g.fromPosition}, ${g.toPosition})`
+      )
+    return await sendFrames(ctx, g, push.wrappedKey, hold.frames, hold.sourceSessionId, { signal })
+  }
   const session = ctx.sessions.owned(g.sourceSessionId, from)
   const span = session.keys?.span ?? [session.start, session.end]
   if (span[0] !== g.start || span[1] !== g.end)
@@ -45,6 +59,37 @@ export async function pushKv(
   const length = ctx.shard.sessionLength(session.key)
   if (length < g.toPosition)
     throw new BadPositionError(`push refused: the session holds ${length} positions, not ${g.toPosition}`)
+  function* sealed(): Generator<HeldFrame> {
+    let prev = g.fromPosition
+    for (let i = 0; i < push.chunkEnds.length; i++) {
+      const to = push.chunkEnds[i]
+      if (to <= prev) throw new MalformedMessageError('push refused: chunk ends must go up')
+      const s = ctx.crypto.sealKv(session, {
+        sessionId: g.sourceSessionId,
+        from: prev,
+        to,
+        sequence: push.firstSequence + i,
+        prefixHash: push.chunkPrefixHashes[i],
+        delta: prev > 0
+      })
+      if (s.type !== 'snapshot') throw new MalformedMessageError('push: nothing sealed')
+      // sealKv reuses the session's buffer: the frame takes a copy
+      yield { snapshots: [s.snapshot.snapshot.slice()], prefixHash: push.chunkPrefixHashes[i] }
+      prev = to
+    }
+  }
+  return await sendFrames(ctx, g, push.wrappedKey, sealed(), session.id, { signal })
+}
+
+/** Stream the frames to the grant's destination; its reply (a receipt or a refusal) is the push's. */
+async function sendFrames(
+  ctx: KvMoveContext,
+  g: KvGrant,
+  wrappedKey: Uint8Array,
+  frames: Iterable<HeldFrame>,
+  sessionId: string,
+  { signal }: AbortOptions
+): Promise<KvMoveResponse> {
   let target: Awaited<ReturnType<typeof ctx.nextHops.resolve>>
   try {
     // dialled at addresses this node knows for the peer (next-hop-policy.ts), never the client's
@@ -64,32 +109,15 @@ export async function pushKv(
   }
   try {
     let early = await send(
-      encodeKvMoveRequest({
-        type: 'transfer',
-        transfer: { grant: g, wrappedKey: push.wrappedKey, snapshots: [], prefixHash: g.prefixHash }
-      })
+      encodeKvMoveRequest({ type: 'transfer', transfer: { grant: g, wrappedKey, snapshots: [], prefixHash: g.prefixHash } })
     )
-    let prev = g.fromPosition
     let bytes = 0
-    for (let i = 0; i < push.chunkEnds.length && early === undefined; i++) {
-      const to = push.chunkEnds[i]
-      if (to <= prev) throw new MalformedMessageError('push refused: chunk ends must go up')
-      const sealed = ctx.crypto.sealKv(session, {
-        sessionId: g.sourceSessionId,
-        from: prev,
-        to,
-        sequence: push.firstSequence + i,
-        prefixHash: push.chunkPrefixHashes[i],
-        delta: prev > 0
-      })
-      if (sealed.type !== 'snapshot') throw new MalformedMessageError('push: nothing sealed')
-      // sealKv reuses the session's buffer: the frame takes a copy
-      const snapshot = sealed.snapshot.snapshot.slice()
-      bytes += snapshot.length
+    for (const f of frames) {
+      if (early !== undefined) break
+      for (const s of f.snapshots) bytes += s.length
       early = await send(
-        encodeKvMoveRequest({ type: 'transfer', transfer: { snapshots: [snapshot], prefixHash: push.chunkPrefixHashes[i] } })
+        encodeKvMoveRequest({ type: 'transfer', transfer: { snapshots: f.snapshots, prefixHash: f.prefixHash } })
       )
-      prev = to
     }
     if (early === undefined) await channel.close({ signal })
     const reply = early === undefined ? await replyP : early
@@ -99,7 +127,7 @@ export async function pushKv(
     ctx.log?.({
       event: 'kv-sent',
       to: g.destinationPeerId,
-      sessionId: session.id,
+      sessionId,
       positions: [g.fromPosition, g.toPosition],
       bytes,
       reply: r.type

@@ -121,7 +121,7 @@ export function registerGenerate(program: Command): void {
     .addOption(
       new Option(
         '--kv-path <path>',
-        'with --standby: node feeds standbys node to node under grants the client signs; client forwards the sealed KV through this machine'
+        'with --snapshot-every: node feeds standbys (else holder peers) node to node under grants the client signs; client keeps and forwards the sealed KV through this machine'
       )
         .choices(['node', 'client'])
         .default('node')
