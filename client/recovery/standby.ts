@@ -50,9 +50,8 @@ interface Standby {
 }
 
 /**
- * What a failover takes over from the standbys: the new route, per hop the standby session that
- * takes it over (undefined: a fresh peer the caller opens and restores from the client-kept
- * snapshots), and the positions each standby holds.
+ * What a failover takes over from the standbys: the new route, per hop the standby session that takes it over
+ * (undefined: a fresh peer the caller opens and restores from the client-kept snapshots), and the positions each holds.
  */
 export interface StandbyRoute {
   readonly route: HopTarget[]
