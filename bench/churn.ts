@@ -21,6 +21,7 @@ import {
   createReferenceKernels,
   createShard,
   createTokenizer,
+  errorCode,
   generateTokens,
   openModelFile
 } from '../shards/index.js'
@@ -141,7 +142,7 @@ export async function main(argv: string[]): Promise<void> {
       } catch (err) {
         // a generation that failed (no route, failovers used up) is reported and fails the soak
         clearTimeout(timer)
-        const code = (err as { code?: string }).code ?? (err as Error).name
+        const code = errorCode(err) ?? (err as Error).name
         runs.push({ ms: 0, failovers: 0, identical: false, churn, error: `${code}: ${(err as Error).message}` })
       } finally {
         await client.close()

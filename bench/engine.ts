@@ -30,6 +30,7 @@ import {
 } from '../shards/index.js'
 import { nativeSide } from './engine-native.js'
 import { runLlamaCpp } from './llama-cpp.js'
+import { expertBytes } from './moe-bytes.js'
 
 export interface EngineBenchOptions {
   readonly model: string
@@ -151,8 +152,11 @@ export async function runEngineBench(o: EngineBenchOptions): Promise<Record<stri
     }
     // Peak memory before the bandwidth probe, whose buffer would count in it.
     const peakRss = rssBytes()
-    // Per decoded token: every block matrix and norm, the LM head, one embedding row.
-    const weightBytesPerToken = shard.weightBytes + edge.headBytes + c.dim * 4
+    // Per decoded token: every block matrix and norm (of a mixture, only the nUsed experts the
+    // token is routed to, moe-bytes.ts), the LM head, one embedding row.
+    const moe = expertBytes(model)
+    const unusedExperts = moe ? moe.expertBytesHeld - moe.expertBytesPerToken : 0
+    const weightBytesPerToken = shard.weightBytes - unusedExperts + edge.headBytes + c.dim * 4
     const weightBytesHeld = shard.weightBytes + edge.weightBytes
     const kvBytes = c.nLayers * 2 * maxLength * kvRowBytes(o.kvDType, c.kvDim)
     // The roofline: streaming bandwidth probed right before each of `runs` more runs, so a
@@ -201,6 +205,7 @@ export async function runEngineBench(o: EngineBenchOptions): Promise<Record<stri
       prefillRuns: prefill.map((x) => round(x)),
       decodeRuns: decode.map((x) => round(x)),
       weightBytesPerToken,
+      ...(moe ? { moe } : {}),
       streamBandwidthGBs: round(bandwidthGBs),
       decodeGBs: round((decodeTps * weightBytesPerToken) / 1e9),
       decodeRooflineFraction: median(roofline.map((x) => x.fraction)),

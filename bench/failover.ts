@@ -1,7 +1,7 @@
 /**
  * Time to resume after the serving peer dies (issue 6 part 6): `npm run bench -- failover
  * [--model FILE|SHAPE] [--prefixes 64,256,1024] [--kernels auto|reference|wasm|native]
- * [--dtype f32|f16|q8_0] [--seed N]`.
+ * [--dtype f32|f16|q8_0] [--seed N] [--client-mbps N] [--modes ...]`.
  *
  * Two node processes serve the remote blocks [1, n-1). For each prefix P and each way to rebuild
  * the KV (full `replay` of the inputs; `snapshot`: the client kept a sealed snapshot at P, which
@@ -15,7 +15,9 @@
  * Issue #41: `--client-mbps N` paces what the client sends at N Mbit/s (protocol/link-delay.ts;
  * the peers' links are not paced), `--modes` picks the ways to rebuild: `replay`, `snapshot`
  * (client-kept), `standby` (fed through the client), `standby-node` (fed node to node under the
- * client's grants). Each result counts the sealed KV bytes that crossed the client's link
+ * client's grants), `holder-node` (no standby: a holder peer serving block 0 only keeps the
+ * live hop's sealed deltas, fed node to node, and forwards them to the fresh replacement under a
+ * fresh grant; client/recovery/holders.ts). Each result counts the sealed KV bytes that crossed the client's link
  * (received, sent) and the activation bytes it re-sent to replay.
  */
 
@@ -29,7 +31,7 @@ import { computeModelId, openModelFile } from '../shards/index.js'
 import { benchArgs, KERNEL_KINDS, TENSOR_DTYPES } from './options.js'
 import { resolveModel } from './swarm-setup.js'
 
-const MODES = ['replay', 'snapshot', 'standby', 'standby-node'] as const
+const MODES = ['replay', 'snapshot', 'standby', 'standby-node', 'holder-node'] as const
 type Mode = (typeof MODES)[number]
 
 export async function main(argv: string[]): Promise<void> {
@@ -40,7 +42,7 @@ export async function main(argv: string[]): Promise<void> {
     dtype: 'f32',
     seed: '1',
     'client-mbps': '0',
-    modes: 'replay,snapshot,standby,standby-node'
+    modes: 'replay,snapshot,standby,standby-node,holder-node'
   })
   const prefixes = a.intList('prefixes', 1)
   const clientMbps = a.number('client-mbps', 0, false)
@@ -68,6 +70,16 @@ export async function main(argv: string[]): Promise<void> {
     startLocalNode({ model: path, layers: `${from}:${to}`, bootstrap, args: nodeArgs, startTimeoutMs: 600_000 })
   const nodes: LocalNode[] = [await start()]
   nodes.push(await start([nodes[0].addrs[0]]))
+  // holder-node: a peer that never serves the remote span (block 0 only) keeps its sealed KV
+  const holder = modes.includes('holder-node')
+    ? await startLocalNode({
+        model: path,
+        layers: '0:1',
+        bootstrap: [nodes[0].addrs[0]],
+        args: nodeArgs,
+        startTimeoutMs: 600_000
+      })
+    : undefined
   const privateKey = await generateKeyPair('Ed25519')
   const linkDelay = clientMbps > 0 ? { oneWayMs: 0, megabitsPerSecond: clientMbps } : undefined
   const host = await createHost({ listen: [], bootstrap: nodes.map((n) => n.addrs[0]), privateKey, linkDelay })
@@ -102,12 +114,13 @@ export async function main(argv: string[]): Promise<void> {
           routeTimeoutMs: 60_000,
           snapshotEvery: mode === 'replay' ? 0 : prefix,
           standby: mode.startsWith('standby'),
-          kvPath: mode === 'standby-node' ? 'node' : 'client',
+          kvPath: mode.endsWith('-node') ? 'node' : 'client',
           privateKey,
           log: (e) => events.push({ ...e, at: performance.now() })
         })
         const rows = (n: number) => Float32Array.from({ length: n * dim }, (_, i) => Math.sin(i * 0.013 + n) * 0.5)
         await view.waitForRoute(from, to, 60_000)
+        if (mode === 'holder-node') await view.waitForRoute(0, 1, 60_000) // the holder is in the view
         await pipeline.forward(rows(prefix), 0)
         await pipeline.forward(rows(1), prefix)
         const victim = nodes.find((n) => n.peerId === pipeline.route[0].peerId)
@@ -133,6 +146,7 @@ export async function main(argv: string[]): Promise<void> {
         const kv = events.find((e) => e.event === 'kv-client-bytes') ?? {}
         const replayedRows = (resume?.replayedRows ?? replay?.positions ?? 0) as number
         const fed = events.filter((e) => e.event === 'standby-fed' && (e.at as number) < t0)
+        const held = events.filter((e) => e.event === 'holder-fed' && (e.at as number) < t0)
         results.push({
           prefix,
           mode,
@@ -143,6 +157,7 @@ export async function main(argv: string[]): Promise<void> {
           clientKvBytes: { received: kv.received ?? 0, sent: kv.sent ?? 0 },
           clientReplayBytes: replayedRows * dim * 4,
           ...(fed.length > 0 ? { standbyFeedMs: ms(fed.reduce((x, e) => x + (e.ms as number), 0)) } : {}),
+          ...(held.length > 0 ? { holderFeedMs: ms(held.reduce((x, e) => x + (e.ms as number), 0)) } : {}),
           // until the dead hop is noticed, until the new route's sessions are open, until its KV
           // is restored (snapshot mode: the import; replay mode: the whole replay and the step)
           phasesMs: {
@@ -155,17 +170,20 @@ export async function main(argv: string[]): Promise<void> {
         process.stderr.write(`bench failover: prefix ${prefix} ${mode}: ${resumeMs.toFixed(1)} ms\n`)
         stopView.abort()
         nodes.splice(nodes.indexOf(victim), 1)
-        nodes.push(await start(nodes.map((n) => n.addrs[0])))
+        // the holder too: it must reach the replacement to forward to it (the first node, its only
+        // bootstrap peer, may be gone; a real swarm's gossip mesh is wider)
+        nodes.push(await start([...nodes, ...(holder ? [holder] : [])].map((n) => n.addrs[0])))
       }
     }
   } finally {
     await host.stop()
-    await Promise.all(nodes.map((n) => n.stop()))
+    await Promise.all([...nodes, ...(holder ? [holder] : [])].map((n) => n.stop()))
   }
   // resume by replay ÷ resume by snapshot (by standby), per prefix; node-to-node vs client-kept (issue #41)
   const speedup: Record<string, number> = {}
   const standbySpeedup: Record<string, number> = {}
   const nodeVsClientKept: Record<string, number> = {}
+  const holderVsClientKept: Record<string, number> = {}
   const ratio = (x: number | undefined, y: number | undefined) => (x && y ? Math.round((x / y) * 100) / 100 : undefined)
   for (const p of usable) {
     const ms = (mode: string) => results.find((x) => x.prefix === p && x.mode === mode)?.resumeMs as number | undefined
@@ -173,6 +191,7 @@ export async function main(argv: string[]): Promise<void> {
     put(speedup, ratio(ms('replay'), ms('snapshot')))
     put(standbySpeedup, ratio(ms('replay'), ms('standby')))
     put(nodeVsClientKept, ratio(ms('snapshot'), ms('standby-node')))
+    put(holderVsClientKept, ratio(ms('snapshot'), ms('holder-node')))
   }
   console.log(
     JSON.stringify(
@@ -187,6 +206,7 @@ export async function main(argv: string[]): Promise<void> {
         speedup,
         standbySpeedup,
         nodeVsClientKept,
+        holderVsClientKept,
         ...(skipped.length ? { skipped } : {})
       },
       null,

@@ -6,6 +6,7 @@
  * kept vs fetched again); and the client's bytes against the file for the 8B Q4_K_M shape,
  * computed from its tensor table (no 8B file needed). One JSON object on stdout.
  */
+
 import { spawn } from 'node:child_process'
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -17,6 +18,7 @@ import { type LocalNode, startLocalNode } from '../node/cli/local-swarm.js'
 import { createHost } from '../protocol/index.js'
 import { createRandomModel, MODEL_SHAPES, openModelFile, type TensorName, type WeightDType } from '../shards/index.js'
 import { rowBytes } from '../shards/quant/index.js'
+import { embeddingRowsShare } from './fetch-embedding-rows.js'
 import { benchArgs } from './options.js'
 import { resolveModel } from './swarm-setup.js'
 
@@ -111,8 +113,16 @@ function clientBytes8b() {
     edgeBlocksBytes: block(0) + block(c.nLayers - 1),
     // not built: embedding rows fetched per token would leave the head and edge blocks only
     edgeWithoutEmbeddingsFraction: (edgeBytes - embd) / fileBytes,
+    // ... but rows are checked by 1 MiB chunk: what one exchange's tokens would fetch (fetch-embedding-rows.ts)
+    perTokenRows: perTokenRows(embd, c.vocabSize, edgeBytes, fileBytes),
     remoteHead: remoteHead8b(c.dim, c.vocabSize, head, fileBytes, embd + norm + block(0))
   }
+}
+
+/** The edge with embedding chunks fetched as one exchange's tokens need them, against the file. */
+function perTokenRows(embd: number, vocab: number, edgeBytes: number, fileBytes: number) {
+  const r = embeddingRowsShare(embd, vocab)
+  return { ...r, edgeFractionPerExchange: (edgeBytes - embd + r.bytesPerExchange) / fileBytes }
 }
 
 /**

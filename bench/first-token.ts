@@ -10,7 +10,7 @@
  * interleaved in the same run on the same warm nodes. A third kind, `returning`, keeps a trust
  * file and the canary secret beside it (`--trust-file`): its set, built by one unmeasured
  * `--verified-stream` run first (which waits for it), is kept between runs
- * (client/verification/canary-set-store.ts), and its peers' records too (no start-up burst). Time to first token is the CLI's `prefillMs`, decode its
+ * (client/verification/canaries/canary-set-store.ts), and its peers' records too (no start-up burst). Time to first token is the CLI's `prefillMs`, decode its
  * `decodeTokensPerSecond`, the whole run (`wallMs`) the generate process from start to exit (a
  * new client's first generation ends once its peers are checked: issue 31); medians over the
  * rounds and the ratios to off. Prints one JSON object.

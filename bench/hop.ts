@@ -153,13 +153,13 @@ export async function main(argv: string[]): Promise<void> {
     }
     await warmSessions(async (id, steps) => {
       const s = await HopSession.open(host, targets[0], dim, { ...open, sessionId: id })
-      for (let i = 0; i < steps; i++) await s.step(i + 1, i, row)
+      for (let i = 0; i < steps; i++) await s.sendStep(i + 1, i, row)
       await s.close()
     })
     const single = await HopSession.open(host, targets[0], dim, { ...open, sessionId: 'bench-single' })
     const computeMs: number[] = []
     const nodeStep = await timed(rounds, gapMs, async (i) => {
-      const out = await single.step(i + 1, i, row)
+      const out = await single.sendStep(i + 1, i, row)
       computeMs.push(out.timings[0]?.computeMs ?? 0)
     })
     await single.close()

@@ -12,7 +12,7 @@
  */
 import { parseArgs } from 'node:util'
 import { createFastKernels, type FastKernels } from '../shards/kernels/kernels-fast.js'
-import { openModelFile } from '../shards/open-model.js'
+import { openModelFile } from '../shards/model/open-model.js'
 import { QUANT_LAYOUTS, type QuantDType } from '../shards/quant/quant-blocks.js'
 import type { WeightMatrix } from '../shards/types.js'
 

@@ -4,7 +4,7 @@
  * answers with the tokens and their arrival times; `close` ends it.
  */
 import { type LayerswarmClient as Client, createClient } from '../client/index.js'
-import { type Kernels, selectKernels } from '../shards/index.js'
+import { errorCode, type Kernels, selectKernels } from '../shards/index.js'
 import { clientInit, type LoadClientConfig, runClient } from './load-clients.js'
 
 type Message = { type: 'init'; config: LoadClientConfig; prompt: string } | { type: 'run' } | { type: 'close' }
@@ -38,6 +38,6 @@ process.on('message', async (m: Message) => {
       process.exit(0)
     }
   } catch (err) {
-    reply({ type: 'error', message: `${(err as { code?: string }).code ?? ''} ${(err as Error).message}` })
+    reply({ type: 'error', message: `${errorCode(err) ?? ''} ${(err as Error).message}` })
   }
 })

@@ -10,7 +10,7 @@ import { type ChildProcess, fork } from 'node:child_process'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { type LayerswarmClient as Client, type ClientInit, createClient, type SpeculateMode } from '../client/index.js'
-import type { Kernels } from '../shards/index.js'
+import { errorCode, type Kernels } from '../shards/index.js'
 
 export interface ClientRun {
   readonly tokens: number[]
@@ -78,7 +78,7 @@ export async function runClient(client: Client, prompt: string, maxTokens: numbe
       tokens: [],
       times,
       busy: busy.n - busy0,
-      error: `${(err as { code?: string }).code ?? ''} ${(err as Error).message}`
+      error: `${errorCode(err) ?? ''} ${(err as Error).message}`
     }
   }
 }

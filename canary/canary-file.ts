@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto'
 import { chmodSync, readFileSync, writeFileSync } from 'node:fs'
+import { errorCode } from '../shards/index.js'
 import { type BuildCanarySetOptions, buildCanarySet, type Canary, type CanarySet } from './canary-set.js'
 import { CanaryArgumentError, CanarySetMismatchError, CanarySetVersionError, CorruptCanarySetError } from './errors.js'
 
@@ -147,7 +148,7 @@ export function loadOrBuildCanarySet(path: string, build: BuildCanarySetOptions 
   try {
     return loadCanarySet(path, { modelId: build.modelId, boundary: build.boundary })
   } catch (err) {
-    const missing = (err as { code?: string }).code === 'ENOENT'
+    const missing = errorCode(err) === 'ENOENT'
     if (!missing && !(err instanceof CanarySetVersionError)) throw err
   }
   const set = buildCanarySet(build)

@@ -79,7 +79,7 @@ export type BuildCanaryTracesOptions = Omit<BuildCanarySetOptions, 'boundary' | 
   /** Block boundaries whose states are kept (default all, 0..nLayers). */
   readonly levels?: readonly number[]
   /**
-   * Per prompt, how a chat template made it (client/verification/canary-template.ts): kept whole (up to
+   * Per prompt, how a chat template made it (client/verification/canaries/canary-template.ts): kept whole (up to
    * tokensPerPrompt − 1), not cut at maxPromptTokens; with `special`, its control tokens are
    * encoded as such. Undefined entries: plain prompts.
    */

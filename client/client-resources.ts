@@ -5,8 +5,9 @@ import { type ModelFile, openModelFile } from '../shards/index.js'
 import type { ClientInit } from './client-types.js'
 import { bundledModelPath } from './default-model.js'
 import { DEFAULT_EDGE_FIRST, DEFAULT_EDGE_LAST } from './options.js'
-import { edgeOnlyModel } from './verification/canary-bank-init.js'
+import { edgeOnlyModel } from './verification/canaries/canary-bank-init.js'
 import { type FetchedWeights, fetchClientModel } from './weights/client-fetch.js'
+import type { Seeder } from './weights/seeder.js'
 
 /**
  * What LayerswarmClient.create opens before it builds a client: the model file (only its edge
@@ -22,6 +23,7 @@ export async function openClientResources(
   fetched?: FetchedWeights
   privateKey: PrivateKey
   headReadable?: (id: number) => boolean
+  seeder?: Seeder
 }> {
   // the client's identity signs its KV grants (issue #41), so it keeps the key it starts with
   const privateKey = init.privateKey ?? (await generateKeyPair('Ed25519'))

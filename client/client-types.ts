@@ -8,9 +8,9 @@ import type { WireReport } from './session/wire-ledger.js'
 import type { WirePreference } from './session/wire-negotiation.js'
 import type { SpeculateMode } from './speculation/speculation.js'
 import type { SpeculationStats } from './speculation/speculative-decode.js'
-import type { CanaryBankInit } from './verification/canary-bank-init.js'
+import type { CanaryBankInit } from './verification/canaries/canary-bank-init.js'
+import type { PromptTemplate } from './verification/canaries/canary-template.js'
 import type { CanaryEvidence, CanaryOptions, CanaryPeerReport } from './verification/canary-monitor.js'
-import type { PromptTemplate } from './verification/canary-template.js'
 import type { ReceiptSummary } from './verification/receipts.js'
 import type { ReplayEvidence } from './verification/replay-index.js'
 
@@ -44,6 +44,12 @@ export interface ClientInit {
   readonly modelId?: string
   /** Where fetched models are kept (default `$LAYERSWARM_HOME/models`, else `~/.layerswarm/models`). */
   readonly modelsDir?: string
+  /**
+   * Issue 33: with `modelId`, the client serves the chunks it fetched to other peers on its host
+   * (/layerswarm/weights), as every node does, under these upload caps in bytes/s (0: none).
+   * Peers reach it where it listens (`listen`) or over a connection it holds. Default on; false: off.
+   */
+  readonly seedWeights?: false | { readonly maxUploadBytesPerSecond?: number; readonly maxPeerUploadBytesPerSecond?: number }
   readonly tokenizer?: string
   /** Blocks the client runs itself before / after the remote span (default 1 and 1). */
   readonly edgeFirst?: number
@@ -99,7 +105,7 @@ export interface ClientInit {
   readonly speculate?: SpeculateMode
   /**
    * A canary bank (`layerswarm canary build`): canaries come from it, and the client reads no
-   * weight of the blocks it does not run (a thin client; client/verification/canary-bank-init.ts).
+   * weight of the blocks it does not run (a thin client; client/verification/canaries/canary-bank-init.ts).
    */
   readonly canaryBank?: CanaryBankInit
 }
@@ -126,7 +132,7 @@ export interface GenerateOptions extends SamplerOptions {
   /**
    * How the prompt was made from a user message (with `special`: the chat template, as the gateway
    * passes it). Secret canaries then go through it as often as the client's sessions do, so a
-   * peer sees templated decoys among templated sessions (client/verification/canary-template.ts).
+   * peer sees templated decoys among templated sessions (client/verification/canaries/canary-template.ts).
    */
   readonly promptTemplate?: PromptTemplate
   /** Speculative steps for this generation (default ClientInit.speculate). */

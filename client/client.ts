@@ -45,9 +45,10 @@ import { WireLedger } from './session/wire-ledger.js'
 import type { DraftModel } from './speculation/draft-model.js'
 import { decodeTokens, parseSpeculate } from './speculation/speculation.js'
 import { emptySpeculationStats } from './speculation/speculative-decode.js'
-import { openCanaryBank } from './verification/canary-bank-init.js'
+import { openCanaryBank } from './verification/canaries/canary-bank-init.js'
 import type { CanaryMonitor } from './verification/canary-monitor.js'
 import type { FetchedWeights } from './weights/client-fetch.js'
+import type { Seeder } from './weights/seeder.js'
 
 export type { ClientInit, GenerateOptions, GenerateResult, VerificationReport } from './client-types.js'
 
@@ -76,7 +77,9 @@ export class LayerswarmClient {
     /** Issue 33: what a client started by content id fetched (undefined for a local file). */
     readonly fetchedWeights?: FetchedWeights,
     /** Issue #35 item 4: the head rows a thin client holds (its fetched head chunks); every row by default. */
-    private readonly headReadable?: (id: number) => boolean
+    private readonly headReadable?: (id: number) => boolean,
+    /** Issue 33: serves what the client fetched to other peers (`seedWeights`). */
+    readonly seeder?: Seeder
   ) {
     const n = model.config.nLayers
     const k = init.edgeFirst ?? DEFAULT_EDGE_FIRST
@@ -105,11 +108,11 @@ export class LayerswarmClient {
   }
 
   static async create(init: ClientInit, options: AbortOptions = {}): Promise<LayerswarmClient> {
-    const { host, model, fetched, privateKey, headReadable } = await openClientResources(init, options)
+    const { host, model, fetched, privateKey, headReadable, seeder } = await openClientResources(init, options)
     try {
-      const client = new LayerswarmClient(host, model, { ...init, privateKey }, fetched, headReadable)
-      return client
+      return new LayerswarmClient(host, model, { ...init, privateKey }, fetched, headReadable, seeder)
     } catch (err) {
+      await seeder?.stop()
       await host.stop()
       model.close()
       throw err
@@ -287,6 +290,7 @@ export class LayerswarmClient {
 
   async close(): Promise<void> {
     await this.canaries?.close()
+    await this.seeder?.stop()
     await this.host.stop()
     for (const m of this.draftModels.values()) m.close()
     this.ownKernels?.close?.()

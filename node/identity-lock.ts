@@ -18,6 +18,7 @@ import { randomBytes } from 'node:crypto'
 import { linkSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs'
 import { basename, dirname, extname, join } from 'node:path'
 import type { AbortOptions } from '@libp2p/interface'
+import { errorCode } from '../shards/index.js'
 import { IdentityInUseError } from './errors.js'
 import { defaultIdentityPath, type Identity, loadOrCreateIdentity } from './identity.js'
 
@@ -49,7 +50,7 @@ export function pidAlive(pid: number): boolean {
     process.kill(pid, 0)
     return true
   } catch (e) {
-    return (e as NodeJS.ErrnoException).code === 'EPERM'
+    return errorCode(e) === 'EPERM'
   }
 }
 
@@ -100,7 +101,7 @@ export function tryLockIdentity(keyPath: string): { lock: IdentityLock } | { hel
       linkSync(tmp, lockPath)
       return { lock: makeLock(lockPath, false) }
     } catch (e) {
-      if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e
+      if (errorCode(e) !== 'EEXIST') throw e
     } finally {
       rmSync(tmp, { force: true })
     }

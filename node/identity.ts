@@ -22,6 +22,7 @@ import { dirname, join, resolve } from 'node:path'
 import { generateKeyPair, privateKeyFromProtobuf, privateKeyToProtobuf } from '@libp2p/crypto/keys'
 import type { AbortOptions, PrivateKey } from '@libp2p/interface'
 import { peerIdFromPrivateKey } from '@libp2p/peer-id'
+import { errorCode } from '../shards/index.js'
 import { IdentityExistsError, IdentityFileExposedError, IdentityNotFoundError, InvalidIdentityFileError } from './errors.js'
 import { CLIENT_IDENTITY_FILE_NAME, DEFAULT_HOME_DIR_NAME, HOME_ENV, IDENTITY_FILE_NAME, TRUST_FILE_NAME } from './options.js'
 
@@ -65,7 +66,7 @@ export function readIdentity(path: string): Identity {
   try {
     fd = openSync(path, constants.O_RDONLY | (constants.O_NOFOLLOW ?? 0))
   } catch (e) {
-    const code = (e as NodeJS.ErrnoException).code
+    const code = errorCode(e)
     if (code === 'ENOENT') throw new IdentityNotFoundError(`no identity at ${path} (layerswarm identity new makes one)`)
     if (code === 'ELOOP') throw new InvalidIdentityFileError(`identity ${path} is a symbolic link; name the key file itself`)
     throw new InvalidIdentityFileError(`cannot read identity ${path}: ${(e as Error).message}`)
@@ -119,7 +120,7 @@ export async function createIdentity(
     if (overwrite) renameSync(tmp, path)
     else linkSync(tmp, path) // fails with EEXIST instead of replacing: two first starts keep one key
   } catch (e) {
-    if ((e as NodeJS.ErrnoException).code === 'EEXIST')
+    if (errorCode(e) === 'EEXIST')
       throw new IdentityExistsError(`${path} already holds an identity (--force replaces it, and changes the peer id)`)
     throw new InvalidIdentityFileError(`cannot write identity ${path}: ${(e as Error).message}`)
   } finally {

@@ -1,6 +1,6 @@
 /**
  * Defaults of the node's abuse limits (issue #17), in one place. Sessions per node and idle
- * timeouts are the CLI's (node/cli/commands/node-start.ts).
+ * timeouts are the CLI's (node/cli/commands/node/node-start.ts).
  */
 
 export interface PeerLimitOptions {

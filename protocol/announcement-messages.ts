@@ -62,8 +62,22 @@ function announcementFromWire(w: wire.Announcement.$Properties): Announcement {
     ...kvDtypeField(w.kvDtype, 'announcement.kv_dtype'),
     ...queuedStepsField(w.queuedSteps, 'announcement.queued_steps'),
     ...hardwareFields(w, 'announcement.'),
-    ...modelNameField(w.modelName, 'announcement.model_name')
+    ...modelNameField(w.modelName, 'announcement.model_name'),
+    ...weightsAnnouncementFields(w)
   }
+}
+
+/** Announcement.content_id (lsw1- and 64 hex digits, or absent) and demand_tokens_per_minute (issue 33). */
+function weightsAnnouncementFields(w: wire.Announcement.$Properties): { contentId?: string; demandTokensPerMinute?: number } {
+  const out: { contentId?: string; demandTokensPerMinute?: number } = {}
+  if (w.contentId != null && w.contentId !== '') {
+    if (typeof w.contentId !== 'string' || !/^lsw1-[0-9a-f]{64}$/.test(w.contentId))
+      throw new MalformedMessageError('announcement.content_id: not a content id (lsw1- and 64 hex digits)')
+    out.contentId = w.contentId
+  }
+  if (w.demandTokensPerMinute != null && w.demandTokensPerMinute !== 0)
+    out.demandTokensPerMinute = uint32Field(w.demandTokensPerMinute, 'announcement.demand_tokens_per_minute')
+  return out
 }
 
 /** Encodes an announcement (the signed payload), refusing what decodeAnnouncement would refuse. */

@@ -146,3 +146,17 @@ export async function verifyKvReceipt(r: KvReceipt): Promise<boolean> {
 export function wrappedKeyHash(wrappedKey: Uint8Array): Uint8Array {
   return sha256(wrappedKey)
 }
+
+/**
+ * The destination session of a grant to a holder (issue #41 item 3): the destination keeps the
+ * sealed frames for the client, unopened (node/daemon/kv/kv-hold.ts), instead of importing them.
+ * Signed with the rest of the grant, so a source cannot turn an import into a hold or back.
+ */
+export const KV_HOLD_SESSION_ID = 'kv-hold'
+
+/** What a grant to a holder names as the wrapped key: none is wrapped for a holder, it never opens what it keeps. */
+export const KV_HOLD_NO_KEY = new TextEncoder().encode('layerswarm-kv-hold:no-key')
+
+export function isKvHold(g: Pick<KvGrantFields, 'destinationSessionId'>): boolean {
+  return g.destinationSessionId === KV_HOLD_SESSION_ID
+}

@@ -1,7 +1,7 @@
 import { MalformedMessageError } from './errors.js'
 import { stringField } from './field-checks.js'
 
-/** Longest readable model name on the wire (issue 33 item 5; shards/model-name.ts makes them this short). */
+/** Longest readable model name on the wire (issue 33 item 5; shards/model/model-name.ts makes them this short). */
 export const MAX_MODEL_NAME_LENGTH = 120
 
 /**

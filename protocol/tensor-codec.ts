@@ -91,7 +91,7 @@ export function expectShape(shape: readonly number[], expected: ReadonlyArray<nu
 // ---- encode ----
 
 /**
- * Packs activations for the wire as f32, f16 or q8_0 (DESIGN.md §3); non-finite values throw.
+ * Packs activations for the wire as f32, f16 or q8_0 (docs/protocol.md, "Tensors and wire dtypes"); non-finite values throw.
  *
  * @example
  * ```ts

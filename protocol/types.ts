@@ -276,6 +276,10 @@ export interface Announcement {
   deviceMemoryBytes?: number
   /** A readable name from the GGUF metadata (issue 33 item 5); routing keys on modelId. */
   modelName?: string
+  /** Issue 33: the content id (lsw1-…) the peer seeds its weights under. */
+  contentId?: string
+  /** Issue 33: tokens of client steps asked of the peer's span in the last minute (join's demand signal). */
+  demandTokensPerMinute?: number
 }
 
 export interface SignedAnnouncement {

@@ -11,9 +11,9 @@ import type { BlockWeights, Scratch } from './block.js'
 import { familyBlockForward } from './family-block.js'
 import type { Kernels } from './kernels/kernels.js'
 import type { KvCache } from './kv-cache.js'
+import { applyRopeMagnitude } from './model/rope-config.js'
 import { moeForward } from './moe-block.js'
 import { qkvMatmul } from './qkv.js'
-import { applyRopeMagnitude } from './rope-config.js'
 import type { ModelConfig } from './types.js'
 
 /** One session's rows in a batch: `rows` hidden states at positions startPos .. startPos+rows-1. */

@@ -1,13 +1,13 @@
-import { extraBlockTensors, neoxToNormOrder, permutedRow, permuteHeads } from './architectures.js'
 import { InvalidModelError } from './errors.js'
 import { familyBlockForward } from './family-block.js'
-import type { BlockMatrices, Kernels, MoeMatrices, PrepareOptions } from './kernels/kernels.js'
+import type { BlockMatrices, ExpertFfn, Kernels, MoeMatrices, PrepareOptions } from './kernels/kernels.js'
 import type { KvCache } from './kv-cache.js'
-import type { ModelFile } from './model-file.js'
+import { extraBlockTensors, neoxToNormOrder, permutedRow, permuteHeads } from './model/architectures.js'
+import type { ModelFile } from './model/model-file.js'
+import { applyRopeMagnitude } from './model/rope-config.js'
 import { moeForward } from './moe-block.js'
 import { qkvMatmul } from './qkv.js'
 import { rowBytes } from './quant/codecs.js'
-import { applyRopeMagnitude } from './rope-config.js'
 import type { Scratch } from './scratch.js'
 import type { BlockTensor, ModelConfig, MoeParams, TensorName, WeightMatrix } from './types.js'
 
@@ -164,25 +164,34 @@ function loadMoe(model: ModelFile, layer: number, kernels: Kernels, p: MoeParams
     throw new InvalidModelError(
       `${model.path}: ${blk}ffn_gate_inp is [${router.rows}, ${router.cols}], need [${p.nExperts}, ${model.config.dim}]`
     )
-  const experts = []
-  for (let e = 0; e < p.nExperts; e++) {
-    const name = (t: 'ffn_gate_exps' | 'ffn_up_exps' | 'ffn_down_exps') => `${blk}${t}.${e}` as const
-    experts.push({
-      gate: loadMatrices(model, [name('ffn_gate_exps')], kernels),
-      up: loadMatrices(model, [name('ffn_up_exps')], kernels),
-      down: loadMatrices(model, [name('ffn_down_exps')], kernels)
-    })
+  // Gate and up stacked into one matrix where they share a type (moe-block.ts swigluFfn).
+  const info = model.matrixInfo?.bind(model)
+  const ffn = (gate: TensorName, up: TensorName, down: TensorName): ExpertFfn => ({
+    ...(info && info(gate).dtype === info(up).dtype
+      ? { gate: loadMatrices(model, [gate, up], kernels) }
+      : { gate: loadMatrices(model, [gate], kernels), up: loadMatrices(model, [up], kernels) }),
+    down: loadMatrices(model, [down], kernels)
+  })
+  const experts: ExpertFfn[] = []
+  for (let e = 0; e < p.nExperts; e++)
+    experts.push(ffn(`${blk}ffn_gate_exps.${e}`, `${blk}ffn_up_exps.${e}`, `${blk}ffn_down_exps.${e}`))
+  if (p.sharedHidden === 0) return { router, experts }
+  // qwen2moe's shared expert; its gate vector [dim] multiplies as a one-row f32 matrix (ggml_mul_mat).
+  const gateInp = model.readVector(`${blk}ffn_gate_inp_shexp`)
+  const data = new Uint8Array(Float32Array.from(gateInp).buffer)
+  const shared = {
+    gateInp: kernels.prepare({ dtype: 'f32', rows: 1, cols: gateInp.length, data }),
+    ...ffn(`${blk}ffn_gate_shexp`, `${blk}ffn_up_shexp`, `${blk}ffn_down_shexp`)
   }
-  return { router, experts }
+  return { router, experts, shared }
 }
+
+const ffnBytes = (f: ExpertFfn): number => f.gate.data.byteLength + (f.up?.data.byteLength ?? 0) + f.down.data.byteLength
 
 /** Bytes of a block's weights (matrices as stored, norms as f32). */
 export function blockWeightBytes(b: BlockWeights): number {
-  const experts =
-    b.moe?.experts.reduce(
-      (n, e) => n + e.gate.data.byteLength + e.up.data.byteLength + e.down.data.byteLength,
-      b.moe.router.data.byteLength
-    ) ?? 0
+  const shared = b.moe?.shared ? b.moe.shared.gateInp.data.byteLength + ffnBytes(b.moe.shared) : 0
+  const experts = b.moe?.experts.reduce((n, e) => n + ffnBytes(e), b.moe.router.data.byteLength + shared) ?? 0
   const m = [b.wqkv, b.wk, b.wv, b.wo, b.w13, b.w2].reduce((n, w) => n + (w?.data.byteLength ?? 0), experts)
   const extra =
     (b.bqkv?.length ?? 0) +

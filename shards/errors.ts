@@ -126,3 +126,14 @@ export class WeightsIdMismatchError extends EngineError {
 export class TensorNotHeldError extends EngineError {
   override readonly code = 'TENSOR_NOT_HELD'
 }
+
+/**
+ * The `code` of a thrown value, when it has a string one (our typed errors, Node's system errors,
+ * libp2p's): one typed reading instead of a cast at every catch (issue 36;
+ * test/house/error-code-casts.test.ts keeps the cast from coming back).
+ */
+export function errorCode(err: unknown): string | undefined {
+  if (err == null || typeof err !== 'object') return undefined
+  const { code } = err as { code?: unknown }
+  return typeof code === 'string' ? code : undefined
+}

@@ -1,10 +1,10 @@
 import { InvalidModelError } from './errors.js'
 import { f16Table, f32ToF16 } from './f16.js'
-import { isSlidingLayer } from './family-config.js'
 import type { AttentionShape, BlockMatrices, Kernels, KvLayer } from './kernels/kernels.js'
 import type { KvCache } from './kv-cache.js'
+import { isSlidingLayer } from './model/family-config.js'
+import { applyRopeMagnitude, ropeFrequencies } from './model/rope-config.js'
 import { qkvMatmul } from './qkv.js'
-import { applyRopeMagnitude, ropeFrequencies } from './rope-config.js'
 import type { Scratch } from './scratch.js'
 import type { FamilyParams, ModelConfig } from './types.js'
 

@@ -10,7 +10,7 @@ import type { ModelConfig } from './types.js'
  *    create_tensor_qkv / build_qkv splits the first; build_ffn LLM_FFN_SWIGLU with no gate
  *    tensor runs ggml_swiglu on the halves of the second);
  *  - mixture-of-experts `blk.N.ffn_{gate,up,down}_exps` [nExperts, rows, cols] hold one matrix
- *    per expert: `blk.N.ffn_gate_exps.E` is slab E.
+ *    per expert: `blk.N.ffn_gate_exps.E` is slab E (or the split tensor `blk.N.ffn_gate.E`).
  * Stored rows are self-contained in every GGUF type, so a row range is a matrix of its own and
  * reads only its bytes (a MoE step reads only the experts it uses).
  */
@@ -27,9 +27,12 @@ export function tensorView(
   const t = m[2]
   if (m[3] !== undefined) {
     if (!['ffn_gate_exps', 'ffn_up_exps', 'ffn_down_exps'].includes(t)) return undefined
-    const s = tensors.get(`${blk}${t}.weight`)
-    if (!s) return undefined
     const e = Number(m[3])
+    const s = tensors.get(`${blk}${t}.weight`)
+    // Early Mixtral GGUFs store each expert apart: blk.N.ffn_gate.E.weight (llama.cpp's
+    // LLM_TENSOR_FFN_GATE_EXP, "split experts"); the engine reads them as the stack's slabs.
+    if (!s) return tensors.get(`${blk}${t.replace('_exps', '')}.${e}.weight`)
+
     if (s.ne.length !== 3 || e >= s.ne[2]) throw new InvalidModelError(`${s.name} has no expert ${e} (shape [${s.ne}])`)
     return rows(s, e * s.ne[1], s.ne[1], name)
   }

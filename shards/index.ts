@@ -1,6 +1,5 @@
 // The model engine: formats, tokenizer, kernels, spans of blocks, edge parts, sampler.
 
-export { llama3RopeFactors, neoxToNormOrder, ropeFrequencies, SUPPORTED_ARCHITECTURES } from './architectures.js'
 export * from './constrain/index.js'
 export { createEdge, Edge, type EdgeInit } from './edge.js'
 export * from './errors.js'
@@ -13,7 +12,6 @@ export {
   generateTokens,
   type LocalPipelineOptions
 } from './generate.js'
-export { type GuardedReads, guardedModel } from './guarded-model.js'
 export * from './head/index.js'
 export * from './kernels/index.js'
 export {
@@ -27,10 +25,7 @@ export {
   kvAllocatorOf,
   kvRowBytes
 } from './kv-cache.js'
-export { type ByteSource, type GgufValue, type ModelFile, sampleRange } from './model-file.js'
-export { computeModelId, SAMPLE_BYTES as MODEL_ID_SAMPLE_BYTES } from './model-id.js'
-export { MAX_MODEL_NAME_LENGTH, parameterCount, readableModelName, sizeLabel } from './model-name.js'
-export { type OpenModelOptions, openModelFile } from './open-model.js'
+export * from './model/index.js'
 export { NATIVE_BATCHED_FROM } from './options.js'
 export { dequantizeRow, Q8_0_BLOCK, Q8_0_BLOCK_BYTES, quantizeMatrix, rowBytes } from './quant/codecs.js'
 export { MODEL_FILE_TYPES, type ModelFileType } from './quant/file-types.js'

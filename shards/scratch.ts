@@ -1,4 +1,4 @@
-import { ropeFrequencies } from './architectures.js'
+import { ropeFrequencies } from './model/architectures.js'
 import type { ModelConfig } from './types.js'
 
 /** Activation buffers for a batch of up to `capacity` tokens, reused across steps. */

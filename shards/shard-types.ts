@@ -1,6 +1,6 @@
 import type { Kernels } from './kernels/kernels.js'
 import type { KvDType } from './kv-cache.js'
-import type { ModelFile } from './model-file.js'
+import type { ModelFile } from './model/model-file.js'
 
 /** How a Shard is made (shards/shard.ts). */
 export interface ShardInit {

@@ -1,7 +1,7 @@
 import type { QuantDType } from './quant/quant-dtypes.js'
 
-/** GGUF `general.architecture` values the engine runs (shards/architectures.ts). */
-export type Architecture = 'llama' | 'qwen2' | 'qwen3' | 'gemma2' | 'gemma3' | 'phi3' | 'qwen3moe'
+/** GGUF `general.architecture` values the engine runs (shards/model/architectures.ts). */
+export type Architecture = 'llama' | 'qwen2' | 'qwen3' | 'gemma2' | 'gemma3' | 'phi3' | 'qwen3moe' | 'qwen2moe'
 
 /** Hyper-parameters of a model (llama2.c Config, GGUF `<arch>.*` keys). */
 export interface ModelConfig {
@@ -40,9 +40,9 @@ export interface ModelConfig {
   readonly ropeFreqFactors: readonly number[] | null
   /** Dims of each head that RoPE rotates (rope.dimension_count, partial rotary); headDim when absent. */
   readonly ropeDims?: number
-  /** cos/sin scale of the rotated dims (YaRN mscale, longrope attn_factor; shards/rope-config.ts); 1 when absent. */
+  /** cos/sin scale of the rotated dims (YaRN mscale, longrope attn_factor; shards/model/rope-config.ts); 1 when absent. */
   readonly ropeMagnitude?: number
-  /** YaRN's ramp between interpolated and extrapolated angles (shards/rope-config.ts). */
+  /** YaRN's ramp between interpolated and extrapolated angles (shards/model/rope-config.ts). */
   readonly ropeYarn?: RopeYarn
   /** The mixture-of-experts FFN (shards/moe-block.ts); absent for dense models. */
   readonly moe?: MoeParams
@@ -133,6 +133,10 @@ export type TensorName =
   | `blk.${number}.${BlockExtraTensor}`
   | `blk.${number}.ffn_gate_inp`
   | `blk.${number}.${'ffn_gate_exps' | 'ffn_up_exps' | 'ffn_down_exps'}.${number}`
+  | `blk.${number}.${SharedExpertTensor}`
+
+/** qwen2moe's shared expert: its sigmoid gate vector [dim] and its SwiGLU FFN (shards/moe-block.ts). */
+export type SharedExpertTensor = 'ffn_gate_inp_shexp' | 'ffn_gate_shexp' | 'ffn_up_shexp' | 'ffn_down_shexp'
 
 /** Tensors only some architectures have (qwen2 biases, qwen3 Q/K norms); all are vectors. */
 export type BlockExtraTensor =

@@ -3,7 +3,7 @@ import { existsSync, mkdirSync, rmSync, symlinkSync, writeFileSync } from 'node:
 import { createRequire } from 'node:module'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { GEMMA_CHAT_TEMPLATE, PHI3_CHAT_TEMPLATE } from '../../shards/family-config.js'
+import { GEMMA_CHAT_TEMPLATE, PHI3_CHAT_TEMPLATE } from '../../shards/model/family-config.js'
 import type { NativeLlamaCpp } from './llama-cpp-native.js'
 
 /*
@@ -14,7 +14,7 @@ import type { NativeLlamaCpp } from './llama-cpp-native.js'
 
 /** One family's test file: architecture, vocabulary package, and what differs from Llama 2. */
 interface FamilySpec {
-  readonly arch: 'llama' | 'qwen2' | 'qwen3' | 'gemma2' | 'gemma3' | 'phi3' | 'qwen3moe'
+  readonly arch: 'llama' | 'qwen2' | 'qwen3' | 'gemma2' | 'gemma3' | 'phi3' | 'qwen3moe' | 'qwen2moe'
   readonly vocab: 'llama3' | 'qwen'
   readonly args: readonly string[]
   /** The file's chat template instead of the vocabulary's (Gemma's, Phi-3's). */
@@ -75,6 +75,20 @@ export const FAMILIES: Readonly<Record<string, FamilySpec>> = {
     arch: 'qwen3moe',
     vocab: 'qwen',
     args: ['--rope-theta', '1000000', '--head-dim', '128', '--experts', '8', '--experts-used', '2', '--expert-ffn', '256']
+  },
+  // Mixtral: a llama file with llama.expert_count 8, 2 per token, experts feed_forward_length
+  // (256) wide, top-k renormalised. Mixtral's SentencePiece vocabulary is not on npm: Llama 3's.
+  mixtral: {
+    arch: 'llama',
+    vocab: 'llama3',
+    args: ['--rope-theta', '1000000', '--experts', '8', '--experts-used', '2', '--expert-ffn', '256']
+  },
+  // Qwen1.5-MoE / Qwen2-57B-A14B: qwen2 attention (biases), 8 experts, 2 per token, not
+  // renormalised, plus a shared expert of 512 gated by sigmoid(ffn_gate_inp_shexp · x).
+  qwen2moe: {
+    arch: 'qwen2moe',
+    vocab: 'qwen',
+    args: ['--rope-theta', '1000000', '--experts', '8', '--experts-used', '2', '--expert-ffn', '256', '--shared-ffn', '512']
   }
 }
 

@@ -21,7 +21,7 @@ import gguf
 import numpy as np
 
 p = argparse.ArgumentParser()
-p.add_argument("--arch", required=True, choices=["llama", "qwen2", "qwen3", "gemma2", "gemma3", "phi3", "qwen3moe"])
+p.add_argument("--arch", required=True, choices=["llama", "qwen2", "qwen3", "gemma2", "gemma3", "phi3", "qwen3moe", "qwen2moe"])
 p.add_argument("--vocab-dir", required=True)
 p.add_argument("--pre", required=True)
 p.add_argument("--out", required=True)
@@ -46,11 +46,14 @@ p.add_argument("--longrope", action="store_true")
 # YaRN (rope_scaling {type: yarn, factor, original_max_position_embeddings}), as Qwen 2.5 / 3 use it.
 p.add_argument("--yarn-factor", type=float, default=0.0)
 p.add_argument("--orig-ctx", type=int, default=0)
-# Mixture of experts (Qwen3MoeModel): experts, used per token, expert FFN size, router scale.
+# Mixture of experts (Qwen3MoeModel, Qwen2MoeModel, LlamaModel for Mixtral): experts, used per
+# token, expert FFN size (Mixtral: feed_forward_length itself), router scale; qwen2moe's shared
+# expert FFN size (ffn_{gate,up,down}_shexp, gated by the ffn_gate_inp_shexp vector).
 p.add_argument("--experts", type=int, default=0)
 p.add_argument("--experts-used", type=int, default=0)
 p.add_argument("--expert-ffn", type=int, default=0)
 p.add_argument("--router-scale", type=float, default=4.0)
+p.add_argument("--shared-ffn", type=int, default=0)
 a = p.parse_args()
 
 # -- vocabulary, as get_vocab_base reads it through AutoTokenizer --------------------------------
@@ -94,7 +97,12 @@ arch = {
     "gemma3": gguf.MODEL_ARCH.GEMMA3,
     "phi3": gguf.MODEL_ARCH.PHI3,
     "qwen3moe": gguf.MODEL_ARCH.QWEN3MOE,
+    "qwen2moe": gguf.MODEL_ARCH.QWEN2MOE,
 }[a.arch]
+if a.arch == "llama" and a.experts:
+    a.ffn = a.expert_ffn  # LlamaModel writes intermediate_size, each expert's width
+if a.arch == "qwen2moe":
+    a.tied = False  # llama.cpp's qwen2moe loader requires output.weight
 gemma = a.arch in ("gemma2", "gemma3")
 if gemma:
     a.tied = True  # Gemma's head is token_embd
@@ -143,7 +151,10 @@ if a.yarn_factor:
 if a.experts:
     w.add_expert_count(a.experts)
     w.add_expert_used_count(a.experts_used)
-    w.add_expert_feed_forward_length(a.expert_ffn)
+    if a.arch != "llama":
+        w.add_expert_feed_forward_length(a.expert_ffn)
+if a.shared_ffn:
+    w.add_expert_shared_feed_forward_length(a.shared_ffn)
 w.add_file_type(gguf.LlamaFileType.MOSTLY_F16)
 
 w.add_tokenizer_model("gpt2")
@@ -189,7 +200,7 @@ for b in range(a.layers):
         w.add_tensor(blk + "attn_q.weight", mat(q_dim, a.dim))
         w.add_tensor(blk + "attn_k.weight", mat(kv_dim, a.dim))
         w.add_tensor(blk + "attn_v.weight", mat(kv_dim, a.dim))
-    if a.arch == "qwen2":
+    if a.arch in ("qwen2", "qwen2moe"):
         for t, n in (("q", q_dim), ("k", kv_dim), ("v", kv_dim)):
             w.add_tensor(blk + f"attn_{t}.bias", rng.uniform(-0.2, 0.2, size=n).astype(np.float32))
     if a.arch in ("qwen3", "gemma3", "qwen3moe"):
@@ -211,6 +222,12 @@ for b in range(a.layers):
         w.add_tensor(blk + "ffn_gate_exps.weight", ex(a.expert_ffn, a.dim))
         w.add_tensor(blk + "ffn_up_exps.weight", ex(a.expert_ffn, a.dim))
         w.add_tensor(blk + "ffn_down_exps.weight", ex(a.dim, a.expert_ffn))
+        if a.shared_ffn:
+            # The shared expert's gate is a vector (F32, as 1-D tensors stay); ±0.5 spreads sigmoid(w·x).
+            w.add_tensor(blk + "ffn_gate_inp_shexp.weight", rng.uniform(-0.5, 0.5, size=a.dim).astype(np.float32))
+            w.add_tensor(blk + "ffn_gate_shexp.weight", mat(a.shared_ffn, a.dim))
+            w.add_tensor(blk + "ffn_up_shexp.weight", mat(a.shared_ffn, a.dim))
+            w.add_tensor(blk + "ffn_down_shexp.weight", mat(a.dim, a.shared_ffn))
     else:
         w.add_tensor(blk + "ffn_gate.weight", mat(a.ffn, a.dim))
         w.add_tensor(blk + "ffn_up.weight", mat(a.ffn, a.dim))

@@ -19,7 +19,7 @@ import {
   SESSION_STREAM_LIMITS,
   type SessionCaller
 } from '../../protocol/index.js'
-import { createEdge, createShard, openModelFile, selectKernels } from '../../shards/index.js'
+import { createEdge, createShard, errorCode, openModelFile, selectKernels } from '../../shards/index.js'
 import { createRng, type FrameContext } from './frames.js'
 import { createTally, infoLanes, sessionLane } from './node-lanes.js'
 import {
@@ -215,7 +215,7 @@ export async function fuzzNode(o: NodeFuzzOptions): Promise<NodeFuzzSummary> {
         }
       } catch (err) {
         // an honest step refused or lost is a failure of the run, reported with the summary
-        honestError = `${(err as { code?: string }).code ?? ''} ${(err as Error).message}`.trim()
+        honestError = `${errorCode(err) ?? ''} ${(err as Error).message}`.trim()
       }
     }
     const honestRun = honestLoop()
@@ -241,7 +241,7 @@ export async function fuzzNode(o: NodeFuzzOptions): Promise<NodeFuzzSummary> {
       try {
         for (let i = 0; i < 8; i++) await honestStep()
       } catch (err) {
-        honestError = `${(err as { code?: string }).code ?? ''} ${(err as Error).message}`.trim()
+        honestError = `${errorCode(err) ?? ''} ${(err as Error).message}`.trim()
       }
     }
     legit.abort(new Error('fuzz: done'))

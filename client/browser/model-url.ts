@@ -2,8 +2,8 @@
  * The model's edge tensors over HTTP: a GGUF opened from a URL with range requests (RFC 9110
  * §14), the header first, then only the tensors the client runs (embeddings, its edge blocks,
  * final norm, head) and the small samples of every other tensor that the model id hashes
- * (shards/model-id.ts). The ranges are fetched up front, so the engine's synchronous reads
- * (shards/model-file.ts ByteSource) are served from memory; a read outside them is a typed error.
+ * (shards/model/model-id.ts). The ranges are fetched up front, so the engine's synchronous reads
+ * (shards/model/model-file.ts ByteSource) are served from memory; a read outside them is a typed error.
  */
 import type { AbortOptions } from '@libp2p/interface'
 import { type ByteSource, MODEL_ID_SAMPLE_BYTES, type ModelFile, openGgufModelFrom, readGgufHeader } from '../../shards/index.js'

@@ -25,7 +25,7 @@ import {
 } from '../../protocol/index.js'
 import { KvRestoreMismatchError } from '../errors.js'
 import type { HopSession } from '../session/hop.js'
-import { SNAPSHOT_CHUNK_BYTES, wrapFor } from './snapshots.js'
+import { SNAPSHOT_CHUNK_BYTES } from './snapshots.js'
 
 export interface KvMoveInit {
   readonly host: Host
@@ -36,15 +36,33 @@ export interface KvMoveInit {
   readonly grantLifetimeMs?: number
 }
 
-/** One move: the live hop's session [from, to) into `destination`'s session, sequences from `firstSequence`. */
+/** One end of a move: a peer and the session there (a holder's: KV_HOLD_SESSION_ID; a holder as source: the sealing session's id). */
+export interface KvMoveParty {
+  readonly peerId: string
+  readonly sessionId: string
+}
+
+export function partyOf(h: HopSession): KvMoveParty {
+  return { peerId: h.target.peerId, sessionId: h.sessionId }
+}
+
+/** The parties and span of a move from one hop session into another (a live hop into its standby). */
+export function betweenHops(source: HopSession, destination: HopSession) {
+  return { source: partyOf(source), destination: partyOf(destination), span: [source.target.start, source.target.end] as const }
+}
+
+/** One move: span `span`'s positions [from, to) of `source` into `destination`, sequences from `firstSequence`. */
 export interface KvMove {
-  readonly source: HopSession
-  readonly destination: HopSession
+  readonly source: KvMoveParty
+  readonly destination: KvMoveParty
+  readonly span: readonly [number, number]
   readonly from: number
   readonly to: number
   readonly firstSequence: number
-  /** The snapshot key wrapped for the destination (made once per destination). */
-  readonly wrappedKey?: Uint8Array
+  /** The snapshot key wrapped for the destination (made once per destination; KV_HOLD_NO_KEY for a holder). */
+  readonly wrappedKey: Uint8Array
+  /** The last sequence the destination must hold (default: firstSequence + chunks - 1; a holder forwards its own). */
+  readonly sequence?: number
 }
 
 /**
@@ -67,21 +85,19 @@ export async function moveKv(
   history: Float32Array,
   { signal }: AbortOptions = {}
 ): Promise<KvReceipt> {
-  const { source, destination } = m
-  const span = [source.target.start, source.target.end] as const
+  const { source, destination, span, wrappedKey } = m
   const ends = chunkEnds(span, init.dim, m.from, m.to)
   const bytes = new Uint8Array(history.buffer, history.byteOffset, history.byteLength)
   const hashes = sha256Prefixes(
     bytes,
     ends.map((e) => e * init.dim * 4)
   )
-  const wrappedKey = m.wrappedKey ?? wrapFor(destination, source.snapshotKey)
   const grant = await signKvGrant(
     {
       grantId: new Uint8Array(randomBytes(KV_GRANT_ID_BYTES)),
       clientPeerId: init.host.peerId.toString(),
-      sourcePeerId: source.target.peerId,
-      destinationPeerId: destination.target.peerId,
+      sourcePeerId: source.peerId,
+      destinationPeerId: destination.peerId,
       modelId: init.modelId,
       sourceSessionId: source.sessionId,
       destinationSessionId: destination.sessionId,
@@ -97,7 +113,7 @@ export async function moveKv(
   )
   const reply = await request(
     init.host,
-    peerIdFromString(source.target.peerId),
+    peerIdFromString(source.peerId),
     KV_MOVE_PROTOCOL,
     encodeKvMoveRequest({
       type: 'push',
@@ -108,17 +124,18 @@ export async function moveKv(
   const r = decodeKvMoveResponse(reply)
   if (r.type === 'error') throw errorFromReply(r.error)
   const receipt = r.receipt
+  const sequence = m.sequence ?? m.firstSequence + ends.length - 1
   // the receipt must be the destination's own signature that it holds exactly the granted range
   if (
-    receipt.destinationPeerId !== destination.target.peerId ||
+    receipt.destinationPeerId !== destination.peerId ||
     receipt.destinationSessionId !== destination.sessionId ||
     !receipt.grantId.every((b, i) => b === grant.grantId[i]) ||
     receipt.length !== m.to ||
-    receipt.sequence !== m.firstSequence + ends.length - 1 ||
+    receipt.sequence !== sequence ||
     !(await verifyKvReceipt(receipt))
   )
     throw new KvRestoreMismatchError(
-      `receipt of ${destination.target.peerId} does not show positions [0, ${m.to}) at sequence ${m.firstSequence + ends.length - 1}`
+      `receipt of ${destination.peerId} does not show positions [0, ${m.to}) at sequence ${sequence}`
     )
   return receipt
 }

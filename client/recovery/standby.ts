@@ -1,12 +1,13 @@
 import type { AbortOptions } from '@libp2p/interface'
 import type { Host } from '../../protocol/index.js'
+import { errorCode } from '../../shards/index.js'
 import { KvRestoreMismatchError, NoPerHopIdsError } from '../errors.js'
 import type { SwarmView } from '../routing/swarm-view.js'
 import { chainIdsAt, routeSessionIds } from '../session/chain-ids.js'
 import { HopSession, type HopTarget } from '../session/hop.js'
 import type { WireLedger } from '../session/wire-ledger.js'
 import type { WirePreference } from '../session/wire-negotiation.js'
-import { type KvMoveInit, moveKv } from './kv-grants.js'
+import { betweenHops, type KvMoveInit, moveKv } from './kv-grants.js'
 import { type SnapshotKeeper, spanKey, wrapFor } from './snapshots.js'
 import { freshSubRoutes, standbyCandidate } from './standby-peers.js'
 
@@ -49,9 +50,8 @@ interface Standby {
 }
 
 /**
- * What a failover takes over from the standbys: the new route, per hop the standby session that
- * takes it over (undefined: a fresh peer the caller opens and restores from the client-kept
- * snapshots), and the positions each standby holds.
+ * What a failover takes over from the standbys: the new route, per hop the standby session that takes it over
+ * (undefined: a fresh peer the caller opens and restores from the client-kept snapshots), and the positions each holds.
  */
 export interface StandbyRoute {
   readonly route: HopTarget[]
@@ -151,7 +151,7 @@ export class StandbyKeeper {
         const t0 = performance.now()
         try {
           st.wrappedKey ??= wrapFor(st.hop, live.snapshotKey)
-          const move = { source: live, destination: st.hop, from: st.end, to: length, firstSequence: st.sequence + 1 }
+          const move = { ...betweenHops(live, st.hop), from: st.end, to: length, firstSequence: st.sequence + 1 }
           const receipt = await moveKv(mover, { ...move, wrappedKey: st.wrappedKey }, history, options)
           st.fed++
           st.end = receipt.length
@@ -169,7 +169,7 @@ export class StandbyKeeper {
         } catch (err) {
           // a fresh standby's announcement may not have reached the source yet: retry at the next feed
           st.failures = (st.failures ?? 0) + 1
-          if (st.failures < MAX_FEED_FAILURES && st.fed === 0 && (err as { code?: string }).code === 'NEXT_HOP_FAILED')
+          if (st.failures < MAX_FEED_FAILURES && st.fed === 0 && errorCode(err) === 'NEXT_HOP_FAILED')
             this.init.log?.({ event: 'standby-feed-retry', peerId: st.hop.target.peerId, message: (err as Error).message })
           else this.drop(spanKey(live), err)
         }
@@ -271,10 +271,9 @@ export class StandbyKeeper {
         : this.init.chained && taken.length < route.length
           ? 'chained: not every span of the route has a fed standby'
           : undefined
-    const standbyPeers = [...this.standbys.values()].map((st) => st.hop.target.peerId)
     const fresh =
       why === undefined
-        ? freshSubRoutes(this.init.view, route, sts.map(Boolean), standbyPeers, this.init.wirePreference)
+        ? freshSubRoutes(this.init.view, route, sts.map(Boolean), this.peers, this.init.wirePreference)
         : undefined
     if (!fresh) {
       if (this.standbys.size > 0)
@@ -294,6 +293,10 @@ export class StandbyKeeper {
       }
     })
     return out
+  }
+
+  get peers(): string[] {
+    return [...this.standbys.values()].map((s) => s.hop.target.peerId)
   }
 
   async closeAll(): Promise<void> {

@@ -4,6 +4,7 @@
  * which sends a user looking at the swarm instead of at the address they typed.
  */
 import { multiaddr } from '@multiformats/multiaddr'
+import { errorCode } from '../../shards/index.js'
 import {
   BadBootstrapAddressError,
   type BootstrapError,
@@ -56,7 +57,7 @@ export function checkBootstrapAddress(addr: string): void {
 
 /** What a failed dial of a bootstrap address means, as a typed error with a one-line message. */
 export function bootstrapDialError(addr: string, err: Error): BootstrapError {
-  const text = `${err.name} ${err.message} ${(err as { code?: string }).code ?? ''} ${causes(err)}`
+  const text = `${err.name} ${err.message} ${errorCode(err) ?? ''} ${causes(err)}`
   // libp2p refuses to dial its own peer id: the address is this process's own id, so another
   // process answers on the same key (issue #31); a restart with a new key would be a mismatch
   if (/dial self/i.test(text)) {
@@ -106,7 +107,7 @@ function causes(err: Error): string {
   const out: string[] = []
   let e: unknown = (err as { cause?: unknown }).cause
   for (let i = 0; i < 4 && e instanceof Error; i++, e = (e as { cause?: unknown }).cause)
-    out.push(`${e.name} ${e.message} ${(e as { code?: string }).code ?? ''}`)
+    out.push(`${e.name} ${e.message} ${errorCode(e) ?? ''}`)
   if (err instanceof AggregateError) for (const x of err.errors) if (x instanceof Error) out.push(`${x.name} ${x.message}`)
   return out.join(' ')
 }

@@ -15,9 +15,11 @@ import {
 } from '../../protocol/index.js'
 import { NoRouteError } from '../errors.js'
 import type { HopTarget } from '../session/hop.js'
+import { liveTimeout } from '../session/step-deadline.js'
 import { acceptedDtypes, planWireRoute, type WirePreference } from '../session/wire-negotiation.js'
 import { bootstrapDialError } from './bootstrap-check.js'
 import { createDialPolicy, type DialPolicy } from './dial-policy.js'
+import { forEachLimited, INFO_CONCURRENCY } from './for-each-limited.js'
 import { PeerLoad } from './peer-load.js'
 import { planRoute, type RouteCandidate, type RouteHop } from './route.js'
 import { explainMissingRoute, type RefreshReport } from './route-explain.js'
@@ -57,18 +59,6 @@ export interface RouteWaitProgress {
   readonly elapsedMs: number
 }
 
-/** Info requests of one refresh in flight at once (issue #38). */
-const INFO_CONCURRENCY = 32
-
-/** Run `f` over `items`, at most `limit` at a time. */
-async function forEachLimited<T>(items: readonly T[], limit: number, f: (item: T) => Promise<void>): Promise<void> {
-  let next = 0
-  const worker = async (): Promise<void> => {
-    while (next < items.length) await f(items[next++])
-  }
-  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker))
-}
-
 /** Announcements remembered at once; each refresh asks these peers for their info. */
 const MAX_ANNOUNCED_PEERS = 256
 
@@ -83,6 +73,8 @@ export class SwarmView {
   private readonly peers = new Map<string, PeerRecord>()
   private readonly banned = new Map<string, number>()
   private readonly announced = new Map<string, Announcement>()
+  /** Connected peers whose last info request went unanswered: kept for one refresh more. */
+  private readonly missed = new Set<string>()
   /** What the last refresh saw (see RefreshReport). */
   lastRefresh: RefreshReport = { bootstrapFailed: [], bootstrapAnnouncements: [], dialled: [], otherModel: [] }
   /** Called on each round of waitForRoute that found no route yet (the CLI's progress line). */
@@ -141,7 +133,7 @@ export class SwarmView {
         try {
           const list = await fetchAnnouncements(this.host, peer, {
             modelId: this.modelId,
-            signal: AbortSignal.any([AbortSignal.timeout(5_000), ...(signal ? [signal] : [])])
+            signal: AbortSignal.any([liveTimeout(5_000), ...(signal ? [signal] : [])])
           })
           for (const { announcement } of list) if (announcement.peerId !== this.host.peerId.toString()) this.learn(announcement)
           return { peerId: peer.toString(), announcements: list.length }
@@ -177,9 +169,10 @@ export class SwarmView {
       try {
         const target = t.id ?? t.addrs.map((x) => multiaddr(x))
         const { info, rttMs } = await fetchInfo(this.host, target, {
-          signal: AbortSignal.any([AbortSignal.timeout(5_000), ...(signal ? [signal] : [])])
+          signal: AbortSignal.any([liveTimeout(5_000), ...(signal ? [signal] : [])])
         })
         dialled.push({ peerId: id, ok: true })
+        this.missed.delete(id)
         if (this.modelId !== undefined && info.modelId !== this.modelId) {
           otherModel.push(id)
           this.peers.delete(id)
@@ -207,7 +200,14 @@ export class SwarmView {
         })
       } catch (err) {
         dialled.push({ peerId: id, ok: false, error: (err as Error).message.split('\n')[0] })
-        this.peers.delete(id)
+        // a peer still connected that answered late stays one refresh more: under load one late
+        // reply dropped a live peer and routed around it (issue 31); a closed connection goes now
+        const live = t.id !== undefined && this.host.getConnections(t.id).length > 0
+        if (live && this.peers.has(id) && !this.missed.has(id)) this.missed.add(id)
+        else {
+          this.peers.delete(id)
+          this.missed.delete(id)
+        }
       }
     })
     this.lastRefresh = {

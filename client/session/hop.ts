@@ -163,7 +163,7 @@ export class HopSession {
    * Run [T, dim] hidden states at startPos through this hop and return its output, with the
    * tensor bytes that went out and came back (what its receipt must hash).
    */
-  async step(
+  async sendStep(
     stepId: number,
     startPosition: number,
     hidden: Float32Array,

@@ -35,6 +35,23 @@ export interface RelayedStep {
   readonly receipts: readonly (Receipt | undefined)[]
 }
 
+/**
+ * One chained step as the client saw it (PipelineObserver.chainedStepChecked): what it sent the
+ * first hop and what the last hop answered; the middle hops' outputs come from their audits.
+ */
+export interface ChainedStep {
+  readonly hops: readonly HopSession[]
+  readonly stepId: number
+  readonly startPosition: number
+  readonly rows: number
+  /** The rows the client sent the first hop [rows, dim]. */
+  readonly input: Float32Array
+  /** The rows the last hop answered [rows, dim]. */
+  readonly output: Float32Array
+  /** Every hop's signed receipt of the step, in route order. */
+  readonly receipts: readonly Receipt[]
+}
+
 /** A peer an observer convicted: the pipeline bans it, leaves the route and reports why. */
 export interface Exclusion {
   readonly peerId: string
@@ -53,8 +70,12 @@ export interface PipelineObserver {
   beforeStep?(): Promise<void>
   /** After a real step's output was accepted and remembered; peers to exclude, if any. */
   stepDone?(state: PipelineState, step: CompletedStep, options?: AbortOptions): Promise<readonly Exclusion[] | undefined>
-  /** A chained step's receipts passed (off the critical path); a BadReceiptError poisons the route. */
-  chainedStepChecked?(hops: readonly HopSession[], stepId: number, rows: number, receipts: readonly Receipt[]): Promise<void>
+  /**
+   * A chained step's receipts passed (off the critical path, after stepDone); a BadReceiptError
+   * poisons the route. Canaries audit its middle hops, and a new client records it to replay
+   * (issue 31, client/verification/own-step-replay.ts).
+   */
+  chainedStepChecked?(step: ChainedStep): Promise<void>
   /**
    * A relayed step's hops all answered and their receipts passed: what each hop was fed and what
    * it answered, in route order (issue 31: a new client checks its first generation by replaying

@@ -1,6 +1,6 @@
 import type { AbortOptions, PrivateKey } from '@libp2p/interface'
 import type { Host } from '../../protocol/index.js'
-import type { BlockPipeline } from '../../shards/index.js'
+import { type BlockPipeline, errorCode } from '../../shards/index.js'
 import { NoRouteError, PeerExcludedError } from '../errors.js'
 import { CONVICTED_BAN_MS, FAILOVER_CLOSE_MS } from '../options.js'
 import { type KvPath, KvRecovery } from '../recovery/kv-recovery.js'
@@ -11,7 +11,7 @@ import { ReceiptLedger } from '../verification/receipts.js'
 import type { HeadChannel } from './head-channel.js'
 import type { HopSession, HopTarget } from './hop.js'
 import type { Exclusion, PipelineObserver, PipelineState } from './pipeline-observer.js'
-import { openRouteHops, rebuildRouteKv } from './route-hops.js'
+import { openRouteHops } from './route-hops.js'
 import { randomSessionId } from './session-id.js'
 import { blamedHopOf, type Forwarding, StepTransport, stepDeadline } from './step-transport.js'
 import type { WireLedger } from './wire-ledger.js'
@@ -53,7 +53,7 @@ export interface RemotePipelineInit {
    * the route when a hop dies (only the positions after its last delta are replayed).
    */
   readonly standby?: boolean
-  /** Issue #41: standbys fed node to node under grants signed with privateKey ('node', the default), or through the client. */
+  /** Issue #41: standbys (else holders) fed node to node under grants signed with privateKey ('node', the default), or through the client. */
   readonly kvPath?: KvPath
   readonly privateKey?: PrivateKey
 }
@@ -156,9 +156,9 @@ export class RemotePipeline implements BlockPipeline {
         if (signal?.aborted) throw err
         // no route left after a next hop failed or was refused: that hop's error (it names the
         // hop and why) is what the user must see, not NO_ROUTE alone (issue #31 item 2)
-        if (err instanceof NoRouteError) throw (lastErr as { code?: string })?.code === 'NEXT_HOP_FAILED' ? lastErr : err
+        if (err instanceof NoRouteError) throw errorCode(lastErr) === 'NEXT_HOP_FAILED' ? lastErr : err
         lastErr = err
-        if ((err as { code?: string }).code === 'LEAVING' && this.hops) {
+        if (errorCode(err) === 'LEAVING' && this.hops) {
           const state = this.state()
           for (const o of this.observers) await o.leaving?.(state, { signal })
         }
@@ -236,7 +236,7 @@ export class RemotePipeline implements BlockPipeline {
   private fail(err: unknown): void {
     const peerId = (err as { peerId?: string }).peerId || blamedHopOf(err)
     if (peerId) this.init.view.ban(peerId, this.init.banMs)
-    this.init.log?.({ event: 'failover', peerId, code: (err as { code?: string }).code, message: (err as Error).message })
+    this.init.log?.({ event: 'failover', peerId, code: errorCode(err), message: (err as Error).message })
     // Free the session on every hop, the blamed one too (issue #16: a convicted peer kept it
     // until its idle timeout, and with decoys that filled its per-client session cap). In the
     // background with a short deadline: a dead or stalling hop only costs an aborted stream.
@@ -299,9 +299,9 @@ export class RemotePipeline implements BlockPipeline {
       forwarding: this.init.forwarding,
       route: route.map((h) => ({ peerId: h.peerId, start: h.start, end: h.end, wire: h.wireDtype }))
     })
-    const { kv, transport, history } = this
-    const rebuild = { kv, transport, history, dim, log: this.init.log, stepTimeoutMs: this.init.stepTimeoutMs }
-    await rebuildRouteKv(rebuild, hops, route, Math.min(upTo, this.length), standby?.kept, options)
+    // the KV of the new hops: a standby's, kept snapshots, then replay (client/recovery/kv-recovery.ts)
+    const { transport, history } = this
+    await this.kv.rebuild(hops, route, Math.min(upTo, this.length), { transport, history }, standby?.kept, options)
   }
 
   private deadline(signal?: AbortSignal): AbortSignal {

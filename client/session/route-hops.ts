@@ -1,9 +1,8 @@
 import type { AbortOptions } from '@libp2p/interface'
 import type { Host } from '../../protocol/index.js'
-import type { KvRecovery } from '../recovery/kv-recovery.js'
 import { openChainHops } from './chain-ids.js'
 import { HopSession, type HopTarget } from './hop.js'
-import { type StepTransport, stepDeadline, tagged } from './step-transport.js'
+import { tagged } from './step-transport.js'
 import type { WireLedger } from './wire-ledger.js'
 
 /** What every hop session of one route is opened with. */
@@ -58,52 +57,4 @@ export async function openRouteHops(
     options
   )
   return hops
-}
-
-/** Rows replayed per step when a new route rebuilds its KV caches. */
-const REPLAY_CHUNK_ROWS = 128
-
-/** What rebuilding a route's KV uses of its RemotePipeline. */
-export interface RouteRebuild {
-  readonly kv: KvRecovery
-  readonly transport: StepTransport
-  /** Every input row the session sent, [length, dim]. */
-  readonly history: Float32Array
-  readonly dim: number
-  readonly log?: (e: Record<string, unknown>) => void
-  /** A hop that does not answer a replayed step within this is treated as dead. */
-  readonly stepTimeoutMs: number
-}
-
-/**
- * Bring a new route's KV to `replay` positions: from sealed snapshots when every hop's span has
- * them (or a standby holds it), else by replaying every input; then replay what is left.
- */
-export async function rebuildRouteKv(
-  r: RouteRebuild,
-  hops: HopSession[],
-  route: readonly HopTarget[],
-  replay: number,
-  kept: ReadonlyMap<HopSession, number> | undefined,
-  options: AbortOptions = {}
-): Promise<void> {
-  const { dim } = r
-  const deadline = (): AbortSignal => stepDeadline(r.stepTimeoutMs, options)
-  const restored = await r.kv.restore(hops, r.history, replay, kept, { signal: deadline() })
-  if (replay > 0 && restored === 0)
-    r.log?.({ event: 'replay', positions: replay, route: route.map((h) => [h.peerId, h.start, h.end]) })
-  if (replay > 0) {
-    const source = restored === 0 ? 'replay' : !kept ? 'snapshot' : kept.size === hops.length ? 'standby' : 'mixed'
-    r.log?.({
-      event: 'resume',
-      from: source,
-      restoredPositions: restored,
-      replayedRows: replay - restored,
-      route: route.map((h) => h.peerId)
-    })
-  }
-  for (let p = restored; p < replay; p += REPLAY_CHUNK_ROWS) {
-    const rows = Math.min(REPLAY_CHUNK_ROWS, replay - p)
-    await r.transport.run(hops, route, r.history.subarray(p * dim, (p + rows) * dim), p, deadline)
-  }
 }

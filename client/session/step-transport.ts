@@ -5,6 +5,7 @@ import type { ReceiptLedger } from '../verification/receipts.js'
 import { type HeadChannel, headRecord } from './head-channel.js'
 import type { HopSession, HopTarget } from './hop.js'
 import type { PipelineObserver } from './pipeline-observer.js'
+import { liveTimeout } from './step-deadline.js'
 
 export type Forwarding = 'relay' | 'chain'
 
@@ -110,7 +111,7 @@ export class StepTransport {
       for (const hop of hops) {
         const t = performance.now()
         const head = hop === hops[hops.length - 1] ? this.init.head?.request : undefined
-        const out = await tagged(hop.target.peerId, hop.step(stepId, startPos, h, { signal: deadline(), head }))
+        const out = await tagged(hop.target.peerId, hop.sendStep(stepId, startPos, h, { signal: deadline(), head }))
         if (head) headRecord(this.init.head, hop, { stepId, position: startPos, rows }, out.sealedHead)
         const check = new Promise<void>((resolve) => setImmediate(resolve)).then(() =>
           this.init.receipts.check(
@@ -193,7 +194,8 @@ export class StepTransport {
         )
         // Observers see every chained step (canaries audit its middle hops, as decoy steps'
         // are, so an audit does not single out a decoy); a false answer poisons the route.
-        for (const o of this.init.observers ?? []) await o.chainedStepChecked?.(hops, stepId, rows, got.receipts)
+        const step = { hops, stepId, startPosition: startPos, rows, input: hidden, output: got.hidden, receipts: got.receipts }
+        for (const o of this.init.observers ?? []) await o.chainedStepChecked?.(step)
       })
       .catch((err) => {
         if (err instanceof BadReceiptError) this.poisoned ??= err
@@ -223,9 +225,12 @@ export class StepTransport {
   }
 }
 
-/** A deadline of `ms` that also follows the caller's signal. */
+/**
+ * A deadline of `ms` that also follows the caller's signal: `ms` of the client's live time, the
+ * time its own event loop was held not counted against the peer (step-deadline.ts, issue 31).
+ */
 export function stepDeadline(ms: number, { signal }: AbortOptions = {}): AbortSignal {
-  const t = AbortSignal.timeout(ms)
+  const t = liveTimeout(ms)
   return signal ? AbortSignal.any([signal, t]) : t
 }
 

@@ -1,5 +1,5 @@
 import { type CanarySet, type DecoyStep, inputFor } from '../../canary/index.js'
-import { createEdge, createShard, type Edge, type Kernels, type ModelFile, type Shard } from '../../shards/index.js'
+import { createEdge, createShard, type Edge, errorCode, type Kernels, type ModelFile, type Shard } from '../../shards/index.js'
 import { ngramDraft } from '../speculation/draft-ngram.js'
 
 /*
@@ -129,7 +129,7 @@ export class DecoyDraftRows {
     try {
       shard = createShard({ model: this.model, start: 0, end: boundary, kernels: this.o.kernels })
     } catch (err) {
-      if ((err as { code?: string }).code !== 'BLOCK_NOT_HELD') throw err
+      if (errorCode(err) !== 'BLOCK_NOT_HELD') throw err
       shard = null
     }
     this.shards.set(boundary, shard)

@@ -11,9 +11,9 @@ import {
 } from '../../canary/index.js'
 import { createTokenizer, type ModelFile } from '../../shards/index.js'
 import type { HopSession, HopTarget } from '../session/hop.js'
+import type { PromptTemplate } from './canaries/canary-template.js'
+import { CanaryTraceStore, type CanaryTraceStoreOptions } from './canaries/canary-trace-store.js'
 import { type SpeculativeDecoy, speculativeDone } from './canary-decoy-speculative.js'
-import type { PromptTemplate } from './canary-template.js'
-import { CanaryTraceStore, type CanaryTraceStoreOptions } from './canary-trace-store.js'
 import type { StepContext } from './canary-types.js'
 import type { ChainedDecoy } from './chained-decoy.js'
 import type { ReplaySession } from './span-replay.js'
@@ -139,7 +139,7 @@ export class CanaryMaterial {
   /**
    * A real prompt's tokens (BOS first where the file adds one): secret canary prompts open as the
    * client's plain prompts do, and go through its chat template as often as its sessions do
-   * (client/verification/canary-template.ts; docs/verification.md on why and what it shares).
+   * (client/verification/canaries/canary-template.ts; docs/verification.md on why and what it shares).
    */
   observePrompt(tokens: readonly number[], bosId: number, o: { special?: boolean; template?: PromptTemplate } = {}): void {
     this.store.history.observe(tokens, bosId, o)

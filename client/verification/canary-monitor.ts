@@ -1,6 +1,5 @@
 import {
   type AdaptiveRate,
-  benignClassKey,
   type CanarySet,
   createAdaptiveRate,
   createDetector,
@@ -13,17 +12,18 @@ import {
   quantizedWeights,
   type Random
 } from '../../canary/index.js'
-import type { DType, Host } from '../../protocol/index.js'
-import type { ModelFile } from '../../shards/index.js'
+import type { Host } from '../../protocol/index.js'
+import { errorCode, type ModelFile } from '../../shards/index.js'
 import { DEFAULT_REDUNDANCY_RATE } from '../options.js'
 import type { HopTarget } from '../session/hop.js'
 import { AuditBatcher } from './audit-batch.js'
+import { secretMaterial } from './canaries/canary-secret.js'
+import type { PromptTemplate } from './canaries/canary-template.js'
 import { DecoyPool } from './canary-decoy-pool.js'
 import { DecoyDraftRows } from './canary-decoy-speculative.js'
 import type { CanaryMaterial } from './canary-decoys.js'
-import { laneKey, PeerScores, type ProbeDeps, probeChain, probeHop, retireLanes } from './canary-probes.js'
-import { secretMaterial } from './canary-secret.js'
-import type { PromptTemplate } from './canary-template.js'
+import { laneKey, type ProbeDeps, probeChain, probeHop, retireLanes } from './canary-probes.js'
+import { HopClasses, PeerScores } from './canary-scores.js'
 import type { CanaryEvidence, CanaryMonitorOptions, CanaryPeerReport, StepContext } from './canary-types.js'
 import { type DecoyGate, DecoyLauncher, pacerFor } from './decoy-launcher.js'
 import { OwnStepChecks } from './own-step-replay.js'
@@ -58,7 +58,6 @@ export class CanaryMonitor {
   private readonly pool: DecoyPool
   /** Chained decoys' scoring, per decoy in step order, waiting for their audit rounds. */
   private readonly scoring = new Map<string, Promise<void>>()
-  private readonly newlyExcluded: string[] = []
   private readonly random: Random
   /** Decoy steps in flight, and when they go out: beside the next real step (issue #39). */
   private readonly launcher: DecoyLauncher
@@ -82,8 +81,8 @@ export class CanaryMonitor {
   readonly restoredExcluded: string[] = []
   /** The trust file to write at close (unset when there is none, or it could not be read). */
   private trustFile?: string
-  /** Whether the model's matrices make the fast kernels quantise activations (benignClassKey). */
-  private readonly quantized: boolean
+  /** A hop's wire and drift class (the model's matrices make the fast kernels quantise activations, benignClassKey). */
+  private readonly hops: HopClasses
   /** Relayed decoys' later hops, replayed on what they were fed (client/verification/span-replay.ts). */
   private readonly replay?: SpanReplay
   /** Real sessions replayed while no canary exists (issue 31, own-step-replay.ts). */
@@ -96,32 +95,26 @@ export class CanaryMonitor {
     private readonly options: CanaryMonitorOptions
   ) {
     this.receipts = new ReceiptLedger(modelId, this.replays)
-    this.quantized = quantizedWeights(model)
+    this.hops = new HopClasses(quantizedWeights(model), options.wireDtype)
     // a thin client (canary bank) holds no middle block to replay a span with
     this.replay = options.bank ? undefined : new SpanReplay(model, options.kernels)
     this.benign = options.benign ?? defaultBenignModel()
     this.detector = createDetector({ benign: this.benign, prior: options.prior, bound: options.bound })
-    this.scores = new PeerScores(this.detector, modelId, {
-      classOf: (t) => this.classOf(t),
-      wireOf: (t) => this.wireOf(t),
-      setFor: (b) => this.setFor(b)
-    })
     const base = options.rate ?? DEFAULT_CANARY_RATE
     this.rates = options.adaptive === false ? fixedRate(base) : createAdaptiveRate({ ...options.adaptive, base })
     // grown in slices between real steps, so a growth never holds a generation (canary-trace-store.ts)
     const made = secretMaterial(model, modelId, {
       ...options,
       inSlices: true,
-      onBuildError: (err) =>
-        options.log?.({ event: 'canary-build-error', code: (err as { code?: string }).code, message: err.message })
+      onBuildError: (err) => options.log?.({ event: 'canary-build-error', code: errorCode(err), message: err.message })
     })
     this.material = made.material
     this.random = made.random
-    this.launcher = new DecoyLauncher(pacerFor(base, this.random), {
-      isOut: (p) => this.detector.verdict(p).excluded || this.replays.isConvicted(p),
-      noteConviction: (v) => this.noteConviction(v),
-      log: options.log
-    })
+    // what the probes call is bound to the file that does it (the canary walk, docs/design.md §1.3)
+    const setFor = this.material.setFor.bind(this.material)
+    const { classOf, wireOf } = this.hops
+    this.scores = new PeerScores(this.detector, modelId, { classOf, wireOf, setFor }, this.replays)
+    this.launcher = new DecoyLauncher(pacerFor(base, this.random), { isOut: this.scores.isOut, log: options.log })
     this.pool = new DecoyPool(
       this.material,
       new DecoyDraftRows(model, { kernels: options.kernels, edge: options.edge, first: options.first })
@@ -137,11 +130,9 @@ export class CanaryMonitor {
     this.probes = {
       ...{ host, modelId, benign: this.benign, pool: this.pool, audits: this.audits, receipts: this.receipts },
       ...{ counts: this.counts, scoring: this.scoring, log: options.log, replay: this.replay },
-      setFor: (b) => this.setFor(b),
-      wireOf: (t) => this.wireOf(t),
-      classOf: (t) => this.classOf(t),
-      score: (...a) => this.scores.score(...a),
-      noteConviction: (v) => this.noteConviction(v)
+      ...{ setFor, wireOf, classOf },
+      score: this.scores.score.bind(this.scores),
+      noteConviction: this.scores.noteConviction
     }
     this.ownSteps = new OwnStepChecks({ ...this.probes, dim: model.config.dim, wanted: () => this.material.firstInBackground })
     const peersOf = options.peersOf
@@ -212,7 +203,7 @@ export class CanaryMonitor {
     // trusted peer's base rate can fall in the middle of a generation; a slow model's first set is
     // built in the background (issue 31), decoys waiting for it.
     this.material.prepare(route[0].start, ctx.maxLength)
-    this.material.observeStep(ctx, this.wireOf(route[0]))
+    this.material.observeStep(ctx, this.hops.wireOf(route[0]))
     const chained = ctx.forwarding === 'chain' && route.length > 1
     if (!chained)
       for (const hop of route)
@@ -228,7 +219,7 @@ export class CanaryMonitor {
       if (this.random.next() < rate) {
         const k = laneKey(key, lane)
         const run = (gate: DecoyGate) =>
-          chained ? this.probeChained(route, ctx, lane, gate) : probeRelayRoute(this.probes, route, ctx, k, gate)
+          chained ? probeChain(this.probes, route, ctx, lane, gate) : probeRelayRoute(this.probes, route, ctx, k, gate)
         this.launcher.launch(k, run, true, peers)
       }
     retireLanes(this.probes, this.launcher.inflight, key, lanes, this.rates.inFlight)
@@ -244,23 +235,13 @@ export class CanaryMonitor {
     return this.rates.lanes(this.detector.verdict(peerId))
   }
 
-  /** A verdict that has just convicted its peer (on this very observation) is reported once. */
-  private noteConviction(v: PeerVerdict): void {
-    if (v.excluded && v.excludedAfter === v.observations) this.newlyExcluded.push(v.peerId)
-  }
-
   /** Peers convicted since the last call, by canary drift or by replayed receipts. */
   private takeExcluded(): string[] {
-    const convicted = [...new Set([...this.newlyExcluded.splice(0), ...this.replays.takeConvicted()])]
+    const convicted = [...new Set([...this.scores.takeConvicted(), ...this.replays.takeConvicted()])]
     // a convicted peer's decoys get no further step: their sessions end now, not at close
     if (convicted.length > 0) this.audits.round()
     for (const p of convicted) this.pool.releasePeer(p, this.scoring)
     return convicted
-  }
-
-  /** Why a peer was excluded, for the log. */
-  whyExcluded(peerId: string): 'replayed output' | 'canary drift' {
-    return this.replays.isConvicted(peerId) ? 'replayed output' : 'canary drift'
   }
 
   /**
@@ -292,16 +273,6 @@ export class CanaryMonitor {
   /** One step of a decoy chained over the whole route, each hop scored (client/verification/canary-probes.ts). */
   probeChained(route: readonly HopTarget[], ctx: StepContext, lane = 0, gate?: DecoyGate): Promise<PeerVerdict[]> {
     return probeChain(this.probes, route, ctx, lane, gate)
-  }
-
-  /** The benign drift class of a hop: its wire, the model's weights, its announced KV dtype and backend. */
-  private classOf(target: HopTarget): string {
-    return benignClassKey(this.wireOf(target), target.kvDtype, this.quantized, target.backend)
-  }
-
-  /** The wire dtype a hop was negotiated (a decoy uses it, as the real session does). */
-  private wireOf(target: HopTarget): DType {
-    return (target as HopTarget & { wireDtype?: DType }).wireDtype ?? this.options.wireDtype
   }
 
   report(): CanaryPeerReport[] {

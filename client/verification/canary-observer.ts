@@ -1,7 +1,12 @@
 import type { AbortOptions } from '@libp2p/interface'
-import type { Receipt } from '../../protocol/index.js'
-import type { HopSession } from '../session/hop.js'
-import type { CompletedStep, Exclusion, PipelineObserver, PipelineState, RelayedStep } from '../session/pipeline-observer.js'
+import type {
+  ChainedStep,
+  CompletedStep,
+  Exclusion,
+  PipelineObserver,
+  PipelineState,
+  RelayedStep
+} from '../session/pipeline-observer.js'
 import type { CanaryMonitor } from './canary-monitor.js'
 import type { OwnStepSession } from './own-step-replay.js'
 
@@ -22,17 +27,26 @@ export class CanaryObserver implements PipelineObserver {
     return this.canaries.beforeStep(this.session.sessionId)
   }
 
-  relayedStepChecked(step: RelayedStep): void {
-    // decided at the session's first step: replayed whole, or not at all
+  /** The session's record of its own steps: decided at its first step, replayed whole or not at all. */
+  private ownSession(): OwnStepSession | undefined {
     if (!this.ownDecided) this.own = this.canaries.ownSteps.begin()
     this.ownDecided = true
-    this.own?.record(step)
-    this.recorded = this.own !== undefined
+    return this.own
+  }
+
+  relayedStepChecked(step: RelayedStep): void {
+    const own = this.ownSession()
+    own?.record(step)
+    this.recorded = own !== undefined
   }
 
   async stepDone(state: PipelineState, step: CompletedStep, { signal }: AbortOptions = {}): Promise<readonly Exclusion[]> {
+    const own = this.ownSession()
+    // A chained step's record comes later, with its middle hops' audits (chainedStepChecked):
+    // expected now, so one that never comes leaves its route's peers unverified.
+    if (this.session.forwarding === 'chain' && state.hops.length > 1 && own) own.expect(state.hops)
     // a real step not replayed: its peers' text needs canaries (verified-clear.ts)
-    if (!this.recorded) this.canaries.ownSteps.unverify(state.route.map((h) => h.peerId))
+    else if (!this.recorded) this.canaries.ownSteps.unverify(state.route.map((h) => h.peerId))
     this.recorded = false
     const { forwarding, maxLength, sessionId } = this.session
     // the real step's shape too: decoys copy real sessions' prefill, length and max length
@@ -48,13 +62,11 @@ export class CanaryObserver implements PipelineObserver {
     return this.exclusions(await this.canaries.afterStep(state.route, ctx))
   }
 
-  async chainedStepChecked(
-    hops: readonly HopSession[],
-    stepId: number,
-    rows: number,
-    receipts: readonly Receipt[]
-  ): Promise<void> {
-    await this.canaries.audits.audit('real', hops, stepId, rows, receipts)
+  async chainedStepChecked(step: ChainedStep): Promise<void> {
+    const middles = await this.canaries.audits.audit('real', step.hops, step.stepId, step.rows, step.receipts)
+    // each middle hop's audited output is what it signed and forwarded: with the client's input
+    // and the last hop's answer, every hop's input and output of the step (own-step-replay.ts)
+    this.own?.recordChained(step, middles)
   }
 
   async settle(offPath: () => Promise<unknown>): Promise<readonly Exclusion[]> {
@@ -71,7 +83,8 @@ export class CanaryObserver implements PipelineObserver {
   private exclusions(peers: readonly string[]): Exclusion[] {
     return peers.map((peerId) => ({
       peerId,
-      why: this.canaries.whyExcluded(peerId),
+      // why, for the log: a replayed receipt (replay-index.ts) or the drift test (canary-scores.ts)
+      why: this.canaries.replays.isConvicted(peerId) ? 'replayed output' : 'canary drift',
       posterior: this.canaries.detector.posterior(peerId)
     }))
   }

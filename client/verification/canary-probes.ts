@@ -1,20 +1,19 @@
 import {
   type CanarySet,
-  type Detector,
-  type Drift,
   type DriftModel,
   densityRatio,
   driftMetrics,
-  inputFor,
   type PeerVerdict,
   referenceFor
 } from '../../canary/index.js'
-import type { DType, Host, Receipt } from '../../protocol/index.js'
+import type { DType, Host } from '../../protocol/index.js'
+import { errorCode } from '../../shards/index.js'
 import { HopSession, type HopTarget } from '../session/hop.js'
 import type { AuditBatcher } from './audit-batch.js'
 import type { DecoyPool } from './canary-decoy-pool.js'
-import { type Decoy, decoyDone } from './canary-decoys.js'
-import type { CanaryEvidence, CanaryPeerReport, StepContext } from './canary-types.js'
+import { decoyDone } from './canary-decoys.js'
+import type { Scoring } from './canary-scores.js'
+import type { StepContext } from './canary-types.js'
 import { ChainedDecoy } from './chained-decoy.js'
 import type { ReceiptLedger } from './receipts.js'
 import type { SpanReplay } from './span-replay.js'
@@ -26,7 +25,7 @@ import type { SpanReplay } from './span-replay.js'
  */
 
 /** What a probe needs of the canary monitor. */
-export interface ProbeDeps {
+export interface ProbeDeps extends Scoring {
   readonly host: Host
   readonly modelId: string
   readonly benign: DriftModel
@@ -41,18 +40,6 @@ export interface ProbeDeps {
   setFor(boundary: number): CanarySet
   wireOf(target: HopTarget): DType
   classOf(target: HopTarget): string
-  score(
-    target: HopTarget,
-    decoy: Pick<Decoy, 'sessionId' | 'canary'>,
-    stepId: number,
-    position: number,
-    rows: number,
-    output: Float32Array,
-    reference: Float32Array,
-    receipt?: Receipt,
-    inputs?: Float32Array
-  ): PeerVerdict
-  noteConviction(v: PeerVerdict): void
   log?: (e: Record<string, unknown>) => void
 }
 
@@ -102,7 +89,7 @@ export async function probeHop(d: ProbeDeps, target: HopTarget, ctx: StepContext
       // a speculative decoy's rows after its first rejected draft are not the canary's: not scored
       const { startPosition: position, scored: rows } = step
       const input = d.pool.draftRows!.input(set, decoy.canary, target.start, decoy.spec, step)
-      const out = await decoy.hop!.step(stepId, position, input, { signal: ctx.signal })
+      const out = await decoy.hop!.sendStep(stepId, position, input, { signal: ctx.signal })
       await d.receipts.check([target], { sessionId: decoy.sessionId, stepId, position }, out.receipts, out.sent, out.received)
       d.counts.canarySteps++
       d.counts.canaryComputeMs += out.timings[0]?.computeMs ?? 0
@@ -149,7 +136,7 @@ export async function probeChain(
     async (step, stepId) => {
       const input = d.pool.draftRows!.input(set, decoy.canary, route[0].start, decoy.spec, step)
       const audit = d.audits.audit.bind(d.audits, 'decoy')
-      const got = await decoy.chain!.step(stepId, step.startPosition, input, set.dim, d.receipts, audit, {
+      const got = await decoy.chain!.sendChainedStep(stepId, step.startPosition, input, set.dim, d.receipts, audit, {
         signal: ctx.signal
       })
       // only the canary's own rows are scored (a speculative decoy's rejected drafts are not)
@@ -175,8 +162,7 @@ export async function probeChain(
         const inputs = replay?.inputs().subarray(0, (position + rows) * set.dim)
         // evidence names the hop's own session id, which its receipt is signed for (issue #39)
         const scoredAs = { sessionId: decoy.chain!.hops[i].sessionId, canary: decoy.canary }
-        const v = d.score(route[i], scoredAs, stepId, position, rows, outputs[i], reference, out.receipts[i], inputs)
-        d.noteConviction(v)
+        const _v = d.score(route[i], scoredAs, stepId, position, rows, outputs[i], reference, out.receipts[i], inputs)
         if (
           decoy.taintedFrom === route.length &&
           densityRatio(d.benign, driftMetrics(outputs[i], reference), d.classOf(route[i]), position + rows) > 1
@@ -184,7 +170,7 @@ export async function probeChain(
           decoy.taintedFrom = i
       }
     })
-    .catch((err: Error) => d.log?.({ event: 'canary-error', key, code: (err as { code?: string }).code, message: err.message }))
+    .catch((err: Error) => d.log?.({ event: 'canary-error', key, code: errorCode(err), message: err.message }))
   d.scoring.set(key, scored)
   scored.finally(() => {
     if (d.scoring.get(key) === scored) d.scoring.delete(key)
@@ -196,65 +182,4 @@ export async function probeChain(
     d.pool.retire(key, decoy, scored)
   }
   return []
-}
-
-/** Canary answers scored per peer: the detector's observations, counts, and each conviction's evidence. */
-export class PeerScores {
-  readonly evidence: CanaryEvidence[] = []
-  private readonly sent = new Map<string, number>()
-  private readonly last = new Map<string, Drift>()
-
-  constructor(
-    private readonly detector: Detector,
-    private readonly modelId: string,
-    private readonly hops: Pick<ProbeDeps, 'classOf' | 'wireOf' | 'setFor'>
-  ) {}
-
-  score(
-    target: HopTarget,
-    decoy: Pick<Decoy, 'sessionId' | 'canary'>,
-    stepId: number,
-    position: number,
-    rows: number,
-    output: Float32Array,
-    reference: Float32Array,
-    receipt?: Receipt,
-    /** The rows the hop was fed, when not the canary's own (a relayed decoy's later hop). */
-    inputs?: Float32Array
-  ): PeerVerdict {
-    const drift = driftMetrics(output, reference)
-    // canary -1: a real step the client replayed (own-step-replay.ts), not a canary sent
-    if (decoy.canary >= 0) this.sent.set(target.peerId, (this.sent.get(target.peerId) ?? 0) + 1)
-    this.last.set(target.peerId, drift)
-    const before = this.detector.verdict(target.peerId).excluded
-    // Scored against benign drift at the step's own position (benign drift grows with KV length).
-    // In the class of the hop's wire and announced KV dtype (a q8_0 cache drifts more, benignly).
-    const verdict = this.detector.observe(target.peerId, drift, this.hops.classOf(target), position + rows)
-    if (verdict.excluded && !before) {
-      this.evidence.push({
-        peerId: target.peerId,
-        span: [target.start, target.end],
-        sessionId: decoy.sessionId,
-        stepId,
-        position,
-        rows,
-        drift,
-        posterior: verdict.posterior,
-        receipt,
-        modelId: this.modelId,
-        wire: this.hops.wireOf(target),
-        ...(target.kvDtype ? { kvDtype: target.kvDtype } : {}),
-        // copies: what a third party needs to recompute the step (client/verification/evidence.ts)
-        input: (inputs ?? inputFor(this.hops.setFor(target.start), decoy.canary, 0, position + rows)).slice(),
-        output: output.slice()
-      })
-    }
-    return verdict
-  }
-
-  report(): CanaryPeerReport[] {
-    return this.detector
-      .report()
-      .map((v) => ({ ...v, canariesSent: this.sent.get(v.peerId) ?? 0, lastDrift: this.last.get(v.peerId) }))
-  }
 }

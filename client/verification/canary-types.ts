@@ -18,7 +18,7 @@ export interface CanaryOptions {
    */
   readonly seed?: number
   /**
-   * The client's canary secret (≥ 16 bytes; client/verification/canary-secret.ts): every canary input, its
+   * The client's canary secret (≥ 16 bytes; client/verification/canaries/canary-secret.ts): every canary input, its
    * prompts, sampling and mixing draws derive from it. Default: secretFile's, else a random one
    * made for this client and kept in memory only. Never sent anywhere.
    */

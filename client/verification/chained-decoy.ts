@@ -70,7 +70,7 @@ export class ChainedDecoy {
    * hop are checked (hash chain from what was sent to what came back), and the middle hops' audit
    * is queued. Returns the last hop's output, the middle hops' (when audited), and the receipts.
    */
-  async step(
+  async sendChainedStep(
     stepId: number,
     startPosition: number,
     input: Float32Array,

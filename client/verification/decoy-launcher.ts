@@ -1,4 +1,5 @@
 import { CanariesPendingError, type PeerVerdict, type Random } from '../../canary/index.js'
+import { errorCode } from '../../shards/index.js'
 import { DecoySchedule } from './canary-schedule.js'
 import { BESIDE_FROM_RATE, type DecoyPacer, DecoySlots } from './decoy-slots.js'
 
@@ -17,7 +18,6 @@ export function pacerFor(baseRate: number, random: Random): DecoyPacer {
 export interface DecoyLauncherDeps {
   /** A peer convicted (by drift or by replayed receipts): no new decoy step opens on it. */
   isOut(peerId: string): boolean
-  noteConviction(v: PeerVerdict): void
   log?: (e: Record<string, unknown>) => void
 }
 
@@ -64,14 +64,13 @@ export class DecoyLauncher {
     }
     if (prev) this.queued.add(key)
     const p: Promise<void> = (prev ? prev.then(start) : start())
-      .then((verdicts) => {
-        for (const v of verdicts) this.deps.noteConviction(v)
-      })
+      // the verdicts' convictions are noted where they were scored (canary-scores.ts)
+      .then(() => undefined)
       // A hop that fails a canary step is the real path's to report; note it and go on. No
       // canary for a peer while its new ones are built is no fault (canary-trace-store.ts).
       .catch((err: Error) => {
         if (err instanceof CanariesPendingError) return
-        this.deps.log?.({ event: 'canary-error', key, code: (err as { code?: string }).code, message: err.message })
+        this.deps.log?.({ event: 'canary-error', key, code: errorCode(err), message: err.message })
       })
       .finally(() => {
         if (this.inflight.get(key) === p) this.inflight.delete(key)

@@ -6,9 +6,7 @@ export {
   defaultBankKeyFile,
   edgeOnlyModel,
   openCanaryBank
-} from './canary-bank-init.js'
-export { type CanaryEvidence, CanaryMonitor, type CanaryOptions, type CanaryPeerReport } from './canary-monitor.js'
-export { CanaryObserver } from './canary-observer.js'
+} from './canaries/canary-bank-init.js'
 export {
   CANARY_SECRET_BYTES,
   loadOrCreateSecret,
@@ -16,7 +14,9 @@ export {
   type SecretPromptOptions,
   secretPrompts,
   secretSeed
-} from './canary-secret.js'
+} from './canaries/canary-secret.js'
+export { type CanaryEvidence, CanaryMonitor, type CanaryOptions, type CanaryPeerReport } from './canary-monitor.js'
+export { CanaryObserver } from './canary-observer.js'
 export { type CanaryEvidenceCheck, type EvidenceReport, verifyEvidence } from './evidence.js'
 export { ReceiptLedger, type ReceiptSummary } from './receipts.js'
 export {

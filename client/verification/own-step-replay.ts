@@ -1,7 +1,7 @@
 import { type DriftModel, densityRatio, driftMetrics, type PeerVerdict } from '../../canary/index.js'
 import type { Receipt } from '../../protocol/index.js'
-import type { HopTarget } from '../session/hop.js'
-import type { RelayedStep } from '../session/pipeline-observer.js'
+import type { HopSession, HopTarget } from '../session/hop.js'
+import type { ChainedStep, RelayedStep } from '../session/pipeline-observer.js'
 import type { ProbeDeps } from './canary-probes.js'
 import type { SpanReplay } from './span-replay.js'
 
@@ -18,7 +18,10 @@ import type { SpanReplay } from './span-replay.js'
  * session's rows (no LM head, no sampling): a 42m Qwen-vocabulary session of 36 positions is
  * ~0.7·10⁹ multiply-adds, against ~10¹¹ for the first set. A peer whose every step behind the
  * text was replayed and looked benign needs no canary for that text (verified-clear.ts); a
- * tamperer's steps convict it as canaries would, and the text is rolled back.
+ * tamperer's steps convict it as canaries would, and the text is rolled back. Chained routes too
+ * (session 4): the client has the first hop's input and the tail's answer, and each middle hop's
+ * output from its audit (bound by receipts to what it forwarded), so every hop is replayed on its
+ * own rows and a tail fed a tamperer's rows is not blamed (OwnStepSession.recordChained).
  */
 
 /** Rows replayed per slice at a session's end: the event loop turns between slices. */
@@ -77,9 +80,19 @@ class HopRecord {
   }
 }
 
-/** One real session's relayed steps, recorded hop session by hop session (CanaryObserver). */
+/** A chained route's steps: how many the pipeline completed, and how many came back audited. */
+interface ChainedRoute {
+  readonly hops: readonly HopSession[]
+  expected: number
+  recorded: number
+}
+
+/** One real session's relayed and chained steps, recorded hop session by hop session (CanaryObserver). */
 export class OwnStepSession {
   readonly hops = new Map<string, HopRecord>()
+  /** Chained steps wait for their middle hops' audits (they come back in rounds): kept, then recorded in step order. */
+  private readonly chained: { step: ChainedStep; middles: readonly Float32Array[] }[] = []
+  private readonly routes = new Map<string, ChainedRoute>()
 
   constructor(private readonly dim: number) {}
 
@@ -91,6 +104,45 @@ export class OwnStepSession {
       if (!rec) this.hops.set(hop.sessionId, (rec = new HopRecord(target, hop.sessionId, this.dim)))
       rec.add(step.stepId, step.startPosition, step.inputs[i], step.outputs[i], step.receipts[i])
     })
+  }
+
+  /** A chained step of `hops` was completed: its record must come (recordChained) for them to be verified. */
+  expect(hops: readonly HopSession[]): void {
+    const key = hops[0].sessionId
+    const route = this.routes.get(key) ?? { hops, expected: 0, recorded: 0 }
+    route.expected++
+    this.routes.set(key, route)
+  }
+
+  /**
+   * A chained step and its middle hops' audited outputs, in route order (issue 31 item 4): hop i
+   * was fed hop i−1's audited output (the client's own input for the first) and answered its own
+   * (the last hop's answer for the last). An audited output hashes to what the hop signed and the
+   * next hop signed as received (audit-batch.ts), so each hop is judged on its own rows: the
+   * tail's answer alone would tell that the chain's span drifted, not which hop did it.
+   */
+  recordChained(step: ChainedStep, middles: readonly Float32Array[]): void {
+    if (middles.length !== step.hops.length - 1) return // not the whole step: stays expected, unverified
+    this.chained.push({ step, middles })
+  }
+
+  /** Chained steps into their hops' records, in step order; a route with a step not recorded is a gap. */
+  complete(): void {
+    this.chained.sort((a, b) => a.step.stepId - b.step.stepId)
+    for (const { step, middles } of this.chained.splice(0)) {
+      const route = this.routes.get(step.hops[0].sessionId)
+      if (route) route.recorded++
+      const { hops, stepId, startPosition, receipts } = step
+      this.record({ hops, stepId, startPosition, inputs: [step.input, ...middles], outputs: [...middles, step.output], receipts })
+    }
+    for (const route of this.routes.values()) {
+      if (route.recorded >= route.expected) continue
+      for (const hop of route.hops) {
+        let rec = this.hops.get(hop.sessionId)
+        if (!rec) this.hops.set(hop.sessionId, (rec = new HopRecord(hop.target, hop.sessionId, this.dim)))
+        rec.gap = true
+      }
+    }
   }
 }
 
@@ -105,8 +157,9 @@ export interface OwnStepDeps extends Pick<ProbeDeps, 'benign' | 'classOf' | 'sco
 
 /**
  * The client's record of which peers' real steps it replayed (issue 31): a peer is verified while
- * every real step it took was replayed and looked benign; one step not replayed (a chained route,
- * steps after the set was built, KV a new hop got from elsewhere) or not benign ends that for good.
+ * every real step it took was replayed and looked benign; one step not replayed (a chained step
+ * whose audit never came back, steps after the set was built, KV a new hop got from elsewhere) or
+ * not benign ends that for good.
  */
 export class OwnStepChecks {
   private readonly ok = new Set<string>()
@@ -138,6 +191,7 @@ export class OwnStepChecks {
     const verdicts: PeerVerdict[] = []
     const t0 = performance.now()
     const seen: Record<string, { steps: number; benign: boolean }> = {}
+    session.complete()
     for (const rec of session.hops.values()) {
       const peer = rec.target.peerId
       if (rec.gap || rec.length === 0 || !replay) {

@@ -107,7 +107,7 @@ export async function crossCheckSpan(
   try {
     for (const [k, { startPosition, rows }] of o.steps.entries()) {
       const input = o.inputs.subarray(startPosition * o.dim, (startPosition + rows) * o.dim)
-      const [x, y] = await Promise.all(sessions.map((s) => s.step(k + 1, startPosition, input, options)))
+      const [x, y] = await Promise.all(sessions.map((s) => s.sendStep(k + 1, startPosition, input, options)))
       o.onAnswer?.(a, sessions[0].sessionId, k + 1, o.steps[k], x)
       o.onAnswer?.(b, sessions[1].sessionId, k + 1, o.steps[k], y)
       const c = { benign: o.benign, wire: o.wire, kvLength: startPosition + rows }
@@ -123,7 +123,7 @@ export async function crossCheckSpan(
         let z: Float32Array | undefined
         for (const [j, s] of o.steps.slice(0, k + 1).entries()) {
           const rowsIn = o.inputs.subarray(s.startPosition * o.dim, (s.startPosition + s.rows) * o.dim)
-          z = (await third.step(j + 1, s.startPosition, rowsIn, options)).hidden
+          z = (await third.sendStep(j + 1, s.startPosition, rowsIn, options)).hidden
         }
         answers.push({ peerId: o.third.peerId, output: z! })
       }

@@ -84,7 +84,7 @@ export async function probeRelayRoute(
         // output can tell (docs/verification.md); a correct verdict comes first.
         if (i > 0 && !decoy.replays?.[i])
           input = d.pool.draftRows!.input(d.setFor(target.start), decoy.canary, target.start, decoy.spec, step)
-        const out = await hops[i].step(stepId, position, input, { signal: ctx.signal })
+        const out = await hops[i].sendStep(stepId, position, input, { signal: ctx.signal })
         await d.receipts.check([target], { sessionId: hops[i].sessionId, stepId, position }, out.receipts, out.sent, out.received)
         d.counts.canarySteps++
         d.counts.canaryComputeMs += out.timings[0]?.computeMs ?? 0

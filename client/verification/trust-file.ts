@@ -4,6 +4,7 @@ import { dirname } from 'node:path'
 import type { Detector, DetectorRecord, DriftModel } from '../../canary/index.js'
 import { serializeDriftModel } from '../../canary/index.js'
 import { sha256 } from '../../protocol/index.js'
+import { errorCode } from '../../shards/index.js'
 import { InvalidTrustFileError, TrustFileExposedError } from '../errors.js'
 
 interface TrustFileV1 {
@@ -34,7 +35,7 @@ function readText(path: string): string | undefined {
   try {
     fd = openSync(path, constants.O_RDONLY | (constants.O_NOFOLLOW ?? 0))
   } catch (e) {
-    const code = (e as NodeJS.ErrnoException).code
+    const code = errorCode(e)
     if (code === 'ENOENT') return undefined
     if (code === 'ELOOP')
       throw new TrustFileExposedError(`trust file ${path} is a symbolic link; name the file itself`, { cause: e })
@@ -120,7 +121,7 @@ export function restoreTrustFile(
     log?.({ event: 'trust-file', path, peers: records.length, excluded: excluded.length })
     return excluded
   } catch (err) {
-    log?.({ event: 'trust-file-ignored', path, code: (err as { code?: string }).code, message: (err as Error).message })
+    log?.({ event: 'trust-file-ignored', path, code: errorCode(err), message: (err as Error).message })
     return undefined
   }
 }

@@ -4,10 +4,12 @@ import { type ModelConfig, type ModelFile, type PieceWant, piecesBytes, piecesFo
 import type { ClientInit } from '../client-types.js'
 import { DEFAULT_SECRET_ROWS } from '../head/index.js'
 import { DEFAULT_EDGE_FIRST, DEFAULT_EDGE_LAST } from '../options.js'
-import { edgeOnlyModel } from '../verification/canary-bank-init.js'
+import { edgeOnlyModel } from '../verification/canaries/canary-bank-init.js'
 import { edgeWant, fetchModel } from './fetch-model.js'
 import { fetchPieces } from './fetcher.js'
 import { pickHeadChunks } from './head-chunks.js'
+import { type Seeder, serveWeights } from './seeder.js'
+import { wholePiecesSource } from './whole-pieces.js'
 
 /** What a client started by content id fetched: bytes against the file (issue 33, item 4). */
 export interface FetchedWeights {
@@ -25,6 +27,8 @@ export interface FetchedWeights {
   readonly reusedBytes: number
   /** Peers recorded as having served bytes that fail their hash. */
   readonly liars: readonly string[]
+  /** Who served the bytes fetched by this run (nodes, and clients that seed what they fetched). */
+  readonly peers: ReadonlyArray<{ readonly peerId: string; readonly chunks: number; readonly bytes: number }>
   /**
    * Issue #35 item 4, with the head on a peer: the head's chunks fetched (a secret random choice
    * holding the client's secret rows) against the head's, in chunks and bytes. Absent with the
@@ -43,7 +47,13 @@ export interface FetchedWeights {
 export async function fetchClientModel(
   init: ClientInit,
   options: AbortOptions = {}
-): Promise<{ host: Host; model: ModelFile; fetched: FetchedWeights; headReadable?: (id: number) => boolean }> {
+): Promise<{
+  host: Host
+  model: ModelFile
+  fetched: FetchedWeights
+  headReadable?: (id: number) => boolean
+  seeder?: Seeder
+}> {
   const contentId = init.modelId as string
   const host = await createHost(
     {
@@ -59,7 +69,7 @@ export async function fetchClientModel(
     // with the head on a peer the last block runs there too (edgeLast is 0)
     const j = init.head === 'remote' ? 0 : (init.edgeLast ?? DEFAULT_EDGE_LAST)
     const middle = init.canaries !== false && init.canaryBank === undefined
-    // canary prompts are sampled from the whole model (client/verification/canary-secret.ts), head
+    // canary prompts are sampled from the whole model (client/verification/canaries/canary-secret.ts), head
     // included: without a bank the head is fetched whole, with a bank or canaries off only its rows
     const remoteHead = init.head === 'remote' && !middle
     // said, not silent (issue #35, session 4): the thin option's head saving is lost here
@@ -83,7 +93,12 @@ export async function fetchClientModel(
     const headPiece = m.pieces.findIndex((p) => p.name === 'output.weight')
     let head: FetchedWeights['head']
     let headReadable: ((id: number) => boolean) | undefined
-    let more = { fetchedBytes: 0, reusedBytes: 0, liars: [] as string[] }
+    let more: { fetchedBytes: number; reusedBytes: number; liars: string[]; peers: FetchedWeights['peers'] } = {
+      fetchedBytes: 0,
+      reusedBytes: 0,
+      liars: [],
+      peers: []
+    }
     if (remoteHead && headPiece >= 0) {
       const pick = pickHeadChunks(
         m,
@@ -104,7 +119,7 @@ export async function fetchClientModel(
         ofBytes: m.pieces[headPiece].sizeBytes
       }
       headReadable = pick.readable
-      more = { fetchedBytes: r.fetchedBytes, reusedBytes: r.reusedBytes, liars: r.liars.map((l) => l.peerId) }
+      more = { fetchedBytes: r.fetchedBytes, reusedBytes: r.reusedBytes, liars: r.liars.map((l) => l.peerId), peers: r.peers }
     }
     const n = f.model.config.nLayers
     const edgeBytes = piecesBytes(m, piecesFor(m, headless(f.model.config))) + (head?.bytes ?? 0)
@@ -118,11 +133,18 @@ export async function fetchClientModel(
       fetchedBytes: f.report.fetchedBytes + more.fetchedBytes,
       reusedBytes: f.report.reusedBytes + more.reusedBytes,
       liars: [...f.report.liars.map((l) => l.peerId), ...more.liars],
+      peers: [...f.report.peers, ...more.peers],
       ...(head ? { head } : {})
     }
-    f.store.close()
     const model = middle ? f.model : edgeOnlyModel(f.model, k, n - j)
-    return { host, model, fetched, ...(headReadable ? { headReadable } : {}) }
+    // issue 33: a client serves on what it fetched, as a node does (seedWeights false: it does not)
+    const seed = init.seedWeights
+    if (seed === false) {
+      f.store.close()
+      return { host, model, fetched, ...(headReadable ? { headReadable } : {}) }
+    }
+    const seeder = await serveWeights(host, [wholePiecesSource(f.store)], { ...seed, log: init.log })
+    return { host, model, fetched, seeder, ...(headReadable ? { headReadable } : {}) }
   } catch (err) {
     await host.stop()
     throw err

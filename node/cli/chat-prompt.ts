@@ -19,7 +19,7 @@ export function chatPrompt(
     eosToken: tokenizer.pieceOf(tokenizer.eosId),
     addsBos: tokenizer.encode('').length > 0
   })
-  // `template`: the same format for any user text (secret canaries go through it: client/verification/canary-template.ts)
+  // `template`: the same format for any user text (secret canaries go through it: client/verification/canaries/canary-template.ts)
   const template = (text: string): string => chat.render([{ role: 'user', content: text }])
   return { prompt: template(userText), special: chat.kind === 'template', template }
 }

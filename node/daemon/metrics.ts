@@ -166,7 +166,7 @@ export class Metrics {
   }
 
   /** `positions` token positions went through a step that took `seconds`. */
-  step(phase: 'prefill' | 'decode', positions: number, seconds: number): void {
+  recordStep(phase: 'prefill' | 'decode', positions: number, seconds: number): void {
     this.tokens.inc({ phase }, positions)
     this.stepSeconds.observe({ phase }, seconds)
   }

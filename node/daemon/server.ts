@@ -35,7 +35,7 @@ import {
   subscribeAnnouncements,
   WIRE_DTYPES
 } from '../../protocol/index.js'
-import { readableModelName } from '../../shards/index.js'
+import { errorCode, readableModelName } from '../../shards/index.js'
 import {
   DEFAULT_ANNOUNCE_INTERVAL_MS,
   DEFAULT_BATCH_WAIT_MS,
@@ -47,14 +47,14 @@ import {
 } from '../options.js'
 import { type BusyPoller, createBusyPoller } from './busy-poll.js'
 import { watchConnections } from './connection-watch.js'
-import { serveKvMove } from './kv-move.js'
+import { serveKvMove } from './kv/kv-move.js'
 import { createNextHopPolicy } from './next-hop-policy.js'
 import { PeerLimits } from './peer-limits.js'
 import { SessionCrypto } from './session-crypto.js'
 import { SessionManager } from './session-manager.js'
 import { SessionRequests } from './session-requests.js'
 import { NodeStepQueue } from './step-batch-run.js'
-import { type SwarmNodeInit, sessionLimits } from './swarm-node-init.js'
+import { announcementContent, type SwarmNodeInit, sessionLimits } from './swarm-node-init.js'
 
 export { defaultSessionsPerPeer, type SwarmNodeInit } from './swarm-node-init.js'
 
@@ -219,7 +219,7 @@ export class SwarmNode {
           admit: (bytes) => this.peerLimits.take(from, bytes),
           maxBodyBytes: (body, sessionId) => this.requests.maxBodyBytes(body, sessionId, from),
           onError: (err, req) => {
-            const code = (err as { code?: string }).code ?? 'INTERNAL'
+            const code = errorCode(err) ?? 'INTERNAL'
             this.init.metrics?.error(code)
             this.init.log?.({ event: 'request-error', code, type: req?.type, message: err.message })
           }
@@ -270,21 +270,7 @@ export class SwarmNode {
           this.announcements.confirm(this.peerId) // ours: never evicted by strangers'
           this.announcements.put(a, signed)
         },
-        content: () => ({
-          modelId: this.init.modelId,
-          start: this.init.shard.start,
-          end: this.init.shard.end,
-          throughput: this.init.throughput,
-          freeCacheTokens: this.sessions.freeCacheTokens,
-          queuedSteps: this.steps.queued,
-          wireDtypes: this.wireDtypes,
-          version: PROTOCOL_VERSION,
-          x25519PublicKey: this.crypto.x25519.publicKey,
-          x25519Binding: this.crypto.binding,
-          kvDtype: this.init.shard.kvDType,
-          ...this.init.hardware,
-          modelName: readableModelName(this.init.model)
-        }),
+        content: () => announcementContent(this.info(), this.init.contentId, this.steps.demand.perMinute()),
         onError: () => {}
       })
     }

@@ -22,7 +22,7 @@ import {
   type SessionResponseBody,
   UnauthorizedError
 } from '../../protocol/index.js'
-import type { ShardLike } from '../../shards/index.js'
+import { errorCode, type ShardLike } from '../../shards/index.js'
 import type { NodeSession, SessionKeys } from './node-session.js'
 import type { SessionManager } from './session-manager.js'
 
@@ -185,7 +185,7 @@ export class SessionCrypto {
       k.imported = { snapshotSessionId: im.snapshotSessionId, sequence, end }
       return { type: 'imported', imported: { sessionId: im.sessionId, length: shard.sessionLength(session.key) } }
     } catch (err) {
-      this.ctx.onRefused(session, (err as { code?: string }).code)
+      this.ctx.onRefused(session, errorCode(err))
       throw err
     } finally {
       key?.fill(0)

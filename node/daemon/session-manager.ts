@@ -66,6 +66,8 @@ export class SessionManager {
   private readonly gone = new Map<string, number>()
   private readonly now: () => number
   tokensServed = 0
+  /** KV positions held outside sessions (sealed holds, kv-hold.ts): they count against maxCacheTokens too. */
+  heldTokens: () => number = () => 0
 
   constructor(private readonly init: SessionManagerInit) {
     this.now = init.now ?? Date.now
@@ -81,7 +83,7 @@ export class SessionManager {
   }
 
   get reservedTokens(): number {
-    let n = 0
+    let n = this.heldTokens()
     for (const s of this.sessions.values()) n += this.held(s)
     return n
   }

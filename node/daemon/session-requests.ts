@@ -97,7 +97,7 @@ export class SessionRequests {
       case 'open':
         return await this.open(req.open, from, options)
       case 'step':
-        return await this.step(req.step, from, options)
+        return await this.serveStep(req.step, from, options)
       case 'await': {
         // owner only: an await consumes the output, so anyone else could read it and starve the client
         const s = sessions.owned(req.await.sessionId, from)
@@ -207,7 +207,7 @@ export class SessionRequests {
     throw refusal
   }
 
-  private async step(s: Step, from: string, options: AbortOptions = {}): Promise<SessionResponseBody | NoReply> {
+  private async serveStep(s: Step, from: string, options: AbortOptions = {}): Promise<SessionResponseBody | NoReply> {
     const { init } = this.ctx
     const dim = init.model.config.dim
     if (this.ctx.leaving()) throw new LeavingError(`this peer is leaving: export session ${s.sessionId} and move it`)
@@ -226,7 +226,7 @@ export class SessionRequests {
       )
     }
     const step = { session, stepId: s.stepId, startPosition: s.startPosition, hidden, fromUpstream }
-    const out = await this.ctx.steps.step(step, options)
+    const out = await this.ctx.steps.enqueue(step, options)
     stepTrace('computed', s.stepId)
     const rows = hidden.length / dim
     // issue #35: the last block's hop runs the head too; its output then travels in the check dtype
@@ -234,7 +234,7 @@ export class SessionRequests {
     const tensor = encodeTensor(out.output, [rows, dim], head?.checkDtype ?? session.wireDtype)
     const sealedHead = head && this.head.reply(session, { ...s, head }, out.output)
     const timing = { peerId: this.ctx.peerId, computeMs: out.computeMs }
-    init.metrics?.step(rows > 1 ? 'prefill' : 'decode', rows, out.computeMs / 1000)
+    init.metrics?.recordStep(rows > 1 ? 'prefill' : 'decode', rows, out.computeMs / 1000)
     init.metrics?.bytes('in', s.hidden.data.byteLength)
     init.metrics?.bytes('out', tensor.data.byteLength)
     const link = session.chain

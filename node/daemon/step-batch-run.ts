@@ -4,10 +4,12 @@
  * the shape, answers a retried step from the last output, lets an upstream's step ids only go up
  * and requires the session still open, so a step in a batch of one is a plain step.
  */
+
 import type { AbortOptions } from '@libp2p/interface'
 import { BadShapeError, UnauthorizedError, UnknownSessionError } from '../../protocol/index.js'
 import type { ShardLike } from '../../shards/index.js'
 import { isRetryOfLast, type NodeSession, stepInputHash } from './node-session.js'
+import { DemandMeter } from './placement/demand-meter.js'
 import type { SessionManager } from './session-manager.js'
 import { type BatchJob, StepBatcher } from './step-batcher.js'
 
@@ -38,6 +40,8 @@ export interface NodeStepQueueInit {
 /** Runs a node's steps batched across its sessions; see StepBatcher for the order and the cap. */
 export class NodeStepQueue {
   private readonly batcher: StepBatcher<QueuedStep, StepOutcome>
+  /** Tokens asked of the span (issue 33: the demand announced for join). */
+  readonly demand = new DemandMeter()
 
   constructor(private readonly init: NodeStepQueueInit) {
     this.batcher = new StepBatcher({
@@ -59,12 +63,13 @@ export class NodeStepQueue {
   }
 
   /** Queue a step of an authorized session; BusyError when too many steps wait already. */
-  async step(q: QueuedStep, options: AbortOptions = {}): Promise<StepOutcome> {
+  async enqueue(q: QueuedStep, options: AbortOptions = {}): Promise<StepOutcome> {
     const dim = this.init.shard.config.dim
     if (q.hidden.length === 0 || q.hidden.length % dim !== 0) {
       throw new BadShapeError(`hidden states of ${q.hidden.length} values are not rows of ${dim}`)
     }
     const job = { key: q.session.key, group: `${q.session.start}-${q.session.end}`, rows: q.hidden.length / dim, input: q }
+    this.demand.add(job.rows)
     return await this.batcher.submit(job, options)
   }
 

@@ -1,5 +1,5 @@
 import type { PrivateKey } from '@libp2p/interface'
-import type { DType, ReachabilityInit } from '../../protocol/index.js'
+import type { AnnouncementContent, DType, InfoResponse, ReachabilityInit } from '../../protocol/index.js'
 import type { ModelFile, ShardLike } from '../../shards/index.js'
 import {
   DEFAULT_FIRST_STEP_TIMEOUT_MS,
@@ -45,6 +45,8 @@ export interface SwarmNodeInit {
   readonly throughput: number
   /** What runs the span, announced with it (absent: not announced). */
   readonly hardware?: NodeHardware
+  /** Issue 33: the content id (lsw1-…) the node seeds its weights under, announced with its span. */
+  readonly contentId?: string
   /** Wire dtypes this node accepts and announces (`--wire`; default all). */
   readonly wireDtypes?: DType[]
   readonly log?: (event: Record<string, unknown>) => void
@@ -118,4 +120,17 @@ export function sessionLimits(init: SwarmNodeInit): SessionManagerInit {
     firstStepTimeoutMs: init.firstStepTimeoutMs ?? DEFAULT_FIRST_STEP_TIMEOUT_MS,
     orphanTimeoutMs: init.orphanTimeoutMs ?? DEFAULT_ORPHAN_TIMEOUT_MS
   }
+}
+
+/**
+ * What a node announces: its info less what only an info request answers (the model's shape, its
+ * session counts, the open proof), with the content id it seeds and the demand it sees (issue 33).
+ */
+export function announcementContent(
+  info: InfoResponse,
+  contentId: string | undefined,
+  demandTokensPerMinute: number
+): AnnouncementContent {
+  const { nLayers: _n, dim: _d, maxSessions: _m, activeSessions: _a, openProofBits: _o, ...announced } = info
+  return { ...announced, ...(contentId ? { contentId } : {}), demandTokensPerMinute }
 }

@@ -10,8 +10,8 @@ import { reportHeader } from './report.js'
 import type { AgentParams } from './request-agent.js'
 import { commonParams, requireObject } from './request-params.js'
 import { SseStream } from './sse.js'
-import { type ParsedCall, parseToolCalls, type ToolDefinition } from './tools-format.js'
-import { RewindableToolStream } from './tools-rollback.js'
+import { type ParsedCall, parseToolCalls, type ToolDefinition } from './tools/tools-format.js'
+import { RewindableToolStream } from './tools/tools-rollback.js'
 
 /**
  * The Anthropic Messages API (issue 37): POST /v1/messages with `system`, content blocks (text,

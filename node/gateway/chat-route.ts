@@ -8,8 +8,15 @@ import { chatLogprobs } from './logprobs-format.js'
 import { checkParameters } from './parameters.js'
 import { type AgentParams, agentParams } from './request-agent.js'
 import { chatMessages, commonParams, requireObject } from './request-params.js'
-import { callGrammar, type ParsedCall, parseToolCalls, renderWithTools, type ToolFamily, toolFamily } from './tools-format.js'
-import { RewindableToolStream } from './tools-rollback.js'
+import {
+  callGrammar,
+  type ParsedCall,
+  parseToolCalls,
+  renderWithTools,
+  type ToolFamily,
+  toolFamily
+} from './tools/tools-format.js'
+import { RewindableToolStream } from './tools/tools-rollback.js'
 
 /**
  * /v1/chat/completions (issue 37): text, tools (rendered with the model's template, parsed back

@@ -45,7 +45,7 @@ export interface ChatFormatter {
   readonly kind: 'template' | 'plain'
   /** The prompt text for these messages, ending where the assistant's reply starts (`tools`: OpenAI tool definitions). */
   render(messages: readonly ChatMessage[], tools?: readonly unknown[]): string
-  /** The Jinja source, when the model brings one (tool formats: node/gateway/tools-format.ts). */
+  /** The Jinja source, when the model brings one (tool formats: node/gateway/tools/tools-format.ts). */
   readonly source?: string
   /** Stop sequences the format itself needs. */
   readonly stops: readonly string[]

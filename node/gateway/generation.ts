@@ -191,7 +191,7 @@ async function attempt(
       text = now
     } else {
       const now = performance.now()
-      ctx.metrics?.step('decode', 1, (now - last) / 1000)
+      ctx.metrics?.recordStep('decode', 1, (now - last) / 1000)
       last = now
       ctx.stats.token()
       raw += ev.text

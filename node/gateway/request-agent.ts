@@ -1,7 +1,7 @@
 import { anyObject, compileSchema, type GrammarNode, UnsupportedSchemaError } from '../../shards/index.js'
 import type { ChatMessage } from './chat-template.js'
 import { invalidRequest } from './errors.js'
-import type { ToolDefinition } from './tools-format.js'
+import type { ToolDefinition } from './tools/tools-format.js'
 
 /**
  * The parameters agents send (issue 37): several choices, log-probabilities, structured output

@@ -23,7 +23,7 @@ export interface GatewayOptions extends ConnectionLimits {
   readonly listen?: string
   readonly apiKey?: string
   readonly modelName: string
-  /** Readable, from the GGUF metadata (shards/model-name.ts); /v1/models shows it (issue 33 item 5). */
+  /** Readable, from the GGUF metadata (shards/model/model-name.ts); /v1/models shows it (issue 33 item 5). */
   readonly displayName?: string
   readonly chat: ChatFormatter
   readonly contextLength: number

@@ -1,4 +1,2 @@
-// Issue 33: a node's weights: serving chunks to the swarm under upload caps.
-export { ByteRate } from './bandwidth.js'
+// Issue 33: a node's weights: the cached manifest of a whole file (the seeder is client/weights/seeder.ts: clients seed too).
 export { fileManifest } from './manifest-cache.js'
-export { type Seeder, type SeederOptions, serveWeights } from './seeder.js'

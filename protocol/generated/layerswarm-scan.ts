@@ -261,6 +261,8 @@ export const WIRE_SCAN_MESSAGES: Readonly<Record<string, WireScanMessage>> = {
       41: { name: 'device', what: 'Announcement.device', wireType: 2, repeated: false },
       42: { name: 'deviceMemoryBytes', what: 'Announcement.device_memory_bytes', wireType: 0, repeated: false },
       220: { name: 'modelName', what: 'Announcement.model_name', wireType: 2, repeated: false },
+      340: { name: 'contentId', what: 'Announcement.content_id', wireType: 2, repeated: false },
+      341: { name: 'demandTokensPerMinute', what: 'Announcement.demand_tokens_per_minute', wireType: 0, repeated: false },
     }
   },
   SignedAnnouncement: {

@@ -2350,6 +2350,12 @@ export namespace layerswarm {
             /** Announcement modelName. */
             modelName: string;
 
+            /** Announcement contentId. */
+            contentId: string;
+
+            /** Announcement demandTokensPerMinute. */
+            demandTokensPerMinute: number;
+
             /**
              * Creates a new Announcement instance using the specified properties.
              * @param [properties] Properties to set
@@ -2438,6 +2444,12 @@ export namespace layerswarm {
 
                 /** Announcement modelName */
                 modelName?: (string|null);
+
+                /** Announcement contentId */
+                contentId?: (string|null);
+
+                /** Announcement demandTokensPerMinute */
+                demandTokensPerMinute?: (number|null);
 
                 /** Unknown fields preserved while decoding when enabled */
                 $unknowns?: Uint8Array[];

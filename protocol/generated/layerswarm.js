@@ -3255,6 +3255,8 @@ export const layerswarm = $root.layerswarm = (() => {
             Announcement.prototype.device = "";
             Announcement.prototype.deviceMemoryBytes = $util.Long ? $util.Long.fromBits(0,0,true) : 0;
             Announcement.prototype.modelName = "";
+            Announcement.prototype.contentId = "";
+            Announcement.prototype.demandTokensPerMinute = 0;
 
             Announcement.create = function(properties) {
                 return new Announcement(properties);
@@ -3306,6 +3308,10 @@ export const layerswarm = $root.layerswarm = (() => {
                     writer.uint32(336).uint64(message.deviceMemoryBytes);
                 if (message.modelName != null && $Object.hasOwnProperty.call(message, "modelName") && message.modelName !== "")
                     writer.uint32(1762).string(message.modelName);
+                if (message.contentId != null && $Object.hasOwnProperty.call(message, "contentId") && message.contentId !== "")
+                    writer.uint32(2722).string(message.contentId);
+                if (message.demandTokensPerMinute != null && $Object.hasOwnProperty.call(message, "demandTokensPerMinute") && message.demandTokensPerMinute !== 0)
+                    writer.uint32(2728).uint32(message.demandTokensPerMinute);
                 if (message.$unknowns != null && $Object.hasOwnProperty.call(message, "$unknowns"))
                     for (let i = 0; i < message.$unknowns.length; ++i)
                         writer.raw(message.$unknowns[i]);
@@ -3512,6 +3518,24 @@ export const layerswarm = $root.layerswarm = (() => {
                                 message.modelName = value;
                             else
                                 delete message.modelName;
+                            continue;
+                        }
+                    case 340: {
+                            if (wireType !== 2)
+                                break;
+                            if ((value = reader.stringVerify()).length)
+                                message.contentId = value;
+                            else
+                                delete message.contentId;
+                            continue;
+                        }
+                    case 341: {
+                            if (wireType !== 0)
+                                break;
+                            if (value = reader.uint32())
+                                message.demandTokensPerMinute = value;
+                            else
+                                delete message.demandTokensPerMinute;
                             continue;
                         }
                     }

@@ -7,7 +7,7 @@ import {
   UnsupportedModelError,
   UnsupportedTensorTypeError
 } from '../errors.js'
-import type { ByteSource, GgufValue } from '../model-file.js'
+import type { ByteSource, GgufValue } from '../model/model-file.js'
 import { type GgmlType, ggmlTypeById, ggmlTypeName, supportedTypeNames } from '../quant/ggml-types.js'
 import type { WeightMatrix } from '../types.js'
 

@@ -1,5 +1,5 @@
 import { InvalidArgumentError } from '../errors.js'
-import type { GgufValue } from '../model-file.js'
+import type { GgufValue } from '../model/model-file.js'
 
 /**
  * Typed GGUF metadata values and the little-endian byte sink the writer builds a header in, per

@@ -1,9 +1,9 @@
-import { llama3RopeFactors, SUPPORTED_ARCHITECTURES } from '../architectures.js'
 import { InvalidArgumentError } from '../errors.js'
-import { GEMMA_ARCHITECTURES, GEMMA_CHAT_TEMPLATE, gemmaAttnScale, PHI3_CHAT_TEMPLATE } from '../family-config.js'
+import { llama3RopeFactors, SUPPORTED_ARCHITECTURES } from '../model/architectures.js'
+import { GEMMA_ARCHITECTURES, GEMMA_CHAT_TEMPLATE, gemmaAttnScale, PHI3_CHAT_TEMPLATE } from '../model/family-config.js'
 import type { Architecture, ModelConfig, TensorName } from '../types.js'
 import type { GgufTypedValue } from './gguf-values.js'
-import { familyConfigFields, familyMetadata, longropeFactors, validateFamilySpec } from './random-families.js'
+import { type ExpertSpec, familyConfigFields, familyMetadata, longropeFactors, validateFamilySpec } from './random-families.js'
 
 // Family-specific parts of random models (shards/formats/random-model.ts): how a qwen2, qwen3 or
 // scaled-RoPE llama file differs from the plain Llama 2 one, as llama.cpp's converter writes
@@ -30,10 +30,10 @@ export interface ArchSpec {
   readonly ropeThetaSwa?: number
   /** Partial rotary: RoPE rotates this many dims of each head (phi3, qwen*; rope.dimension_count). */
   readonly ropeDims?: number
-  /** phi3: longrope short/long factors and attn factor (shards/rope-config.ts). */
+  /** phi3: longrope short/long factors and attn factor (shards/model/rope-config.ts). */
   readonly longrope?: boolean
-  /** qwen3moe: experts, experts used per token, expert FFN size (shards/moe-config.ts). */
-  readonly experts?: { readonly count: number; readonly used: number; readonly hidden: number }
+  /** qwen3moe, qwen2moe, llama (Mixtral): experts, used per token, expert FFN size, qwen2moe's shared expert (shards/moe-config.ts). */
+  readonly experts?: ExpertSpec
 }
 
 export const PLAIN_LLAMA: ArchSpec = { architecture: 'llama' }
@@ -68,6 +68,8 @@ export function validateArchSpec(a: ArchSpec): void {
 /** The config of `base` (a plain Llama config of the shape) as family `a`. */
 export function archConfig(base: ModelConfig, a: ArchSpec): ModelConfig {
   validateArchSpec(a)
+  // llama.cpp's qwen2moe loader requires output.weight.
+  if (a.architecture === 'qwen2moe' && base.tiedEmbeddings) throw new InvalidArgumentError('qwen2moe has an untied head')
   const headDim = a.headDim ?? base.headDim
   const ropeTheta = Math.fround(a.ropeTheta ?? base.ropeTheta)
   const scaling = a.ropeScaling ?? 'none'
@@ -101,7 +103,7 @@ export function archConfig(base: ModelConfig, a: ArchSpec): ModelConfig {
     ropeType: a.architecture === 'llama' ? 'norm' : 'neox',
     ropeFreqScale,
     ropeFreqFactors: scaling === 'llama3' ? llama3RopeFactors(headDim, ropeTheta, { factor }) : null,
-    qkvBias: a.architecture === 'qwen2',
+    qkvBias: a.architecture === 'qwen2' || a.architecture === 'qwen2moe',
     qkNorm: a.architecture === 'qwen3' || a.architecture === 'gemma3' || a.architecture === 'qwen3moe',
     ...familyConfigFields(a, headDim, base),
     // Gemma 2's head is token_embd whatever the shape says (llama.cpp reads no output.weight).

@@ -2,8 +2,9 @@ import { InvalidArgumentError } from '../errors.js'
 import type { Architecture, ModelConfig } from '../types.js'
 import type { GgufTypedValue } from './gguf-values.js'
 
-// Random phi3 and qwen3moe files (issue 34): the config fields and GGUF keys that llama.cpp's
-// converter writes for them (conversion/phi.py Phi3MiniModel, Qwen3MoeModel), so that the engine
+// Random phi3 and mixture-of-experts files (issue 34): the config fields and GGUF keys that
+// llama.cpp's converter writes for them (conversion/phi.py Phi3MiniModel, Qwen3MoeModel,
+// Qwen2MoeModel, LlamaModel for Mixtral), so that the engine
 // reads a random file back exactly as it reads a converted one. Their fused / stacked tensors
 // are laid out by random-fused.ts.
 
@@ -12,8 +13,19 @@ interface FamilySpec {
   readonly architecture: Architecture
   readonly ropeDims?: number
   readonly longrope?: boolean
-  readonly experts?: { readonly count: number; readonly used: number; readonly hidden: number }
+  readonly experts?: ExpertSpec
 }
+
+/** Experts, experts used per token, expert FFN size; qwen2moe's shared expert FFN size (default 4 × hidden). */
+export interface ExpertSpec {
+  readonly count: number
+  readonly used: number
+  readonly hidden: number
+  readonly shared?: number
+}
+
+/** Architectures whose random files have experts: required for the MoE ones, optional for llama (Mixtral). */
+const EXPERT_ARCHITECTURES: readonly Architecture[] = ['qwen3moe', 'qwen2moe', 'llama']
 
 /** Original context of random longrope files; their context_length does not exceed it (short factors). */
 const LONGROPE_ORIG_CTX = 4096
@@ -23,9 +35,15 @@ export function validateFamilySpec(a: FamilySpec): void {
     throw new InvalidArgumentError(`rope dims must be an even integer >= 2, got ${a.ropeDims}`)
   if (a.ropeDims !== undefined && a.architecture === 'llama') throw new InvalidArgumentError('llama has no partial rotary')
   if (a.longrope && a.architecture !== 'phi3') throw new InvalidArgumentError('longrope is a phi3 option')
-  if ((a.experts !== undefined) !== (a.architecture === 'qwen3moe'))
-    throw new InvalidArgumentError('experts go with (and only with) qwen3moe')
+  const moeArch = a.architecture === 'qwen3moe' || a.architecture === 'qwen2moe'
+  if (moeArch && a.experts === undefined) throw new InvalidArgumentError(`${a.architecture} needs experts`)
+  if (a.experts !== undefined && !EXPERT_ARCHITECTURES.includes(a.architecture))
+    throw new InvalidArgumentError(`experts go with ${EXPERT_ARCHITECTURES.join(', ')} only`)
   const e = a.experts
+  if (e?.shared !== undefined && a.architecture !== 'qwen2moe')
+    throw new InvalidArgumentError('a shared expert is a qwen2moe option')
+  if (e?.shared !== undefined && !(Number.isSafeInteger(e.shared) && e.shared >= 1))
+    throw new InvalidArgumentError(`shared expert FFN size ${e.shared} is not valid`)
   if (e && !(Number.isSafeInteger(e.count) && Number.isSafeInteger(e.used) && e.used >= 1 && e.used <= e.count))
     throw new InvalidArgumentError(`experts need 1 <= used (${e.used}) <= count (${e.count})`)
   if (e && !(Number.isSafeInteger(e.hidden) && e.hidden >= 1))
@@ -60,8 +78,9 @@ export function familyConfigFields(a: FamilySpec, headDim: number, base: ModelCo
       nExperts: a.experts.count,
       nUsed: a.experts.used,
       expertHidden: a.experts.hidden,
-      normTopK: true,
-      sharedHidden: 0
+      // qwen2moe keeps the top-k softmax weights as they are (build_moe_ffn norm_w = false).
+      normTopK: a.architecture !== 'qwen2moe',
+      sharedHidden: a.architecture === 'qwen2moe' ? (a.experts.shared ?? 4 * a.experts.hidden) : 0
     }
     out.hiddenDim = a.experts.hidden
   }
@@ -80,7 +99,9 @@ export function familyMetadata(c: ModelConfig): Array<[string, GgufTypedValue]> 
   }
   if (c.moe) {
     out.push(u32('expert_count', c.moe.nExperts), u32('expert_used_count', c.moe.nUsed))
-    out.push(u32('expert_feed_forward_length', c.moe.expertHidden))
+    // Mixtral's expert width is llama.feed_forward_length itself (= hiddenDim, written by the base keys).
+    if (a !== 'llama') out.push(u32('expert_feed_forward_length', c.moe.expertHidden))
+    if (c.moe.sharedHidden > 0) out.push(u32('expert_shared_feed_forward_length', c.moe.sharedHidden))
   }
   return out
 }

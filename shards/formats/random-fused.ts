@@ -36,6 +36,14 @@ export function moeTensorNames(c: ModelConfig, l: number): Array<[TensorName, ro
   ] as const) {
     for (let e = 0; e < m.nExperts; e++) out.push([`blk.${l}.${t}.${e}`, rows, cols])
   }
+  // qwen2moe's shared expert, as Qwen2MoeModel writes it: the gate vector (rows 0), then the FFN.
+  if (m.sharedHidden > 0)
+    out.push(
+      [`blk.${l}.ffn_gate_inp_shexp`, 0, c.dim],
+      [`blk.${l}.ffn_gate_shexp`, m.sharedHidden, c.dim],
+      [`blk.${l}.ffn_down_shexp`, c.dim, m.sharedHidden],
+      [`blk.${l}.ffn_up_shexp`, m.sharedHidden, c.dim]
+    )
   return out
 }
 

@@ -1,7 +1,7 @@
 import { statSync } from 'node:fs'
-import { ggufTensorKey, llamaDefaults } from '../architectures.js'
 import { EngineError, InvalidArgumentError, InvalidModelError } from '../errors.js'
-import { type GgufValue, type ModelFile, sampleRange } from '../model-file.js'
+import { ggufTensorKey, llamaDefaults } from '../model/architectures.js'
+import { type GgufValue, type ModelFile, sampleRange } from '../model/model-file.js'
 import { quantizeRow, rowBytes } from '../quant/codecs.js'
 import { isModelFileType, MODEL_FILE_TYPES, type ModelFileType, tensorTypeFor } from '../quant/file-types.js'
 import { withTokenizerMetadata } from '../tokenizers/vocab-packages.js'
@@ -95,7 +95,13 @@ function llamaTensors(c: ModelConfig): TensorSpec[] {
       if (c.moe && t.startsWith('ffn_') && t !== 'ffn_norm') continue
       out.push(m(`blk.${l}.${t}`, ...block[t]))
       if (t === 'attn_v') out.push(...archBlockVectors(c, l).map(vec))
-      if (t === 'ffn_norm') out.push(...moeTensorNames(c, l).map(([n, rows, cols]) => m(n, rows, cols)))
+      // The shared expert's gate vector is a dot-product row, filled as a bias (±0.5), not as a norm.
+      if (t === 'ffn_norm')
+        out.push(
+          ...moeTensorNames(c, l).map(([n, rows, cols]) =>
+            rows ? m(n, rows, cols) : vec({ name: n, length: cols, fill: 'bias' })
+          )
+        )
     }
   }
   out.push(m('output_norm', 0, c.dim))

@@ -34,7 +34,7 @@ export interface WeightsPiece {
 export interface WeightsManifest {
   readonly fileBytes: number
   readonly chunkBytes: number
-  /** Today's sampled model id (shards/model-id.ts): what nodes announce and receipts bind. */
+  /** Today's sampled model id (shards/model/model-id.ts): what nodes announce and receipts bind. */
   readonly legacyModelId: string
   readonly pieces: readonly WeightsPiece[]
 }

@@ -1,6 +1,6 @@
 import { TensorNotHeldError } from '../errors.js'
-import { guardedModel } from '../guarded-model.js'
-import type { ModelFile } from '../model-file.js'
+import { guardedModel } from '../model/guarded-model.js'
+import type { ModelFile } from '../model/model-file.js'
 import type { TensorName } from '../types.js'
 import { openGgufModel } from './gguf-model.js'
 import { HEADER_PIECE, type WeightsManifest } from './weights-manifest.js'

@@ -1,6 +1,6 @@
 import { BackendUnavailableError } from '../errors.js'
 import { type KvDType, kvRowBytes } from '../kv-cache.js'
-import type { ModelFile } from '../model-file.js'
+import type { ModelFile } from '../model/model-file.js'
 import { rowBytes } from '../quant/codecs.js'
 import { findGgmlLibraries, flavourOf, type GgmlBackend } from './package.js'
 import { devicesOf, type GgmlDevice, isSoftwareDevice, loadGgml, pickDevice } from './runtime.js'

@@ -1,6 +1,6 @@
 import { InvalidArgumentError, OutOfCacheError, PositionError, UnknownSessionError, UnsupportedModelError } from '../errors.js'
 import type { KvDType } from '../kv-cache.js'
-import type { ModelFile } from '../model-file.js'
+import type { ModelFile } from '../model/model-file.js'
 import type { ShardLike } from '../shard.js'
 import type { BatchStep, SessionOptions } from '../shard-types.js'
 import type { ModelConfig } from '../types.js'

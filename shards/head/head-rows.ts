@@ -9,7 +9,7 @@
 import { InvalidArgumentError } from '../errors.js'
 import { softcap } from '../family-block.js'
 import { createReferenceKernels } from '../kernels/kernels-ref.js'
-import type { ModelFile } from '../model-file.js'
+import type { ModelFile } from '../model/model-file.js'
 import { dequantizeRow } from '../quant/codecs.js'
 import type { ModelConfig, WeightMatrix } from '../types.js'
 

@@ -26,12 +26,22 @@ export interface AttentionShape {
 }
 
 /**
- * A block's router [nExperts, dim] and each expert's gate and up [hidden, dim] and down
- * [dim, hidden] (gate and up apart: llama.cpp's K-quant mixtures may store them in two types).
+ * One expert's SwiGLU FFN: gate and up [hidden, dim], down [dim, hidden]. Without `up`, `gate`
+ * holds [gate; up] stacked [2 hidden, dim] (one matmul); they stay apart when their types differ
+ * (llama.cpp's K-quant mixtures may store them in two types).
  */
+export interface ExpertFfn {
+  readonly gate: WeightMatrix
+  readonly up?: WeightMatrix
+  readonly down: WeightMatrix
+}
+
+/** A block's router [nExperts, dim] and its experts. */
 export interface MoeMatrices {
   readonly router: WeightMatrix
-  readonly experts: ReadonlyArray<{ readonly gate: WeightMatrix; readonly up: WeightMatrix; readonly down: WeightMatrix }>
+  readonly experts: readonly ExpertFfn[]
+  /** qwen2moe's shared expert [sharedHidden wide], and its gate row gateInp [1, dim]. */
+  readonly shared?: ExpertFfn & { readonly gateInp: WeightMatrix }
 }
 
 /** The weights of one transformer block as the forward pass holds them (shards/block.ts). */

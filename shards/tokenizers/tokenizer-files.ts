@@ -6,7 +6,7 @@ import {
   TruncatedFileError,
   UnsupportedModelError
 } from '../errors.js'
-import type { GgufValue } from '../model-file.js'
+import type { GgufValue } from '../model/model-file.js'
 import type { Vocabulary } from '../types.js'
 
 /** Special ids of llama2.c's tokenizer.bin; run.c hard-codes them (BOS 1, EOS 2, UNK 0). */

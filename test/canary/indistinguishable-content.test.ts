@@ -17,7 +17,7 @@ import { STORY_PROMPTS } from '../helpers/story-prompts.js'
  * continuation), at block 1 and at block 3. Real sessions are user-like story prompts
  * (test/helpers/story-prompts.ts and canary/prompts.ts, 183 in all) continued at temperature 1 (the
  * CLI's, SDK's and gateway's default); decoys are what the client sends: secret canaries
- * (client/verification/canary-secret.ts) on plans copying the real sessions' shapes (client/verification/canary-decoys.ts),
+ * (client/verification/canaries/canary-secret.ts) on plans copying the real sessions' shapes (client/verification/canary-decoys.ts),
  * made after the client has seen the real prompts (whose openings sampled canaries copy).
  * Held out: two folds, each trained on half of the real prompts (all their sessions) and half of
  * the decoys, scored on the rest; the AUROC is the folds' mean.

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import { auroc } from '../../canary/index.js'
+import { secretPrompts, secretSeed } from '../../client/verification/canaries/canary-secret.js'
 import { CanaryMaterial } from '../../client/verification/canary-decoys.js'
-import { secretPrompts, secretSeed } from '../../client/verification/canary-secret.js'
 import { createReferenceKernels, createTokenizer, openModelFile } from '../../shards/index.js'
 import { GGUF_PATH } from '../helpers/reference.js'
 import { STORY_PROMPTS } from '../helpers/story-prompts.js'

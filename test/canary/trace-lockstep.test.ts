@@ -5,7 +5,7 @@ import { afterAll, describe, expect, it } from 'vitest'
 import { createRandom } from '../../canary/rng.js'
 import { createTracer, type TraceOptions } from '../../canary/trace.js'
 import { DEFAULT_CANARY_PROMPT_TEMPERATURE } from '../../client/options.js'
-import { secretPrompts, secretSeed } from '../../client/verification/canary-secret.js'
+import { secretPrompts, secretSeed } from '../../client/verification/canaries/canary-secret.js'
 import {
   createEdge,
   createFastKernels,
@@ -20,7 +20,7 @@ import {
   writeRandomModel
 } from '../../shards/index.js'
 
-// Canaries are generated in lockstep (canary/trace.ts traceAll, client/verification/canary-secret.ts): a
+// Canaries are generated in lockstep (canary/trace.ts traceAll, client/verification/canaries/canary-secret.ts): a
 // batch of every canary's step per block and one LM-head matmul. The traces and the sampled
 // prompts must be those of generating each canary alone, bit for bit, so verification is as
 // strong as before; checked on f32 weights (reference kernels) and on a Q4_K_M file with the
@@ -38,7 +38,7 @@ const cases: Array<[string, () => ModelFile, () => Kernels, number]> = [
   ['Q4_K_M, fast kernels', () => openModelFile(q4km), () => createFastKernels({ threads: 2 }), 9]
 ]
 
-/** client/verification/canary-secret.ts's model-sampled prompts, one prompt after another (the slow reference). */
+/** client/verification/canaries/canary-secret.ts's model-sampled prompts, one prompt after another (the slow reference). */
 function secretPromptsAlone(model: ModelFile, secret: Uint8Array, count: number, kernels: Kernels): string[] {
   const rnd = createRandom(secretSeed(secret, 'prompts'))
   const tokenizer = createTokenizer(model.vocabulary!)

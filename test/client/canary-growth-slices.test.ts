@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import { CanariesPendingError, CanariesSpentError } from '../../canary/index.js'
+import { secretPrompts } from '../../client/verification/canaries/canary-secret.js'
 import { CanaryMaterial } from '../../client/verification/canary-decoys.js'
-import { secretPrompts } from '../../client/verification/canary-secret.js'
 import { createReferenceKernels, openModelFile } from '../../shards/index.js'
 import { GGUF_PATH } from '../helpers/reference.js'
 

@@ -1,7 +1,7 @@
 import { afterAll, describe, expect, it } from 'vitest'
 import { createDetector, createRandom, defaultBenignModel, type PeerVerdict } from '../../canary/index.js'
 import type { HopSession, HopTarget } from '../../client/session/hop.js'
-import { PeerScores } from '../../client/verification/canary-probes.js'
+import { PeerScores } from '../../client/verification/canary-scores.js'
 import { OwnStepChecks, OwnStepSession } from '../../client/verification/own-step-replay.js'
 import { SpanReplay } from '../../client/verification/span-replay.js'
 import { createEdge, createReferenceKernels, createShard, openModelFile } from '../../shards/index.js'
@@ -9,7 +9,8 @@ import { GGUF_PATH } from '../helpers/reference.js'
 
 /*
  * Issue 31 item 4: while no canary exists, a new client replays its real relayed steps at the
- * session's end (client/verification/own-step-replay.ts). Real shards of the bundled model stand
+ * session's end (client/verification/own-step-replay.ts), and its chained steps hop by hop from the
+ * middle hops' audited outputs. Real shards of the bundled model stand
  * in for the peers (the wire is covered by test/e2e/canary-first-token and canary-chat): an honest
  * hop's steps, speculative rewinds included, are verified; a tampering hop is convicted and not
  * verified; a hop whose record does not start at position 0 (its KV came from elsewhere) and a
@@ -79,6 +80,42 @@ function session(peerId: string, o: { tamper?: number; from?: number } = {}): Ow
   return own
 }
 
+/**
+ * A chained route [1,2) → [2,3) as real shards, stepped one row at a time after a prefill; the
+ * client sees its input and the tail's answer, the middle hop's output comes from its audit,
+ * and the audits come back out of step order (rounds). `tamperMiddle` adds noise to what the middle
+ * hop forwards (the tail is fed that); `unaudited` is a step whose audit never came back.
+ */
+function chainSession(o: { tamperMiddle?: number; unaudited?: number }): OwnStepSession {
+  const own = new OwnStepSession(dim)
+  const middle = createShard({ model, start: 1, end: 2, kernels })
+  const tail = createShard({ model, start: 2, end: 3, kernels })
+  const id = `chain-${o.tamperMiddle ?? 0}-${o.unaudited ?? 0}`
+  for (const s of [first, middle, tail]) s.openSession(id, { maxLength: 64 })
+  const rnd = createRandom(11)
+  const hop = (peerId: string, start: number, end: number) =>
+    ({ sessionId: `hop-${peerId}`, target: { peerId, start, end } }) as unknown as HopSession
+  const hops = [hop('middle', 1, 2), hop('tail', 2, 3)]
+  const tokens = [1, 403, 407, 261, 378, 300, 302, 280, 410, 275, 290, 301]
+  const plan: Array<[number, number]> = [[0, 4]]
+  for (let p = 4; p < tokens.length; p++) plan.push([p, 1])
+  const audited: Array<() => void> = []
+  plan.forEach(([position, rows], i) => {
+    const input = first.forward(id, edge.embed(tokens.slice(position, position + rows)), position)
+    const forwarded = middle.forward(id, input, position)
+    if (o.tamperMiddle) for (let k = 0; k < forwarded.length; k++) forwarded[k] += o.tamperMiddle * (rnd.next() - 0.5)
+    const output = tail.forward(id, forwarded, position)
+    own.expect(hops)
+    const step = { hops, stepId: i + 1, startPosition: position, rows, input, output, receipts: [] }
+    if (i !== o.unaudited) audited.push(() => own.recordChained(step, [forwarded]))
+  })
+  for (const record of audited.reverse()) record()
+  for (const s of [first, middle, tail]) s.closeSession(id)
+  middle.close()
+  tail.close()
+  return own
+}
+
 describe('own-step replay (issue 31 item 4)', () => {
   it('verifies an honest hop, speculative rewinds included, and scores each kept step', async () => {
     const { checks, scores, detector, convicted } = rig()
@@ -107,6 +144,26 @@ describe('own-step replay (issue 31 item 4)', () => {
     checks.unverify(['honest'])
     await checks.check(session('honest'))
     expect(checks.verified('honest')).toBe(false)
+  })
+
+  it('replays a chained route hop by hop: a tampering middle hop convicted, the honest tail it fed verified', async () => {
+    const { checks, convicted } = rig()
+    await checks.check(chainSession({ tamperMiddle: 0.5 }))
+    expect(convicted).toEqual(['middle'])
+    expect(checks.verified('middle')).toBe(false)
+    // the tail computed honestly on the tampered rows it was sent: judged on its own rows, not blamed
+    expect(checks.verified('tail')).toBe(true)
+  })
+
+  it('verifies an honest chain, and no hop of a chain with a step whose audit never came back', async () => {
+    const { checks, convicted } = rig()
+    await checks.check(chainSession({}))
+    expect(checks.verified('middle') && checks.verified('tail')).toBe(true)
+    const other = rig()
+    await other.checks.check(chainSession({ unaudited: 5 }))
+    expect(other.checks.verified('middle')).toBe(false)
+    expect(other.checks.verified('tail')).toBe(false)
+    expect(convicted).toEqual([])
   })
 
   it('records nothing when canaries exist (begin)', () => {

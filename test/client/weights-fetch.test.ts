@@ -3,8 +3,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { fetchPieces, openWeightsStore, readLiars } from '../../client/index.js'
-import { type Seeder, serveWeights } from '../../node/weights/index.js'
+import { fetchPieces, openWeightsStore, readLiars, type Seeder, serveWeights } from '../../client/index.js'
 import {
   createHost,
   decodeWeightsRequest,

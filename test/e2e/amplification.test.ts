@@ -25,7 +25,7 @@ import {
   type SessionCaller,
   STEP_SLACK_BYTES
 } from '../../protocol/index.js'
-import type { Shard } from '../../shards/index.js'
+import { errorCode, type Shard } from '../../shards/index.js'
 import {
   importSnapshotsFlood,
   infoDtypesFlood,
@@ -153,11 +153,11 @@ describe('amplification frames against a real node and a real client', () => {
         maxBodyBytes: (body) => (body === 'result' ? 16 * DIM * 4 + STEP_SLACK_BYTES : MAX_CONTROL_BYTES)
       })
       const err = await caller.call(stepBody('x', 1, 0, f32(rows.subarray(0, DIM)))).catch((e: unknown) => e)
-      expect((err as { code?: string }).code).toBe('TOO_LARGE')
+      expect(errorCode(err)).toBe('TOO_LARGE')
       const big = await fetchInfo(legit, evil.getMultiaddrs()).catch((e: unknown) => e)
-      expect((big as { code?: string }).code).toBe('TOO_LARGE')
+      expect(errorCode(big)).toBe('TOO_LARGE')
       const flood = await fetchInfo(legit, evil.getMultiaddrs()).catch((e: unknown) => e)
-      expect((flood as { code?: string }).code).toBe('MALFORMED')
+      expect(errorCode(flood)).toBe('MALFORMED')
       expect((flood as Error).message).toMatch(/wire_dtypes: more than 16 entries/)
     } finally {
       await evil.stop()

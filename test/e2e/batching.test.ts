@@ -7,7 +7,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createClient } from '../../client/index.js'
 import { type LocalNode, startLocalNode } from '../../node/cli/local-swarm.js'
-import { createReferenceKernels } from '../../shards/index.js'
+import { createReferenceKernels, errorCode } from '../../shards/index.js'
 import { honestTokens } from '../helpers/honest-tokens.js'
 import { GGUF_PATH } from '../helpers/reference.js'
 
@@ -40,7 +40,7 @@ async function generate(bootstrap: string[], prompt: string): Promise<Outcome> {
     const r = await client.generate(prompt, { maxTokens: MAX_TOKENS, temperature: 0, signal: AbortSignal.timeout(240_000) })
     return { ok: true, tokens: r.tokens, busy: events.some((e) => e.event === 'failover' && e.code === 'BUSY') }
   } catch (err) {
-    return { ok: false, code: (err as { code?: string }).code, message: (err as Error).message, busy: false }
+    return { ok: false, code: errorCode(err), message: (err as Error).message, busy: false }
   } finally {
     await client.close()
   }

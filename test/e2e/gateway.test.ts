@@ -4,6 +4,7 @@ import { DEFAULT_SPECULATE } from '../../client/options.js'
 import { type RunningApi, runApi } from '../../node/cli/commands/api.js'
 import type { LocalNode } from '../../node/cli/local-swarm.js'
 import { createLogger } from '../../node/log.js'
+import { errorCode } from '../../shards/index.js'
 import {
   openAiGatewayOptions as apiOptions,
   type OpenAiGatewaySwarm,
@@ -281,7 +282,7 @@ describe('OpenAI-compatible gateway on a 2-process swarm, driven by the openai c
 
   it('refuses a non-loopback address without a key', async () => {
     const err = await rejection(runApi(apiOptions({ bootstrap: nodes[0].addrs[0], listen: '0.0.0.0:0' })))
-    expect((err as { code?: string }).code).toBe('INSECURE_LISTEN')
+    expect(errorCode(err)).toBe('INSECURE_LISTEN')
   })
 
   it('exposes Prometheus metrics with --metrics', async () => {

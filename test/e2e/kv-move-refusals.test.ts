@@ -21,6 +21,8 @@ import {
   decodeKvMoveResponse,
   encodeKvMoveRequest,
   type Host,
+  KV_HOLD_NO_KEY,
+  KV_HOLD_SESSION_ID,
   KV_MOVE_PROTOCOL,
   type KvGrantFields,
   type KvMoveResponse,
@@ -150,6 +152,18 @@ describe('KV moved node to node: the destination refuses what the client did not
       sequence: 1
     })
     expect(await verifyKvReceipt(r.receipt)).toBe(true)
+  })
+
+  it('a hold (item 3): a kv-hold grant is kept unopened with a receipt; a range not continuing it is KV_GRANT_WRONG_SPAN', async () => {
+    const s = await setup()
+    const fields = { ...s.fields, destinationSessionId: KV_HOLD_SESSION_ID, wrappedKeyHash: wrappedKeyHash(KV_HOLD_NO_KEY) }
+    const first = { wrappedKey: KV_HOLD_NO_KEY, prefixHash: s.prefixHash }
+    const r = await send(s.source, { ...first, grant: await signKvGrant(fields, clientKey) }, [s.seal()])
+    expect(r.type === 'receipt' && r.receipt).toMatchObject({ destinationSessionId: KV_HOLD_SESSION_ID, length: 4, sequence: 1 })
+    const gap = { ...fields, grantId: new Uint8Array(randomBytes(16)), fromPosition: 2, toPosition: 6 }
+    expect(code(await send(s.source, { ...first, grant: await signKvGrant(gap, clientKey) }, [s.seal()]))).toBe(
+      'KV_GRANT_WRONG_SPAN'
+    )
   })
 
   it('missing grant: KV_GRANT_MISSING, nothing stored', async () => {

@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createClient } from '../../client/index.js'
 import { type LocalNode, startLocalNode } from '../../node/cli/local-swarm.js'
 import { type NodeHoldings, readNodeHoldings } from '../../node/cli/metrics-scrape.js'
-import { createReferenceKernels } from '../../shards/index.js'
+import { createReferenceKernels, errorCode } from '../../shards/index.js'
 import { honestTokens } from '../helpers/honest-tokens.js'
 import { GGUF_PATH } from '../helpers/reference.js'
 
@@ -83,7 +83,7 @@ describe(`${CLIENTS} concurrent clients against a node capped at 16 sessions`, (
         } catch (err) {
           return {
             ok: false as const,
-            code: (err as { code?: string }).code,
+            code: errorCode(err),
             name: (err as Error).name,
             message: (err as Error).message
           }

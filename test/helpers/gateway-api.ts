@@ -1,5 +1,5 @@
 import { type ApiOptions, type RunningApi, runApi } from '../../node/cli/commands/api.js'
-import { type GenerateResult, runLocalGenerate } from '../../node/cli/commands/generate.js'
+import { type GenerateResult, runLocalGenerate } from '../../node/cli/commands/generate/generate.js'
 import { createLogger } from '../../node/log.js'
 
 /**

@@ -1,4 +1,4 @@
-import type { GgufValue } from '../../shards/model-file.js'
+import type { GgufValue } from '../../shards/model/model-file.js'
 
 /** An independent GGUF parser (gguf.md): tests read files with it, not with the engine's reader they check. */
 export function parseGguf(file: Uint8Array) {

@@ -1,5 +1,5 @@
 import { f32ToF16 } from '../../shards/f16.js'
-import type { ModelFile } from '../../shards/model-file.js'
+import type { ModelFile } from '../../shards/model/model-file.js'
 import { QUANT_LAYOUTS, type QuantDType, quantRowBytes } from '../../shards/quant/quant-blocks.js'
 import type { TensorName, WeightMatrix } from '../../shards/types.js'
 

@@ -25,7 +25,7 @@ const ALLOWED: Record<string, string> = {
   'protocol/kv-grant.ts: signKvReceipt': 'one signature (issue #41)',
   'protocol/kv-grant.ts: verifyKvGrant': 'one signature check (issue #41)',
   'protocol/kv-grant.ts: verifyKvReceipt': 'one signature check (issue #41)',
-  'node/daemon/kv-grant-check.ts: checkGrant': 'one signature check and field comparisons (issue #41)',
+  'node/daemon/kv/kv-grant-check.ts: checkGrant': 'one signature check and field comparisons (issue #41)',
   'client/verification/receipts.ts: ReceiptLedger#check': 'one signature check per hop of a route',
   'client/verification/replay-index.ts: verifyReplayEvidence': 'two signature checks',
   'node/daemon/upstream-step.ts: upstreamClientInputHash': 'one hash',
@@ -35,6 +35,8 @@ const ALLOWED: Record<string, string> = {
   // the signal travels another way
   'client/speculation/speculation.ts: decodeTokens': 'the signal is init.signal (GenerateInit), as for generateTokens',
   'client/head/remote-head-generate.ts: remoteHeadTokens': 'the signal is init.signal (GenerateInit), as for decodeTokens',
+  'client/routing/for-each-limited.ts: forEachLimited': "runs the caller's callbacks, which carry the refresh signal",
+  'client/head/remote-head-per-token.ts: perTokenRemote': 'the signal is init.signal (GenerateInit), as for remoteHeadTokens',
   'client/session/verified-stream.ts: verifiedTokens': 'pulls from init.tokens, a stream that carries the generation signal',
   'node/gateway/generation.ts: runGeneration': 'the request carries its signal (GenerationRequest.signal, the HTTP request)',
   'client/session/step-transport.ts: StepTransport#run':

@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest'
 import { chatPrompt } from '../../node/cli/chat-prompt.js'
 import { createChatFormatter } from '../../node/gateway/chat-template.js'
 import { ggufPlainValue } from '../../shards/formats/gguf-values.js'
-import type { GgufValue } from '../../shards/model-file.js'
+import type { GgufValue } from '../../shards/model/model-file.js'
 import { createTokenizer } from '../../shards/tokenizers/tokenizer.js'
 import { vocabularyFromGguf } from '../../shards/tokenizers/tokenizer-files.js'
 import { loadPackageVocabulary, VOCAB_PACKAGES } from '../../shards/tokenizers/vocab-packages.js'
@@ -58,7 +58,7 @@ describe('chat templates of real models', () => {
       prompt: '<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n',
       special: true
     })
-    // the same format for any user text: secret canaries go through it (client/verification/canary-template.ts)
+    // the same format for any user text: secret canaries go through it (client/verification/canaries/canary-template.ts)
     expect(one.template('Hi')).toBe(one.prompt)
   })
 

@@ -6,7 +6,7 @@ import { registerChatRoute } from '../../node/gateway/chat-route.js'
 import { createChatFormatter } from '../../node/gateway/chat-template.js'
 import type { GatewayContext } from '../../node/gateway/generation.js'
 import { LiveStats } from '../../node/gateway/live-stats.js'
-import { parseToolCalls } from '../../node/gateway/tools-format.js'
+import { parseToolCalls } from '../../node/gateway/tools/tools-format.js'
 import { createLogger } from '../../node/log.js'
 
 // Issue 37 ("a rollback after a conviction still replaces streamed text correctly for tool-call

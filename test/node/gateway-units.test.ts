@@ -180,8 +180,8 @@ describe('gateway errors and status', () => {
 describe('metrics and progress', () => {
   it('exposes the node instruments in Prometheus text', async () => {
     const m = new Metrics({ role: 'node', defaultMetrics: false })
-    m.step('prefill', 12, 0.004)
-    m.step('decode', 1, 0.0008)
+    m.recordStep('prefill', 12, 0.004)
+    m.recordStep('decode', 1, 0.0008)
     m.sessionOpened()
     m.kvCache(100, 900)
     m.error('BUSY')

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { listenFor, parseServeSpec } from '../../node/cli/commands/node-serve.js'
+import { listenFor, parseServeSpec } from '../../node/cli/commands/node/node-serve.js'
 import { BadOptionError } from '../../node/cli/errors.js'
 import {
   decodeAnnouncement,

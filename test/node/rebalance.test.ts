@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { shouldMove } from '../../node/daemon/rebalance.js'
+import { shouldMove } from '../../node/daemon/placement/rebalance.js'
 
 describe("Petals' rebalancing rule", () => {
   it('moves to cover a block nobody serves', () => {

@@ -32,7 +32,7 @@ function setup(overrides: Partial<{ maxSessions: number; maxCacheTokens: number;
   // steps run the one way a node runs them: through its step queue (node/daemon/step-batch-run.ts)
   const queue = new NodeStepQueue({ shard, sessions: m, maxQueued: 8, maxBatchRows: 64 })
   const step = (session: NodeSession, stepId: number, startPosition: number, hidden: Float32Array, fromUpstream = false) =>
-    queue.step({ session, stepId, startPosition, hidden, fromUpstream })
+    queue.enqueue({ session, stepId, startPosition, hidden, fromUpstream })
   return { m, shard, step, tick: (ms: number) => (clock += ms) }
 }
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { blockThroughputs, chooseSpan } from '../../node/daemon/span-selection.js'
+import { blockThroughputs, chooseSpan } from '../../node/daemon/placement/span-selection.js'
 
 describe("Petals' block selection", () => {
   it('an empty swarm starts at block 0', () => {

@@ -39,7 +39,7 @@ describe('NodeStepQueue', () => {
     ]
     const outs = await Promise.all(
       ss.map((s, i) =>
-        queue.step({ session: s, stepId: 1, startPosition: 0, hidden: edge.embed(prompts[i]), fromUpstream: false })
+        queue.enqueue({ session: s, stepId: 1, startPosition: 0, hidden: edge.embed(prompts[i]), fromUpstream: false })
       )
     )
     expect(batches).toEqual([3])
@@ -48,7 +48,7 @@ describe('NodeStepQueue', () => {
     })
     const next = await Promise.all(
       ss.map((s, i) =>
-        queue.step({ session: s, stepId: 2, startPosition: prompts[i].length, hidden: edge.embed([42]), fromUpstream: false })
+        queue.enqueue({ session: s, stepId: 2, startPosition: prompts[i].length, hidden: edge.embed([42]), fromUpstream: false })
       )
     )
     next.forEach((o, i) => {
@@ -62,17 +62,17 @@ describe('NodeStepQueue', () => {
     const [a, b, c] = ['a', 'b', 'c'].map(open)
     const x = edge.embed([1, 5])
     await Promise.all(
-      [a, b, c].map((s) => queue.step({ session: s, stepId: 1, startPosition: 0, hidden: x, fromUpstream: false }))
+      [a, b, c].map((s) => queue.enqueue({ session: s, stepId: 1, startPosition: 0, hidden: x, fromUpstream: false }))
     )
     for (const s of [a, b, c]) twin.forward(s.key, x, 0)
     b.upstreamStepId = 5 // as if b were fed by an upstream that already sent step 5
     sessions.close(c)
     const y = edge.embed([9])
     const r = await Promise.allSettled([
-      queue.step({ session: a, stepId: 2, startPosition: 2, hidden: y, fromUpstream: false }),
-      queue.step({ session: a, stepId: 1, startPosition: 0, hidden: x, fromUpstream: false }).catch((e) => e), // same session: next batch
-      queue.step({ session: b, stepId: 3, startPosition: 2, hidden: y, fromUpstream: true }),
-      queue.step({ session: c, stepId: 2, startPosition: 2, hidden: y, fromUpstream: false })
+      queue.enqueue({ session: a, stepId: 2, startPosition: 2, hidden: y, fromUpstream: false }),
+      queue.enqueue({ session: a, stepId: 1, startPosition: 0, hidden: x, fromUpstream: false }).catch((e) => e), // same session: next batch
+      queue.enqueue({ session: b, stepId: 3, startPosition: 2, hidden: y, fromUpstream: true }),
+      queue.enqueue({ session: c, stepId: 2, startPosition: 2, hidden: y, fromUpstream: false })
     ])
     expect(r[0].status).toBe('fulfilled')
     expect(
@@ -81,8 +81,8 @@ describe('NodeStepQueue', () => {
     expect((r[2] as PromiseRejectedResult).reason).toBeInstanceOf(UnauthorizedError)
     expect((r[3] as PromiseRejectedResult).reason).toBeInstanceOf(UnknownSessionError)
     // a step at a gap throws PositionError; the other session's step of the same batch still runs
-    const bad = queue.step({ session: b, stepId: 9, startPosition: 7, hidden: y, fromUpstream: true })
-    const good = queue.step({ session: a, stepId: 3, startPosition: 2, hidden: y, fromUpstream: false })
+    const bad = queue.enqueue({ session: b, stepId: 9, startPosition: 7, hidden: y, fromUpstream: true })
+    const good = queue.enqueue({ session: a, stepId: 3, startPosition: 2, hidden: y, fromUpstream: false })
     await expect(bad).rejects.toBeInstanceOf(PositionError)
     const g = await good
     expect(bits(g.output).equals(bits(twin.forward(a.key, y, 2)))).toBe(true)

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import { createChatFormatter } from '../../node/gateway/chat-template.js'
-import { parseToolCalls, renderWithTools, toolFamily, writeCall } from '../../node/gateway/tools-format.js'
+import { parseToolCalls, renderWithTools, toolFamily, writeCall } from '../../node/gateway/tools/tools-format.js'
 
 // Issue 37: Mistral's tool format through a Mistral-7B-Instruct-v0.3-style template (its
 // tokenizer_config.json chat_template, as written here: the same structure, the same checks:

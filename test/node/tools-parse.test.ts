@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
-import { parseToolCalls, toolFamily, writeCall } from '../../node/gateway/tools-format.js'
-import { ToolStream } from '../../node/gateway/tools-stream.js'
+import { parseToolCalls, toolFamily, writeCall } from '../../node/gateway/tools/tools-format.js'
+import { ToolStream } from '../../node/gateway/tools/tools-stream.js'
 
 // Issue 37: tool calls parsed back from the model's text. Llama 3.1 separates parallel calls with
 // `;`, which an argument string may also hold (a constrained call on a random model wrote one).

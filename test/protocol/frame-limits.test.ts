@@ -12,6 +12,7 @@ import {
   frameDeadlineMs,
   type Host
 } from '../../protocol/index.js'
+import { errorCode } from '../../shards/index.js'
 import { varint } from '../helpers/raw-session.js'
 
 const ECHO = '/layerswarm-test/limits/1.0.0'
@@ -38,8 +39,8 @@ describe('frame deadline and bytes-in-flight budget', () => {
         }
         await channel.close()
       } catch (err) {
-        refusals.push((err as { code?: string }).code ?? (err as Error).name)
-        await channel.write(new TextEncoder().encode((err as { code?: string }).code ?? 'error')).catch(() => {})
+        refusals.push(errorCode(err) ?? (err as Error).name)
+        await channel.write(new TextEncoder().encode(errorCode(err) ?? 'error')).catch(() => {})
         await channel.close().catch(() => {})
       }
     })

@@ -19,6 +19,7 @@ import {
   serveSessionStream,
   UnknownSessionError
 } from '../../protocol/index.js'
+import { errorCode } from '../../shards/index.js'
 
 /** A toy hop: sessions hold a position; steps add 1 to every activation. */
 function toyHandler(peerId: string) {
@@ -166,7 +167,7 @@ describe('session streams over real libp2p hosts', () => {
     bad.step.hidden = encodeTensor(new Float32Array(32), [1, 32], 'f32')
     await expect(s.call(bad)).rejects.toMatchObject({ code: 'BAD_SHAPE', stepId: 8 })
     expect(await s.call(step('s', 9, 1))).toMatchObject({ type: 'result' })
-    expect(failures.map((f) => (f as { code?: string }).code)).toEqual(['UNKNOWN_SESSION', 'BUSY', 'BAD_SHAPE'])
+    expect(failures.map((f) => errorCode(f))).toEqual(['UNKNOWN_SESSION', 'BUSY', 'BAD_SHAPE'])
   })
 
   it('answers garbage with a stream-level error and keeps serving other streams', async () => {

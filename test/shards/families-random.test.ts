@@ -8,6 +8,7 @@ import {
   createRandomModel,
   createReferenceKernels,
   createShard,
+  InvalidModelError,
   openModelFile,
   parseShape,
   UnsupportedModelError,
@@ -24,10 +25,17 @@ const dir = mkdtempSync(join(tmpdir(), 'layerswarm-families-random-'))
 const SHAPE = parseShape('64,2,4,2,96,300')
 const CASES: Array<{ what: string; arch: ArchSpec; dtype: 'q8_0' | 'q4_k_m' | 'f32' }> = [
   { what: 'phi3', arch: { architecture: 'phi3', ropeDims: 12, longrope: true }, dtype: 'q8_0' },
-  { what: 'qwen3moe', arch: { architecture: 'qwen3moe', headDim: 32, experts: { count: 4, used: 2, hidden: 64 } }, dtype: 'q8_0' }
+  {
+    what: 'qwen3moe',
+    arch: { architecture: 'qwen3moe', headDim: 32, experts: { count: 4, used: 2, hidden: 64 } },
+    dtype: 'q8_0'
+  },
+  // Mixtral: a llama file with llama.expert_count, experts feed_forward_length wide.
+  { what: 'mixtral', arch: { architecture: 'llama', experts: { count: 4, used: 2, hidden: 96 } }, dtype: 'q8_0' },
+  { what: 'qwen2moe', arch: { architecture: 'qwen2moe', experts: { count: 4, used: 2, hidden: 32, shared: 64 } }, dtype: 'q8_0' }
 ]
 
-describe('random phi3 / qwen3moe files', () => {
+describe('random phi3 / mixture-of-experts files', () => {
   for (const c of CASES) {
     it(`${c.what}: the file reads back as the in-memory model`, () => {
       const path = join(dir, `${c.what}.gguf`)
@@ -43,7 +51,8 @@ describe('random phi3 / qwen3moe files', () => {
               'blk.1.ffn_gate_inp',
               'blk.1.ffn_gate_exps.0',
               'blk.1.ffn_up_exps.3',
-              'blk.1.ffn_down_exps.2'
+              'blk.1.ffn_down_exps.2',
+              ...(c.what === 'qwen2moe' ? (['blk.1.ffn_gate_shexp', 'blk.1.ffn_up_shexp', 'blk.1.ffn_down_shexp'] as const) : [])
             ] as const)
       for (const n of names)
         expect(Buffer.from(file.readMatrix(n).data).equals(Buffer.from(mem.readMatrix(n).data)), n).toBe(true)
@@ -74,8 +83,8 @@ describe('random phi3 / qwen3moe files', () => {
     plain.close?.()
   })
 
-  it('a llama file with a router (Mixtral) is refused with UNSUPPORTED_MODEL', () => {
-    const path = join(dir, 'mixtral.gguf')
+  it('a llama file with a router but no llama.expert_count is refused with INVALID_MODEL', () => {
+    const path = join(dir, 'mixtral-no-count.gguf')
     const u32 = (value: number) => ({ type: 'u32' as const, value })
     writeGguf(path, {
       metadata: [
@@ -91,7 +100,33 @@ describe('random phi3 / qwen3moe files', () => {
         { name: 'blk.0.ffn_gate_inp.weight', dtype: 'f32', shape: [8, 4], data: new Uint8Array(128) }
       ]
     })
-    expect(() => openModelFile(path)).toThrow(UnsupportedModelError)
-    expect(() => openModelFile(path)).toThrow(/mixture of experts in a llama model/)
+    expect(() => openModelFile(path)).toThrow(InvalidModelError)
+    expect(() => openModelFile(path)).toThrow(/llama needs 1 ≤ expert_used_count \(0\) ≤ expert_count \(0\)/)
+  })
+
+  it('a router in a dense family (qwen3) is refused with UNSUPPORTED_MODEL', () => {
+    const path = join(dir, 'qwen3-router.gguf')
+    writeRandomModel(path, SHAPE, { dtype: 'f32', seed: 5, seqLen: 64, arch: { architecture: 'qwen3' } })
+    const file = openModelFile(path)
+    const tensors = ['token_embd', 'blk.0.attn_q', 'blk.0.attn_k', 'blk.0.attn_v', 'blk.0.attn_output', 'blk.0.ffn_gate'] as const
+    const m = (n: (typeof tensors)[number]) => file.readMatrix(n)
+    const arr = [...tensors].map((n) => ({
+      name: `${n}.weight`,
+      dtype: 'f32' as const,
+      shape: [m(n).cols, m(n).rows],
+      data: m(n).data
+    }))
+    const meta = [...file.metadata].filter(([k]) => k.startsWith('qwen3.') || k === 'general.architecture')
+    file.close()
+    const routed = join(dir, 'qwen3-routed.gguf')
+    writeGguf(routed, {
+      metadata: meta.map(([k, v]) => [
+        k,
+        typeof v === 'string' ? { type: 'string', value: v } : { type: Number.isInteger(v) ? 'u32' : 'f32', value: Number(v) }
+      ]),
+      tensors: [...arr, { name: 'blk.0.ffn_gate_inp.weight', dtype: 'f32', shape: [64, 4], data: new Uint8Array(64 * 4 * 4) }]
+    })
+    expect(() => openModelFile(routed)).toThrow(UnsupportedModelError)
+    expect(() => openModelFile(routed)).toThrow(/mixture of experts in a qwen3 model is not supported/)
   })
 })

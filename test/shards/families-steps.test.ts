@@ -1,8 +1,9 @@
 import { describe, expect, it } from 'vitest'
+import { loadBlock } from '../../shards/block.js'
 import type { GgufValue } from '../../shards/index.js'
-import { createRandomModel, createReferenceKernels, dequantizeRow, parseShape } from '../../shards/index.js'
+import { createFastKernels, createRandomModel, createReferenceKernels, dequantizeRow, parseShape } from '../../shards/index.js'
+import { neoxToNormOrder, ropeFrequencies, ropeScalingFromGguf } from '../../shards/model/rope-config.js'
 import { moeForward } from '../../shards/moe-block.js'
-import { neoxToNormOrder, ropeFrequencies, ropeScalingFromGguf } from '../../shards/rope-config.js'
 import { Scratch } from '../../shards/scratch.js'
 import type { ModelConfig, TensorName } from '../../shards/types.js'
 
@@ -146,5 +147,126 @@ describe('mixture of experts (qwen3moe)', () => {
     }
     // Leaving out the renormalisation would move outputs far beyond the tolerance above.
     expect(unnormDiff).toBeGreaterThan(1e-2)
+  })
+})
+
+describe('mixture of experts (qwen2moe): routed experts without renormalisation, plus the gated shared expert', () => {
+  const model = createRandomModel(parseShape('64,1,4,2,96,300,untied'), {
+    dtype: 'f32',
+    seed: 10,
+    arch: { architecture: 'qwen2moe', experts: { count: 8, used: 2, hidden: 32, shared: 64 } }
+  })
+  const c = model.config as ModelConfig
+  const kernels = createReferenceKernels()
+  const rows = (name: TensorName): number[][] => {
+    const w = model.readMatrix(name)
+    const row = new Float32Array(w.cols)
+    return Array.from({ length: w.rows }, (_, r) => {
+      dequantizeRow(w, r, row)
+      return Array.from(row)
+    })
+  }
+  const dot = (w: number[][], x: ArrayLike<number>) => w.map((r) => r.reduce((s, v, i) => s + v * x[i], 0))
+  const ffn = (gate: TensorName, up: TensorName, down: TensorName, x: ArrayLike<number>) => {
+    const g = dot(rows(gate), x)
+    const u = dot(rows(up), x)
+    return dot(
+      rows(down),
+      g.map((v, i) => (v / (1 + Math.exp(-v))) * u[i])
+    )
+  }
+
+  it('sums the top-k experts by their softmax probabilities and adds sigmoid(gate · x) × the shared expert', () => {
+    expect(c.moe).toMatchObject({ normTopK: false, sharedHidden: 64 })
+    const T = 5
+    const s = new Scratch(c)
+    s.ensure(T)
+    const x = Float32Array.from({ length: T * c.dim }, (_, i) => Math.cos(i * 0.29) * 1.5)
+    s.xb.set(x)
+    const loaded = loadBlock(model, 0, kernels)
+    if (!loaded.moe?.shared) throw new Error('no shared expert loaded')
+    moeForward(kernels, c, loaded.moe, s, T)
+    const router = rows('blk.0.ffn_gate_inp')
+    const gateVec = model.readVector('blk.0.ffn_gate_inp_shexp')
+    let renormDiff = 0
+    let sharedSize = 0
+    for (let t = 0; t < T; t++) {
+      const xt = x.subarray(t * c.dim, (t + 1) * c.dim)
+      const logits = dot(router, xt)
+      const max = Math.max(...logits)
+      const p = logits.map((l) => Math.exp(l - max))
+      const z = p.reduce((a, b) => a + b, 0)
+      const top = p
+        .map((v, e) => [v / z, e])
+        .sort((a, b) => b[0] - a[0])
+        .slice(0, 2)
+      const wsum = top[0][0] + top[1][0]
+      const g = gateVec.reduce((acc, v, i) => acc + v * xt[i], 0)
+      const sig = 1 / (1 + Math.exp(-g))
+      const shared = ffn('blk.0.ffn_gate_shexp', 'blk.0.ffn_up_shexp', 'blk.0.ffn_down_shexp', xt)
+      const want = shared.map((v) => sig * v)
+      const renorm = [...want]
+      for (const [w, e] of top) {
+        const y = ffn(`blk.0.ffn_gate_exps.${e}`, `blk.0.ffn_up_exps.${e}`, `blk.0.ffn_down_exps.${e}`, xt)
+        y.forEach((v, d) => {
+          want[d] += w * v
+          renorm[d] += (w / wsum) * v
+        })
+      }
+      for (let d = 0; d < c.dim; d++) {
+        expect(s.xb[t * c.dim + d], `row ${t} dim ${d}`).toBeCloseTo(want[d], 4)
+        renormDiff = Math.max(renormDiff, Math.abs(renorm[d] - want[d]))
+        sharedSize = Math.max(sharedSize, Math.abs(sig * shared[d]))
+      }
+    }
+    // Renormalising (as qwen3moe and Mixtral do) or leaving out the shared expert would fail above.
+    expect(renormDiff).toBeGreaterThan(1e-2)
+    expect(sharedSize).toBeGreaterThan(1e-2)
+  })
+})
+
+describe('mixture of experts (Mixtral: llama with llama.expert_count)', () => {
+  it('reads as a llama MoE: experts feed_forward_length wide, top-k weights renormalised', () => {
+    const model = createRandomModel(parseShape('64,1,4,2,96,300'), {
+      dtype: 'f32',
+      seed: 11,
+      arch: { architecture: 'llama', experts: { count: 8, used: 2, hidden: 96 } }
+    })
+    expect(model.config.moe).toEqual({ nExperts: 8, nUsed: 2, expertHidden: 96, normTopK: true, sharedHidden: 0 })
+    expect(model.config.ropeType).toBe('norm')
+    expect(model.hasTensor('blk.0.ffn_gate')).toBe(false)
+    expect(model.metadata.get('llama.expert_count')).toBe(8)
+    expect(model.metadata.has('llama.expert_feed_forward_length')).toBe(false)
+  })
+
+  it('experts with gate and up stacked into one matmul give the bits of gate and up apart', () => {
+    const model = createRandomModel(parseShape('64,1,4,2,96,300'), {
+      dtype: 'q4_k_m',
+      seed: 12,
+      arch: { architecture: 'llama', experts: { count: 4, used: 2, hidden: 256 } }
+    })
+    const c = model.config as ModelConfig
+    for (const kernels of [createReferenceKernels(), createFastKernels({ threads: 1 })]) {
+      const stacked = loadBlock(model, 0, kernels).moe
+      if (!stacked) throw new Error('no experts loaded')
+      expect(stacked.experts.every((e) => e.up === undefined && e.gate.rows === 512)).toBe(true)
+      const apart = {
+        router: stacked.router,
+        experts: stacked.experts.map((_, e) => ({
+          gate: kernels.prepare(model.readMatrix(`blk.0.ffn_gate_exps.${e}`)),
+          up: kernels.prepare(model.readMatrix(`blk.0.ffn_up_exps.${e}`)),
+          down: kernels.prepare(model.readMatrix(`blk.0.ffn_down_exps.${e}`))
+        }))
+      }
+      const run = (m: typeof stacked, T: number) => {
+        const s = new Scratch(c)
+        s.ensure(T)
+        s.xb.set(Float32Array.from({ length: T * c.dim }, (_, i) => Math.sin(i * 0.41) * 1.3))
+        moeForward(kernels, c, m, s, T)
+        return Buffer.from(s.xb.slice(0, T * c.dim).buffer)
+      }
+      for (const T of [1, 4]) expect(run(stacked, T).equals(run(apart, T)), `${kernels.name} T=${T}`).toBe(true)
+      kernels.close?.()
+    }
   })
 })

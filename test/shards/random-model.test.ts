@@ -11,7 +11,7 @@ import {
   syntheticVocabulary,
   writeRandomModel
 } from '../../shards/formats/random-model.js'
-import { openModelFile } from '../../shards/open-model.js'
+import { openModelFile } from '../../shards/model/open-model.js'
 import { dequantizeRow, quantizeMatrix } from '../../shards/quant/codecs.js'
 import { BLOCK_TENSORS, type ModelConfig, type TensorName } from '../../shards/types.js'
 import { parseGguf } from '../helpers/gguf-parse.js'

@@ -6,7 +6,7 @@ import { afterAll, describe, expect, it } from 'vitest'
 import { tokenizerStrings } from '../../bench/crosscheck/tokenizer-strings.js'
 import { LLAMA_CPP_VERSION, llamaCppDir } from '../../bench/llama-cpp.js'
 import { parseShape, writeRandomModel } from '../../shards/formats/random-model.js'
-import { openModelFile } from '../../shards/open-model.js'
+import { openModelFile } from '../../shards/model/open-model.js'
 import { createTokenizer } from '../../shards/tokenizers/tokenizer.js'
 import { loadPackageVocabulary, type VocabPackageName } from '../../shards/tokenizers/vocab-packages.js'
 

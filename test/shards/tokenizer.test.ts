@@ -10,7 +10,7 @@ import {
   TruncatedFileError,
   UnsupportedModelError
 } from '../../shards/errors.js'
-import type { GgufValue } from '../../shards/model-file.js'
+import type { GgufValue } from '../../shards/model/model-file.js'
 import { createTokenizer } from '../../shards/tokenizers/tokenizer.js'
 import { readLlama2cTokenizer, vocabularyFromGguf } from '../../shards/tokenizers/tokenizer-files.js'
 import type { Vocabulary } from '../../shards/types.js'

@@ -1,6 +1,6 @@
 import { basename, extname } from 'node:path'
 import type { AbortOptions } from '@libp2p/interface'
-import { openModelFile, readableModelName } from '../../../shards/index.js'
+import { isContentModelId, openModelFile, readableModelName } from '../../../shards/index.js'
 import { type ModelRouter, type RoutedModel, startModelRouter } from '../../gateway/model-router.js'
 import type { Gateway } from '../../gateway/server.js'
 import type { Logger } from '../../log.js'
@@ -10,6 +10,8 @@ import { resolveModelArgument } from './checks.js'
 /** What runModelsApi needs of `api`'s options (api.ts's ApiOptions; not imported, as api.ts runs this). */
 interface OneModelOptions {
   readonly model?: string
+  readonly modelId?: string
+  readonly p2pListen?: string[]
   readonly listen: string
   readonly apiKey?: string
   readonly modelName?: string
@@ -47,9 +49,11 @@ export async function runModelsApi<O extends OneModelOptions>(
   log: Logger,
   options: AbortOptions = {}
 ): Promise<RunningModelsApi> {
+  // issue 33: a content id (`--model-id`) is fetched by its gateway's client and named by the id
   const paths: string[] = []
-  for (const m of models) paths.push(await resolveModelArgument(m, '--model', { signal: options.signal }))
-  const names = paths.map((p) => basename(p, extname(p)))
+  for (const m of models)
+    paths.push(isContentModelId(m) ? m : await resolveModelArgument(m, '--model', { signal: options.signal }))
+  const names = paths.map((p) => (isContentModelId(p) ? p : basename(p, extname(p))))
   const twice = names.find((n, i) => names.indexOf(n) !== i)
   if (twice !== undefined)
     throw new BadOptionError(
@@ -57,21 +61,32 @@ export async function runModelsApi<O extends OneModelOptions>(
     )
   if (o.modelName !== undefined)
     throw new BadOptionError('--model-name names one model; with several --model, each is named by its file')
+  if (o.p2pListen?.length)
+    throw new BadOptionError('--p2p-listen serves one model; with several models each gateway client dials out only')
   const apis: RunningOne[] = []
   const routed: RoutedModel[] = []
   try {
     for (const [i, path] of paths.entries()) {
-      const file = openModelFile(path, o.tokenizer !== undefined ? { tokenizerPath: o.tokenizer } : {})
-      const displayName = readableModelName(file)
-      file.close()
+      const byId = isContentModelId(path)
       // each model's own gateway, reachable only from this machine; the router is the door
       const api = await runApi(
-        { ...o, model: path, listen: '127.0.0.1:0', metrics: undefined },
+        {
+          ...o,
+          ...(byId ? { model: undefined, modelId: path } : { model: path, modelId: undefined }),
+          listen: '127.0.0.1:0',
+          metrics: undefined
+        },
         log.child({ model: names[i] }),
         options
       )
       apis.push(api)
       const client = api.gateway.client
+      const file = openModelFile(
+        client.fetchedWeights?.path ?? path,
+        o.tokenizer !== undefined && !byId ? { tokenizerPath: o.tokenizer } : {}
+      )
+      const displayName = readableModelName(file)
+      file.close()
       routed.push({
         name: names[i],
         modelId: client.modelId,

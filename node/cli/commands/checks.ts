@@ -5,6 +5,7 @@
 import { accessSync, constants, statSync } from 'node:fs'
 import { multiaddr } from '@multiformats/multiaddr'
 import { suggestMultiaddr } from '../../../client/index.js'
+import { errorCode } from '../../../shards/index.js'
 import { downloadHubModel } from '../../hub-download.js'
 import { parseHubSource } from '../../hub-source.js'
 import {
@@ -23,7 +24,7 @@ export function checkReadableFile(path: string, what = '--model'): string {
     accessSync(path, constants.R_OK)
   } catch (err) {
     if (err instanceof ModelNotFoundError) throw err
-    const code = (err as { code?: string }).code
+    const code = errorCode(err)
     throw new ModelNotFoundError(
       code === 'ENOENT' ? `${what} ${path}: no such file` : `${what} ${path}: cannot read it (${code ?? (err as Error).message})`
     )
@@ -79,7 +80,7 @@ function collect(err: unknown): string {
   const out: string[] = []
   let e: unknown = err
   for (let i = 0; i < 5 && e instanceof Error; i++, e = (e as { cause?: unknown }).cause) {
-    out.push(`${e.name} ${e.message} ${(e as { code?: string }).code ?? ''}`)
+    out.push(`${e.name} ${e.message} ${errorCode(e) ?? ''}`)
     if (e instanceof AggregateError) for (const x of e.errors) if (x instanceof Error) out.push(`${x.name} ${x.message}`)
   }
   return out.join(' ')

@@ -6,6 +6,7 @@ import { createHost, fetchAnnouncements, fetchInfo } from '../../../protocol/ind
 import {
   computeModelId,
   cpuInfo,
+  errorCode,
   kernelChoiceOf,
   kernelChoiceSummary,
   openModelFile,
@@ -26,8 +27,8 @@ interface Line {
 }
 
 function lineOf(err: unknown): string {
-  const e = err as Error & { code?: string }
-  return `${e.message.split('\n')[0]}${e.code ? ` (${e.code})` : ''}`
+  const code = errorCode(err)
+  return `${(err as Error).message.split('\n')[0]}${code ? ` (${code})` : ''}`
 }
 
 /** Can this machine listen on `addr` now? (A TCP bind and close; port 0 is always free.) */

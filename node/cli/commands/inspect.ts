@@ -138,7 +138,7 @@ export function runInspect(o: InspectOptions): InspectResult {
   }
 }
 
-/** Partial rotary, scaling and magnitude of a config's RoPE (shards/rope-config.ts), as inspect prints them. */
+/** Partial rotary, scaling and magnitude of a config's RoPE (shards/model/rope-config.ts), as inspect prints them. */
 function ropeExtras(config: InspectResult['config']): string {
   const c = config as unknown as ModelConfig
   const parts: string[] = []
@@ -164,7 +164,7 @@ function print(r: InspectResult): string {
     `rope          θ ${c.ropeTheta}${ropeExtras(c)}`,
     ...(moe
       ? [
-          `experts       ${moe.nUsed} of ${moe.nExperts} per token, expert ffn ${moe.expertHidden}${moe.normTopK ? ', top-k weights renormalised' : ''}`
+          `experts       ${moe.nUsed} of ${moe.nExperts} per token, expert ffn ${moe.expertHidden}${moe.normTopK ? ', top-k weights renormalised' : ''}${moe.sharedHidden > 0 ? `, shared expert ffn ${moe.sharedHidden} (sigmoid-gated)` : ''}`
         ]
       : []),
     ...(c.family ? [`family        ${familyLine(c.family as FamilyParams)}`] : []),

@@ -5,7 +5,7 @@
  * bootstrap peers only heard of count too), picks the span that most raises the swarm's
  * bottleneck (span-selection.ts), and runs `node start --layers` for it as a child process with
  * a kept identity. Every --check-interval it looks again and moves when Petals' rule says the
- * bottleneck would rise by the stated margin (node/daemon/rebalance.ts): the child leaves with a drain
+ * bottleneck would rise by the stated margin (node/daemon/placement/rebalance.ts): the child leaves with a drain
  * (its clients move their sessions) and a new one starts on the new span, same peer id.
  * Prints one JSON line per event: {event: 'serving' | 'moving' | 'stopped', ...}.
  */
@@ -21,8 +21,9 @@ import { defaultModelPath } from '../../paths.js'
 import { BadOptionError, JoinedNodeExitedError } from '../errors.js'
 import { float, int } from '../options.js'
 import { deviceSizedBlocksOfFile } from './backend.js'
-import { checkReadableFile, resolveModelArgument } from './checks.js'
-import { modelInfoById, modelInfoOfFile } from './node-weights.js'
+import { resolveModelArgument } from './checks.js'
+import { chooseModelByDemand } from './join-model.js'
+import { modelInfoById, modelInfoOfFile } from './node/node-weights.js'
 import { refusedByEveryBootstrap } from './private-swarm.js'
 
 const CLI = fileURLToPath(new URL('../../cli.js', import.meta.url))
@@ -76,7 +77,7 @@ export function registerJoin(program: Command): void {
     .option('--model <path>', 'model file (GGUF or llama2.c .bin); default: the bundled stories260K.gguf')
     .option(
       '--model-id <id>',
-      'instead of --model: the content id (lsw1-…) of a model the swarm serves; the node fetches its span'
+      "instead of --model: the content id (lsw1-…) of a model the swarm serves; the node fetches its span. 'auto': the model the swarm needs most (demand against supply, docs/weights.md)"
     )
     .option('--models-dir <dir>', 'where --model-id keeps what it fetched (default: $LAYERSWARM_HOME/models)')
     .option('--bootstrap <list|file>', 'comma-separated multiaddrs, or a file with one per line')
@@ -113,6 +114,12 @@ export function registerJoin(program: Command): void {
       const bootstrap = opts.bootstrap ? readBootstrap(String(opts.bootstrap)) : []
       const passThrough = cmd.args.filter((a) => a !== modelPath)
       if (passThrough.includes('--layers')) throw new BadOptionError('join picks the span itself; --layers is for node start')
+      // issue 33 item 3: `--model-id auto` serves the model whose demand most outruns its supply
+      if (opts.modelId === 'auto') {
+        const choice = await chooseModelByDemand(bootstrap)
+        emit({ event: 'model-choice', contentId: choice.contentId, ranking: choice.ranking })
+        opts.modelId = choice.contentId
+      }
       // issue 33: by content id, the header is fetched (checked) for the block count and announced id
       const { modelId, nBlocks } =
         opts.modelId !== undefined ? await modelInfoById(opts.modelId, bootstrap, opts.modelsDir) : modelInfoOfFile(modelPath)

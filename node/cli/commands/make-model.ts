@@ -6,6 +6,7 @@ import {
   type ArchSpec,
   loadPackageVocabulary,
   MODEL_FILE_TYPES,
+  type ModelConfig,
   type ModelFileType,
   openModelFile,
   parseShape,
@@ -64,7 +65,7 @@ export function runMakeModel(o: MakeModelOptions, onProgress?: (done: number, to
   const file = new RangedFile(out)
   try {
     for (const t of readGgufHeader(file).tensors.values())
-      if (t.ne.length === 2) tensorTypes[t.dtype] = (tensorTypes[t.dtype] ?? 0) + 1
+      if (t.ne.length >= 2) tensorTypes[t.dtype] = (tensorTypes[t.dtype] ?? 0) + 1
   } finally {
     file.close()
   }
@@ -78,7 +79,7 @@ export function runMakeModel(o: MakeModelOptions, onProgress?: (done: number, to
         (2 * c.dim +
           2 * c.qDim * c.dim +
           2 * c.kvDim * c.dim +
-          3 * c.hiddenDim * c.dim +
+          ffnParams(c) +
           (c.qkvBias ? c.qDim + 2 * c.kvDim : 0) +
           (c.qkNorm ? 2 * c.headDim : 0)) +
       (c.ropeFreqFactors?.length ?? 0)
@@ -138,7 +139,7 @@ export function registerMakeModel(program: Command): void {
     .addOption(new Option('--context <n>', 'context length written to <arch>.context_length').argParser(int('--context', 1)))
     .addOption(
       new Option('--arch <arch>', 'general.architecture')
-        .choices(['llama', 'qwen2', 'qwen3', 'gemma2', 'gemma3', 'phi3', 'qwen3moe'])
+        .choices(['llama', 'qwen2', 'qwen3', 'gemma2', 'gemma3', 'phi3', 'qwen3moe', 'qwen2moe'])
         .default('llama')
     )
     .addOption(
@@ -148,7 +149,10 @@ export function registerMakeModel(program: Command): void {
     )
     .addOption(new Option('--longrope', 'phi3: longrope short/long factors and attn factor'))
     .addOption(
-      new Option('--experts <count,used,ffn>', 'qwen3moe: experts, experts per token, expert FFN size').default('8,2,64')
+      new Option(
+        '--experts <count,used,ffn[,shared]>',
+        'qwen3moe, qwen2moe (default 8,2,64), llama (a Mixtral file): experts, experts per token, expert FFN size; qwen2moe: shared expert FFN size (default 4 × ffn)'
+      )
     )
     .addOption(
       new Option('--head-dim <n>', 'qwen3, qwen3moe, gemma: head size independent of dim / heads').argParser(int('--head-dim', 2))
@@ -184,7 +188,12 @@ export function registerMakeModel(program: Command): void {
         swaPattern: opts.swaPattern,
         ropeDims: opts.ropeDims,
         longrope: opts.longrope,
-        experts: opts.arch === 'qwen3moe' ? experts(opts.experts) : undefined
+        experts:
+          opts.arch === 'qwen3moe' || opts.arch === 'qwen2moe'
+            ? experts(opts.experts ?? '8,2,64')
+            : opts.experts !== undefined
+              ? experts(opts.experts)
+              : undefined
       }
       const tty = process.stderr.isTTY === true
       const result = runMakeModel(
@@ -197,8 +206,15 @@ export function registerMakeModel(program: Command): void {
     })
 }
 
-/** `--experts count,used,ffn` (random-families.ts checks the numbers). */
-function experts(v: string): { count: number; used: number; hidden: number } {
-  const [count, used, hidden] = v.split(',').map(Number)
-  return { count, used, hidden }
+/** One block's FFN parameters: a mixture's router, all its experts and its shared expert. */
+function ffnParams(c: ModelConfig): number {
+  const m = c.moe
+  if (!m) return 3 * c.hiddenDim * c.dim
+  return m.nExperts * (1 + 3 * m.expertHidden) * c.dim + (m.sharedHidden > 0 ? (1 + 3 * m.sharedHidden) * c.dim : 0)
+}
+
+/** `--experts count,used,ffn[,shared]` (random-families.ts checks the numbers). */
+function experts(v: string): { count: number; used: number; hidden: number; shared?: number } {
+  const [count, used, hidden, shared] = v.split(',').map(Number)
+  return { count, used, hidden, ...(shared !== undefined ? { shared } : {}) }
 }

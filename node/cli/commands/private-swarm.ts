@@ -12,7 +12,7 @@ import { peerIdFromString } from '@libp2p/peer-id'
 import { type Command, Option } from 'commander'
 import { parseBootstrapList } from '../../../client/index.js'
 import { newSwarmKeyText, parseAllowList, parseSwarmKey, type SwarmKey, setNetworkPolicy } from '../../../protocol/index.js'
-import { computeModelId, openModelFile } from '../../../shards/index.js'
+import { computeModelId, errorCode, openModelFile } from '../../../shards/index.js'
 import { InviteModelMismatchError } from '../../errors.js'
 import { layerswarmHome } from '../../identity.js'
 import { decodeInvite, encodeInvite, parseDuration } from '../../invite.js'
@@ -47,7 +47,7 @@ function readPrivateFile(path: string, what: string): string {
   try {
     text = readFileSync(path, 'utf8')
   } catch (err) {
-    throw new SwarmFileError(`${what} ${path}: cannot read it (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`)
+    throw new SwarmFileError(`${what} ${path}: cannot read it (${errorCode(err) ?? (err as Error).message})`)
   }
   if (process.platform !== 'win32' && (statSync(path).mode & 0o077) !== 0 && what === '--swarm-key')
     warn(new SwarmFileError(`${what} ${path}: others may read the key (chmod 600 ${path})`))

@@ -1,4 +1,4 @@
-import { ropeFrequencies } from '../../architectures.js'
+import { ropeFrequencies } from '../../model/architectures.js'
 import type { NativeAddon } from '../../native/load.js'
 import { NATIVE_BATCHED_FROM } from '../../options.js'
 import { isQuantDType, QUANT_LAYOUTS } from '../../quant/quant-blocks.js'
